@@ -1,0 +1,90 @@
+# Third-party dependencies. Each becomes an imported target so that project code
+# links targets, never raw paths, and their headers count as SYSTEM headers.
+
+find_package(MPI REQUIRED COMPONENTS C)
+find_package(yaml-cpp REQUIRED)
+find_package(CLI11 CONFIG REQUIRED)
+find_package(nlohmann_json 3.10 REQUIRED)
+find_package(Threads REQUIRED)
+find_package(PkgConfig REQUIRED)
+pkg_check_modules(HWLOC REQUIRED IMPORTED_TARGET hwloc)
+
+# civetweb: Debian ships a CMake package; fall back to a plain library search.
+find_package(civetweb CONFIG QUIET)
+if(TARGET civetweb::civetweb)
+  set(RINGPILOT_CIVETWEB civetweb::civetweb)
+else()
+  find_path(CIVETWEB_INCLUDE_DIR civetweb.h REQUIRED)
+  find_library(CIVETWEB_LIBRARY civetweb REQUIRED)
+  add_library(ringpilot_civetweb UNKNOWN IMPORTED)
+  set_target_properties(ringpilot_civetweb PROPERTIES IMPORTED_LOCATION ${CIVETWEB_LIBRARY}
+                        INTERFACE_INCLUDE_DIRECTORIES ${CIVETWEB_INCLUDE_DIR})
+  set(RINGPILOT_CIVETWEB ringpilot_civetweb)
+endif()
+
+if(NOT RINGPILOT_TRAINER)
+  return()
+endif()
+
+# LibTorch comes from the torch wheel (scripts/setup.sh puts it in .venv).
+if(NOT RINGPILOT_PYTHON)
+  if(EXISTS ${CMAKE_SOURCE_DIR}/.venv/bin/python)
+    set(RINGPILOT_PYTHON ${CMAKE_SOURCE_DIR}/.venv/bin/python)
+  else()
+    find_program(RINGPILOT_PYTHON NAMES python3 python REQUIRED)
+  endif()
+endif()
+execute_process(
+  COMMAND ${RINGPILOT_PYTHON} -c "import torch,os;print(torch.utils.cmake_prefix_path);print(os.path.dirname(torch.__file__))"
+  OUTPUT_VARIABLE _torch_out RESULT_VARIABLE _torch_rc OUTPUT_STRIP_TRAILING_WHITESPACE)
+if(NOT _torch_rc EQUAL 0)
+  message(FATAL_ERROR "ringpilot: ${RINGPILOT_PYTHON} cannot import torch; run scripts/setup.sh")
+endif()
+string(REPLACE "\n" ";" _torch_out "${_torch_out}")
+list(GET _torch_out 0 _torch_prefix)
+list(GET _torch_out 1 RINGPILOT_TORCH_DIR)
+list(APPEND CMAKE_PREFIX_PATH ${_torch_prefix})
+if(NOT DEFINED TORCH_CUDA_ARCH_LIST AND NOT DEFINED ENV{TORCH_CUDA_ARCH_LIST})
+  set(ENV{TORCH_CUDA_ARCH_LIST} "9.0")
+endif()
+find_package(Torch REQUIRED)
+
+# GPU code compiles whenever LibTorch is a CUDA build and the CUDA toolkit is here,
+# whether or not a GPU is present (CI compiles it; the GPU machine runs it).
+set(RINGPILOT_WITH_CUDA OFF)
+if(TARGET c10_cuda)
+  find_package(CUDAToolkit QUIET)
+  # NCCL must be the one LibTorch loads: the wheel's nvidia/nccl beside torch/.
+  get_filename_component(_site ${RINGPILOT_TORCH_DIR} DIRECTORY)
+  find_path(NCCL_INCLUDE_DIR nccl.h HINTS ${_site}/nvidia/nccl/include ${CUDAToolkit_INCLUDE_DIRS}
+            NO_DEFAULT_PATH)
+  find_library(NCCL_LIBRARY NAMES nccl libnccl.so.2 HINTS ${_site}/nvidia/nccl/lib
+               ${CUDAToolkit_LIBRARY_DIR} NO_DEFAULT_PATH)
+  if(CUDAToolkit_FOUND AND NCCL_INCLUDE_DIR AND NCCL_LIBRARY)
+    set(RINGPILOT_WITH_CUDA ON)
+    add_library(ringpilot_nccl UNKNOWN IMPORTED)
+    set_target_properties(ringpilot_nccl PROPERTIES IMPORTED_LOCATION ${NCCL_LIBRARY}
+                          INTERFACE_INCLUDE_DIRECTORIES ${NCCL_INCLUDE_DIR})
+    message(STATUS "ringpilot: CUDA ${CUDAToolkit_VERSION}, NCCL ${NCCL_LIBRARY}")
+  else()
+    message(WARNING "ringpilot: CUDA LibTorch but no CUDA toolkit/NCCL headers; GPU code skipped")
+  endif()
+endif()
+
+# One precompiled LibTorch header shared by every LibTorch target (REUSE_FROM):
+# torch/torch.h costs ~15 s per translation unit on two cores otherwise.
+add_library(ringpilot_torch_pch STATIC ${CMAKE_SOURCE_DIR}/cmake/torch_pch.cpp)
+target_link_libraries(ringpilot_torch_pch PUBLIC ${TORCH_LIBRARIES})
+target_precompile_headers(ringpilot_torch_pch PRIVATE <torch/torch.h>)
+if(RINGPILOT_WITH_CUDA)
+  target_compile_definitions(ringpilot_torch_pch PUBLIC RINGPILOT_WITH_CUDA=1)
+endif()
+
+# Links LibTorch into TARGET and reuses the shared precompiled header.
+function(ringpilot_use_torch target)
+  target_link_libraries(${target} PUBLIC ${TORCH_LIBRARIES})
+  if(RINGPILOT_WITH_CUDA)
+    target_compile_definitions(${target} PUBLIC RINGPILOT_WITH_CUDA=1)
+  endif()
+  target_precompile_headers(${target} REUSE_FROM ringpilot_torch_pch)
+endfunction()

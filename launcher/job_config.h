@@ -1,0 +1,140 @@
+// Job file model: the typed, validated form of `job.yaml` shared by the front end
+// (`ringpilot run/validate`) and every `ringpilot-trainer` rank.
+#pragma once
+
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace ringpilot::launcher {
+
+/// Where ranks compute. `kAuto` resolves to CUDA when a GPU is visible, else CPU.
+enum class Device { kCpu, kCuda, kAuto };
+/// How ranks are started: on this host, on listed hosts through mpirun, inside a Slurm
+/// allocation, or as a Kubeflow MPIJob.
+enum class Backend { kLocal, kMpi, kSlurm, kK8s };
+enum class Precision { kFp32, kBf16 };
+enum class Optimizer { kSgd, kAdamW };
+enum class GradDtype { kFp32, kBf16 };
+
+struct HostSlots {
+  std::string host;  ///< host name or IPv4 address, validated ([A-Za-z0-9.-]+)
+  int slots = 1;     ///< ranks this host may run
+};
+
+struct WorldConfig {
+  int nodes = 1;
+  int procs_per_node = 2;
+  Device device = Device::kAuto;
+  int size() const { return nodes * procs_per_node; }
+};
+
+struct LaunchConfig {
+  static constexpr int kDefaultMasterPort = 29500;
+  Backend backend = Backend::kLocal;
+  std::vector<HostSlots> hosts;           ///< backend mpi: one entry per node
+  int max_restarts = 2;                   ///< whole-job restarts from the last checkpoint
+  int master_port = kDefaultMasterPort;   ///< MASTER_PORT for `ringpilot exec` workers
+  std::vector<std::string> mpirun_args;   ///< extra mpirun arguments, passed verbatim (no shell)
+};
+
+struct ModelConfig {
+  std::string name;             ///< resnet18-cifar | resnet50 | bert-tiny | bert-base (required)
+  bool sync_batchnorm = false;  ///< BatchNorm statistics over the whole world, not per rank
+  double dropout = 0.1;         ///< BERT dropout probability (0 makes runs comparable)
+  int seq_len = 128;            ///< BERT sequence length
+  int num_classes = 10;         ///< ResNet classes (resnet50 uses 1000 unless set)
+};
+
+struct DataConfig {
+  std::string kind = "synthetic";  ///< synthetic (only kind implemented so far)
+  int batch_per_rank = 32;
+};
+
+struct TrainConfig {
+  int64_t steps = 100;
+  Optimizer optimizer = Optimizer::kSgd;
+  double lr = 0.1;
+  double momentum = 0.9;      ///< SGD momentum
+  double weight_decay = 0.0;  ///< SGD: L2 term; AdamW: decoupled decay
+  double beta1 = 0.9;         ///< AdamW
+  double beta2 = 0.999;       ///< AdamW
+  double eps = 1e-8;          ///< AdamW
+  Precision precision = Precision::kFp32;
+  bool cuda_graphs = false;
+  bool channels_last = true;  ///< ResNet memory format on CUDA
+  uint64_t seed = 0;
+  int threads_per_rank = 0;   ///< CPU intra-op threads; 0 = cores on the node / local ranks
+  double log_every_s = 5.0;   ///< rank 0 progress line period
+};
+
+struct CommConfig {
+  double bucket_mb = 25.0;
+  double first_bucket_mb = 1.0;
+  GradDtype grad_dtype = GradDtype::kFp32;
+  double timeout_s = 300.0;
+};
+
+struct CheckpointConfig {
+  int every_steps = 50;  ///< 0 disables periodic checkpoints (the final one is still written)
+  int keep = 3;
+};
+
+struct MetricsConfig {
+  bool enabled = true;
+  std::string bind = "127.0.0.1";
+  int port_base = 9400;  ///< rank r serves on port_base + r; 0 picks free ports
+};
+
+struct FaultConfig {
+  int straggler_rank = -1;
+  double straggler_ms = 0.0;
+  int crash_rank = -1;
+  int64_t crash_step = -1;
+};
+
+struct JobConfig {
+  std::string name;  ///< [A-Za-z0-9._-]{1,63} (required)
+  WorldConfig world;
+  LaunchConfig launch;
+  ModelConfig model;
+  DataConfig data;
+  TrainConfig train;
+  CommConfig comm;
+  CheckpointConfig checkpoint;
+  MetricsConfig metrics;
+  FaultConfig fault;
+  std::string source;  ///< file the config came from (for messages), not a job key
+};
+
+/// A rejected job file or override. `what()` is one line:
+/// `FILE:LINE:COL: KEY: problem` (for `--set`, FILE is `--set[N]` and LINE is 1).
+class ConfigError : public std::runtime_error {
+ public:
+  explicit ConfigError(const std::string& line) : std::runtime_error(line) {}
+};
+
+/// Reads, type-checks and range-checks `path`, applies `overrides` (`a.b=value`, value
+/// parsed as YAML) in order with the same checks, then the cross-key checks.
+/// Throws ConfigError on the first problem; an unreadable file is a ConfigError too.
+JobConfig LoadJobConfig(const std::string& path, const std::vector<std::string>& overrides = {});
+
+/// As LoadJobConfig, from text; `source` names it in messages.
+JobConfig ParseJobConfig(const std::string& yaml_text, const std::string& source,
+                         const std::vector<std::string>& overrides = {});
+
+/// Canonical YAML with every key (defaults included). ParseJobConfig(EmitJobConfig(c))
+/// reproduces c exactly.
+std::string EmitJobConfig(const JobConfig& config);
+
+/// Markdown reference of every key (type, default, range, meaning): docs/config.md is this.
+std::string RenderConfigReference();
+
+const char* ToString(Device d);
+const char* ToString(Backend b);
+const char* ToString(Precision p);
+const char* ToString(Optimizer o);
+const char* ToString(GradDtype g);
+
+}  // namespace ringpilot::launcher

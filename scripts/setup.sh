@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# Idempotent dependency install: Debian packages, then a Python venv under the repo
+# holding the pinned torch wheel (LibTorch inside; CMake finds it via
+# torch.utils.cmake_prefix_path).
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+TORCH_VERSION="${RINGPILOT_TORCH_VERSION:-2.11.0}"
+VENV="${RINGPILOT_VENV:-$ROOT/.venv}"
+
+APT_PACKAGES=(
+  build-essential cmake ninja-build ccache pkg-config git
+  openmpi-bin libopenmpi-dev
+  libyaml-cpp-dev libcli11-dev nlohmann-json3-dev
+  libhwloc-dev hwloc
+  libcivetweb-dev
+  libgtest-dev libgmock-dev
+  clang-format shellcheck
+  iproute2 procps
+  prometheus
+  python3-venv
+)
+
+need_apt=()
+for p in "${APT_PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || need_apt+=("$p")
+done
+if ((${#need_apt[@]})); then
+  SUDO=""
+  [[ $(id -u) -eq 0 ]] || SUDO="sudo"
+  echo "setup: installing Debian packages: ${need_apt[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  $SUDO apt-get update -qq
+  # prometheus' postinst tries to start a service; there is no init here, which is fine.
+  $SUDO apt-get install -y -qq --no-install-recommends "${need_apt[@]}" >/dev/null
+fi
+# The Debian prometheus package starts a daemon where it can; tests start their own.
+pkill -x prometheus 2>/dev/null || true
+
+if [[ ! -x "$VENV/bin/python" ]]; then
+  echo "setup: creating venv $VENV"
+  python3 -m venv "$VENV"
+fi
+if ! "$VENV/bin/python" -c "import torch,sys; sys.exit(0 if torch.__version__.split('+')[0]=='$TORCH_VERSION' else 1)" 2>/dev/null; then
+  echo "setup: installing torch==$TORCH_VERSION into $VENV (LibTorch for the trainer)"
+  "$VENV/bin/python" -m pip install -q --upgrade pip
+  "$VENV/bin/python" -m pip install -q "torch==$TORCH_VERSION" numpy
+fi
+echo "setup: ok (torch $("$VENV/bin/python" -c 'import torch;print(torch.__version__)'))"
