@@ -2,6 +2,8 @@
 # links targets, never raw paths, and their headers count as SYSTEM headers.
 
 find_package(MPI REQUIRED COMPONENTS C)
+# The C API only: OpenMPI's mpi.h otherwise pulls in the deprecated C++ bindings.
+add_compile_definitions(OMPI_SKIP_MPICXX=1 MPICH_SKIP_MPICXX=1)
 find_package(yaml-cpp REQUIRED)
 find_package(CLI11 CONFIG REQUIRED)
 find_package(nlohmann_json 3.10 REQUIRED)
@@ -9,18 +11,14 @@ find_package(Threads REQUIRED)
 find_package(PkgConfig REQUIRED)
 pkg_check_modules(HWLOC REQUIRED IMPORTED_TARGET hwloc)
 
-# civetweb: Debian ships a CMake package; fall back to a plain library search.
-find_package(civetweb CONFIG QUIET)
-if(TARGET civetweb::civetweb)
-  set(RINGPILOT_CIVETWEB civetweb::civetweb)
-else()
-  find_path(CIVETWEB_INCLUDE_DIR civetweb.h REQUIRED)
-  find_library(CIVETWEB_LIBRARY civetweb REQUIRED)
-  add_library(ringpilot_civetweb UNKNOWN IMPORTED)
-  set_target_properties(ringpilot_civetweb PROPERTIES IMPORTED_LOCATION ${CIVETWEB_LIBRARY}
-                        INTERFACE_INCLUDE_DIRECTORIES ${CIVETWEB_INCLUDE_DIR})
-  set(RINGPILOT_CIVETWEB ringpilot_civetweb)
-endif()
+# civetweb: Debian's CMake package names a /usr/bin/civetweb that the -dev package
+# does not install, so find the library and header directly.
+find_path(CIVETWEB_INCLUDE_DIR civetweb.h REQUIRED)
+find_library(CIVETWEB_LIBRARY civetweb REQUIRED)
+add_library(ringpilot_civetweb UNKNOWN IMPORTED)
+set_target_properties(ringpilot_civetweb PROPERTIES IMPORTED_LOCATION ${CIVETWEB_LIBRARY}
+                      INTERFACE_INCLUDE_DIRECTORIES ${CIVETWEB_INCLUDE_DIR})
+set(RINGPILOT_CIVETWEB ringpilot_civetweb)
 
 if(NOT RINGPILOT_TRAINER)
   return()
@@ -58,7 +56,7 @@ if(TARGET c10_cuda)
   get_filename_component(_site ${RINGPILOT_TORCH_DIR} DIRECTORY)
   find_path(NCCL_INCLUDE_DIR nccl.h HINTS ${_site}/nvidia/nccl/include ${CUDAToolkit_INCLUDE_DIRS}
             NO_DEFAULT_PATH)
-  find_library(NCCL_LIBRARY NAMES nccl libnccl.so.2 HINTS ${_site}/nvidia/nccl/lib
+  find_library(NCCL_LIBRARY NAMES libnccl.so.2 nccl HINTS ${_site}/nvidia/nccl/lib
                ${CUDAToolkit_LIBRARY_DIR} NO_DEFAULT_PATH)
   if(CUDAToolkit_FOUND AND NCCL_INCLUDE_DIR AND NCCL_LIBRARY)
     set(RINGPILOT_WITH_CUDA ON)
@@ -80,11 +78,25 @@ if(RINGPILOT_WITH_CUDA)
   target_compile_definitions(ringpilot_torch_pch PUBLIC RINGPILOT_WITH_CUDA=1)
 endif()
 
-# Links LibTorch into TARGET and reuses the shared precompiled header.
+# Links LibTorch into TARGET and reuses the shared precompiled header. TARGET must be
+# a library: GCC refuses a -fPIC header in -fPIE executables (see
+# ringpilot_torch_executable).
 function(ringpilot_use_torch target)
   target_link_libraries(${target} PUBLIC ${TORCH_LIBRARIES})
   if(RINGPILOT_WITH_CUDA)
     target_compile_definitions(${target} PUBLIC RINGPILOT_WITH_CUDA=1)
   endif()
   target_precompile_headers(${target} REUSE_FROM ringpilot_torch_pch)
+endfunction()
+
+# An executable whose sources use LibTorch: they compile as a PIC object library that
+# reuses the shared precompiled header, then link into NAME.
+function(ringpilot_torch_executable name)
+  cmake_parse_arguments(ARG "" "" "SOURCES;LIBS" ${ARGN})
+  add_library(${name}_objects OBJECT ${ARG_SOURCES})
+  target_link_libraries(${name}_objects PUBLIC ${ARG_LIBS} PRIVATE ringpilot::warnings)
+  target_include_directories(${name}_objects PRIVATE ${CMAKE_SOURCE_DIR})
+  ringpilot_use_torch(${name}_objects)
+  add_executable(${name} $<TARGET_OBJECTS:${name}_objects>)
+  target_link_libraries(${name} PRIVATE ${name}_objects)
 endfunction()

@@ -1,0 +1,80 @@
+// Collective communication behind one interface: MPI for CPU tensors, NCCL for CUDA
+// tensors. The GradientReducer drives either without knowing which.
+#pragma once
+
+#include <ATen/ATen.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace ringpilot::comm {
+
+/// kAvg divides the sum by size() (floating-point tensors only).
+enum class ReduceOp { kSum, kAvg, kMax, kMin };
+
+/// Collective kinds, as named in metrics (`op` label) and in `ringpilot bench comm`.
+enum class CollectiveOp { kAllReduce, kBroadcast, kAllGather, kBarrier };
+const char* ToString(CollectiveOp op);
+
+/// Receives one record per completed collective. Implementations must be cheap and
+/// must not call back into the communicator. Called on the thread that observed the
+/// completion (the training thread for MPI; the one polling events for NCCL).
+class CollectiveObserver {
+ public:
+  virtual ~CollectiveObserver() = default;
+  /// `seconds` is issue-to-completion time; `bytes` the payload of one rank.
+  virtual void OnCollective(CollectiveOp op, int64_t bytes, double seconds) = 0;
+};
+
+/// One collective in flight. Not thread-safe; owned by whoever issued it.
+class Work {
+ public:
+  virtual ~Work() = default;
+  /// Non-blocking completion check; also drives progress for MPI.
+  virtual bool Test() = 0;
+  /// CPU: blocks until complete. CUDA: makes the caller's current stream wait for the
+  /// collective (no host synchronisation).
+  virtual void Wait() = 0;
+};
+
+/// A group of `size()` ranks. Collectives must be issued in the same order on every
+/// rank (MPI and NCCL both require it); a Communicator is used from one thread at a time.
+class Communicator {
+ public:
+  virtual ~Communicator() = default;
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+  /// "mpi" or "nccl".
+  virtual std::string backend() const = 0;
+
+  /// In-place all-reduce of a contiguous tensor.
+  virtual std::unique_ptr<Work> AllReduce(const at::Tensor& tensor, ReduceOp op) = 0;
+  /// In-place broadcast of a contiguous tensor from `root`.
+  virtual std::unique_ptr<Work> Broadcast(const at::Tensor& tensor, int root) = 0;
+  /// Gathers `input` from every rank into `output` (size() * input.numel(), rank order).
+  virtual std::unique_ptr<Work> AllGather(const at::Tensor& input, const at::Tensor& output) = 0;
+  /// Blocks until every rank has called it.
+  virtual void Barrier() = 0;
+
+  /// Lets outstanding collectives advance while the caller does other work (MPI only
+  /// progresses inside MPI calls). Cheap; safe to call often.
+  virtual void Progress() {}
+
+  /// Observer of completed collectives (may be null). Not owned.
+  void set_observer(CollectiveObserver* observer) { observer_ = observer; }
+  CollectiveObserver* observer() const { return observer_; }
+
+ private:
+  CollectiveObserver* observer_ = nullptr;
+};
+
+/// Broadcasts `tensors` from `root` in as few collectives as possible (one per dtype and
+/// device, through a flat staging buffer) and blocks until done. Setup path only.
+void BroadcastCoalesced(Communicator& comm, const std::vector<at::Tensor>& tensors, int root);
+
+/// Bus bandwidth factor of nccl-tests (busbw = algbw * factor) for `op` on `ranks` ranks.
+double BusBandwidthFactor(CollectiveOp op, int ranks);
+
+}  // namespace ringpilot::comm

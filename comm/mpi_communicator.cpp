@@ -1,0 +1,221 @@
+#include "comm/mpi_communicator.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+
+#include "comm/status.h"
+
+namespace ringpilot::comm {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// MPI has no bfloat16; sum through float32. The layout is the upper half of an IEEE
+// float, so widening is a shift and narrowing rounds to nearest even like ATen does.
+void Bf16Sum(void* in, void* inout, int* len, MPI_Datatype*) {
+  auto* a = static_cast<const uint16_t*>(in);
+  auto* b = static_cast<uint16_t*>(inout);
+  for (int i = 0; i < *len; ++i) {
+    uint32_t ua = static_cast<uint32_t>(a[i]) << 16, ub = static_cast<uint32_t>(b[i]) << 16;
+    float fa, fb;
+    std::memcpy(&fa, &ua, 4);
+    std::memcpy(&fb, &ub, 4);
+    float s = fa + fb;
+    uint32_t us;
+    std::memcpy(&us, &s, 4);
+    if ((us & 0x7fffffffu) > 0x7f800000u) {
+      b[i] = 0x7fc0;  // NaN stays NaN
+    } else {
+      us += 0x7fffu + ((us >> 16) & 1u);
+      b[i] = static_cast<uint16_t>(us >> 16);
+    }
+  }
+}
+
+MPI_Op Bf16SumOp() {
+  static MPI_Op op = [] {
+    MPI_Op created;
+    MPI_CHECK(MPI_Op_create(&Bf16Sum, /*commute=*/1, &created));
+    return created;
+  }();
+  return op;
+}
+
+MPI_Datatype ToMpiType(at::ScalarType t) {
+  switch (t) {
+    case at::kFloat:
+      return MPI_FLOAT;
+    case at::kDouble:
+      return MPI_DOUBLE;
+    case at::kInt:
+      return MPI_INT32_T;
+    case at::kLong:
+      return MPI_INT64_T;
+    case at::kByte:
+    case at::kBool:
+      return MPI_UINT8_T;
+    case at::kChar:
+      return MPI_INT8_T;
+    case at::kBFloat16:
+    case at::kHalf:
+      return MPI_UINT16_T;
+    default:
+      throw CommError(std::string("mpi communicator: unsupported dtype ") + at::toString(t) +
+                      " (" + ProcessLocation() + ")");
+  }
+}
+
+MPI_Op ToMpiOp(ReduceOp op, at::ScalarType t) {
+  if (t == at::kBFloat16) {
+    if (op != ReduceOp::kSum && op != ReduceOp::kAvg) {
+      throw CommError("mpi communicator: bfloat16 supports only sum (" + ProcessLocation() + ")");
+    }
+    return Bf16SumOp();
+  }
+  if (t == at::kHalf) {
+    throw CommError("mpi communicator: float16 reductions are not supported (" +
+                    ProcessLocation() + ")");
+  }
+  switch (op) {
+    case ReduceOp::kSum:
+    case ReduceOp::kAvg:
+      return MPI_SUM;
+    case ReduceOp::kMax:
+      return MPI_MAX;
+    case ReduceOp::kMin:
+      return MPI_MIN;
+  }
+  return MPI_SUM;
+}
+
+void CheckCpuContiguous(const at::Tensor& t, const char* what) {
+  if (!t.defined() || !t.device().is_cpu() || !t.is_contiguous()) {
+    throw CommError(std::string("mpi communicator: ") + what +
+                    " needs a defined, contiguous CPU tensor (" + ProcessLocation() + ")");
+  }
+}
+
+}  // namespace
+
+class MpiWork : public Work {
+ public:
+  MpiWork(MpiCommunicator* owner, CollectiveOp op, int64_t bytes, at::Tensor keep_alive,
+          double scale = 1.0)
+      : owner_(owner), op_(op), bytes_(bytes), tensor_(std::move(keep_alive)), scale_(scale),
+        start_(Clock::now()) {}
+
+  ~MpiWork() override {
+    if (!done_) Wait();
+  }
+
+  MPI_Request* request() { return &request_; }
+  void Register() { owner_->inflight_.push_back(this); }
+
+  bool Test() override {
+    if (done_) return true;
+    int flag = 0;
+    MPI_CHECK_FATAL(MPI_Test(&request_, &flag, MPI_STATUS_IGNORE));
+    if (flag) Complete();
+    return done_;
+  }
+
+  void Wait() override {
+    if (done_) return;
+    MPI_CHECK_FATAL(MPI_Wait(&request_, MPI_STATUS_IGNORE));
+    Complete();
+  }
+
+ private:
+  void Complete() {
+    done_ = true;
+    // kAvg: MPI has no average; scale the sum once it has landed.
+    if (scale_ != 1.0) tensor_.mul_(scale_);
+    auto& v = owner_->inflight_;
+    v.erase(std::remove(v.begin(), v.end(), this), v.end());
+    if (auto* obs = owner_->observer()) {
+      obs->OnCollective(op_, bytes_, std::chrono::duration<double>(Clock::now() - start_).count());
+    }
+  }
+
+  MpiCommunicator* owner_;
+  CollectiveOp op_;
+  int64_t bytes_;
+  at::Tensor tensor_;
+  double scale_;
+  Clock::time_point start_;
+  MPI_Request request_ = MPI_REQUEST_NULL;
+  bool done_ = false;
+};
+
+MpiCommunicator::MpiCommunicator(MPI_Comm parent) {
+  MPI_CHECK(MPI_Comm_dup(parent, &comm_));
+  MPI_CHECK(MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN));
+  MPI_CHECK(MPI_Comm_rank(comm_, &rank_));
+  MPI_CHECK(MPI_Comm_size(comm_, &size_));
+}
+
+MpiCommunicator::~MpiCommunicator() {
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (!finalized && comm_ != MPI_COMM_NULL) MPI_Comm_free(&comm_);
+}
+
+std::unique_ptr<Work> MpiCommunicator::AllReduce(const at::Tensor& tensor, ReduceOp op) {
+  CheckCpuContiguous(tensor, "AllReduce");
+  double scale = 1.0;
+  if (op == ReduceOp::kAvg) {
+    if (!at::isFloatingType(tensor.scalar_type())) {
+      throw CommError("mpi communicator: average of an integer tensor (" + ProcessLocation() + ")");
+    }
+    scale = 1.0 / size_;
+  }
+  auto work = std::make_unique<MpiWork>(this, CollectiveOp::kAllReduce, tensor.nbytes(), tensor,
+                                        scale);
+  MPI_CHECK_FATAL(MPI_Iallreduce(MPI_IN_PLACE, tensor.data_ptr(), static_cast<int>(tensor.numel()),
+                                 ToMpiType(tensor.scalar_type()), ToMpiOp(op, tensor.scalar_type()),
+                                 comm_, work->request()));
+  work->Register();
+  return work;
+}
+
+std::unique_ptr<Work> MpiCommunicator::Broadcast(const at::Tensor& tensor, int root) {
+  CheckCpuContiguous(tensor, "Broadcast");
+  auto work = std::make_unique<MpiWork>(this, CollectiveOp::kBroadcast, tensor.nbytes(), tensor);
+  // Bytes, not elements: broadcast is type-agnostic and this covers every dtype.
+  MPI_CHECK_FATAL(MPI_Ibcast(tensor.data_ptr(), static_cast<int>(tensor.nbytes()), MPI_BYTE, root,
+                             comm_, work->request()));
+  work->Register();
+  return work;
+}
+
+std::unique_ptr<Work> MpiCommunicator::AllGather(const at::Tensor& input,
+                                                 const at::Tensor& output) {
+  CheckCpuContiguous(input, "AllGather input");
+  CheckCpuContiguous(output, "AllGather output");
+  if (output.nbytes() != input.nbytes() * static_cast<size_t>(size_)) {
+    throw CommError("mpi communicator: AllGather output must be size() x input (" +
+                    ProcessLocation() + ")");
+  }
+  auto work = std::make_unique<MpiWork>(this, CollectiveOp::kAllGather, input.nbytes(), output);
+  MPI_CHECK_FATAL(MPI_Iallgather(input.data_ptr(), static_cast<int>(input.nbytes()), MPI_BYTE,
+                                 output.data_ptr(), static_cast<int>(input.nbytes()), MPI_BYTE,
+                                 comm_, work->request()));
+  work->Register();
+  return work;
+}
+
+void MpiCommunicator::Barrier() { MPI_CHECK_FATAL(MPI_Barrier(comm_)); }
+
+void MpiCommunicator::Progress() {
+  // OpenMPI has no asynchronous progress thread for these collectives: they only
+  // advance inside MPI calls, so backward pokes them between gradient hooks.
+  // Testing each request also stamps its completion time close to when it happened.
+  // Test() may remove the work from inflight_, so iterate over a copy.
+  if (inflight_.empty()) return;
+  auto pending = inflight_;
+  for (MpiWork* w : pending) w->Test();
+}
+
+}  // namespace ringpilot::comm

@@ -1,0 +1,285 @@
+#include "comm/nccl_communicator.h"
+
+#include <c10/cuda/CUDACachingAllocator.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+
+#include "comm/status.h"
+
+namespace ringpilot::comm {
+
+namespace {
+
+std::string Where(const char* file, int line) {
+  return std::string(file) + ":" + std::to_string(line) + ": ";
+}
+
+#define CUDA_CHECK(call)                                                                \
+  do {                                                                                  \
+    cudaError_t e_ = (call);                                                            \
+    if (e_ != cudaSuccess)                                                              \
+      throw CommError(Where(__FILE__, __LINE__) + #call + " failed: " +                 \
+                      cudaGetErrorString(e_) + " (" + ProcessLocation() + ")");         \
+  } while (0)
+
+#define NCCL_CHECK(call)                                                                \
+  do {                                                                                  \
+    ncclResult_t r_ = (call);                                                           \
+    if (r_ != ncclSuccess)                                                              \
+      throw CommError(Where(__FILE__, __LINE__) + #call + " failed: " +                 \
+                      ncclGetErrorString(r_) + " (" + ProcessLocation() + ")");         \
+  } while (0)
+
+// Hot-path checks print and abort the job instead of throwing.
+#define NCCL_CHECK_FATAL(call)                                                          \
+  do {                                                                                  \
+    ncclResult_t r_ = (call);                                                           \
+    if (r_ != ncclSuccess)                                                              \
+      AbortJob(Where(__FILE__, __LINE__) + #call + " failed: " + ncclGetErrorString(r_)); \
+  } while (0)
+
+#define CUDA_CHECK_FATAL(call)                                                          \
+  do {                                                                                  \
+    cudaError_t e_ = (call);                                                            \
+    if (e_ != cudaSuccess)                                                              \
+      AbortJob(Where(__FILE__, __LINE__) + #call + " failed: " + cudaGetErrorString(e_)); \
+  } while (0)
+
+ncclDataType_t ToNcclType(at::ScalarType t) {
+  switch (t) {
+    case at::kFloat:
+      return ncclFloat32;
+    case at::kDouble:
+      return ncclFloat64;
+    case at::kHalf:
+      return ncclFloat16;
+    case at::kBFloat16:
+      return ncclBfloat16;
+    case at::kInt:
+      return ncclInt32;
+    case at::kLong:
+      return ncclInt64;
+    case at::kByte:
+    case at::kBool:
+      return ncclUint8;
+    case at::kChar:
+      return ncclInt8;
+    default:
+      throw CommError(std::string("nccl communicator: unsupported dtype ") + at::toString(t) +
+                      " (" + ProcessLocation() + ")");
+  }
+}
+
+ncclRedOp_t ToNcclOp(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::kSum:
+      return ncclSum;
+    case ReduceOp::kAvg:
+      return ncclAvg;
+    case ReduceOp::kMax:
+      return ncclMax;
+    case ReduceOp::kMin:
+      return ncclMin;
+  }
+  return ncclSum;
+}
+
+double Now() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+bool Capturing(cudaStream_t s) {
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  return cudaStreamIsCapturing(s, &status) == cudaSuccess &&
+         status != cudaStreamCaptureStatusNone;
+}
+
+}  // namespace
+
+class NcclWork : public Work {
+ public:
+  NcclWork(cudaEvent_t done, bool owns) : done_(done), owns_(owns) {}
+  ~NcclWork() override {
+    if (owns_) cudaEventDestroy(done_);
+  }
+  bool Test() override { return cudaEventQuery(done_) == cudaSuccess; }
+  void Wait() override {
+    // Orders the caller's stream after the collective; the host never blocks.
+    cudaStreamWaitEvent(c10::cuda::getCurrentCUDAStream().stream(), done_, 0);
+  }
+
+ private:
+  cudaEvent_t done_;
+  bool owns_;
+};
+
+NcclCommunicator::NcclCommunicator(MPI_Comm bootstrap, int device, NcclOptions options)
+    : device_(device),
+      options_(options),
+      stream_(c10::cuda::getStreamFromPool(/*isHighPriority=*/true, device)) {
+  MPI_CHECK(MPI_Comm_rank(bootstrap, &rank_));
+  MPI_CHECK(MPI_Comm_size(bootstrap, &size_));
+  c10::cuda::CUDAGuard guard(device_);
+  ncclUniqueId id;
+  if (rank_ == 0) NCCL_CHECK(ncclGetUniqueId(&id));
+  MPI_CHECK(MPI_Bcast(&id, sizeof(id), MPI_BYTE, 0, bootstrap));
+  NCCL_CHECK(ncclCommInitRank(&comm_, size_, id, rank_));
+  watchdog_ = std::thread([this] { WatchdogLoop(); });
+}
+
+NcclCommunicator::~NcclCommunicator() {
+  stop_ = true;
+  if (watchdog_.joinable()) watchdog_.join();
+  for (auto& t : timed_) {
+    cudaEventDestroy(t.start);
+    cudaEventDestroy(t.end);
+  }
+  if (comm_) ncclCommDestroy(comm_);
+}
+
+int NcclCommunicator::LoadedVersion() {
+  int v = 0;
+  ncclGetVersion(&v);
+  return v;
+}
+
+template <class Launch>
+std::unique_ptr<Work> NcclCommunicator::Enqueue(CollectiveOp op, const at::Tensor& tensor,
+                                                int64_t bytes, Launch&& launch) {
+  if (!tensor.is_cuda() || !tensor.is_contiguous()) {
+    throw CommError("nccl communicator: needs a contiguous CUDA tensor (" + ProcessLocation() +
+                    ")");
+  }
+  c10::cuda::CUDAGuard guard(device_);
+  cudaStream_t caller = c10::cuda::getCurrentCUDAStream(device_).stream();
+  cudaStream_t comm_stream = stream_.stream();
+  const bool capturing = Capturing(caller);
+  // Order the collective after the work that produced its input.
+  cudaEvent_t ready;
+  CUDA_CHECK_FATAL(cudaEventCreateWithFlags(&ready, cudaEventDisableTiming));
+  CUDA_CHECK_FATAL(cudaEventRecord(ready, caller));
+  CUDA_CHECK_FATAL(cudaStreamWaitEvent(comm_stream, ready, 0));
+  cudaEventDestroy(ready);
+  // The caching allocator must not hand this memory out again before the comm stream
+  // is done with it.
+  c10::cuda::CUDACachingAllocator::recordStream(tensor.storage().data_ptr(), stream_);
+
+  cudaEvent_t start = nullptr, done = nullptr;
+  const unsigned flags = capturing ? cudaEventDisableTiming : cudaEventDefault;
+  if (!capturing) {
+    CUDA_CHECK_FATAL(cudaEventCreateWithFlags(&start, flags));
+    CUDA_CHECK_FATAL(cudaEventRecord(start, comm_stream));
+  }
+  launch(comm_stream);
+  CUDA_CHECK_FATAL(cudaEventCreateWithFlags(&done, flags));
+  CUDA_CHECK_FATAL(cudaEventRecord(done, comm_stream));
+  if (capturing) {
+    // Inside a graph the event only expresses the dependency; timing comes from the
+    // step-level events the trainer records outside capture.
+    return std::make_unique<NcclWork>(done, /*owns=*/true);
+  }
+  const uint64_t seq = issued_seq_.fetch_add(1) + 1;
+  {
+    std::lock_guard<std::mutex> lock(pending_mu_);
+    pending_.push_back({seq, {Now(), done}});
+  }
+  timed_.push_back({op, bytes, start, done});
+  return std::make_unique<NcclWork>(done, /*owns=*/false);
+}
+
+std::unique_ptr<Work> NcclCommunicator::AllReduce(const at::Tensor& tensor, ReduceOp op) {
+  const auto type = ToNcclType(tensor.scalar_type());
+  const auto nop = ToNcclOp(op);
+  return Enqueue(CollectiveOp::kAllReduce, tensor, tensor.nbytes(), [&](cudaStream_t s) {
+    NCCL_CHECK_FATAL(ncclAllReduce(tensor.data_ptr(), tensor.data_ptr(), tensor.numel(), type,
+                                   nop, comm_, s));
+  });
+}
+
+std::unique_ptr<Work> NcclCommunicator::Broadcast(const at::Tensor& tensor, int root) {
+  return Enqueue(CollectiveOp::kBroadcast, tensor, tensor.nbytes(), [&](cudaStream_t s) {
+    NCCL_CHECK_FATAL(ncclBroadcast(tensor.data_ptr(), tensor.data_ptr(), tensor.nbytes(),
+                                   ncclUint8, root, comm_, s));
+  });
+}
+
+std::unique_ptr<Work> NcclCommunicator::AllGather(const at::Tensor& input,
+                                                  const at::Tensor& output) {
+  if (output.nbytes() != input.nbytes() * static_cast<size_t>(size_)) {
+    throw CommError("nccl communicator: AllGather output must be size() x input (" +
+                    ProcessLocation() + ")");
+  }
+  c10::cuda::CUDACachingAllocator::recordStream(input.storage().data_ptr(), stream_);
+  return Enqueue(CollectiveOp::kAllGather, output, input.nbytes(), [&](cudaStream_t s) {
+    NCCL_CHECK_FATAL(
+        ncclAllGather(input.data_ptr(), output.data_ptr(), input.nbytes(), ncclUint8, comm_, s));
+  });
+}
+
+void NcclCommunicator::Barrier() {
+  at::Tensor one = at::ones({1}, at::TensorOptions().dtype(at::kFloat).device(at::kCUDA, device_));
+  AllReduce(one, ReduceOp::kSum)->Wait();
+  CUDA_CHECK(cudaStreamSynchronize(stream_.stream()));
+  CUDA_CHECK(cudaStreamSynchronize(c10::cuda::getCurrentCUDAStream(device_).stream()));
+}
+
+void NcclCommunicator::Progress() {
+  while (!timed_.empty() && cudaEventQuery(timed_.front().end) == cudaSuccess) {
+    Timed t = timed_.front();
+    timed_.pop_front();
+    float ms = 0.f;
+    cudaEventElapsedTime(&ms, t.start, t.end);
+    if (auto* obs = observer()) obs->OnCollective(t.op, t.bytes, ms / 1e3);
+    completed_seq_.fetch_add(1);
+    {
+      // The watchdog may still hold this event in pending_; it drops completed ones
+      // itself, so take it out here before destroying the event.
+      std::lock_guard<std::mutex> lock(pending_mu_);
+      for (auto it = pending_.begin(); it != pending_.end(); ++it) {
+        if (it->second.second == t.end) {
+          pending_.erase(it);
+          break;
+        }
+      }
+    }
+    cudaEventDestroy(t.start);
+    cudaEventDestroy(t.end);
+  }
+}
+
+void NcclCommunicator::WatchdogLoop() {
+  c10::cuda::CUDAGuard guard(device_);
+  const auto period = std::chrono::duration<double>(options_.watchdog_period_s);
+  while (!stop_) {
+    std::this_thread::sleep_for(period);
+    ncclResult_t async = ncclSuccess;
+    if (ncclCommGetAsyncError(comm_, &async) == ncclSuccess && async != ncclSuccess &&
+        async != ncclInProgress) {
+      AbortJob(std::string("NCCL asynchronous error: ") + ncclGetErrorString(async));
+    }
+    std::lock_guard<std::mutex> lock(pending_mu_);
+    while (!pending_.empty() && cudaEventQuery(pending_.front().second.second) == cudaSuccess) {
+      pending_.pop_front();
+    }
+    if (!pending_.empty() && Now() - pending_.front().second.first > options_.timeout_s) {
+      AbortJob("collective #" + std::to_string(pending_.front().first) +
+               " not complete after " + std::to_string(options_.timeout_s) +
+               " s (comm.timeout_s); a peer rank is hung or dead");
+    }
+  }
+}
+
+void NcclCommunicator::AbortJob(const std::string& why) {
+  std::fprintf(stderr, "ringpilot: FATAL nccl communicator: %s (%s); aborting the communicator\n",
+               why.c_str(), ProcessLocation().c_str());
+  std::fflush(stderr);
+  if (comm_) ncclCommAbort(comm_);
+  MPI_Abort(MPI_COMM_WORLD, 3);
+  std::_Exit(3);
+}
+
+}  // namespace ringpilot::comm

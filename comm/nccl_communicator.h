@@ -1,0 +1,88 @@
+// Communicator over NCCL for CUDA tensors: one communicator per job, bootstrapped by
+// broadcasting the unique id over MPI, collectives on a dedicated stream ordered
+// against the caller's stream with events, capturable in CUDA graphs.
+#pragma once
+
+#include <c10/cuda/CUDAStream.h>
+#include <cuda_runtime.h>
+#include <mpi.h>
+#include <nccl.h>
+
+#include <atomic>
+#include <deque>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "comm/communicator.h"
+
+namespace ringpilot::comm {
+
+struct NcclOptions {
+  static constexpr double kDefaultTimeoutSeconds = 300.0;
+  /// A collective not complete this long after issue aborts the communicator.
+  double timeout_s = kDefaultTimeoutSeconds;
+  /// How often the watchdog polls ncclCommGetAsyncError and pending collectives.
+  double watchdog_period_s = 0.2;
+};
+
+class NcclCommunicator : public Communicator {
+ public:
+  /// Collective over `bootstrap` (every rank calls it): rank 0 creates the unique id,
+  /// MPI_Bcast shares it, ncclCommInitRank joins. `device` is this rank's CUDA device.
+  /// Throws CommError (with rank and host) on failure.
+  NcclCommunicator(MPI_Comm bootstrap, int device, NcclOptions options = {});
+  ~NcclCommunicator() override;
+  NcclCommunicator(const NcclCommunicator&) = delete;
+  NcclCommunicator& operator=(const NcclCommunicator&) = delete;
+
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  std::string backend() const override { return "nccl"; }
+
+  std::unique_ptr<Work> AllReduce(const at::Tensor& tensor, ReduceOp op) override;
+  std::unique_ptr<Work> Broadcast(const at::Tensor& tensor, int root) override;
+  std::unique_ptr<Work> AllGather(const at::Tensor& input, const at::Tensor& output) override;
+  /// Host barrier: a one-element all-reduce, then the comm stream is synchronised.
+  void Barrier() override;
+  /// Reports timings of collectives whose events completed (never blocks).
+  void Progress() override;
+
+  cudaStream_t stream() const { return stream_.stream(); }
+  int device() const { return device_; }
+  /// NCCL version of the library actually loaded (e.g. 22809).
+  static int LoadedVersion();
+
+ private:
+  friend class NcclWork;
+  struct Timed {
+    CollectiveOp op;
+    int64_t bytes;
+    cudaEvent_t start;
+    cudaEvent_t end;
+  };
+  template <class Launch>
+  std::unique_ptr<Work> Enqueue(CollectiveOp op, const at::Tensor& tensor, int64_t bytes,
+                                Launch&& launch);
+  void WatchdogLoop();
+  [[noreturn]] void AbortJob(const std::string& why);
+
+  int rank_ = 0;
+  int size_ = 1;
+  int device_ = 0;
+  NcclOptions options_;
+  ncclComm_t comm_ = nullptr;
+  c10::cuda::CUDAStream stream_;
+  std::deque<Timed> timed_;  // training thread only
+
+  // Watchdog: the training thread publishes (seq, issue time) of each collective it
+  // enqueued and the last sequence observed complete.
+  std::atomic<uint64_t> issued_seq_{0};
+  std::atomic<uint64_t> completed_seq_{0};
+  std::mutex pending_mu_;
+  std::deque<std::pair<uint64_t, std::pair<double, cudaEvent_t>>> pending_;
+  std::atomic<bool> stop_{false};
+  std::thread watchdog_;
+};
+
+}  // namespace ringpilot::comm

@@ -1,0 +1,45 @@
+#include "comm/status.h"
+
+#include <mpi.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+
+namespace ringpilot::comm {
+
+std::string ProcessLocation() {
+  const char* rank = std::getenv("OMPI_COMM_WORLD_RANK");
+  if (!rank) rank = std::getenv("PMI_RANK");
+  if (!rank) rank = std::getenv("SLURM_PROCID");
+  char host[256] = {0};
+  gethostname(host, sizeof(host) - 1);
+  return std::string("rank ") + (rank ? rank : "?") + " on " + host;
+}
+
+namespace {
+std::string MpiMessage(const char* call, int rc, const char* file, int line) {
+  char text[MPI_MAX_ERROR_STRING] = {0};
+  int len = 0;
+  int initialized = 0;
+  MPI_Initialized(&initialized);
+  if (!initialized || MPI_Error_string(rc, text, &len) != MPI_SUCCESS) {
+    std::snprintf(text, sizeof(text), "error %d", rc);
+  }
+  return std::string(file) + ":" + std::to_string(line) + ": " + call + " failed: " + text +
+         " (" + ProcessLocation() + ")";
+}
+}  // namespace
+
+void ThrowMpiError(const char* call, int rc, const char* file, int line) {
+  throw CommError(MpiMessage(call, rc, file, line));
+}
+
+void AbortOnMpiError(const char* call, int rc, const char* file, int line) {
+  std::fprintf(stderr, "ringpilot: FATAL %s\n", MpiMessage(call, rc, file, line).c_str());
+  std::fflush(stderr);
+  MPI_Abort(MPI_COMM_WORLD, 1);
+  std::abort();
+}
+
+}  // namespace ringpilot::comm

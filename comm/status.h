@@ -1,0 +1,39 @@
+// Status checks at the MPI / CUDA / NCCL boundary. Every message names the call, the
+// source location, and this process's rank and host, as nccl-tests does, because a
+// multi-node failure is only actionable when you know where it happened.
+#pragma once
+
+#include <stdexcept>
+#include <string>
+
+namespace ringpilot::comm {
+
+/// A failed MPI/CUDA/NCCL call during setup.
+class CommError : public std::runtime_error {
+ public:
+  explicit CommError(const std::string& what) : std::runtime_error(what) {}
+};
+
+/// "rank R on HOST" for messages; the rank comes from the launcher environment so it
+/// works before MPI_Init and after MPI_Finalize.
+std::string ProcessLocation();
+
+[[noreturn]] void ThrowMpiError(const char* call, int rc, const char* file, int line);
+/// Hot-path variant: prints the message and aborts the whole MPI job (no throwing).
+[[noreturn]] void AbortOnMpiError(const char* call, int rc, const char* file, int line);
+
+}  // namespace ringpilot::comm
+
+#define MPI_CHECK(call)                                                          \
+  do {                                                                           \
+    int ringpilot_rc_ = (call);                                                  \
+    if (ringpilot_rc_ != MPI_SUCCESS)                                            \
+      ::ringpilot::comm::ThrowMpiError(#call, ringpilot_rc_, __FILE__, __LINE__); \
+  } while (0)
+
+#define MPI_CHECK_FATAL(call)                                                      \
+  do {                                                                             \
+    int ringpilot_rc_ = (call);                                                    \
+    if (ringpilot_rc_ != MPI_SUCCESS)                                              \
+      ::ringpilot::comm::AbortOnMpiError(#call, ringpilot_rc_, __FILE__, __LINE__); \
+  } while (0)

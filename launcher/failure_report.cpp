@@ -1,0 +1,233 @@
+#include "launcher/failure_report.h"
+
+#include <dirent.h>
+
+#include <algorithm>
+#include <cctype>
+#include <csignal>
+#include <fstream>
+#include <regex>
+#include <stdexcept>
+
+#include <nlohmann/json.hpp>
+
+namespace ringpilot::launcher {
+namespace {
+
+// FATAL lines sit at the end of a log, but tails are read from at most this many final
+// bytes so that a huge log does not cost a full read.
+constexpr std::streamoff kTailReadBytes = 256 * 1024;
+// mpirun lines and rank lines kept in the printed summary.
+constexpr int kSummaryLines = 5;
+
+// rank-N.log files of `logs_dir` by rank.
+std::map<int, std::string> RankLogs(const std::string& logs_dir) {
+  std::map<int, std::string> logs;
+  DIR* dir = ::opendir(logs_dir.c_str());
+  if (dir == nullptr) return logs;
+  while (const dirent* entry = ::readdir(dir)) {
+    const std::string name = entry->d_name;
+    static const std::regex kRankLog(R"(rank-(\d{1,9})\.log)");
+    std::smatch m;
+    if (std::regex_match(name, m, kRankLog)) {
+      logs.emplace(std::stoi(m[1].str()), logs_dir + "/" + name);
+    }
+  }
+  ::closedir(dir);
+  return logs;
+}
+
+}  // namespace
+
+std::string SignalName(int sig) {
+  switch (sig) {
+    case SIGHUP: return "SIGHUP";
+    case SIGINT: return "SIGINT";
+    case SIGQUIT: return "SIGQUIT";
+    case SIGILL: return "SIGILL";
+    case SIGABRT: return "SIGABRT";
+    case SIGBUS: return "SIGBUS";
+    case SIGFPE: return "SIGFPE";
+    case SIGKILL: return "SIGKILL";
+    case SIGUSR1: return "SIGUSR1";
+    case SIGSEGV: return "SIGSEGV";
+    case SIGUSR2: return "SIGUSR2";
+    case SIGPIPE: return "SIGPIPE";
+    case SIGALRM: return "SIGALRM";
+    case SIGTERM: return "SIGTERM";
+    default: return "signal " + std::to_string(sig);
+  }
+}
+
+std::optional<FatalLine> ParseFatalLine(const std::string& line) {
+  if (line.rfind("FATAL ", 0) != 0) return std::nullopt;
+  std::size_t pos = 6;
+  const std::size_t digits_start = pos;
+  while (pos < line.size() && std::isdigit(static_cast<unsigned char>(line[pos]))) ++pos;
+  const std::size_t digits = pos - digits_start;
+  // Unix time in ns has 19 digits until 2286; more than int64 holds is not a time.
+  if (digits == 0 || digits > 19 || (pos < line.size() && line[pos] != ' ')) {
+    return std::nullopt;
+  }
+  FatalLine fatal;
+  try {
+    fatal.time_ns = std::stoll(line.substr(digits_start, digits));
+  } catch (const std::out_of_range&) {
+    return std::nullopt;
+  }
+  if (pos < line.size()) fatal.message = line.substr(pos + 1);
+  while (!fatal.message.empty() &&
+         (fatal.message.back() == '\r' || fatal.message.back() == '\n')) {
+    fatal.message.pop_back();
+  }
+  return fatal;
+}
+
+std::optional<FatalLine> FindFirstFatal(const std::string& logs_dir, int64_t since_ns) {
+  std::optional<FatalLine> first;
+  for (const auto& [rank, path] : RankLogs(logs_dir)) {
+    std::ifstream in(path);
+    std::string line;
+    while (std::getline(in, line)) {
+      std::optional<FatalLine> fatal = ParseFatalLine(line);
+      if (!fatal || fatal->time_ns < since_ns) continue;
+      // Ties go to the lower rank (map order), which keeps the answer deterministic.
+      if (!first || fatal->time_ns < first->time_ns) {
+        fatal->rank = rank;
+        first = std::move(fatal);
+      }
+    }
+  }
+  return first;
+}
+
+int RankFromMpirunOutput(const std::vector<std::string>& lines) {
+  static const std::regex kProcessName(R"(Process name:\s*\[\[\d+,\d+\],(\d{1,9})\])");
+  static const std::regex kRankPhrase(R"(\brank (\d{1,9})\b)");
+  for (const std::regex* re : {&kProcessName, &kRankPhrase}) {
+    for (const std::string& line : lines) {
+      std::smatch m;
+      if (std::regex_search(line, m, *re)) return std::stoi(m[1].str());
+    }
+  }
+  return -1;
+}
+
+std::vector<std::string> TailLines(const std::string& path, int n) {
+  std::ifstream in(path, std::ios::binary | std::ios::ate);
+  if (!in || n <= 0) return {};
+  const std::streamoff size = in.tellg();
+  const std::streamoff start = std::max<std::streamoff>(0, size - kTailReadBytes);
+  in.seekg(start);
+  std::string text(static_cast<std::size_t>(size - start), '\0');
+  in.read(text.data(), static_cast<std::streamsize>(text.size()));
+  text.resize(static_cast<std::size_t>(in.gcount()));
+  std::vector<std::string> lines;
+  std::size_t begin = 0;
+  while (begin < text.size()) {
+    std::size_t end = text.find('\n', begin);
+    if (end == std::string::npos) end = text.size();
+    lines.push_back(text.substr(begin, end - begin));
+    begin = end + 1;
+  }
+  // A read that started mid-file begins with a partial line.
+  if (start > 0 && !lines.empty()) lines.erase(lines.begin());
+  if (lines.size() > static_cast<std::size_t>(n)) {
+    lines.erase(lines.begin(), lines.end() - n);
+  }
+  return lines;
+}
+
+std::map<int, std::vector<std::string>> RankLogTails(const std::string& logs_dir, int n) {
+  std::map<int, std::vector<std::string>> tails;
+  for (const auto& [rank, path] : RankLogs(logs_dir)) tails[rank] = TailLines(path, n);
+  return tails;
+}
+
+FailureReport AnalyzeFailure(const std::string& logs_dir, int64_t attempt_start_ns,
+                             const std::vector<std::string>& mpirun_output, int attempts,
+                             int exit_code, int term_signal) {
+  FailureReport report;
+  report.attempts = attempts;
+  report.exit_code = exit_code;
+  report.term_signal = term_signal;
+  report.fatal = FindFirstFatal(logs_dir, attempt_start_ns);
+  if (report.fatal) {
+    report.first_failing_rank = report.fatal->rank;
+    report.rank_source = "fatal_line";
+  } else {
+    report.first_failing_rank = RankFromMpirunOutput(mpirun_output);
+    report.rank_source = report.first_failing_rank >= 0 ? "mpirun_output" : "unknown";
+  }
+  report.last_lines = RankLogTails(logs_dir, kFailureTailLines);
+  const std::size_t keep = std::min<std::size_t>(mpirun_output.size(), kFailureTailLines);
+  report.mpirun_last_lines.assign(mpirun_output.end() - static_cast<std::ptrdiff_t>(keep),
+                                  mpirun_output.end());
+  return report;
+}
+
+std::string FailureJson(const FailureReport& report) {
+  using nlohmann::json;
+  json j;
+  j["attempts"] = report.attempts;
+  if (report.term_signal != 0) {
+    j["signal"] = report.term_signal;
+    j["signal_name"] = SignalName(report.term_signal);
+  } else {
+    j["exit_code"] = report.exit_code;
+  }
+  j["first_failing_rank"] = report.first_failing_rank;
+  j["first_failing_rank_source"] = report.rank_source;
+  if (report.fatal) {
+    j["fatal_message"] = report.fatal->message;
+    j["fatal_time_ns"] = report.fatal->time_ns;
+  }
+  json tails = json::object();
+  for (const auto& [rank, lines] : report.last_lines) tails[std::to_string(rank)] = lines;
+  j["last_lines"] = tails;
+  j["mpirun_last_lines"] = report.mpirun_last_lines;
+  // Replace, not throw, on invalid UTF-8: a log line may hold any bytes.
+  return j.dump(2, ' ', false, json::error_handler_t::replace) + "\n";
+}
+
+std::vector<std::string> FailureSummary(const FailureReport& report,
+                                        const std::string& failure_json_path) {
+  std::vector<std::string> out;
+  const std::string how = report.term_signal != 0
+                              ? "mpirun killed by " + SignalName(report.term_signal)
+                              : "exit " + std::to_string(report.exit_code);
+  out.push_back("ringpilot: job failed for good after " + std::to_string(report.attempts) +
+                " attempt(s) (" + how + ")");
+  std::vector<std::string> shown;
+  std::string shown_from;
+  if (report.first_failing_rank >= 0) {
+    std::string line = "ringpilot: first failing rank: " + std::to_string(report.first_failing_rank);
+    if (report.fatal) {
+      line += ": " + report.fatal->message;
+    } else {
+      line += " (named by mpirun; it wrote no FATAL line)";
+    }
+    out.push_back(line);
+    const auto it = report.last_lines.find(report.first_failing_rank);
+    if (it != report.last_lines.end()) {
+      shown = it->second;
+      shown_from = "logs/rank-" + std::to_string(report.first_failing_rank) + ".log";
+    }
+  } else {
+    out.push_back("ringpilot: first failing rank: unknown (no FATAL line in logs/rank-*.log, "
+                  "none named by mpirun)");
+    shown = report.mpirun_last_lines;
+    shown_from = "mpirun";
+  }
+  if (shown.size() > static_cast<std::size_t>(kSummaryLines)) {
+    shown.erase(shown.begin(), shown.end() - kSummaryLines);
+  }
+  if (!shown.empty()) {
+    out.push_back("ringpilot: last lines of " + shown_from + ":");
+    for (const std::string& l : shown) out.push_back("ringpilot:   " + l);
+  }
+  out.push_back("ringpilot: details in " + failure_json_path);
+  return out;
+}
+
+}  // namespace ringpilot::launcher

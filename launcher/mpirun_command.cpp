@@ -1,0 +1,101 @@
+#include "launcher/mpirun_command.h"
+
+#include <stdexcept>
+
+namespace ringpilot::launcher {
+namespace {
+
+bool StartsWith(const std::string& s, const char* prefix) {
+  return s.rfind(prefix, 0) == 0;
+}
+
+void AddCommonFlags(const MpirunContext& ctx, std::vector<std::string>* argv) {
+  argv->insert(argv->end(), {"--bind-to", "none"});
+  // The trainer binds its own threads to cores from the topology plan; mpirun's default
+  // binding would pin each rank to one core first.
+  if (ctx.euid == 0) argv->push_back("--allow-run-as-root");
+  // Shared-memory single copy uses CMA (process_vm_readv), which containers and
+  // ptrace-restricted kernels refuse; copy-in/copy-out works everywhere.
+  argv->insert(argv->end(), {"--mca", "btl_vader_single_copy_mechanism", "none"});
+  for (const char* name : {kRunDirVar, kRestartVar, kMasterAddrVar, kMasterPortVar}) {
+    argv->insert(argv->end(), {"-x", name});
+  }
+  // mpirun passes its own environment only to ranks on this host; `-x` carries the
+  // variables that decide libraries, threads and devices to the other hosts as well.
+  for (const auto& [name, value] : ctx.env) {
+    if (IsForwardedVariable(name)) argv->insert(argv->end(), {"-x", name});
+  }
+}
+
+}  // namespace
+
+bool IsForwardedVariable(const std::string& name) {
+  return name == "PATH" || name == "LD_LIBRARY_PATH" || name == "OMP_NUM_THREADS" ||
+         name == "CUDA_VISIBLE_DEVICES" || StartsWith(name, "NCCL_") ||
+         StartsWith(name, "TORCH_") || StartsWith(name, "NVSHMEM_");
+}
+
+MpirunCommand BuildMpirunCommand(const JobConfig& config, const MpirunContext& ctx) {
+  const Backend backend = config.launch.backend;
+  if (backend != Backend::kLocal && backend != Backend::kMpi) {
+    throw std::invalid_argument(std::string("launch.backend '") + ToString(backend) +
+                                "' is not launched with mpirun by 'ringpilot run'");
+  }
+  MpirunCommand cmd;
+  cmd.master_port = config.launch.master_port;
+  cmd.argv = {ctx.mpirun, "-np", std::to_string(config.world.size())};
+  if (backend == Backend::kLocal) {
+    cmd.master_addr = kLocalMasterAddr;
+    // One host runs every rank whatever its core count: a laptop runs a 4-rank job.
+    cmd.argv.push_back("--oversubscribe");
+  } else {
+    if (config.launch.hosts.empty()) {
+      throw std::invalid_argument("launch.hosts: backend mpi needs at least one host");
+    }
+    cmd.master_addr = config.launch.hosts.front().host;
+    cmd.hostfile_path = ctx.run_dir + "/hostfile";
+    for (const HostSlots& h : config.launch.hosts) {
+      cmd.hostfile_content += h.host + " slots=" + std::to_string(h.slots) + "\n";
+    }
+    // ppr packs procs_per_node consecutive ranks on each node, the layout that
+    // `ringpilot exec` and the trainer's node-local communicator assume.
+    cmd.argv.insert(cmd.argv.end(),
+                    {"--hostfile", cmd.hostfile_path, "--map-by",
+                     "ppr:" + std::to_string(config.world.procs_per_node) + ":node"});
+  }
+  AddCommonFlags(ctx, &cmd.argv);
+  cmd.argv.insert(cmd.argv.end(), config.launch.mpirun_args.begin(),
+                  config.launch.mpirun_args.end());
+  cmd.argv.insert(cmd.argv.end(),
+                  {ctx.trainer, "--config", ctx.run_dir + "/job.yaml", "--run-dir", ctx.run_dir});
+  return cmd;
+}
+
+std::string ShellQuote(const std::vector<std::string>& argv) {
+  std::string out;
+  for (const std::string& word : argv) {
+    if (!out.empty()) out += ' ';
+    bool safe = !word.empty();
+    for (const char c : word) {
+      const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+                      (c >= '0' && c <= '9') || std::string("_-./:=,+@%").find(c) != std::string::npos;
+      safe = safe && ok;
+    }
+    if (safe) {
+      out += word;
+      continue;
+    }
+    out += '\'';
+    for (const char c : word) {
+      if (c == '\'') {
+        out += "'\\''";
+      } else {
+        out += c;
+      }
+    }
+    out += '\'';
+  }
+  return out;
+}
+
+}  // namespace ringpilot::launcher

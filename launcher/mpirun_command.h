@@ -1,0 +1,59 @@
+// The mpirun command line that starts one attempt of a job: a pure function of the job
+// config and the launch context, so it can be tested without launching anything.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "launcher/job_config.h"
+#include "launcher/process_env.h"
+
+namespace ringpilot::launcher {
+
+/// Loopback rendezvous address for backend local.
+inline constexpr const char* kLocalMasterAddr = "127.0.0.1";
+
+/// Variables `ringpilot run` sets for every attempt and forwards to all ranks with `-x`.
+inline constexpr const char* kRunDirVar = "RINGPILOT_RUN_DIR";
+inline constexpr const char* kRestartVar = "RINGPILOT_RESTART";
+inline constexpr const char* kMasterAddrVar = "RINGPILOT_MASTER_ADDR";
+inline constexpr const char* kMasterPortVar = "RINGPILOT_MASTER_PORT";
+
+/// Everything besides the config that the command depends on.
+struct MpirunContext {
+  std::string mpirun = "mpirun";  ///< argv[0]: RINGPILOT_MPIRUN or `mpirun` (resolved by PATH)
+  std::string trainer;            ///< ringpilot-trainer path
+  std::string run_dir;            ///< absolute, so that ranks on other hosts find it too
+  unsigned euid = 1;              ///< effective uid; 0 adds --allow-run-as-root
+  Environment env;                ///< our environment: decides which variables are forwarded
+};
+
+struct MpirunCommand {
+  std::vector<std::string> argv;
+  /// Backend mpi: where the hostfile goes (RUN_DIR/hostfile) and what it holds
+  /// (`host slots=K` lines); both empty for backend local. The caller writes it.
+  std::string hostfile_path;
+  std::string hostfile_content;
+  std::string master_addr;  ///< RINGPILOT_MASTER_ADDR for the ranks
+  int master_port = 0;      ///< RINGPILOT_MASTER_PORT for the ranks
+};
+
+/// True when `name` is forwarded to the ranks when set: PATH, LD_LIBRARY_PATH,
+/// OMP_NUM_THREADS, CUDA_VISIBLE_DEVICES, and every NCCL_*, TORCH_* and NVSHMEM_* variable.
+bool IsForwardedVariable(const std::string& name);
+
+/// Builds the command for backend local or mpi:
+/// `MPIRUN -np N` + placement (local: `--oversubscribe`; mpi: `--hostfile RUN_DIR/hostfile
+/// --map-by ppr:K:node`) + `--bind-to none` [+ `--allow-run-as-root`] +
+/// `--mca btl_vader_single_copy_mechanism none` + `-x` for the four RINGPILOT_* variables
+/// and each forwarded variable set in `ctx.env` (name order) + launch.mpirun_args verbatim +
+/// `TRAINER --config RUN_DIR/job.yaml --run-dir RUN_DIR`.
+/// Throws std::invalid_argument for backends slurm and k8s (not launched by mpirun from
+/// here) and for backend mpi without hosts.
+MpirunCommand BuildMpirunCommand(const JobConfig& config, const MpirunContext& ctx);
+
+/// `argv` as one line a POSIX shell would split back into the same words: words of safe
+/// characters stay bare, others are single-quoted.
+std::string ShellQuote(const std::vector<std::string>& argv);
+
+}  // namespace ringpilot::launcher

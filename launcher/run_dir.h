@@ -1,0 +1,66 @@
+// The run directory of `ringpilot run`: naming, layout, creation, and the atomic,
+// never-truncating file writes every file in it goes through.
+#pragma once
+
+#include <ctime>
+#include <stdexcept>
+#include <string>
+
+namespace ringpilot::launcher {
+
+/// Parent of default run directories, relative to the working directory.
+inline constexpr const char* kDefaultRunsDir = "runs";
+
+/// A run directory or one of its files could not be created or written. One line.
+class RunDirError : public std::runtime_error {
+ public:
+  explicit RunDirError(const std::string& line) : std::runtime_error(line) {}
+};
+
+/// Paths inside a run directory (design brief: user interface contract).
+struct RunDirLayout {
+  std::string root;
+  std::string logs;            ///< root/logs: rank-N.log (trainer), launcher.log (supervisor)
+  std::string checkpoints;     ///< root/checkpoints: step-NNNNNNNN/ (trainer)
+  std::string trace;           ///< root/trace: rank-N.json (trainer)
+  std::string job_yaml;        ///< root/job.yaml: the resolved config every rank reads
+  std::string launcher_log;    ///< root/logs/launcher.log
+  std::string failure_json;    ///< root/failure.json: root cause of a job that failed for good
+  std::string hostfile;        ///< root/hostfile (backend mpi)
+
+  explicit RunDirLayout(const std::string& root_dir);
+  /// root/logs/rank-N.log
+  std::string RankLog(int rank) const;
+};
+
+/// `PARENT/<name>-YYYYmmdd-HHMMSS`, `now` in local time.
+std::string DefaultRunDirName(const std::string& job_name, std::time_t now,
+                              const std::string& parent = kDefaultRunsDir);
+
+/// `base` when nothing exists there, else `base-2`, `base-3`, ...: two runs started in the
+/// same second must not share (and resume) one directory by accident.
+std::string UniqueRunDir(const std::string& base);
+
+/// What PrepareRunDir found and did.
+struct PreparedRunDir {
+  bool resumed = false;         ///< job.yaml was already there (an earlier run in this dir)
+  bool config_changed = false;  ///< ... and differed: the old one is now job.yaml.prev
+};
+
+/// Creates root (with parents), logs/, checkpoints/ and trace/, and writes `job_yaml` to
+/// root/job.yaml atomically. An existing job.yaml with other content is kept as
+/// job.yaml.prev (an older job.yaml.prev moves to job.yaml.prev.N first); nothing that
+/// exists is truncated. Throws RunDirError naming the path and the system error.
+PreparedRunDir PrepareRunDir(const RunDirLayout& layout, const std::string& job_yaml);
+
+/// Writes `content` to a temp file beside `path`, fsyncs it, renames it over `path` and
+/// fsyncs the directory: readers see the old file or the new one, never a partial one.
+/// Throws RunDirError.
+void WriteFileAtomically(const std::string& path, const std::string& content);
+
+/// When `path` exists, keeps its content as `path.prev` (hard link, so `path` can then be
+/// replaced atomically); an existing `path.prev` first moves to the first free
+/// `path.prev.N`. Returns whether `path` existed. Throws RunDirError.
+bool KeepPrevious(const std::string& path);
+
+}  // namespace ringpilot::launcher

@@ -1,0 +1,410 @@
+#include "launcher/supervisor.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <csignal>
+#include <cstring>
+#include <ctime>
+#include <stdexcept>
+
+#include "launcher/failure_report.h"
+#include "launcher/mpirun_command.h"
+#include "launcher/run_dir.h"
+
+namespace ringpilot::launcher {
+namespace {
+
+// Lines of mpirun output kept per attempt for naming the failing rank and failure.json.
+constexpr std::size_t kKeptOutputLines = 200;
+// A "line" longer than this is relayed in pieces rather than buffered without bound.
+constexpr std::size_t kMaxLineBytes = 64 * 1024;
+// How often the child is checked for exit while its pipes are quiet.
+constexpr int kPollIntervalMs = 100;
+// After mpirun exits, output still in the pipes is relayed for at most this long (a
+// process outside its group may hold the pipes open forever).
+constexpr int64_t kDrainTimeoutNs = 2'000'000'000;
+// FATAL lines this much older than an attempt's start still count for it: ranks on other
+// hosts stamp them with their own clocks.
+constexpr int64_t kFatalClockSlackNs = 1'000'000'000;
+
+int64_t ClockNs(clockid_t clock) {
+  timespec ts {};
+  ::clock_gettime(clock, &ts);
+  return static_cast<int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
+}
+
+// --- SIGINT/SIGTERM: the handler only records the signal in a self-pipe, which the
+// supervision loop polls with the job's output pipes.
+int g_signal_pipe[2] = {-1, -1};
+
+extern "C" void OnInterrupt(int sig) {
+  const int saved_errno = errno;
+  const char byte = static_cast<char>(sig);
+  if (g_signal_pipe[1] >= 0) {
+    [[maybe_unused]] const ssize_t n = ::write(g_signal_pipe[1], &byte, 1);
+  }
+  errno = saved_errno;
+}
+
+class SignalScope {
+ public:
+  explicit SignalScope(bool catch_interrupts) {
+    struct sigaction ignore {};
+    ignore.sa_handler = SIG_IGN;
+    sigemptyset(&ignore.sa_mask);
+    // A closed stdout (`ringpilot run ... | head`) must not kill the supervisor: the job
+    // keeps running and its lines still go to launcher.log.
+    ::sigaction(SIGPIPE, &ignore, &old_pipe_);
+    if (!catch_interrupts) return;
+    if (::pipe2(g_signal_pipe, O_CLOEXEC | O_NONBLOCK) != 0) {
+      throw std::runtime_error(std::string("ringpilot: cannot create a pipe: ") +
+                               std::strerror(errno));
+    }
+    struct sigaction on {};
+    on.sa_handler = OnInterrupt;
+    sigemptyset(&on.sa_mask);
+    on.sa_flags = SA_RESTART;
+    for (int i = 0; i < 2; ++i) {
+      struct sigaction current {};
+      ::sigaction(kSignals[i], nullptr, &current);
+      if (current.sa_handler == SIG_IGN) continue;  // started ignored: keep it that way
+      installed_[i] = ::sigaction(kSignals[i], &on, &old_[i]) == 0;
+    }
+  }
+  ~SignalScope() {
+    for (int i = 0; i < 2; ++i) {
+      if (installed_[i]) ::sigaction(kSignals[i], &old_[i], nullptr);
+    }
+    ::sigaction(SIGPIPE, &old_pipe_, nullptr);
+    for (int& fd : g_signal_pipe) {
+      if (fd >= 0) ::close(fd);
+      fd = -1;
+    }
+  }
+  SignalScope(const SignalScope&) = delete;
+  SignalScope& operator=(const SignalScope&) = delete;
+
+ private:
+  static constexpr int kSignals[2] = {SIGINT, SIGTERM};
+  bool installed_[2] = {false, false};
+  struct sigaction old_[2] {};
+  struct sigaction old_pipe_ {};
+};
+
+// Signals received since the last call, oldest first.
+std::vector<int> TakeSignals() {
+  std::vector<int> signals;
+  if (g_signal_pipe[0] < 0) return signals;
+  char buf[64];
+  ssize_t n;
+  while ((n = ::read(g_signal_pipe[0], buf, sizeof buf)) > 0) {
+    for (ssize_t i = 0; i < n; ++i) signals.push_back(static_cast<unsigned char>(buf[i]));
+  }
+  return signals;
+}
+
+void WriteAll(int fd, const std::string& data) {
+  std::size_t done = 0;
+  while (done < data.size()) {
+    const ssize_t n = ::write(fd, data.data() + done, data.size() - done);
+    if (n >= 0) {
+      done += static_cast<std::size_t>(n);
+    } else if (errno == EAGAIN) {
+      pollfd p {fd, POLLOUT, 0};
+      if (::poll(&p, 1, 1000) <= 0) return;
+    } else if (errno != EINTR) {
+      return;  // a closed terminal or pipe: the log still gets the line
+    }
+  }
+}
+
+// One output stream of the child, split into lines.
+struct Stream {
+  int fd = -1;      // read end of the child's pipe; -1 once it reached EOF
+  int out_fd = -1;  // where its lines are relayed
+  std::string partial;
+};
+
+void CloseFd(int* fd) {
+  if (*fd >= 0) ::close(*fd);
+  *fd = -1;
+}
+
+}  // namespace
+
+Supervisor::Supervisor(SupervisorOptions options) : options_(std::move(options)) {
+  if (!options_.progress) {
+    const int fd = options_.stderr_fd;
+    options_.progress = [fd](const std::string& line) { WriteAll(fd, line + "\n"); };
+  }
+  if (!options_.log_path.empty()) {
+    log_fd_ = ::open(options_.log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    if (log_fd_ < 0) {
+      throw std::runtime_error(options_.log_path + ": cannot open for appending: " +
+                               std::strerror(errno));
+    }
+  }
+}
+
+Supervisor::~Supervisor() { CloseFd(&log_fd_); }
+
+void Supervisor::AppendToLog(const std::string& line) {
+  if (log_fd_ >= 0) WriteAll(log_fd_, line + "\n");
+}
+
+void Supervisor::Report(const std::string& line) {
+  options_.progress(line);
+  AppendToLog(line);
+}
+
+void Supervisor::Relay(int out_fd, const std::string& line, Attempt* attempt) {
+  WriteAll(out_fd, line + "\n");
+  AppendToLog(line);
+  attempt->output.push_back(line);
+  if (attempt->output.size() > 2 * kKeptOutputLines) {
+    attempt->output.erase(attempt->output.begin(), attempt->output.end() - kKeptOutputLines);
+  }
+}
+
+Supervisor::Attempt Supervisor::RunAttempt(const SupervisedCommand& command, int restart) {
+  Attempt attempt;
+  Environment env = command.env;
+  env[kRunDirVar] = options_.run_dir;
+  env[kRestartVar] = std::to_string(restart);
+  const auto path_it = env.find("PATH");
+  const std::string exe = command.argv.empty() ? std::string()
+                          : ResolveExecutable(command.argv[0], path_it == env.end()
+                                                                   ? "/usr/bin:/bin"
+                                                                   : path_it->second);
+  if (exe.empty()) {
+    Report("ringpilot: cannot execute '" + (command.argv.empty() ? "" : command.argv[0]) +
+           "': not found or not executable");
+    attempt.exec_failed = true;
+    return attempt;
+  }
+
+  // Everything the child needs is built before fork: after it only async-signal-safe
+  // calls are allowed.
+  std::vector<char*> argv;
+  for (const std::string& a : command.argv) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  const std::vector<std::string> env_strings = ToEnvStrings(env);
+  std::vector<char*> envp;
+  for (const std::string& e : env_strings) envp.push_back(const_cast<char*>(e.c_str()));
+  envp.push_back(nullptr);
+
+  int out_pipe[2], err_pipe[2], exec_pipe[2];
+  if (::pipe2(out_pipe, O_CLOEXEC) != 0 || ::pipe2(err_pipe, O_CLOEXEC) != 0 ||
+      ::pipe2(exec_pipe, O_CLOEXEC) != 0) {
+    throw std::runtime_error(std::string("ringpilot: cannot create a pipe: ") +
+                             std::strerror(errno));
+  }
+  const int devnull = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+  attempt.start_ns = ClockNs(CLOCK_REALTIME);
+  const pid_t pid = ::fork();
+  if (pid < 0) {
+    throw std::runtime_error(std::string("ringpilot: cannot fork: ") + std::strerror(errno));
+  }
+  if (pid == 0) {
+    // Own process group: the terminal's Ctrl-C reaches only us, and we decide what
+    // mpirun and every rank under it receive.
+    ::setpgid(0, 0);
+    if (devnull >= 0) ::dup2(devnull, STDIN_FILENO);
+    ::dup2(out_pipe[1], STDOUT_FILENO);
+    ::dup2(err_pipe[1], STDERR_FILENO);
+    struct sigaction dfl {};
+    dfl.sa_handler = SIG_DFL;
+    sigemptyset(&dfl.sa_mask);
+    for (const int sig : {SIGPIPE, SIGINT, SIGTERM}) ::sigaction(sig, &dfl, nullptr);
+    sigset_t none;
+    sigemptyset(&none);
+    ::sigprocmask(SIG_SETMASK, &none, nullptr);
+    ::execve(exe.c_str(), argv.data(), envp.data());
+    const int err = errno;
+    [[maybe_unused]] const ssize_t n = ::write(exec_pipe[1], &err, sizeof err);
+    ::_exit(127);
+  }
+  ::setpgid(pid, pid);  // also here, so the group exists before we might signal it
+  for (int fd : {out_pipe[1], err_pipe[1], exec_pipe[1], devnull}) {
+    if (fd >= 0) ::close(fd);
+  }
+
+  int exec_errno = 0;
+  ssize_t got;
+  do {
+    got = ::read(exec_pipe[0], &exec_errno, sizeof exec_errno);
+  } while (got < 0 && errno == EINTR);
+  ::close(exec_pipe[0]);
+  if (got == static_cast<ssize_t>(sizeof exec_errno)) {
+    int status = 0;
+    ::waitpid(pid, &status, 0);
+    CloseFd(&out_pipe[0]);
+    CloseFd(&err_pipe[0]);
+    Report("ringpilot: cannot execute '" + exe + "': " + std::strerror(exec_errno));
+    attempt.exec_failed = true;
+    return attempt;
+  }
+
+  Stream streams[2] = {{out_pipe[0], options_.stdout_fd, {}}, {err_pipe[0], options_.stderr_fd, {}}};
+  bool exited = false;
+  bool killed = false;
+  int status = 0;
+  int64_t drain_deadline = 0;
+  int64_t kill_deadline = 0;
+  char buf[16384];
+  while (true) {
+    if (!exited) {
+      siginfo_t info {};
+      // WNOWAIT leaves the zombie in place, so its pid cannot be reused as a process group
+      // id while we kill what is left of the group (ranks mpirun failed to reap).
+      if (::waitid(P_PID, static_cast<id_t>(pid), &info, WEXITED | WNOHANG | WNOWAIT) == 0 &&
+          info.si_pid == pid) {
+        ::kill(-pid, SIGKILL);
+        ::waitpid(pid, &status, 0);
+        exited = true;
+        drain_deadline = ClockNs(CLOCK_MONOTONIC) + kDrainTimeoutNs;
+      }
+    }
+    if (exited && streams[0].fd < 0 && streams[1].fd < 0) break;
+    if (exited && ClockNs(CLOCK_MONOTONIC) > drain_deadline) break;
+
+    pollfd fds[3];
+    nfds_t n = 0;
+    for (const Stream& s : streams) fds[n++] = {s.fd, POLLIN, 0};  // fd -1 is skipped by poll
+    fds[n++] = {g_signal_pipe[0], POLLIN, 0};
+    const int ready = ::poll(fds, n, kPollIntervalMs);
+    if (ready < 0 && errno != EINTR) break;
+
+    for (int i = 0; i < 2; ++i) {
+      Stream& s = streams[i];
+      if (s.fd < 0 || (fds[i].revents & (POLLIN | POLLHUP | POLLERR)) == 0) continue;
+      const ssize_t r = ::read(s.fd, buf, sizeof buf);
+      if (r < 0 && (errno == EINTR || errno == EAGAIN)) continue;
+      if (r <= 0) {
+        CloseFd(&s.fd);
+        continue;
+      }
+      s.partial.append(buf, static_cast<std::size_t>(r));
+      std::size_t start = 0;
+      for (std::size_t nl; (nl = s.partial.find('\n', start)) != std::string::npos; start = nl + 1) {
+        Relay(s.out_fd, s.partial.substr(start, nl - start), &attempt);
+      }
+      s.partial.erase(0, start);
+      if (s.partial.size() > kMaxLineBytes) {
+        Relay(s.out_fd, s.partial, &attempt);
+        s.partial.clear();
+      }
+    }
+
+    for (const int sig : TakeSignals()) {
+      if (exited) continue;
+      if (interrupt_signal_ == 0) {
+        interrupt_signal_ = sig;
+        kill_deadline = ClockNs(CLOCK_MONOTONIC) +
+                        static_cast<int64_t>(options_.kill_grace_s * 1e9);
+        Report("ringpilot: received " + SignalName(sig) + "; stopping the job (no restart)");
+      }
+      ::kill(-pid, sig);
+    }
+    if (interrupt_signal_ != 0 && !exited && !killed &&
+        ClockNs(CLOCK_MONOTONIC) > kill_deadline) {
+      Report("ringpilot: mpirun did not stop within " + std::to_string(options_.kill_grace_s) +
+             " s; killing its process group");
+      ::kill(-pid, SIGKILL);
+      killed = true;
+    }
+  }
+  for (Stream& s : streams) {
+    if (!s.partial.empty()) Relay(s.out_fd, s.partial, &attempt);
+    CloseFd(&s.fd);
+  }
+  if (WIFSIGNALED(status)) {
+    attempt.term_signal = WTERMSIG(status);
+  } else {
+    attempt.exit_code = WEXITSTATUS(status);
+  }
+  return attempt;
+}
+
+bool Supervisor::WaitForRestart() {
+  const int64_t until =
+      ClockNs(CLOCK_MONOTONIC) + static_cast<int64_t>(options_.restart_delay_s * 1e9);
+  while (true) {
+    for (const int sig : TakeSignals()) {
+      if (interrupt_signal_ == 0) interrupt_signal_ = sig;
+    }
+    if (interrupt_signal_ != 0) return false;
+    const int64_t left_ns = until - ClockNs(CLOCK_MONOTONIC);
+    if (left_ns <= 0) return true;
+    pollfd p {g_signal_pipe[0], POLLIN, 0};
+    ::poll(&p, 1, static_cast<int>(std::min<int64_t>(left_ns / 1'000'000 + 1, 1000)));
+  }
+}
+
+void Supervisor::ReportFailure(const Attempt& last, int attempts, JobOutcome* outcome) {
+  const RunDirLayout layout(options_.run_dir);
+  const FailureReport report =
+      AnalyzeFailure(layout.logs, last.start_ns - kFatalClockSlackNs, last.output, attempts,
+                     last.exit_code, last.term_signal);
+  outcome->first_failing_rank = report.first_failing_rank;
+  try {
+    KeepPrevious(layout.failure_json);  // a failure of an earlier run in this directory
+    WriteFileAtomically(layout.failure_json, FailureJson(report));
+  } catch (const RunDirError& e) {
+    Report(std::string("ringpilot: ") + e.what());
+  }
+  for (const std::string& line : FailureSummary(report, layout.failure_json)) Report(line);
+}
+
+JobOutcome Supervisor::Run(const SupervisedCommand& command) {
+  SignalScope signals(options_.handle_signals);
+  interrupt_signal_ = 0;
+  JobOutcome outcome;
+  const auto stop = [&]() {
+    outcome.interrupted = true;
+    outcome.exit_status = 128 + interrupt_signal_;
+    Report("ringpilot: job interrupted by " + SignalName(interrupt_signal_) + " after " +
+           std::to_string(outcome.attempts) + " attempt(s); not restarting");
+    return outcome;
+  };
+  for (const int sig : TakeSignals()) {
+    if (interrupt_signal_ == 0) interrupt_signal_ = sig;
+  }
+  if (interrupt_signal_ != 0) return stop();
+  for (int restart = 0;; ++restart) {
+    const Attempt attempt = RunAttempt(command, restart);
+    outcome.attempts = restart + 1;
+    if (interrupt_signal_ != 0) return stop();
+    if (attempt.exec_failed) {
+      outcome.exit_status = 127;
+      return outcome;
+    }
+    if (attempt.term_signal == 0 && attempt.exit_code == 0) {
+      if (restart > 0) {
+        Report("ringpilot: job finished after " + std::to_string(restart) + " restart(s)");
+      }
+      outcome.exit_status = 0;
+      return outcome;
+    }
+    outcome.exit_status =
+        attempt.term_signal != 0 ? 128 + attempt.term_signal : attempt.exit_code;
+    if (restart >= options_.max_restarts) {
+      ReportFailure(attempt, outcome.attempts, &outcome);
+      return outcome;
+    }
+    const std::string how = attempt.term_signal != 0
+                                ? "killed by " + SignalName(attempt.term_signal)
+                                : "exit " + std::to_string(attempt.exit_code);
+    Report("ringpilot: job failed (" + how + ") on attempt " + std::to_string(restart + 1) +
+           "; restarting from the last checkpoint (restart " + std::to_string(restart + 1) +
+           " of " + std::to_string(options_.max_restarts) + ")");
+    if (!WaitForRestart()) return stop();
+  }
+}
+
+}  // namespace ringpilot::launcher

@@ -1,0 +1,99 @@
+// The front end's supervision of one MPI job: start mpirun, relay and log its output,
+// forward Ctrl-C/SIGTERM, restart the whole job from the last checkpoint on failure, and
+// leave a root-cause report when it fails for good.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "launcher/process_env.h"
+
+namespace ringpilot::launcher {
+
+struct SupervisorOptions {
+  static constexpr int kDefaultMaxRestarts = 2;
+  static constexpr double kDefaultRestartDelayS = 1.0;
+  static constexpr double kDefaultKillGraceS = 30.0;
+
+  /// Whole-job restarts after a failure (attempts = 1 + max_restarts at most).
+  int max_restarts = kDefaultMaxRestarts;
+  /// Exported as RINGPILOT_RUN_DIR; its logs/rank-N.log files are searched for FATAL lines
+  /// and failure.json is written there. Required.
+  std::string run_dir;
+  /// Every relayed line and every message of ours is appended here (never truncated).
+  /// Empty: no log.
+  std::string log_path;
+  /// Receives ringpilot's own messages (one line each, no newline). Default: written to
+  /// stderr_fd.
+  std::function<void(const std::string&)> progress;
+  int stdout_fd = 1;  ///< where the job's stdout lines go
+  int stderr_fd = 2;  ///< where the job's stderr lines go
+  /// Pause between a failed attempt and the next, so ports and GPU memory are released.
+  double restart_delay_s = kDefaultRestartDelayS;
+  /// After forwarding SIGINT/SIGTERM, how long mpirun may take to stop before its process
+  /// group is killed.
+  double kill_grace_s = kDefaultKillGraceS;
+  /// Catch SIGINT/SIGTERM while running (and forward them). A signal the process started
+  /// with ignored stays ignored (a background job of a script).
+  bool handle_signals = true;
+};
+
+/// The command of every attempt. The Supervisor adds RINGPILOT_RUN_DIR and
+/// RINGPILOT_RESTART (0 for the first attempt, then 1, 2, ...) to `env`.
+struct SupervisedCommand {
+  std::vector<std::string> argv;  ///< argv[0] is resolved on env's PATH; no shell
+  Environment env;
+};
+
+/// How the supervised job ended.
+struct JobOutcome {
+  /// What `ringpilot run` exits with: 0 on success; mpirun's exit code after the last
+  /// failure (128 + N when killed by signal N); 128 + SIGINT/SIGTERM (130/143) when we were
+  /// interrupted; 127 when mpirun could not be executed.
+  int exit_status = 0;
+  int attempts = 0;
+  bool interrupted = false;
+  int first_failing_rank = -1;  ///< after a failure for good; -1 when unknown
+};
+
+/// Runs a job's attempts one after another. One Supervisor runs at a time per process (the
+/// signal handlers it installs are process-wide).
+class Supervisor {
+ public:
+  /// Throws std::runtime_error (one line) when the log cannot be opened.
+  explicit Supervisor(SupervisorOptions options);
+  ~Supervisor();
+  Supervisor(const Supervisor&) = delete;
+  Supervisor& operator=(const Supervisor&) = delete;
+
+  /// Prints one message of ours to the progress sink and appends it to the log.
+  void Report(const std::string& line);
+
+  /// Launches `command` and supervises it until it succeeds, fails with no restarts left
+  /// (then failure.json is written and a summary printed) or is interrupted (no restart
+  /// after a signal). The job's output lines are relayed as they arrive.
+  JobOutcome Run(const SupervisedCommand& command);
+
+ private:
+  struct Attempt {
+    int exit_code = -1;    // when it exited
+    int term_signal = 0;   // when a signal killed it
+    bool exec_failed = false;
+    int64_t start_ns = 0;
+    std::vector<std::string> output;  // the last lines mpirun printed (both streams)
+  };
+
+  Attempt RunAttempt(const SupervisedCommand& command, int restart);
+  void Relay(int out_fd, const std::string& line, Attempt* attempt);
+  void AppendToLog(const std::string& line);
+  bool WaitForRestart();  // false when a signal came in during the pause
+  void ReportFailure(const Attempt& last, int attempts, JobOutcome* outcome);
+
+  SupervisorOptions options_;
+  int log_fd_ = -1;
+  int interrupt_signal_ = 0;  // first SIGINT/SIGTERM received
+};
+
+}  // namespace ringpilot::launcher

@@ -1,0 +1,95 @@
+// HTTP endpoint that serves a Registry to Prometheus (civetweb underneath).
+#pragma once
+
+#include <functional>
+#include <mutex>
+#include <stdexcept>
+#include <string>
+
+#include "metrics/registry.h"
+
+struct mg_context;
+struct mg_connection;
+
+namespace ringpilot::metrics {
+
+/// Thrown when the exporter cannot be set up: invalid options, a port that is taken,
+/// an address that cannot be bound, TLS that this civetweb build cannot provide.
+/// The message starts with "metrics exporter: " and names the address or file.
+class ExporterError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+struct ExporterOptions {
+  static constexpr int kDefaultPort = 9400;
+  static constexpr int kDefaultThreads = 2;
+  static constexpr int kMaxThreads = 64;
+  static constexpr int kDefaultRequestTimeoutMs = 10000;
+
+  /// IPv4 address (or a host name resolving to one) to listen on. Loopback unless
+  /// configured: exposing metrics off-host is an explicit choice.
+  std::string bind = "127.0.0.1";
+  /// TCP port; 0 picks a free port (port() reports it).
+  int port = kDefaultPort;
+  /// Both set: every request needs `Authorization: Basic base64(user:password)`.
+  /// Exactly one set is an error; the user may not contain ':' (RFC 7617).
+  std::string basic_auth_user;
+  std::string basic_auth_password;
+  /// Path to a PEM file holding certificate and private key: serve HTTPS. Needs a
+  /// civetweb that can load the system's OpenSSL; otherwise the constructor throws.
+  std::string tls_cert_pem;
+  /// HTTP worker threads (1..kMaxThreads).
+  int threads = kDefaultThreads;
+  /// A client that stalls longer than this while sending or receiving is dropped,
+  /// so a stuck scraper cannot hold a worker thread forever.
+  int request_timeout_ms = kDefaultRequestTimeoutMs;
+};
+
+/// Serves, on its own threads:
+///   GET /metrics  the registry in text format 0.0.4
+///                 (Content-Type: text/plain; version=0.0.4; charset=utf-8)
+///   GET /         a short text page that links /metrics
+///   anything else 404; methods other than GET/HEAD 405.
+/// With basic auth configured every path answers 401 (with WWW-Authenticate) until
+/// the right credentials are sent.
+/// The registry must outlive the exporter. The public methods are thread-safe.
+class Exporter {
+ public:
+  /// Starts listening before it returns. Throws ExporterError, e.g.
+  /// "metrics exporter: cannot listen on 127.0.0.1:9400: Address already in use".
+  Exporter(const Registry& registry, ExporterOptions options);
+  /// Stops accepting, waits for in-flight requests to finish, joins the threads.
+  ~Exporter();
+  Exporter(const Exporter&) = delete;
+  Exporter& operator=(const Exporter&) = delete;
+
+  /// The port actually bound (the chosen one when options.port was 0).
+  int port() const { return port_; }
+  /// "http://<bind>:<port>/metrics" ("https://" with TLS).
+  std::string url() const;
+
+  /// Runs `cb` on an HTTP thread before every /metrics scrape, never concurrently
+  /// with itself or with another scrape's serialization (e.g. to refresh gauges).
+  /// An empty function removes the hook. If `cb` throws, that scrape answers 500.
+  /// Waits for a scrape in progress to finish; `cb` must not call SetScrapeCallback.
+  void SetScrapeCallback(std::function<void()> cb);
+
+ private:
+  static int HandleRequest(mg_connection* conn);
+  int Handle(mg_connection* conn);
+  bool Authorized(mg_connection* conn) const;
+  int ServeMetrics(mg_connection* conn, bool head);
+
+  const Registry& registry_;
+  const ExporterOptions options_;
+  std::string address_;               // numeric IPv4 that was bound
+  std::string expected_credentials_;  // "user:password" when basic auth is on
+  int port_ = 0;
+  mg_context* ctx_ = nullptr;
+
+  std::mutex scrape_mu_;  // serializes scrapes and guards scrape_callback_
+  std::function<void()> scrape_callback_;
+};
+
+}  // namespace ringpilot::metrics

@@ -1,0 +1,116 @@
+#include "launcher/failure_report.h"
+
+#include <gtest/gtest.h>
+
+#include <csignal>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "tests/launcher/test_util.h"
+
+namespace ringpilot::launcher {
+namespace {
+
+using testing::TempDir;
+using testing::WriteFile;
+
+TEST(FailureReport, ParseFatalLine) {
+  const auto f = ParseFatalLine("FATAL 1700000000123456789 allreduce timed out after 300 s");
+  ASSERT_TRUE(f.has_value());
+  EXPECT_EQ(f->time_ns, 1700000000123456789);
+  EXPECT_EQ(f->message, "allreduce timed out after 300 s");
+  EXPECT_EQ(f->rank, -1);
+  EXPECT_TRUE(ParseFatalLine("FATAL 12").has_value());
+  EXPECT_FALSE(ParseFatalLine("FATAL x message").has_value());
+  EXPECT_FALSE(ParseFatalLine("FATAL12 message").has_value());
+  EXPECT_FALSE(ParseFatalLine("INFO 12 FATAL 13 x").has_value());
+  EXPECT_FALSE(ParseFatalLine(" FATAL 12 x").has_value());
+  EXPECT_FALSE(ParseFatalLine("FATAL 12x y").has_value());
+  EXPECT_FALSE(ParseFatalLine("FATAL 9999999999999999999 overflow").has_value());
+}
+
+TEST(FailureReport, FirstFatalIsEarliestSinceAttemptStart) {
+  TempDir tmp;
+  WriteFile(tmp.path() + "/rank-0.log", "step 1\nFATAL 500 old failure of an earlier attempt\n");
+  WriteFile(tmp.path() + "/rank-1.log", "step 1\nFATAL 2000 nccl abort\nafter\n");
+  WriteFile(tmp.path() + "/rank-12.log", "FATAL 1500 data file broken\n");
+  WriteFile(tmp.path() + "/launcher.log", "FATAL 1 not a rank log\n");
+  auto first = FindFirstFatal(tmp.path(), 1000);
+  ASSERT_TRUE(first.has_value());
+  EXPECT_EQ(first->rank, 12);
+  EXPECT_EQ(first->message, "data file broken");
+  first = FindFirstFatal(tmp.path(), 0);
+  ASSERT_TRUE(first.has_value());
+  EXPECT_EQ(first->rank, 0);
+  EXPECT_FALSE(FindFirstFatal(tmp.path(), 3000).has_value());
+  EXPECT_FALSE(FindFirstFatal(tmp.path() + "/missing", 0).has_value());
+}
+
+TEST(FailureReport, RankFromMpirunOutput) {
+  const std::vector<std::string> openmpi = {
+      "mpirun detected that one or more processes exited with non-zero status, thus causing",
+      "the job to be terminated. The first process to do so was:", "",
+      "  Process name: [[41245,1],3]", "  Exit code:    3"};
+  EXPECT_EQ(RankFromMpirunOutput(openmpi), 3);
+  EXPECT_EQ(RankFromMpirunOutput({"MPI_ABORT was invoked on rank 5 in communicator MPI_COMM_WORLD"}),
+            5);
+  EXPECT_EQ(RankFromMpirunOutput({"mpirun noticed that process rank 2 with PID 0 on node h "
+                                  "exited on signal 9 (Killed)."}),
+            2);
+  // "Process name" wins over an earlier "rank" phrase.
+  EXPECT_EQ(RankFromMpirunOutput({"rank 0 says hello", "Process name: [[1,0],7]"}), 7);
+  EXPECT_EQ(RankFromMpirunOutput({"nothing here", "ranked 3"}), -1);
+}
+
+TEST(FailureReport, TailLines) {
+  TempDir tmp;
+  std::string text;
+  for (int i = 0; i < 30; ++i) text += "line " + std::to_string(i) + "\n";
+  WriteFile(tmp.path() + "/f", text);
+  const auto tail = TailLines(tmp.path() + "/f", 3);
+  EXPECT_EQ(tail, (std::vector<std::string>{"line 27", "line 28", "line 29"}));
+  WriteFile(tmp.path() + "/g", "a\nno newline");
+  EXPECT_EQ(TailLines(tmp.path() + "/g", 10), (std::vector<std::string>{"a", "no newline"}));
+  EXPECT_TRUE(TailLines(tmp.path() + "/missing", 3).empty());
+}
+
+TEST(FailureReport, JsonAndSummary) {
+  TempDir tmp;
+  WriteFile(tmp.path() + "/rank-0.log", "ok\n");
+  WriteFile(tmp.path() + "/rank-1.log", "loss 2.0\nFATAL 100 injected crash\n");
+  const FailureReport r =
+      AnalyzeFailure(tmp.path(), 0, {"mpirun says bye"}, 3, 3, 0);
+  EXPECT_EQ(r.first_failing_rank, 1);
+  EXPECT_EQ(r.rank_source, "fatal_line");
+  const auto j = nlohmann::json::parse(FailureJson(r));
+  EXPECT_EQ(j["attempts"], 3);
+  EXPECT_EQ(j["exit_code"], 3);
+  EXPECT_FALSE(j.contains("signal"));
+  EXPECT_EQ(j["first_failing_rank"], 1);
+  EXPECT_EQ(j["fatal_message"], "injected crash");
+  EXPECT_EQ(j["last_lines"]["1"], (std::vector<std::string>{"loss 2.0", "FATAL 100 injected crash"}));
+  EXPECT_EQ(j["last_lines"]["0"], std::vector<std::string>{"ok"});
+  EXPECT_EQ(j["mpirun_last_lines"], std::vector<std::string>{"mpirun says bye"});
+  const auto summary = FailureSummary(r, "/r/failure.json");
+  ASSERT_GE(summary.size(), 3u);
+  EXPECT_EQ(summary[0], "ringpilot: job failed for good after 3 attempt(s) (exit 3)");
+  EXPECT_EQ(summary[1], "ringpilot: first failing rank: 1: injected crash");
+  EXPECT_EQ(summary.back(), "ringpilot: details in /r/failure.json");
+}
+
+TEST(FailureReport, SignalAndUnknownRank) {
+  TempDir tmp;
+  const FailureReport r = AnalyzeFailure(tmp.path(), 0, {"\xff bad utf8"}, 1, -1, SIGKILL);
+  EXPECT_EQ(r.first_failing_rank, -1);
+  EXPECT_EQ(r.rank_source, "unknown");
+  const auto j = nlohmann::json::parse(FailureJson(r));
+  EXPECT_EQ(j["signal"], SIGKILL);
+  EXPECT_EQ(j["signal_name"], "SIGKILL");
+  EXPECT_FALSE(j.contains("exit_code"));
+  EXPECT_EQ(FailureSummary(r, "f")[0],
+            "ringpilot: job failed for good after 1 attempt(s) (mpirun killed by SIGKILL)");
+}
+
+}  // namespace
+}  // namespace ringpilot::launcher

@@ -1,0 +1,157 @@
+#include "launcher/mpirun_command.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace ringpilot::launcher {
+namespace {
+
+using Argv = std::vector<std::string>;
+
+JobConfig LocalJob() {
+  JobConfig c;
+  c.name = "t";
+  c.model.name = "resnet18-cifar";
+  c.world.nodes = 1;
+  c.world.procs_per_node = 4;
+  return c;
+}
+
+MpirunContext Context() {
+  MpirunContext ctx;
+  ctx.mpirun = "/opt/ompi/bin/mpirun";
+  ctx.trainer = "/b/bin/ringpilot-trainer";
+  ctx.run_dir = "/runs/t-1";
+  ctx.euid = 1000;
+  ctx.env = {{"HOME", "/root"}, {"PATH", "/usr/bin"}};
+  return ctx;
+}
+
+const Argv kRingpilotVars = {"-x", "RINGPILOT_RUN_DIR",     "-x", "RINGPILOT_RESTART",
+                             "-x", "RINGPILOT_MASTER_ADDR", "-x", "RINGPILOT_MASTER_PORT"};
+const Argv kTrainerTail = {"/b/bin/ringpilot-trainer", "--config", "/runs/t-1/job.yaml",
+                           "--run-dir", "/runs/t-1"};
+
+Argv Concat(std::initializer_list<Argv> parts) {
+  Argv out;
+  for (const Argv& p : parts) out.insert(out.end(), p.begin(), p.end());
+  return out;
+}
+
+TEST(MpirunCommand, LocalBackendExactArgv) {
+  const MpirunCommand cmd = BuildMpirunCommand(LocalJob(), Context());
+  const Argv expected = Concat({{"/opt/ompi/bin/mpirun", "-np", "4", "--oversubscribe",
+                                 "--bind-to", "none", "--mca", "btl_vader_single_copy_mechanism",
+                                 "none"},
+                                kRingpilotVars,
+                                {"-x", "PATH"},
+                                kTrainerTail});
+  EXPECT_EQ(cmd.argv, expected);
+  EXPECT_EQ(cmd.master_addr, "127.0.0.1");
+  EXPECT_EQ(cmd.master_port, LaunchConfig::kDefaultMasterPort);
+  EXPECT_TRUE(cmd.hostfile_path.empty());
+  EXPECT_TRUE(cmd.hostfile_content.empty());
+}
+
+TEST(MpirunCommand, RootAddsAllowRunAsRoot) {
+  MpirunContext ctx = Context();
+  const Argv user = BuildMpirunCommand(LocalJob(), ctx).argv;
+  EXPECT_EQ(std::count(user.begin(), user.end(), "--allow-run-as-root"), 0);
+  ctx.euid = 0;
+  const Argv argv = BuildMpirunCommand(LocalJob(), ctx).argv;
+  const auto it = std::find(argv.begin(), argv.end(), "--allow-run-as-root");
+  ASSERT_NE(it, argv.end());
+  EXPECT_EQ(*(it - 1), "none");  // right after --bind-to none
+}
+
+TEST(MpirunCommand, ForwardsOnlyListedVariablesThatAreSet) {
+  MpirunContext ctx = Context();
+  ctx.env = {{"PATH", "/usr/bin"},         {"LD_LIBRARY_PATH", "/l"},  {"OMP_NUM_THREADS", "2"},
+             {"CUDA_VISIBLE_DEVICES", "0"}, {"NCCL_DEBUG", "INFO"},     {"NCCL_IB_HCA", "mlx5"},
+             {"TORCH_SHOW_CPP_STACKTRACES", "1"}, {"NVSHMEM_DEBUG", "1"}, {"HOME", "/root"},
+             {"MY_NCCL_THING", "x"},        {"NCCL", "x"},              {"SECRET_TOKEN", "x"}};
+  const Argv argv = BuildMpirunCommand(LocalJob(), ctx).argv;
+  Argv forwarded;
+  for (std::size_t i = 0; i + 1 < argv.size(); ++i) {
+    if (argv[i] == "-x") forwarded.push_back(argv[i + 1]);
+  }
+  const Argv expected = {"RINGPILOT_RUN_DIR", "RINGPILOT_RESTART", "RINGPILOT_MASTER_ADDR",
+                         "RINGPILOT_MASTER_PORT", "CUDA_VISIBLE_DEVICES", "LD_LIBRARY_PATH",
+                         "NCCL_DEBUG", "NCCL_IB_HCA", "NVSHMEM_DEBUG", "OMP_NUM_THREADS", "PATH",
+                         "TORCH_SHOW_CPP_STACKTRACES"};
+  EXPECT_EQ(forwarded, expected);
+  // Values never appear on the command line: `-x NAME` takes them from mpirun's env.
+  EXPECT_EQ(std::find(argv.begin(), argv.end(), "INFO"), argv.end());
+}
+
+TEST(MpirunCommand, IsForwardedVariable) {
+  for (const char* yes : {"PATH", "LD_LIBRARY_PATH", "OMP_NUM_THREADS", "CUDA_VISIBLE_DEVICES",
+                          "NCCL_SOCKET_IFNAME", "TORCH_NCCL_ASYNC_ERROR_HANDLING",
+                          "NVSHMEM_BOOTSTRAP"}) {
+    EXPECT_TRUE(IsForwardedVariable(yes)) << yes;
+  }
+  for (const char* no : {"HOME", "PATHX", "OMP_PROC_BIND", "XNCCL_A", "torch_x", "USER"}) {
+    EXPECT_FALSE(IsForwardedVariable(no)) << no;
+  }
+}
+
+TEST(MpirunCommand, MpirunArgsGoBeforeTheTrainerVerbatim) {
+  JobConfig job = LocalJob();
+  job.launch.mpirun_args = {"--mca", "btl_tcp_if_include", "lo", "--tag-output", "a b'c"};
+  const Argv argv = BuildMpirunCommand(job, Context()).argv;
+  const Argv tail(argv.end() - 10, argv.end());
+  EXPECT_EQ(tail, Concat({{"--mca", "btl_tcp_if_include", "lo", "--tag-output", "a b'c"},
+                          kTrainerTail}));
+}
+
+TEST(MpirunCommand, MpiBackendUsesHostfileAndPpr) {
+  JobConfig job = LocalJob();
+  job.world.nodes = 2;
+  job.world.procs_per_node = 2;
+  job.launch.backend = Backend::kMpi;
+  job.launch.hosts = {{"node-a", 2}, {"10.0.0.7", 4}};
+  job.launch.master_port = 31000;
+  MpirunContext ctx = Context();
+  ctx.euid = 0;
+  const MpirunCommand cmd = BuildMpirunCommand(job, ctx);
+  const Argv expected = Concat({{"/opt/ompi/bin/mpirun", "-np", "4", "--hostfile",
+                                 "/runs/t-1/hostfile", "--map-by", "ppr:2:node", "--bind-to",
+                                 "none", "--allow-run-as-root", "--mca",
+                                 "btl_vader_single_copy_mechanism", "none"},
+                                kRingpilotVars,
+                                {"-x", "PATH"},
+                                kTrainerTail});
+  EXPECT_EQ(cmd.argv, expected);
+  EXPECT_EQ(cmd.hostfile_path, "/runs/t-1/hostfile");
+  EXPECT_EQ(cmd.hostfile_content, "node-a slots=2\n10.0.0.7 slots=4\n");
+  EXPECT_EQ(cmd.master_addr, "node-a");
+  EXPECT_EQ(cmd.master_port, 31000);
+  EXPECT_EQ(std::find(cmd.argv.begin(), cmd.argv.end(), "--oversubscribe"), cmd.argv.end());
+}
+
+TEST(MpirunCommand, MpiBackendWithoutHostsThrows) {
+  JobConfig job = LocalJob();
+  job.launch.backend = Backend::kMpi;
+  EXPECT_THROW(BuildMpirunCommand(job, Context()), std::invalid_argument);
+}
+
+TEST(MpirunCommand, SlurmAndK8sAreRejected) {
+  for (const Backend b : {Backend::kSlurm, Backend::kK8s}) {
+    JobConfig job = LocalJob();
+    job.launch.backend = b;
+    EXPECT_THROW(BuildMpirunCommand(job, Context()), std::invalid_argument);
+  }
+}
+
+TEST(ShellQuote, BareAndQuotedWords) {
+  EXPECT_EQ(ShellQuote({"mpirun", "-np", "2", "/a/b.c", "x=1,y:2"}), "mpirun -np 2 /a/b.c x=1,y:2");
+  EXPECT_EQ(ShellQuote({"a b", ""}), "'a b' ''");
+  EXPECT_EQ(ShellQuote({"it's", "$HOME", "a;b"}), "'it'\\''s' '$HOME' 'a;b'");
+}
+
+}  // namespace
+}  // namespace ringpilot::launcher

@@ -1,0 +1,115 @@
+#include "launcher/run_dir.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "tests/launcher/test_util.h"
+
+namespace ringpilot::launcher {
+namespace {
+
+using testing::Exists;
+using testing::ReadFile;
+using testing::TempDir;
+using testing::WriteFile;
+
+TEST(RunDir, DefaultNameUsesLocalTimestamp) {
+  std::tm t {};
+  t.tm_year = 2025 - 1900;
+  t.tm_mon = 2;
+  t.tm_mday = 7;
+  t.tm_hour = 9;
+  t.tm_min = 5;
+  t.tm_sec = 3;
+  t.tm_isdst = -1;
+  const std::time_t when = std::mktime(&t);
+  EXPECT_EQ(DefaultRunDirName("quickstart", when), "runs/quickstart-20250307-090503");
+  EXPECT_EQ(DefaultRunDirName("a.b", when, "/x"), "/x/a.b-20250307-090503");
+}
+
+TEST(RunDir, UniqueRunDirSkipsExistingOnes) {
+  TempDir tmp;
+  const std::string base = tmp.path() + "/job-1";
+  EXPECT_EQ(UniqueRunDir(base), base);
+  ::mkdir(base.c_str(), 0755);
+  EXPECT_EQ(UniqueRunDir(base), base + "-2");
+  ::mkdir((base + "-2").c_str(), 0755);
+  EXPECT_EQ(UniqueRunDir(base), base + "-3");
+}
+
+TEST(RunDir, LayoutPaths) {
+  const RunDirLayout l("/r");
+  EXPECT_EQ(l.logs, "/r/logs");
+  EXPECT_EQ(l.checkpoints, "/r/checkpoints");
+  EXPECT_EQ(l.trace, "/r/trace");
+  EXPECT_EQ(l.job_yaml, "/r/job.yaml");
+  EXPECT_EQ(l.launcher_log, "/r/logs/launcher.log");
+  EXPECT_EQ(l.failure_json, "/r/failure.json");
+  EXPECT_EQ(l.hostfile, "/r/hostfile");
+  EXPECT_EQ(l.RankLog(3), "/r/logs/rank-3.log");
+}
+
+TEST(RunDir, PrepareCreatesTreeAndWritesConfig) {
+  TempDir tmp;
+  const RunDirLayout l(tmp.path() + "/runs/deep/job");
+  const PreparedRunDir p = PrepareRunDir(l, "name: a\n");
+  EXPECT_FALSE(p.resumed);
+  EXPECT_FALSE(p.config_changed);
+  for (const std::string& d : {l.logs, l.checkpoints, l.trace}) EXPECT_TRUE(Exists(d)) << d;
+  EXPECT_EQ(ReadFile(l.job_yaml), "name: a\n");
+  EXPECT_FALSE(Exists(l.job_yaml + ".prev"));
+}
+
+TEST(RunDir, ResumeKeepsPreviousConfigAndNeverLosesFiles) {
+  TempDir tmp;
+  const RunDirLayout l(tmp.path() + "/job");
+  PrepareRunDir(l, "v1\n");
+  WriteFile(l.RankLog(0), "rank zero log\n");
+  WriteFile(l.launcher_log, "old launcher lines\n");
+
+  PreparedRunDir p = PrepareRunDir(l, "v1\n");  // same config: untouched
+  EXPECT_TRUE(p.resumed);
+  EXPECT_FALSE(p.config_changed);
+  EXPECT_FALSE(Exists(l.job_yaml + ".prev"));
+
+  p = PrepareRunDir(l, "v2\n");
+  EXPECT_TRUE(p.config_changed);
+  EXPECT_EQ(ReadFile(l.job_yaml), "v2\n");
+  EXPECT_EQ(ReadFile(l.job_yaml + ".prev"), "v1\n");
+
+  PrepareRunDir(l, "v3\n");
+  EXPECT_EQ(ReadFile(l.job_yaml), "v3\n");
+  EXPECT_EQ(ReadFile(l.job_yaml + ".prev"), "v2\n");
+  EXPECT_EQ(ReadFile(l.job_yaml + ".prev.1"), "v1\n");
+
+  EXPECT_EQ(ReadFile(l.RankLog(0)), "rank zero log\n");
+  EXPECT_EQ(ReadFile(l.launcher_log), "old launcher lines\n");
+}
+
+TEST(RunDir, WriteFileAtomicallyReplacesWithoutLeftovers) {
+  TempDir tmp;
+  const std::string path = tmp.path() + "/f.json";
+  WriteFileAtomically(path, "one");
+  WriteFileAtomically(path, "two");
+  EXPECT_EQ(ReadFile(path), "two");
+  int entries = 0;
+  for ([[maybe_unused]] const auto& e : std::filesystem::directory_iterator(tmp.path())) ++entries;
+  EXPECT_EQ(entries, 1);  // no temp file left behind
+}
+
+TEST(RunDir, ErrorsNameThePath) {
+  TempDir tmp;
+  WriteFile(tmp.path() + "/file", "x");
+  try {
+    PrepareRunDir(RunDirLayout(tmp.path() + "/file"), "y");
+    ADD_FAILURE() << "no error";
+  } catch (const RunDirError& e) {
+    EXPECT_NE(std::string(e.what()).find(tmp.path() + "/file"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(WriteFileAtomically(tmp.path() + "/missing/dir/f", "x"), RunDirError);
+  EXPECT_EQ(ReadFile(tmp.path() + "/file"), "x");
+}
+
+}  // namespace
+}  // namespace ringpilot::launcher

@@ -1,0 +1,218 @@
+#include "launcher/supervisor.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <csignal>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "launcher/process_env.h"
+#include "launcher/run_dir.h"
+#include "tests/launcher/test_util.h"
+
+namespace ringpilot::launcher {
+namespace {
+
+using testing::Exists;
+using testing::ReadFile;
+using testing::TempDir;
+using testing::WriteFile;
+
+// A stand-in for mpirun: prints on both streams, and on attempt 0 writes a FATAL line
+// into rank 1's log and fails with exit 3; later attempts succeed.
+constexpr const char* kFlakyMpirun = R"(#!/bin/sh
+echo "fake mpirun attempt $RINGPILOT_RESTART master $RINGPILOT_MASTER_ADDR:$RINGPILOT_MASTER_PORT args $*"
+echo "warning from attempt $RINGPILOT_RESTART" >&2
+logs="$RINGPILOT_RUN_DIR/logs"
+echo "rank 0 attempt $RINGPILOT_RESTART" >> "$logs/rank-0.log"
+if [ "$RINGPILOT_RESTART" = 0 ]; then
+  echo "step 3 loss 2.1" >> "$logs/rank-1.log"
+  echo "FATAL $(date +%s%N) injected crash at step 4" >> "$logs/rank-1.log"
+  printf 'last words without newline'
+  exit 3
+fi
+echo done
+exit 0
+)";
+
+// The supervisor's stdout/stderr/progress go to files of the test's run dir.
+struct Harness {
+  TempDir tmp;
+  RunDirLayout layout{tmp.path() + "/run"};
+  std::string out_path = tmp.path() + "/stdout";
+  std::string err_path = tmp.path() + "/stderr";
+  int out_fd = -1;
+  int err_fd = -1;
+  std::vector<std::string> progress;
+
+  Harness() {
+    PrepareRunDir(layout, "name: t\n");
+    out_fd = ::open(out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    err_fd = ::open(err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  }
+  ~Harness() {
+    ::close(out_fd);
+    ::close(err_fd);
+  }
+
+  SupervisorOptions Options(int max_restarts) {
+    SupervisorOptions o;
+    o.max_restarts = max_restarts;
+    o.run_dir = layout.root;
+    o.log_path = layout.launcher_log;
+    o.progress = [this](const std::string& line) { progress.push_back(line); };
+    o.stdout_fd = out_fd;
+    o.stderr_fd = err_fd;
+    o.restart_delay_s = 0;
+    return o;
+  }
+
+  SupervisedCommand Script(const std::string& body) {
+    const std::string path = tmp.path() + "/fake-mpirun";
+    WriteFile(path, body, /*executable=*/true);
+    SupervisedCommand c;
+    c.argv = {path, "-np", "2", "trainer"};
+    c.env = CurrentEnvironment();
+    c.env["RINGPILOT_MASTER_ADDR"] = "127.0.0.1";
+    c.env["RINGPILOT_MASTER_PORT"] = "29500";
+    return c;
+  }
+
+  bool ProgressHas(const std::string& line) const {
+    for (const std::string& p : progress) {
+      if (p == line) return true;
+    }
+    return false;
+  }
+};
+
+TEST(Supervisor, RestartsOnceThenSucceedsAndRelaysEverything) {
+  Harness h;
+  Supervisor sup(h.Options(2));
+  const JobOutcome outcome = sup.Run(h.Script(kFlakyMpirun));
+  EXPECT_EQ(outcome.exit_status, 0);
+  EXPECT_EQ(outcome.attempts, 2);
+  EXPECT_FALSE(outcome.interrupted);
+  EXPECT_TRUE(h.ProgressHas(
+      "ringpilot: job failed (exit 3) on attempt 1; restarting from the last checkpoint "
+      "(restart 1 of 2)"));
+  EXPECT_TRUE(h.ProgressHas("ringpilot: job finished after 1 restart(s)"));
+
+  const std::string out = ReadFile(h.out_path);
+  EXPECT_NE(out.find("fake mpirun attempt 0 master 127.0.0.1:29500 args -np 2 trainer\n"),
+            std::string::npos);
+  EXPECT_NE(out.find("fake mpirun attempt 1 "), std::string::npos);
+  EXPECT_NE(out.find("last words without newline\n"), std::string::npos);
+  EXPECT_NE(out.find("done\n"), std::string::npos);
+  const std::string err = ReadFile(h.err_path);
+  EXPECT_NE(err.find("warning from attempt 0\n"), std::string::npos);
+  EXPECT_NE(err.find("warning from attempt 1\n"), std::string::npos);
+
+  const std::string log = ReadFile(h.layout.launcher_log);
+  for (const char* expected :
+       {"fake mpirun attempt 0 ", "warning from attempt 0", "last words without newline",
+        "fake mpirun attempt 1 ", "done", "restart 1 of 2", "finished after 1 restart(s)"}) {
+    EXPECT_NE(log.find(expected), std::string::npos) << expected;
+  }
+  EXPECT_FALSE(Exists(h.layout.failure_json));
+  EXPECT_EQ(ReadFile(h.layout.RankLog(0)), "rank 0 attempt 0\nrank 0 attempt 1\n");
+}
+
+TEST(Supervisor, NoRestartsLeftWritesFailureJson) {
+  Harness h;
+  // A FATAL line from an earlier run in this directory must not be blamed.
+  WriteFile(h.layout.RankLog(0), "FATAL 1000 ancient failure\n");
+  Supervisor sup(h.Options(0));
+  const JobOutcome outcome = sup.Run(h.Script(kFlakyMpirun));
+  EXPECT_EQ(outcome.exit_status, 3);
+  EXPECT_EQ(outcome.attempts, 1);
+  EXPECT_EQ(outcome.first_failing_rank, 1);
+  ASSERT_TRUE(Exists(h.layout.failure_json));
+  const auto j = nlohmann::json::parse(ReadFile(h.layout.failure_json));
+  EXPECT_EQ(j["attempts"], 1);
+  EXPECT_EQ(j["exit_code"], 3);
+  EXPECT_EQ(j["first_failing_rank"], 1);
+  EXPECT_EQ(j["first_failing_rank_source"], "fatal_line");
+  EXPECT_EQ(j["fatal_message"], "injected crash at step 4");
+  ASSERT_EQ(j["last_lines"]["1"].size(), 2u);
+  EXPECT_EQ(j["last_lines"]["1"][0], "step 3 loss 2.1");
+  EXPECT_EQ(j["last_lines"]["0"].back(), "rank 0 attempt 0");
+  EXPECT_TRUE(h.ProgressHas("ringpilot: job failed for good after 1 attempt(s) (exit 3)"));
+  EXPECT_TRUE(h.ProgressHas("ringpilot: first failing rank: 1: injected crash at step 4"));
+  EXPECT_TRUE(h.ProgressHas("ringpilot: details in " + h.layout.failure_json));
+  EXPECT_NE(ReadFile(h.layout.launcher_log).find("first failing rank: 1"), std::string::npos);
+}
+
+TEST(Supervisor, FailingRankFromMpirunOutputWhenNoFatalLine) {
+  Harness h;
+  Supervisor sup(h.Options(1));
+  const JobOutcome outcome = sup.Run(h.Script(R"(#!/bin/sh
+echo "  Process name: [[4242,1],2]" >&2
+echo "  Exit code:    5" >&2
+exit 5
+)"));
+  EXPECT_EQ(outcome.exit_status, 5);
+  EXPECT_EQ(outcome.attempts, 2);
+  EXPECT_EQ(outcome.first_failing_rank, 2);
+  const auto j = nlohmann::json::parse(ReadFile(h.layout.failure_json));
+  EXPECT_EQ(j["first_failing_rank_source"], "mpirun_output");
+  EXPECT_EQ(j["attempts"], 2);
+}
+
+TEST(Supervisor, MpirunKilledBySignal) {
+  Harness h;
+  Supervisor sup(h.Options(0));
+  const JobOutcome outcome = sup.Run(h.Script("#!/bin/sh\nkill -KILL $$\n"));
+  EXPECT_EQ(outcome.exit_status, 128 + SIGKILL);
+  const auto j = nlohmann::json::parse(ReadFile(h.layout.failure_json));
+  EXPECT_EQ(j["signal"], SIGKILL);
+  EXPECT_EQ(j["first_failing_rank"], -1);
+}
+
+TEST(Supervisor, SigtermIsForwardedAndStopsRestarts) {
+  Harness h;
+  Supervisor sup(h.Options(3));
+  std::thread sender([] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(700));
+    ::kill(::getpid(), SIGTERM);
+  });
+  const auto start = std::chrono::steady_clock::now();
+  const JobOutcome outcome = sup.Run(h.Script(R"(#!/bin/sh
+trap 'echo "got TERM"; exit 143' TERM
+echo ready
+while :; do sleep 0.05; done
+)"));
+  sender.join();
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(20));
+  EXPECT_TRUE(outcome.interrupted);
+  EXPECT_EQ(outcome.exit_status, 143);
+  EXPECT_EQ(outcome.attempts, 1);
+  EXPECT_NE(ReadFile(h.out_path).find("got TERM"), std::string::npos);
+  EXPECT_TRUE(h.ProgressHas("ringpilot: received SIGTERM; stopping the job (no restart)"));
+  EXPECT_FALSE(Exists(h.layout.failure_json));
+  // Our own disposition is restored: SIGTERM is back to its default.
+  struct sigaction now {};
+  ::sigaction(SIGTERM, nullptr, &now);
+  EXPECT_EQ(now.sa_handler, SIG_DFL);
+}
+
+TEST(Supervisor, MissingExecutableIs127WithoutRestart) {
+  Harness h;
+  Supervisor sup(h.Options(2));
+  SupervisedCommand c;
+  c.argv = {h.tmp.path() + "/no-such-mpirun"};
+  const JobOutcome outcome = sup.Run(c);
+  EXPECT_EQ(outcome.exit_status, 127);
+  EXPECT_EQ(outcome.attempts, 1);
+  ASSERT_FALSE(h.progress.empty());
+  EXPECT_NE(h.progress.back().find("cannot execute"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace ringpilot::launcher

@@ -1,0 +1,143 @@
+// BertForMaskedLM with Hugging Face's maths (post-LayerNorm, exact GELU, MLM head with
+// decoder tied to the word embeddings) and SDPA attention. The synthetic batch names
+// the masked positions, so the MLM head runs on those rows only: the loss is the one
+// BertForMaskedLM computes with -100 labels elsewhere, without the wasted logits.
+#include <torch/nn/init.h>
+#include <torch/nn/modules/container/modulelist.h>
+#include <torch/nn/modules/dropout.h>
+#include <torch/nn/modules/embedding.h>
+#include <torch/nn/modules/linear.h>
+#include <torch/nn/modules/normalization.h>
+
+#include "trainer/bert.h"
+
+namespace ringpilot::trainer {
+
+namespace {
+
+namespace nn = torch::nn;
+
+nn::LayerNorm Norm(int h, double eps) {
+  return nn::LayerNorm(nn::LayerNormOptions({h}).eps(eps));
+}
+
+struct LayerImpl : nn::Module {
+  explicit LayerImpl(const BertConfig& c) : heads(c.heads), dropout_p(c.dropout) {
+    query = register_module("query", nn::Linear(c.hidden, c.hidden));
+    key = register_module("key", nn::Linear(c.hidden, c.hidden));
+    value = register_module("value", nn::Linear(c.hidden, c.hidden));
+    attn_out = register_module("attn_out", nn::Linear(c.hidden, c.hidden));
+    attn_norm = register_module("attn_norm", Norm(c.hidden, c.layer_norm_eps));
+    inter = register_module("intermediate", nn::Linear(c.hidden, c.intermediate));
+    out = register_module("output", nn::Linear(c.intermediate, c.hidden));
+    out_norm = register_module("output_norm", Norm(c.hidden, c.layer_norm_eps));
+    drop = register_module("dropout", nn::Dropout(c.dropout));
+  }
+
+  at::Tensor forward(const at::Tensor& x) {
+    const int64_t b = x.size(0), l = x.size(1), h = x.size(2), d = h / heads;
+    auto split = [&](const at::Tensor& t) { return t.view({b, l, heads, d}).transpose(1, 2); };
+    at::Tensor ctx = at::scaled_dot_product_attention(
+        split(query(x)), split(key(x)), split(value(x)), /*attn_mask=*/{},
+        is_training() ? dropout_p : 0.0);
+    ctx = ctx.transpose(1, 2).reshape({b, l, h});
+    at::Tensor a = attn_norm(drop(attn_out(ctx)) + x);
+    at::Tensor f = out(at::gelu(inter(a)));
+    return out_norm(drop(f) + a);
+  }
+
+  int64_t heads;
+  double dropout_p;
+  nn::Linear query{nullptr}, key{nullptr}, value{nullptr}, attn_out{nullptr};
+  nn::Linear inter{nullptr}, out{nullptr};
+  nn::LayerNorm attn_norm{nullptr}, out_norm{nullptr};
+  nn::Dropout drop{nullptr};
+};
+TORCH_MODULE(Layer);
+
+class Bert : public Model {
+ public:
+  explicit Bert(const BertConfig& c) : cfg_(c) {
+    word = register_module("word_embeddings", nn::Embedding(c.vocab, c.hidden));
+    position = register_module("position_embeddings", nn::Embedding(c.max_positions, c.hidden));
+    token_type = register_module("token_type_embeddings", nn::Embedding(2, c.hidden));
+    emb_norm = register_module("embeddings_norm", Norm(c.hidden, c.layer_norm_eps));
+    drop = register_module("dropout", nn::Dropout(c.dropout));
+    encoder = register_module("encoder", nn::ModuleList());
+    for (int i = 0; i < c.layers; ++i) encoder->push_back(Layer(c));
+    head_transform = register_module("head_transform", nn::Linear(c.hidden, c.hidden));
+    head_norm = register_module("head_norm", Norm(c.hidden, c.layer_norm_eps));
+    decoder_bias = register_parameter("decoder_bias", torch::zeros({c.vocab}));
+    // Hugging Face's initialisation: N(0, 0.02) weights, zero biases, LayerNorm (1, 0).
+    torch::NoGradGuard no_grad;
+    for (auto& p : named_parameters()) {
+      const auto& name = p.key();
+      if (name.find("norm") != std::string::npos) {
+        if (name.size() >= 6 && name.compare(name.size() - 6, 6, "weight") == 0) {
+          p.value().fill_(1.0);
+        } else {
+          p.value().zero_();
+        }
+      } else if (name.size() >= 4 && name.compare(name.size() - 4, 4, "bias") == 0) {
+        p.value().zero_();
+      } else {
+        p.value().normal_(0.0, 0.02);
+      }
+    }
+  }
+
+  InputKind input_kind() const override { return InputKind::kTokens; }
+  TokenSpec token_spec() const override {
+    TokenSpec s;
+    s.seq_len = cfg_.seq_len;
+    return s;
+  }
+
+  at::Tensor Encode(const at::Tensor& ids) {
+    const int64_t l = ids.size(1);
+    at::Tensor pos = at::arange(l, ids.options());
+    at::Tensor x = word(ids) + position(pos).unsqueeze(0) + token_type->weight[0];
+    x = drop(emb_norm(x));
+    for (auto& layer : *encoder) x = layer->as<Layer>()->forward(x);
+    return x;
+  }
+
+  // target: int64 [B, L] with -100 at unmasked positions, and exactly the same number
+  // of masked positions in every row (synthetic data guarantees it), so the rows to
+  // score are found without a host synchronisation.
+  at::Tensor Loss(const at::Tensor& ids, const at::Tensor& target) override {
+    at::Tensor hidden = Encode(ids);
+    const int64_t b = ids.size(0), l = ids.size(1), h = hidden.size(2);
+    const int64_t m = MaskedPerRow();
+    at::Tensor masked = target.ne(TokenSpec::kIgnore);
+    // Stable descending sort puts the masked positions first, in position order.
+    at::Tensor pos = std::get<1>(masked.to(at::kByte).sort(/*stable=*/true, 1, true))
+                         .narrow(1, 0, m);
+    at::Tensor rows = hidden.gather(1, pos.unsqueeze(-1).expand({b, m, h})).reshape({b * m, h});
+    at::Tensor labels = target.gather(1, pos).reshape({b * m});
+    at::Tensor t = head_norm(at::gelu(head_transform(rows)));
+    at::Tensor logits = at::linear(t, word->weight, decoder_bias);
+    (void)l;
+    return at::cross_entropy_loss(logits.to(at::kFloat), labels);
+  }
+
+ private:
+  int64_t MaskedPerRow() const {
+    TokenSpec s = token_spec();
+    return std::max<int64_t>(1, std::lround(s.mask_fraction * (s.seq_len - 2)));
+  }
+
+  BertConfig cfg_;
+  nn::Embedding word{nullptr}, position{nullptr}, token_type{nullptr};
+  nn::LayerNorm emb_norm{nullptr}, head_norm{nullptr};
+  nn::Dropout drop{nullptr};
+  nn::ModuleList encoder{nullptr};
+  nn::Linear head_transform{nullptr};
+  at::Tensor decoder_bias;
+};
+
+}  // namespace
+
+std::shared_ptr<Model> MakeBert(const BertConfig& cfg) { return std::make_shared<Bert>(cfg); }
+
+}  // namespace ringpilot::trainer

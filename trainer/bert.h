@@ -1,0 +1,24 @@
+// BERT for masked-language modelling (internal to the trainer; use MakeModel).
+#pragma once
+
+#include <memory>
+
+#include "trainer/model.h"
+
+namespace ringpilot::trainer {
+
+struct BertConfig {
+  int layers = 2;
+  int hidden = 128;
+  int heads = 2;
+  int intermediate = 512;
+  int max_positions = 512;
+  int vocab = static_cast<int>(TokenSpec::kVocab);
+  int seq_len = 128;
+  double dropout = 0.1;
+  double layer_norm_eps = 1e-12;
+};
+
+std::shared_ptr<Model> MakeBert(const BertConfig& cfg);
+
+}  // namespace ringpilot::trainer

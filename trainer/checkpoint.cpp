@@ -1,0 +1,195 @@
+#include "trainer/checkpoint.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <torch/serialize/input-archive.h>
+#include <torch/serialize/output-archive.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "trainer/sha256.h"
+
+namespace ringpilot::trainer {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr const char* kStateFile = "state.pt";
+constexpr const char* kManifestFile = "manifest.json";
+
+std::string StepName(int64_t step) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "step-%08lld", static_cast<long long>(step));
+  return buf;
+}
+
+void FsyncPath(const std::string& path, bool directory) {
+  int fd = ::open(path.c_str(), directory ? (O_RDONLY | O_DIRECTORY) : O_RDONLY);
+  if (fd < 0) throw CheckpointError(path + ": cannot open to fsync: " + std::strerror(errno));
+  const int rc = ::fsync(fd);
+  const int err = errno;
+  ::close(fd);
+  if (rc != 0) throw CheckpointError(path + ": fsync failed: " + std::strerror(err));
+}
+
+void WriteFileSynced(const std::string& path, const std::string& content) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out << content;
+  out.close();
+  if (!out) throw CheckpointError(path + ": write failed");
+  FsyncPath(path, false);
+}
+
+}  // namespace
+
+CheckpointStore::CheckpointStore(std::string dir, int keep) : dir_(std::move(dir)), keep_(keep) {}
+
+CheckpointInfo CheckpointStore::Save(int64_t step, int world_size, const std::string& job,
+                                     const std::vector<NamedTensor>& tensors) const {
+  std::error_code ec;
+  fs::create_directories(dir_, ec);
+  if (ec) throw CheckpointError(dir_ + ": cannot create: " + ec.message());
+  const std::string final_path = dir_ + "/" + StepName(step);
+  const std::string tmp = dir_ + "/.tmp-" + StepName(step) + "-" + std::to_string(::getpid());
+  fs::remove_all(tmp, ec);
+  fs::create_directory(tmp, ec);
+  if (ec) throw CheckpointError(tmp + ": cannot create: " + ec.message());
+  try {
+    torch::serialize::OutputArchive archive;
+    for (const auto& nt : tensors) archive.write(nt.name, nt.tensor.detach().cpu());
+    archive.write("ringpilot/step", at::tensor({step}, at::kLong));
+    const std::string state = tmp + "/" + kStateFile;
+    archive.save_to(state);
+    FsyncPath(state, false);
+    nlohmann::json manifest = {
+        {"format", kFormat},
+        {"step", step},
+        {"world_size", world_size},
+        {"job", job},
+        {"created_unix", std::chrono::duration<double>(
+                             std::chrono::system_clock::now().time_since_epoch())
+                             .count()},
+        {"files",
+         {{kStateFile, {{"bytes", fs::file_size(state)}, {"sha256", Sha256File(state)}}}}}};
+    WriteFileSynced(tmp + "/" + kManifestFile, manifest.dump(2) + "\n");
+    FsyncPath(tmp, true);
+    // A checkpoint of the same step from an earlier attempt is replaced whole.
+    if (fs::exists(final_path)) {
+      const std::string old = tmp + ".old";
+      fs::rename(final_path, old);
+      fs::rename(tmp, final_path);
+      fs::remove_all(old, ec);
+    } else {
+      fs::rename(tmp, final_path);
+    }
+    FsyncPath(dir_, true);
+  } catch (const fs::filesystem_error& e) {
+    fs::remove_all(tmp, ec);
+    throw CheckpointError(std::string("checkpoint ") + final_path + ": " + e.what());
+  } catch (const c10::Error& e) {
+    fs::remove_all(tmp, ec);
+    throw CheckpointError("checkpoint " + final_path + ": " + e.what_without_backtrace());
+  } catch (...) {
+    fs::remove_all(tmp, ec);
+    throw;
+  }
+
+  // Prune: keep the newest `keep_` complete checkpoints.
+  std::vector<std::string> names;
+  for (const auto& e : fs::directory_iterator(dir_, ec)) {
+    const std::string n = e.path().filename().string();
+    if (n.rfind("step-", 0) == 0 && e.is_directory()) names.push_back(n);
+  }
+  std::sort(names.begin(), names.end());
+  while (static_cast<int>(names.size()) > keep_) {
+    fs::remove_all(dir_ + "/" + names.front(), ec);
+    names.erase(names.begin());
+  }
+  return {step, world_size, final_path};
+}
+
+CheckpointInfo CheckpointStore::Verify(const std::string& path) {
+  const std::string manifest_path = path + "/" + kManifestFile;
+  std::ifstream in(manifest_path);
+  if (!in) throw CheckpointError(manifest_path + ": missing or unreadable");
+  nlohmann::json m;
+  try {
+    m = nlohmann::json::parse(in);
+  } catch (const nlohmann::json::exception& e) {
+    throw CheckpointError(manifest_path + ": not valid JSON: " + e.what());
+  }
+  if (!m.is_object() || m.value("format", "") != kFormat || !m.contains("step") ||
+      !m["step"].is_number_integer() || !m.contains("files") || !m["files"].is_object()) {
+    throw CheckpointError(manifest_path + ": not a " + std::string(kFormat) + " manifest");
+  }
+  for (const auto& [name, meta] : m["files"].items()) {
+    const std::string file = path + "/" + name;
+    std::error_code ec;
+    const auto size = fs::file_size(file, ec);
+    if (ec) throw CheckpointError(file + ": missing");
+    if (!meta.is_object() || size != meta.value("bytes", uint64_t{0})) {
+      throw CheckpointError(file + ": size differs from manifest (truncated?)");
+    }
+    if (Sha256File(file) != meta.value("sha256", "")) {
+      throw CheckpointError(file + ": SHA-256 differs from manifest (corrupt)");
+    }
+  }
+  return {m["step"].get<int64_t>(), m.value("world_size", 0), path};
+}
+
+std::optional<CheckpointInfo> CheckpointStore::FindNewestValid(
+    std::vector<std::string>* warnings) const {
+  std::error_code ec;
+  if (!fs::is_directory(dir_, ec)) return std::nullopt;
+  std::vector<std::string> names;
+  for (const auto& e : fs::directory_iterator(dir_, ec)) {
+    const std::string n = e.path().filename().string();
+    if (n.rfind("step-", 0) == 0 && e.is_directory()) names.push_back(n);
+  }
+  std::sort(names.rbegin(), names.rend());
+  for (const auto& n : names) {
+    try {
+      return Verify(dir_ + "/" + n);
+    } catch (const CheckpointError& e) {
+      if (warnings) warnings->push_back(std::string(e.what()) + "; skipping it");
+    }
+  }
+  return std::nullopt;
+}
+
+void CheckpointStore::Load(const CheckpointInfo& info,
+                           const std::vector<NamedTensor>& tensors) const {
+  const std::string file = info.path + "/" + kStateFile;
+  torch::serialize::InputArchive archive;
+  try {
+    archive.load_from(file);
+  } catch (const c10::Error& e) {
+    throw CheckpointError(file + ": cannot load: " + e.what_without_backtrace());
+  }
+  at::NoGradGuard no_grad;
+  for (const auto& nt : tensors) {
+    at::Tensor value;
+    if (!archive.try_read(nt.name, value)) {
+      throw CheckpointError(file + ": has no tensor '" + nt.name +
+                            "' (different model or optimizer?)");
+    }
+    if (value.sizes() != nt.tensor.sizes()) {
+      throw CheckpointError(file + ": tensor '" + nt.name + "' has shape " +
+                            c10::str(value.sizes()) + ", expected " +
+                            c10::str(nt.tensor.sizes()));
+    }
+    nt.tensor.detach().copy_(value);
+  }
+}
+
+}  // namespace ringpilot::trainer

@@ -1,0 +1,67 @@
+// ringpilot-trainer: one MPI rank of a ringpilot job. Started by `ringpilot run`
+// through mpirun as `ringpilot-trainer --config RUN_DIR/job.yaml --run-dir RUN_DIR`.
+#include <mpi.h>
+
+#include <CLI/CLI.hpp>
+#include <c10/util/Exception.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <string>
+
+#include "comm/status.h"
+#include "launcher/job_config.h"
+#include "trainer/rank_log.h"
+#include "trainer/trainer.h"
+
+namespace {
+
+// A failure on one rank must end every rank: the others may be blocked in a
+// collective with it. The FATAL line lets the front end name the first failing rank.
+[[noreturn]] void Die(const std::string& run_dir, const std::string& message) {
+  int rank = 0, initialized = 0;
+  MPI_Initialized(&initialized);
+  if (initialized) MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  std::error_code ec;
+  std::filesystem::create_directories(run_dir + "/logs", ec);
+  ringpilot::trainer::RankLog log(run_dir + "/logs/rank-" + std::to_string(rank) + ".log", rank,
+                                  false);
+  log.Fatal(message);
+  if (initialized) MPI_Abort(MPI_COMM_WORLD, 1);
+  std::exit(1);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"ringpilot-trainer: one rank of a ringpilot job (started by 'ringpilot run')"};
+  std::string config_path, run_dir;
+  app.add_option("--config", config_path, "resolved job file (RUN_DIR/job.yaml)")->required();
+  app.add_option("--run-dir", run_dir, "run directory")->required();
+  CLI11_PARSE(app, argc, argv);
+
+  int provided = 0;
+  if (MPI_Init_thread(&argc, &argv, MPI_THREAD_SERIALIZED, &provided) != MPI_SUCCESS) {
+    std::fprintf(stderr, "ringpilot-trainer: MPI_Init_thread failed\n");
+    return 1;
+  }
+  int rc = 0;
+  try {
+    ringpilot::launcher::JobConfig config = ringpilot::launcher::LoadJobConfig(config_path);
+    ringpilot::trainer::TrainerOptions options;
+    options.run_dir = run_dir;
+    if (const char* r = std::getenv("RINGPILOT_RESTART")) options.restart = std::atoi(r);
+    ringpilot::trainer::Trainer trainer(std::move(config), options);
+    rc = trainer.Run();
+  } catch (const ringpilot::launcher::ConfigError& e) {
+    Die(run_dir, e.what());
+  } catch (const c10::Error& e) {
+    Die(run_dir, std::string("LibTorch error: ") + e.what_without_backtrace() + " (" +
+                     ringpilot::comm::ProcessLocation() + ")");
+  } catch (const std::exception& e) {
+    Die(run_dir, std::string(e.what()) + " (" + ringpilot::comm::ProcessLocation() + ")");
+  }
+  MPI_Finalize();
+  return rc;
+}

@@ -1,0 +1,61 @@
+#include "trainer/optimizer.h"
+
+#include <ATen/ops/_fused_adamw.h>
+#include <ATen/ops/_fused_sgd.h>
+
+namespace ringpilot::trainer {
+
+FusedOptimizer::FusedOptimizer(std::vector<at::Tensor> params, OptimizerOptions options)
+    : params_(std::move(params)), options_(options) {
+  at::NoGradGuard no_grad;
+  for (const auto& p : params_) {
+    if (options_.kind == OptimizerOptions::Kind::kSgd) {
+      if (options_.momentum != 0.0) momentum_.push_back(at::zeros_like(p));
+    } else {
+      exp_avg_.push_back(at::zeros_like(p));
+      exp_avg_sq_.push_back(at::zeros_like(p));
+      step_.push_back(at::zeros({}, p.options().dtype(at::kFloat)));
+    }
+  }
+}
+
+void FusedOptimizer::Step() {
+  at::NoGradGuard no_grad;
+  std::vector<at::Tensor> grads;
+  grads.reserve(params_.size());
+  for (const auto& p : params_) grads.push_back(p.grad());
+  if (options_.kind == OptimizerOptions::Kind::kSgd) {
+    // is_first_step makes the momentum buffer start as the gradient, as torch.optim.SGD.
+    at::_fused_sgd_(params_, grads, momentum_, options_.weight_decay, options_.momentum,
+                    options_.lr, /*dampening=*/0.0, /*nesterov=*/false, /*maximize=*/false,
+                    /*is_first_step=*/steps_done_ == 0);
+  } else {
+    at::_fused_adamw_(params_, grads, exp_avg_, exp_avg_sq_, /*max_exp_avg_sqs=*/{}, step_,
+                      options_.lr, options_.beta1, options_.beta2, options_.weight_decay,
+                      options_.eps, /*amsgrad=*/false, /*maximize=*/false);
+  }
+  ++steps_done_;
+}
+
+std::vector<at::Tensor> FusedOptimizer::StateTensors() const {
+  std::vector<at::Tensor> out;
+  out.insert(out.end(), momentum_.begin(), momentum_.end());
+  out.insert(out.end(), exp_avg_.begin(), exp_avg_.end());
+  out.insert(out.end(), exp_avg_sq_.begin(), exp_avg_sq_.end());
+  out.insert(out.end(), step_.begin(), step_.end());
+  return out;
+}
+
+std::vector<std::string> FusedOptimizer::StateNames() const {
+  std::vector<std::string> out;
+  auto add = [&](const char* what, size_t n) {
+    for (size_t i = 0; i < n; ++i) out.push_back(std::string(what) + "/" + std::to_string(i));
+  };
+  add("momentum", momentum_.size());
+  add("exp_avg", exp_avg_.size());
+  add("exp_avg_sq", exp_avg_sq_.size());
+  add("step", step_.size());
+  return out;
+}
+
+}  // namespace ringpilot::trainer

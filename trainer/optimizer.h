@@ -1,0 +1,52 @@
+// SGD with momentum and AdamW on ATen's fused multi-tensor kernels (_fused_sgd_,
+// _fused_adamw_: one kernel sweep over all parameters on CUDA, vectorised on CPU).
+#pragma once
+
+#include <ATen/ATen.h>
+
+#include <string>
+#include <vector>
+
+namespace ringpilot::trainer {
+
+struct OptimizerOptions {
+  enum class Kind { kSgd, kAdamW };
+  Kind kind = Kind::kSgd;
+  double lr = 0.1;
+  double momentum = 0.9;
+  double weight_decay = 0.0;
+  double beta1 = 0.9;
+  double beta2 = 0.999;
+  double eps = 1e-8;
+};
+
+/// Updates `params` from their `.grad` (which must be defined and of the same
+/// shape). State tensors are allocated up front on the parameters' device, so the
+/// optimizer step has stable addresses (CUDA graphs) and the state can be broadcast
+/// or checkpointed as a flat list. Not thread-safe.
+class FusedOptimizer {
+ public:
+  FusedOptimizer(std::vector<at::Tensor> params, OptimizerOptions options);
+
+  /// One update; no host synchronisation.
+  void Step();
+
+  /// Every state tensor in a fixed order, for checkpoints and broadcast.
+  std::vector<at::Tensor> StateTensors() const;
+  /// Names matching StateTensors(), e.g. "momentum/3", "exp_avg/0", "step/0".
+  std::vector<std::string> StateNames() const;
+  /// Number of completed steps (SGD needs to know the first one).
+  int64_t steps_done() const { return steps_done_; }
+  void set_steps_done(int64_t n) { steps_done_ = n; }
+
+ private:
+  std::vector<at::Tensor> params_;
+  OptimizerOptions options_;
+  std::vector<at::Tensor> momentum_;    // SGD
+  std::vector<at::Tensor> exp_avg_;     // AdamW
+  std::vector<at::Tensor> exp_avg_sq_;  // AdamW
+  std::vector<at::Tensor> step_;        // AdamW, float32 scalars
+  int64_t steps_done_ = 0;
+};
+
+}  // namespace ringpilot::trainer

@@ -1,0 +1,20 @@
+// ResNet family (internal to the trainer; use MakeModel).
+#pragma once
+
+#include <memory>
+
+#include "trainer/model.h"
+
+namespace ringpilot::trainer {
+
+struct ResNetConfig {
+  int blocks[4] = {2, 2, 2, 2};
+  bool bottleneck = false;
+  bool cifar_stem = true;  ///< 3x3 stride-1 stem and no max-pool (32x32 inputs)
+  int image_size = 32;
+  int num_classes = 10;
+};
+
+std::shared_ptr<Model> MakeResNet(const ResNetConfig& cfg, comm::Communicator* sync);
+
+}  // namespace ringpilot::trainer

@@ -1,0 +1,111 @@
+#include "trainer/synthetic_data.h"
+
+#include <ATen/Parallel.h>
+
+#include <cmath>
+#include <stdexcept>
+
+namespace ringpilot::trainer {
+
+namespace {
+
+// SplitMix64: a counter-based generator, so sample i needs no state from sample i-1.
+inline uint64_t Mix(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ULL;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+  return x ^ (x >> 31);
+}
+
+struct Stream {
+  uint64_t state;
+  Stream(uint64_t seed, uint64_t index, uint64_t salt)
+      : state(Mix(seed * 0x632be59bd9b4e019ULL ^ Mix(index ^ Mix(salt)))) {}
+  uint64_t Next() { return state = Mix(state); }
+  double Uniform() { return (Next() >> 11) * (1.0 / 9007199254740992.0); }
+};
+
+void CheckBatch(const Batch& out, at::ScalarType in_type, const char* what) {
+  if (!out.input.defined() || out.input.scalar_type() != in_type || !out.input.is_contiguous() ||
+      !out.input.device().is_cpu()) {
+    throw std::invalid_argument(std::string(what) + ": input buffer has the wrong type/layout");
+  }
+}
+
+}  // namespace
+
+void FillImages(uint64_t seed, int64_t first_index, const ImageSpec& spec, Batch& out) {
+  CheckBatch(out, at::kByte, "FillImages");
+  const int64_t batch = out.input.size(0);
+  const int h = spec.height, w = spec.width;
+  uint8_t* pixels = out.input.data_ptr<uint8_t>();
+  int64_t* labels = out.target.data_ptr<int64_t>();
+  at::parallel_for(0, batch, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t b = begin; b < end; ++b) {
+      const uint64_t index = static_cast<uint64_t>(first_index + b);
+      Stream rng(seed, index, 1);
+      const int label = static_cast<int>(rng.Next() % spec.num_classes);
+      labels[b] = label;
+      // The class pattern depends only on (seed, label): a plane wave per channel.
+      Stream cls(seed, static_cast<uint64_t>(label), 2);
+      uint8_t* img = pixels + b * 3 * h * w;
+      for (int c = 0; c < 3; ++c) {
+        const double fx = 0.05 + 0.4 * cls.Uniform(), fy = 0.05 + 0.4 * cls.Uniform();
+        const double phase = 6.283185307179586 * cls.Uniform();
+        for (int y = 0; y < h; ++y) {
+          for (int x = 0; x < w; ++x) {
+            const double pattern = std::sin(fx * x + fy * y + phase);
+            const uint64_t r = rng.Next();
+            // Sum of two uniforms: cheap, centred noise.
+            const double noise = ((r & 0xffff) + ((r >> 16) & 0xffff)) / 65535.0 - 1.0;
+            double v = 128.0 + 70.0 * pattern + 50.0 * noise;
+            v = v < 0 ? 0 : (v > 255 ? 255 : v);
+            img[(c * h + y) * w + x] = static_cast<uint8_t>(v);
+          }
+        }
+      }
+    }
+  });
+}
+
+void FillTokens(uint64_t seed, int64_t first_index, const TokenSpec& spec, Batch& out) {
+  CheckBatch(out, at::kLong, "FillTokens");
+  const int64_t batch = out.input.size(0);
+  const int len = spec.seq_len;
+  const int body = len - 2;
+  const int masked = std::max(1, static_cast<int>(std::lround(spec.mask_fraction * body)));
+  int64_t* ids = out.input.data_ptr<int64_t>();
+  int64_t* labels = out.target.data_ptr<int64_t>();
+  constexpr int64_t kFirstWord = 1000;
+  const int64_t range = TokenSpec::kVocab - kFirstWord;
+  at::parallel_for(0, batch, 1, [&](int64_t begin, int64_t end) {
+    std::vector<int> positions(body);
+    for (int64_t b = begin; b < end; ++b) {
+      Stream rng(seed, static_cast<uint64_t>(first_index + b), 3);
+      const int64_t start = static_cast<int64_t>(rng.Next() % range);
+      const int64_t stride = 1 + static_cast<int64_t>(rng.Next() % 7);
+      int64_t* row = ids + b * len;
+      int64_t* lab = labels + b * len;
+      row[0] = TokenSpec::kCls;
+      row[len - 1] = TokenSpec::kSep;
+      for (int i = 0; i < body; ++i) row[1 + i] = kFirstWord + (start + i * stride) % range;
+      for (int i = 0; i < len; ++i) lab[i] = TokenSpec::kIgnore;
+      // Partial Fisher-Yates: the first `masked` entries are a uniform sample.
+      for (int i = 0; i < body; ++i) positions[i] = 1 + i;
+      for (int i = 0; i < masked; ++i) {
+        const int j = i + static_cast<int>(rng.Next() % (body - i));
+        std::swap(positions[i], positions[j]);
+        const int p = positions[i];
+        lab[p] = row[p];
+        row[p] = TokenSpec::kMask;
+      }
+    }
+  });
+}
+
+at::Tensor NormalizeImages(const at::Tensor& uint8_images, at::ScalarType dtype) {
+  // Pixel values are centred on 128 with spread ~60: map to about N(0, 1).
+  return uint8_images.to(dtype).sub_(128.0).mul_(1.0 / 64.0);
+}
+
+}  // namespace ringpilot::trainer

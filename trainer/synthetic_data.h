@@ -1,0 +1,54 @@
+// Synthetic training data that is a pure function of (seed, global sample index), so
+// any split of a global batch across ranks sees exactly the same samples, and a
+// resumed run sees what an uninterrupted one would have.
+#pragma once
+
+#include <ATen/ATen.h>
+
+#include <cstdint>
+
+namespace ringpilot::trainer {
+
+/// One rank's batch. Tensors are on the CPU (pinned when requested).
+struct Batch {
+  at::Tensor input;   ///< images: uint8 [B,3,H,W]; tokens: int64 [B,L]
+  at::Tensor target;  ///< images: int64 [B]; tokens: int64 [B,L], -100 where not masked
+};
+
+/// Global index of this rank's first sample at `step`: samples are laid out step by
+/// step, and within a step rank by rank, so world W x batch B and world 1 x batch W*B
+/// cover the same indices.
+inline int64_t FirstSampleIndex(int64_t step, int rank, int world, int batch_per_rank) {
+  return (step * world + rank) * static_cast<int64_t>(batch_per_rank);
+}
+
+struct ImageSpec {
+  int height = 32;
+  int width = 32;
+  int num_classes = 10;
+};
+
+/// Class-conditional images: a smooth per-class pattern plus per-sample noise, so the
+/// task is learnable and the loss falls as training proceeds.
+void FillImages(uint64_t seed, int64_t first_index, const ImageSpec& spec, Batch& out);
+
+struct TokenSpec {
+  static constexpr int64_t kVocab = 30522;
+  static constexpr int64_t kCls = 101;
+  static constexpr int64_t kSep = 102;
+  static constexpr int64_t kMask = 103;
+  static constexpr int64_t kIgnore = -100;
+  int seq_len = 128;
+  double mask_fraction = 0.15;
+};
+
+/// Masked-LM sequences: [CLS] + an arithmetic progression of token ids + [SEP], with
+/// exactly round(mask_fraction * (seq_len - 2)) positions replaced by [MASK]. A fixed
+/// mask count per sequence makes the mean loss of a split batch equal the loss of the
+/// whole batch.
+void FillTokens(uint64_t seed, int64_t first_index, const TokenSpec& spec, Batch& out);
+
+/// Images as the model sees them: float, normalised to roughly zero mean, unit variance.
+at::Tensor NormalizeImages(const at::Tensor& uint8_images, at::ScalarType dtype);
+
+}  // namespace ringpilot::trainer

@@ -1,0 +1,464 @@
+#include "trainer/trainer.h"
+
+#include <ATen/Parallel.h>
+#include <torch/torch.h>
+#include <torch/version.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "comm/gradient_reducer.h"
+#include "comm/mpi_communicator.h"
+#include "comm/status.h"
+#include "trainer/checkpoint.h"
+#include "trainer/model.h"
+#include "trainer/optimizer.h"
+#include "trainer/rank_log.h"
+#include "trainer/sha256.h"
+#include "trainer/step_clock.h"
+#include "trainer/synthetic_data.h"
+#include "trainer/training_metrics.h"
+
+#ifdef RINGPILOT_WITH_CUDA
+#include <ATen/autocast_mode.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <cuda_runtime.h>
+
+#include "comm/nccl_communicator.h"
+#endif
+
+namespace ringpilot::trainer {
+
+namespace fs = std::filesystem;
+using launcher::JobConfig;
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double Seconds(Clock::time_point a, Clock::time_point b) {
+  return std::chrono::duration<double>(b - a).count();
+}
+
+std::string HostName() {
+  char host[256] = {0};
+  gethostname(host, sizeof(host) - 1);
+  return host;
+}
+
+std::string MpiLibraryVersion() {
+  char v[MPI_MAX_LIBRARY_VERSION_STRING] = {0};
+  int len = 0;
+  MPI_Get_library_version(v, &len);
+  std::string s(v, len);
+  const auto comma = s.find(',');
+  if (comma != std::string::npos) s.resize(comma);
+  return s;
+}
+
+double Percentile(std::vector<double> v, double q) {
+  if (v.empty()) return 0.0;
+  std::sort(v.begin(), v.end());
+  const double pos = q * (v.size() - 1);
+  const size_t lo = static_cast<size_t>(std::floor(pos));
+  const size_t hi = std::min(lo + 1, v.size() - 1);
+  return v[lo] + (v[hi] - v[lo]) * (pos - lo);
+}
+
+std::string FormatDuration(double s) {
+  char buf[32];
+  if (s < 120) {
+    std::snprintf(buf, sizeof(buf), "%.0fs", s);
+  } else if (s < 7200) {
+    std::snprintf(buf, sizeof(buf), "%.0fm%02.0fs", std::floor(s / 60), std::fmod(s, 60));
+  } else {
+    std::snprintf(buf, sizeof(buf), "%.1fh", s / 3600);
+  }
+  return buf;
+}
+
+void WriteJsonAtomically(const std::string& path, const nlohmann::json& j) {
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    out << j.dump(2) << "\n";
+    out.flush();
+    if (!out) throw std::runtime_error(tmp + ": write failed");
+  }
+  fs::rename(tmp, path);
+}
+
+}  // namespace
+
+struct Trainer::State {
+  JobConfig cfg;
+  TrainerOptions opts;
+  int rank = 0, world = 1, local_rank = 0, local_size = 1;
+  std::string node;
+  bool cuda = false;
+  at::Device device = at::kCPU;
+  std::unique_ptr<RankLog> log;
+  std::unique_ptr<comm::MpiCommunicator> host_comm;  // control plane, CPU tensors
+  std::unique_ptr<comm::Communicator> device_comm;   // gradients
+  std::unique_ptr<comm::MpiCommunicator> norm_comm;  // SyncBatchNorm on CPU
+  std::shared_ptr<Model> model;
+  std::vector<at::Tensor> params;
+  std::vector<NamedTensor> named_state;  // everything a checkpoint holds
+  std::unique_ptr<comm::GradientReducer> reducer;
+  std::unique_ptr<FusedOptimizer> optimizer;
+  std::unique_ptr<TrainingMetrics> metrics;
+  at::Tensor rng_table;  // [world, state bytes] uint8, filled at checkpoint time
+  int64_t start_step = 0;
+};
+
+Trainer::Trainer(JobConfig config, TrainerOptions options) : s_(std::make_unique<State>()) {
+  s_->cfg = std::move(config);
+  s_->opts = std::move(options);
+}
+
+Trainer::~Trainer() = default;
+
+int Trainer::Run() {
+  State& s = *s_;
+  const JobConfig& cfg = s.cfg;
+  MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &s.rank));
+  MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &s.world));
+  MPI_Comm local;
+  MPI_CHECK(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, s.rank, MPI_INFO_NULL,
+                                &local));
+  MPI_CHECK(MPI_Comm_rank(local, &s.local_rank));
+  MPI_CHECK(MPI_Comm_size(local, &s.local_size));
+  MPI_Comm_free(&local);
+  s.node = HostName();
+  const std::string logs = s.opts.run_dir + "/logs";
+  fs::create_directories(logs);
+  s.log = std::make_unique<RankLog>(logs + "/rank-" + std::to_string(s.rank) + ".log", s.rank,
+                                    s.rank == 0);
+  RankLog& log = *s.log;
+  if (s.world != cfg.world.size()) {
+    throw std::runtime_error("world size is " + std::to_string(s.world) + " but the job asks for " +
+                             std::to_string(cfg.world.size()) + " (world.nodes x procs_per_node)");
+  }
+
+  // Device.
+  bool have_cuda = false;
+#ifdef RINGPILOT_WITH_CUDA
+  have_cuda = torch::cuda::is_available();
+#endif
+  if (cfg.world.device == launcher::Device::kCuda && !have_cuda) {
+    throw std::runtime_error("world.device is cuda but no CUDA device is visible on " + s.node);
+  }
+  s.cuda = have_cuda && cfg.world.device != launcher::Device::kCpu;
+  if (!s.cuda && cfg.train.cuda_graphs) {
+    throw std::runtime_error("train.cuda_graphs needs a CUDA device; none is used on " + s.node);
+  }
+  int threads = cfg.train.threads_per_rank;
+  if (threads == 0) {
+    const int cores = static_cast<int>(std::thread::hardware_concurrency());
+    threads = std::max(1, cores / std::max(1, s.local_size));
+  }
+  at::set_num_threads(threads);
+
+  s.host_comm = std::make_unique<comm::MpiCommunicator>(MPI_COMM_WORLD);
+  std::string cuda_version = "none", nccl_version = "none";
+#ifdef RINGPILOT_WITH_CUDA
+  if (s.cuda) {
+    const int devices = static_cast<int>(torch::cuda::device_count());
+    const int dev = s.local_rank % devices;
+    if (s.local_size > devices) {
+      log.Warn(std::to_string(s.local_size) + " ranks on " + s.node + " share " +
+               std::to_string(devices) + " GPU(s)");
+    }
+    c10::cuda::set_device(dev);
+    s.device = at::Device(at::kCUDA, dev);
+    comm::NcclOptions nopts;
+    nopts.timeout_s = cfg.comm.timeout_s;
+    s.device_comm = std::make_unique<comm::NcclCommunicator>(MPI_COMM_WORLD, dev, nopts);
+    cuda_version = std::to_string(CUDART_VERSION / 1000) + "." +
+                   std::to_string((CUDART_VERSION % 1000) / 10);
+    const int nv = comm::NcclCommunicator::LoadedVersion();
+    nccl_version = std::to_string(nv / 10000) + "." + std::to_string((nv / 100) % 100) + "." +
+                   std::to_string(nv % 100);
+    at::globalContext().setBenchmarkCuDNN(true);
+    at::globalContext().setAllowTF32CuBLAS(true);
+    at::globalContext().setAllowTF32CuDNN(true);
+  }
+#endif
+  if (!s.device_comm) s.device_comm = std::make_unique<comm::MpiCommunicator>(MPI_COMM_WORLD);
+
+  // Metrics first, so a port clash fails fast, before the model is built.
+  s.metrics = std::make_unique<TrainingMetrics>(
+      RankIdentity{cfg.name, s.node, s.rank, s.local_rank});
+  s.metrics->SetBuildInfo(TORCH_VERSION, MpiLibraryVersion(), cuda_version, nccl_version);
+  s.metrics->SetRestarts(s.opts.restart);
+  if (cfg.metrics.enabled) {
+    s.metrics->Serve(cfg.metrics.bind, cfg.metrics.port_base == 0 ? 0 : cfg.metrics.port_base + s.rank);
+  }
+  s.device_comm->set_observer(s.metrics.get());
+
+  // Model: the same seed everywhere, then rank 0's weights broadcast anyway.
+  torch::manual_seed(cfg.train.seed);
+  ModelOptions mo;
+  mo.name = cfg.model.name;
+  mo.num_classes = cfg.model.num_classes;
+  mo.seq_len = cfg.model.seq_len;
+  mo.dropout = cfg.model.dropout;
+  mo.sync_batchnorm = cfg.model.sync_batchnorm;
+  comm::Communicator* norm = s.device_comm.get();
+  if (!s.cuda && cfg.model.sync_batchnorm) {
+    s.norm_comm = std::make_unique<comm::MpiCommunicator>(MPI_COMM_WORLD);
+    norm = s.norm_comm.get();
+  }
+  s.model = MakeModel(mo, norm);
+  s.model->to(s.device);
+  const bool channels_last =
+      s.cuda && cfg.train.channels_last && s.model->input_kind() == InputKind::kImages;
+  if (channels_last) {
+    for (auto& p : s.model->parameters()) {
+      if (p.dim() == 4) p.set_data(p.contiguous(at::MemoryFormat::ChannelsLast));
+    }
+  }
+  s.model->train();
+  s.params = s.model->parameters();
+  std::vector<at::Tensor> state_tensors;
+  for (auto& p : s.model->named_parameters()) {
+    s.named_state.push_back({"model/" + p.key(), p.value()});
+    state_tensors.push_back(p.value());
+  }
+  for (auto& b : s.model->named_buffers()) {
+    s.named_state.push_back({"model/" + b.key(), b.value()});
+    state_tensors.push_back(b.value());
+  }
+
+  OptimizerOptions oo;
+  oo.kind = cfg.train.optimizer == launcher::Optimizer::kSgd ? OptimizerOptions::Kind::kSgd
+                                                             : OptimizerOptions::Kind::kAdamW;
+  oo.lr = cfg.train.lr;
+  oo.momentum = cfg.train.momentum;
+  oo.weight_decay = cfg.train.weight_decay;
+  oo.beta1 = cfg.train.beta1;
+  oo.beta2 = cfg.train.beta2;
+  oo.eps = cfg.train.eps;
+  s.optimizer = std::make_unique<FusedOptimizer>(s.params, oo);
+  {
+    auto names = s.optimizer->StateNames();
+    auto tensors = s.optimizer->StateTensors();
+    for (size_t i = 0; i < tensors.size(); ++i) {
+      s.named_state.push_back({"optimizer/" + names[i], tensors[i]});
+      state_tensors.push_back(tensors[i]);
+    }
+  }
+
+  // Per-rank RNG state (dropout), gathered to rank 0 for checkpoints.
+  torch::manual_seed(cfg.train.seed * 1000003ULL + 17ULL * s.rank + 1);
+  at::Generator cpu_gen = at::detail::getDefaultCPUGenerator();
+  const at::Tensor my_rng = cpu_gen.get_state();
+  s.rng_table = at::zeros({s.world, my_rng.numel()}, at::kByte);
+  s.named_state.push_back({"rng/cpu", s.rng_table});
+
+  // Resume: rank 0 picks the newest valid checkpoint, loads it, and broadcasts.
+  CheckpointStore store(s.opts.run_dir + "/checkpoints", cfg.checkpoint.keep);
+  at::Tensor resume = at::zeros({1}, at::kLong);
+  std::optional<CheckpointInfo> found;
+  if (s.rank == 0) {
+    std::vector<std::string> warnings;
+    found = store.FindNewestValid(&warnings);
+    for (auto& w : warnings) log.Warn(w);
+    if (found) {
+      if (found->step > cfg.train.steps) {
+        throw std::runtime_error(found->path + ": checkpoint is at step " +
+                                 std::to_string(found->step) + ", beyond train.steps " +
+                                 std::to_string(cfg.train.steps));
+      }
+      store.Load(*found, s.named_state);
+      resume[0] = found->step;
+    }
+  }
+  s.host_comm->Broadcast(resume, 0)->Wait();
+  s.start_step = resume[0].item<int64_t>();
+  comm::BroadcastCoalesced(*s.device_comm, state_tensors, 0);
+  if (s.start_step > 0) {
+    s.host_comm->Broadcast(s.rng_table, 0)->Wait();
+    cpu_gen.set_state(s.rng_table[s.rank].clone());
+    s.optimizer->set_steps_done(s.start_step);
+    if (s.rank == 0) log.Info("resumed from " + found->path + " at step " + std::to_string(s.start_step));
+  }
+
+  comm::ReducerOptions ro;
+  ro.bucket_bytes = static_cast<int64_t>(cfg.comm.bucket_mb * (1 << 20));
+  ro.first_bucket_bytes = static_cast<int64_t>(cfg.comm.first_bucket_mb * (1 << 20));
+  ro.comm_dtype = cfg.comm.grad_dtype == launcher::GradDtype::kBf16 ? at::kBFloat16 : at::kFloat;
+  s.reducer = std::make_unique<comm::GradientReducer>(s.params, *s.device_comm, ro);
+
+  const int batch = cfg.data.batch_per_rank;
+  if (s.rank == 0) {
+    int64_t nparams = 0;
+    for (auto& p : s.params) nparams += p.numel();
+    log.Info("job " + cfg.name + ": " + cfg.model.name + " (" + std::to_string(nparams) +
+             " parameters), " + std::to_string(s.world) + " rank(s) x batch " +
+             std::to_string(batch) + " on " + (s.cuda ? "cuda" : "cpu") + ", " +
+             std::to_string(threads) + " thread(s)/rank, " + std::to_string(s.reducer->buckets().size()) +
+             " gradient bucket(s), comm " + s.device_comm->backend() +
+             (cfg.metrics.enabled ? ", metrics on port " + std::to_string(s.metrics->port()) : ""));
+  }
+
+  // Host batch buffers (pinned for asynchronous copies on CUDA).
+  Batch host;
+  const auto pin = at::TensorOptions().pinned_memory(s.cuda);
+  ImageSpec ispec = s.model->image_spec();
+  TokenSpec tspec = s.model->token_spec();
+  if (s.model->input_kind() == InputKind::kImages) {
+    host.input = at::empty({batch, 3, ispec.height, ispec.width}, pin.dtype(at::kByte));
+    host.target = at::empty({batch}, pin.dtype(at::kLong));
+  } else {
+    host.input = at::empty({batch, tspec.seq_len}, pin.dtype(at::kLong));
+    host.target = at::empty({batch, tspec.seq_len}, pin.dtype(at::kLong));
+  }
+  const bool bf16 = cfg.train.precision == launcher::Precision::kBf16;
+  const double straggle_s =
+      s.rank == cfg.fault.straggler_rank ? cfg.fault.straggler_ms / 1000.0 : 0.0;
+
+  StepClock clock(s.cuda);
+  std::vector<double> step_times;
+  at::Tensor last_loss;
+  double loss_value = std::nan("");
+  auto last_report = Clock::now();
+  const auto loop_start = Clock::now();
+  auto timed_start = loop_start;
+  int64_t timed_steps = 0;
+  const int64_t total = cfg.train.steps;
+  for (int64_t step = s.start_step; step < total; ++step) {
+    clock.Begin();
+    const int64_t first = FirstSampleIndex(step, s.rank, s.world, batch);
+    if (s.model->input_kind() == InputKind::kImages) {
+      FillImages(cfg.train.seed, first, ispec, host);
+    } else {
+      FillTokens(cfg.train.seed, first, tspec, host);
+    }
+    at::Tensor input = host.input.to(s.device, /*non_blocking=*/true);
+    at::Tensor target = host.target.to(s.device, /*non_blocking=*/true);
+    if (s.model->input_kind() == InputKind::kImages) {
+      input = NormalizeImages(input, at::kFloat);
+      if (channels_last) input = input.contiguous(at::MemoryFormat::ChannelsLast);
+    }
+    if (straggle_s > 0) std::this_thread::sleep_for(std::chrono::duration<double>(straggle_s));
+
+    s.reducer->PrepareForBackward();
+    at::Tensor loss;
+    {
+      if (bf16) {
+        at::autocast::set_autocast_enabled(s.device.type(), true);
+        at::autocast::set_autocast_dtype(s.device.type(), at::kBFloat16);
+      }
+      loss = s.model->Loss(input, target);
+      if (bf16) {
+        at::autocast::set_autocast_enabled(s.device.type(), false);
+        at::autocast::clear_cache();
+      }
+    }
+    if (s.rank == cfg.fault.crash_rank && step + 1 == cfg.fault.crash_step && s.opts.restart == 0) {
+      log.Fatal("fault injection: crashing at step " + std::to_string(step + 1) +
+                " (fault.crash_rank=" + std::to_string(cfg.fault.crash_rank) + ")");
+      std::_Exit(17);
+    }
+    loss.backward();
+    s.reducer->FinishBackward();
+    s.optimizer->Step();
+    last_loss = loss.detach();
+    const double step_s = clock.End();
+    // The first step of an attempt (allocations, autotuning) is warm-up: rates and
+    // percentiles count the steps after it, unless it is the only one.
+    if (step == s.start_step) {
+      timed_start = Clock::now();
+      if (total - s.start_step == 1) {
+        step_times.push_back(step_s);
+        timed_steps = 1;
+        timed_start -= std::chrono::duration_cast<Clock::duration>(
+            std::chrono::duration<double>(step_s));
+      }
+    } else {
+      step_times.push_back(step_s);
+      ++timed_steps;
+    }
+    s.metrics->OnStep(step_s, batch);
+
+    const bool last = step + 1 == total;
+    const auto now = Clock::now();
+    if (s.rank == 0 && (last || Seconds(last_report, now) >= cfg.train.log_every_s)) {
+      last_report = now;
+      loss_value = last_loss.item<double>();
+      s.metrics->SetLoss(loss_value);
+      const double elapsed = Seconds(timed_start, now);
+      const double rate = timed_steps > 0 && elapsed > 0 ? timed_steps * batch * s.world / elapsed : 0;
+      const double per_step = timed_steps > 0 ? elapsed / timed_steps : step_s;
+      char line[256];
+      std::snprintf(line, sizeof(line),
+                    "step %lld/%lld | loss %.4f | %.1f samples/s | %.3f s/step | eta %s",
+                    static_cast<long long>(step + 1), static_cast<long long>(total), loss_value,
+                    rate, per_step, FormatDuration(per_step * (total - step - 1)).c_str());
+      log.Info(line);
+    }
+
+    const int64_t done = step + 1;
+    if (last || (cfg.checkpoint.every_steps > 0 && done % cfg.checkpoint.every_steps == 0)) {
+      const auto c0 = Clock::now();
+      // Every rank's RNG state goes into rank 0's checkpoint.
+      at::Tensor mine = cpu_gen.get_state();
+      s.host_comm->AllGather(mine, s.rng_table)->Wait();
+      if (s.rank == 0) {
+        auto info = store.Save(done, s.world, cfg.name, s.named_state);
+        s.metrics->OnCheckpoint(Seconds(c0, Clock::now()));
+        log.Info("checkpoint " + info.path + " (" + FormatDuration(Seconds(c0, Clock::now())) + ")");
+      }
+      s.host_comm->Barrier();
+    }
+  }
+  const double wall = Seconds(timed_start, Clock::now());
+
+  // Summary: the world-average final loss and a fingerprint of the final weights.
+  at::Tensor loss_sum = at::zeros({1}, at::kDouble);
+  if (last_loss.defined()) loss_sum[0] = last_loss.item<double>();
+  s.host_comm->AllReduce(loss_sum, comm::ReduceOp::kAvg)->Wait();
+  if (s.rank == 0) {
+    double norm_sq = 0, abs_sum = 0;
+    Sha256 sha;
+    for (auto& p : s.params) {
+      at::Tensor c = p.detach().to(at::kCPU).contiguous();
+      at::Tensor d = c.to(at::kDouble);
+      norm_sq += d.square().sum().item<double>();
+      abs_sum += d.abs().sum().item<double>();
+      sha.Update(c.data_ptr(), c.nbytes());
+    }
+    nlohmann::json summary = {
+        {"name", cfg.name},
+        {"world_size", s.world},
+        {"steps", total},
+        {"final_loss", last_loss.defined() ? loss_sum[0].item<double>() : 0.0},
+        {"samples_per_second",
+         timed_steps > 0 && wall > 0 ? timed_steps * batch * s.world / wall : 0.0},
+        {"step_seconds_p50", Percentile(step_times, 0.5)},
+        {"step_seconds_p99", Percentile(step_times, 0.99)},
+        {"restarts", s.opts.restart},
+        {"param_norm", std::sqrt(norm_sq)},
+        {"param_abs_sum", abs_sum},
+        {"param_sha256", sha.HexDigest()},
+        {"resumed_from_step", s.start_step},
+        {"device", s.cuda ? "cuda" : "cpu"},
+        {"model", cfg.model.name},
+        {"batch_per_rank", batch},
+    };
+    WriteJsonAtomically(s.opts.run_dir + "/summary.json", summary);
+    log.Info("done: " + std::to_string(total) + " steps, summary " + s.opts.run_dir +
+             "/summary.json");
+  }
+  s.host_comm->Barrier();
+  return 0;
+}
+
+}  // namespace ringpilot::trainer

@@ -1,0 +1,36 @@
+// The training loop of one rank: model, data, gradient reduction, optimizer,
+// checkpoints, metrics and the run summary.
+#pragma once
+
+#include <mpi.h>
+
+#include <memory>
+#include <string>
+
+#include "launcher/job_config.h"
+
+namespace ringpilot::trainer {
+
+struct TrainerOptions {
+  std::string run_dir;
+  int restart = 0;  ///< attempt number from the front end (RINGPILOT_RESTART)
+};
+
+/// Runs the job described by `config` on this rank. Collective over MPI_COMM_WORLD:
+/// every rank constructs a Trainer and calls Run(). Throws on setup errors (config
+/// that cannot run here, unreadable checkpoint, port in use); the caller reports and
+/// aborts the job.
+class Trainer {
+ public:
+  Trainer(launcher::JobConfig config, TrainerOptions options);
+  ~Trainer();
+  /// Trains from the newest valid checkpoint (or from scratch) to `train.steps`.
+  /// Returns the process exit code (0).
+  int Run();
+
+ private:
+  struct State;
+  std::unique_ptr<State> s_;
+};
+
+}  // namespace ringpilot::trainer
