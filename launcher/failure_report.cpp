@@ -41,21 +41,36 @@ std::map<int, std::string> RankLogs(const std::string& logs_dir) {
 
 std::string SignalName(int sig) {
   switch (sig) {
-    case SIGHUP: return "SIGHUP";
-    case SIGINT: return "SIGINT";
-    case SIGQUIT: return "SIGQUIT";
-    case SIGILL: return "SIGILL";
-    case SIGABRT: return "SIGABRT";
-    case SIGBUS: return "SIGBUS";
-    case SIGFPE: return "SIGFPE";
-    case SIGKILL: return "SIGKILL";
-    case SIGUSR1: return "SIGUSR1";
-    case SIGSEGV: return "SIGSEGV";
-    case SIGUSR2: return "SIGUSR2";
-    case SIGPIPE: return "SIGPIPE";
-    case SIGALRM: return "SIGALRM";
-    case SIGTERM: return "SIGTERM";
-    default: return "signal " + std::to_string(sig);
+    case SIGHUP:
+      return "SIGHUP";
+    case SIGINT:
+      return "SIGINT";
+    case SIGQUIT:
+      return "SIGQUIT";
+    case SIGILL:
+      return "SIGILL";
+    case SIGABRT:
+      return "SIGABRT";
+    case SIGBUS:
+      return "SIGBUS";
+    case SIGFPE:
+      return "SIGFPE";
+    case SIGKILL:
+      return "SIGKILL";
+    case SIGUSR1:
+      return "SIGUSR1";
+    case SIGSEGV:
+      return "SIGSEGV";
+    case SIGUSR2:
+      return "SIGUSR2";
+    case SIGPIPE:
+      return "SIGPIPE";
+    case SIGALRM:
+      return "SIGALRM";
+    case SIGTERM:
+      return "SIGTERM";
+    default:
+      return "signal " + std::to_string(sig);
   }
 }
 
@@ -76,8 +91,7 @@ std::optional<FatalLine> ParseFatalLine(const std::string& line) {
     return std::nullopt;
   }
   if (pos < line.size()) fatal.message = line.substr(pos + 1);
-  while (!fatal.message.empty() &&
-         (fatal.message.back() == '\r' || fatal.message.back() == '\n')) {
+  while (!fatal.message.empty() && (fatal.message.back() == '\r' || fatal.message.back() == '\n')) {
     fatal.message.pop_back();
   }
   return fatal;
@@ -201,7 +215,8 @@ std::vector<std::string> FailureSummary(const FailureReport& report,
   std::vector<std::string> shown;
   std::string shown_from;
   if (report.first_failing_rank >= 0) {
-    std::string line = "ringpilot: first failing rank: " + std::to_string(report.first_failing_rank);
+    std::string line =
+        "ringpilot: first failing rank: " + std::to_string(report.first_failing_rank);
     if (report.fatal) {
       line += ": " + report.fatal->message;
     } else {
@@ -214,8 +229,9 @@ std::vector<std::string> FailureSummary(const FailureReport& report,
       shown_from = "logs/rank-" + std::to_string(report.first_failing_rank) + ".log";
     }
   } else {
-    out.push_back("ringpilot: first failing rank: unknown (no FATAL line in logs/rank-*.log, "
-                  "none named by mpirun)");
+    out.push_back(
+        "ringpilot: first failing rank: unknown (no FATAL line in logs/rank-*.log, "
+        "none named by mpirun)");
     shown = report.mpirun_last_lines;
     shown_from = "mpirun";
   }

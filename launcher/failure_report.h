@@ -43,8 +43,8 @@ std::map<int, std::vector<std::string>> RankLogTails(const std::string& logs_dir
 /// How a job ended for good.
 struct FailureReport {
   int attempts = 0;
-  int exit_code = -1;     ///< mpirun's exit status; -1 when it was killed by a signal
-  int term_signal = 0;    ///< signal that killed mpirun; 0 when it exited
+  int exit_code = -1;   ///< mpirun's exit status; -1 when it was killed by a signal
+  int term_signal = 0;  ///< signal that killed mpirun; 0 when it exited
   int first_failing_rank = -1;
   std::string rank_source;  ///< "fatal_line", "mpirun_output" or "unknown"
   std::optional<FatalLine> fatal;

@@ -25,9 +25,9 @@ namespace {
 
 // Exit statuses of the front end itself (a job's own status passes through `run`).
 constexpr int kExitOk = 0;
-constexpr int kExitFailure = 1;     // environment problem: missing binary, unwritable dir
-constexpr int kExitBadInput = 2;    // invalid job file, override or command line
-constexpr int kExitNotFound = 127;  // exec: command not found (as a shell says)
+constexpr int kExitFailure = 1;      // environment problem: missing binary, unwritable dir
+constexpr int kExitBadInput = 2;     // invalid job file, override or command line
+constexpr int kExitNotFound = 127;   // exec: command not found (as a shell says)
 constexpr int kExitCannotRun = 126;  // exec: found but not executable
 
 constexpr const char* kTrainerName = "ringpilot-trainer";
@@ -65,8 +65,8 @@ int Validate(const std::string& job_path, const std::vector<std::string>& sets, 
     return kExitBadInput;
   }
   const std::string verdict = job_path + ": valid (" + config.name + ", world size " +
-                              std::to_string(config.world.size()) + ", model " +
-                              config.model.name + ")";
+                              std::to_string(config.world.size()) + ", model " + config.model.name +
+                              ")";
   if (print) {
     // stdout carries only the YAML, so that `--print > resolved.yaml` works.
     std::cout << EmitJobConfig(config);
@@ -99,23 +99,48 @@ int Run(const RunArgs& args) {
     return kExitBadInput;
   }
 
-  const std::string chosen = !args.run_dir.empty()
-                                 ? args.run_dir
-                                 : UniqueRunDir(DefaultRunDirName(config.name, std::time(nullptr)));
-  // Absolute, because ranks on other hosts receive it on their command line.
-  const std::string run_dir =
-      std::filesystem::absolute(std::filesystem::path(chosen)).lexically_normal().string();
-  const RunDirLayout layout(run_dir);
-
   const Environment env = CurrentEnvironment();
   MpirunContext ctx;
   ctx.mpirun = Lookup(env, "RINGPILOT_MPIRUN", "mpirun");
   const std::string self_dir = SelfDirectory();
   ctx.trainer = Lookup(env, "RINGPILOT_TRAINER",
                        (self_dir.empty() ? std::string(".") : self_dir) + "/" + kTrainerName);
-  ctx.run_dir = layout.root;
+  // A relative path would be resolved against each rank's working directory; a bare name
+  // is left for mpirun to find on PATH.
+  if (ctx.trainer.find('/') != std::string::npos) {
+    ctx.trainer = std::filesystem::absolute(ctx.trainer).lexically_normal().string();
+  }
   ctx.euid = static_cast<unsigned>(::geteuid());
   ctx.env = env;
+  // A dry run only shows the command, so it works on a machine without the binaries.
+  if (!args.dry_run) {
+    const std::string path_var = Lookup(env, "PATH", "");
+    if (ResolveExecutable(ctx.trainer, path_var).empty()) {
+      std::cerr << "ringpilot: trainer '" << ctx.trainer << "' not found or not executable (build "
+                << kTrainerName << ", or set RINGPILOT_TRAINER)\n";
+      return kExitFailure;
+    }
+    if (ResolveExecutable(ctx.mpirun, path_var).empty()) {
+      std::cerr << "ringpilot: mpirun '" << ctx.mpirun
+                << "' not found or not executable (install OpenMPI, or set RINGPILOT_MPIRUN)\n";
+      return kExitFailure;
+    }
+  }
+
+  std::string chosen = args.run_dir;
+  if (chosen.empty()) {
+    const std::string base = DefaultRunDirName(config.name, std::time(nullptr));
+    try {
+      chosen = args.dry_run ? UniqueRunDir(base) : ClaimNewRunDir(base);
+    } catch (const RunDirError& e) {
+      std::cerr << "ringpilot: " << e.what() << "\n";
+      return kExitFailure;
+    }
+  }
+  // Absolute, because ranks on other hosts receive it on their command line.
+  const RunDirLayout layout(
+      std::filesystem::absolute(std::filesystem::path(chosen)).lexically_normal().string());
+  ctx.run_dir = layout.root;
   MpirunCommand cmd;
   try {
     cmd = BuildMpirunCommand(config, ctx);
@@ -127,17 +152,6 @@ int Run(const RunArgs& args) {
   if (args.dry_run) {
     std::cout << launching << "\n";
     return kExitOk;
-  }
-
-  if (::access(ctx.trainer.c_str(), X_OK) != 0) {
-    std::cerr << "ringpilot: trainer " << ctx.trainer << ": " << std::strerror(errno)
-              << " (build " << kTrainerName << ", or set RINGPILOT_TRAINER)\n";
-    return kExitFailure;
-  }
-  if (ResolveExecutable(ctx.mpirun, Lookup(env, "PATH", "")).empty()) {
-    std::cerr << "ringpilot: mpirun '" << ctx.mpirun
-              << "' not found or not executable (install OpenMPI, or set RINGPILOT_MPIRUN)\n";
-    return kExitFailure;
   }
 
   std::string resume_note;
@@ -203,7 +217,7 @@ int Exec(const std::vector<std::string>& command) {
 }
 
 int Main(int argc, char** argv) {
-  CLI::App app{"ringpilot: launch, supervise and restart data-parallel training jobs"};
+  CLI::App app{"ringpilot: launch, supervise and restart data-parallel training jobs", "ringpilot"};
   app.require_subcommand(1, 1);
 
   std::string validate_job;
@@ -225,8 +239,9 @@ int Main(int argc, char** argv) {
   run->add_flag("--dry-run", run_args.dry_run, "Print the mpirun command and exit");
 
   CLI::App* exec = app.add_subcommand(
-      "exec", "Run CMD with the torchrun environment (RANK, WORLD_SIZE, LOCAL_RANK, ...) "
-              "derived from mpirun or srun: ringpilot exec -- CMD ARGS...");
+      "exec",
+      "Run CMD with the torchrun environment (RANK, WORLD_SIZE, LOCAL_RANK, ...) "
+      "derived from mpirun or srun: ringpilot exec -- CMD ARGS...");
   // Everything after `--` is the worker's command line, verbatim (its own options and any
   // further `--` included).
   std::vector<std::string> exec_command;
@@ -239,7 +254,10 @@ int Main(int argc, char** argv) {
   } catch (const CLI::CallForAllHelp& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
-    std::cerr << "ringpilot: " << e.what() << " (see 'ringpilot --help')\n";
+    // The usual slip with exec is a worker option without `--` before the command.
+    const char* hint =
+        exec->parsed() ? "usage: ringpilot exec -- CMD ARGS..." : "see 'ringpilot --help'";
+    std::cerr << "ringpilot: " << e.what() << " (" << hint << ")\n";
     return kExitBadInput;
   }
 

@@ -5,9 +5,7 @@
 namespace ringpilot::launcher {
 namespace {
 
-bool StartsWith(const std::string& s, const char* prefix) {
-  return s.rfind(prefix, 0) == 0;
-}
+bool StartsWith(const std::string& s, const char* prefix) { return s.rfind(prefix, 0) == 0; }
 
 void AddCommonFlags(const MpirunContext& ctx, std::vector<std::string>* argv) {
   argv->insert(argv->end(), {"--bind-to", "none"});
@@ -77,8 +75,8 @@ std::string ShellQuote(const std::vector<std::string>& argv) {
     if (!out.empty()) out += ' ';
     bool safe = !word.empty();
     for (const char c : word) {
-      const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
-                      (c >= '0' && c <= '9') || std::string("_-./:=,+@%").find(c) != std::string::npos;
+      const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                      std::string("_-./:=,+@%").find(c) != std::string::npos;
       safe = safe && ok;
     }
     if (safe) {

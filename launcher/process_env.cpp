@@ -29,8 +29,7 @@ std::vector<std::string> ToEnvStrings(const Environment& env) {
 namespace {
 bool IsExecutableFile(const std::string& path) {
   struct stat st {};
-  return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode) &&
-         ::access(path.c_str(), X_OK) == 0;
+  return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode) && ::access(path.c_str(), X_OK) == 0;
 }
 }  // namespace
 

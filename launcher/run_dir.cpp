@@ -77,7 +77,7 @@ std::string RunDirLayout::RankLog(int rank) const {
 
 std::string DefaultRunDirName(const std::string& job_name, std::time_t now,
                               const std::string& parent) {
-  std::tm local {};
+  std::tm local{};
   ::localtime_r(&now, &local);
   char stamp[32];
   std::strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", &local);
@@ -89,6 +89,16 @@ std::string UniqueRunDir(const std::string& base) {
   for (int n = 2;; ++n) {
     const std::string candidate = base + "-" + std::to_string(n);
     if (!Exists(candidate)) return candidate;
+  }
+}
+
+std::string ClaimNewRunDir(const std::string& base) {
+  const std::string parent = DirName(base);
+  MakeDirectories(parent);
+  for (int n = 1;; ++n) {
+    const std::string candidate = n == 1 ? base : base + "-" + std::to_string(n);
+    if (::mkdir(candidate.c_str(), 0755) == 0) return candidate;
+    if (errno != EEXIST) ThrowErrno(candidate, "create directory", errno);
   }
 }
 

@@ -20,13 +20,13 @@ class RunDirError : public std::runtime_error {
 /// Paths inside a run directory (design brief: user interface contract).
 struct RunDirLayout {
   std::string root;
-  std::string logs;            ///< root/logs: rank-N.log (trainer), launcher.log (supervisor)
-  std::string checkpoints;     ///< root/checkpoints: step-NNNNNNNN/ (trainer)
-  std::string trace;           ///< root/trace: rank-N.json (trainer)
-  std::string job_yaml;        ///< root/job.yaml: the resolved config every rank reads
-  std::string launcher_log;    ///< root/logs/launcher.log
-  std::string failure_json;    ///< root/failure.json: root cause of a job that failed for good
-  std::string hostfile;        ///< root/hostfile (backend mpi)
+  std::string logs;          ///< root/logs: rank-N.log (trainer), launcher.log (supervisor)
+  std::string checkpoints;   ///< root/checkpoints: step-NNNNNNNN/ (trainer)
+  std::string trace;         ///< root/trace: rank-N.json (trainer)
+  std::string job_yaml;      ///< root/job.yaml: the resolved config every rank reads
+  std::string launcher_log;  ///< root/logs/launcher.log
+  std::string failure_json;  ///< root/failure.json: root cause of a job that failed for good
+  std::string hostfile;      ///< root/hostfile (backend mpi)
 
   explicit RunDirLayout(const std::string& root_dir);
   /// root/logs/rank-N.log
@@ -40,6 +40,11 @@ std::string DefaultRunDirName(const std::string& job_name, std::time_t now,
 /// `base` when nothing exists there, else `base-2`, `base-3`, ...: two runs started in the
 /// same second must not share (and resume) one directory by accident.
 std::string UniqueRunDir(const std::string& base);
+
+/// Creates and returns a new, empty directory: `base`, else `base-2`, `base-3`, ... (mkdir
+/// is the claim, so two runs started at once never get the same one). Parents are created.
+/// Throws RunDirError.
+std::string ClaimNewRunDir(const std::string& base);
 
 /// What PrepareRunDir found and did.
 struct PreparedRunDir {

@@ -33,7 +33,7 @@ constexpr int64_t kDrainTimeoutNs = 2'000'000'000;
 constexpr int64_t kFatalClockSlackNs = 1'000'000'000;
 
 int64_t ClockNs(clockid_t clock) {
-  timespec ts {};
+  timespec ts{};
   ::clock_gettime(clock, &ts);
   return static_cast<int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
 }
@@ -92,7 +92,7 @@ class SignalScope {
  private:
   static constexpr int kSignals[2] = {SIGINT, SIGTERM};
   bool installed_[2] = {false, false};
-  struct sigaction old_[2] {};
+  struct sigaction old_[2]{};
   struct sigaction old_pipe_ {};
 };
 
@@ -115,7 +115,7 @@ void WriteAll(int fd, const std::string& data) {
     if (n >= 0) {
       done += static_cast<std::size_t>(n);
     } else if (errno == EAGAIN) {
-      pollfd p {fd, POLLOUT, 0};
+      pollfd p{fd, POLLOUT, 0};
       if (::poll(&p, 1, 1000) <= 0) return;
     } else if (errno != EINTR) {
       return;  // a closed terminal or pipe: the log still gets the line
@@ -145,8 +145,8 @@ Supervisor::Supervisor(SupervisorOptions options) : options_(std::move(options))
   if (!options_.log_path.empty()) {
     log_fd_ = ::open(options_.log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
     if (log_fd_ < 0) {
-      throw std::runtime_error(options_.log_path + ": cannot open for appending: " +
-                               std::strerror(errno));
+      throw std::runtime_error(options_.log_path +
+                               ": cannot open for appending: " + std::strerror(errno));
     }
   }
 }
@@ -177,10 +177,11 @@ Supervisor::Attempt Supervisor::RunAttempt(const SupervisedCommand& command, int
   env[kRunDirVar] = options_.run_dir;
   env[kRestartVar] = std::to_string(restart);
   const auto path_it = env.find("PATH");
-  const std::string exe = command.argv.empty() ? std::string()
-                          : ResolveExecutable(command.argv[0], path_it == env.end()
-                                                                   ? "/usr/bin:/bin"
-                                                                   : path_it->second);
+  const std::string exe =
+      command.argv.empty()
+          ? std::string()
+          : ResolveExecutable(command.argv[0],
+                              path_it == env.end() ? "/usr/bin:/bin" : path_it->second);
   if (exe.empty()) {
     Report("ringpilot: cannot execute '" + (command.argv.empty() ? "" : command.argv[0]) +
            "': not found or not executable");
@@ -250,7 +251,8 @@ Supervisor::Attempt Supervisor::RunAttempt(const SupervisedCommand& command, int
     return attempt;
   }
 
-  Stream streams[2] = {{out_pipe[0], options_.stdout_fd, {}}, {err_pipe[0], options_.stderr_fd, {}}};
+  Stream streams[2] = {{out_pipe[0], options_.stdout_fd, {}},
+                       {err_pipe[0], options_.stderr_fd, {}}};
   bool exited = false;
   bool killed = false;
   int status = 0;
@@ -259,7 +261,7 @@ Supervisor::Attempt Supervisor::RunAttempt(const SupervisedCommand& command, int
   char buf[16384];
   while (true) {
     if (!exited) {
-      siginfo_t info {};
+      siginfo_t info{};
       // WNOWAIT leaves the zombie in place, so its pid cannot be reused as a process group
       // id while we kill what is left of the group (ranks mpirun failed to reap).
       if (::waitid(P_PID, static_cast<id_t>(pid), &info, WEXITED | WNOHANG | WNOWAIT) == 0 &&
@@ -291,7 +293,8 @@ Supervisor::Attempt Supervisor::RunAttempt(const SupervisedCommand& command, int
       }
       s.partial.append(buf, static_cast<std::size_t>(r));
       std::size_t start = 0;
-      for (std::size_t nl; (nl = s.partial.find('\n', start)) != std::string::npos; start = nl + 1) {
+      for (std::size_t nl; (nl = s.partial.find('\n', start)) != std::string::npos;
+           start = nl + 1) {
         Relay(s.out_fd, s.partial.substr(start, nl - start), &attempt);
       }
       s.partial.erase(0, start);
@@ -305,14 +308,13 @@ Supervisor::Attempt Supervisor::RunAttempt(const SupervisedCommand& command, int
       if (exited) continue;
       if (interrupt_signal_ == 0) {
         interrupt_signal_ = sig;
-        kill_deadline = ClockNs(CLOCK_MONOTONIC) +
-                        static_cast<int64_t>(options_.kill_grace_s * 1e9);
+        kill_deadline =
+            ClockNs(CLOCK_MONOTONIC) + static_cast<int64_t>(options_.kill_grace_s * 1e9);
         Report("ringpilot: received " + SignalName(sig) + "; stopping the job (no restart)");
       }
       ::kill(-pid, sig);
     }
-    if (interrupt_signal_ != 0 && !exited && !killed &&
-        ClockNs(CLOCK_MONOTONIC) > kill_deadline) {
+    if (interrupt_signal_ != 0 && !exited && !killed && ClockNs(CLOCK_MONOTONIC) > kill_deadline) {
       Report("ringpilot: mpirun did not stop within " + std::to_string(options_.kill_grace_s) +
              " s; killing its process group");
       ::kill(-pid, SIGKILL);
@@ -341,7 +343,7 @@ bool Supervisor::WaitForRestart() {
     if (interrupt_signal_ != 0) return false;
     const int64_t left_ns = until - ClockNs(CLOCK_MONOTONIC);
     if (left_ns <= 0) return true;
-    pollfd p {g_signal_pipe[0], POLLIN, 0};
+    pollfd p{g_signal_pipe[0], POLLIN, 0};
     ::poll(&p, 1, static_cast<int>(std::min<int64_t>(left_ns / 1'000'000 + 1, 1000)));
   }
 }
@@ -391,8 +393,7 @@ JobOutcome Supervisor::Run(const SupervisedCommand& command) {
       outcome.exit_status = 0;
       return outcome;
     }
-    outcome.exit_status =
-        attempt.term_signal != 0 ? 128 + attempt.term_signal : attempt.exit_code;
+    outcome.exit_status = attempt.term_signal != 0 ? 128 + attempt.term_signal : attempt.exit_code;
     if (restart >= options_.max_restarts) {
       ReportFailure(attempt, outcome.attempts, &outcome);
       return outcome;

@@ -78,8 +78,8 @@ class Supervisor {
 
  private:
   struct Attempt {
-    int exit_code = -1;    // when it exited
-    int term_signal = 0;   // when a signal killed it
+    int exit_code = -1;   // when it exited
+    int term_signal = 0;  // when a signal killed it
     bool exec_failed = false;
     int64_t start_ns = 0;
     std::vector<std::string> output;  // the last lines mpirun printed (both streams)

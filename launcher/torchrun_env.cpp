@@ -93,8 +93,8 @@ std::optional<Layout> FromSlurm(const std::optional<slurm::SlurmEnv>& s) {
 
 void CheckConsistent(const Layout& l) {
   const auto fail = [&](const std::string& problem) {
-    throw RankEnvError("ringpilot exec: inconsistent " + l.source + " rank environment: " +
-                       problem);
+    throw RankEnvError("ringpilot exec: inconsistent " + l.source +
+                       " rank environment: " + problem);
   };
   if (l.world_size <= 0) fail("world size is 0");
   if (l.rank >= l.world_size) {

@@ -24,6 +24,11 @@
 #include "metrics/exposition.h"
 
 namespace ringpilot::metrics {
+// Defined in thread_stack.cpp; referencing it links the stack-size floor in.
+void LinkThreadStackFloor();
+}  // namespace ringpilot::metrics
+
+namespace ringpilot::metrics {
 namespace {
 
 constexpr const char kRealm[] = "Basic realm=\"ringpilot metrics\", charset=\"UTF-8\"";
@@ -218,6 +223,7 @@ Exporter::Exporter(const Registry& registry, ExporterOptions options)
   if (!options_.basic_auth_user.empty()) {
     expected_credentials_ = options_.basic_auth_user + ":" + options_.basic_auth_password;
   }
+  LinkThreadStackFloor();
   InitCivetwebOnce();
 
   const bool tls = !options_.tls_cert_pem.empty();

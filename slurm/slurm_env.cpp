@@ -73,7 +73,8 @@ std::optional<SlurmEnv> ParseSlurmEnv(const Environment& env) {
                                   *ntasks);
     }
   }
-  if (const std::string* v = Find(env, "SLURM_LOCALID")) out.localid = ParseInt("SLURM_LOCALID", *v);
+  if (const std::string* v = Find(env, "SLURM_LOCALID"))
+    out.localid = ParseInt("SLURM_LOCALID", *v);
   if (const std::string* v = Find(env, "SLURM_NODEID")) out.nodeid = ParseInt("SLURM_NODEID", *v);
 
   if (const std::string* list = FindAny(env, {"SLURM_JOB_NODELIST", "SLURM_NODELIST"}, &name)) {
@@ -95,8 +96,8 @@ std::optional<SlurmEnv> ParseSlurmEnv(const Environment& env) {
     }
     out.tasks_per_node_var = name;
     if (out.nodeid >= 0 && static_cast<std::size_t>(out.nodeid) >= out.tasks_per_node.size()) {
-      throw std::invalid_argument("SLURM_NODEID=" + std::to_string(out.nodeid) + " but " +
-                                  name + "='" + *tasks + "' describes only " +
+      throw std::invalid_argument("SLURM_NODEID=" + std::to_string(out.nodeid) + " but " + name +
+                                  "='" + *tasks + "' describes only " +
                                   std::to_string(out.tasks_per_node.size()) + " node(s)");
     }
   }

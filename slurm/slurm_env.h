@@ -35,8 +35,8 @@ struct SlurmEnv {
 /// Parses the Slurm variables of `env`. Returns nullopt when none of SLURM_PROCID,
 /// SLURM_JOB_ID/SLURM_JOBID and SLURM_JOB_NODELIST/SLURM_NODELIST is set (not inside a
 /// Slurm allocation). Throws std::invalid_argument with one line naming the variable and its
-/// value when a set variable is malformed, SLURM_NTASKS is missing while SLURM_PROCID is set, or the values
-/// contradict each other (procid >= ntasks, nodeid beyond the tasks-per-node list).
+/// value when a set variable is malformed, SLURM_NTASKS is missing while SLURM_PROCID is set, or
+/// the values contradict each other (procid >= ntasks, nodeid beyond the tasks-per-node list).
 std::optional<SlurmEnv> ParseSlurmEnv(const Environment& env);
 
 }  // namespace ringpilot::slurm

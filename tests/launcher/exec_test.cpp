@@ -21,12 +21,12 @@ using testing::SplitLines;
 std::map<std::string, std::string> CleanLauncherEnv() {
   std::map<std::string, std::string> unset;
   for (const auto& [name, value] : CurrentEnvironment()) {
-    for (const char* prefix : {"OMPI_", "PMI_", "PMIX_", "SLURM_", "RINGPILOT_MASTER_",
-                               "MPI_LOCAL"}) {
+    for (const char* prefix :
+         {"OMPI_", "PMI_", "PMIX_", "SLURM_", "RINGPILOT_MASTER_", "MPI_LOCAL"}) {
       if (name.rfind(prefix, 0) == 0) unset[name] = "";
     }
-    for (const char* exact : {"RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE",
-                              "NODE_RANK", "GROUP_RANK", "MASTER_ADDR", "MASTER_PORT"}) {
+    for (const char* exact : {"RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "NODE_RANK",
+                              "GROUP_RANK", "MASTER_ADDR", "MASTER_PORT"}) {
       if (name == exact) unset[name] = "";
     }
   }
@@ -34,13 +34,14 @@ std::map<std::string, std::string> CleanLauncherEnv() {
 }
 
 TEST(RingpilotExec, UnderMpirunEachRankGetsTheTorchrunContract) {
-  const std::string mpirun = ResolveExecutable("mpirun", std::getenv("PATH") ? std::getenv("PATH") : "");
+  const std::string mpirun =
+      ResolveExecutable("mpirun", std::getenv("PATH") ? std::getenv("PATH") : "");
   if (mpirun.empty()) GTEST_SKIP() << "mpirun not on PATH";
-  const ProcessResult r = RunProcess(
-      {mpirun, "--allow-run-as-root", "--oversubscribe", "-np", "2", "--mca",
-       "btl_vader_single_copy_mechanism", "none", RingpilotBinary(), "exec", "--", "sh", "-c",
-       "echo $RANK $WORLD_SIZE $LOCAL_RANK $MASTER_ADDR"},
-      CleanLauncherEnv());
+  const ProcessResult r =
+      RunProcess({mpirun, "--allow-run-as-root", "--oversubscribe", "-np", "2", "--mca",
+                  "btl_vader_single_copy_mechanism", "none", RingpilotBinary(), "exec", "--", "sh",
+                  "-c", "echo $RANK $WORLD_SIZE $LOCAL_RANK $MASTER_ADDR"},
+                 CleanLauncherEnv());
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
   std::vector<std::string> lines = SplitLines(r.out);
   std::sort(lines.begin(), lines.end());
@@ -49,15 +50,19 @@ TEST(RingpilotExec, UnderMpirunEachRankGetsTheTorchrunContract) {
 
 TEST(RingpilotExec, SlurmVariablesWithoutMpirun) {
   auto env = CleanLauncherEnv();
-  env.insert({{"SLURM_PROCID", "3"}, {"SLURM_NTASKS", "4"}, {"SLURM_LOCALID", "1"},
-              {"SLURM_NODEID", "1"}, {"SLURM_JOB_NODELIST", "n[1-2]"},
-              {"SLURM_JOB_ID", "77"}, {"SLURM_TASKS_PER_NODE", "2(x2)"}});
+  env.insert({{"SLURM_PROCID", "3"},
+              {"SLURM_NTASKS", "4"},
+              {"SLURM_LOCALID", "1"},
+              {"SLURM_NODEID", "1"},
+              {"SLURM_JOB_NODELIST", "n[1-2]"},
+              {"SLURM_JOB_ID", "77"},
+              {"SLURM_TASKS_PER_NODE", "2(x2)"}});
   env["MASTER_PORT"] = "4444";  // set by the user: kept
-  const ProcessResult r = RunProcess(
-      {RingpilotBinary(), "exec", "--", "sh", "-c",
-       "echo $RANK $WORLD_SIZE $LOCAL_RANK $LOCAL_WORLD_SIZE $NODE_RANK $GROUP_RANK "
-       "$MASTER_ADDR $MASTER_PORT"},
-      env);
+  const ProcessResult r =
+      RunProcess({RingpilotBinary(), "exec", "--", "sh", "-c",
+                  "echo $RANK $WORLD_SIZE $LOCAL_RANK $LOCAL_WORLD_SIZE $NODE_RANK $GROUP_RANK "
+                  "$MASTER_ADDR $MASTER_PORT"},
+                 env);
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(r.out, "3 4 1 2 1 1 n1 4444\n");
 }
@@ -72,8 +77,10 @@ TEST(RingpilotExec, NoLauncherEnvironmentIsExit2) {
 
 TEST(RingpilotExec, CommandNotFoundIs127) {
   auto env = CleanLauncherEnv();
-  env.insert({{"OMPI_COMM_WORLD_RANK", "0"}, {"OMPI_COMM_WORLD_SIZE", "1"},
-              {"OMPI_COMM_WORLD_LOCAL_RANK", "0"}, {"OMPI_COMM_WORLD_LOCAL_SIZE", "1"}});
+  env.insert({{"OMPI_COMM_WORLD_RANK", "0"},
+              {"OMPI_COMM_WORLD_SIZE", "1"},
+              {"OMPI_COMM_WORLD_LOCAL_RANK", "0"},
+              {"OMPI_COMM_WORLD_LOCAL_SIZE", "1"}});
   const ProcessResult r =
       RunProcess({RingpilotBinary(), "exec", "--", "no-such-command-ringpilot"}, env);
   EXPECT_EQ(r.exit_code, 127);

@@ -53,8 +53,8 @@ TEST(FailureReport, RankFromMpirunOutput) {
       "the job to be terminated. The first process to do so was:", "",
       "  Process name: [[41245,1],3]", "  Exit code:    3"};
   EXPECT_EQ(RankFromMpirunOutput(openmpi), 3);
-  EXPECT_EQ(RankFromMpirunOutput({"MPI_ABORT was invoked on rank 5 in communicator MPI_COMM_WORLD"}),
-            5);
+  EXPECT_EQ(
+      RankFromMpirunOutput({"MPI_ABORT was invoked on rank 5 in communicator MPI_COMM_WORLD"}), 5);
   EXPECT_EQ(RankFromMpirunOutput({"mpirun noticed that process rank 2 with PID 0 on node h "
                                   "exited on signal 9 (Killed)."}),
             2);
@@ -79,8 +79,7 @@ TEST(FailureReport, JsonAndSummary) {
   TempDir tmp;
   WriteFile(tmp.path() + "/rank-0.log", "ok\n");
   WriteFile(tmp.path() + "/rank-1.log", "loss 2.0\nFATAL 100 injected crash\n");
-  const FailureReport r =
-      AnalyzeFailure(tmp.path(), 0, {"mpirun says bye"}, 3, 3, 0);
+  const FailureReport r = AnalyzeFailure(tmp.path(), 0, {"mpirun says bye"}, 3, 3, 0);
   EXPECT_EQ(r.first_failing_rank, 1);
   EXPECT_EQ(r.rank_source, "fatal_line");
   const auto j = nlohmann::json::parse(FailureJson(r));
@@ -89,7 +88,8 @@ TEST(FailureReport, JsonAndSummary) {
   EXPECT_FALSE(j.contains("signal"));
   EXPECT_EQ(j["first_failing_rank"], 1);
   EXPECT_EQ(j["fatal_message"], "injected crash");
-  EXPECT_EQ(j["last_lines"]["1"], (std::vector<std::string>{"loss 2.0", "FATAL 100 injected crash"}));
+  EXPECT_EQ(j["last_lines"]["1"],
+            (std::vector<std::string>{"loss 2.0", "FATAL 100 injected crash"}));
   EXPECT_EQ(j["last_lines"]["0"], std::vector<std::string>{"ok"});
   EXPECT_EQ(j["mpirun_last_lines"], std::vector<std::string>{"mpirun says bye"});
   const auto summary = FailureSummary(r, "/r/failure.json");

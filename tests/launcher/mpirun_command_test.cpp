@@ -44,9 +44,8 @@ Argv Concat(std::initializer_list<Argv> parts) {
 
 TEST(MpirunCommand, LocalBackendExactArgv) {
   const MpirunCommand cmd = BuildMpirunCommand(LocalJob(), Context());
-  const Argv expected = Concat({{"/opt/ompi/bin/mpirun", "-np", "4", "--oversubscribe",
-                                 "--bind-to", "none", "--mca", "btl_vader_single_copy_mechanism",
-                                 "none"},
+  const Argv expected = Concat({{"/opt/ompi/bin/mpirun", "-np", "4", "--oversubscribe", "--bind-to",
+                                 "none", "--mca", "btl_vader_single_copy_mechanism", "none"},
                                 kRingpilotVars,
                                 {"-x", "PATH"},
                                 kTrainerTail});
@@ -70,18 +69,34 @@ TEST(MpirunCommand, RootAddsAllowRunAsRoot) {
 
 TEST(MpirunCommand, ForwardsOnlyListedVariablesThatAreSet) {
   MpirunContext ctx = Context();
-  ctx.env = {{"PATH", "/usr/bin"},         {"LD_LIBRARY_PATH", "/l"},  {"OMP_NUM_THREADS", "2"},
-             {"CUDA_VISIBLE_DEVICES", "0"}, {"NCCL_DEBUG", "INFO"},     {"NCCL_IB_HCA", "mlx5"},
-             {"TORCH_SHOW_CPP_STACKTRACES", "1"}, {"NVSHMEM_DEBUG", "1"}, {"HOME", "/root"},
-             {"MY_NCCL_THING", "x"},        {"NCCL", "x"},              {"SECRET_TOKEN", "x"}};
+  ctx.env = {{"PATH", "/usr/bin"},
+             {"LD_LIBRARY_PATH", "/l"},
+             {"OMP_NUM_THREADS", "2"},
+             {"CUDA_VISIBLE_DEVICES", "0"},
+             {"NCCL_DEBUG", "INFO"},
+             {"NCCL_IB_HCA", "mlx5"},
+             {"TORCH_SHOW_CPP_STACKTRACES", "1"},
+             {"NVSHMEM_DEBUG", "1"},
+             {"HOME", "/root"},
+             {"MY_NCCL_THING", "x"},
+             {"NCCL", "x"},
+             {"SECRET_TOKEN", "x"}};
   const Argv argv = BuildMpirunCommand(LocalJob(), ctx).argv;
   Argv forwarded;
   for (std::size_t i = 0; i + 1 < argv.size(); ++i) {
     if (argv[i] == "-x") forwarded.push_back(argv[i + 1]);
   }
-  const Argv expected = {"RINGPILOT_RUN_DIR", "RINGPILOT_RESTART", "RINGPILOT_MASTER_ADDR",
-                         "RINGPILOT_MASTER_PORT", "CUDA_VISIBLE_DEVICES", "LD_LIBRARY_PATH",
-                         "NCCL_DEBUG", "NCCL_IB_HCA", "NVSHMEM_DEBUG", "OMP_NUM_THREADS", "PATH",
+  const Argv expected = {"RINGPILOT_RUN_DIR",
+                         "RINGPILOT_RESTART",
+                         "RINGPILOT_MASTER_ADDR",
+                         "RINGPILOT_MASTER_PORT",
+                         "CUDA_VISIBLE_DEVICES",
+                         "LD_LIBRARY_PATH",
+                         "NCCL_DEBUG",
+                         "NCCL_IB_HCA",
+                         "NVSHMEM_DEBUG",
+                         "OMP_NUM_THREADS",
+                         "PATH",
                          "TORCH_SHOW_CPP_STACKTRACES"};
   EXPECT_EQ(forwarded, expected);
   // Values never appear on the command line: `-x NAME` takes them from mpirun's env.
@@ -89,9 +104,9 @@ TEST(MpirunCommand, ForwardsOnlyListedVariablesThatAreSet) {
 }
 
 TEST(MpirunCommand, IsForwardedVariable) {
-  for (const char* yes : {"PATH", "LD_LIBRARY_PATH", "OMP_NUM_THREADS", "CUDA_VISIBLE_DEVICES",
-                          "NCCL_SOCKET_IFNAME", "TORCH_NCCL_ASYNC_ERROR_HANDLING",
-                          "NVSHMEM_BOOTSTRAP"}) {
+  for (const char* yes :
+       {"PATH", "LD_LIBRARY_PATH", "OMP_NUM_THREADS", "CUDA_VISIBLE_DEVICES", "NCCL_SOCKET_IFNAME",
+        "TORCH_NCCL_ASYNC_ERROR_HANDLING", "NVSHMEM_BOOTSTRAP"}) {
     EXPECT_TRUE(IsForwardedVariable(yes)) << yes;
   }
   for (const char* no : {"HOME", "PATHX", "OMP_PROC_BIND", "XNCCL_A", "torch_x", "USER"}) {
@@ -104,8 +119,8 @@ TEST(MpirunCommand, MpirunArgsGoBeforeTheTrainerVerbatim) {
   job.launch.mpirun_args = {"--mca", "btl_tcp_if_include", "lo", "--tag-output", "a b'c"};
   const Argv argv = BuildMpirunCommand(job, Context()).argv;
   const Argv tail(argv.end() - 10, argv.end());
-  EXPECT_EQ(tail, Concat({{"--mca", "btl_tcp_if_include", "lo", "--tag-output", "a b'c"},
-                          kTrainerTail}));
+  EXPECT_EQ(tail,
+            Concat({{"--mca", "btl_tcp_if_include", "lo", "--tag-output", "a b'c"}, kTrainerTail}));
 }
 
 TEST(MpirunCommand, MpiBackendUsesHostfileAndPpr) {
@@ -118,13 +133,13 @@ TEST(MpirunCommand, MpiBackendUsesHostfileAndPpr) {
   MpirunContext ctx = Context();
   ctx.euid = 0;
   const MpirunCommand cmd = BuildMpirunCommand(job, ctx);
-  const Argv expected = Concat({{"/opt/ompi/bin/mpirun", "-np", "4", "--hostfile",
-                                 "/runs/t-1/hostfile", "--map-by", "ppr:2:node", "--bind-to",
-                                 "none", "--allow-run-as-root", "--mca",
-                                 "btl_vader_single_copy_mechanism", "none"},
-                                kRingpilotVars,
-                                {"-x", "PATH"},
-                                kTrainerTail});
+  const Argv expected =
+      Concat({{"/opt/ompi/bin/mpirun", "-np", "4", "--hostfile", "/runs/t-1/hostfile", "--map-by",
+               "ppr:2:node", "--bind-to", "none", "--allow-run-as-root", "--mca",
+               "btl_vader_single_copy_mechanism", "none"},
+              kRingpilotVars,
+              {"-x", "PATH"},
+              kTrainerTail});
   EXPECT_EQ(cmd.argv, expected);
   EXPECT_EQ(cmd.hostfile_path, "/runs/t-1/hostfile");
   EXPECT_EQ(cmd.hostfile_content, "node-a slots=2\n10.0.0.7 slots=4\n");

@@ -72,7 +72,8 @@ TEST(RingpilotCli, ValidateGoodAndBad) {
   EXPECT_NE(r.out.find("clitest"), std::string::npos);
   EXPECT_NE(r.err.find("valid"), std::string::npos);
 
-  WriteFile(c.tmp.path() + "/bad.yaml", "name: x\nmodel: {name: resnet18-cifar}\nworld: {nodes: zero}\n");
+  WriteFile(c.tmp.path() + "/bad.yaml",
+            "name: x\nmodel: {name: resnet18-cifar}\nworld: {nodes: zero}\n");
   r = c.Ringpilot({"validate", c.tmp.path() + "/bad.yaml"});
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_TRUE(r.out.empty());
@@ -99,11 +100,12 @@ TEST(RingpilotCli, DryRunPrintsTheCommandAndCreatesNothing) {
   Cli c;
   const ProcessResult r = c.Ringpilot({"run", c.job, "--run-dir", c.run_dir, "--dry-run"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  const std::string prefix = "ringpilot: launching: " + c.mpirun + " -np 2 --oversubscribe --bind-to none";
+  const std::string prefix =
+      "ringpilot: launching: " + c.mpirun + " -np 2 --oversubscribe --bind-to none";
   EXPECT_EQ(r.out.rfind(prefix, 0), 0u) << r.out;
-  EXPECT_NE(r.out.find(c.trainer + " --config " + c.run_dir + "/job.yaml --run-dir " + c.run_dir +
-                       "\n"),
-            std::string::npos)
+  EXPECT_NE(
+      r.out.find(c.trainer + " --config " + c.run_dir + "/job.yaml --run-dir " + c.run_dir + "\n"),
+      std::string::npos)
       << r.out;
   EXPECT_FALSE(Exists(c.run_dir));
 }

@@ -15,7 +15,7 @@ using testing::TempDir;
 using testing::WriteFile;
 
 TEST(RunDir, DefaultNameUsesLocalTimestamp) {
-  std::tm t {};
+  std::tm t{};
   t.tm_year = 2025 - 1900;
   t.tm_mon = 2;
   t.tm_mday = 7;
@@ -36,6 +36,17 @@ TEST(RunDir, UniqueRunDirSkipsExistingOnes) {
   EXPECT_EQ(UniqueRunDir(base), base + "-2");
   ::mkdir((base + "-2").c_str(), 0755);
   EXPECT_EQ(UniqueRunDir(base), base + "-3");
+}
+
+TEST(RunDir, ClaimNewRunDirCreatesAFreshDirectory) {
+  TempDir tmp;
+  const std::string base = tmp.path() + "/runs/job-1";
+  EXPECT_EQ(ClaimNewRunDir(base), base);
+  EXPECT_TRUE(Exists(base));
+  EXPECT_EQ(ClaimNewRunDir(base), base + "-2");
+  EXPECT_EQ(ClaimNewRunDir(base), base + "-3");
+  WriteFile(tmp.path() + "/blocker", "x");
+  EXPECT_THROW(ClaimNewRunDir(tmp.path() + "/blocker/job"), RunDirError);
 }
 
 TEST(RunDir, LayoutPaths) {

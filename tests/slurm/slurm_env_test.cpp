@@ -9,9 +9,12 @@ namespace ringpilot::slurm {
 namespace {
 
 Environment StepEnv() {
-  return {{"SLURM_PROCID", "3"},        {"SLURM_NTASKS", "4"},
-          {"SLURM_LOCALID", "1"},       {"SLURM_NODEID", "1"},
-          {"SLURM_JOB_NODELIST", "n[1-2]"}, {"SLURM_JOB_ID", "12345"},
+  return {{"SLURM_PROCID", "3"},
+          {"SLURM_NTASKS", "4"},
+          {"SLURM_LOCALID", "1"},
+          {"SLURM_NODEID", "1"},
+          {"SLURM_JOB_NODELIST", "n[1-2]"},
+          {"SLURM_JOB_ID", "12345"},
           {"SLURM_TASKS_PER_NODE", "2(x2)"}};
 }
 
