@@ -11,9 +11,9 @@
 namespace ringpilot::comm {
 
 struct GradientReducer::Bucket {
-  at::Tensor storage;      // gradients accumulate here (parameter dtype)
-  at::Tensor wire;         // what goes on the wire (== storage unless comm_dtype differs)
-  int pending = 0;         // parameters whose gradient has not arrived this step
+  at::Tensor storage;  // gradients accumulate here (parameter dtype)
+  at::Tensor wire;     // what goes on the wire (== storage unless comm_dtype differs)
+  int pending = 0;     // parameters whose gradient has not arrived this step
   bool launched = false;
   std::unique_ptr<Work> work;
 };
@@ -29,8 +29,9 @@ GradientReducer::GradientReducer(std::vector<at::Tensor> params, Communicator& c
   const auto dtype = params_.front().scalar_type();
   for (const auto& p : params_) {
     if (!p.requires_grad() || !p.is_leaf() || p.device() != device || p.scalar_type() != dtype) {
-      throw CommError("gradient reducer: parameters must be leaves requiring grad, of one "
-                      "device and dtype");
+      throw CommError(
+          "gradient reducer: parameters must be leaves requiring grad, of one "
+          "device and dtype");
     }
   }
   std::vector<size_t> order(params_.size());

@@ -62,8 +62,8 @@ MPI_Datatype ToMpiType(at::ScalarType t) {
     case at::kHalf:
       return MPI_UINT16_T;
     default:
-      throw CommError(std::string("mpi communicator: unsupported dtype ") + at::toString(t) +
-                      " (" + ProcessLocation() + ")");
+      throw CommError(std::string("mpi communicator: unsupported dtype ") + at::toString(t) + " (" +
+                      ProcessLocation() + ")");
   }
 }
 
@@ -75,8 +75,8 @@ MPI_Op ToMpiOp(ReduceOp op, at::ScalarType t) {
     return Bf16SumOp();
   }
   if (t == at::kHalf) {
-    throw CommError("mpi communicator: float16 reductions are not supported (" +
-                    ProcessLocation() + ")");
+    throw CommError("mpi communicator: float16 reductions are not supported (" + ProcessLocation() +
+                    ")");
   }
   switch (op) {
     case ReduceOp::kSum:
@@ -103,7 +103,11 @@ class MpiWork : public Work {
  public:
   MpiWork(MpiCommunicator* owner, CollectiveOp op, int64_t bytes, at::Tensor keep_alive,
           double scale = 1.0)
-      : owner_(owner), op_(op), bytes_(bytes), tensor_(std::move(keep_alive)), scale_(scale),
+      : owner_(owner),
+        op_(op),
+        bytes_(bytes),
+        tensor_(std::move(keep_alive)),
+        scale_(scale),
         start_(Clock::now()) {}
 
   ~MpiWork() override {
@@ -171,8 +175,8 @@ std::unique_ptr<Work> MpiCommunicator::AllReduce(const at::Tensor& tensor, Reduc
     }
     scale = 1.0 / size_;
   }
-  auto work = std::make_unique<MpiWork>(this, CollectiveOp::kAllReduce, tensor.nbytes(), tensor,
-                                        scale);
+  auto work =
+      std::make_unique<MpiWork>(this, CollectiveOp::kAllReduce, tensor.nbytes(), tensor, scale);
   MPI_CHECK_FATAL(MPI_Iallreduce(MPI_IN_PLACE, tensor.data_ptr(), static_cast<int>(tensor.numel()),
                                  ToMpiType(tensor.scalar_type()), ToMpiOp(op, tensor.scalar_type()),
                                  comm_, work->request()));

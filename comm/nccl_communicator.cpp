@@ -17,34 +17,34 @@ std::string Where(const char* file, int line) {
   return std::string(file) + ":" + std::to_string(line) + ": ";
 }
 
-#define CUDA_CHECK(call)                                                                \
-  do {                                                                                  \
-    cudaError_t e_ = (call);                                                            \
-    if (e_ != cudaSuccess)                                                              \
-      throw CommError(Where(__FILE__, __LINE__) + #call + " failed: " +                 \
-                      cudaGetErrorString(e_) + " (" + ProcessLocation() + ")");         \
+#define CUDA_CHECK(call)                                                                         \
+  do {                                                                                           \
+    cudaError_t e_ = (call);                                                                     \
+    if (e_ != cudaSuccess)                                                                       \
+      throw CommError(Where(__FILE__, __LINE__) + #call + " failed: " + cudaGetErrorString(e_) + \
+                      " (" + ProcessLocation() + ")");                                           \
   } while (0)
 
-#define NCCL_CHECK(call)                                                                \
-  do {                                                                                  \
-    ncclResult_t r_ = (call);                                                           \
-    if (r_ != ncclSuccess)                                                              \
-      throw CommError(Where(__FILE__, __LINE__) + #call + " failed: " +                 \
-                      ncclGetErrorString(r_) + " (" + ProcessLocation() + ")");         \
+#define NCCL_CHECK(call)                                                                         \
+  do {                                                                                           \
+    ncclResult_t r_ = (call);                                                                    \
+    if (r_ != ncclSuccess)                                                                       \
+      throw CommError(Where(__FILE__, __LINE__) + #call + " failed: " + ncclGetErrorString(r_) + \
+                      " (" + ProcessLocation() + ")");                                           \
   } while (0)
 
 // Hot-path checks print and abort the job instead of throwing.
-#define NCCL_CHECK_FATAL(call)                                                          \
-  do {                                                                                  \
-    ncclResult_t r_ = (call);                                                           \
-    if (r_ != ncclSuccess)                                                              \
+#define NCCL_CHECK_FATAL(call)                                                            \
+  do {                                                                                    \
+    ncclResult_t r_ = (call);                                                             \
+    if (r_ != ncclSuccess)                                                                \
       AbortJob(Where(__FILE__, __LINE__) + #call + " failed: " + ncclGetErrorString(r_)); \
   } while (0)
 
-#define CUDA_CHECK_FATAL(call)                                                          \
-  do {                                                                                  \
-    cudaError_t e_ = (call);                                                            \
-    if (e_ != cudaSuccess)                                                              \
+#define CUDA_CHECK_FATAL(call)                                                            \
+  do {                                                                                    \
+    cudaError_t e_ = (call);                                                              \
+    if (e_ != cudaSuccess)                                                                \
       AbortJob(Where(__FILE__, __LINE__) + #call + " failed: " + cudaGetErrorString(e_)); \
   } while (0)
 
@@ -88,14 +88,12 @@ ncclRedOp_t ToNcclOp(ReduceOp op) {
 }
 
 double Now() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
-      .count();
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
 bool Capturing(cudaStream_t s) {
   cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
-  return cudaStreamIsCapturing(s, &status) == cudaSuccess &&
-         status != cudaStreamCaptureStatusNone;
+  return cudaStreamIsCapturing(s, &status) == cudaSuccess && status != cudaStreamCaptureStatusNone;
 }
 
 }  // namespace
@@ -195,15 +193,15 @@ std::unique_ptr<Work> NcclCommunicator::AllReduce(const at::Tensor& tensor, Redu
   const auto type = ToNcclType(tensor.scalar_type());
   const auto nop = ToNcclOp(op);
   return Enqueue(CollectiveOp::kAllReduce, tensor, tensor.nbytes(), [&](cudaStream_t s) {
-    NCCL_CHECK_FATAL(ncclAllReduce(tensor.data_ptr(), tensor.data_ptr(), tensor.numel(), type,
-                                   nop, comm_, s));
+    NCCL_CHECK_FATAL(
+        ncclAllReduce(tensor.data_ptr(), tensor.data_ptr(), tensor.numel(), type, nop, comm_, s));
   });
 }
 
 std::unique_ptr<Work> NcclCommunicator::Broadcast(const at::Tensor& tensor, int root) {
   return Enqueue(CollectiveOp::kBroadcast, tensor, tensor.nbytes(), [&](cudaStream_t s) {
-    NCCL_CHECK_FATAL(ncclBroadcast(tensor.data_ptr(), tensor.data_ptr(), tensor.nbytes(),
-                                   ncclUint8, root, comm_, s));
+    NCCL_CHECK_FATAL(ncclBroadcast(tensor.data_ptr(), tensor.data_ptr(), tensor.nbytes(), ncclUint8,
+                                   root, comm_, s));
   });
 }
 
@@ -266,8 +264,8 @@ void NcclCommunicator::WatchdogLoop() {
       pending_.pop_front();
     }
     if (!pending_.empty() && Now() - pending_.front().second.first > options_.timeout_s) {
-      AbortJob("collective #" + std::to_string(pending_.front().first) +
-               " not complete after " + std::to_string(options_.timeout_s) +
+      AbortJob("collective #" + std::to_string(pending_.front().first) + " not complete after " +
+               std::to_string(options_.timeout_s) +
                " s (comm.timeout_s); a peer rank is hung or dead");
     }
   }

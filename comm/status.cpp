@@ -26,8 +26,8 @@ std::string MpiMessage(const char* call, int rc, const char* file, int line) {
   if (!initialized || MPI_Error_string(rc, text, &len) != MPI_SUCCESS) {
     std::snprintf(text, sizeof(text), "error %d", rc);
   }
-  return std::string(file) + ":" + std::to_string(line) + ": " + call + " failed: " + text +
-         " (" + ProcessLocation() + ")";
+  return std::string(file) + ":" + std::to_string(line) + ": " + call + " failed: " + text + " (" +
+         ProcessLocation() + ")";
 }
 }  // namespace
 

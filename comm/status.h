@@ -24,16 +24,16 @@ std::string ProcessLocation();
 
 }  // namespace ringpilot::comm
 
-#define MPI_CHECK(call)                                                          \
-  do {                                                                           \
-    int ringpilot_rc_ = (call);                                                  \
-    if (ringpilot_rc_ != MPI_SUCCESS)                                            \
+#define MPI_CHECK(call)                                                           \
+  do {                                                                            \
+    int ringpilot_rc_ = (call);                                                   \
+    if (ringpilot_rc_ != MPI_SUCCESS)                                             \
       ::ringpilot::comm::ThrowMpiError(#call, ringpilot_rc_, __FILE__, __LINE__); \
   } while (0)
 
-#define MPI_CHECK_FATAL(call)                                                      \
-  do {                                                                             \
-    int ringpilot_rc_ = (call);                                                    \
-    if (ringpilot_rc_ != MPI_SUCCESS)                                              \
+#define MPI_CHECK_FATAL(call)                                                       \
+  do {                                                                              \
+    int ringpilot_rc_ = (call);                                                     \
+    if (ringpilot_rc_ != MPI_SUCCESS)                                               \
       ::ringpilot::comm::AbortOnMpiError(#call, ringpilot_rc_, __FILE__, __LINE__); \
   } while (0)

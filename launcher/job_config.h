@@ -33,10 +33,10 @@ struct WorldConfig {
 struct LaunchConfig {
   static constexpr int kDefaultMasterPort = 29500;
   Backend backend = Backend::kLocal;
-  std::vector<HostSlots> hosts;           ///< backend mpi: one entry per node
-  int max_restarts = 2;                   ///< whole-job restarts from the last checkpoint
-  int master_port = kDefaultMasterPort;   ///< MASTER_PORT for `ringpilot exec` workers
-  std::vector<std::string> mpirun_args;   ///< extra mpirun arguments, passed verbatim (no shell)
+  std::vector<HostSlots> hosts;          ///< backend mpi: one entry per node
+  int max_restarts = 2;                  ///< whole-job restarts from the last checkpoint
+  int master_port = kDefaultMasterPort;  ///< MASTER_PORT for `ringpilot exec` workers
+  std::vector<std::string> mpirun_args;  ///< extra mpirun arguments, passed verbatim (no shell)
 };
 
 struct ModelConfig {
@@ -65,8 +65,8 @@ struct TrainConfig {
   bool cuda_graphs = false;
   bool channels_last = true;  ///< ResNet memory format on CUDA
   uint64_t seed = 0;
-  int threads_per_rank = 0;   ///< CPU intra-op threads; 0 = cores on the node / local ranks
-  double log_every_s = 5.0;   ///< rank 0 progress line period
+  int threads_per_rank = 0;  ///< CPU intra-op threads; 0 = cores on the node / local ranks
+  double log_every_s = 5.0;  ///< rank 0 progress line period
 };
 
 struct CommConfig {

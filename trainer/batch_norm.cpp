@@ -29,9 +29,8 @@ std::vector<int64_t> ChannelShape(const at::Tensor& x) {
 class SyncBatchNormFn : public torch::autograd::Function<SyncBatchNormFn> {
  public:
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, const at::Tensor& weight,
-                            const at::Tensor& bias, at::Tensor running_mean,
-                            at::Tensor running_var, double momentum, double eps,
-                            int64_t comm_handle) {
+                            const at::Tensor& bias, at::Tensor running_mean, at::Tensor running_var,
+                            double momentum, double eps, int64_t comm_handle) {
     auto* comm = reinterpret_cast<comm::Communicator*>(comm_handle);
     const auto dims = ReduceDims(x);
     const auto shape = ChannelShape(x);
@@ -78,11 +77,17 @@ class SyncBatchNormFn : public torch::autograd::Function<SyncBatchNormFn> {
     comm->AllReduce(global, comm::ReduceOp::kSum)->Wait();
     at::Tensor mean_dy = global.narrow(0, 0, c) / n;
     at::Tensor mean_dy_xmu = global.narrow(0, c, c) / n;
-    at::Tensor grad_x = (dy - mean_dy.view(shape) -
-                         xmu * (invstd.square() * mean_dy_xmu).view(shape)) *
-                        (invstd * weight.to(at::kFloat)).view(shape);
-    return {grad_x.to(x.scalar_type()), grad_weight, grad_bias, at::Tensor(), at::Tensor(),
-            at::Tensor(), at::Tensor(), at::Tensor()};
+    at::Tensor grad_x =
+        (dy - mean_dy.view(shape) - xmu * (invstd.square() * mean_dy_xmu).view(shape)) *
+        (invstd * weight.to(at::kFloat)).view(shape);
+    return {grad_x.to(x.scalar_type()),
+            grad_weight,
+            grad_bias,
+            at::Tensor(),
+            at::Tensor(),
+            at::Tensor(),
+            at::Tensor(),
+            at::Tensor()};
   }
 };
 

@@ -17,9 +17,7 @@ namespace {
 
 namespace nn = torch::nn;
 
-nn::LayerNorm Norm(int h, double eps) {
-  return nn::LayerNorm(nn::LayerNormOptions({h}).eps(eps));
-}
+nn::LayerNorm Norm(int h, double eps) { return nn::LayerNorm(nn::LayerNormOptions({h}).eps(eps)); }
 
 struct LayerImpl : nn::Module {
   explicit LayerImpl(const BertConfig& c) : heads(c.heads), dropout_p(c.dropout) {
@@ -37,9 +35,9 @@ struct LayerImpl : nn::Module {
   at::Tensor forward(const at::Tensor& x) {
     const int64_t b = x.size(0), l = x.size(1), h = x.size(2), d = h / heads;
     auto split = [&](const at::Tensor& t) { return t.view({b, l, heads, d}).transpose(1, 2); };
-    at::Tensor ctx = at::scaled_dot_product_attention(
-        split(query(x)), split(key(x)), split(value(x)), /*attn_mask=*/{},
-        is_training() ? dropout_p : 0.0);
+    at::Tensor ctx =
+        at::scaled_dot_product_attention(split(query(x)), split(key(x)), split(value(x)),
+                                         /*attn_mask=*/{}, is_training() ? dropout_p : 0.0);
     ctx = ctx.transpose(1, 2).reshape({b, l, h});
     at::Tensor a = attn_norm(drop(attn_out(ctx)) + x);
     at::Tensor f = out(at::gelu(inter(a)));
@@ -111,8 +109,8 @@ class Bert : public Model {
     const int64_t m = MaskedPerRow();
     at::Tensor masked = target.ne(TokenSpec::kIgnore);
     // Stable descending sort puts the masked positions first, in position order.
-    at::Tensor pos = std::get<1>(masked.to(at::kByte).sort(/*stable=*/true, 1, true))
-                         .narrow(1, 0, m);
+    at::Tensor pos =
+        std::get<1>(masked.to(at::kByte).sort(/*stable=*/true, 1, true)).narrow(1, 0, m);
     at::Tensor rows = hidden.gather(1, pos.unsqueeze(-1).expand({b, m, h})).reshape({b * m, h});
     at::Tensor labels = target.gather(1, pos).reshape({b * m});
     at::Tensor t = head_norm(at::gelu(head_transform(rows)));

@@ -76,9 +76,9 @@ CheckpointInfo CheckpointStore::Save(int64_t step, int world_size, const std::st
         {"step", step},
         {"world_size", world_size},
         {"job", job},
-        {"created_unix", std::chrono::duration<double>(
-                             std::chrono::system_clock::now().time_since_epoch())
-                             .count()},
+        {"created_unix",
+         std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch())
+             .count()},
         {"files",
          {{kStateFile, {{"bytes", fs::file_size(state)}, {"sha256", Sha256File(state)}}}}}};
     WriteFileSynced(tmp + "/" + kManifestFile, manifest.dump(2) + "\n");
@@ -185,8 +185,7 @@ void CheckpointStore::Load(const CheckpointInfo& info,
     }
     if (value.sizes() != nt.tensor.sizes()) {
       throw CheckpointError(file + ": tensor '" + nt.name + "' has shape " +
-                            c10::str(value.sizes()) + ", expected " +
-                            c10::str(nt.tensor.sizes()));
+                            c10::str(value.sizes()) + ", expected " + c10::str(nt.tensor.sizes()));
     }
     nt.tensor.detach().copy_(value);
   }

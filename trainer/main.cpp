@@ -2,8 +2,8 @@
 // through mpirun as `ringpilot-trainer --config RUN_DIR/job.yaml --run-dir RUN_DIR`.
 #include <mpi.h>
 
-#include <CLI/CLI.hpp>
 #include <c10/util/Exception.h>
+#include <CLI/CLI.hpp>
 
 #include <cstdio>
 #include <cstdlib>

@@ -15,11 +15,11 @@ namespace ringpilot::trainer {
 enum class InputKind { kImages, kTokens };
 
 struct ModelOptions {
-  std::string name;            ///< resnet18-cifar | resnet50 | bert-tiny | bert-base
-  int num_classes = 10;        ///< ResNet
-  int seq_len = 128;           ///< BERT
-  double dropout = 0.1;        ///< BERT
-  bool sync_batchnorm = false; ///< ResNet: BatchNorm statistics over `sync_comm`
+  std::string name;             ///< resnet18-cifar | resnet50 | bert-tiny | bert-base
+  int num_classes = 10;         ///< ResNet
+  int seq_len = 128;            ///< BERT
+  double dropout = 0.1;         ///< BERT
+  bool sync_batchnorm = false;  ///< ResNet: BatchNorm statistics over `sync_comm`
 };
 
 /// A trainable model with its own loss. `Loss` takes a device batch as produced by

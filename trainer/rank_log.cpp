@@ -8,7 +8,8 @@ namespace ringpilot::trainer {
 RankLog::RankLog(const std::string& path, int rank, bool echo_stdout)
     : rank_(rank), echo_(echo_stdout) {
   file_ = std::fopen(path.c_str(), "a");
-  if (!file_) std::fprintf(stderr, "ringpilot-trainer: rank %d: cannot open %s\n", rank, path.c_str());
+  if (!file_)
+    std::fprintf(stderr, "ringpilot-trainer: rank %d: cannot open %s\n", rank, path.c_str());
 }
 
 RankLog::~RankLog() {
@@ -28,8 +29,8 @@ void RankLog::Write(const char* level, const std::string& line, FILE* echo) {
     std::fflush(file_);
   }
   if (echo) {
-    std::fprintf(echo, "ringpilot: %s%s\n", rank_ == 0 ? "" : ("rank " + std::to_string(rank_) + ": ").c_str(),
-                 line.c_str());
+    std::fprintf(echo, "ringpilot: %s%s\n",
+                 rank_ == 0 ? "" : ("rank " + std::to_string(rank_) + ": ").c_str(), line.c_str());
     std::fflush(echo);
   }
 }

@@ -1,10 +1,10 @@
 // ResNet v1.5 as in torchvision (stride on the 3x3 convolution of bottlenecks), plus
 // the CIFAR variant of ResNet-18 (3x3 stem, no max-pool) for 32x32 inputs.
+#include <torch/nn/functional/loss.h>
+#include <torch/nn/init.h>
 #include <torch/nn/modules/container/sequential.h>
 #include <torch/nn/modules/conv.h>
 #include <torch/nn/modules/linear.h>
-#include <torch/nn/init.h>
-#include <torch/nn/functional/loss.h>
 
 #include "trainer/batch_norm.h"
 #include "trainer/model.h"
@@ -21,8 +21,7 @@ nn::Conv2d Conv(int64_t in, int64_t out, int64_t k, int64_t stride) {
 }
 
 struct BlockImpl : nn::Module {
-  BlockImpl(int64_t in, int64_t planes, int64_t stride, bool bottleneck,
-            comm::Communicator* sync)
+  BlockImpl(int64_t in, int64_t planes, int64_t stride, bool bottleneck, comm::Communicator* sync)
       : bottleneck(bottleneck) {
     const int64_t expansion = bottleneck ? 4 : 1;
     const int64_t out = planes * expansion;
@@ -41,8 +40,7 @@ struct BlockImpl : nn::Module {
       bn2 = register_module("bn2", bn(planes));
     }
     if (stride != 1 || in != out) {
-      downsample = register_module(
-          "downsample", nn::Sequential(Conv(in, out, 1, stride), bn(out)));
+      downsample = register_module("downsample", nn::Sequential(Conv(in, out, 1, stride), bn(out)));
     }
   }
 

@@ -130,8 +130,8 @@ int Trainer::Run() {
   MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &s.rank));
   MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &s.world));
   MPI_Comm local;
-  MPI_CHECK(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, s.rank, MPI_INFO_NULL,
-                                &local));
+  MPI_CHECK(
+      MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, s.rank, MPI_INFO_NULL, &local));
   MPI_CHECK(MPI_Comm_rank(local, &s.local_rank));
   MPI_CHECK(MPI_Comm_size(local, &s.local_size));
   MPI_Comm_free(&local);
@@ -180,8 +180,8 @@ int Trainer::Run() {
     comm::NcclOptions nopts;
     nopts.timeout_s = cfg.comm.timeout_s;
     s.device_comm = std::make_unique<comm::NcclCommunicator>(MPI_COMM_WORLD, dev, nopts);
-    cuda_version = std::to_string(CUDART_VERSION / 1000) + "." +
-                   std::to_string((CUDART_VERSION % 1000) / 10);
+    cuda_version =
+        std::to_string(CUDART_VERSION / 1000) + "." + std::to_string((CUDART_VERSION % 1000) / 10);
     const int nv = comm::NcclCommunicator::LoadedVersion();
     nccl_version = std::to_string(nv / 10000) + "." + std::to_string((nv / 100) % 100) + "." +
                    std::to_string(nv % 100);
@@ -193,12 +193,13 @@ int Trainer::Run() {
   if (!s.device_comm) s.device_comm = std::make_unique<comm::MpiCommunicator>(MPI_COMM_WORLD);
 
   // Metrics first, so a port clash fails fast, before the model is built.
-  s.metrics = std::make_unique<TrainingMetrics>(
-      RankIdentity{cfg.name, s.node, s.rank, s.local_rank});
+  s.metrics =
+      std::make_unique<TrainingMetrics>(RankIdentity{cfg.name, s.node, s.rank, s.local_rank});
   s.metrics->SetBuildInfo(TORCH_VERSION, MpiLibraryVersion(), cuda_version, nccl_version);
   s.metrics->SetRestarts(s.opts.restart);
   if (cfg.metrics.enabled) {
-    s.metrics->Serve(cfg.metrics.bind, cfg.metrics.port_base == 0 ? 0 : cfg.metrics.port_base + s.rank);
+    s.metrics->Serve(cfg.metrics.bind,
+                     cfg.metrics.port_base == 0 ? 0 : cfg.metrics.port_base + s.rank);
   }
   s.device_comm->set_observer(s.metrics.get());
 
@@ -287,7 +288,8 @@ int Trainer::Run() {
     s.host_comm->Broadcast(s.rng_table, 0)->Wait();
     cpu_gen.set_state(s.rng_table[s.rank].clone());
     s.optimizer->set_steps_done(s.start_step);
-    if (s.rank == 0) log.Info("resumed from " + found->path + " at step " + std::to_string(s.start_step));
+    if (s.rank == 0)
+      log.Info("resumed from " + found->path + " at step " + std::to_string(s.start_step));
   }
 
   comm::ReducerOptions ro;
@@ -303,8 +305,9 @@ int Trainer::Run() {
     log.Info("job " + cfg.name + ": " + cfg.model.name + " (" + std::to_string(nparams) +
              " parameters), " + std::to_string(s.world) + " rank(s) x batch " +
              std::to_string(batch) + " on " + (s.cuda ? "cuda" : "cpu") + ", " +
-             std::to_string(threads) + " thread(s)/rank, " + std::to_string(s.reducer->buckets().size()) +
-             " gradient bucket(s), comm " + s.device_comm->backend() +
+             std::to_string(threads) + " thread(s)/rank, " +
+             std::to_string(s.reducer->buckets().size()) + " gradient bucket(s), comm " +
+             s.device_comm->backend() +
              (cfg.metrics.enabled ? ", metrics on port " + std::to_string(s.metrics->port()) : ""));
   }
 
@@ -379,8 +382,8 @@ int Trainer::Run() {
       if (total - s.start_step == 1) {
         step_times.push_back(step_s);
         timed_steps = 1;
-        timed_start -= std::chrono::duration_cast<Clock::duration>(
-            std::chrono::duration<double>(step_s));
+        timed_start -=
+            std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(step_s));
       }
     } else {
       step_times.push_back(step_s);
@@ -395,7 +398,8 @@ int Trainer::Run() {
       loss_value = last_loss.item<double>();
       s.metrics->SetLoss(loss_value);
       const double elapsed = Seconds(timed_start, now);
-      const double rate = timed_steps > 0 && elapsed > 0 ? timed_steps * batch * s.world / elapsed : 0;
+      const double rate =
+          timed_steps > 0 && elapsed > 0 ? timed_steps * batch * s.world / elapsed : 0;
       const double per_step = timed_steps > 0 ? elapsed / timed_steps : step_s;
       char line[256];
       std::snprintf(line, sizeof(line),
@@ -414,7 +418,8 @@ int Trainer::Run() {
       if (s.rank == 0) {
         auto info = store.Save(done, s.world, cfg.name, s.named_state);
         s.metrics->OnCheckpoint(Seconds(c0, Clock::now()));
-        log.Info("checkpoint " + info.path + " (" + FormatDuration(Seconds(c0, Clock::now())) + ")");
+        log.Info("checkpoint " + info.path + " (" + FormatDuration(Seconds(c0, Clock::now())) +
+                 ")");
       }
       s.host_comm->Barrier();
     }
