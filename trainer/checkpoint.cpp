@@ -12,15 +12,13 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
-#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "trainer/file_util.h"
 #include "trainer/sha256.h"
 
 namespace ringpilot::trainer {
-
-namespace fs = std::filesystem;
 
 namespace {
 
@@ -33,44 +31,41 @@ std::string StepName(int64_t step) {
   return buf;
 }
 
-void FsyncPath(const std::string& path, bool directory) {
-  int fd = ::open(path.c_str(), directory ? (O_RDONLY | O_DIRECTORY) : O_RDONLY);
-  if (fd < 0) throw CheckpointError(path + ": cannot open to fsync: " + std::strerror(errno));
-  const int rc = ::fsync(fd);
-  const int err = errno;
-  ::close(fd);
-  if (rc != 0) throw CheckpointError(path + ": fsync failed: " + std::strerror(err));
-}
-
 void WriteFileSynced(const std::string& path, const std::string& content) {
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
   out << content;
   out.close();
   if (!out) throw CheckpointError(path + ": write failed");
-  FsyncPath(path, false);
+  FsyncPath(path);
 }
 
 }  // namespace
 
 CheckpointStore::CheckpointStore(std::string dir, int keep) : dir_(std::move(dir)), keep_(keep) {}
 
+static std::vector<std::string> StepDirs(const std::string& dir) {
+  std::vector<std::string> names;
+  for (const auto& n : ListDir(dir)) {
+    if (n.rfind("step-", 0) == 0 && IsDirectory(dir + "/" + n)) names.push_back(n);
+  }
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
 CheckpointInfo CheckpointStore::Save(int64_t step, int world_size, const std::string& job,
                                      const std::vector<NamedTensor>& tensors) const {
-  std::error_code ec;
-  fs::create_directories(dir_, ec);
-  if (ec) throw CheckpointError(dir_ + ": cannot create: " + ec.message());
   const std::string final_path = dir_ + "/" + StepName(step);
   const std::string tmp = dir_ + "/.tmp-" + StepName(step) + "-" + std::to_string(::getpid());
-  fs::remove_all(tmp, ec);
-  fs::create_directory(tmp, ec);
-  if (ec) throw CheckpointError(tmp + ": cannot create: " + ec.message());
   try {
+    MakeDirs(dir_);
+    RemoveTree(tmp);
+    MakeDirs(tmp);
     torch::serialize::OutputArchive archive;
     for (const auto& nt : tensors) archive.write(nt.name, nt.tensor.detach().cpu());
     archive.write("ringpilot/step", at::tensor({step}, at::kLong));
     const std::string state = tmp + "/" + kStateFile;
     archive.save_to(state);
-    FsyncPath(state, false);
+    FsyncPath(state);
     nlohmann::json manifest = {
         {"format", kFormat},
         {"step", step},
@@ -79,40 +74,34 @@ CheckpointInfo CheckpointStore::Save(int64_t step, int world_size, const std::st
         {"created_unix",
          std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch())
              .count()},
-        {"files",
-         {{kStateFile, {{"bytes", fs::file_size(state)}, {"sha256", Sha256File(state)}}}}}};
+        {"files", {{kStateFile, {{"bytes", FileSize(state)}, {"sha256", Sha256File(state)}}}}}};
     WriteFileSynced(tmp + "/" + kManifestFile, manifest.dump(2) + "\n");
-    FsyncPath(tmp, true);
+    FsyncPath(tmp);
     // A checkpoint of the same step from an earlier attempt is replaced whole.
-    if (fs::exists(final_path)) {
+    if (Exists(final_path)) {
       const std::string old = tmp + ".old";
-      fs::rename(final_path, old);
-      fs::rename(tmp, final_path);
-      fs::remove_all(old, ec);
+      Rename(final_path, old);
+      Rename(tmp, final_path);
+      RemoveTree(old);
     } else {
-      fs::rename(tmp, final_path);
+      Rename(tmp, final_path);
     }
-    FsyncPath(dir_, true);
-  } catch (const fs::filesystem_error& e) {
-    fs::remove_all(tmp, ec);
-    throw CheckpointError(std::string("checkpoint ") + final_path + ": " + e.what());
+    FsyncPath(dir_);
   } catch (const c10::Error& e) {
-    fs::remove_all(tmp, ec);
+    RemoveTree(tmp);
     throw CheckpointError("checkpoint " + final_path + ": " + e.what_without_backtrace());
-  } catch (...) {
-    fs::remove_all(tmp, ec);
-    throw;
+  } catch (const std::exception& e) {
+    try {
+      RemoveTree(tmp);
+    } catch (...) {
+    }
+    throw CheckpointError("checkpoint " + final_path + ": " + e.what());
   }
 
   // Prune: keep the newest `keep_` complete checkpoints.
-  std::vector<std::string> names;
-  for (const auto& e : fs::directory_iterator(dir_, ec)) {
-    const std::string n = e.path().filename().string();
-    if (n.rfind("step-", 0) == 0 && e.is_directory()) names.push_back(n);
-  }
-  std::sort(names.begin(), names.end());
+  auto names = StepDirs(dir_);
   while (static_cast<int>(names.size()) > keep_) {
-    fs::remove_all(dir_ + "/" + names.front(), ec);
+    RemoveTree(dir_ + "/" + names.front());
     names.erase(names.begin());
   }
   return {step, world_size, final_path};
@@ -134,10 +123,9 @@ CheckpointInfo CheckpointStore::Verify(const std::string& path) {
   }
   for (const auto& [name, meta] : m["files"].items()) {
     const std::string file = path + "/" + name;
-    std::error_code ec;
-    const auto size = fs::file_size(file, ec);
-    if (ec) throw CheckpointError(file + ": missing");
-    if (!meta.is_object() || size != meta.value("bytes", uint64_t{0})) {
+    const int64_t size = FileSize(file);
+    if (size < 0) throw CheckpointError(file + ": missing");
+    if (!meta.is_object() || size != meta.value("bytes", int64_t{-1})) {
       throw CheckpointError(file + ": size differs from manifest (truncated?)");
     }
     if (Sha256File(file) != meta.value("sha256", "")) {
@@ -149,15 +137,9 @@ CheckpointInfo CheckpointStore::Verify(const std::string& path) {
 
 std::optional<CheckpointInfo> CheckpointStore::FindNewestValid(
     std::vector<std::string>* warnings) const {
-  std::error_code ec;
-  if (!fs::is_directory(dir_, ec)) return std::nullopt;
-  std::vector<std::string> names;
-  for (const auto& e : fs::directory_iterator(dir_, ec)) {
-    const std::string n = e.path().filename().string();
-    if (n.rfind("step-", 0) == 0 && e.is_directory()) names.push_back(n);
-  }
-  std::sort(names.rbegin(), names.rend());
-  for (const auto& n : names) {
+  auto names = StepDirs(dir_);
+  for (auto it = names.rbegin(); it != names.rend(); ++it) {
+    const std::string& n = *it;
     try {
       return Verify(dir_ + "/" + n);
     } catch (const CheckpointError& e) {

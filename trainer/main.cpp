@@ -7,11 +7,11 @@
 
 #include <cstdio>
 #include <cstdlib>
-#include <filesystem>
 #include <string>
 
 #include "comm/status.h"
 #include "launcher/job_config.h"
+#include "trainer/file_util.h"
 #include "trainer/rank_log.h"
 #include "trainer/trainer.h"
 
@@ -23,8 +23,11 @@ namespace {
   int rank = 0, initialized = 0;
   MPI_Initialized(&initialized);
   if (initialized) MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  std::error_code ec;
-  std::filesystem::create_directories(run_dir + "/logs", ec);
+  try {
+    ringpilot::trainer::MakeDirs(run_dir + "/logs");
+  } catch (const std::exception&) {
+    // Still report on stderr below.
+  }
   ringpilot::trainer::RankLog log(run_dir + "/logs/rank-" + std::to_string(rank) + ".log", rank,
                                   false);
   log.Fatal(message);

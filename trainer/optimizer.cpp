@@ -1,5 +1,6 @@
 #include "trainer/optimizer.h"
 
+#include <ATen/ops/_foreach_add.h>
 #include <ATen/ops/_fused_adamw.h>
 #include <ATen/ops/_fused_sgd.h>
 
@@ -30,6 +31,9 @@ void FusedOptimizer::Step() {
                     options_.lr, /*dampening=*/0.0, /*nesterov=*/false, /*maximize=*/false,
                     /*is_first_step=*/steps_done_ == 0);
   } else {
+    // The fused kernel reads the step count but leaves incrementing it to the caller,
+    // as torch.optim.AdamW does.
+    at::_foreach_add_(step_, 1.0);
     at::_fused_adamw_(params_, grads, exp_avg_, exp_avg_sq_, /*max_exp_avg_sqs=*/{}, step_,
                       options_.lr, options_.beta1, options_.beta2, options_.weight_decay,
                       options_.eps, /*amsgrad=*/false, /*maximize=*/false);

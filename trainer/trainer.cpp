@@ -8,7 +8,6 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <thread>
@@ -17,6 +16,7 @@
 #include "comm/mpi_communicator.h"
 #include "comm/status.h"
 #include "trainer/checkpoint.h"
+#include "trainer/file_util.h"
 #include "trainer/model.h"
 #include "trainer/optimizer.h"
 #include "trainer/rank_log.h"
@@ -35,7 +35,6 @@
 
 namespace ringpilot::trainer {
 
-namespace fs = std::filesystem;
 using launcher::JobConfig;
 
 namespace {
@@ -91,7 +90,7 @@ void WriteJsonAtomically(const std::string& path, const nlohmann::json& j) {
     out.flush();
     if (!out) throw std::runtime_error(tmp + ": write failed");
   }
-  fs::rename(tmp, path);
+  Rename(tmp, path);
 }
 
 }  // namespace
@@ -137,7 +136,7 @@ int Trainer::Run() {
   MPI_Comm_free(&local);
   s.node = HostName();
   const std::string logs = s.opts.run_dir + "/logs";
-  fs::create_directories(logs);
+  MakeDirs(logs);
   s.log = std::make_unique<RankLog>(logs + "/rank-" + std::to_string(s.rank) + ".log", s.rank,
                                     s.rank == 0);
   RankLog& log = *s.log;

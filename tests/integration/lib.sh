@@ -1,0 +1,218 @@
+# shellcheck shell=bash
+# Shared helpers of the integration tests (tests/integration/*.sh source this file).
+#
+# Inputs (environment or defaults):
+#   RINGPILOT_SOURCE_DIR  source tree (default: two levels above this file)
+#   RINGPILOT_BUILD_DIR   build tree holding bin/ringpilot and bin/ringpilot-trainer
+#                         (default: $RINGPILOT_SOURCE_DIR/build)
+#   RINGPILOT_KEEP_TMP=1  keep the temp dir even when the test passes
+#
+# A test calls rp_init NAME first, records checks with rp_check / rp_row, and ends with
+# rp_finish, which prints the result table last and exits 1 if any check failed. The
+# temp dir is removed when the test passes and kept (its path printed) when it fails.
+
+set -euo pipefail
+
+RP_TEST=""
+RP_TMP=""
+RP_FAILS=0
+RP_DONE=0
+RP_START_S=0
+RP_ROWS=()
+RP_CLEANUPS=()
+
+rp_log() { printf '[%s %s] %s\n' "$RP_TEST" "$(date +%H:%M:%S)" "$*" >&2; }
+
+# Fatal setup problem: print it, print the table so far, exit 1.
+rp_die() {
+  printf 'FAIL: %s: %s\n' "$RP_TEST" "$*" >&2
+  RP_ROWS+=("setup|$*|FAIL")
+  RP_FAILS=$((RP_FAILS + 1))
+  rp_finish
+}
+
+# rp_row CHECK DETAIL STATUS: one line of the result table (STATUS PASS, FAIL or INFO).
+rp_row() {
+  RP_ROWS+=("$1|$2|$3")
+  if [[ $3 == FAIL ]]; then
+    RP_FAILS=$((RP_FAILS + 1))
+    printf 'FAIL: %s: %s: %s\n' "$RP_TEST" "$1" "$2" >&2
+  fi
+}
+
+# rp_check CHECK DETAIL COMMAND...: PASS if COMMAND succeeds, else FAIL.
+rp_check() {
+  local name=$1 detail=$2
+  shift 2
+  if "$@"; then rp_row "$name" "$detail" PASS; else rp_row "$name" "$detail" FAIL; fi
+}
+
+rp_cleanup() {
+  local rc=$? i
+  # Registered cleanups run last-registered first; each one's failure is only reported.
+  for ((i = ${#RP_CLEANUPS[@]} - 1; i >= 0; i--)); do
+    eval "${RP_CLEANUPS[i]}" || rp_log "cleanup '${RP_CLEANUPS[i]}' failed"
+  done
+  RP_CLEANUPS=()
+  if [[ -n $RP_TMP && -d $RP_TMP ]]; then
+    if [[ $rc -eq 0 && $RP_FAILS -eq 0 && $RP_DONE -eq 1 && ${RINGPILOT_KEEP_TMP:-0} != 1 ]]; then
+      rm -rf "$RP_TMP"
+    else
+      printf '%s: work directory kept for inspection: %s\n' "$RP_TEST" "$RP_TMP" >&2
+    fi
+  fi
+  exit "$rc"
+}
+
+# rp_on_exit COMMAND: run COMMAND (a string for eval) when the script exits.
+rp_on_exit() { RP_CLEANUPS+=("$1"); }
+
+rp_init() {
+  RP_TEST=$1
+  RP_START_S=$SECONDS
+  trap rp_cleanup EXIT
+  trap 'exit 130' INT
+  trap 'exit 143' TERM
+  local here
+  here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+  RINGPILOT_SOURCE_DIR=${RINGPILOT_SOURCE_DIR:-$(cd "$here/../.." && pwd)}
+  RINGPILOT_BUILD_DIR=${RINGPILOT_BUILD_DIR:-$RINGPILOT_SOURCE_DIR/build}
+  RINGPILOT=$RINGPILOT_BUILD_DIR/bin/ringpilot
+  RINGPILOT_TRAINER_BIN=$RINGPILOT_BUILD_DIR/bin/ringpilot-trainer
+  export RINGPILOT_SOURCE_DIR RINGPILOT_BUILD_DIR
+  [[ -x $RINGPILOT ]] || rp_die "$RINGPILOT missing: build the 'ringpilot' target (or set RINGPILOT_BUILD_DIR)"
+  [[ -x $RINGPILOT_TRAINER_BIN ]] ||
+    rp_die "$RINGPILOT_TRAINER_BIN missing: build the 'ringpilot-trainer' target (LibTorch build)"
+  local tool
+  for tool in mpirun python3 timeout; do
+    command -v "$tool" >/dev/null || rp_die "'$tool' not found on PATH"
+  done
+  RP_TMP=$(mktemp -d "${TMPDIR:-/tmp}/ringpilot-it-$RP_TEST.XXXXXX")
+  rp_log "work directory $RP_TMP; binaries from $RINGPILOT_BUILD_DIR"
+}
+
+# rp_run LIMIT_S OUT RUN_DIR JOB [--set K=V ...]: `ringpilot run` under `timeout`, output
+# to OUT. Sets RP_RC to the exit status (124: timed out). Never fails by itself.
+rp_run() {
+  local limit=$1 out=$2 run_dir=$3 job=$4
+  shift 4
+  local t0=$SECONDS
+  RP_RC=0
+  timeout -k 20 "$limit" "$RINGPILOT" run "$job" --run-dir "$run_dir" "$@" >"$out" 2>&1 || RP_RC=$?
+  rp_log "ringpilot run $(basename "$run_dir") $* -> exit $RP_RC ($((SECONDS - t0)) s)"
+  if [[ $RP_RC -eq 124 || $RP_RC -eq 137 ]]; then
+    rp_log "TIMED OUT after ${limit} s: $(basename "$run_dir")"
+  fi
+  return 0
+}
+
+# rp_tail FILE [N]: last lines of FILE on stderr (diagnostics of a failed job).
+rp_tail() {
+  local n=${2:-25}
+  printf -- '---- last %d lines of %s ----\n' "$n" "$1" >&2
+  tail -n "$n" "$1" >&2 || true
+  printf -- '----\n' >&2
+}
+
+# rp_expect_ok NAME OUT RUN_DIR: row for a job that must exit 0 and write summary.json.
+rp_expect_ok() {
+  local name=$1 out=$2 run_dir=$3
+  if [[ $RP_RC -eq 0 && -s $run_dir/summary.json ]]; then
+    rp_row "$name" "exit 0, summary.json written" PASS
+    return 0
+  fi
+  local why="exit $RP_RC"
+  [[ $RP_RC -eq 124 || $RP_RC -eq 137 ]] && why="timed out (exit $RP_RC)"
+  [[ -s $run_dir/summary.json ]] || why+=", no summary.json"
+  rp_row "$name" "$why (see $out)" FAIL
+  rp_tail "$out"
+  return 1
+}
+
+# rp_json FILE KEY: the value of a top-level key (JSON null -> "null", missing -> "missing").
+rp_json() {
+  python3 - "$1" "$2" <<'EOF'
+import json, sys
+try:
+    with open(sys.argv[1]) as f:
+        d = json.load(f)
+except Exception as e:
+    print("unreadable")
+    sys.exit(0)
+v = d.get(sys.argv[2], "missing") if isinstance(d, dict) else "missing"
+print("null" if v is None else v)
+EOF
+}
+
+# rp_finite X: X is a finite number.
+rp_finite() {
+  python3 -c 'import math,sys
+try: v = float(sys.argv[1])
+except ValueError: sys.exit(1)
+sys.exit(0 if math.isfinite(v) else 1)' "$1"
+}
+
+# rp_reldiff A B: |A-B| / max(|A|,|B|) printed with 3 digits ("nan" if not numbers).
+rp_reldiff() {
+  python3 -c 'import math,sys
+try:
+    a, b = float(sys.argv[1]), float(sys.argv[2])
+except ValueError:
+    print("nan"); sys.exit(0)
+if not (math.isfinite(a) and math.isfinite(b)): print("nan"); sys.exit(0)
+d = abs(a - b); m = max(abs(a), abs(b))
+print("%.3g" % (0.0 if d == 0 else d / m))' "$1" "$2"
+}
+
+# rp_le X LIMIT: X <= LIMIT (X "nan" is never).
+rp_le() {
+  python3 -c 'import math,sys
+x = float(sys.argv[1]); sys.exit(0 if math.isfinite(x) and x <= float(sys.argv[2]) else 1)' "$1" "$2"
+}
+
+# rp_free_ports N: print a base port P such that P..P+N-1 are free on 127.0.0.1.
+rp_free_ports() {
+  python3 - "$1" <<'EOF'
+import random, socket, sys
+n = int(sys.argv[1])
+for _ in range(500):
+    base = random.randint(20000, 60000 - n)
+    socks = []
+    try:
+        for p in range(base, base + n):
+            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            s.bind(("127.0.0.1", p))
+            socks.append(s)
+    except OSError:
+        continue
+    finally:
+        for s in socks:
+            s.close()
+    print(base)
+    sys.exit(0)
+sys.exit("no free port range found")
+EOF
+}
+
+# rp_finish: print the table (last) and exit 1 if any check failed.
+rp_finish() {
+  RP_DONE=1
+  local total=$((SECONDS - RP_START_S)) row c d s w1=5 w2=6
+  for row in "${RP_ROWS[@]}"; do
+    IFS='|' read -r c d s <<<"$row"
+    if ((${#c} > w1)); then w1=${#c}; fi
+    if ((${#d} > w2)); then w2=${#d}; fi
+  done
+  printf '\n== %s: results (%d s) ==\n' "$RP_TEST" "$total"
+  printf "%-${w1}s  %-${w2}s  %s\n" check detail result
+  for row in "${RP_ROWS[@]}"; do
+    IFS='|' read -r c d s <<<"$row"
+    printf "%-${w1}s  %-${w2}s  %s\n" "$c" "$d" "$s"
+  done
+  if ((RP_FAILS > 0)); then
+    printf '%s: FAILED (%d failing check(s), %d s)\n' "$RP_TEST" "$RP_FAILS" "$total"
+    exit 1
+  fi
+  printf '%s: PASSED (%d s)\n' "$RP_TEST" "$total"
+  exit 0
+}

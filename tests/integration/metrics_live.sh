@@ -1,0 +1,260 @@
+#!/usr/bin/env bash
+# Live metrics of a running 2-rank bert-tiny CPU job, checked three ways:
+#   - each rank's /metrics (port_base + rank) passes `promtool check metrics` and has
+#     ringpilot_step_seconds_bucket, ringpilot_samples_total,
+#     ringpilot_collective_seconds_bucket{op="allreduce"}, ringpilot_collective_bytes_total
+#     and ringpilot_build_info, labelled job, node, rank, local_rank (and the allreduce
+#     series have counted something);
+#   - a real Prometheus server (loopback, temp storage, scrape_interval 1s, honor_labels)
+#     scraping both ranks answers /api/v1/query?query=ringpilot_samples_total with both
+#     ranks and their job/node/rank labels;
+#   - SIGTERM to `ringpilot run` stops the job: exit 143, nothing left running, ports closed.
+#
+# Usage: RINGPILOT_BUILD_DIR=build tests/integration/metrics_live.sh
+set -euo pipefail
+# shellcheck source-path=SCRIPTDIR source=lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+rp_init metrics_live
+
+readonly JOB_NAME=it-metrics-live JOB_LIMIT_S=400 UP_WAIT_S=120 PROM_WAIT_S=90 STOP_WAIT_S=60
+for tool in promtool prometheus; do
+  command -v "$tool" >/dev/null || rp_die "'$tool' not found (Debian packages prometheus, promtool)"
+done
+
+port_base=$(rp_free_ports 2)
+prom_port=$(rp_free_ports 1)
+while ((prom_port >= port_base && prom_port <= port_base + 1)); do prom_port=$(rp_free_ports 1); done
+node=$(hostname)
+run=$RP_TMP/run
+rp_log "metrics ports $port_base, $((port_base + 1)); prometheus on $prom_port"
+
+job=$RP_TMP/job.yaml
+cat >"$job" <<EOF
+name: $JOB_NAME
+world: {nodes: 1, procs_per_node: 2, device: cpu}
+launch: {backend: local, max_restarts: 0}
+model: {name: bert-tiny, dropout: 0.1}
+data: {kind: synthetic, batch_per_rank: 2}
+train: {steps: 3000, optimizer: sgd, lr: 0.01, threads_per_rank: 1, log_every_s: 2}
+checkpoint: {every_steps: 0, keep: 1}
+metrics: {enabled: true, bind: 127.0.0.1, port_base: $port_base}
+EOF
+
+# fetch URL OUT: one HTTP GET with a short timeout; exit status 0 on HTTP 200.
+fetch() {
+  python3 - "$1" "$2" <<'EOF'
+import sys, urllib.request
+try:
+    with urllib.request.urlopen(sys.argv[1], timeout=3) as r:
+        data = r.read()
+        if r.status != 200:
+            sys.exit(1)
+except Exception:
+    sys.exit(1)
+with open(sys.argv[2], "wb") as f:
+    f.write(data)
+EOF
+}
+
+# --- Prometheus server -------------------------------------------------------------------
+prom_dir=$RP_TMP/prometheus
+mkdir -p "$prom_dir/data"
+cat >"$prom_dir/prometheus.yml" <<EOF
+global: {scrape_interval: 1s, scrape_timeout: 1s, evaluation_interval: 1s}
+scrape_configs:
+  - job_name: ringpilot-it
+    honor_labels: true
+    static_configs:
+      - targets: ['127.0.0.1:$port_base', '127.0.0.1:$((port_base + 1))']
+EOF
+prometheus --config.file="$prom_dir/prometheus.yml" --storage.tsdb.path="$prom_dir/data" \
+  --web.listen-address="127.0.0.1:$prom_port" --log.level=warn >"$prom_dir/prometheus.log" 2>&1 &
+prom_pid=$!
+rp_on_exit "kill $prom_pid 2>/dev/null; wait $prom_pid 2>/dev/null || true"
+prom_ready=0
+for ((i = 0; i < 60; i++)); do
+  if fetch "http://127.0.0.1:$prom_port/-/ready" "$prom_dir/ready"; then prom_ready=1 && break; fi
+  kill -0 "$prom_pid" 2>/dev/null || break
+  sleep 0.5
+done
+if ((prom_ready)); then
+  rp_row "prometheus up" "127.0.0.1:$prom_port ready" PASS
+else
+  rp_tail "$prom_dir/prometheus.log"
+  rp_die "Prometheus did not become ready on 127.0.0.1:$prom_port within 30 s"
+fi
+
+# --- the job -------------------------------------------------------------------------------
+timeout -k 20 "$JOB_LIMIT_S" "$RINGPILOT" run "$job" --run-dir "$run" >"$RP_TMP/job.out" 2>&1 &
+tpid=$!
+rp_pid=""
+for ((i = 0; i < 50; i++)); do
+  rp_pid=$(pgrep -P "$tpid" -x ringpilot || true)
+  [[ -n $rp_pid ]] && break
+  sleep 0.1
+done
+[[ -n $rp_pid ]] || rp_die "could not find the 'ringpilot run' process under timeout (pid $tpid)"
+# If the script stops early, the job must not outlive it.
+rp_on_exit "kill -TERM $rp_pid 2>/dev/null || true; wait $tpid 2>/dev/null || true"
+job_alive() { kill -0 "$tpid" 2>/dev/null; }
+
+# Wait until both ranks serve metrics and have trained a few steps.
+rank_up=(0 0)
+deadline=$((SECONDS + UP_WAIT_S))
+while ((SECONDS < deadline)) && job_alive; do
+  for r in 0 1; do
+    ((rank_up[r])) && continue
+    f=$RP_TMP/rank-$r.prom
+    if fetch "http://127.0.0.1:$((port_base + r))/metrics" "$f" &&
+      awk '$1 ~ /^ringpilot_samples_total\{/ && $2 + 0 >= 4 {found = 1} END {exit !found}' "$f"; then
+      rank_up[r]=1
+    fi
+  done
+  ((rank_up[0] && rank_up[1])) && break
+  sleep 1
+done
+for r in 0 1; do
+  if ((rank_up[r])); then
+    rp_row "rank $r /metrics" "serving on 127.0.0.1:$((port_base + r)), samples_total >= 4" PASS
+  else
+    rp_row "rank $r /metrics" "not up with samples_total >= 4 within ${UP_WAIT_S} s (job alive: $(job_alive && echo yes || echo no))" FAIL
+  fi
+done
+if ! ((rank_up[0] && rank_up[1])); then
+  rp_tail "$RP_TMP/job.out"
+  rp_finish
+fi
+
+# --- exposition checks ---------------------------------------------------------------------
+for r in 0 1; do
+  f=$RP_TMP/rank-$r.prom
+  if promtool check metrics <"$f" >"$f.promtool" 2>&1; then
+    rp_row "rank $r promtool" "promtool check metrics: ok ($(wc -l <"$f") lines)" PASS
+  else
+    rp_row "rank $r promtool" "promtool check metrics: $(head -c 300 "$f.promtool" | tr '\n' ' ')" FAIL
+  fi
+  problems=$(python3 - "$f" "$JOB_NAME" "$node" "$r" <<'EOF'
+import re, sys
+path, job, node, rank = sys.argv[1:5]
+want_labels = {"job": job, "node": node, "rank": rank, "local_rank": rank}
+samples = []  # (name, labels, value)
+line_re = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{(.*)\})?\s+(\S+)')
+label_re = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"')
+for line in open(path):
+    if line.startswith("#") or not line.strip():
+        continue
+    m = line_re.match(line)
+    if not m:
+        continue
+    labels = dict(label_re.findall(m.group(3) or ""))
+    samples.append((m.group(1), labels, float(m.group(4))))
+checks = [
+    ("ringpilot_step_seconds_bucket", {}, None),
+    ("ringpilot_samples_total", {}, 4),
+    ("ringpilot_collective_seconds_bucket", {"op": "allreduce"}, None),
+    ("ringpilot_collective_seconds_count", {"op": "allreduce"}, 1),
+    ("ringpilot_collective_bytes_total", {"op": "allreduce"}, 1),
+    ("ringpilot_build_info", {}, None),
+]
+problems = []
+for name, extra, minimum in checks:
+    same_name = [s for s in samples if s[0] == name]
+    if not same_name:
+        problems.append(f"no {name} series")
+        continue
+    want = dict(want_labels, **extra)
+    hits = [s for s in same_name if all(s[1].get(k) == v for k, v in want.items())]
+    if not hits:
+        problems.append(f"{name}: no series with {want} (have {same_name[0][1]})")
+        continue
+    if minimum is not None and max(s[2] for s in hits) < minimum:
+        problems.append(f"{name}{extra or ''} = {max(s[2] for s in hits)}, want >= {minimum}")
+print("; ".join(problems))
+EOF
+  )
+  if [[ -z $problems ]]; then
+    rp_row "rank $r series" "5 required series with job,node=$node,rank,local_rank=$r" PASS
+  else
+    rp_row "rank $r series" "$problems" FAIL
+  fi
+done
+
+# --- Prometheus sees both ranks --------------------------------------------------------------
+prom_result=$RP_TMP/prom-query.json
+prom_ok=0
+deadline=$((SECONDS + PROM_WAIT_S))
+while ((SECONDS < deadline)); do
+  if fetch "http://127.0.0.1:$prom_port/api/v1/query?query=ringpilot_samples_total" "$prom_result" &&
+    python3 - "$prom_result" "$JOB_NAME" "$node" <<'EOF'; then
+import json, sys
+d = json.load(open(sys.argv[1]))
+ranks = set()
+for s in d.get("data", {}).get("result", []):
+    m = s["metric"]
+    if m.get("job") == sys.argv[2] and m.get("node") == sys.argv[3] and "rank" in m:
+        ranks.add(m["rank"])
+sys.exit(0 if d.get("status") == "success" and ranks >= {"0", "1"} else 1)
+EOF
+    prom_ok=1
+    break
+  fi
+  job_alive || break
+  sleep 1
+done
+if ((prom_ok)); then
+  rp_row "prometheus query" "ringpilot_samples_total for ranks 0,1 with job=$JOB_NAME,node=$node" PASS
+else
+  rp_row "prometheus query" "no ringpilot_samples_total{job=$JOB_NAME,node,rank=0|1} within ${PROM_WAIT_S} s: $(head -c 300 "$prom_result" 2>/dev/null | tr '\n' ' ')" FAIL
+  rp_tail "$prom_dir/prometheus.log" 10
+fi
+
+# --- SIGTERM stops the job -------------------------------------------------------------------
+finished_before=0
+[[ -e $run/summary.json ]] && finished_before=1
+kill -TERM "$rp_pid" 2>/dev/null || true
+t0=$SECONDS
+while job_alive && ((SECONDS - t0 < STOP_WAIT_S)); do sleep 0.2; done
+if job_alive; then
+  rp_row "SIGTERM" "'ringpilot run' still running ${STOP_WAIT_S} s after SIGTERM (hang)" FAIL
+  kill -KILL "$rp_pid" 2>/dev/null || true
+fi
+rc=0
+wait "$tpid" || rc=$?
+stop_s=$((SECONDS - t0))
+if [[ $rc -eq 143 ]]; then
+  rp_row "SIGTERM" "exit 143 after ${stop_s} s" PASS
+elif [[ $rc -eq 0 && $finished_before -eq 1 ]]; then
+  rp_row "SIGTERM" "job had already finished (exit 0)" PASS
+else
+  rp_row "SIGTERM" "exit $rc after ${stop_s} s, want 143" FAIL
+  rp_tail "$RP_TMP/job.out"
+fi
+if grep -q 'received SIGTERM' "$run/logs/launcher.log" 2>/dev/null; then
+  rp_row "launcher.log" "records the SIGTERM" PASS
+else
+  rp_row "launcher.log" "no 'received SIGTERM' line" FAIL
+fi
+# Nothing of the job may survive it (bounded: ranks get a few seconds to exit).
+left=""
+for ((i = 0; i < 25; i++)); do
+  left=$(pgrep -f -- "--run-dir $run" || true)
+  [[ -z $left ]] && break
+  sleep 0.2
+done
+if [[ -z $left ]]; then
+  rp_row "no leftovers" "no process of the job left" PASS
+else
+  rp_row "no leftovers" "still running after 5 s: $(ps -o pid=,args= -p "${left//$'\n'/,}" | head -c 300 | tr '\n' ';')" FAIL
+  for pid in $left; do kill -KILL "$pid" 2>/dev/null || true; done
+fi
+closed=1
+for r in 0 1; do
+  fetch "http://127.0.0.1:$((port_base + r))/metrics" "$RP_TMP/after-$r.prom" && closed=0
+done
+if ((closed)); then
+  rp_row "ports closed" "$port_base and $((port_base + 1)) no longer answer" PASS
+else
+  rp_row "ports closed" "a metrics port still answers after the job ended" FAIL
+fi
+
+rp_finish

@@ -1,0 +1,174 @@
+#!/usr/bin/env bash
+# Checkpoint/resume and supervision on a 2-rank bert-tiny CPU job (dropout 0.1, so the
+# per-rank dropout RNG state must be restored too), checkpoint every 5 steps, keep 3:
+#   (a) 20 steps straight == 10 steps, then `ringpilot run` again on the same run dir with
+#       train.steps=20 (resumes at step 10): identical param_sha256.
+#   (b) rank 1 crashes at step 13 (fault injection), launch.max_restarts=1: exit 0,
+#       restarts 1, resumed_from_step 10, the straight run's param_sha256, and
+#       logs/launcher.log tells of the restart.
+#   (c) the same crash with max_restarts=0: non-zero exit, failure.json names
+#       first_failing_rank 1, no summary.json.
+#   (d) a finished 10-step run whose newest checkpoint (step 10) has flipped bytes in
+#       state.pt, resumed to 20: the trainer warns, resumes from step 5 and still reaches
+#       the straight run's param_sha256.
+#   (e) nothing already written is lost: the corrupt checkpoint's bytes are still in the
+#       run directory afterwards (left in place or set aside), as keep (10 here) prunes
+#       nothing in that run.
+#
+# Usage: RINGPILOT_BUILD_DIR=build tests/integration/resume.sh
+set -euo pipefail
+# shellcheck source-path=SCRIPTDIR source=lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+rp_init resume
+
+readonly JOB_LIMIT_S=300
+
+job=$RP_TMP/job.yaml
+cat >"$job" <<'EOF'
+name: it-resume
+world: {nodes: 1, procs_per_node: 2, device: cpu}
+launch: {backend: local, max_restarts: 0}
+model: {name: bert-tiny, dropout: 0.1, seq_len: 64}
+data: {kind: synthetic, batch_per_rank: 2}
+train: {steps: 20, optimizer: sgd, lr: 0.01, momentum: 0.9, seed: 7, threads_per_rank: 1,
+        log_every_s: 60}
+checkpoint: {every_steps: 5, keep: 3}
+metrics: {enabled: false}
+EOF
+
+sha_of() { rp_json "$1/summary.json" param_sha256; }
+
+# The reference weights must be real numbers: equal hashes of NaN weights prove nothing.
+check_finite() {
+  local name=$1 dir=$2 key v bad=""
+  for key in param_norm param_abs_sum final_loss; do
+    v=$(rp_json "$dir/summary.json" "$key")
+    rp_finite "$v" || bad+=" $key=$v"
+  done
+  if [[ -z $bad ]]; then
+    rp_row "$name" "param_norm $(rp_json "$dir/summary.json" param_norm)" PASS
+  else
+    rp_row "$name" "not finite:$bad" FAIL
+  fi
+}
+
+same_sha() {
+  local name=$1 dir=$2 got
+  got=$(sha_of "$dir")
+  if [[ -n $sha_a && $got == "$sha_a" ]]; then
+    rp_row "$name" "param_sha256 ${got:0:16}... == straight run" PASS
+  else
+    rp_row "$name" "param_sha256 ${got:0:16}... != straight run's ${sha_a:0:16}..." FAIL
+  fi
+}
+
+expect_eq() {  # expect_eq NAME WHAT GOT WANT
+  if [[ $3 == "$4" ]]; then rp_row "$1" "$2 $3" PASS; else rp_row "$1" "$2 $3 (want $4)" FAIL; fi
+}
+
+# --- (a) straight vs interrupted-and-resumed -------------------------------------------
+a=$RP_TMP/a-straight
+rp_run "$JOB_LIMIT_S" "$a.out" "$a" "$job"
+sha_a=""
+if rp_expect_ok "(a) 20 steps straight" "$a.out" "$a"; then
+  sha_a=$(sha_of "$a")
+  check_finite "(a) straight weights finite" "$a"
+fi
+
+b=$RP_TMP/b-resumed
+rp_run "$JOB_LIMIT_S" "$b.out1" "$b" "$job" --set train.steps=10
+if rp_expect_ok "(a) first 10 steps" "$b.out1" "$b"; then
+  rp_run "$JOB_LIMIT_S" "$b.out2" "$b" "$job" --set train.steps=20
+  if rp_expect_ok "(a) rerun to 20 steps" "$b.out2" "$b"; then
+    expect_eq "(a) resumed" "resumed_from_step" "$(rp_json "$b/summary.json" resumed_from_step)" 10
+    same_sha "(a) resumed == straight" "$b"
+  fi
+fi
+
+# --- (b) crash at step 13, one restart --------------------------------------------------
+c=$RP_TMP/c-crash-restart
+rp_run "$JOB_LIMIT_S" "$c.out" "$c" "$job" --set fault.crash_rank=1 --set fault.crash_step=13 \
+  --set launch.max_restarts=1
+if rp_expect_ok "(b) crash + 1 restart" "$c.out" "$c"; then
+  expect_eq "(b) restarts" "restarts" "$(rp_json "$c/summary.json" restarts)" 1
+  expect_eq "(b) resumed" "resumed_from_step" "$(rp_json "$c/summary.json" resumed_from_step)" 10
+  same_sha "(b) restarted == straight" "$c"
+fi
+if grep -q 'restarting from the last checkpoint' "$c/logs/launcher.log" 2>/dev/null; then
+  rp_row "(b) launcher.log" "mentions the restart" PASS
+else
+  rp_row "(b) launcher.log" "no 'restarting from the last checkpoint' line" FAIL
+fi
+
+# --- (c) the same crash without restarts ------------------------------------------------
+d=$RP_TMP/d-crash-final
+rp_run "$JOB_LIMIT_S" "$d.out" "$d" "$job" --set fault.crash_rank=1 --set fault.crash_step=13 \
+  --set launch.max_restarts=0
+if [[ $RP_RC -ne 0 && $RP_RC -ne 124 && $RP_RC -ne 137 ]]; then
+  rp_row "(c) crash, no restart" "exit $RP_RC (non-zero)" PASS
+else
+  rp_row "(c) crash, no restart" "exit $RP_RC, want a non-zero job status" FAIL
+  rp_tail "$d.out"
+fi
+if [[ -s $d/failure.json ]]; then
+  expect_eq "(c) failure.json" "first_failing_rank" "$(rp_json "$d/failure.json" first_failing_rank)" 1
+else
+  rp_row "(c) failure.json" "missing" FAIL
+fi
+if [[ -e $d/summary.json ]]; then
+  rp_row "(c) no summary" "summary.json written by a failed job" FAIL
+else
+  rp_row "(c) no summary" "no summary.json" PASS
+fi
+
+# --- (d) corrupt newest checkpoint, resume from the older one ---------------------------
+e=$RP_TMP/e-corrupt
+rp_run "$JOB_LIMIT_S" "$e.out1" "$e" "$job" --set train.steps=10 --set checkpoint.keep=10
+bad_ckpt=$e/checkpoints/step-00000010
+bad_sha=""
+if rp_expect_ok "(d) first 10 steps" "$e.out1" "$e" && [[ -f $bad_ckpt/state.pt ]]; then
+  # Flip 64 bytes in the middle: same size, different content.
+  python3 - "$bad_ckpt/state.pt" <<'EOF'
+import os, sys
+path = sys.argv[1]
+size = os.path.getsize(path)
+with open(path, "r+b") as f:
+    f.seek(size // 2)
+    chunk = f.read(64)
+    f.seek(size // 2)
+    f.write(bytes(b ^ 0xFF for b in chunk))
+EOF
+  bad_sha=$(sha256sum "$bad_ckpt/state.pt" | cut -d' ' -f1)
+  rp_run "$JOB_LIMIT_S" "$e.out2" "$e" "$job" --set train.steps=20 --set checkpoint.keep=10
+  if rp_expect_ok "(d) resume past corrupt checkpoint" "$e.out2" "$e"; then
+    expect_eq "(d) resumed" "resumed_from_step" "$(rp_json "$e/summary.json" resumed_from_step)" 5
+    same_sha "(d) resumed == straight" "$e"
+  fi
+  if grep -E 'WARN .*step-00000010.*state\.pt' "$e/logs/rank-0.log" | grep -qi 'skipping'; then
+    rp_row "(d) warning" "rank-0.log warns about step-00000010/state.pt" PASS
+  else
+    rp_row "(d) warning" "no WARN line about the corrupt step-00000010/state.pt in rank-0.log" FAIL
+  fi
+  if grep -q 'resumed from .*step-00000005 at step 5' "$e/logs/rank-0.log"; then
+    rp_row "(d) resume point" "rank-0.log: resumed from step-00000005" PASS
+  else
+    rp_row "(d) resume point" "rank-0.log has no 'resumed from ...step-00000005 at step 5'" FAIL
+  fi
+  # --- (e) the corrupt checkpoint is not destroyed ---
+  if [[ -d $bad_ckpt ]]; then
+    rp_row "(e) step-00000010 exists" "directory present after the resume" PASS
+  else
+    rp_row "(e) step-00000010 exists" "directory gone after the resume" FAIL
+  fi
+  kept=$(find "$e" -type f -name 'state.pt*' -exec sha256sum {} + | awk -v s="$bad_sha" '$1 == s {print $2}' |
+    head -n 1 || true)
+  if [[ -n $kept ]]; then
+    rp_row "(e) corrupt bytes kept" "at ${kept#"$e"/}" PASS
+  else
+    rp_row "(e) corrupt bytes kept" "the corrupt state.pt (sha ${bad_sha:0:12}...) was deleted/overwritten" FAIL
+  fi
+else
+  rp_row "(d) corrupt checkpoint" "$bad_ckpt/state.pt not written by the 10-step run" FAIL
+fi
+
+rp_finish

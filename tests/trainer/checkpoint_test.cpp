@@ -1,0 +1,112 @@
+#include "trainer/checkpoint.h"
+
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include <unistd.h>
+
+#include <fstream>
+
+#include "trainer/file_util.h"
+
+namespace ringpilot::trainer {
+namespace {
+
+class CheckpointTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir = testing::TempDir() + "/ckpt-" +
+          ::testing::UnitTest::GetInstance()->current_test_info()->name();
+    RemoveTree(dir);
+  }
+  std::vector<NamedTensor> State(float v) {
+    return {{"model/w", at::full({3, 4}, v)},
+            {"optimizer/m", at::full({5}, v * 2)},
+            {"rng/cpu", at::full({2, 8}, static_cast<int64_t>(v), at::kByte)}};
+  }
+  std::string dir;
+};
+
+TEST_F(CheckpointTest, SaveVerifyLoadRoundTrip) {
+  CheckpointStore store(dir, 3);
+  auto info = store.Save(10, 2, "job", State(1.5f));
+  EXPECT_EQ(info.path, dir + "/step-00000010");
+  EXPECT_TRUE(Exists(info.path + "/state.pt"));
+  EXPECT_TRUE(Exists(info.path + "/manifest.json"));
+  auto found = store.FindNewestValid(nullptr);
+  ASSERT_TRUE(found);
+  EXPECT_EQ(found->step, 10);
+  EXPECT_EQ(found->world_size, 2);
+  auto into = State(0.f);
+  store.Load(*found, into);
+  EXPECT_TRUE(at::equal(into[0].tensor, at::full({3, 4}, 1.5f)));
+  EXPECT_TRUE(at::equal(into[1].tensor, at::full({5}, 3.f)));
+  EXPECT_TRUE(at::equal(into[2].tensor, at::full({2, 8}, 1, at::kByte)));
+  // No temporary directory is left behind.
+  for (auto& name : ListDir(dir)) EXPECT_EQ(name.rfind(".tmp", 0), std::string::npos) << name;
+}
+
+TEST_F(CheckpointTest, KeepsOnlyTheNewest) {
+  CheckpointStore store(dir, 2);
+  for (int s : {5, 10, 15}) store.Save(s, 1, "job", State(s));
+  EXPECT_FALSE(Exists(dir + "/step-00000005"));
+  EXPECT_TRUE(Exists(dir + "/step-00000010"));
+  EXPECT_TRUE(Exists(dir + "/step-00000015"));
+}
+
+TEST_F(CheckpointTest, CorruptNewestFallsBackToOlderAndIsKept) {
+  CheckpointStore store(dir, 3);
+  store.Save(5, 1, "job", State(5));
+  store.Save(10, 1, "job", State(10));
+  {
+    std::fstream f(dir + "/step-00000010/state.pt",
+                   std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(100);
+    f.put('\x5a');
+    f.put('\xa5');
+  }
+  std::vector<std::string> warnings;
+  auto found = store.FindNewestValid(&warnings);
+  ASSERT_TRUE(found);
+  EXPECT_EQ(found->step, 5);
+  ASSERT_EQ(warnings.size(), 1u);
+  EXPECT_NE(warnings[0].find("step-00000010/state.pt"), std::string::npos) << warnings[0];
+  EXPECT_NE(warnings[0].find("SHA-256"), std::string::npos) << warnings[0];
+  EXPECT_TRUE(Exists(dir + "/step-00000010/state.pt"));  // nothing deleted
+}
+
+TEST_F(CheckpointTest, TruncatedAndMissingManifestAreRejected) {
+  CheckpointStore store(dir, 3);
+  store.Save(5, 1, "job", State(5));
+  ASSERT_EQ(::truncate((dir + "/step-00000005/state.pt").c_str(), 10), 0);
+  EXPECT_THROW(CheckpointStore::Verify(dir + "/step-00000005"), CheckpointError);
+  ::unlink((dir + "/step-00000005/manifest.json").c_str());
+  try {
+    CheckpointStore::Verify(dir + "/step-00000005");
+    FAIL() << "expected CheckpointError";
+  } catch (const CheckpointError& e) {
+    EXPECT_NE(std::string(e.what()).find("manifest.json"), std::string::npos);
+  }
+  EXPECT_FALSE(store.FindNewestValid(nullptr));
+}
+
+TEST_F(CheckpointTest, LoadChecksNamesAndShapes) {
+  CheckpointStore store(dir, 3);
+  auto info = store.Save(1, 1, "job", State(1));
+  std::vector<NamedTensor> wrong_shape = {{"model/w", at::zeros({4, 3})}};
+  EXPECT_THROW(store.Load(info, wrong_shape), CheckpointError);
+  std::vector<NamedTensor> missing = {{"model/other", at::zeros({1})}};
+  EXPECT_THROW(store.Load(info, missing), CheckpointError);
+}
+
+TEST_F(CheckpointTest, SameStepAgainReplacesWhole) {
+  CheckpointStore store(dir, 3);
+  store.Save(7, 1, "job", State(1));
+  auto info = store.Save(7, 1, "job", State(2));
+  auto into = State(0);
+  store.Load(info, into);
+  EXPECT_TRUE(at::equal(into[0].tensor, at::full({3, 4}, 2.f)));
+}
+
+}  // namespace
+}  // namespace ringpilot::trainer

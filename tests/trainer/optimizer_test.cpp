@@ -1,0 +1,57 @@
+#include "trainer/optimizer.h"
+
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+namespace ringpilot::trainer {
+namespace {
+
+TEST(FusedOptimizer, SgdMomentumMatchesTheTorchOptimFormula) {
+  at::Tensor p = at::tensor({1.0f, -2.0f, 3.0f}).requires_grad_();
+  OptimizerOptions o;
+  o.lr = 0.1;
+  o.momentum = 0.9;
+  o.weight_decay = 0.01;
+  FusedOptimizer opt({p}, o);
+  at::Tensor ref = p.detach().clone(), buf;
+  for (int step = 0; step < 3; ++step) {
+    at::Tensor g = at::tensor({0.5f, 0.25f, -1.0f}) * (step + 1);
+    p.mutable_grad() = g.clone();
+    opt.Step();
+    at::Tensor d = g + 0.01 * ref;  // torch.optim.SGD: d_p = g + wd*p; buf = m*buf + d_p
+    buf = step == 0 ? d.clone() : buf * 0.9 + d;
+    ref = ref - 0.1 * buf;
+    EXPECT_TRUE(at::allclose(p.detach(), ref, 1e-6, 1e-7)) << "step " << step;
+  }
+  EXPECT_EQ(opt.steps_done(), 3);
+  EXPECT_EQ(opt.StateTensors().size(), 1u);
+}
+
+TEST(FusedOptimizer, AdamWMatchesTheTorchOptimFormula) {
+  at::Tensor p = at::tensor({0.5f, -1.0f}).requires_grad_();
+  OptimizerOptions o;
+  o.kind = OptimizerOptions::Kind::kAdamW;
+  o.lr = 0.01;
+  o.weight_decay = 0.1;
+  FusedOptimizer opt({p}, o);
+  at::Tensor ref = p.detach().clone().to(at::kDouble);
+  at::Tensor m = at::zeros({2}, at::kDouble), v = at::zeros({2}, at::kDouble);
+  for (int t = 1; t <= 3; ++t) {
+    at::Tensor g = at::tensor({0.3f, -0.7f}) * t;
+    p.mutable_grad() = g.clone();
+    opt.Step();
+    at::Tensor gd = g.to(at::kDouble);
+    ref = ref * (1 - 0.01 * 0.1);
+    m = 0.9 * m + 0.1 * gd;
+    v = 0.999 * v + 0.001 * gd * gd;
+    const double bc1 = 1 - std::pow(0.9, t), bc2 = 1 - std::pow(0.999, t);
+    ref = ref - 0.01 / bc1 * m / ((v / bc2).sqrt() + 1e-8);
+    EXPECT_TRUE(at::allclose(p.detach().to(at::kDouble), ref, 1e-5, 1e-7))
+        << "step " << t << ": " << p.detach() << " vs " << ref;
+  }
+  ASSERT_EQ(opt.StateNames().size(), 3u);
+  EXPECT_EQ(opt.StateNames()[0], "exp_avg/0");
+}
+
+}  // namespace
+}  // namespace ringpilot::trainer

@@ -1,0 +1,50 @@
+#include "trainer/sha256.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <string>
+
+namespace ringpilot::trainer {
+namespace {
+
+std::string Digest(const std::string& s) {
+  Sha256 h;
+  h.Update(s.data(), s.size());
+  return h.HexDigest();
+}
+
+TEST(Sha256, Fips180Vectors) {
+  EXPECT_EQ(Digest(""), "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+  EXPECT_EQ(Digest("abc"), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+  EXPECT_EQ(Digest("abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq"),
+            "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1");
+  Sha256 million;
+  const std::string chunk(1000, 'a');
+  for (int i = 0; i < 1000; ++i) million.Update(chunk.data(), chunk.size());
+  EXPECT_EQ(million.HexDigest(),
+            "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0");
+}
+
+TEST(Sha256, IncrementalEqualsOneShot) {
+  std::string data;
+  for (int i = 0; i < 1000; ++i) data.push_back(static_cast<char>(i * 7));
+  Sha256 h;
+  for (size_t off = 0; off < data.size(); off += 63) {
+    h.Update(data.data() + off, std::min<size_t>(63, data.size() - off));
+  }
+  EXPECT_EQ(h.HexDigest(), Digest(data));
+}
+
+TEST(Sha256, FileAndMissingFile) {
+  const std::string path = testing::TempDir() + "/sha_test.bin";
+  FILE* f = std::fopen(path.c_str(), "wb");
+  ASSERT_TRUE(f);
+  std::fputs("abc", f);
+  std::fclose(f);
+  EXPECT_EQ(Sha256File(path), Digest("abc"));
+  EXPECT_THROW(Sha256File(path + ".missing"), std::runtime_error);
+}
+
+}  // namespace
+}  // namespace ringpilot::trainer
