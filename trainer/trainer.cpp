@@ -1,6 +1,7 @@
 #include "trainer/trainer.h"
 
 #include <ATen/Parallel.h>
+#include <ATen/autocast_mode.h>
 #include <torch/torch.h>
 #include <torch/version.h>
 #include <unistd.h>
@@ -17,6 +18,7 @@
 #include "comm/status.h"
 #include "trainer/checkpoint.h"
 #include "trainer/file_util.h"
+#include "trainer/graphed_step.h"
 #include "trainer/model.h"
 #include "trainer/optimizer.h"
 #include "trainer/rank_log.h"
@@ -26,7 +28,6 @@
 #include "trainer/training_metrics.h"
 
 #ifdef RINGPILOT_WITH_CUDA
-#include <ATen/autocast_mode.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <cuda_runtime.h>
 
@@ -310,70 +311,118 @@ int Trainer::Run() {
              (cfg.metrics.enabled ? ", metrics on port " + std::to_string(s.metrics->port()) : ""));
   }
 
-  // Host batch buffers (pinned for asynchronous copies on CUDA).
-  Batch host;
-  const auto pin = at::TensorOptions().pinned_memory(s.cuda);
+  // Two pinned host batches: the next step's batch is generated on the CPU while the
+  // GPU runs this one.
   ImageSpec ispec = s.model->image_spec();
   TokenSpec tspec = s.model->token_spec();
-  if (s.model->input_kind() == InputKind::kImages) {
-    host.input = at::empty({batch, 3, ispec.height, ispec.width}, pin.dtype(at::kByte));
-    host.target = at::empty({batch}, pin.dtype(at::kLong));
-  } else {
-    host.input = at::empty({batch, tspec.seq_len}, pin.dtype(at::kLong));
-    host.target = at::empty({batch, tspec.seq_len}, pin.dtype(at::kLong));
+  const bool images = s.model->input_kind() == InputKind::kImages;
+  const auto pin = at::TensorOptions().pinned_memory(s.cuda);
+  Batch host[2];
+  for (auto& h : host) {
+    h.input = images ? at::empty({batch, 3, ispec.height, ispec.width}, pin.dtype(at::kByte))
+                     : at::empty({batch, tspec.seq_len}, pin.dtype(at::kLong));
+    h.target = images ? at::empty({batch}, pin.dtype(at::kLong))
+                      : at::empty({batch, tspec.seq_len}, pin.dtype(at::kLong));
   }
-  const bool bf16 = cfg.train.precision == launcher::Precision::kBf16;
-  const double straggle_s =
-      s.rank == cfg.fault.straggler_rank ? cfg.fault.straggler_ms / 1000.0 : 0.0;
-
-  StepClock clock(s.cuda);
-  std::vector<double> step_times;
-  at::Tensor last_loss;
-  double loss_value = std::nan("");
-  auto last_report = Clock::now();
-  const auto loop_start = Clock::now();
-  auto timed_start = loop_start;
-  int64_t timed_steps = 0;
-  const int64_t total = cfg.train.steps;
-  for (int64_t step = s.start_step; step < total; ++step) {
-    clock.Begin();
+  auto fill = [&](int64_t step, Batch& b) {
+    NvtxRange range("data");
     const int64_t first = FirstSampleIndex(step, s.rank, s.world, batch);
-    if (s.model->input_kind() == InputKind::kImages) {
-      FillImages(cfg.train.seed, first, ispec, host);
+    if (images) {
+      FillImages(cfg.train.seed, first, ispec, b);
     } else {
-      FillTokens(cfg.train.seed, first, tspec, host);
+      FillTokens(cfg.train.seed, first, tspec, b);
     }
-    at::Tensor input = host.input.to(s.device, /*non_blocking=*/true);
-    at::Tensor target = host.target.to(s.device, /*non_blocking=*/true);
-    if (s.model->input_kind() == InputKind::kImages) {
-      input = NormalizeImages(input, at::kFloat);
-      if (channels_last) input = input.contiguous(at::MemoryFormat::ChannelsLast);
-    }
-    if (straggle_s > 0) std::this_thread::sleep_for(std::chrono::duration<double>(straggle_s));
+  };
+  // Device-side batch with stable addresses: CUDA graphs replay reads from here.
+  Batch dev{at::empty_like(host[0].input, at::TensorOptions().device(s.device)),
+            at::empty_like(host[0].target, at::TensorOptions().device(s.device))};
+  CopyFence copied(s.cuda);  // host buffer i may be refilled once its copy is done
 
+  const bool bf16 = cfg.train.precision == launcher::Precision::kBf16;
+  if (bf16) at::autocast::set_autocast_dtype(s.device.type(), at::kBFloat16);
+  // The autocast weight cache would hold tensors from the capture's memory pool.
+  if (cfg.train.cuda_graphs) at::autocast::set_autocast_cache_enabled(false);
+  at::Tensor loss_out;  // the step's loss, on the device
+  // One training step on `dev`; host-sync free so it can be captured.
+  auto train_step = [&]() {
     s.reducer->PrepareForBackward();
     at::Tensor loss;
     {
-      if (bf16) {
-        at::autocast::set_autocast_enabled(s.device.type(), true);
-        at::autocast::set_autocast_dtype(s.device.type(), at::kBFloat16);
+      NvtxRange range("forward");
+      at::Tensor input = dev.input;
+      if (images) {
+        input = NormalizeImages(input, at::kFloat);
+        if (channels_last) input = input.contiguous(at::MemoryFormat::ChannelsLast);
       }
-      loss = s.model->Loss(input, target);
+      if (bf16) at::autocast::set_autocast_enabled(s.device.type(), true);
+      loss = s.model->Loss(input, dev.target);
       if (bf16) {
         at::autocast::set_autocast_enabled(s.device.type(), false);
         at::autocast::clear_cache();
       }
     }
+    {
+      NvtxRange range("backward");
+      loss.backward();
+      s.reducer->FinishBackward();
+    }
+    {
+      NvtxRange range("optimizer");
+      s.optimizer->Step();
+    }
+    if (loss_out.defined()) {
+      loss_out.copy_(loss.detach());
+    } else {
+      loss_out = loss.detach().clone();
+    }
+  };
+
+  // Eager steps before capture: the first rebuilds gradient buckets from the observed
+  // order, the next ones let cuDNN autotune and the allocator settle.
+  constexpr int64_t kGraphWarmupSteps = 3;
+  GraphedStep graph;
+  const double straggle_s =
+      s.rank == cfg.fault.straggler_rank ? cfg.fault.straggler_ms / 1000.0 : 0.0;
+
+  StepClock clock(s.cuda);
+  std::vector<double> step_times;
+  double loss_value = std::nan("");
+  auto last_report = Clock::now();
+  auto timed_start = Clock::now();
+  int64_t timed_steps = 0;
+  const int64_t total = cfg.train.steps;
+  if (s.start_step < total) fill(s.start_step, host[s.start_step % 2]);
+  for (int64_t step = s.start_step; step < total; ++step) {
+    NvtxRange step_range("step");
+    clock.Begin();
+    Batch& cur = host[step % 2];
+    dev.input.copy_(cur.input, /*non_blocking=*/true);
+    dev.target.copy_(cur.target, /*non_blocking=*/true);
+    copied.Record(step % 2);
+    if (straggle_s > 0) std::this_thread::sleep_for(std::chrono::duration<double>(straggle_s));
     if (s.rank == cfg.fault.crash_rank && step + 1 == cfg.fault.crash_step && s.opts.restart == 0) {
       log.Fatal("fault injection: crashing at step " + std::to_string(step + 1) +
                 " (fault.crash_rank=" + std::to_string(cfg.fault.crash_rank) + ")");
       std::_Exit(17);
     }
-    loss.backward();
-    s.reducer->FinishBackward();
-    s.optimizer->Step();
-    last_loss = loss.detach();
+    if (cfg.train.cuda_graphs && step - s.start_step >= kGraphWarmupSteps) {
+      if (!graph.captured()) {
+        s.device_comm->Barrier();  // drain timing events before capture
+        graph.Capture(train_step);
+        if (s.rank == 0) log.Info("captured the training step in a CUDA graph");
+      }
+      graph.Replay();
+    } else {
+      train_step();
+    }
+    // Generate the next batch while the GPU works on this one. Its buffer was last
+    // copied from two steps ago; wait for that copy before overwriting.
+    if (step + 1 < total) {
+      copied.Wait((step + 1) % 2);
+      fill(step + 1, host[(step + 1) % 2]);
+    }
     const double step_s = clock.End();
+    s.device_comm->Progress();
     // The first step of an attempt (allocations, autotuning) is warm-up: rates and
     // percentiles count the steps after it, unless it is the only one.
     if (step == s.start_step) {
@@ -394,7 +443,7 @@ int Trainer::Run() {
     const auto now = Clock::now();
     if (s.rank == 0 && (last || Seconds(last_report, now) >= cfg.train.log_every_s)) {
       last_report = now;
-      loss_value = last_loss.item<double>();
+      loss_value = loss_out.item<double>();
       s.metrics->SetLoss(loss_value);
       const double elapsed = Seconds(timed_start, now);
       const double rate =
@@ -427,7 +476,7 @@ int Trainer::Run() {
 
   // Summary: the world-average final loss and a fingerprint of the final weights.
   at::Tensor loss_sum = at::zeros({1}, at::kDouble);
-  if (last_loss.defined()) loss_sum[0] = last_loss.item<double>();
+  if (loss_out.defined()) loss_sum[0] = loss_out.item<double>();
   s.host_comm->AllReduce(loss_sum, comm::ReduceOp::kAvg)->Wait();
   if (s.rank == 0) {
     double norm_sq = 0, abs_sum = 0;
@@ -443,7 +492,7 @@ int Trainer::Run() {
         {"name", cfg.name},
         {"world_size", s.world},
         {"steps", total},
-        {"final_loss", last_loss.defined() ? loss_sum[0].item<double>() : 0.0},
+        {"final_loss", loss_out.defined() ? loss_sum[0].item<double>() : 0.0},
         {"samples_per_second",
          timed_steps > 0 && wall > 0 ? timed_steps * batch * s.world / wall : 0.0},
         {"step_seconds_p50", Percentile(step_times, 0.5)},
