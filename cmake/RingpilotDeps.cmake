@@ -5,11 +5,18 @@ find_package(MPI REQUIRED COMPONENTS C)
 # The C API only: OpenMPI's mpi.h otherwise pulls in the deprecated C++ bindings.
 add_compile_definitions(OMPI_SKIP_MPICXX=1 MPICH_SKIP_MPICXX=1)
 find_package(yaml-cpp REQUIRED)
+# yaml-cpp 0.7 (Debian 12) exports `yaml-cpp`, 0.8 (Ubuntu 24.04) `yaml-cpp::yaml-cpp`.
+add_library(ringpilot_yaml INTERFACE)
+if(TARGET yaml-cpp::yaml-cpp)
+  target_link_libraries(ringpilot_yaml INTERFACE yaml-cpp::yaml-cpp)
+else()
+  target_link_libraries(ringpilot_yaml INTERFACE yaml-cpp)
+endif()
 find_package(CLI11 CONFIG REQUIRED)
 find_package(nlohmann_json 3.10 REQUIRED)
 find_package(Threads REQUIRED)
 find_package(PkgConfig REQUIRED)
-pkg_check_modules(HWLOC REQUIRED IMPORTED_TARGET hwloc)
+pkg_check_modules(HWLOC IMPORTED_TARGET hwloc)
 
 # civetweb: Debian's CMake package names a /usr/bin/civetweb that the -dev package
 # does not install, so find the library and header directly.

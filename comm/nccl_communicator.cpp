@@ -98,21 +98,26 @@ bool Capturing(cudaStream_t s) {
 
 }  // namespace
 
+// An event shared by the Work that waits on it and the timing queue that reads it.
+std::shared_ptr<void> MakeEvent(unsigned flags) {
+  cudaEvent_t ev = nullptr;
+  if (cudaEventCreateWithFlags(&ev, flags) != cudaSuccess) return nullptr;
+  return std::shared_ptr<void>(ev, [](void* e) { cudaEventDestroy(static_cast<cudaEvent_t>(e)); });
+}
+
+inline cudaEvent_t Ev(const std::shared_ptr<void>& e) { return static_cast<cudaEvent_t>(e.get()); }
+
 class NcclWork : public Work {
  public:
-  NcclWork(cudaEvent_t done, bool owns) : done_(done), owns_(owns) {}
-  ~NcclWork() override {
-    if (owns_) cudaEventDestroy(done_);
-  }
-  bool Test() override { return cudaEventQuery(done_) == cudaSuccess; }
+  explicit NcclWork(std::shared_ptr<void> done) : done_(std::move(done)) {}
+  bool Test() override { return cudaEventQuery(Ev(done_)) == cudaSuccess; }
   void Wait() override {
     // Orders the caller's stream after the collective; the host never blocks.
-    cudaStreamWaitEvent(c10::cuda::getCurrentCUDAStream().stream(), done_, 0);
+    cudaStreamWaitEvent(c10::cuda::getCurrentCUDAStream().stream(), Ev(done_), 0);
   }
 
  private:
-  cudaEvent_t done_;
-  bool owns_;
+  std::shared_ptr<void> done_;
 };
 
 NcclCommunicator::NcclCommunicator(MPI_Comm bootstrap, int device, NcclOptions options)
@@ -132,10 +137,7 @@ NcclCommunicator::NcclCommunicator(MPI_Comm bootstrap, int device, NcclOptions o
 NcclCommunicator::~NcclCommunicator() {
   stop_ = true;
   if (watchdog_.joinable()) watchdog_.join();
-  for (auto& t : timed_) {
-    cudaEventDestroy(t.start);
-    cudaEventDestroy(t.end);
-  }
+  timed_.clear();
   if (comm_) ncclCommDestroy(comm_);
 }
 
@@ -166,19 +168,21 @@ std::unique_ptr<Work> NcclCommunicator::Enqueue(CollectiveOp op, const at::Tenso
   // is done with it.
   c10::cuda::CUDACachingAllocator::recordStream(tensor.storage().data_ptr(), stream_);
 
-  cudaEvent_t start = nullptr, done = nullptr;
   const unsigned flags = capturing ? cudaEventDisableTiming : cudaEventDefault;
+  std::shared_ptr<void> start;
   if (!capturing) {
-    CUDA_CHECK_FATAL(cudaEventCreateWithFlags(&start, flags));
-    CUDA_CHECK_FATAL(cudaEventRecord(start, comm_stream));
+    start = MakeEvent(flags);
+    if (!start) AbortJob("cudaEventCreateWithFlags failed");
+    CUDA_CHECK_FATAL(cudaEventRecord(Ev(start), comm_stream));
   }
   launch(comm_stream);
-  CUDA_CHECK_FATAL(cudaEventCreateWithFlags(&done, flags));
-  CUDA_CHECK_FATAL(cudaEventRecord(done, comm_stream));
+  std::shared_ptr<void> done = MakeEvent(flags);
+  if (!done) AbortJob("cudaEventCreateWithFlags failed");
+  CUDA_CHECK_FATAL(cudaEventRecord(Ev(done), comm_stream));
   if (capturing) {
     // Inside a graph the event only expresses the dependency; timing comes from the
     // step-level events the trainer records outside capture.
-    return std::make_unique<NcclWork>(done, /*owns=*/true);
+    return std::make_unique<NcclWork>(std::move(done));
   }
   const uint64_t seq = issued_seq_.fetch_add(1) + 1;
   {
@@ -186,7 +190,7 @@ std::unique_ptr<Work> NcclCommunicator::Enqueue(CollectiveOp op, const at::Tenso
     pending_.push_back({seq, {Now(), done}});
   }
   timed_.push_back({op, bytes, start, done});
-  return std::make_unique<NcclWork>(done, /*owns=*/false);
+  return std::make_unique<NcclWork>(std::move(done));
 }
 
 std::unique_ptr<Work> NcclCommunicator::AllReduce(const at::Tensor& tensor, ReduceOp op) {
@@ -226,26 +230,15 @@ void NcclCommunicator::Barrier() {
 }
 
 void NcclCommunicator::Progress() {
-  while (!timed_.empty() && cudaEventQuery(timed_.front().end) == cudaSuccess) {
-    Timed t = timed_.front();
+  // Never query events while this thread's stream is being captured.
+  if (Capturing(c10::cuda::getCurrentCUDAStream(device_).stream())) return;
+  while (!timed_.empty() && cudaEventQuery(Ev(timed_.front().end)) == cudaSuccess) {
+    Timed t = std::move(timed_.front());
     timed_.pop_front();
     float ms = 0.f;
-    cudaEventElapsedTime(&ms, t.start, t.end);
+    cudaEventElapsedTime(&ms, Ev(t.start), Ev(t.end));
     if (auto* obs = observer()) obs->OnCollective(t.op, t.bytes, ms / 1e3);
     completed_seq_.fetch_add(1);
-    {
-      // The watchdog may still hold this event in pending_; it drops completed ones
-      // itself, so take it out here before destroying the event.
-      std::lock_guard<std::mutex> lock(pending_mu_);
-      for (auto it = pending_.begin(); it != pending_.end(); ++it) {
-        if (it->second.second == t.end) {
-          pending_.erase(it);
-          break;
-        }
-      }
-    }
-    cudaEventDestroy(t.start);
-    cudaEventDestroy(t.end);
   }
 }
 
@@ -260,7 +253,7 @@ void NcclCommunicator::WatchdogLoop() {
       AbortJob(std::string("NCCL asynchronous error: ") + ncclGetErrorString(async));
     }
     std::lock_guard<std::mutex> lock(pending_mu_);
-    while (!pending_.empty() && cudaEventQuery(pending_.front().second.second) == cudaSuccess) {
+    while (!pending_.empty() && cudaEventQuery(Ev(pending_.front().second.second)) == cudaSuccess) {
       pending_.pop_front();
     }
     if (!pending_.empty() && Now() - pending_.front().second.first > options_.timeout_s) {

@@ -10,6 +10,7 @@
 
 #include <atomic>
 #include <deque>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -58,8 +59,8 @@ class NcclCommunicator : public Communicator {
   struct Timed {
     CollectiveOp op;
     int64_t bytes;
-    cudaEvent_t start;
-    cudaEvent_t end;
+    std::shared_ptr<void> start;  // cudaEvent_t, destroyed with the last owner
+    std::shared_ptr<void> end;    // shared with the Work that waits on it
   };
   template <class Launch>
   std::unique_ptr<Work> Enqueue(CollectiveOp op, const at::Tensor& tensor, int64_t bytes,
@@ -80,7 +81,7 @@ class NcclCommunicator : public Communicator {
   std::atomic<uint64_t> issued_seq_{0};
   std::atomic<uint64_t> completed_seq_{0};
   std::mutex pending_mu_;
-  std::deque<std::pair<uint64_t, std::pair<double, cudaEvent_t>>> pending_;
+  std::deque<std::pair<uint64_t, std::pair<double, std::shared_ptr<void>>>> pending_;
   std::atomic<bool> stop_{false};
   std::thread watchdog_;
 };

@@ -64,6 +64,7 @@ struct TrainConfig {
   Precision precision = Precision::kFp32;
   bool cuda_graphs = false;
   bool channels_last = true;  ///< ResNet memory format on CUDA
+  bool tf32 = true;           ///< TF32 for float32 matmul/convolution on CUDA
   uint64_t seed = 0;
   int threads_per_rank = 0;  ///< CPU intra-op threads; 0 = cores on the node / local ranks
   double log_every_s = 5.0;  ///< rank 0 progress line period

@@ -15,7 +15,8 @@ void AddCommonFlags(const MpirunContext& ctx, std::vector<std::string>* argv) {
   // Shared-memory single copy uses CMA (process_vm_readv), which containers and
   // ptrace-restricted kernels refuse; copy-in/copy-out works everywhere.
   argv->insert(argv->end(), {"--mca", "btl_vader_single_copy_mechanism", "none"});
-  for (const char* name : {kRunDirVar, kRestartVar, kMasterAddrVar, kMasterPortVar}) {
+  for (const char* name :
+       {kRunDirVar, kRestartVar, kMasterAddrVar, kMasterPortVar, kLaunchTimeVar}) {
     argv->insert(argv->end(), {"-x", name});
   }
   // mpirun passes its own environment only to ranks on this host; `-x` carries the

@@ -18,6 +18,9 @@ inline constexpr const char* kRunDirVar = "RINGPILOT_RUN_DIR";
 inline constexpr const char* kRestartVar = "RINGPILOT_RESTART";
 inline constexpr const char* kMasterAddrVar = "RINGPILOT_MASTER_ADDR";
 inline constexpr const char* kMasterPortVar = "RINGPILOT_MASTER_PORT";
+/// Unix time (seconds) at which the supervisor started this attempt; the trainer
+/// reports time-to-first-step from it.
+inline constexpr const char* kLaunchTimeVar = "RINGPILOT_LAUNCH_UNIX";
 
 /// Everything besides the config that the command depends on.
 struct MpirunContext {

@@ -1,5 +1,8 @@
 #include "launcher/supervisor.h"
 
+#include <chrono>
+#include <cstdio>
+
 #include <fcntl.h>
 #include <poll.h>
 #include <sys/wait.h>
@@ -176,6 +179,13 @@ Supervisor::Attempt Supervisor::RunAttempt(const SupervisedCommand& command, int
   Environment env = command.env;
   env[kRunDirVar] = options_.run_dir;
   env[kRestartVar] = std::to_string(restart);
+  {
+    char stamp[32];
+    std::snprintf(
+        stamp, sizeof(stamp), "%.3f",
+        std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count());
+    env[kLaunchTimeVar] = stamp;
+  }
   const auto path_it = env.find("PATH");
   const std::string exe =
       command.argv.empty()

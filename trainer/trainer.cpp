@@ -28,6 +28,7 @@
 #include "trainer/training_metrics.h"
 
 #ifdef RINGPILOT_WITH_CUDA
+#include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <cuda_runtime.h>
 
@@ -81,6 +82,32 @@ std::string FormatDuration(double s) {
     std::snprintf(buf, sizeof(buf), "%.1fh", s / 3600);
   }
   return buf;
+}
+
+double UnixNow() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+void SynchronizeDevice(bool cuda) {
+#ifdef RINGPILOT_WITH_CUDA
+  if (cuda) cudaDeviceSynchronize();
+#endif
+  (void)cuda;
+}
+
+// Peak bytes allocated by LibTorch's caching allocator on this rank's device (what
+// torch.cuda.max_memory_allocated reports), 0 on the CPU.
+double PeakDeviceMemoryBytes(bool cuda) {
+#ifdef RINGPILOT_WITH_CUDA
+  if (cuda) {
+    const auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(c10::cuda::current_device());
+    return static_cast<double>(
+        stats.allocated_bytes[static_cast<size_t>(c10::CachingAllocator::StatType::AGGREGATE)]
+            .peak);
+  }
+#endif
+  (void)cuda;
+  return 0.0;
 }
 
 void WriteJsonAtomically(const std::string& path, const nlohmann::json& j) {
@@ -186,8 +213,8 @@ int Trainer::Run() {
     nccl_version = std::to_string(nv / 10000) + "." + std::to_string((nv / 100) % 100) + "." +
                    std::to_string(nv % 100);
     at::globalContext().setBenchmarkCuDNN(true);
-    at::globalContext().setAllowTF32CuBLAS(true);
-    at::globalContext().setAllowTF32CuDNN(true);
+    at::globalContext().setAllowTF32CuBLAS(cfg.train.tf32);
+    at::globalContext().setAllowTF32CuDNN(cfg.train.tf32);
   }
 #endif
   if (!s.device_comm) s.device_comm = std::make_unique<comm::MpiCommunicator>(MPI_COMM_WORLD);
@@ -391,6 +418,11 @@ int Trainer::Run() {
   auto timed_start = Clock::now();
   int64_t timed_steps = 0;
   const int64_t total = cfg.train.steps;
+  const int64_t warmup_end =
+      std::min(total - 1, s.start_step + (cfg.train.cuda_graphs ? kGraphWarmupSteps : 0));
+  double first_step_s = 0.0;
+  double launch_unix = UnixNow();
+  if (const char* t = std::getenv("RINGPILOT_LAUNCH_UNIX")) launch_unix = std::atof(t);
   if (s.start_step < total) fill(s.start_step, host[s.start_step % 2]);
   for (int64_t step = s.start_step; step < total; ++step) {
     NvtxRange step_range("step");
@@ -423,15 +455,21 @@ int Trainer::Run() {
     }
     const double step_s = clock.End();
     s.device_comm->Progress();
-    // The first step of an attempt (allocations, autotuning) is warm-up: rates and
-    // percentiles count the steps after it, unless it is the only one.
     if (step == s.start_step) {
-      timed_start = Clock::now();
-      if (total - s.start_step == 1) {
+      // Time to the end of the first step, from when the front end launched this
+      // attempt (one host synchronisation, first step only).
+      SynchronizeDevice(s.cuda);
+      first_step_s = UnixNow() - launch_unix;
+    }
+    // Warm-up steps (the first of an attempt; with CUDA graphs, up to the first
+    // replay) are left out of rates and percentiles, unless nothing else is left.
+    if (step <= warmup_end) {
+      if (step == warmup_end) timed_start = Clock::now();
+      if (step + 1 == total && timed_steps == 0) {
         step_times.push_back(step_s);
         timed_steps = 1;
-        timed_start -=
-            std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(step_s));
+        timed_start = Clock::now() - std::chrono::duration_cast<Clock::duration>(
+                                         std::chrono::duration<double>(step_s));
       }
     } else {
       step_times.push_back(step_s);
@@ -505,6 +543,8 @@ int Trainer::Run() {
         {"device", s.cuda ? "cuda" : "cpu"},
         {"model", cfg.model.name},
         {"batch_per_rank", batch},
+        {"first_step_s", first_step_s},
+        {"peak_mem_gb", PeakDeviceMemoryBytes(s.cuda) / 1e9},
     };
     WriteJsonAtomically(s.opts.run_dir + "/summary.json", summary);
     log.Info("done: " + std::to_string(total) + " steps, summary " + s.opts.run_dir +

@@ -20,6 +20,7 @@ RP_DONE=0
 RP_START_S=0
 RP_ROWS=()
 RP_CLEANUPS=()
+RP_BIN_STAMP=""
 
 rp_log() { printf '[%s %s] %s\n' "$RP_TEST" "$(date +%H:%M:%S)" "$*" >&2; }
 
@@ -87,6 +88,7 @@ rp_init() {
   for tool in mpirun python3 timeout; do
     command -v "$tool" >/dev/null || rp_die "'$tool' not found on PATH"
   done
+  RP_BIN_STAMP=$(stat -c '%Y' "$RINGPILOT" "$RINGPILOT_TRAINER_BIN" | tr '\n' ' ')
   RP_TMP=$(mktemp -d "${TMPDIR:-/tmp}/ringpilot-it-$RP_TEST.XXXXXX")
   rp_log "work directory $RP_TMP; binaries from $RINGPILOT_BUILD_DIR"
 }
@@ -203,6 +205,10 @@ rp_finish() {
     if ((${#c} > w1)); then w1=${#c}; fi
     if ((${#d} > w2)); then w2=${#d}; fi
   done
+  if [[ -n $RP_BIN_STAMP &&
+    $(stat -c '%Y' "$RINGPILOT" "$RINGPILOT_TRAINER_BIN" | tr '\n' ' ') != "$RP_BIN_STAMP" ]]; then
+    RP_ROWS+=("binaries|ringpilot or ringpilot-trainer was rebuilt while the test ran|WARN")
+  fi
   printf '\n== %s: results (%d s) ==\n' "$RP_TEST" "$total"
   printf "%-${w1}s  %-${w2}s  %s\n" check detail result
   for row in "${RP_ROWS[@]}"; do

@@ -32,7 +32,8 @@ MpirunContext Context() {
 }
 
 const Argv kRingpilotVars = {"-x", "RINGPILOT_RUN_DIR",     "-x", "RINGPILOT_RESTART",
-                             "-x", "RINGPILOT_MASTER_ADDR", "-x", "RINGPILOT_MASTER_PORT"};
+                             "-x", "RINGPILOT_MASTER_ADDR", "-x", "RINGPILOT_MASTER_PORT",
+                             "-x", "RINGPILOT_LAUNCH_UNIX"};
 const Argv kTrainerTail = {"/b/bin/ringpilot-trainer", "--config", "/runs/t-1/job.yaml",
                            "--run-dir", "/runs/t-1"};
 
@@ -90,6 +91,7 @@ TEST(MpirunCommand, ForwardsOnlyListedVariablesThatAreSet) {
                          "RINGPILOT_RESTART",
                          "RINGPILOT_MASTER_ADDR",
                          "RINGPILOT_MASTER_PORT",
+                         "RINGPILOT_LAUNCH_UNIX",
                          "CUDA_VISIBLE_DEVICES",
                          "LD_LIBRARY_PATH",
                          "NCCL_DEBUG",

@@ -1,0 +1,115 @@
+#!/usr/bin/env bash
+# Training throughput: ringpilot vs stock PyTorch DDP (the peer, torch_ddp_bench.py)
+# on the same machine in the same run, on 1 and 2 GPUs (any count the machine has).
+#   tests/gpu/bench_train.sh [--what all|ringpilot|peer] [--worlds "1 2"]
+#       [--models "bert-base resnet50"] [--steps 65] [--out FILE.jsonl] [--peer DIR]
+# Writes one JSON object per line (model, world, batch_per_gpu, impl, per_gpu_rate,
+# step_ms, step_p99_ms, first_step_s, peak_mem_gb) and prints a table last.
+set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/env.sh"
+WHAT=all WORLDS="1 2" MODELS="bert-base resnet50" STEPS=65
+PEER_DIR="$ROOT/.carry/peers"
+OUTFILE="$ROOT/bench/results/$(date +%F)-train.jsonl"
+while (($#)); do
+  case $1 in
+    --what) WHAT=$2; shift 2 ;;
+    --worlds) WORLDS=$2; shift 2 ;;
+    --models) MODELS=$2; shift 2 ;;
+    --steps) STEPS=$2; shift 2 ;;
+    --out) OUTFILE=$2; shift 2 ;;
+    --peer) PEER_DIR=$2; shift 2 ;;
+    *) echo "bench_train: unknown argument $1" >&2; exit 2 ;;
+  esac
+done
+GPUS=$(nvidia-smi -L | wc -l)
+WORK=$(mktemp -d)
+mkdir -p "$(dirname "$OUTFILE")"
+: >>"$OUTFILE"
+if [[ $WHAT != peer ]]; then [[ -x "$RP" ]] || gpu_build; fi
+
+batch_of() { [[ $1 == resnet50 ]] && echo 256 || echo 64; }
+
+bench_ringpilot() {  # model world
+  local model=$1 world=$2 batch
+  batch=$(batch_of "$model")
+  local job="$WORK/rp-$model-$world.yaml"
+  if [[ $model == resnet50 ]]; then
+    cat >"$job" <<YAML
+name: bench-$model-$world
+world: {nodes: 1, procs_per_node: $world, device: cuda}
+model: {name: resnet50}
+data: {batch_per_rank: $batch}
+train: {steps: $STEPS, optimizer: sgd, lr: 0.1, momentum: 0.9, weight_decay: 5.0e-5, precision: bf16, channels_last: true, cuda_graphs: ${RP_GRAPHS_RESNET:-true}, log_every_s: 10}
+comm: {bucket_mb: ${RP_BUCKET_MB:-25}}
+checkpoint: {every_steps: 0, keep: 1}
+metrics: {enabled: true, port_base: 0}
+YAML
+  else
+    cat >"$job" <<YAML
+name: bench-$model-$world
+world: {nodes: 1, procs_per_node: $world, device: cuda}
+model: {name: bert-base, seq_len: 128}
+data: {batch_per_rank: $batch}
+train: {steps: $STEPS, optimizer: adamw, lr: 1.0e-4, precision: bf16, cuda_graphs: true, log_every_s: 10}
+comm: {bucket_mb: ${RP_BERT_BUCKET_MB:-25}}
+checkpoint: {every_steps: 0, keep: 1}
+metrics: {enabled: true, port_base: 0}
+YAML
+  fi
+  local dir="$WORK/rp-$model-$world"
+  echo "bench_train: ringpilot $model x$world: $RP run $job" >&2
+  if ! "$RP" run "$job" --run-dir "$dir" >"$dir.log" 2>&1; then
+    echo "bench_train: ringpilot $model x$world failed:" >&2
+    tail -25 "$dir.log" >&2
+    return 0
+  fi
+  python3 - "$dir/summary.json" "$model" "$world" "$batch" >>"$OUTFILE" <<'PY'
+import json, sys
+s = json.load(open(sys.argv[1]))
+world = int(sys.argv[3])
+print(json.dumps({"model": sys.argv[2], "world": world, "batch_per_gpu": int(sys.argv[4]),
+                  "impl": "ringpilot", "per_gpu_rate": s["samples_per_second"] / world,
+                  "step_ms": s["step_seconds_p50"] * 1e3, "step_p99_ms": s["step_seconds_p99"] * 1e3,
+                  "first_step_s": s["first_step_s"], "peak_mem_gb": s["peak_mem_gb"]}))
+PY
+}
+
+bench_peer() {  # model world impl [compile mode]
+  local model=$1 world=$2 impl=$3 mode=${4:-} batch
+  batch=$(batch_of "$model")
+  local args=(--model "$model" --batch "$batch")
+  [[ -n $mode ]] && args+=(--compile "$mode")
+  echo "bench_train: peer $impl $model x$world" >&2
+  local log="$WORK/peer-$impl-$model-$world.log"
+  if ! python3 -m torch.distributed.run --standalone --nproc_per_node="$world" \
+      "$PEER_DIR/torch_ddp_bench.py" "${args[@]}" >"$log" 2>&1; then
+    echo "bench_train: peer $impl $model x$world failed:" >&2
+    tail -15 "$log" >&2
+    return 0
+  fi
+  grep -h '^PEER ' "$log" | tail -1 | sed 's/^PEER //' |
+    python3 -c "import json,sys;d=json.load(sys.stdin);d['impl']='$impl';print(json.dumps(d))" >>"$OUTFILE"
+}
+
+for model in $MODELS; do
+  for world in $WORLDS; do
+    ((world <= GPUS)) || { echo "bench_train: skipping world $world (only $GPUS GPUs)" >&2; continue; }
+    if [[ $WHAT != peer ]]; then bench_ringpilot "$model" "$world"; fi
+    if [[ $WHAT != ringpilot ]]; then
+      bench_peer "$model" "$world" peer-eager
+      if [[ $model == resnet50 ]]; then
+        bench_peer "$model" "$world" peer-compile-default default
+      else
+        bench_peer "$model" "$world" peer-compile-reduce-overhead reduce-overhead
+      fi
+    fi
+  done
+done
+python3 - "$OUTFILE" <<'PY'
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+print(f"{'model':10} {'world':>5} {'batch':>5} {'impl':30} {'per_gpu_rate':>12} {'step_ms':>8} {'p99_ms':>8} {'first_s':>7} {'mem_gb':>7}")
+for r in rows:
+    print(f"{r['model']:10} {r['world']:>5} {r['batch_per_gpu']:>5} {r['impl']:30} {r['per_gpu_rate']:>12.1f} "
+          f"{r['step_ms']:>8.2f} {r['step_p99_ms']:>8.2f} {r['first_step_s']:>7.1f} {r['peak_mem_gb']:>7.2f}")
+PY

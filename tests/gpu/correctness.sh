@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# GPU correctness (needs 2 GPUs): data-parallel equivalence on GPU and CUDA graphs
+# on vs off. Prints a table last; exit 1 on any failure.
+#   2 GPUs x batch B == 1 GPU x batch 2B after 5 fp32 steps (rel diff <= 1e-4)
+#   cuda_graphs on == off after 10 fp32 steps (rel diff <= 1e-5)
+set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/env.sh"
+[[ -x "$RP" ]] || gpu_build
+OUT="${1:-$(mktemp -d)}"
+mkdir -p "$OUT"
+rows=()
+fail=0
+run() {  # name, then --set args
+  local name=$1; shift
+  local set=()
+  for kv in "$@"; do set+=(--set "$kv"); done
+  cat >"$OUT/$name.yaml" <<YAML
+name: $name
+world: {nodes: 1, procs_per_node: 1, device: cuda}
+model: {name: resnet50}
+data: {batch_per_rank: 8}
+train: {steps: 5, precision: fp32, tf32: false, lr: 0.01, log_every_s: 30}
+checkpoint: {every_steps: 0, keep: 1}
+metrics: {enabled: false}
+YAML
+  "$RP" run "$OUT/$name.yaml" --run-dir "$OUT/$name" "${set[@]}" >"$OUT/$name.log" 2>&1 ||
+    { echo "correctness: run $name failed:"; tail -20 "$OUT/$name.log"; exit 1; }
+}
+check() {  # label, run a, run b, limit
+  local label=$1 a=$2 b=$3 limit=$4
+  for key in param_norm param_abs_sum; do
+    local d
+    d=$(rel_diff "$(json_field "$OUT/$a/summary.json" $key)" "$(json_field "$OUT/$b/summary.json" $key)")
+    local ok
+    ok=$(python3 -c "print('PASS' if $d <= $limit else 'FAIL')")
+    [[ $ok == PASS ]] || fail=1
+    rows+=("$(printf '%-44s %-14s %10.3e %8s %s' "$label" "$key" "$d" "$limit" "$ok")")
+  done
+}
+# ResNet-50 (synchronised BatchNorm) and BERT-base (dropout 0).
+run r50_w1 world.procs_per_node=1 data.batch_per_rank=16 model.sync_batchnorm=true
+run r50_w2 world.procs_per_node=2 data.batch_per_rank=8 model.sync_batchnorm=true
+check "resnet50 2 GPUs x 8 vs 1 GPU x 16" r50_w1 r50_w2 1e-4
+run bert_w1 model.name=bert-base model.dropout=0 train.optimizer=adamw train.lr=1e-4 world.procs_per_node=1 data.batch_per_rank=16
+run bert_w2 model.name=bert-base model.dropout=0 train.optimizer=adamw train.lr=1e-4 world.procs_per_node=2 data.batch_per_rank=8
+check "bert-base 2 GPUs x 8 vs 1 GPU x 16" bert_w1 bert_w2 1e-4
+# CUDA graphs on vs off, 2 ranks, 10 steps.
+run bert_eager model.name=bert-base model.dropout=0 train.optimizer=adamw train.lr=1e-4 world.procs_per_node=2 train.steps=10 train.cuda_graphs=false
+run bert_graph model.name=bert-base model.dropout=0 train.optimizer=adamw train.lr=1e-4 world.procs_per_node=2 train.steps=10 train.cuda_graphs=true
+check "bert-base cuda_graphs on vs off (10 steps)" bert_eager bert_graph 1e-5
+run r50_eager world.procs_per_node=2 train.steps=10 train.cuda_graphs=false
+run r50_graph world.procs_per_node=2 train.steps=10 train.cuda_graphs=true
+check "resnet50 cuda_graphs on vs off (10 steps)" r50_eager r50_graph 1e-5
+grep -h "captured the training step" "$OUT"/*_graph/logs/rank-0.log >/dev/null ||
+  { echo "correctness: no CUDA graph was captured"; fail=1; }
+printf '%-44s %-14s %10s %8s %s\n' check metric rel_diff limit result
+printf '%s\n' "${rows[@]}"
+exit $fail

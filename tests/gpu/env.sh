@@ -1,0 +1,35 @@
+# shellcheck shell=bash
+# Sourced by tests/gpu/*.sh on a GPU machine: environment, build of ringpilot there
+# (the GPU image lacks civetweb: scripts/carry_gpu_deps.sh unpacks Debian's into
+# .carry/), and small helpers. Needs: python3 with torch (LibTorch), nvcc, cmake.
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+export RINGPILOT_BUILD_DIR="${RINGPILOT_BUILD_DIR:-$ROOT/build-gpu}"
+# Never let NCCL, PyTorch or NVSHMEM use NVLink multicast on shared machines.
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+CIV="$ROOT/.carry/civetweb/usr"
+if [[ -d "$CIV/lib/x86_64-linux-gnu" ]]; then
+  export LD_LIBRARY_PATH="$CIV/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+fi
+export RP="$RINGPILOT_BUILD_DIR/bin/ringpilot"
+
+gpu_build() {
+  local extra=()
+  if [[ -f "$CIV/include/civetweb.h" ]]; then
+    extra+=(-DCIVETWEB_INCLUDE_DIR="$CIV/include"
+            -DCIVETWEB_LIBRARY="$CIV/lib/x86_64-linux-gnu/libcivetweb.so")
+  fi
+  local gen=()
+  command -v ninja >/dev/null && gen=(-G Ninja)
+  cmake -S "$ROOT" -B "$RINGPILOT_BUILD_DIR" "${gen[@]}" -DCMAKE_BUILD_TYPE=Release \
+    -DRINGPILOT_TESTS=OFF -DRINGPILOT_PYTHON="$(command -v python3)" \
+    -DTORCH_CUDA_ARCH_LIST=9.0 "${extra[@]}" >"$RINGPILOT_BUILD_DIR.configure.log" 2>&1 ||
+    { tail -30 "$RINGPILOT_BUILD_DIR.configure.log"; return 1; }
+  cmake --build "$RINGPILOT_BUILD_DIR" --parallel "$(nproc)" --target ringpilot ringpilot-trainer
+}
+
+# json_field FILE KEY
+json_field() { python3 -c "import json,sys;print(json.load(open(sys.argv[1]))[sys.argv[2]])" "$1" "$2"; }
+
+# rel_diff A B
+rel_diff() { python3 -c "import sys;a,b=float(sys.argv[1]),float(sys.argv[2]);print(abs(a-b)/max(abs(a),abs(b),1e-30))" "$1" "$2"; }
