@@ -175,8 +175,10 @@ for r in 0 1 2 3; do
   want=${NS[r / 2]}
   other=${NS[1 - r / 2]}
   f=$nodes/logs/rank-$r.log
-  if [[ ! -s $f ]]; then
+  if [[ ! -e $f ]]; then
     log_problems+=" rank-$r.log missing;"
+  elif [[ ! -s $f ]]; then
+    log_problems+=" rank-$r.log is empty (names no node, want $want);"
   elif grep -qw -- "$want" "$f" && ! grep -qw -- "$other" "$f"; then
     names+=" $r:$want"
   else
