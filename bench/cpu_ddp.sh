@@ -45,11 +45,22 @@ esac
 [[ -x "$PY" ]] || { echo "cpu_ddp.sh: no python at $PY (scripts/setup.sh)" >&2; exit 2; }
 
 out="${keep:-$(mktemp -d /tmp/ringpilot-cpu-ddp.XXXXXX)}"
-mkdir -p "$out"
+mkdir -p "$out/bin"
 echo "cpu_ddp: results in $out"
+# Snapshot the binaries, so that a rebuild while the benchmark runs changes nothing (their
+# RUNPATH is absolute, so the copies find the same libraries).
+trainer="${RINGPILOT_TRAINER:-$(dirname "$RINGPILOT")/ringpilot-trainer}"
+[[ -x "$trainer" ]] || { echo "cpu_ddp: $trainer not built (scripts/build.sh)" >&2; exit 2; }
+cp "$RINGPILOT" "$out/bin/ringpilot"
+cp "$trainer" "$out/bin/ringpilot-trainer"
+RINGPILOT="$out/bin/ringpilot"
+export RINGPILOT_TRAINER="$out/bin/ringpilot-trainer"
 echo "cpu_ddp: $(nproc) cores, $(lscpu | sed -n 's/^Model name: *//p' | head -1)," \
   "torch $("$PY" -c 'import torch; print(torch.__version__)')," \
-  "$(mpirun --version 2>/dev/null | head -1), ringpilot-trainer $(stat -c %y "$ROOT/build/bin/ringpilot-trainer" | cut -d. -f1)"
+  "$(mpirun --version 2>/dev/null | head -1), $(gcc --version 2>/dev/null | head -1)"
+echo "cpu_ddp: ringpilot $(git -C "$ROOT" describe --always --dirty 2>/dev/null || echo '?')," \
+  "trainer built $(stat -c %y "$trainer" | cut -d. -f1)," \
+  "sha256 $(sha256sum "$RINGPILOT_TRAINER" | cut -c1-12)"
 
 json() { "$PY" -c "import json,sys; d=json.load(open(sys.argv[1])); print(d$2)" "$1"; }
 load() { cut -d' ' -f1-3 /proc/loadavg; }

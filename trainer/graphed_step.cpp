@@ -24,21 +24,17 @@ GraphedStep::GraphedStep() : impl_(std::make_unique<Impl>()) {}
 GraphedStep::~GraphedStep() = default;
 
 void GraphedStep::Capture(const std::function<void()>& body) {
-  auto current = c10::cuda::getCurrentCUDAStream();
-  auto side = c10::cuda::getStreamFromPool(/*isHighPriority=*/false);
-  // The side stream starts after everything queued so far, and the caller's stream
-  // continues after the capture; PyTorch's torch.cuda.graph does the same.
-  side.synchronize();
-  current.synchronize();
-  {
-    c10::cuda::CUDAStreamGuard guard(side);
-    // Relaxed: the NCCL watchdog thread keeps querying events while we capture.
-    impl_->graph.emplace();
-    impl_->graph->capture_begin({0, 0}, cudaStreamCaptureModeRelaxed);
-    body();
-    impl_->graph->capture_end();
-  }
-  side.synchronize();
+  // Capture on the caller's stream, which must not be the legacy default stream: the
+  // gradient accumulators were created on it, so backward's leaf work joins the
+  // capture without cross-stream dependencies.
+  auto stream = c10::cuda::getCurrentCUDAStream();
+  stream.synchronize();
+  // Relaxed: the NCCL watchdog thread keeps querying events while we capture.
+  impl_->graph.emplace();
+  impl_->graph->capture_begin({0, 0}, cudaStreamCaptureModeRelaxed);
+  body();
+  impl_->graph->capture_end();
+  stream.synchronize();
   impl_->captured = true;
 }
 

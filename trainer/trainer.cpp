@@ -193,6 +193,9 @@ int Trainer::Run() {
   at::set_num_threads(threads);
 
   s.host_comm = std::make_unique<comm::MpiCommunicator>(MPI_COMM_WORLD);
+#ifdef RINGPILOT_WITH_CUDA
+  std::optional<c10::cuda::CUDAStreamGuard> train_stream;
+#endif
   std::string cuda_version = "none", nccl_version = "none";
 #ifdef RINGPILOT_WITH_CUDA
   if (s.cuda) {
@@ -204,6 +207,10 @@ int Trainer::Run() {
     }
     c10::cuda::set_device(dev);
     s.device = at::Device(at::kCUDA, dev);
+    // All training work goes on a non-default stream, from before the first gradient
+    // accumulator exists: autograd runs each AccumulateGrad on the stream it was created
+    // on, and the legacy default stream cannot join a CUDA graph capture.
+    train_stream.emplace(c10::cuda::getStreamFromPool(/*isHighPriority=*/false, dev));
     comm::NcclOptions nopts;
     nopts.timeout_s = cfg.comm.timeout_s;
     s.device_comm = std::make_unique<comm::NcclCommunicator>(MPI_COMM_WORLD, dev, nopts);

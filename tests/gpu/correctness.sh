@@ -24,10 +24,15 @@ checkpoint: {every_steps: 0, keep: 1}
 metrics: {enabled: false}
 YAML
   "$RP" run "$OUT/$name.yaml" --run-dir "$OUT/$name" "${set[@]}" >"$OUT/$name.log" 2>&1 ||
-    { echo "correctness: run $name failed:"; tail -20 "$OUT/$name.log"; exit 1; }
+    { echo "correctness: run $name failed:"; grep -m3 FATAL "$OUT/$name"/logs/rank-*.log; fail=1; }
 }
 check() {  # label, run a, run b, limit
   local label=$1 a=$2 b=$3 limit=$4
+  if [[ ! -f "$OUT/$a/summary.json" || ! -f "$OUT/$b/summary.json" ]]; then
+    rows+=("$(printf '%-44s %-14s %10s %8s %s' "$label" "-" "-" "$limit" "FAIL (run failed)")")
+    fail=1
+    return
+  fi
   for key in param_norm param_abs_sum; do
     local d
     d=$(rel_diff "$(json_field "$OUT/$a/summary.json" $key)" "$(json_field "$OUT/$b/summary.json" $key)")

@@ -21,6 +21,7 @@ RP_START_S=0
 RP_ROWS=()
 RP_CLEANUPS=()
 RP_BIN_STAMP=""
+RP_JOB_PID=""
 
 rp_log() { printf '[%s %s] %s\n' "$RP_TEST" "$(date +%H:%M:%S)" "$*" >&2; }
 
@@ -33,7 +34,9 @@ rp_die() {
 }
 
 # rp_row CHECK DETAIL STATUS: one line of the result table (STATUS PASS, FAIL or INFO).
+# With RP_QUIET_PASS=1, PASS rows are left out (a test that sums them up itself).
 rp_row() {
+  if [[ $3 == PASS && ${RP_QUIET_PASS:-0} == 1 ]]; then return 0; fi
   RP_ROWS+=("$1|$2|$3")
   if [[ $3 == FAIL ]]; then
     RP_FAILS=$((RP_FAILS + 1))
@@ -50,6 +53,16 @@ rp_check() {
 
 rp_cleanup() {
   local rc=$? i
+  # A job still running (the test was interrupted): SIGTERM reaches `ringpilot run`
+  # through timeout, and ringpilot stops mpirun and the ranks.
+  if [[ -n $RP_JOB_PID ]] && kill -0 "$RP_JOB_PID" 2>/dev/null; then
+    kill -TERM "$RP_JOB_PID" 2>/dev/null || true
+    for ((i = 0; i < 150; i++)); do
+      kill -0 "$RP_JOB_PID" 2>/dev/null || break
+      sleep 0.2
+    done
+    kill -KILL "$RP_JOB_PID" 2>/dev/null || true
+  fi
   # Registered cleanups run last-registered first; each one's failure is only reported.
   for ((i = ${#RP_CLEANUPS[@]} - 1; i >= 0; i--)); do
     eval "${RP_CLEANUPS[i]}" || rp_log "cleanup '${RP_CLEANUPS[i]}' failed"
@@ -100,7 +113,12 @@ rp_run() {
   shift 4
   local t0=$SECONDS
   RP_RC=0
-  timeout -k 20 "$limit" "$RINGPILOT" run "$job" --run-dir "$run_dir" "$@" >"$out" 2>&1 || RP_RC=$?
+  # In the background and waited for, so that a signal to the test runs its cleanup now
+  # (which stops the job) rather than after the job.
+  timeout -k 20 "$limit" "$RINGPILOT" run "$job" --run-dir "$run_dir" "$@" >"$out" 2>&1 &
+  RP_JOB_PID=$!
+  wait "$RP_JOB_PID" || RP_RC=$?
+  RP_JOB_PID=""
   rp_log "ringpilot run $(basename "$run_dir") $* -> exit $RP_RC ($((SECONDS - t0)) s)"
   if [[ $RP_RC -eq 124 || $RP_RC -eq 137 ]]; then
     rp_log "TIMED OUT after ${limit} s: $(basename "$run_dir")"

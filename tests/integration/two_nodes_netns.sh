@@ -23,6 +23,22 @@ readonly BR="rpbr$$" VETH_HOST=("rpv1h$$" "rpv2h$$") VETH_NODE=("rpv1n$$" "rpv2n
 for tool in ip unshare hostname; do
   command -v "$tool" >/dev/null || rp_die "'$tool' not found (iproute2, util-linux)"
 done
+# Leftovers of a run of this test that was killed before its cleanup (rp-nK-PID, rpbrPID
+# with PID no longer running) are removed; anything else on the subnet is an error.
+for f in /var/run/netns/rp-n[12]-*; do
+  [[ -e $f ]] || continue
+  pid=${f##*-}
+  if [[ $pid =~ ^[0-9]+$ ]] && ! kill -0 "$pid" 2>/dev/null; then
+    rp_log "removing stale namespace ${f##*/} of an earlier run"
+    ip netns del "${f##*/}" || true
+  fi
+done
+for link in $(ip -o link show type bridge | awk -F': ' '{print $2}' | grep -E '^rpbr[0-9]+$' || true); do
+  if ! kill -0 "${link#rpbr}" 2>/dev/null; then
+    rp_log "removing stale bridge $link of an earlier run"
+    ip link del "$link" || true
+  fi
+done
 if ip -4 -o addr show | grep -q ' 10\.213\.0\.'; then
   rp_die "$SUBNET is already configured on this host ($(ip -4 -o addr show | grep ' 10\.213\.0\.' |
     awk '{print $2}' | tr '\n' ' ')): a leftover of an interrupted run? Remove it first"
@@ -168,7 +184,7 @@ else
   rp_row "rsh agent" "not used for both nodes ($(tr '\n' ';' <"$agent_log" 2>/dev/null))" FAIL
 fi
 
-# Ranks 0,1 on node 1 and 2,3 on node 2, and the rank logs say so.
+# Ranks 0,1 on node 1 and 2,3 on node 2 (ppr:2:node), and each rank's log names its node.
 names=""
 log_problems=""
 for r in 0 1 2 3; do
@@ -176,19 +192,21 @@ for r in 0 1 2 3; do
   other=${NS[1 - r / 2]}
   f=$nodes/logs/rank-$r.log
   if [[ ! -e $f ]]; then
-    log_problems+=" rank-$r.log missing;"
+    log_problems+=" $r:no-log"
   elif [[ ! -s $f ]]; then
-    log_problems+=" rank-$r.log is empty (names no node, want $want);"
-  elif grep -qw -- "$want" "$f" && ! grep -qw -- "$other" "$f"; then
+    log_problems+=" $r:empty"
+  elif grep -qw -- "$other" "$f"; then
+    log_problems+=" $r:names-$other"
+  elif grep -qw -- "$want" "$f"; then
     names+=" $r:$want"
   else
-    log_problems+=" rank-$r.log does not name its node $want;"
+    log_problems+=" $r:no-node-name"
   fi
 done
 if [[ -z $log_problems ]]; then
   rp_row "node names" "rank logs name two nodes:$names" PASS
 else
-  rp_row "node names" "${log_problems%;}" FAIL
+  rp_row "node names" "rank logs (want 0,1 on ${NS[0]}; 2,3 on ${NS[1]}):$log_problems" FAIL
 fi
 
 if ((nodes_ok && local_ok)); then
