@@ -3,7 +3,10 @@
 #include <ATen/Parallel.h>
 
 #include <cmath>
+#include <mutex>
 #include <stdexcept>
+#include <unordered_map>
+#include <vector>
 
 namespace ringpilot::trainer {
 
@@ -32,36 +35,72 @@ void CheckBatch(const Batch& out, at::ScalarType in_type, const char* what) {
   }
 }
 
+// The smooth class pattern depends only on (seed, label, size): computed once per
+// class and reused, so a sample costs one random word per four pixels.
+class PatternCache {
+ public:
+  const std::vector<uint8_t>& Get(uint64_t seed, int label, int h, int w) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (seed != seed_ || h != h_ || w != w_) {
+      patterns_.clear();
+      seed_ = seed;
+      h_ = h;
+      w_ = w;
+    }
+    auto& p = patterns_[label];
+    if (p.empty()) {
+      p.resize(static_cast<size_t>(3) * h * w);
+      Stream cls(seed, static_cast<uint64_t>(label), 2);
+      for (int c = 0; c < 3; ++c) {
+        const double fx = 0.05 + 0.4 * cls.Uniform(), fy = 0.05 + 0.4 * cls.Uniform();
+        const double phase = 6.283185307179586 * cls.Uniform();
+        for (int y = 0; y < h; ++y) {
+          for (int x = 0; x < w; ++x) {
+            p[(static_cast<size_t>(c) * h + y) * w + x] =
+                static_cast<uint8_t>(128.0 + 70.0 * std::sin(fx * x + fy * y + phase));
+          }
+        }
+      }
+    }
+    return p;
+  }
+
+ private:
+  std::mutex mu_;
+  uint64_t seed_ = 0;
+  int h_ = 0, w_ = 0;
+  std::unordered_map<int, std::vector<uint8_t>> patterns_;
+};
+
+PatternCache& Patterns() {
+  static PatternCache cache;
+  return cache;
+}
+
 }  // namespace
 
 void FillImages(uint64_t seed, int64_t first_index, const ImageSpec& spec, Batch& out) {
   CheckBatch(out, at::kByte, "FillImages");
   const int64_t batch = out.input.size(0);
   const int h = spec.height, w = spec.width;
-  uint8_t* pixels = out.input.data_ptr<uint8_t>();
+  const int64_t pixels = 3LL * h * w;
+  uint8_t* data = out.input.data_ptr<uint8_t>();
   int64_t* labels = out.target.data_ptr<int64_t>();
   at::parallel_for(0, batch, 1, [&](int64_t begin, int64_t end) {
     for (int64_t b = begin; b < end; ++b) {
-      const uint64_t index = static_cast<uint64_t>(first_index + b);
-      Stream rng(seed, index, 1);
+      Stream rng(seed, static_cast<uint64_t>(first_index + b), 1);
       const int label = static_cast<int>(rng.Next() % spec.num_classes);
       labels[b] = label;
-      // The class pattern depends only on (seed, label): a plane wave per channel.
-      Stream cls(seed, static_cast<uint64_t>(label), 2);
-      uint8_t* img = pixels + b * 3 * h * w;
-      for (int c = 0; c < 3; ++c) {
-        const double fx = 0.05 + 0.4 * cls.Uniform(), fy = 0.05 + 0.4 * cls.Uniform();
-        const double phase = 6.283185307179586 * cls.Uniform();
-        for (int y = 0; y < h; ++y) {
-          for (int x = 0; x < w; ++x) {
-            const double pattern = std::sin(fx * x + fy * y + phase);
-            const uint64_t r = rng.Next();
-            // Sum of two uniforms: cheap, centred noise.
-            const double noise = ((r & 0xffff) + ((r >> 16) & 0xffff)) / 65535.0 - 1.0;
-            double v = 128.0 + 70.0 * pattern + 50.0 * noise;
-            v = v < 0 ? 0 : (v > 255 ? 255 : v);
-            img[(c * h + y) * w + x] = static_cast<uint8_t>(v);
-          }
+      const uint8_t* pattern = Patterns().Get(seed, label, h, w).data();
+      uint8_t* img = data + b * pixels;
+      for (int64_t i = 0; i < pixels; i += 4) {
+        uint64_t r = rng.Next();
+        for (int64_t j = i; j < std::min(i + 4, pixels); ++j, r >>= 16) {
+          // Sum of two bytes: centred, triangular noise of +-50 grey levels.
+          const int noise =
+              ((static_cast<int>(r & 0xff) + static_cast<int>((r >> 8) & 0xff) - 255) * 50) / 255;
+          const int v = pattern[j] + noise;
+          img[j] = static_cast<uint8_t>(v < 0 ? 0 : (v > 255 ? 255 : v));
         }
       }
     }

@@ -428,6 +428,7 @@ int Trainer::Run() {
   const int64_t warmup_end =
       std::min(total - 1, s.start_step + (cfg.train.cuda_graphs ? kGraphWarmupSteps : 0));
   double first_step_s = 0.0;
+  double checkpoint_seconds = 0.0;  // inside the timed window
   double launch_unix = UnixNow();
   if (const char* t = std::getenv("RINGPILOT_LAUNCH_UNIX")) launch_unix = std::atof(t);
   if (s.start_step < total) fill(s.start_step, host[s.start_step % 2]);
@@ -515,9 +516,12 @@ int Trainer::Run() {
                  ")");
       }
       s.host_comm->Barrier();
+      if (step > warmup_end) checkpoint_seconds += Seconds(c0, Clock::now());
     }
   }
-  const double wall = Seconds(timed_start, Clock::now());
+  SynchronizeDevice(s.cuda);
+  // Throughput is training time only: checkpoints are reported separately.
+  const double wall = Seconds(timed_start, Clock::now()) - checkpoint_seconds;
 
   // Summary: the world-average final loss and a fingerprint of the final weights.
   at::Tensor loss_sum = at::zeros({1}, at::kDouble);
@@ -551,6 +555,7 @@ int Trainer::Run() {
         {"model", cfg.model.name},
         {"batch_per_rank", batch},
         {"first_step_s", first_step_s},
+        {"checkpoint_seconds", checkpoint_seconds},
         {"peak_mem_gb", PeakDeviceMemoryBytes(s.cuda) / 1e9},
     };
     WriteJsonAtomically(s.opts.run_dir + "/summary.json", summary);
