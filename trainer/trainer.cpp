@@ -358,14 +358,17 @@ int Trainer::Run() {
     h.target = images ? at::empty({batch}, pin.dtype(at::kLong))
                       : at::empty({batch, tspec.seq_len}, pin.dtype(at::kLong));
   }
+  std::vector<double> data_times;  // host time generating each batch
   auto fill = [&](int64_t step, Batch& b) {
     NvtxRange range("data");
+    const auto t0 = Clock::now();
     const int64_t first = FirstSampleIndex(step, s.rank, s.world, batch);
     if (images) {
       FillImages(cfg.train.seed, first, ispec, b);
     } else {
       FillTokens(cfg.train.seed, first, tspec, b);
     }
+    data_times.push_back(Seconds(t0, Clock::now()));
   };
   // Device-side batch with stable addresses: CUDA graphs replay reads from here.
   Batch dev{at::empty_like(host[0].input, at::TensorOptions().device(s.device)),
@@ -556,6 +559,7 @@ int Trainer::Run() {
         {"batch_per_rank", batch},
         {"first_step_s", first_step_s},
         {"checkpoint_seconds", checkpoint_seconds},
+        {"data_seconds_p50", Percentile(data_times, 0.5)},
         {"peak_mem_gb", PeakDeviceMemoryBytes(s.cuda) / 1e9},
     };
     WriteJsonAtomically(s.opts.run_dir + "/summary.json", summary);

@@ -70,7 +70,9 @@ world = int(sys.argv[3])
 print(json.dumps({"model": sys.argv[2], "world": world, "batch_per_gpu": int(sys.argv[4]),
                   "impl": "ringpilot", "per_gpu_rate": s["samples_per_second"] / world,
                   "step_ms": s["step_seconds_p50"] * 1e3, "step_p99_ms": s["step_seconds_p99"] * 1e3,
-                  "first_step_s": s["first_step_s"], "peak_mem_gb": s["peak_mem_gb"]}))
+                  "first_step_s": s["first_step_s"], "peak_mem_gb": s["peak_mem_gb"],
+                  "data_ms_p50": s.get("data_seconds_p50", 0) * 1e3,
+                  "variant": __import__("os").environ.get("RP_VARIANT", "")}))
 PY
 }
 
