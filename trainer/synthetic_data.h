@@ -26,6 +26,7 @@ struct ImageSpec {
   int height = 32;
   int width = 32;
   int num_classes = 10;
+  int workers = 1;  ///< threads generating one batch
 };
 
 /// Class-conditional images: a smooth per-class pattern plus per-sample noise, so the

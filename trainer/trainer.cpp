@@ -348,6 +348,7 @@ int Trainer::Run() {
   // Two pinned host batches: the next step's batch is generated on the CPU while the
   // GPU runs this one.
   ImageSpec ispec = s.model->image_spec();
+  ispec.workers = threads;
   TokenSpec tspec = s.model->token_spec();
   const bool images = s.model->input_kind() == InputKind::kImages;
   const auto pin = at::TensorOptions().pinned_memory(s.cuda);
