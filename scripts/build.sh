@@ -8,6 +8,8 @@ BUILD="${RINGPILOT_BUILD_DIR:-$ROOT/build}"
 # ccache must see through the precompiled header and __DATE__ to hit.
 export CCACHE_SLOPPINESS="pch_defines,time_macros,include_file_mtime,include_file_ctime"
 export CCACHE_DIR="${CCACHE_DIR:-$HOME/.cache/ccache}"
+# Hits across checkouts (CI clones elsewhere): hash paths relative to the repo.
+export CCACHE_BASEDIR="$ROOT" CCACHE_NOHASHDIR=1
 JOBS="${RINGPILOT_JOBS:-$(nproc)}"
 GEN=()
 command -v ninja >/dev/null && GEN=(-G Ninja)

@@ -29,6 +29,10 @@ struct ImageSpec {
   int workers = 1;  ///< threads generating one batch
 };
 
+/// Precomputes what FillImages needs for every class (optional; makes the first steps
+/// as fast as the rest). Thread-safe.
+void PrepareImages(uint64_t seed, const ImageSpec& spec);
+
 /// Class-conditional images: a smooth per-class pattern plus per-sample noise, so the
 /// task is learnable and the loss falls as training proceeds.
 void FillImages(uint64_t seed, int64_t first_index, const ImageSpec& spec, Batch& out);

@@ -347,10 +347,11 @@ int Trainer::Run() {
 
   // Two pinned host batches: the next step's batch is generated on the CPU while the
   // GPU runs this one.
+  const bool images = s.model->input_kind() == InputKind::kImages;
   ImageSpec ispec = s.model->image_spec();
   ispec.workers = threads;
+  if (images) PrepareImages(cfg.train.seed, ispec);
   TokenSpec tspec = s.model->token_spec();
-  const bool images = s.model->input_kind() == InputKind::kImages;
   const auto pin = at::TensorOptions().pinned_memory(s.cuda);
   Batch host[2];
   for (auto& h : host) {
