@@ -143,7 +143,20 @@ std::optional<CheckpointInfo> CheckpointStore::FindNewestValid(
     try {
       return Verify(dir_ + "/" + n);
     } catch (const CheckpointError& e) {
-      if (warnings) warnings->push_back(std::string(e.what()) + "; skipping it");
+      // Moved aside, not deleted: a later save of the same step must not overwrite the
+      // evidence, and the name no longer matches step-* so scans and pruning skip it.
+      const std::string aside =
+          dir_ + "/corrupt-" + n + "-" +
+          std::to_string(std::chrono::duration_cast<std::chrono::seconds>(
+                             std::chrono::system_clock::now().time_since_epoch())
+                             .count());
+      std::string where = "left in place";
+      try {
+        Rename(dir_ + "/" + n, aside);
+        where = "moved to " + aside;
+      } catch (const std::exception&) {
+      }
+      if (warnings) warnings->push_back(std::string(e.what()) + "; skipping it (" + where + ")");
     }
   }
   return std::nullopt;

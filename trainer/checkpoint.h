@@ -42,8 +42,9 @@ class CheckpointStore {
   CheckpointInfo Save(int64_t step, int world_size, const std::string& job,
                       const std::vector<NamedTensor>& tensors) const;
 
-  /// Newest checkpoint whose manifest and checksums verify; corrupt ones are reported
-  /// through `warn` and skipped. nullopt when there is none.
+  /// Newest checkpoint whose manifest and checksums verify. Newer corrupt ones are
+  /// renamed to `corrupt-step-<8 digits>-<unix time>` (kept, never deleted) and reported
+  /// through `warnings`. nullopt when there is none.
   std::optional<CheckpointInfo> FindNewestValid(std::vector<std::string>* warnings) const;
 
   /// Loads `info` into `tensors` (matched by name, shapes must agree; copied to each

@@ -168,6 +168,10 @@ int Trainer::Run() {
   s.log = std::make_unique<RankLog>(logs + "/rank-" + std::to_string(s.rank) + ".log", s.rank,
                                     s.rank == 0);
   RankLog& log = *s.log;
+  log.Info("rank " + std::to_string(s.rank) + "/" + std::to_string(s.world) + " on " + s.node +
+           " (local rank " + std::to_string(s.local_rank) + "/" + std::to_string(s.local_size) +
+           ", pid " + std::to_string(::getpid()) + ", attempt " + std::to_string(s.opts.restart) +
+           ")");
   if (s.world != cfg.world.size()) {
     throw std::runtime_error("world size is " + std::to_string(s.world) + " but the job asks for " +
                              std::to_string(cfg.world.size()) + " (world.nodes x procs_per_node)");
@@ -546,9 +550,12 @@ int Trainer::Run() {
         {"name", cfg.name},
         {"world_size", s.world},
         {"steps", total},
-        {"final_loss", loss_out.defined() ? loss_sum[0].item<double>() : 0.0},
-        {"samples_per_second",
-         timed_steps > 0 && wall > 0 ? timed_steps * batch * s.world / wall : 0.0},
+        // No step in this attempt (resumed at train.steps): nothing measured.
+        {"final_loss",
+         loss_out.defined() ? nlohmann::json(loss_sum[0].item<double>()) : nlohmann::json(nullptr)},
+        {"samples_per_second", timed_steps > 0 && wall > 0
+                                   ? nlohmann::json(timed_steps * batch * s.world / wall)
+                                   : nlohmann::json(nullptr)},
         {"step_seconds_p50", Percentile(step_times, 0.5)},
         {"step_seconds_p99", Percentile(step_times, 0.99)},
         {"restarts", s.opts.restart},

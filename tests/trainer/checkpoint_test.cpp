@@ -72,7 +72,14 @@ TEST_F(CheckpointTest, CorruptNewestFallsBackToOlderAndIsKept) {
   ASSERT_EQ(warnings.size(), 1u);
   EXPECT_NE(warnings[0].find("step-00000010/state.pt"), std::string::npos) << warnings[0];
   EXPECT_NE(warnings[0].find("SHA-256"), std::string::npos) << warnings[0];
-  EXPECT_TRUE(Exists(dir + "/step-00000010/state.pt"));  // nothing deleted
+  // Nothing deleted: the corrupt checkpoint is moved aside under a non-step name.
+  EXPECT_FALSE(Exists(dir + "/step-00000010"));
+  int aside = 0;
+  for (const auto& n : ListDir(dir)) {
+    if (n.rfind("corrupt-step-00000010-", 0) == 0 && Exists(dir + "/" + n + "/state.pt")) ++aside;
+  }
+  EXPECT_EQ(aside, 1);
+  EXPECT_NE(warnings[0].find("moved to"), std::string::npos) << warnings[0];
 }
 
 TEST_F(CheckpointTest, TruncatedAndMissingManifestAreRejected) {
