@@ -3,6 +3,7 @@
 #
 #   bench/cpu_ddp.sh [--model resnet18-cifar|bert-tiny|both] [--steps N] [--batch B]
 #                    [--repeat R] [--world1] [--quiet-wait S] [--keep DIR]
+#   bench/cpu_ddp.sh --report DIR      # the table of an earlier run kept in DIR
 #
 # For each model, back to back: ringpilot with the metrics exporter off, ringpilot with it
 # on, and the peer (bench/peer_cpu_ddp.py under torchrun). Same model (parameter counts are
@@ -24,8 +25,8 @@ RINGPILOT="${RINGPILOT:-$ROOT/build/bin/ringpilot}"
 PY="${PEER_PYTHON:-$ROOT/.venv/bin/python}"
 PEER="$ROOT/bench/peer_cpu_ddp.py"
 
-model=both steps="" batch=16 world1=0 keep="" repeat=1 quiet_wait=120
-usage() { sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//'; exit "${1:-2}"; }
+model=both steps="" batch=16 world1=0 keep="" repeat=1 quiet_wait=120 report=""
+usage() { sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; exit "${1:-2}"; }
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --model) model="${2:?}"; shift 2 ;;
@@ -35,6 +36,7 @@ while [[ $# -gt 0 ]]; do
     --world1) world1=1; shift ;;
     --quiet-wait) quiet_wait="${2:?}"; shift 2 ;;
     --keep) keep="${2:?}"; shift 2 ;;
+    --report) report="${2:?}"; shift 2 ;;
     -h|--help) usage 0 ;;
     *) echo "cpu_ddp.sh: unknown argument '$1'" >&2; usage 2 ;;
   esac
@@ -52,8 +54,56 @@ esac
 [[ -x "$RINGPILOT" ]] || { echo "cpu_ddp.sh: $RINGPILOT not built (scripts/build.sh)" >&2; exit 2; }
 [[ -x "$PY" ]] || { echo "cpu_ddp.sh: no python at $PY (scripts/setup.sh)" >&2; exit 2; }
 
+table() {  # DIR: print the table of the runs kept there
+  "$PY" - "$1" <<'EOF'
+import glob, json, os, sys
+out = sys.argv[1]
+batch = int(open(f"{out}/batch").read())
+models = [m for m in ("resnet18-cifar", "bert-tiny") if glob.glob(f"{out}/{m}-w*-peer-*.foreign")]
+def foreign(tag):
+    f, wall = map(float, open(f"{out}/{tag}.foreign").read().split())
+    return 100 * f / wall
+def run(tag, world):
+    if "-peer-" in tag:
+        p = json.load(open(f"{out}/{tag}.json"))
+        return p["steps_per_second"], p["samples_per_second"], p["step_ms_p50"], foreign(tag)
+    s = json.load(open(f"{out}/{tag}/summary.json"))
+    return (s["samples_per_second"] / (world * batch), s["samples_per_second"],
+            s["step_seconds_p50"] * 1e3, foreign(tag))
+def best(m, world, impl):
+    tags = sorted(os.path.basename(p)[:-len(".foreign")]
+                  for p in glob.glob(f"{out}/{m}-w{world}-{impl}-*.foreign"))
+    runs = [run(t, world) for t in tags]
+    return max(runs), len(runs)
+names = {"rp": "ringpilot", "rp_metrics": "ringpilot (metrics on)", "peer": "peer (torch DDP, gloo)"}
+lines = ["| model | world | impl | steps/s | samples/s | step p50 ms | ratio (ringpilot/peer) | host noise |",
+         "|---|---|---|---|---|---|---|---|"]
+for m in models:
+    for world in (2, 1):
+        if not glob.glob(f"{out}/{m}-w{world}-peer-*.foreign"):
+            continue
+        base, _ = best(m, world, "peer")
+        for impl in ("rp", "rp_metrics", "peer"):
+            if not glob.glob(f"{out}/{m}-w{world}-{impl}-*.foreign"):
+                continue
+            (sps, smp, p50, noise), n = best(m, world, impl)
+            lines.append(f"| {m} | {world} | {names[impl]} | {sps:.3f} | {smp:.1f} | {p50:.1f} | "
+                         f"{sps / base[0]:.2f}x | {noise:.0f}% (best of {n}) |")
+print("\n".join(lines))
+print("(each row: the best of that side's runs; host noise: CPU time other processes took"
+      " during that run, in % of one core)")
+EOF
+}
+
+if [[ -n "$report" ]]; then
+  [[ -f "$report/batch" ]] || { echo "cpu_ddp.sh: $report holds no cpu_ddp.sh run" >&2; exit 2; }
+  table "$report"
+  exit 0
+fi
+
 out="${keep:-$(mktemp -d /tmp/ringpilot-cpu-ddp.XXXXXX)}"
 mkdir -p "$out/bin"
+echo "$batch" >"$out/batch"
 echo "cpu_ddp: results in $out"
 # Snapshot the binaries, so that a rebuild while the benchmark runs changes nothing (their
 # RUNPATH is absolute, so the copies find the same libraries).
@@ -162,39 +212,4 @@ for m in "${models[@]}"; do
 done
 
 echo
-"$PY" - "$out" "$batch" "${models[@]}" <<'EOF'
-import glob, json, os, sys
-out, batch, models = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
-def foreign(tag):
-    f, wall = map(float, open(f"{out}/{tag}.foreign").read().split())
-    return 100 * f / wall
-def run(tag, world):
-    if "-peer-" in tag:
-        p = json.load(open(f"{out}/{tag}.json"))
-        return p["steps_per_second"], p["samples_per_second"], p["step_ms_p50"], foreign(tag)
-    s = json.load(open(f"{out}/{tag}/summary.json"))
-    return (s["samples_per_second"] / (world * batch), s["samples_per_second"],
-            s["step_seconds_p50"] * 1e3, foreign(tag))
-def best(m, world, impl):
-    tags = sorted(os.path.basename(p)[:-len(".foreign")]
-                  for p in glob.glob(f"{out}/{m}-w{world}-{impl}-*.foreign"))
-    runs = [run(t, world) for t in tags]
-    return max(runs), len(runs)
-names = {"rp": "ringpilot", "rp_metrics": "ringpilot (metrics on)", "peer": "peer (torch DDP, gloo)"}
-lines = ["| model | world | impl | steps/s | samples/s | step p50 ms | ratio (ringpilot/peer) | host noise |",
-         "|---|---|---|---|---|---|---|---|"]
-for m in models:
-    for world in (2, 1):
-        if not glob.glob(f"{out}/{m}-w{world}-peer-*.foreign"):
-            continue
-        base, _ = best(m, world, "peer")
-        for impl in ("rp", "rp_metrics", "peer"):
-            if not glob.glob(f"{out}/{m}-w{world}-{impl}-*.foreign"):
-                continue
-            (sps, smp, p50, noise), n = best(m, world, impl)
-            lines.append(f"| {m} | {world} | {names[impl]} | {sps:.3f} | {smp:.1f} | {p50:.1f} | "
-                         f"{sps / base[0]:.2f}x | {noise:.0f}% (best of {n}) |")
-print("\n".join(lines))
-print("(each row: the best of that side's runs; host noise: CPU time other processes took"
-      " during that run, in % of one core)")
-EOF
+table "$out"

@@ -16,7 +16,7 @@ find_package(CLI11 CONFIG REQUIRED)
 find_package(nlohmann_json 3.10 REQUIRED)
 find_package(Threads REQUIRED)
 find_package(PkgConfig REQUIRED)
-pkg_check_modules(HWLOC IMPORTED_TARGET hwloc)
+pkg_check_modules(HWLOC REQUIRED IMPORTED_TARGET hwloc)
 
 # civetweb: Debian's CMake package names a /usr/bin/civetweb that the -dev package
 # does not install, so find the library and header directly.

@@ -11,6 +11,9 @@
 #include <set>
 #include <type_traits>
 
+#include "k8s/validate.h"
+#include "slurm/render.h"
+
 namespace ringpilot::launcher {
 namespace config_detail {
 namespace {
@@ -514,6 +517,73 @@ std::vector<KeySpec> BuildSchema() {
       "fault.crash_step", Member(&JC::fault, &FaultConfig::crash_step), -1, kMaxSteps,
       "test injection: step at which crash_rank exits; -1 = never", "-1, or 1..train.steps",
       [](int64_t v) { return v == 0 ? std::string("must be -1 or at least 1, got 0") : ""; }));
+
+  // slurm: `ringpilot slurm render|submit` (rules shared with slurm/render.h).
+  const auto optional_slurm_name = [](const std::string& v) {
+    return v.empty() ? std::string() : slurm::CheckName(v);
+  };
+  s.push_back(StringKey("slurm.partition", Member(&JC::slurm, &SlurmConfig::partition),
+                        optional_slurm_name, "\"\" or 1 to 63 of `[A-Za-z0-9._-]`",
+                        "sbatch --partition; \"\" = cluster default"));
+  s.push_back(StringKey("slurm.account", Member(&JC::slurm, &SlurmConfig::account),
+                        optional_slurm_name, "\"\" or 1 to 63 of `[A-Za-z0-9._-]`",
+                        "sbatch --account; \"\" = user default"));
+  s.push_back(StringKey("slurm.qos", Member(&JC::slurm, &SlurmConfig::qos), optional_slurm_name,
+                        "\"\" or 1 to 63 of `[A-Za-z0-9._-]`", "sbatch --qos; \"\" = default"));
+  s.push_back(StringKey("slurm.time", Member(&JC::slurm, &SlurmConfig::time), slurm::CheckTime,
+                        "MM, MM:SS, HH:MM:SS, D-HH, D-HH:MM, D-HH:MM:SS, UNLIMITED",
+                        "sbatch --time (job time limit)"));
+  s.push_back(IntKey("slurm.signal_seconds", Member(&JC::slurm, &SlurmConfig::signal_seconds), 1,
+                     65535, "sbatch --signal=B:USR1@N: seconds before the time limit to requeue"));
+  s.push_back(StringKey("slurm.run_root", Member(&JC::slurm, &SlurmConfig::run_root),
+                        slurm::CheckPath, "path of `[A-Za-z0-9._/+-]`",
+                        "run dir is RUN_ROOT/<name>-$SLURM_JOB_ID (kept across requeue); "
+                        "sbatch output goes there too"));
+  s.push_back(StringKey(
+      "slurm.ringpilot", Member(&JC::slurm, &SlurmConfig::ringpilot),
+      [](const std::string& v) { return v.empty() ? std::string() : slurm::CheckPath(v); },
+      "\"\" or a path of `[A-Za-z0-9._/+-]`",
+      "ringpilot executable on the compute nodes; \"\" = the one that renders"));
+
+  // k8s: `ringpilot k8s render` (rules shared with k8s/validate.h).
+  const auto rule = [](bool ok, const std::string& what, const std::string& v) {
+    return ok ? std::string() : "must be " + what + ", got " + Quote(v);
+  };
+  s.push_back(StringKey(
+      "k8s.image", Member(&JC::k8s, &K8sConfig::image),
+      [rule](const std::string& v) {
+        return rule(v.empty() || k8s::IsImageReference(v), "an image reference", v);
+      },
+      "image reference (`[A-Za-z0-9._/:@-]`, 1 to 255)",
+      "container image with ringpilot and ringpilot-trainer (required by k8s render)"));
+  s.push_back(StringKey(
+      "k8s.namespace", Member(&JC::k8s, &K8sConfig::namespace_),
+      [rule](const std::string& v) { return rule(k8s::IsDnsLabel(v), "a DNS label", v); },
+      "RFC 1123 DNS label", "namespace of every rendered object"));
+  s.push_back(StringKey(
+      "k8s.rdma_resource", Member(&JC::k8s, &K8sConfig::rdma_resource),
+      [rule](const std::string& v) {
+        return rule(v.empty() || k8s::IsResourceName(v), "a resource name like rdma/ib", v);
+      },
+      "\"\" or `prefix/name` (e.g. `rdma/ib`)",
+      "extended RDMA resource, 1 per worker pod; \"\" = none"));
+  s.push_back(StringKey(
+      "k8s.shm_size", Member(&JC::k8s, &K8sConfig::shm_size),
+      [rule](const std::string& v) { return rule(k8s::IsPositiveQuantity(v), "a quantity", v); },
+      "positive quantity (`16Gi`, `512Mi`)", "/dev/shm size (emptyDir, medium Memory)"));
+  s.push_back(StringKey(
+      "k8s.storage_class", Member(&JC::k8s, &K8sConfig::storage_class),
+      [rule](const std::string& v) {
+        return rule(v.empty() || k8s::IsDnsSubdomain(v), "a DNS subdomain", v);
+      },
+      "\"\" or RFC 1123 DNS subdomain",
+      "checkpoint PVC storage class (ReadWriteMany); \"\" = cluster default"));
+  s.push_back(StringKey(
+      "k8s.checkpoint_size", Member(&JC::k8s, &K8sConfig::checkpoint_size),
+      [rule](const std::string& v) { return rule(k8s::IsPositiveQuantity(v), "a quantity", v); },
+      "positive quantity", "checkpoint PVC size request"));
+  s.push_back(IntKey("k8s.run_as_user", Member(&JC::k8s, &K8sConfig::run_as_user), 1, INT_MAX,
+                     "uid (and gid, fsGroup) of every container; never root"));
   return s;
 }
 

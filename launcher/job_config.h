@@ -95,6 +95,28 @@ struct FaultConfig {
   int64_t crash_step = -1;
 };
 
+/// `ringpilot slurm render|submit`: the sbatch script's allocation and run directory.
+struct SlurmConfig {
+  std::string partition;          ///< --partition; "" = cluster default
+  std::string account;            ///< --account; "" = user default
+  std::string qos;                ///< --qos; "" = default
+  std::string time = "01:00:00";  ///< --time: MM, MM:SS, HH:MM:SS, D-HH, D-HH:MM, D-HH:MM:SS
+  int signal_seconds = 300;       ///< --signal=B:USR1@N: warning before the time limit
+  std::string run_root = "runs";  ///< run dir is RUN_ROOT/<name>-$SLURM_JOB_ID; output there too
+  std::string ringpilot;          ///< ringpilot on the compute nodes; "" = the rendering binary
+};
+
+/// `ringpilot k8s render`: the Kubeflow MPIJob and its companions.
+struct K8sConfig {
+  std::string image;                  ///< container image (required to render)
+  std::string namespace_ = "default";  ///< key `k8s.namespace`
+  std::string rdma_resource;          ///< extended resource, e.g. rdma/ib (1 per worker); "" = none
+  std::string shm_size = "16Gi";      ///< /dev/shm emptyDir (medium Memory) size limit
+  std::string storage_class;          ///< checkpoint PVC storage class; "" = cluster default
+  std::string checkpoint_size = "100Gi";  ///< checkpoint PVC request
+  int run_as_user = 1000;                 ///< uid (and gid, fsGroup) of every container
+};
+
 struct JobConfig {
   std::string name;  ///< [A-Za-z0-9._-]{1,63} (required)
   WorldConfig world;
@@ -106,6 +128,8 @@ struct JobConfig {
   CheckpointConfig checkpoint;
   MetricsConfig metrics;
   FaultConfig fault;
+  SlurmConfig slurm;
+  K8sConfig k8s;
   std::string source;  ///< file the config came from (for messages), not a job key
 };
 

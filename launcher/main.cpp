@@ -14,10 +14,13 @@
 #include <CLI/CLI.hpp>
 
 #include "launcher/job_config.h"
+#include "launcher/k8s_command.h"
 #include "launcher/mpirun_command.h"
 #include "launcher/process_env.h"
 #include "launcher/run_dir.h"
+#include "launcher/slurm_command.h"
 #include "launcher/supervisor.h"
+#include "launcher/topo_command.h"
 #include "launcher/torchrun_env.h"
 
 namespace ringpilot::launcher {
@@ -246,6 +249,11 @@ int Main(int argc, char** argv) {
   // further `--` included).
   std::vector<std::string> exec_command;
   exec->add_option("CMD", exec_command, "Command and its arguments, after --");
+
+  // slurm render|submit, k8s render: their handlers run (and exit) from parse callbacks.
+  AddSlurmCommand(app);
+  AddK8sCommand(app);
+  AddTopoCommand(app);
 
   try {
     app.parse(argc, argv);

@@ -1,0 +1,313 @@
+#include "k8s/manifest.h"
+
+#include <yaml-cpp/yaml.h>
+
+#include "k8s/validate.h"
+
+namespace ringpilot::k8s {
+namespace {
+
+using launcher::Device;
+using launcher::JobConfig;
+
+constexpr const char* kJobLabel = "ringpilot.io/job";
+constexpr const char* kRoleLabel = "ringpilot.io/role";
+
+// Every user-derived string is written double-quoted, so that a value such as `123` or
+// `true` stays a string when read back.
+void Str(YAML::Emitter& e, const std::string& key, const std::string& value) {
+  e << YAML::Key << key << YAML::Value << YAML::DoubleQuoted << value;
+}
+
+void Int(YAML::Emitter& e, const std::string& key, long long value) {
+  e << YAML::Key << key << YAML::Value << value;
+}
+
+void Metadata(YAML::Emitter& e, const std::string& name, const JobConfig& c) {
+  e << YAML::Key << "metadata" << YAML::Value << YAML::BeginMap;
+  Str(e, "name", name);
+  Str(e, "namespace", c.k8s.namespace_);
+  e << YAML::Key << "labels" << YAML::Value << YAML::BeginMap;
+  Str(e, "app.kubernetes.io/name", "ringpilot");
+  Str(e, kJobLabel, c.name);
+  e << YAML::EndMap << YAML::EndMap;
+}
+
+void Header(YAML::Emitter& e, const std::string& api_version, const std::string& kind) {
+  Str(e, "apiVersion", api_version);
+  Str(e, "kind", kind);
+}
+
+std::string ConfigMapDoc(const JobConfig& c, const Names& n) {
+  YAML::Emitter e;
+  e << YAML::BeginMap;
+  Header(e, "v1", "ConfigMap");
+  Metadata(e, n.configmap, c);
+  e << YAML::Key << "data" << YAML::Value << YAML::BeginMap;
+  e << YAML::Key << "job.yaml" << YAML::Value << YAML::Literal
+    << launcher::EmitJobConfig(PodJobConfig(c));
+  e << YAML::EndMap << YAML::EndMap;
+  return e.c_str();
+}
+
+std::string PvcDoc(const JobConfig& c, const Names& n) {
+  YAML::Emitter e;
+  e << YAML::BeginMap;
+  Header(e, "v1", "PersistentVolumeClaim");
+  Metadata(e, n.pvc, c);
+  e << YAML::Key << "spec" << YAML::Value << YAML::BeginMap;
+  // The launcher and every worker mount it: ranks write logs, traces and checkpoints.
+  e << YAML::Key << "accessModes" << YAML::Value << YAML::BeginSeq << "ReadWriteMany"
+    << YAML::EndSeq;
+  if (!c.k8s.storage_class.empty()) Str(e, "storageClassName", c.k8s.storage_class);
+  e << YAML::Key << "resources" << YAML::Value << YAML::BeginMap;
+  e << YAML::Key << "requests" << YAML::Value << YAML::BeginMap;
+  Str(e, "storage", c.k8s.checkpoint_size);
+  e << YAML::EndMap << YAML::EndMap << YAML::EndMap << YAML::EndMap;
+  return e.c_str();
+}
+
+void Volumes(YAML::Emitter& e, const JobConfig& c, const Names& n, bool worker) {
+  e << YAML::Key << "volumes" << YAML::Value << YAML::BeginSeq;
+  e << YAML::BeginMap;
+  Str(e, "name", "job");
+  e << YAML::Key << "configMap" << YAML::Value << YAML::BeginMap;
+  Str(e, "name", n.configmap);
+  e << YAML::EndMap << YAML::EndMap;
+  e << YAML::BeginMap;
+  Str(e, "name", "checkpoints");
+  e << YAML::Key << "persistentVolumeClaim" << YAML::Value << YAML::BeginMap;
+  Str(e, "claimName", n.pvc);
+  e << YAML::EndMap << YAML::EndMap;
+  if (worker) {
+    // Containers get a 64 MiB /dev/shm by default; NCCL's SHM transport and the data
+    // loader need far more.
+    e << YAML::BeginMap;
+    Str(e, "name", "dshm");
+    e << YAML::Key << "emptyDir" << YAML::Value << YAML::BeginMap;
+    Str(e, "medium", "Memory");
+    Str(e, "sizeLimit", c.k8s.shm_size);
+    e << YAML::EndMap << YAML::EndMap;
+  }
+  e << YAML::EndSeq;
+}
+
+void VolumeMounts(YAML::Emitter& e, bool worker) {
+  e << YAML::Key << "volumeMounts" << YAML::Value << YAML::BeginSeq;
+  e << YAML::BeginMap;
+  Str(e, "name", "job");
+  Str(e, "mountPath", kJobDir);
+  e << YAML::Key << "readOnly" << YAML::Value << true << YAML::EndMap;
+  e << YAML::BeginMap;
+  Str(e, "name", "checkpoints");
+  Str(e, "mountPath", kCheckpointDir);
+  e << YAML::EndMap;
+  if (worker) {
+    e << YAML::BeginMap;
+    Str(e, "name", "dshm");
+    Str(e, "mountPath", "/dev/shm");
+    e << YAML::EndMap;
+  }
+  e << YAML::EndSeq;
+}
+
+void PodTemplate(YAML::Emitter& e, const JobConfig& c, const Names& n, bool worker) {
+  const std::string role = worker ? "worker" : "launcher";
+  e << YAML::Key << "template" << YAML::Value << YAML::BeginMap;
+  e << YAML::Key << "metadata" << YAML::Value << YAML::BeginMap;
+  e << YAML::Key << "labels" << YAML::Value << YAML::BeginMap;
+  Str(e, "app.kubernetes.io/name", "ringpilot");
+  Str(e, kJobLabel, c.name);
+  Str(e, kRoleLabel, role);
+  e << YAML::EndMap << YAML::EndMap;
+
+  e << YAML::Key << "spec" << YAML::Value << YAML::BeginMap;
+  e << YAML::Key << "securityContext" << YAML::Value << YAML::BeginMap;
+  e << YAML::Key << "runAsNonRoot" << YAML::Value << true;
+  Int(e, "runAsUser", c.k8s.run_as_user);
+  Int(e, "runAsGroup", c.k8s.run_as_user);
+  Int(e, "fsGroup", c.k8s.run_as_user);
+  e << YAML::EndMap;
+  e << YAML::Key << "containers" << YAML::Value << YAML::BeginSeq << YAML::BeginMap;
+  Str(e, "name", role);
+  Str(e, "image", c.k8s.image);
+  e << YAML::Key << "command" << YAML::Value << YAML::BeginSeq;
+  if (worker) {
+    // The launcher's mpirun starts ranks over ssh; a non-root sshd listens on kSshPort.
+    for (const char* w : {"/usr/sbin/sshd", "-De", "-f"}) e << YAML::DoubleQuoted << w;
+    e << YAML::DoubleQuoted << std::string(kHome) + "/.sshd_config";
+  } else {
+    for (const std::string& w : {std::string(kRingpilotPath), std::string("run"),
+                                std::string(kJobDir) + "/job.yaml", std::string("--run-dir"),
+                                std::string(kCheckpointDir) + "/" + c.name}) {
+      e << YAML::DoubleQuoted << w;
+    }
+  }
+  e << YAML::EndSeq;
+  if (worker) {
+    e << YAML::Key << "ports" << YAML::Value << YAML::BeginSeq;
+    e << YAML::BeginMap;
+    Str(e, "name", "ssh");
+    Int(e, "containerPort", kSshPort);
+    e << YAML::EndMap << YAML::EndSeq;
+  }
+  const bool gpus = worker && c.world.device == Device::kCuda;
+  const bool rdma = worker && !c.k8s.rdma_resource.empty();
+  if (gpus || rdma) {
+    e << YAML::Key << "resources" << YAML::Value << YAML::BeginMap;
+    e << YAML::Key << "limits" << YAML::Value << YAML::BeginMap;
+    if (gpus) Int(e, "nvidia.com/gpu", c.world.procs_per_node);
+    if (rdma) Int(e, c.k8s.rdma_resource, 1);
+    e << YAML::EndMap << YAML::EndMap;
+  }
+  e << YAML::Key << "securityContext" << YAML::Value << YAML::BeginMap;
+  // RDMA registers (pins) memory: IPC_LOCK lifts the memlock limit.
+  e << YAML::Key << "capabilities" << YAML::Value << YAML::BeginMap;
+  e << YAML::Key << "add" << YAML::Value << YAML::BeginSeq << "IPC_LOCK" << YAML::EndSeq;
+  e << YAML::EndMap << YAML::EndMap;
+  VolumeMounts(e, worker);
+  e << YAML::EndMap << YAML::EndSeq;  // container, containers
+  Volumes(e, c, n, worker);
+  e << YAML::EndMap << YAML::EndMap;  // spec, template
+}
+
+std::string MpiJobDoc(const JobConfig& c, const Names& n) {
+  YAML::Emitter e;
+  e << YAML::BeginMap;
+  Header(e, "kubeflow.org/v2beta1", "MPIJob");
+  Metadata(e, n.mpijob, c);
+  e << YAML::Key << "spec" << YAML::Value << YAML::BeginMap;
+  Int(e, "slotsPerWorker", c.world.procs_per_node);
+  Str(e, "mpiImplementation", "OpenMPI");
+  Str(e, "sshAuthMountPath", std::string(kHome) + "/.ssh");
+  e << YAML::Key << "runPolicy" << YAML::Value << YAML::BeginMap;
+  // ringpilot run restarts the MPI job itself (launch.max_restarts); the operator restarts
+  // a failed launcher pod, which resumes from the checkpoints on the PVC.
+  Str(e, "cleanPodPolicy", "Running");
+  Int(e, "backoffLimit", 3);
+  e << YAML::EndMap;
+  e << YAML::Key << "mpiReplicaSpecs" << YAML::Value << YAML::BeginMap;
+  e << YAML::Key << "Launcher" << YAML::Value << YAML::BeginMap;
+  Int(e, "replicas", 1);
+  Str(e, "restartPolicy", "OnFailure");
+  PodTemplate(e, c, n, false);
+  e << YAML::EndMap;
+  e << YAML::Key << "Worker" << YAML::Value << YAML::BeginMap;
+  Int(e, "replicas", c.world.nodes);
+  Str(e, "restartPolicy", "OnFailure");
+  PodTemplate(e, c, n, true);
+  e << YAML::EndMap;
+  e << YAML::EndMap << YAML::EndMap << YAML::EndMap;
+  return e.c_str();
+}
+
+// Rank r serves on port_base + r, and worker pod I runs ranks I*K..I*K+K-1 (K =
+// procs_per_node): one endpoint per rank, kept only for its own pod.
+std::string PodMonitorDoc(const JobConfig& c, const Names& n) {
+  YAML::Emitter e;
+  e << YAML::BeginMap;
+  Header(e, "monitoring.coreos.com/v1", "PodMonitor");
+  Metadata(e, n.podmonitor, c);
+  e << YAML::Key << "spec" << YAML::Value << YAML::BeginMap;
+  e << YAML::Key << "selector" << YAML::Value << YAML::BeginMap;
+  e << YAML::Key << "matchLabels" << YAML::Value << YAML::BeginMap;
+  Str(e, kJobLabel, c.name);
+  Str(e, kRoleLabel, "worker");
+  e << YAML::EndMap << YAML::EndMap;
+  e << YAML::Key << "namespaceSelector" << YAML::Value << YAML::BeginMap;
+  e << YAML::Key << "matchNames" << YAML::Value << YAML::BeginSeq << YAML::DoubleQuoted
+    << c.k8s.namespace_ << YAML::EndSeq << YAML::EndMap;
+  e << YAML::Key << "podMetricsEndpoints" << YAML::Value << YAML::BeginSeq;
+  const int k = c.world.procs_per_node;
+  for (int rank = 0; rank < c.world.size(); ++rank) {
+    e << YAML::BeginMap;
+    Str(e, "path", "/metrics");
+    Str(e, "interval", "15s");
+    e << YAML::Key << "honorLabels" << YAML::Value << true;  // keep our `job` label
+    e << YAML::Key << "relabelings" << YAML::Value << YAML::BeginSeq;
+    e << YAML::BeginMap;
+    Str(e, "action", "keep");
+    e << YAML::Key << "sourceLabels" << YAML::Value << YAML::BeginSeq
+      << "__meta_kubernetes_pod_name" << YAML::EndSeq;
+    Str(e, "regex", n.mpijob + "-worker-" + std::to_string(rank / k));
+    e << YAML::EndMap;
+    e << YAML::BeginMap;
+    Str(e, "action", "replace");
+    e << YAML::Key << "sourceLabels" << YAML::Value << YAML::BeginSeq
+      << "__meta_kubernetes_pod_ip" << YAML::EndSeq;
+    Str(e, "regex", "(.+)");
+    Str(e, "replacement", "$1:" + std::to_string(c.metrics.port_base + rank));
+    Str(e, "targetLabel", "__address__");
+    e << YAML::EndMap;
+    e << YAML::EndSeq << YAML::EndMap;
+  }
+  e << YAML::EndSeq << YAML::EndMap << YAML::EndMap;
+  return e.c_str();
+}
+
+void Check(bool ok, const std::string& key, const std::string& problem) {
+  if (!ok) throw RenderError(key + ": " + problem);
+}
+
+}  // namespace
+
+Names NamesFor(const std::string& job_name) {
+  return Names{job_name, job_name + "-job", job_name + "-checkpoints", job_name,
+               job_name + "-worker"};
+}
+
+std::vector<std::string> WorkerHosts(const JobConfig& config) {
+  const Names n = NamesFor(config.name);
+  std::vector<std::string> hosts;
+  for (int i = 0; i < config.world.nodes; ++i) {
+    hosts.push_back(n.mpijob + "-worker-" + std::to_string(i) + "." + n.worker_service + "." +
+                    config.k8s.namespace_ + ".svc");
+  }
+  return hosts;
+}
+
+launcher::JobConfig PodJobConfig(const JobConfig& config) {
+  JobConfig pod = config;
+  pod.launch.backend = launcher::Backend::kMpi;
+  pod.launch.hosts.clear();
+  for (const std::string& h : WorkerHosts(config)) {
+    pod.launch.hosts.push_back(launcher::HostSlots{h, config.world.procs_per_node});
+  }
+  if (pod.metrics.bind == "localhost" || pod.metrics.bind.rfind("127.", 0) == 0) {
+    pod.metrics.bind = "0.0.0.0";
+  }
+  return pod;
+}
+
+std::vector<std::string> RenderDocuments(const JobConfig& c) {
+  Check(IsDnsLabel(c.name), "name",
+        "must be an RFC 1123 DNS label for Kubernetes (lowercase a-z, 0-9, '-'), got '" +
+            c.name + "'");
+  const std::string last_pod = c.name + "-worker-" + std::to_string(c.world.nodes - 1);
+  Check(last_pod.size() <= 63, "name",
+        "too long for Kubernetes: pod name '" + last_pod + "' exceeds 63 characters");
+  Check(!c.k8s.image.empty(), "k8s.image", "required by 'ringpilot k8s render' (set k8s.image)");
+  Check(IsImageReference(c.k8s.image), "k8s.image", "not an image reference: '" + c.k8s.image + "'");
+  Check(IsDnsLabel(c.k8s.namespace_), "k8s.namespace", "must be a DNS label");
+  Check(c.k8s.rdma_resource.empty() || IsResourceName(c.k8s.rdma_resource), "k8s.rdma_resource",
+        "must be a resource name like rdma/ib");
+  Check(IsPositiveQuantity(c.k8s.shm_size), "k8s.shm_size", "must be a positive quantity");
+  Check(IsPositiveQuantity(c.k8s.checkpoint_size), "k8s.checkpoint_size",
+        "must be a positive quantity");
+  Check(c.k8s.storage_class.empty() || IsDnsSubdomain(c.k8s.storage_class), "k8s.storage_class",
+        "must be a DNS subdomain");
+  Check(c.k8s.run_as_user > 0, "k8s.run_as_user", "must be a non-root uid");
+
+  const Names n = NamesFor(c.name);
+  std::vector<std::string> docs = {ConfigMapDoc(c, n), PvcDoc(c, n), MpiJobDoc(c, n)};
+  if (c.metrics.enabled && c.metrics.port_base != 0) docs.push_back(PodMonitorDoc(c, n));
+  return docs;
+}
+
+std::string RenderManifests(const JobConfig& config) {
+  std::string out;
+  for (const std::string& doc : RenderDocuments(config)) out += "---\n" + doc + "\n";
+  return out;
+}
+
+}  // namespace ringpilot::k8s

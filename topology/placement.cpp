@@ -1,0 +1,32 @@
+#include "topology/placement.h"
+
+#include <tuple>
+
+namespace ringpilot::topology {
+
+std::optional<std::string> NearestNic(const NodeTopology& node, int gpu_index) {
+  const Gpu* gpu = node.FindGpu(gpu_index);
+  if (!gpu) return std::nullopt;
+  const Nic* best = nullptr;
+  auto key = [&](const Nic& n) {
+    const auto it = gpu->nic_paths.find(n.name);
+    const LinkClass c = it == gpu->nic_paths.end() ? LinkClass::kUnknown : it->second;
+    const bool same_numa = gpu->numa_node >= 0 && n.numa_node == gpu->numa_node;
+    return std::make_tuple(!n.IsUp(), static_cast<int>(c), !same_numa, -n.rate_bytes_per_second,
+                           n.name);
+  };
+  for (const Nic& n : node.nics) {
+    if (!best || key(n) < key(*best)) best = &n;
+  }
+  if (!best) return std::nullopt;
+  return best->name;
+}
+
+std::vector<int> GpuCpuSet(const NodeTopology& node, int gpu_index) {
+  const Gpu* gpu = node.FindGpu(gpu_index);
+  if (!gpu) return {};
+  const NumaNode* numa = node.FindNuma(gpu->numa_node);
+  return numa ? numa->cpus : node.AllCpus();
+}
+
+}  // namespace ringpilot::topology
