@@ -137,9 +137,9 @@ void PodTemplate(YAML::Emitter& e, const JobConfig& c, const Names& n, bool work
     for (const char* w : {"/usr/sbin/sshd", "-De", "-f"}) e << YAML::DoubleQuoted << w;
     e << YAML::DoubleQuoted << std::string(kHome) + "/.sshd_config";
   } else {
-    for (const std::string& w : {std::string(kRingpilotPath), std::string("run"),
-                                std::string(kJobDir) + "/job.yaml", std::string("--run-dir"),
-                                std::string(kCheckpointDir) + "/" + c.name}) {
+    for (const std::string& w :
+         {std::string(kRingpilotPath), std::string("run"), std::string(kJobDir) + "/job.yaml",
+          std::string("--run-dir"), std::string(kCheckpointDir) + "/" + c.name}) {
       e << YAML::DoubleQuoted << w;
     }
   }
@@ -233,8 +233,8 @@ std::string PodMonitorDoc(const JobConfig& c, const Names& n) {
     e << YAML::EndMap;
     e << YAML::BeginMap;
     Str(e, "action", "replace");
-    e << YAML::Key << "sourceLabels" << YAML::Value << YAML::BeginSeq
-      << "__meta_kubernetes_pod_ip" << YAML::EndSeq;
+    e << YAML::Key << "sourceLabels" << YAML::Value << YAML::BeginSeq << "__meta_kubernetes_pod_ip"
+      << YAML::EndSeq;
     Str(e, "regex", "(.+)");
     Str(e, "replacement", "$1:" + std::to_string(c.metrics.port_base + rank));
     Str(e, "targetLabel", "__address__");
@@ -281,13 +281,14 @@ launcher::JobConfig PodJobConfig(const JobConfig& config) {
 
 std::vector<std::string> RenderDocuments(const JobConfig& c) {
   Check(IsDnsLabel(c.name), "name",
-        "must be an RFC 1123 DNS label for Kubernetes (lowercase a-z, 0-9, '-'), got '" +
-            c.name + "'");
+        "must be an RFC 1123 DNS label for Kubernetes (lowercase a-z, 0-9, '-'), got '" + c.name +
+            "'");
   const std::string last_pod = c.name + "-worker-" + std::to_string(c.world.nodes - 1);
   Check(last_pod.size() <= 63, "name",
         "too long for Kubernetes: pod name '" + last_pod + "' exceeds 63 characters");
   Check(!c.k8s.image.empty(), "k8s.image", "required by 'ringpilot k8s render' (set k8s.image)");
-  Check(IsImageReference(c.k8s.image), "k8s.image", "not an image reference: '" + c.k8s.image + "'");
+  Check(IsImageReference(c.k8s.image), "k8s.image",
+        "not an image reference: '" + c.k8s.image + "'");
   Check(IsDnsLabel(c.k8s.namespace_), "k8s.namespace", "must be a DNS label");
   Check(c.k8s.rdma_resource.empty() || IsResourceName(c.k8s.rdma_resource), "k8s.rdma_resource",
         "must be a resource name like rdma/ib");

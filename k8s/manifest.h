@@ -11,9 +11,9 @@ namespace ringpilot::k8s {
 
 /// Paths inside the image and the pods (k8s/Dockerfile builds the image to match).
 inline constexpr const char* kRingpilotPath = "/opt/ringpilot/bin/ringpilot";
-inline constexpr const char* kJobDir = "/etc/ringpilot";  ///< ConfigMap mount (job.yaml)
+inline constexpr const char* kJobDir = "/etc/ringpilot";       ///< ConfigMap mount (job.yaml)
 inline constexpr const char* kCheckpointDir = "/checkpoints";  ///< PVC mount
-inline constexpr const char* kHome = "/home/ringpilot";  ///< image user's home (ssh keys)
+inline constexpr const char* kHome = "/home/ringpilot";        ///< image user's home (ssh keys)
 inline constexpr int kSshPort = 2222;  ///< sshd of a non-root worker (k8s/Dockerfile)
 
 /// A job that cannot be rendered: one line naming the key and the problem.
@@ -24,10 +24,10 @@ class RenderError : public std::invalid_argument {
 
 /// Object names, derived from the job name (an RFC 1123 DNS label).
 struct Names {
-  std::string mpijob;       ///< NAME (pods: NAME-launcher, NAME-worker-I)
-  std::string configmap;    ///< NAME-job
-  std::string pvc;          ///< NAME-checkpoints
-  std::string podmonitor;   ///< NAME
+  std::string mpijob;          ///< NAME (pods: NAME-launcher, NAME-worker-I)
+  std::string configmap;       ///< NAME-job
+  std::string pvc;             ///< NAME-checkpoints
+  std::string podmonitor;      ///< NAME
   std::string worker_service;  ///< NAME-worker: headless Service the MPI operator creates
 };
 Names NamesFor(const std::string& job_name);

@@ -67,7 +67,8 @@ inline bool IsPositiveQuantity(const std::string& s) {
   }
   if (digits == 0 || digits > 18 || !nonzero) return false;
   const std::string suffix = s.substr(i);
-  for (const char* ok : {"", "Ki", "Mi", "Gi", "Ti", "Pi", "Ei", "k", "M", "G", "T", "P", "E", "m"}) {
+  for (const char* ok :
+       {"", "Ki", "Mi", "Gi", "Ti", "Pi", "Ei", "k", "M", "G", "T", "P", "E", "m"}) {
     if (suffix == ok) return true;
   }
   return false;
@@ -80,7 +81,8 @@ inline bool IsImageReference(const std::string& s) {
     return false;
   }
   for (char c : s) {
-    if (!std::isalnum(static_cast<unsigned char>(c)) && std::string("._/:@-").find(c) == std::string::npos) {
+    if (!std::isalnum(static_cast<unsigned char>(c)) &&
+        std::string("._/:@-").find(c) == std::string::npos) {
       return false;
     }
   }

@@ -108,11 +108,11 @@ struct SlurmConfig {
 
 /// `ringpilot k8s render`: the Kubeflow MPIJob and its companions.
 struct K8sConfig {
-  std::string image;                  ///< container image (required to render)
+  std::string image;                   ///< container image (required to render)
   std::string namespace_ = "default";  ///< key `k8s.namespace`
-  std::string rdma_resource;          ///< extended resource, e.g. rdma/ib (1 per worker); "" = none
-  std::string shm_size = "16Gi";      ///< /dev/shm emptyDir (medium Memory) size limit
-  std::string storage_class;          ///< checkpoint PVC storage class; "" = cluster default
+  std::string rdma_resource;      ///< extended resource, e.g. rdma/ib (1 per worker); "" = none
+  std::string shm_size = "16Gi";  ///< /dev/shm emptyDir (medium Memory) size limit
+  std::string storage_class;      ///< checkpoint PVC storage class; "" = cluster default
   std::string checkpoint_size = "100Gi";  ///< checkpoint PVC request
   int run_as_user = 1000;                 ///< uid (and gid, fsGroup) of every container
 };

@@ -133,8 +133,8 @@ void AddSlurmCommand(CLI::App& app) {
     std::cout.flush();
     std::exit(status);
   });
-  CLI::App* submit = slurm_cmd->add_subcommand(
-      "submit", "Write RUN_ROOT/<name>.sbatch and submit it with sbatch");
+  CLI::App* submit =
+      slurm_cmd->add_subcommand("submit", "Write RUN_ROOT/<name>.sbatch and submit it with sbatch");
   AddJobArgs(submit, submit_args.get());
   submit->callback([submit_args] {
     const int status = Submit(*submit_args);

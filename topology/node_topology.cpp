@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <regex>
 #include <set>
 #include <sstream>
 
@@ -147,6 +148,8 @@ std::vector<int> ParseCpuList(const std::string& text) {
 }
 
 std::string NormalizePciBusId(const std::string& bus_id) {
+  static const std::regex kBusId("^([0-9a-fA-F]{1,8}:)?[0-9a-fA-F]{1,2}:[0-9a-fA-F]{1,2}\\.[0-7]$");
+  if (!std::regex_match(bus_id, kBusId)) return "";
   unsigned domain = 0, bus = 0, dev = 0, fn = 0;
   char extra = 0;
   int n = std::sscanf(bus_id.c_str(), "%x:%x:%x.%x%c", &domain, &bus, &dev, &fn, &extra);
@@ -237,7 +240,8 @@ std::string Indexed(const std::string& key, std::size_t i) {
 
 }  // namespace
 
-json ToJson(const NodeTopology& topo) {
+nlohmann::ordered_json ToJson(const NodeTopology& topo) {
+  using json = nlohmann::ordered_json;
   json doc;
   doc["format"] = "ringpilot-topology";
   doc["version"] = NodeTopology::kFormatVersion;
@@ -273,13 +277,16 @@ json ToJson(const NodeTopology& topo) {
   }
   doc["nics"] = json::array();
   for (const Nic& n : topo.nics) {
+    json paths = json::object();
+    for (const auto& [nic, cls] : n.nic_paths) paths[nic] = ToString(cls);
     doc["nics"].push_back({{"name", n.name},
                            {"kind", ToString(n.kind)},
                            {"netdev", n.netdev},
                            {"port_state", n.port_state},
                            {"rate_bytes_per_second", n.rate_bytes_per_second},
                            {"pci_bus_id", n.pci_bus_id},
-                           {"numa_node", n.numa_node}});
+                           {"numa_node", n.numa_node},
+                           {"nic_paths", paths}});
   }
   doc["warnings"] = topo.warnings;
   return doc;
@@ -335,6 +342,20 @@ NodeTopology FromJson(const json& doc) {
     n.numa_node = static_cast<int>(r.Int("numa_node", -1));
     topo.nics.push_back(std::move(n));
   }
+  // NIC-NIC paths once every NIC is known.
+  for (std::size_t i = 0; i < nics.size(); ++i) {
+    const Reader r(nics[i], Indexed("nics", i));
+    if (!r.Has("nic_paths")) continue;
+    const json& paths = r.Get("nic_paths");
+    if (!paths.is_object()) Reader::Fail(r.Field("nic_paths"), "must be an object");
+    for (auto it = paths.begin(); it != paths.end(); ++it) {
+      const std::string field = r.Field("nic_paths") + "." + it.key();
+      if (!topo.FindNic(it.key()) || it.key() == topo.nics[i].name) {
+        Reader::Fail(field, "must name another NIC in 'nics'");
+      }
+      topo.nics[i].nic_paths[it.key()] = Reader::ClassOf(it.value(), field);
+    }
+  }
 
   const json& gpus = top.Array("gpus");
   for (std::size_t i = 0; i < gpus.size(); ++i) {
@@ -344,8 +365,8 @@ NodeTopology FromJson(const json& doc) {
     if (topo.FindGpu(g.index)) Reader::Fail(r.Field("index"), "duplicate GPU index");
     g.name = r.String("name");
     g.uuid = r.String("uuid");
-    g.pci_bus_id = r.String("pci_bus_id");
-    if (NormalizePciBusId(g.pci_bus_id) != g.pci_bus_id) {
+    g.pci_bus_id = r.String("pci_bus_id");  // "" when not recorded (hand-written snapshot)
+    if (!g.pci_bus_id.empty() && NormalizePciBusId(g.pci_bus_id) != g.pci_bus_id) {
       Reader::Fail(r.Field("pci_bus_id"), "must look like 0000:18:00.0");
     }
     const std::string cc = r.String("compute_capability");

@@ -48,7 +48,7 @@ struct Gpu {
   int index = 0;  ///< NVML index (all GPUs of the node, whatever CUDA_VISIBLE_DEVICES says)
   std::string name;
   std::string uuid;
-  std::string pci_bus_id;  ///< "0000:18:00.0": 4-digit domain, lower case
+  std::string pci_bus_id;  ///< "0000:18:00.0": 4-digit domain, lower case; "" if not recorded
   ComputeCapability compute_capability;
   std::uint64_t memory_bytes = 0;
   int numa_node = -1;  ///< -1: unknown
@@ -78,6 +78,8 @@ struct Nic {
   double rate_bytes_per_second = 0;  ///< 0: unknown
   std::string pci_bus_id;            ///< "" for a device with no PCI function
   int numa_node = -1;
+  /// Path class from this NIC to each other NIC, by NIC name.
+  std::map<std::string, LinkClass> nic_paths;
 
   /// The port carries traffic: IB/RoCE state ACTIVE, Ethernet operstate up (or unknown).
   bool IsUp() const;
@@ -108,7 +110,8 @@ class SnapshotError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-nlohmann::json ToJson(const NodeTopology& topo);
+/// The snapshot document (keys in a fixed, readable order).
+nlohmann::ordered_json ToJson(const NodeTopology& topo);
 /// Throws SnapshotError("FIELD: problem") for a document that is not a valid snapshot.
 NodeTopology FromJson(const nlohmann::json& doc);
 /// Reads a snapshot file; throws SnapshotError("PATH: FIELD: problem").

@@ -249,6 +249,12 @@ NodeTopology ProbeNode(const ProbeOptions& options) {
     if (a.empty() || b.empty()) return LinkClass::kUnknown;
     return ClassifyPciPath(a, b, numa_a >= 0 && numa_a == numa_b);
   };
+  for (Nic& a : topo.nics) {
+    for (const Nic& b : topo.nics) {
+      if (&a == &b) continue;
+      a.nic_paths[b.name] = pcie_class(a.pci_bus_id, a.numa_node, b.pci_bus_id, b.numa_node);
+    }
+  }
   for (NvmlGpu& g : gpus) {
     for (const Nic& nic : topo.nics) {
       const LinkClass c =

@@ -25,7 +25,6 @@ std::string Rate(double bytes_per_second) {
 
 std::string Numa(int id) { return id < 0 ? "N/A" : std::to_string(id); }
 
-// NIC-NIC cells are not part of the model; the NIC rows show their GPU columns.
 std::string Cell(const NodeTopology& topo, bool row_gpu, std::size_t r, bool col_gpu,
                  std::size_t c) {
   if (row_gpu == col_gpu && r == c) return "X";
@@ -33,7 +32,11 @@ std::string Cell(const NodeTopology& topo, bool row_gpu, std::size_t r, bool col
     const GpuLink* l = topo.FindLink(topo.gpus[r].index, topo.gpus[c].index);
     return l ? l->Label() : "unknown";
   }
-  if (!row_gpu && !col_gpu) return "";
+  if (!row_gpu && !col_gpu) {
+    const Nic& a = topo.nics[r];
+    const auto it = a.nic_paths.find(topo.nics[c].name);
+    return it == a.nic_paths.end() ? "unknown" : ToString(it->second);
+  }
   const Gpu& g = topo.gpus[row_gpu ? r : c];
   const Nic& n = topo.nics[row_gpu ? c : r];
   const auto it = g.nic_paths.find(n.name);
@@ -67,16 +70,19 @@ std::string RenderText(const NodeTopology& topo) {
     for (std::size_t r = 0; r < ng + nn; ++r) {
       const bool row_gpu = r < ng;
       const std::size_t ri = row_gpu ? r : r - ng;
-      out << Pad(names[r], kCol);
+      std::ostringstream row;
+      row << Pad(names[r], kCol);
       for (std::size_t c = 0; c < ng + nn; ++c) {
         const bool col_gpu = c < ng;
-        out << Pad(Cell(topo, row_gpu, ri, col_gpu, col_gpu ? c : c - ng), kCol);
+        row << Pad(Cell(topo, row_gpu, ri, col_gpu, col_gpu ? c : c - ng), kCol);
       }
       if (row_gpu) {
         const Gpu& g = topo.gpus[ri];
-        out << Pad(FormatCpuList(GpuCpuSet(topo, g.index)), 16) << Numa(g.numa_node);
+        row << Pad(FormatCpuList(GpuCpuSet(topo, g.index)), 16) << Numa(g.numa_node);
       }
-      out << "\n";
+      std::string line = row.str();
+      line.erase(line.find_last_not_of(' ') + 1);
+      out << line << "\n";
     }
     out << "\nLegend:\n"
            "  X    = Self\n"
@@ -96,23 +102,36 @@ std::string RenderText(const NodeTopology& topo) {
     }
     out << "\nGPUs:\n";
     for (const Gpu& g : topo.gpus) {
-      out << "  GPU" << g.index << ": " << g.name << ", " << g.pci_bus_id << ", CC "
+      out << "  GPU" << g.index << ": " << g.name << ", PCI "
+          << (g.pci_bus_id.empty() ? "not recorded" : g.pci_bus_id) << ", CC "
           << g.compute_capability.major << "." << g.compute_capability.minor << ", "
           << Gib(g.memory_bytes) << ", NUMA " << Numa(g.numa_node) << ", nearest NIC "
-          << NearestNic(topo, g.index).value_or("none") << ", " << g.uuid << "\n";
+          << NearestNic(topo, g.index).value_or("none");
+      if (!g.uuid.empty()) out << ", " << g.uuid;
+      out << "\n";
     }
-    bool any_nvlink = false;
-    for (const GpuLink& l : topo.gpu_links) any_nvlink = any_nvlink || l.IsNvlink();
-    if (any_nvlink) {
-      out << "\nNVLinks:\n";
-      for (const GpuLink& l : topo.gpu_links) {
-        if (!l.IsNvlink()) continue;
-        char buf[128];
-        std::snprintf(buf, sizeof buf,
-                      "  GPU%d-GPU%d: %d links x %.4g GB/s = %.1f GB/s per direction\n", l.gpu_a,
-                      l.gpu_b, l.nvlink_count, l.nvlink_bytes_per_second_per_link / 1e9,
-                      l.NvlinkBytesPerSecond() / 1e9);
-        out << buf;
+    std::vector<const GpuLink*> nvlinks;
+    for (const GpuLink& l : topo.gpu_links) {
+      if (l.IsNvlink()) nvlinks.push_back(&l);
+    }
+    const auto describe = [](const GpuLink& l) {
+      char buf[96];
+      std::snprintf(buf, sizeof buf, "%d links x %.6g GB/s = %.1f GB/s per direction",
+                    l.nvlink_count, l.nvlink_bytes_per_second_per_link / 1e9,
+                    l.NvlinkBytesPerSecond() / 1e9);
+      return std::string(buf);
+    };
+    const bool uniform =
+        nvlinks.size() > 2 && std::all_of(nvlinks.begin(), nvlinks.end(), [&](const GpuLink* l) {
+          return describe(*l) == describe(*nvlinks.front());
+        });
+    if (!nvlinks.empty()) out << "\nNVLinks:\n";
+    if (uniform) {
+      out << "  every one of " << nvlinks.size() << " GPU pairs: " << describe(*nvlinks.front())
+          << "\n";
+    } else {
+      for (const GpuLink* l : nvlinks) {
+        out << "  GPU" << l->gpu_a << "-GPU" << l->gpu_b << ": " << describe(*l) << "\n";
       }
     }
   }

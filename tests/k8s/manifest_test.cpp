@@ -1,0 +1,181 @@
+// `ringpilot k8s render` objects, parsed back with yaml-cpp.
+#include "k8s/manifest.h"
+#include "k8s/validate.h"
+
+#include <gtest/gtest.h>
+#include <yaml-cpp/yaml.h>
+
+#include <set>
+#include <string>
+#include <vector>
+
+namespace ringpilot::k8s {
+namespace {
+
+using launcher::JobConfig;
+using launcher::ParseJobConfig;
+
+constexpr const char* kJob = R"(name: demo
+world: {nodes: 2, procs_per_node: 4, device: cuda}
+launch: {backend: k8s}
+model: {name: resnet50}
+k8s: {image: "registry.example.com/team/ringpilot:0.1", rdma_resource: rdma/ib,
+      namespace: train, shm_size: 32Gi, storage_class: cephfs, checkpoint_size: 200Gi,
+      run_as_user: 1234}
+)";
+
+JobConfig Job(const std::vector<std::string>& sets = {}) {
+  return ParseJobConfig(kJob, "job.yaml", sets);
+}
+
+std::vector<YAML::Node> Render(const JobConfig& c) { return YAML::LoadAll(RenderManifests(c)); }
+
+YAML::Node FindKind(const std::vector<YAML::Node>& docs, const std::string& kind) {
+  for (const auto& d : docs) {
+    if (d["kind"].as<std::string>() == kind) return d;
+  }
+  ADD_FAILURE() << "no " << kind;
+  return YAML::Node();
+}
+
+YAML::Node Container(const YAML::Node& mpijob, const std::string& role) {
+  return mpijob["spec"]["mpiReplicaSpecs"][role]["template"]["spec"]["containers"][0];
+}
+
+TEST(K8sManifest, RendersFourDocumentsInOneNamespace) {
+  const auto docs = Render(Job());
+  ASSERT_EQ(docs.size(), 4u);
+  std::set<std::string> kinds;
+  for (const auto& d : docs) {
+    kinds.insert(d["kind"].as<std::string>());
+    EXPECT_EQ(d["metadata"]["namespace"].as<std::string>(), "train");
+    EXPECT_EQ(d["metadata"]["labels"]["ringpilot.io/job"].as<std::string>(), "demo");
+  }
+  EXPECT_EQ(kinds,
+            (std::set<std::string>{"ConfigMap", "PersistentVolumeClaim", "MPIJob", "PodMonitor"}));
+}
+
+TEST(K8sManifest, MpiJobLauncherRunsRingpilotOnTheConfigMap) {
+  const YAML::Node job = FindKind(Render(Job()), "MPIJob");
+  EXPECT_EQ(job["apiVersion"].as<std::string>(), "kubeflow.org/v2beta1");
+  EXPECT_EQ(job["spec"]["slotsPerWorker"].as<int>(), 4);
+  EXPECT_EQ(job["spec"]["mpiImplementation"].as<std::string>(), "OpenMPI");
+  const YAML::Node launcher = job["spec"]["mpiReplicaSpecs"]["Launcher"];
+  EXPECT_EQ(launcher["replicas"].as<int>(), 1);
+  EXPECT_EQ(Container(job, "Launcher")["command"].as<std::vector<std::string>>(),
+            (std::vector<std::string>{kRingpilotPath, "run", "/etc/ringpilot/job.yaml", "--run-dir",
+                                      "/checkpoints/demo"}));
+  EXPECT_FALSE(Container(job, "Launcher")["resources"]);  // no GPU for the launcher
+  EXPECT_EQ(Container(job, "Launcher")["image"].as<std::string>(),
+            "registry.example.com/team/ringpilot:0.1");
+}
+
+TEST(K8sManifest, WorkersGetGpusRdmaShmIpcLockAndNonRootUser) {
+  const YAML::Node job = FindKind(Render(Job()), "MPIJob");
+  const YAML::Node worker = job["spec"]["mpiReplicaSpecs"]["Worker"];
+  EXPECT_EQ(worker["replicas"].as<int>(), 2);
+  const YAML::Node c = Container(job, "Worker");
+  EXPECT_EQ(c["resources"]["limits"]["nvidia.com/gpu"].as<int>(), 4);
+  EXPECT_EQ(c["resources"]["limits"]["rdma/ib"].as<int>(), 1);
+  EXPECT_EQ(c["securityContext"]["capabilities"]["add"][0].as<std::string>(), "IPC_LOCK");
+  const YAML::Node pod = worker["template"]["spec"];
+  EXPECT_TRUE(pod["securityContext"]["runAsNonRoot"].as<bool>());
+  EXPECT_EQ(pod["securityContext"]["runAsUser"].as<int>(), 1234);
+  bool shm = false;
+  for (const auto& v : pod["volumes"]) {
+    if (v["name"].as<std::string>() != "dshm") continue;
+    shm = true;
+    EXPECT_EQ(v["emptyDir"]["medium"].as<std::string>(), "Memory");
+    EXPECT_EQ(v["emptyDir"]["sizeLimit"].as<std::string>(), "32Gi");
+  }
+  EXPECT_TRUE(shm);
+  bool mounted = false;
+  for (const auto& m : c["volumeMounts"]) {
+    mounted = mounted || (m["name"].as<std::string>() == "dshm" &&
+                          m["mountPath"].as<std::string>() == "/dev/shm");
+  }
+  EXPECT_TRUE(mounted);
+}
+
+TEST(K8sManifest, CpuJobWithoutRdmaRequestsNoExtendedResources) {
+  const YAML::Node job =
+      FindKind(Render(Job({"world.device=cpu", "k8s.rdma_resource=\"\""})), "MPIJob");
+  EXPECT_FALSE(Container(job, "Worker")["resources"]);
+}
+
+TEST(K8sManifest, ConfigMapHoldsTheResolvedJobForBackendMpi) {
+  const YAML::Node cm = FindKind(Render(Job()), "ConfigMap");
+  const JobConfig pod = ParseJobConfig(cm["data"]["job.yaml"].as<std::string>(), "configmap");
+  EXPECT_EQ(pod.launch.backend, launcher::Backend::kMpi);
+  ASSERT_EQ(pod.launch.hosts.size(), 2u);
+  EXPECT_EQ(pod.launch.hosts[1].host, "demo-worker-1.demo-worker.train.svc");
+  EXPECT_EQ(pod.launch.hosts[1].slots, 4);
+  EXPECT_EQ(pod.metrics.bind, "0.0.0.0");  // scraped over the pod network
+  EXPECT_EQ(pod.model.name, "resnet50");
+}
+
+TEST(K8sManifest, PvcUsesStorageClassAndSize) {
+  const YAML::Node pvc = FindKind(Render(Job()), "PersistentVolumeClaim");
+  EXPECT_EQ(pvc["metadata"]["name"].as<std::string>(), "demo-checkpoints");
+  EXPECT_EQ(pvc["spec"]["storageClassName"].as<std::string>(), "cephfs");
+  EXPECT_EQ(pvc["spec"]["resources"]["requests"]["storage"].as<std::string>(), "200Gi");
+  EXPECT_EQ(pvc["spec"]["accessModes"][0].as<std::string>(), "ReadWriteMany");
+}
+
+TEST(K8sManifest, PodMonitorScrapesEveryRankOnItsOwnPod) {
+  const YAML::Node pm = FindKind(Render(Job()), "PodMonitor");
+  EXPECT_EQ(pm["apiVersion"].as<std::string>(), "monitoring.coreos.com/v1");
+  EXPECT_EQ(pm["spec"]["selector"]["matchLabels"]["ringpilot.io/role"].as<std::string>(), "worker");
+  const YAML::Node eps = pm["spec"]["podMetricsEndpoints"];
+  ASSERT_EQ(eps.size(), 8u);
+  for (size_t r = 0; r < eps.size(); ++r) {
+    EXPECT_TRUE(eps[r]["honorLabels"].as<bool>());
+    EXPECT_EQ(eps[r]["relabelings"][0]["regex"].as<std::string>(),
+              "demo-worker-" + std::to_string(r / 4));
+    EXPECT_EQ(eps[r]["relabelings"][1]["replacement"].as<std::string>(),
+              "$1:" + std::to_string(9400 + r));
+  }
+}
+
+TEST(K8sManifest, NoPodMonitorWithoutMetrics) {
+  EXPECT_EQ(Render(Job({"metrics.enabled=false"})).size(), 3u);
+}
+
+TEST(K8sManifest, NumericLookingStringsStayStrings) {
+  const auto docs = Render(Job({"k8s.namespace=\"123\""}));
+  EXPECT_EQ(docs[0]["metadata"]["namespace"].Tag(), "!");  // double-quoted: a string
+}
+
+TEST(K8sManifest, RejectsNamesThatAreNotDnsLabels) {
+  EXPECT_THROW(RenderManifests(Job({"name=Demo"})), RenderError);
+  EXPECT_THROW(RenderManifests(Job({"name=my_job"})), RenderError);
+  EXPECT_THROW(RenderManifests(Job({"name=" + std::string(60, 'a')})), RenderError);
+}
+
+TEST(K8sManifest, RequiresAnImage) {
+  try {
+    RenderManifests(Job({"k8s.image=\"\""}));
+    FAIL() << "rendered without an image";
+  } catch (const RenderError& e) {
+    EXPECT_NE(std::string(e.what()).find("k8s.image"), std::string::npos);
+  }
+}
+
+TEST(K8sConfigKeys, BadValuesAreConfigErrors) {
+  for (const std::string bad :
+       {"k8s.namespace=Train", "k8s.shm_size=16GB", "k8s.shm_size=0", "k8s.rdma_resource=ib",
+        "k8s.image=\"a b\"", "k8s.image=\"$(id)\"", "k8s.run_as_user=0",
+        "k8s.storage_class=Fast_SSD", "k8s.checkpoint_size=-1Gi"}) {
+    EXPECT_THROW(Job({bad}), launcher::ConfigError) << bad;
+  }
+}
+
+TEST(K8sValidate, Quantities) {
+  for (const char* ok : {"1", "16Gi", "1.5G", "500m", "64Mi"}) EXPECT_TRUE(IsPositiveQuantity(ok));
+  for (const char* bad : {"", "0", "0Gi", "-1", "1e3", "16GB", "Gi", "1.2.3"}) {
+    EXPECT_FALSE(IsPositiveQuantity(bad)) << bad;
+  }
+}
+
+}  // namespace
+}  // namespace ringpilot::k8s

@@ -1,0 +1,55 @@
+#!/bin/bash
+# Renders manifests for several jobs with `ringpilot k8s render` and checks every document
+# offline: ConfigMap, PersistentVolumeClaim and the MPIJob's pod templates against the
+# Kubernetes OpenAPI schemas bundled in the kubernetes-validate package (strict: unknown
+# fields fail); MPIJob and PodMonitor (CRDs, whose schemas that package does not ship)
+# with structural checks of their own (validate_manifests.py).
+# Usage: validate_manifests.sh RINGPILOT VENV_DIR
+set -euo pipefail
+
+ringpilot="$1"
+venv="$2"
+here="$(cd "$(dirname "$0")" && pwd)"
+pkg="kubernetes-validate==1.37.0"
+
+if ! "$venv/bin/python" -c 'import kubernetes_validate' 2>/dev/null; then
+  echo "validate_manifests: installing $pkg into $venv"
+  python3 -m venv "$venv" || {
+    echo "validate_manifests: FAIL: cannot create a venv (install python3-venv)" >&2
+    exit 1
+  }
+  "$venv/bin/python" -m pip install -q "$pkg" || {
+    echo "validate_manifests: FAIL: pip cannot install $pkg (no network or no PyPI mirror?)" >&2
+    exit 1
+  }
+fi
+
+tmp="$(mktemp -d)"
+trap 'rm -rf "$tmp"' EXIT
+
+cat > "$tmp/gpu.yaml" <<'JOB'
+name: bert-gpu
+world: {nodes: 3, procs_per_node: 8, device: cuda}
+launch: {backend: k8s}
+model: {name: bert-base}
+k8s: {image: "registry.example.com/ml/ringpilot:0.1", namespace: "123",
+      rdma_resource: rdma/ib, shm_size: 64Gi, storage_class: cephfs-rwx}
+JOB
+cat > "$tmp/cpu.yaml" <<'JOB'
+name: cpu-smoke
+world: {nodes: 2, procs_per_node: 2, device: cpu}
+launch: {backend: k8s}
+model: {name: resnet18-cifar}
+k8s: {image: "ringpilot@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"}
+JOB
+
+status=0
+for job in gpu cpu; do
+  for variant in "" "--set metrics.enabled=false"; do
+    out="$tmp/$job${variant:+-nometrics}.k8s.yaml"
+    # shellcheck disable=SC2086  # variant is one or two words on purpose
+    "$ringpilot" k8s render "$tmp/$job.yaml" $variant > "$out"
+    "$venv/bin/python" "$here/validate_manifests.py" "$ringpilot" "$out" || status=1
+  done
+done
+exit "$status"
