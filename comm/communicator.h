@@ -4,6 +4,7 @@
 
 #include <ATen/ATen.h>
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -65,6 +66,16 @@ class Communicator {
   /// Observer of completed collectives (may be null). Not owned.
   void set_observer(CollectiveObserver* observer) { observer_ = observer; }
   CollectiveObserver* observer() const { return observer_; }
+
+  /// Sequence numbers of the last collective issued and the last one observed complete
+  /// (hang visibility: a rank whose started stays ahead of completed is stuck in a
+  /// collective). Safe to read from any thread.
+  uint64_t started_seq() const { return started_seq_.load(std::memory_order_relaxed); }
+  uint64_t completed_seq() const { return completed_seq_.load(std::memory_order_relaxed); }
+
+ protected:
+  std::atomic<uint64_t> started_seq_{0};
+  std::atomic<uint64_t> completed_seq_{0};
 
  private:
   CollectiveObserver* observer_ = nullptr;

@@ -126,9 +126,12 @@ void GradientReducer::OnGradReady(size_t param_index) {
   ready_[param_index] = 1;
   ++hooks_fired_;
   if (record_order_) observed_order_.push_back(param_index);
+  const auto start = std::chrono::steady_clock::now();
   auto& bucket = *buckets_[locator_[param_index].first];
   if (--bucket.pending == 0) LaunchReadyBuckets();
   comm_.Progress();
+  stats_.hook_comm_seconds +=
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
 void GradientReducer::LaunchReadyBuckets() {

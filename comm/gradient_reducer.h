@@ -41,6 +41,9 @@ struct ReducerStepStats {
   /// Host time FinishBackward spent waiting for collectives (CPU); on CUDA it only
   /// enqueues stream waits and this stays near zero.
   double finish_wait_seconds = 0.0;
+  /// Host time spent inside gradient hooks issuing and progressing collectives (on
+  /// MPI this is where the reduction work happens during backward).
+  double hook_comm_seconds = 0.0;
   int64_t bytes = 0;
 };
 

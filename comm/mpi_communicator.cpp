@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <thread>
 
 #include "comm/status.h"
 
@@ -115,7 +116,10 @@ class MpiWork : public Work {
   }
 
   MPI_Request* request() { return &request_; }
-  void Register() { owner_->inflight_.push_back(this); }
+  void Register() {
+    owner_->inflight_.push_back(this);
+    owner_->started_seq_.fetch_add(1, std::memory_order_relaxed);
+  }
 
   bool Test() override {
     if (done_) return true;
@@ -127,7 +131,16 @@ class MpiWork : public Work {
 
   void Wait() override {
     if (done_) return;
-    MPI_CHECK_FATAL(MPI_Wait(&request_, MPI_STATUS_IGNORE));
+    // MPI_Wait busy-polls. Ranks that share cores (several ranks per node on CPU, or
+    // oversubscribed) would then take CPU from the peer they are waiting for, so after a
+    // short spin we poll with sleeps in between.
+    const auto spin_until = Clock::now() + std::chrono::microseconds(200);
+    int flag = 0;
+    while (true) {
+      MPI_CHECK_FATAL(MPI_Test(&request_, &flag, MPI_STATUS_IGNORE));
+      if (flag) break;
+      if (Clock::now() > spin_until) std::this_thread::sleep_for(std::chrono::microseconds(50));
+    }
     Complete();
   }
 
@@ -138,6 +151,7 @@ class MpiWork : public Work {
     if (scale_ != 1.0) tensor_.mul_(scale_);
     auto& v = owner_->inflight_;
     v.erase(std::remove(v.begin(), v.end(), this), v.end());
+    owner_->completed_seq_.fetch_add(1, std::memory_order_relaxed);
     if (auto* obs = owner_->observer()) {
       obs->OnCollective(op_, bytes_, std::chrono::duration<double>(Clock::now() - start_).count());
     }

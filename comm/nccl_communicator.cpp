@@ -184,7 +184,7 @@ std::unique_ptr<Work> NcclCommunicator::Enqueue(CollectiveOp op, const at::Tenso
     // step-level events the trainer records outside capture.
     return std::make_unique<NcclWork>(std::move(done));
   }
-  const uint64_t seq = issued_seq_.fetch_add(1) + 1;
+  const uint64_t seq = started_seq_.fetch_add(1) + 1;
   {
     std::lock_guard<std::mutex> lock(pending_mu_);
     pending_.push_back({seq, {Now(), done}});

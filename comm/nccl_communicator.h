@@ -78,8 +78,6 @@ class NcclCommunicator : public Communicator {
 
   // Watchdog: the training thread publishes (seq, issue time) of each collective it
   // enqueued and the last sequence observed complete.
-  std::atomic<uint64_t> issued_seq_{0};
-  std::atomic<uint64_t> completed_seq_{0};
   std::mutex pending_mu_;
   std::deque<std::pair<uint64_t, std::pair<double, std::shared_ptr<void>>>> pending_;
   std::atomic<bool> stop_{false};

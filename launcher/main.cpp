@@ -13,6 +13,9 @@
 
 #include <CLI/CLI.hpp>
 
+#include "launcher/bench_command.h"
+#include "launcher/diagnose_command.h"
+#include "launcher/doctor_command.h"
 #include "launcher/job_config.h"
 #include "launcher/k8s_command.h"
 #include "launcher/mpirun_command.h"
@@ -254,6 +257,9 @@ int Main(int argc, char** argv) {
   AddSlurmCommand(app);
   AddK8sCommand(app);
   AddTopoCommand(app);
+  AddBenchCommand(app);
+  AddDoctorCommand(app);
+  AddDiagnoseCommand(app);
 
   try {
     app.parse(argc, argv);

@@ -14,6 +14,8 @@ class StepClock {
   StepClock& operator=(const StepClock&) = delete;
 
   void Begin();
+  /// Host time of the last Begin().
+  std::chrono::steady_clock::time_point begin_time() const { return begin_; }
   /// CPU: seconds since Begin(). CUDA: GPU seconds of the previous step (waiting for
   /// it if needed, which bounds how far the host runs ahead to one step); the first
   /// call returns the host time of the first step.

@@ -22,8 +22,10 @@
 #include "trainer/model.h"
 #include "trainer/optimizer.h"
 #include "trainer/rank_log.h"
+#include "trainer/run_util.h"
 #include "trainer/sha256.h"
 #include "trainer/step_clock.h"
+#include "trainer/step_stats.h"
 #include "trainer/synthetic_data.h"
 #include "trainer/training_metrics.h"
 
@@ -42,84 +44,6 @@ using launcher::JobConfig;
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-double Seconds(Clock::time_point a, Clock::time_point b) {
-  return std::chrono::duration<double>(b - a).count();
-}
-
-std::string HostName() {
-  char host[256] = {0};
-  gethostname(host, sizeof(host) - 1);
-  return host;
-}
-
-std::string MpiLibraryVersion() {
-  char v[MPI_MAX_LIBRARY_VERSION_STRING] = {0};
-  int len = 0;
-  MPI_Get_library_version(v, &len);
-  std::string s(v, len);
-  const auto comma = s.find(',');
-  if (comma != std::string::npos) s.resize(comma);
-  return s;
-}
-
-double Percentile(std::vector<double> v, double q) {
-  if (v.empty()) return 0.0;
-  std::sort(v.begin(), v.end());
-  const double pos = q * (v.size() - 1);
-  const size_t lo = static_cast<size_t>(std::floor(pos));
-  const size_t hi = std::min(lo + 1, v.size() - 1);
-  return v[lo] + (v[hi] - v[lo]) * (pos - lo);
-}
-
-std::string FormatDuration(double s) {
-  char buf[32];
-  if (s < 120) {
-    std::snprintf(buf, sizeof(buf), "%.0fs", s);
-  } else if (s < 7200) {
-    std::snprintf(buf, sizeof(buf), "%.0fm%02.0fs", std::floor(s / 60), std::fmod(s, 60));
-  } else {
-    std::snprintf(buf, sizeof(buf), "%.1fh", s / 3600);
-  }
-  return buf;
-}
-
-double UnixNow() {
-  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-}
-
-void SynchronizeDevice(bool cuda) {
-#ifdef RINGPILOT_WITH_CUDA
-  if (cuda) cudaDeviceSynchronize();
-#endif
-  (void)cuda;
-}
-
-// Peak bytes allocated by LibTorch's caching allocator on this rank's device (what
-// torch.cuda.max_memory_allocated reports), 0 on the CPU.
-double PeakDeviceMemoryBytes(bool cuda) {
-#ifdef RINGPILOT_WITH_CUDA
-  if (cuda) {
-    const auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(c10::cuda::current_device());
-    return static_cast<double>(
-        stats.allocated_bytes[static_cast<size_t>(c10::CachingAllocator::StatType::AGGREGATE)]
-            .peak);
-  }
-#endif
-  (void)cuda;
-  return 0.0;
-}
-
-void WriteJsonAtomically(const std::string& path, const nlohmann::json& j) {
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::trunc);
-    out << j.dump(2) << "\n";
-    out.flush();
-    if (!out) throw std::runtime_error(tmp + ": write failed");
-  }
-  Rename(tmp, path);
-}
 
 }  // namespace
 
@@ -240,6 +164,10 @@ int Trainer::Run() {
                      cfg.metrics.port_base == 0 ? 0 : cfg.metrics.port_base + s.rank);
   }
   s.device_comm->set_observer(s.metrics.get());
+  StepStats stats(s.rank, s.world, s.node, s.local_rank);
+  const double clock_offset = EstimateClockOffset();
+  s.metrics->set_stats(&stats);
+  s.metrics->WatchSequences(s.device_comm.get());
 
   // Model: the same seed everywhere, then rank 0's weights broadcast anyway.
   torch::manual_seed(cfg.train.seed);
@@ -375,6 +303,7 @@ int Trainer::Run() {
       FillTokens(cfg.train.seed, first, tspec, b);
     }
     data_times.push_back(Seconds(t0, Clock::now()));
+    s.metrics->OnPhase(Phase::kData, data_times.back());
   };
   // Device-side batch with stable addresses: CUDA graphs replay reads from here.
   Batch dev{at::empty_like(host[0].input, at::TensorOptions().device(s.device)),
@@ -387,7 +316,18 @@ int Trainer::Run() {
   if (cfg.train.cuda_graphs) at::autocast::set_autocast_cache_enabled(false);
   at::Tensor loss_out;  // the step's loss, on the device
   // One training step on `dev`; host-sync free so it can be captured.
+  const double straggle_s =
+      s.rank == cfg.fault.straggler_rank ? cfg.fault.straggler_ms / 1000.0 : 0.0;
+  // Host-timed phases; meaningless inside a CUDA graph capture, so not recorded there.
+  bool timing_phases = true;
+  Clock::time_point compute_done;
   auto train_step = [&]() {
+    auto t = Clock::now();
+    auto phase = [&](Phase p) {
+      const auto now = Clock::now();
+      if (timing_phases) s.metrics->OnPhase(p, Seconds(t, now));
+      t = now;
+    };
     s.reducer->PrepareForBackward();
     at::Tensor loss;
     {
@@ -403,15 +343,23 @@ int Trainer::Run() {
         at::autocast::set_autocast_enabled(s.device.type(), false);
         at::autocast::clear_cache();
       }
+      phase(Phase::kForward);
     }
     {
       NvtxRange range("backward");
       loss.backward();
+      // fault.straggler_*: this rank's compute takes longer. At the end of backward, so
+      // the other ranks compute at the same time and then wait for it.
+      if (straggle_s > 0) std::this_thread::sleep_for(std::chrono::duration<double>(straggle_s));
+      compute_done = Clock::now();
+      phase(Phase::kBackward);
       s.reducer->FinishBackward();
+      phase(Phase::kCommExposed);
     }
     {
       NvtxRange range("optimizer");
       s.optimizer->Step();
+      phase(Phase::kOptimizer);
     }
     if (loss_out.defined()) {
       loss_out.copy_(loss.detach());
@@ -424,8 +372,6 @@ int Trainer::Run() {
   // order, the next ones let cuDNN autotune and the allocator settle.
   constexpr int64_t kGraphWarmupSteps = 3;
   GraphedStep graph;
-  const double straggle_s =
-      s.rank == cfg.fault.straggler_rank ? cfg.fault.straggler_ms / 1000.0 : 0.0;
 
   StepClock clock(s.cuda);
   std::vector<double> step_times;
@@ -448,7 +394,6 @@ int Trainer::Run() {
     dev.input.copy_(cur.input, /*non_blocking=*/true);
     dev.target.copy_(cur.target, /*non_blocking=*/true);
     copied.Record(step % 2);
-    if (straggle_s > 0) std::this_thread::sleep_for(std::chrono::duration<double>(straggle_s));
     if (s.rank == cfg.fault.crash_rank && step + 1 == cfg.fault.crash_step && s.opts.restart == 0) {
       log.Fatal("fault injection: crashing at step " + std::to_string(step + 1) +
                 " (fault.crash_rank=" + std::to_string(cfg.fault.crash_rank) + ")");
@@ -457,12 +402,28 @@ int Trainer::Run() {
     if (cfg.train.cuda_graphs && step - s.start_step >= kGraphWarmupSteps) {
       if (!graph.captured()) {
         s.device_comm->Barrier();  // drain timing events before capture
+        timing_phases = false;
         graph.Capture(train_step);
         if (s.rank == 0) log.Info("captured the training step in a CUDA graph");
       }
       graph.Replay();
     } else {
       train_step();
+    }
+    // Straggler attribution: every rank shares when its compute was done (its step
+    // start plus its compute time, on rank 0's clock) and its compute time. Host times, so eager
+    // steps only (with CUDA graphs the host sees neither).
+    if (!graph.captured() && s.world > 1) {
+      const double ready = UnixNow() - Seconds(compute_done, Clock::now()) + clock_offset;
+      at::Tensor mine = at::tensor({ready, Seconds(clock.begin_time(), compute_done)}, at::kDouble);
+      at::Tensor all = at::empty({s.world, 2}, at::kDouble);
+      s.host_comm->AllGather(mine, all)->Wait();
+      std::vector<ArrivalSample> samples(s.world);
+      for (int r = 0; r < s.world; ++r) {
+        samples[r] = {all[r][0].item<double>(), all[r][1].item<double>()};
+      }
+      s.metrics->OnStraggler(AttributeStraggler(samples, s.rank));
+      if (s.rank == 0 && std::getenv("RP_DEBUG_STRAGGLER")) log.Info("straggler " + c10::str(all));
     }
     // Generate the next batch while the GPU works on this one. Its buffer was last
     // copied from two steps ago; wait for that copy before overwriting.
@@ -493,6 +454,7 @@ int Trainer::Run() {
       ++timed_steps;
     }
     s.metrics->OnStep(step_s, batch);
+    stats.AddStep(step_s);
 
     const bool last = step + 1 == total;
     const auto now = Clock::now();
@@ -500,6 +462,7 @@ int Trainer::Run() {
       last_report = now;
       loss_value = loss_out.item<double>();
       s.metrics->SetLoss(loss_value);
+      s.metrics->Refresh(stats);
       const double elapsed = Seconds(timed_start, now);
       const double rate =
           timed_steps > 0 && elapsed > 0 ? timed_steps * batch * s.world / elapsed : 0;
@@ -531,6 +494,10 @@ int Trainer::Run() {
   SynchronizeDevice(s.cuda);
   // Throughput is training time only: checkpoints are reported separately.
   const double wall = Seconds(timed_start, Clock::now()) - checkpoint_seconds;
+
+  s.metrics->Refresh(stats);
+  stats.WriteJson(s.opts.run_dir + "/logs/rank-" + std::to_string(s.rank) + ".stats.json",
+                  timed_steps, Percentile(step_times, 0.5), Percentile(step_times, 0.99));
 
   // Summary: the world-average final loss and a fingerprint of the final weights.
   at::Tensor loss_sum = at::zeros({1}, at::kDouble);

@@ -33,11 +33,41 @@ TrainingMetrics::TrainingMetrics(const RankIdentity& id) {
                                       metrics::ExponentialBuckets(1e-5, 2.0, 22));
   auto& coll_bytes =
       r.AddCounter("ringpilot_collective_bytes_total", "Payload bytes of collectives, per rank.");
+  auto& busbw = r.AddGauge("ringpilot_collective_bus_bandwidth_bytes_per_second",
+                           "Bus bandwidth (nccl-tests definition) of the largest message size "
+                           "class of this op, over the run so far.");
+  // One representative size per class, to name the label values.
+  const int64_t class_sizes[kSizeBuckets] = {1, 64 << 10, 1 << 20, 4 << 20, 16 << 20, 64 << 20};
   for (int i = 0; i < kOps; ++i) {
     const char* op = comm::ToString(static_cast<comm::CollectiveOp>(i));
-    collective_seconds_[i] = &coll_seconds.Add({{"op", op}});
+    for (int b = 0; b < kSizeBuckets; ++b) {
+      collective_seconds_[i][b] =
+          &coll_seconds.Add({{"op", op}, {"size_bucket", SizeBucket(class_sizes[b])}});
+    }
     collective_bytes_[i] = &coll_bytes.Add({{"op", op}});
+    busbw_[i] = &busbw.Add({{"op", op}});
   }
+  auto& phases =
+      r.AddHistogram("ringpilot_step_phase_seconds", "Host time of one phase of a training step.",
+                     metrics::ExponentialBuckets(1e-4, 2.0, 20));
+  for (int p = 0; p < kNumPhases; ++p) {
+    phase_seconds_[p] = &phases.Add({{"phase", ToString(static_cast<Phase>(p))}});
+  }
+  straggler_wait_ = &r.AddCounter(
+      "ringpilot_straggler_wait_seconds_total",
+      "Time this rank waited for the slowest rank, attributed to that rank (culprit_rank).");
+  skew_ = &r.AddGauge("ringpilot_rank_compute_skew_seconds",
+                      "This rank's compute time minus the fastest rank's, last step.")
+               .Add({});
+  overlap_ = &r.AddGauge("ringpilot_comm_overlap_ratio",
+                         "Share of communication time hidden behind computation, so far.")
+                  .Add({});
+  started_seq_ = &r.AddGauge("ringpilot_collective_last_started_seq",
+                             "Sequence number of the last collective this rank issued.")
+                      .Add({});
+  completed_seq_ = &r.AddGauge("ringpilot_collective_last_completed_seq",
+                               "Sequence number of the last collective this rank saw complete.")
+                        .Add({});
   build_info_ =
       &r.AddGauge("ringpilot_build_info", "Versions this rank runs with (value is always 1).");
 }
@@ -73,8 +103,52 @@ void TrainingMetrics::OnCheckpoint(double seconds) { checkpoint_seconds_->Observ
 void TrainingMetrics::OnCollective(comm::CollectiveOp op, int64_t bytes, double seconds) {
   const int i = static_cast<int>(op);
   if (i < 0 || i >= kOps) return;
-  collective_seconds_[i]->Observe(seconds);
+  int b = 0;
+  for (int64_t limit : {int64_t{64} << 10, int64_t{1} << 20, int64_t{4} << 20, int64_t{16} << 20,
+                        int64_t{64} << 20}) {
+    if (bytes < limit) break;
+    ++b;
+  }
+  collective_seconds_[i][b]->Observe(seconds);
   collective_bytes_[i]->Increment(static_cast<double>(bytes));
+  if (stats_) stats_->AddCollective(op, bytes, seconds);
+}
+
+void TrainingMetrics::OnPhase(Phase phase, double seconds) {
+  phase_seconds_[static_cast<int>(phase)]->Observe(seconds);
+  if (stats_) stats_->AddPhase(phase, seconds);
+}
+
+void TrainingMetrics::OnStraggler(const StragglerStep& s) {
+  if (s.culprit < 0) return;
+  if (static_cast<size_t>(s.culprit) >= wait_by_culprit_.size()) {
+    wait_by_culprit_.resize(s.culprit + 1, nullptr);
+  }
+  auto*& counter = wait_by_culprit_[s.culprit];
+  // Created on first use only: Family::Add takes a lock.
+  if (!counter) counter = &straggler_wait_->Add({{"culprit_rank", std::to_string(s.culprit)}});
+  counter->Increment(s.wait_seconds);
+  skew_->Set(s.skew_seconds);
+  if (stats_) stats_->AddStraggler(s);
+}
+
+void TrainingMetrics::SetOverlapRatio(double ratio) { overlap_->Set(ratio); }
+
+void TrainingMetrics::Refresh(const StepStats& stats) {
+  for (int i = 0; i < kOps; ++i) {
+    busbw_[i]->Set(stats.BusBandwidth(static_cast<comm::CollectiveOp>(i)));
+  }
+  overlap_->Set(stats.overlap_ratio());
+}
+
+void TrainingMetrics::WatchSequences(const comm::Communicator* comm) {
+  watched_ = comm;
+  if (exporter_ && comm) {
+    exporter_->SetScrapeCallback([this] {
+      started_seq_->Set(static_cast<double>(watched_->started_seq()));
+      completed_seq_->Set(static_cast<double>(watched_->completed_seq()));
+    });
+  }
 }
 
 }  // namespace ringpilot::trainer

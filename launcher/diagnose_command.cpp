@@ -1,0 +1,58 @@
+#include "launcher/diagnose_command.h"
+
+#include <cstdlib>
+#include <iostream>
+#include <memory>
+
+#include "launcher/diagnose.h"
+
+namespace ringpilot::launcher {
+
+void AddDiagnoseCommand(CLI::App& app) {
+  auto args = std::make_shared<DiagnoseArgs>();
+  CLI::App* cmd = app.add_subcommand(
+      "diagnose",
+      "Report on a run: straggler ranking, per-rank step time, exposed communication, bus "
+      "bandwidth vs expected, NCCL transports");
+  cmd->add_option("RUN_DIR", args->run_dir, "Run directory (holds summary.json and logs/)")
+      ->required();
+  cmd->add_flag("--json", args->json, "Print the report as one JSON object");
+  cmd->add_option("--svg-dir", args->svg_dir,
+                  "Also write busbw-vs-size.svg and step-time-per-rank.svg into DIR")
+      ->type_name("DIR");
+  cmd->callback([args] {
+    const int status = RunDiagnose(*args, std::cout, std::cerr);
+    std::cout.flush();
+    std::exit(status);
+  });
+}
+
+int RunDiagnose(const DiagnoseArgs& args, std::ostream& out, std::ostream& err) {
+  Diagnosis d;
+  try {
+    d = Analyze(LoadRun(args.run_dir, args.infiniband_dir));
+  } catch (const DiagnoseError& e) {
+    err << "ringpilot diagnose: " << e.what() << "\n";
+    return 2;
+  }
+  std::vector<std::string> plots;
+  if (!args.svg_dir.empty()) {
+    try {
+      plots = WriteDiagnosisSvgs(d, args.svg_dir);
+    } catch (const std::exception& e) {
+      err << "ringpilot diagnose: " << e.what() << "\n";
+      return 1;
+    }
+  }
+  if (args.json) {
+    nlohmann::json j = DiagnosisToJson(d);
+    j["plots"] = plots;
+    out << j.dump(2) << "\n";
+  } else {
+    out << RenderDiagnosisText(d);
+    for (const std::string& p : plots) out << "plot: " << p << "\n";
+  }
+  return 0;
+}
+
+}  // namespace ringpilot::launcher

@@ -1,0 +1,112 @@
+#!/usr/bin/env bash
+# Online straggler attribution: 4 CPU ranks, rank 2 slowed by 50 ms per step
+# (fault.straggler_rank/straggler_ms). Checks that
+#   - rank 0's live /metrics names rank 2 (ringpilot_straggler_wait_seconds_total
+#     {culprit_rank="2"} > 0) while the job runs, and the exposition passes promtool;
+#   - every rank's logs/rank-N.stats.json has rank 2 as the culprit of most steps, with
+#     the wait attributed to it per step near 50 ms (checked within 0.5x-2x; whether it
+#     is within 20% is reported, since 4 ranks share 2 cores here);
+#   - `ringpilot diagnose RUN_DIR --json` names rank 2.
+# Usage: RINGPILOT_BUILD_DIR=build tests/integration/straggler.sh
+set -euo pipefail
+# shellcheck source-path=SCRIPTDIR source=lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+rp_init straggler
+
+readonly STEPS=40 SLOW_RANK=2 SLOW_MS=50
+command -v promtool >/dev/null || rp_die "'promtool' not found (Debian package prometheus)"
+port_base=$(rp_free_ports 4)
+run=$RP_TMP/run
+job=$RP_TMP/job.yaml
+cat >"$job" <<JOB
+name: it-straggler
+world: {nodes: 1, procs_per_node: 4, device: cpu}
+launch: {backend: local, max_restarts: 0}
+model: {name: bert-tiny, dropout: 0.0, seq_len: 16}
+data: {kind: synthetic, batch_per_rank: 1}
+train: {steps: $STEPS, optimizer: sgd, lr: 0.01, threads_per_rank: 1, log_every_s: 5}
+checkpoint: {every_steps: 0, keep: 1}
+metrics: {enabled: true, bind: 127.0.0.1, port_base: $port_base}
+fault: {straggler_rank: $SLOW_RANK, straggler_ms: $SLOW_MS}
+JOB
+
+# Scrape rank 0 while the job runs, until the culprit series shows up.
+scrape=$RP_TMP/rank0.prom
+scrape_once() {
+  python3 - "$port_base" "$scrape" <<'PY'
+import sys, urllib.request
+try:
+    body = urllib.request.urlopen(f"http://127.0.0.1:{sys.argv[1]}/metrics", timeout=2).read().decode()
+except Exception:
+    sys.exit(1)
+ok = any(l.startswith("ringpilot_straggler_wait_seconds_total") and 'culprit_rank="2"' in l
+         and float(l.rsplit(" ", 1)[1]) > 0 for l in body.splitlines())
+if ok:
+    open(sys.argv[2], "w").write(body)
+sys.exit(0 if ok else 1)
+PY
+}
+(
+  for _ in $(seq 1 600); do
+    if scrape_once; then exit 0; fi
+    sleep 0.2
+  done
+  exit 1
+) &
+scraper=$!
+rp_run 300 "$RP_TMP/run.log" "$run" "$job"
+scraped=0
+wait "$scraper" && scraped=1
+rp_expect_ok "job" "$RP_TMP/run.log" "$run" || rp_finish
+if ((scraped)); then
+  rp_row "live metrics" 'rank 0 exports ringpilot_straggler_wait_seconds_total{culprit_rank="2"} > 0' PASS
+  rp_check "promtool" "rank 0 exposition passes promtool check metrics" \
+    sh -c "promtool check metrics < '$scrape' >/dev/null 2>&1"
+else
+  rp_row "live metrics" "culprit_rank=\"2\" series never seen on rank 0 /metrics" FAIL
+fi
+
+for r in 0 1 2 3; do
+  stats=$run/logs/rank-$r.stats.json
+  if [[ ! -s $stats ]]; then
+    rp_row "rank $r stats" "$stats missing" FAIL
+    continue
+  fi
+  read -r top share per_step <<<"$(python3 - "$stats" "$SLOW_RANK" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1])); slow = sys.argv[2]
+c = d["straggler"]["culprit_steps"]; w = d["straggler"]["wait_by_culprit_seconds"]
+top = max(c, key=c.get) if c else "none"
+steps = sum(c.values())
+per = w.get(slow, 0.0) / c[slow] * 1e3 if c.get(slow) else 0.0
+print(top, f"{c.get(slow, 0)}/{steps}", f"{per:.1f}")
+PY
+)"
+  if [[ $top == "$SLOW_RANK" ]]; then
+    rp_row "rank $r culprit" "rank $SLOW_RANK is the culprit of $share steps" PASS
+  else
+    rp_row "rank $r culprit" "top culprit is rank $top ($share steps for rank $SLOW_RANK)" FAIL
+  fi
+  if [[ $r != "$SLOW_RANK" ]]; then
+    if rp_le "$per_step" $((SLOW_MS * 2)) && ! rp_le "$per_step" $((SLOW_MS / 2)); then
+      rp_row "rank $r wait" "${per_step} ms per culprit step (injected ${SLOW_MS} ms)" PASS
+    else
+      rp_row "rank $r wait" "${per_step} ms per culprit step, outside 0.5x-2x of ${SLOW_MS} ms" FAIL
+    fi
+    within=$(python3 -c "print('yes' if abs($per_step-$SLOW_MS) <= 0.2*$SLOW_MS else 'no')")
+    rp_row "rank $r wait 20%" "within 20% of ${SLOW_MS} ms: $within" INFO
+  fi
+done
+
+diag=$RP_TMP/diagnose.json
+if "$RINGPILOT" diagnose "$run" --json >"$diag" 2>"$RP_TMP/diagnose.err"; then
+  named=$(python3 -c "import json,sys;print(json.load(open(sys.argv[1]))['straggler']['rank'])" "$diag" 2>/dev/null || echo "?")
+  if [[ $named == "$SLOW_RANK" ]]; then
+    rp_row "diagnose" "ringpilot diagnose names rank $named" PASS
+  else
+    rp_row "diagnose" "ringpilot diagnose names rank $named, expected $SLOW_RANK" FAIL
+  fi
+else
+  rp_row "diagnose" "ringpilot diagnose failed: $(head -c 300 "$RP_TMP/diagnose.err")" FAIL
+fi
+rp_finish

@@ -1,0 +1,188 @@
+#include "trainer/step_stats.h"
+
+#include <mpi.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <stdexcept>
+
+#include "trainer/file_util.h"
+
+namespace ringpilot::trainer {
+
+const char* ToString(Phase p) {
+  switch (p) {
+    case Phase::kData:
+      return "data";
+    case Phase::kForward:
+      return "forward";
+    case Phase::kBackward:
+      return "backward";
+    case Phase::kOptimizer:
+      return "optimizer";
+    case Phase::kCommExposed:
+      return "comm_exposed";
+  }
+  return "unknown";
+}
+
+const char* SizeBucket(int64_t bytes) {
+  if (bytes < (64 << 10)) return "lt64KiB";
+  if (bytes < (1 << 20)) return "64KiB-1MiB";
+  if (bytes < (4 << 20)) return "1MiB-4MiB";
+  if (bytes < (16 << 20)) return "4MiB-16MiB";
+  if (bytes < (64 << 20)) return "16MiB-64MiB";
+  return "ge64MiB";
+}
+
+StragglerStep AttributeStraggler(const std::vector<ArrivalSample>& samples, int rank) {
+  StragglerStep s;
+  if (samples.empty() || rank < 0 || rank >= static_cast<int>(samples.size())) return s;
+  int culprit = 0;
+  double fastest = samples[0].compute_seconds;
+  for (int r = 1; r < static_cast<int>(samples.size()); ++r) {
+    if (samples[r].ready_unix > samples[culprit].ready_unix) culprit = r;
+    fastest = std::min(fastest, samples[r].compute_seconds);
+  }
+  s.culprit = culprit;
+  s.wait_seconds = samples[culprit].ready_unix - samples[rank].ready_unix;
+  s.skew_seconds = samples[rank].compute_seconds - fastest;
+  return s;
+}
+
+double EstimateClockOffset(int rounds) {
+  int rank = 0, world = 1;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &world);
+  constexpr int kTag = 7301;
+  auto now = [] {
+    return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch())
+        .count();
+  };
+  double offset = 0;
+  for (int peer = 1; peer < world; ++peer) {
+    double best_rtt = 1e30;
+    for (int i = 0; i < rounds; ++i) {
+      if (rank == 0) {
+        double ping = 0;
+        MPI_Recv(&ping, 1, MPI_DOUBLE, peer, kTag, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        const double t0 = now();
+        MPI_Send(&t0, 1, MPI_DOUBLE, peer, kTag, MPI_COMM_WORLD);
+      } else if (rank == peer) {
+        const double t1 = now();
+        MPI_Send(&t1, 1, MPI_DOUBLE, 0, kTag, MPI_COMM_WORLD);
+        double t0 = 0;
+        MPI_Recv(&t0, 1, MPI_DOUBLE, 0, kTag, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        const double t2 = now();
+        if (t2 - t1 < best_rtt) {
+          best_rtt = t2 - t1;
+          offset = t0 - (t1 + t2) / 2;
+        }
+      }
+    }
+  }
+  return offset;
+}
+
+StepStats::StepStats(int rank, int world, std::string node, int local_rank)
+    : rank_(rank), world_(world), local_rank_(local_rank), node_(std::move(node)) {}
+
+void StepStats::AddStraggler(const StragglerStep& s) {
+  if (s.culprit < 0) return;
+  ++straggler_steps_;
+  ++culprit_steps_[s.culprit];
+  wait_total_ += s.wait_seconds;
+  skew_sum_ += s.skew_seconds;
+  if (s.culprit != rank_) wait_by_culprit_[s.culprit] += s.wait_seconds;
+}
+
+void StepStats::AddStep(double seconds) {
+  step_total_ += seconds;
+  ++steps_;
+}
+
+void StepStats::AddCollective(comm::CollectiveOp op, int64_t bytes, double seconds) {
+  auto& c = coll_[{static_cast<int>(op), SizeBucket(bytes)}];
+  ++c.count;
+  c.bytes += bytes;
+  c.seconds += seconds;
+  comm_since_take_ += seconds;
+  comm_total_ += seconds;
+}
+
+double StepStats::TakeCommSeconds() {
+  const double s = comm_since_take_;
+  comm_since_take_ = 0;
+  return s;
+}
+
+double StepStats::BusBandwidth(comm::CollectiveOp op) const {
+  const Coll* best = nullptr;
+  int64_t best_avg = -1;
+  for (const auto& [key, c] : coll_) {
+    if (key.first != static_cast<int>(op) || c.count == 0) continue;
+    if (c.bytes / c.count > best_avg) {
+      best_avg = c.bytes / c.count;
+      best = &c;
+    }
+  }
+  if (!best || best->seconds <= 0) return 0;
+  return best->bytes * comm::BusBandwidthFactor(op, world_) / best->seconds;
+}
+
+double StepStats::overlap_ratio() const {
+  // Share of communication time hidden behind computation.
+  if (comm_total_ <= 0) return 0;
+  const double exposed = phase_total_[static_cast<int>(Phase::kCommExposed)];
+  return std::clamp(1.0 - exposed / comm_total_, 0.0, 1.0);
+}
+
+void StepStats::WriteJson(const std::string& path, int64_t steps, double p50, double p99) const {
+  nlohmann::json phases = nlohmann::json::object();
+  for (int i = 0; i < kNumPhases; ++i) phases[ToString(static_cast<Phase>(i))] = phase_total_[i];
+  nlohmann::json culprits = nlohmann::json::object(), waits = nlohmann::json::object();
+  for (const auto& [r, n] : culprit_steps_) culprits[std::to_string(r)] = n;
+  for (const auto& [r, w] : wait_by_culprit_) waits[std::to_string(r)] = w;
+  nlohmann::json colls = nlohmann::json::array();
+  for (const auto& [key, c] : coll_) {
+    const auto op = static_cast<comm::CollectiveOp>(key.first);
+    colls.push_back(
+        {{"op", comm::ToString(op)},
+         {"size_bucket", key.second},
+         {"count", c.count},
+         {"bytes_total", c.bytes},
+         {"seconds_total", c.seconds},
+         {"busbw_bytes_per_second",
+          c.seconds > 0 ? c.bytes * comm::BusBandwidthFactor(op, world_) / c.seconds : 0.0}});
+  }
+  nlohmann::json j = {
+      {"rank", rank_},
+      {"node", node_},
+      {"local_rank", local_rank_},
+      {"world_size", world_},
+      {"steps", steps},
+      {"step_seconds", {{"p50", p50}, {"p99", p99}, {"mean", steps_ ? step_total_ / steps_ : 0}}},
+      {"phase_seconds_total", phases},
+      {"overlap_ratio", overlap_ratio()},
+      {"straggler",
+       {{"wait_seconds_total", wait_total_},
+        {"culprit_steps", culprits},
+        {"wait_by_culprit_seconds", waits},
+        {"compute_skew_seconds_mean", straggler_steps_ ? skew_sum_ / straggler_steps_ : 0}}},
+      {"collectives", colls},
+      // Expected bus bandwidth from the topology plan is not wired into the trainer yet.
+      {"expected_busbw_bytes_per_second", {{"allreduce", 0}}},
+  };
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    out << j.dump(2) << "\n";
+    if (!out) throw std::runtime_error(tmp + ": write failed");
+  }
+  Rename(tmp, path);
+}
+
+}  // namespace ringpilot::trainer
