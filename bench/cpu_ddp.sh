@@ -17,7 +17,8 @@
 # script waits up to S seconds (default 120; 0: not at all) for the host to go idle, and
 # after it reports the CPU time other processes took meanwhile ("foreign CPU").
 # Prints a table last; the raw output of every run is kept under the run directory
-# (--keep DIR, default a fresh temporary directory, printed).
+# (--keep DIR, default a fresh temporary directory, printed; runs are added to those an
+# earlier invocation left there, with the same build snapshot, and the table covers all).
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -26,7 +27,7 @@ PY="${PEER_PYTHON:-$ROOT/.venv/bin/python}"
 PEER="$ROOT/bench/peer_cpu_ddp.py"
 
 model=both steps="" batch=16 world1=0 keep="" repeat=1 quiet_wait=120 report=""
-usage() { sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; exit "${1:-2}"; }
+usage() { sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//'; exit "${1:-2}"; }
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --model) model="${2:?}"; shift 2 ;;
@@ -51,7 +52,6 @@ esac
 [[ "$quiet_wait" =~ ^[0-9]+$ ]] || { echo "cpu_ddp.sh: --quiet-wait must be seconds (integer)" >&2; exit 2; }
 [[ -z "$steps" || "$steps" =~ ^[1-9][0-9]*$ && "$steps" -ge 3 ]] ||
   { echo "cpu_ddp.sh: --steps must be an integer >= 3" >&2; exit 2; }
-[[ -x "$RINGPILOT" ]] || { echo "cpu_ddp.sh: $RINGPILOT not built (scripts/build.sh)" >&2; exit 2; }
 [[ -x "$PY" ]] || { echo "cpu_ddp.sh: no python at $PY (scripts/setup.sh)" >&2; exit 2; }
 
 table() {  # DIR: print the table of the runs kept there
@@ -75,6 +75,7 @@ def best(m, world, impl):
                   for p in glob.glob(f"{out}/{m}-w{world}-{impl}-*.foreign"))
     runs = [run(t, world) for t in tags]
     return max(runs), len(runs)
+noisy = False
 names = {"rp": "ringpilot", "rp_metrics": "ringpilot (metrics on)", "peer": "peer (torch DDP, gloo)"}
 lines = ["| model | world | impl | steps/s | samples/s | step p50 ms | ratio (ringpilot/peer) | host noise |",
          "|---|---|---|---|---|---|---|---|"]
@@ -87,11 +88,16 @@ for m in models:
             if not glob.glob(f"{out}/{m}-w{world}-{impl}-*.foreign"):
                 continue
             (sps, smp, p50, noise), n = best(m, world, impl)
+            flag = " NOISY" if max(noise, base[3]) > 10 else ""
+            noisy = noisy or bool(flag)
             lines.append(f"| {m} | {world} | {names[impl]} | {sps:.3f} | {smp:.1f} | {p50:.1f} | "
-                         f"{sps / base[0]:.2f}x | {noise:.0f}% (best of {n}) |")
+                         f"{sps / base[0]:.2f}x{flag} | {noise:.0f}% (best of {n}) |")
 print("\n".join(lines))
 print("(each row: the best of that side's runs; host noise: CPU time other processes took"
       " during that run, in % of one core)")
+if noisy:
+    print("NOISY: that row or its peer row ran while other processes took more than 10% of a"
+          " core; add runs (--keep DIR --repeat R) until the best runs are quiet")
 EOF
 }
 
@@ -103,22 +109,34 @@ fi
 
 out="${keep:-$(mktemp -d /tmp/ringpilot-cpu-ddp.XXXXXX)}"
 mkdir -p "$out/bin"
-echo "$batch" >"$out/batch"
 echo "cpu_ddp: results in $out"
 # Snapshot the binaries, so that a rebuild while the benchmark runs changes nothing (their
 # RUNPATH is absolute, so the copies find the same libraries).
-trainer="${RINGPILOT_TRAINER:-$(dirname "$RINGPILOT")/ringpilot-trainer}"
-[[ -x "$trainer" ]] || { echo "cpu_ddp: $trainer not built (scripts/build.sh)" >&2; exit 2; }
-cp "$RINGPILOT" "$out/bin/ringpilot"
-cp "$trainer" "$out/bin/ringpilot-trainer"
+if [[ -x "$out/bin/ringpilot-trainer" ]]; then
+  # Adding runs to a kept directory: they measure the build its earlier runs measured.
+  echo "cpu_ddp: adding runs to $out, with the build snapshot kept there:"
+  [[ "$(cat "$out/batch")" == "$batch" ]] ||
+    { echo "cpu_ddp: $out holds runs with --batch $(cat "$out/batch")" >&2; exit 2; }
+  cat "$out/versions"
+else
+  trainer="${RINGPILOT_TRAINER:-$(dirname "$RINGPILOT")/ringpilot-trainer}"
+  for f in "$RINGPILOT" "$trainer"; do
+    [[ -x "$f" ]] || { echo "cpu_ddp: $f not built (scripts/build.sh)" >&2; exit 2; }
+  done
+  cp "$RINGPILOT" "$out/bin/ringpilot"
+  cp "$trainer" "$out/bin/ringpilot-trainer"
+  echo "$batch" >"$out/batch"
+  {
+    echo "cpu_ddp: $(nproc) cores, $(lscpu | sed -n 's/^Model name: *//p' | head -1)," \
+      "torch $("$PY" -c 'import torch; print(torch.__version__)')," \
+      "$(mpirun --version 2>/dev/null | head -1), $(gcc --version 2>/dev/null | head -1)"
+    echo "cpu_ddp: ringpilot $(git -C "$ROOT" describe --always --dirty 2>/dev/null || echo '?')," \
+      "trainer built $(stat -c %y "$trainer" | cut -d. -f1)," \
+      "sha256 $(sha256sum "$trainer" | cut -c1-12)"
+  } | tee "$out/versions"
+fi
 RINGPILOT="$out/bin/ringpilot"
 export RINGPILOT_TRAINER="$out/bin/ringpilot-trainer"
-echo "cpu_ddp: $(nproc) cores, $(lscpu | sed -n 's/^Model name: *//p' | head -1)," \
-  "torch $("$PY" -c 'import torch; print(torch.__version__)')," \
-  "$(mpirun --version 2>/dev/null | head -1), $(gcc --version 2>/dev/null | head -1)"
-echo "cpu_ddp: ringpilot $(git -C "$ROOT" describe --always --dirty 2>/dev/null || echo '?')," \
-  "trainer built $(stat -c %y "$trainer" | cut -d. -f1)," \
-  "sha256 $(sha256sum "$RINGPILOT_TRAINER" | cut -c1-12)"
 
 json() { "$PY" -c "import json,sys; d=json.load(open(sys.argv[1])); print(d$2)" "$1"; }
 load() { cut -d' ' -f1-3 /proc/loadavg; }
@@ -193,7 +211,10 @@ run_peer() {
 
 for m in "${models[@]}"; do
   if [[ -n "$steps" ]]; then n=$steps; elif [[ "$m" == resnet18-cifar ]]; then n=30; else n=200; fi
-  for ((r = 1; r <= repeat; r++)); do
+  # Runs are numbered on from those already in the directory (--keep DIR adds to it).
+  first=1
+  while [[ -e "$out/$m-w2-peer-$first.foreign" ]]; do first=$((first + 1)); done
+  for ((r = first; r < first + repeat; r++)); do
     run_ringpilot "$m" 2 false "$m-w2-rp-$r" "$n"
     run_ringpilot "$m" 2 true "$m-w2-rp_metrics-$r" "$n"
     run_peer "$m" 2 "$m-w2-peer-$r" "$n"
