@@ -88,7 +88,10 @@ for m in models:
             if not glob.glob(f"{out}/{m}-w{world}-{impl}-*.foreign"):
                 continue
             (sps, smp, p50, noise), n = best(m, world, impl)
-            flag = " NOISY" if max(noise, base[3]) > 10 else ""
+            # Other processes slow a run down once they need more than the cores it
+            # leaves idle (a one-rank run leaves one of two cores free).
+            spare = 100 * max(0, (os.cpu_count() or world) - world)
+            flag = " NOISY" if max(noise, base[3]) > spare + 10 else ""
             noisy = noisy or bool(flag)
             lines.append(f"| {m} | {world} | {names[impl]} | {sps:.3f} | {smp:.1f} | {p50:.1f} | "
                          f"{sps / base[0]:.2f}x{flag} | {noise:.0f}% (best of {n}) |")
@@ -97,7 +100,8 @@ print("(each row: the best of that side's runs; host noise: CPU time other proce
       " during that run, in % of one core)")
 if noisy:
     print("NOISY: that row or its peer row ran while other processes took more than 10% of a"
-          " core; add runs (--keep DIR --repeat R) until the best runs are quiet")
+          " core beyond the cores the run left idle; add runs (--keep DIR --repeat R) until the"
+          " best runs are quiet")
 EOF
 }
 

@@ -1,4 +1,5 @@
 #include "launcher/bench_command.h"
+#include "launcher/process_env.h"
 
 #include <sys/wait.h>
 #include <unistd.h>
@@ -46,12 +47,8 @@ std::string Lookup(const Environment& env, const char* name, const std::string& 
 }
 
 std::string SelfDirectory() {
-  char buf[PATH_MAX];
-  const ssize_t n = ::readlink("/proc/self/exe", buf, sizeof buf - 1);
-  if (n <= 0) return ".";
-  return std::filesystem::path(std::string(buf, static_cast<std::size_t>(n)))
-      .parent_path()
-      .string();
+  const std::string dir = ParentDirectory(SelfExecutablePath());
+  return dir.empty() ? "." : dir;
 }
 
 // GPUs a CUDA job on this node can use: CUDA_VISIBLE_DEVICES when set, else NVML's count.

@@ -18,6 +18,7 @@
 #include <memory>
 
 #include "launcher/doctor.h"
+#include "launcher/process_env.h"
 #include "topology/node_topology.h"
 
 #ifndef RINGPILOT_CUDA_RUNTIME_VERSION
@@ -276,14 +277,7 @@ CommandResult RunWithTimeout(const Environment& vars, const std::vector<std::str
   return result;
 }
 
-std::string SelfDir() {
-  char buf[PATH_MAX];
-  const ssize_t n = ::readlink("/proc/self/exe", buf, sizeof buf - 1);
-  if (n <= 0) return "";
-  return std::filesystem::path(std::string(buf, static_cast<std::size_t>(n)))
-      .parent_path()
-      .string();
-}
+std::string SelfDir() { return ParentDirectory(SelfExecutablePath()); }
 
 }  // namespace
 

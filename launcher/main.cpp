@@ -48,14 +48,7 @@ void AddSetOption(CLI::App* cmd, std::vector<std::string>* sets) {
 }
 
 // The directory this executable is in, from /proc/self/exe; "" when unknown.
-std::string SelfDirectory() {
-  char buf[PATH_MAX];
-  const ssize_t n = ::readlink("/proc/self/exe", buf, sizeof buf - 1);
-  if (n <= 0) return "";
-  return std::filesystem::path(std::string(buf, static_cast<std::size_t>(n)))
-      .parent_path()
-      .string();
-}
+std::string SelfDirectory() { return ParentDirectory(SelfExecutablePath()); }
 
 std::string Lookup(const Environment& env, const char* name, const std::string& fallback) {
   const auto it = env.find(name);

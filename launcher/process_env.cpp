@@ -1,5 +1,9 @@
 #include "launcher/process_env.h"
 
+#include <unistd.h>
+
+#include <climits>
+
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -47,6 +51,20 @@ std::string ResolveExecutable(const std::string& name, const std::string& path_v
     start = end + 1;
   }
   return "";
+}
+
+std::string SelfExecutablePath() {
+  char buf[PATH_MAX];
+  const ssize_t n = ::readlink("/proc/self/exe", buf, sizeof buf - 1);
+  return n > 0 ? std::string(buf, static_cast<std::size_t>(n)) : std::string();
+}
+
+std::string ParentDirectory(const std::string& path) {
+  // Plain string work: this library is also linked into the LibTorch trainer, where
+  // std::filesystem calls can resolve to libtorch's own copy.
+  const auto slash = path.rfind('/');
+  if (slash == std::string::npos) return "";
+  return slash == 0 ? "/" : path.substr(0, slash);
 }
 
 }  // namespace ringpilot::launcher

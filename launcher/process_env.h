@@ -24,4 +24,10 @@ std::vector<std::string> ToEnvStrings(const Environment& env);
 /// Returns "" when there is none.
 std::string ResolveExecutable(const std::string& name, const std::string& path_var);
 
+/// Absolute path of the running executable (from /proc/self/exe); "" when unknown.
+std::string SelfExecutablePath();
+
+/// Directory part of `path` ("" when it has none).
+std::string ParentDirectory(const std::string& path);
+
 }  // namespace ringpilot::launcher

@@ -1,4 +1,5 @@
 #include "launcher/slurm_command.h"
+#include "launcher/process_env.h"
 
 #include <sys/wait.h>
 #include <unistd.h>
@@ -25,9 +26,8 @@ struct SlurmArgs {
 };
 
 std::string SelfExecutable() {
-  char buf[PATH_MAX];
-  const ssize_t n = ::readlink("/proc/self/exe", buf, sizeof buf - 1);
-  return n > 0 ? std::string(buf, static_cast<size_t>(n)) : std::string("ringpilot");
+  const std::string self = SelfExecutablePath();
+  return self.empty() ? std::string("ringpilot") : self;
 }
 
 // The script, or "" after printing the problem; `config` receives the job.
