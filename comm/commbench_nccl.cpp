@@ -90,6 +90,14 @@ class NcclBackend : public Backend {
     return ElapsedSeconds();
   }
 
+  double TimeLoop(Op op, bool in_place, const Layout& l, int iters) override {
+    MPI_Barrier(mpi_);
+    CudaCheck(cudaEventRecord(start_, stream_), "cudaEventRecord");
+    for (int i = 0; i < iters; ++i) Enqueue(op, in_place, l);
+    CudaCheck(cudaEventRecord(stop_, stream_), "cudaEventRecord");
+    return ElapsedSeconds() / iters;
+  }
+
   double TimeTransfer(int src, int dst, std::size_t elems, int iters) override {
     Reserve(elems, elems);
     CudaCheck(cudaEventRecord(start_, stream_), "cudaEventRecord");

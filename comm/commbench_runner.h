@@ -29,6 +29,10 @@ class Backend {
   virtual void RunOnce(Op op, bool in_place, const Layout& layout) = 0;
   /// Barrier, then one call, timed on this rank (seconds).
   virtual double TimeOnce(Op op, bool in_place, const Layout& layout) = 0;
+  /// Barrier, then `iters` back-to-back calls timed as one span on this rank; returns the
+  /// span divided by `iters` (seconds). nccl-tests' method: launch gaps and the skew with
+  /// which ranks leave the barrier are amortised over the loop.
+  virtual double TimeLoop(Op op, bool in_place, const Layout& layout, int iters) = 0;
   /// `iters` back-to-back sends of `elems` from `src` to `dst`; both call it, the others
   /// do not. Returns the time the receiver saw (seconds); 0 on the sender.
   virtual double TimeTransfer(int src, int dst, std::size_t elems, int iters) = 0;
@@ -53,8 +57,10 @@ struct SweepOptions {
   std::optional<double> expected_busbw_gbps;
 };
 
-/// Runs the sweep; every rank returns the same results (times are the slowest rank's per
-/// iteration, `wrong` the sum over ranks).
+/// Runs the sweep; every rank returns the same results (`wrong` is the sum over ranks).
+/// The mean time (and with it algbw/busbw) comes from a back-to-back loop of `iters` calls
+/// as nccl-tests times it; min/max/p99 from `iters` separately timed calls. Times are the
+/// slowest rank's.
 std::vector<Result> RunSweep(Backend& backend, MPI_Comm comm, const SweepOptions& options);
 
 /// Matrix [src][dst] of send/recv bandwidth (GB/s) for `bytes` per transfer, on rank 0
