@@ -1,9 +1,15 @@
 #include "comm/mpi_communicator.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
+#include <string>
 #include <thread>
+
+#include <ATen/Parallel.h>
 
 #include "comm/status.h"
 
@@ -98,6 +104,27 @@ void CheckCpuContiguous(const at::Tensor& t, const char* what) {
   }
 }
 
+// Spinning pays when every rank of the node has cores of its own for itself and its
+// intra-op threads; see the constructor's contract.
+bool ChooseSpinWaits(MPI_Comm comm) {
+  const char* env = std::getenv("RINGPILOT_MPI_WAIT");
+  const std::string mode = env ? env : "auto";
+  if (mode == "spin") return true;
+  if (mode == "polite") return false;
+  if (mode != "auto") {
+    throw CommError("RINGPILOT_MPI_WAIT='" + mode + "': expected spin, polite or auto (" +
+                    ProcessLocation() + ")");
+  }
+  MPI_Comm node = MPI_COMM_NULL;
+  MPI_CHECK(MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node));
+  int local_ranks = 1;
+  MPI_Comm_size(node, &local_ranks);
+  MPI_Comm_free(&node);
+  const long cpus = ::sysconf(_SC_NPROCESSORS_ONLN);
+  const long demand = static_cast<long>(local_ranks) * std::max(1, at::get_num_threads());
+  return cpus > 0 && demand <= cpus;
+}
+
 }  // namespace
 
 class MpiWork : public Work {
@@ -131,15 +158,18 @@ class MpiWork : public Work {
 
   void Wait() override {
     if (done_) return;
-    // MPI_Wait busy-polls. Ranks that share cores (several ranks per node on CPU, or
-    // oversubscribed) would then take CPU from the peer they are waiting for, so after a
-    // short spin we poll with sleeps in between.
+    // Oversubscribed ranks that busy-poll take CPU from the peer they are waiting for, so
+    // they sleep between polls after a short spin; with a core each, sleeping only adds
+    // wake-up latency to every collective (8-10% of a CPU step, bench/results).
+    const bool spin = owner_->spin_waits_;
     const auto spin_until = Clock::now() + std::chrono::microseconds(200);
     int flag = 0;
     while (true) {
       MPI_CHECK_FATAL(MPI_Test(&request_, &flag, MPI_STATUS_IGNORE));
       if (flag) break;
-      if (Clock::now() > spin_until) std::this_thread::sleep_for(std::chrono::microseconds(50));
+      if (!spin && Clock::now() > spin_until) {
+        std::this_thread::sleep_for(std::chrono::microseconds(50));
+      }
     }
     Complete();
   }
@@ -168,6 +198,7 @@ class MpiWork : public Work {
 };
 
 MpiCommunicator::MpiCommunicator(MPI_Comm parent) {
+  spin_waits_ = ChooseSpinWaits(parent);  // first: it may throw, before we own anything
   MPI_CHECK(MPI_Comm_dup(parent, &comm_));
   MPI_CHECK(MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN));
   MPI_CHECK(MPI_Comm_rank(comm_, &rank_));

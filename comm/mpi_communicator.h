@@ -15,7 +15,12 @@ class MpiWork;
 class MpiCommunicator : public Communicator {
  public:
   /// Duplicates `parent` so our collectives never interleave with the caller's.
-  /// MPI must be initialised. Throws CommError on failure.
+  /// MPI must be initialised; collective over `parent`. Throws CommError on failure.
+  ///
+  /// Work::Wait spins on MPI_Test while this node's ranks times ATen's
+  /// intra-op threads fit in its online CPUs; when they do not (oversubscribed), they spin
+  /// 200 us and then poll with 50 us sleeps, so a waiting rank leaves the cores to the rank
+  /// it waits for. RINGPILOT_MPI_WAIT=spin|polite|auto overrides the choice.
   explicit MpiCommunicator(MPI_Comm parent = MPI_COMM_WORLD);
   ~MpiCommunicator() override;
   MpiCommunicator(const MpiCommunicator&) = delete;
@@ -34,12 +39,15 @@ class MpiCommunicator : public Communicator {
   void Progress() override;
 
   MPI_Comm comm() const { return comm_; }
+  /// Whether waits spin (true) or poll politely (false); see the constructor.
+  bool spin_waits() const { return spin_waits_; }
 
  private:
   friend class MpiWork;
   MPI_Comm comm_ = MPI_COMM_NULL;
   int rank_ = 0;
   int size_ = 1;
+  bool spin_waits_ = false;
   // Works still in flight, so Progress() can advance and time all of them.
   std::vector<MpiWork*> inflight_;
 };

@@ -3,6 +3,7 @@
 #include "comm/status.h"
 
 #include <gtest/gtest.h>
+#include <stdlib.h>
 #include <torch/torch.h>
 
 namespace ringpilot::comm {
@@ -80,6 +81,22 @@ TEST_F(MpiCommunicatorTest, NonBlockingCompletesThroughProgressAndReportsTiming)
 TEST_F(MpiCommunicatorTest, RejectsNonContiguous) {
   at::Tensor t = at::ones({4, 4}).t();
   EXPECT_THROW(comm.AllReduce(t, ReduceOp::kSum), CommError);
+}
+
+TEST(MpiWaitMode, EnvironmentChoosesSpinOrPoliteAndRejectsOthers) {
+  ASSERT_EQ(setenv("RINGPILOT_MPI_WAIT", "spin", 1), 0);
+  EXPECT_TRUE(MpiCommunicator().spin_waits());
+  ASSERT_EQ(setenv("RINGPILOT_MPI_WAIT", "polite", 1), 0);
+  EXPECT_FALSE(MpiCommunicator().spin_waits());
+  ASSERT_EQ(setenv("RINGPILOT_MPI_WAIT", "busy", 1), 0);
+  try {
+    MpiCommunicator c;
+    ADD_FAILURE() << "RINGPILOT_MPI_WAIT=busy accepted";
+  } catch (const CommError& e) {
+    EXPECT_NE(std::string(e.what()).find("RINGPILOT_MPI_WAIT='busy'"), std::string::npos)
+        << e.what();
+  }
+  unsetenv("RINGPILOT_MPI_WAIT");
 }
 
 TEST(BroadcastCoalesced, MixedDtypesFromRoot) {
