@@ -39,27 +39,13 @@ struct Expected {
 };
 
 // Expected bus bandwidth of this run from the topology of rank 0's node (every node
-// assumed alike): the ring model over the GPUs in use on each node, or for CPU ranks on
-// several nodes the node's network. CPU ranks on one node have no model.
+// assumed alike), by the model the trainer's metric uses (topology/bandwidth.h).
 Expected ExpectedBusBandwidth(bool cuda, int ranks_per_node, int nodes) {
+  const topology::JobBusBandwidth bw =
+      topology::ExpectedJobBusBandwidth(topology::ProbeNode(), cuda, ranks_per_node, nodes);
   Expected e;
-  const topology::NodeTopology node = topology::ProbeNode();
-  if (cuda) {
-    try {
-      const topology::BusBandwidth bw =
-          topology::ExpectedAllReduceBusBandwidth(node, ranks_per_node, nodes);
-      if (bw.expected_bytes_per_second > 0) e.gbps = bw.expected_bytes_per_second / 1e9;
-      e.source = bw.bottleneck;
-    } catch (const std::invalid_argument& ex) {
-      e.source = std::string("no topology model: ") + ex.what();
-    }
-  } else if (nodes > 1) {
-    const double net = topology::NodeNetworkBytesPerSecond(node);
-    if (net > 0) e.gbps = net / 1e9;
-    e.source = "node network";
-  } else {
-    e.source = "no model for CPU ranks on one node";
-  }
+  if (bw.bytes_per_second > 0) e.gbps = bw.bytes_per_second / 1e9;
+  e.source = bw.source;
   return e;
 }
 

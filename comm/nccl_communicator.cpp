@@ -141,12 +141,6 @@ NcclCommunicator::~NcclCommunicator() {
   if (comm_) ncclCommDestroy(comm_);
 }
 
-int NcclCommunicator::LoadedVersion() {
-  int v = 0;
-  ncclGetVersion(&v);
-  return v;
-}
-
 template <class Launch>
 std::unique_ptr<Work> NcclCommunicator::Enqueue(CollectiveOp op, const at::Tensor& tensor,
                                                 int64_t bytes, Launch&& launch) {

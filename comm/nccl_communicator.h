@@ -51,8 +51,6 @@ class NcclCommunicator : public Communicator {
 
   cudaStream_t stream() const { return stream_.stream(); }
   int device() const { return device_; }
-  /// NCCL version of the library actually loaded (e.g. 22809).
-  static int LoadedVersion();
 
  private:
   friend class NcclWork;

@@ -25,6 +25,7 @@ constexpr const char* kBackendNames[] = {"local", "mpi", "slurm", "k8s"};
 constexpr const char* kPrecisionNames[] = {"fp32", "bf16"};
 constexpr const char* kOptimizerNames[] = {"sgd", "adamw"};
 constexpr const char* kGradDtypeNames[] = {"fp32", "bf16"};
+constexpr const char* kBindNames[] = {"auto", "numa", "cores", "none"};
 constexpr const char* kModelNames[] = {"resnet18-cifar", "resnet50", "bert-tiny", "bert-base"};
 constexpr const char* kDataKinds[] = {"synthetic"};
 
@@ -427,6 +428,10 @@ std::vector<KeySpec> BuildSchema() {
                      65535, "MASTER_PORT given to `ringpilot exec` workers"));
   s.push_back(StringListKey("launch.mpirun_args", Member(&JC::launch, &LaunchConfig::mpirun_args),
                             "extra mpirun arguments, passed verbatim (no shell)"));
+  s.push_back(
+      BoolKey("launch.preflight", Member(&JC::launch, &LaunchConfig::preflight),
+              "`ringpilot run` first runs a quick `doctor` on this host (RUN_DIR/doctor.json, "
+              "doctor.prom) and refuses to start on a FAIL unless `--force`"));
 
   KeySpec model = EnumKey("model.name", Member(&JC::model, &ModelConfig::name), Names(kModelNames),
                           "model to train");
@@ -450,6 +455,10 @@ std::vector<KeySpec> BuildSchema() {
 
   s.push_back(IntKey<int64_t>("train.steps", Member(&JC::train, &TrainConfig::steps), 1, kMaxSteps,
                               "optimizer steps"));
+  s.push_back(IntKey<int64_t>(
+      "train.warmup_steps", Member(&JC::train, &TrainConfig::warmup_steps), 0, kMaxSteps,
+      "leading steps of each attempt left out of samples_per_second and the step percentiles; "
+      "0 = automatic (the first step, with CUDA graphs up to the first replay), never fewer"));
   s.push_back(EnumKey("train.optimizer", Member(&JC::train, &TrainConfig::optimizer),
                       Names(kOptimizerNames), "optimizer"));
   s.push_back(FloatKey("train.lr", Member(&JC::train, &TrainConfig::lr), 0, true, 100, false,
@@ -504,6 +513,18 @@ std::vector<KeySpec> BuildSchema() {
   s.push_back(IntKey("metrics.port_base", Member(&JC::metrics, &MetricsConfig::port_base), 0, 65535,
                      "rank r serves on port_base + r; 0 picks free ports",
                      "0..65535; port_base + world size - 1 <= 65535"));
+  s.push_back(FloatKey(
+      "metrics.gpu_sample_seconds", Member(&JC::metrics, &MetricsConfig::gpu_sample_seconds), 0,
+      false, 3600, false, "NVML sampling period of each rank's GPU (ringpilot_gpu_*); 0 = off"));
+  s.push_back(BoolKey("trace.enabled", Member(&JC::trace, &TraceConfig::enabled),
+                      "per-rank Chrome trace RUN_DIR/trace-rank-N.json (docs/metrics.md)"));
+  s.push_back(IntKey("trace.max_events", Member(&JC::trace, &TraceConfig::max_events), 1000,
+                     10000000, "trace ring buffer per rank; the newest events are kept"));
+
+  s.push_back(EnumKey("placement.bind", Member(&JC::placement, &PlacementConfig::bind),
+                      Names(kBindNames),
+                      "CPU binding of each rank: `numa` (the GPU's NUMA node), `cores` (an even "
+                      "share of it), `none`; `auto` = numa for GPU ranks, cores for CPU ranks"));
 
   s.push_back(IntKey("fault.straggler_rank", Member(&JC::fault, &FaultConfig::straggler_rank), -1,
                      INT_MAX, "test injection: rank that sleeps every step; -1 = none",
@@ -646,6 +667,9 @@ const char* ToString(Optimizer o) {
 }
 const char* ToString(GradDtype g) {
   return config_detail::NameOf(config_detail::kGradDtypeNames, static_cast<int>(g));
+}
+const char* ToString(BindMode b) {
+  return config_detail::NameOf(config_detail::kBindNames, static_cast<int>(b));
 }
 
 }  // namespace ringpilot::launcher

@@ -9,6 +9,8 @@
 #include <regex>
 #include <sstream>
 
+#include "metrics/nccl_log.h"
+
 namespace ringpilot::launcher {
 namespace fs = std::filesystem;
 using nlohmann::json;
@@ -186,37 +188,11 @@ std::string Fixed(double v, int digits) {
 }  // namespace
 
 std::string ClassifyTransport(const std::string& via) {
-  auto starts = [&](const char* p) { return via.rfind(p, 0) == 0; };
-  if (starts("P2P")) return "P2P";
-  if (starts("SHM")) return "SHM";
-  if (starts("NET/IB")) return "NET_IB";  // NET/IB/0, NET/IBext
-  if (starts("NET/Socket")) return "NET_Socket";
-  if (starts("NET/")) {
-    std::string name = via.substr(4, via.find('/', 4) - 4);
-    for (char& c : name) {
-      if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
-    }
-    return name.empty() ? "" : "NET_" + name;
-  }
-  if (starts("COLLNET")) return "COLLNET";
-  return "";
+  return metrics::ClassifyNcclTransport(via);
 }
 
 bool ParseNcclChannelLine(const std::string& line, int* from, int* to, std::string* transport) {
-  if (line.find("NCCL INFO") == std::string::npos || line.find("Channel") == std::string::npos ||
-      line.find(" via ") == std::string::npos) {
-    return false;
-  }
-  static const std::regex kChannel(
-      R"(Channel\s+\d+(?:/\d+)?\s*:\s*(\d{1,7})\[[^\]]*\]\s*->\s*(\d{1,7})\[[^\]]*\](?:\s*\[\w+\])?\s+via\s+(\S+))");
-  std::smatch m;
-  if (!std::regex_search(line, m, kChannel)) return false;
-  const std::string t = ClassifyTransport(m[3].str());
-  if (t.empty()) return false;
-  *from = std::stoi(m[1].str());
-  *to = std::stoi(m[2].str());
-  *transport = t;
-  return true;
+  return metrics::ParseNcclChannelLine(line, from, to, transport);
 }
 
 std::pair<double, double> ParseSizeBucket(const std::string& label) {
@@ -277,14 +253,7 @@ RunData LoadRun(const std::string& run_dir, const std::string& infiniband_dir) {
   for (const auto& [rank, path] : nccl_files) {
     std::ifstream in(path);
     if (!in) throw DiagnoseError(path.string() + ": cannot be read");
-    std::map<int, std::set<std::string>> peers;
-    for (std::string line; std::getline(in, line);) {
-      int from = 0, to = 0;
-      std::string t;
-      if (!ParseNcclChannelLine(line, &from, &to, &t)) continue;
-      const int peer = from == rank ? to : from;
-      if (peer != rank) peers[peer].insert(t);
-    }
+    std::map<int, std::set<std::string>> peers = metrics::NcclPeerTransports(in, rank);
     for (auto& [peer, ts] : peers) data.transports.push_back({rank, peer, std::move(ts)});
   }
   data.ib_ports = InfinibandPorts(infiniband_dir);

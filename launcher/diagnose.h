@@ -123,6 +123,20 @@ nlohmann::json DiagnosisToJson(const Diagnosis& d);
 /// and returns their paths; throws std::runtime_error naming the file on failure.
 std::vector<std::string> WriteDiagnosisSvgs(const Diagnosis& d, const std::string& dir);
 
+/// Outcome of merging the per-rank traces (diagnose_trace.cpp).
+struct TraceMerge {
+  std::string path;  ///< RUN_DIR/trace.json; "" when the run has no trace-rank-<N>.json
+  int ranks = 0;
+  std::size_t events = 0;             ///< complete events, all ranks
+  std::vector<std::string> warnings;  ///< per-rank files that could not be used, one line each
+};
+
+/// Merges RUN_DIR/trace-rank-<N>.json (Chrome Trace Event files the trainer writes) into
+/// RUN_DIR/trace.json: one timeline, one process per rank (pid = rank, named "rank N
+/// (node)"). Unreadable or malformed rank files are skipped with a warning. Throws
+/// DiagnoseError when trace.json cannot be written.
+TraceMerge MergeTraces(const std::string& run_dir);
+
 /// The two plots as SVG documents (diagnose_svg.cpp).
 std::string BusbwSvg(const Diagnosis& d);
 std::string StepTimeSvg(const Diagnosis& d);

@@ -13,7 +13,7 @@ void AddDiagnoseCommand(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand(
       "diagnose",
       "Report on a run: straggler ranking, per-rank step time, exposed communication, bus "
-      "bandwidth vs expected, NCCL transports");
+      "bandwidth vs expected, NCCL transports; merges the per-rank traces into RUN_DIR/trace.json");
   cmd->add_option("RUN_DIR", args->run_dir, "Run directory (holds summary.json and logs/)")
       ->required();
   cmd->add_flag("--json", args->json, "Print the report as one JSON object");
@@ -35,6 +35,14 @@ int RunDiagnose(const DiagnoseArgs& args, std::ostream& out, std::ostream& err) 
     err << "ringpilot diagnose: " << e.what() << "\n";
     return 2;
   }
+  TraceMerge trace;
+  try {
+    trace = MergeTraces(args.run_dir);
+  } catch (const DiagnoseError& e) {
+    err << "ringpilot diagnose: " << e.what() << "\n";
+    return 1;
+  }
+  for (const std::string& w : trace.warnings) err << "ringpilot diagnose: warning: " << w << "\n";
   std::vector<std::string> plots;
   if (!args.svg_dir.empty()) {
     try {
@@ -47,10 +55,15 @@ int RunDiagnose(const DiagnoseArgs& args, std::ostream& out, std::ostream& err) 
   if (args.json) {
     nlohmann::json j = DiagnosisToJson(d);
     j["plots"] = plots;
+    j["trace"] = trace.path.empty() ? nlohmann::json(nullptr) : nlohmann::json(trace.path);
     out << j.dump(2) << "\n";
   } else {
     out << RenderDiagnosisText(d);
     for (const std::string& p : plots) out << "plot: " << p << "\n";
+    if (!trace.path.empty()) {
+      out << "trace: " << trace.path << " (" << trace.ranks << " rank(s), " << trace.events
+          << " events; open in https://ui.perfetto.dev or chrome://tracing)\n";
+    }
   }
   return 0;
 }

@@ -12,6 +12,7 @@
 namespace ringpilot::launcher {
 namespace {
 
+using doctor_util::GpuGate;
 using doctor_util::Join;
 using doctor_util::ListDir;
 using doctor_util::ReadTrimmed;
@@ -60,34 +61,6 @@ CheckResult Result(const std::string& name, CheckStatus status, std::string deta
   return {name, status, std::move(detail), std::move(hint)};
 }
 
-// The common "does a GPU check apply" gate. Returns true with *out set when it does not.
-bool GpuGate(const std::string& name, const DoctorEnv& env, const DriverInfo& drv, DoctorDevice dev,
-             bool needs_nvml, CheckResult* out) {
-  // Only the driver and visibility checks FAIL for `--device cuda` without a GPU; the
-  // per-GPU checks SKIP instead of repeating it.
-  const bool primary = name == "driver_cuda_runtime" || name == "gpus_visible";
-  if (dev == DoctorDevice::kCpu) {
-    *out = Result(name, CheckStatus::kSkip, "--device cpu: GPU check not run");
-    return true;
-  }
-  const int present = PresentGpuCount(env);
-  if (present == 0 && drv.nvml_device_count <= 0 && drv.cuda_device_count <= 0) {
-    if (dev == DoctorDevice::kCuda && primary) {
-      *out = Result(name, CheckStatus::kFail, "--device cuda but no NVIDIA GPU is present",
-                    "run on a GPU node, or use --device cpu; in a container pass the GPUs "
-                    "(docker --gpus all, k8s resource nvidia.com/gpu)");
-    } else {
-      *out = Result(name, CheckStatus::kSkip, "no NVIDIA GPU present");
-    }
-    return true;
-  }
-  if (needs_nvml && !drv.nvml_loaded) {
-    *out = Result(name, CheckStatus::kSkip, "NVML not available: " + drv.nvml_error);
-    return true;
-  }
-  return false;
-}
-
 // GPUs CUDA will enumerate given CUDA_VISIBLE_DEVICES and TOTAL devices: the list is read up
 // to its first invalid entry (as the CUDA runtime does).
 int VisibleFromEnv(const Environment& vars, int total) {
@@ -111,6 +84,37 @@ int VisibleFromEnv(const Environment& vars, int total) {
 }
 
 }  // namespace
+
+namespace doctor_util {
+
+bool GpuGate(const std::string& name, const DoctorEnv& env, const DriverInfo& drv, DoctorDevice dev,
+             bool needs_nvml, CheckResult* out) {
+  // Only the driver and visibility checks FAIL for `--device cuda` without a GPU; the
+  // per-GPU checks SKIP instead of repeating it.
+  const bool primary = name == "driver_cuda_runtime" || name == "gpus_visible";
+  if (dev == DoctorDevice::kCpu) {
+    *out = CheckResult{name, CheckStatus::kSkip, "--device cpu: GPU check not run", ""};
+    return true;
+  }
+  const int present = PresentGpuCount(env);
+  if (present == 0 && drv.nvml_device_count <= 0 && drv.cuda_device_count <= 0) {
+    if (dev == DoctorDevice::kCuda && primary) {
+      *out = CheckResult{name, CheckStatus::kFail, "--device cuda but no NVIDIA GPU is present",
+                         "run on a GPU node, or use --device cpu; in a container pass the GPUs "
+                         "(docker --gpus all, k8s resource nvidia.com/gpu)"};
+    } else {
+      *out = CheckResult{name, CheckStatus::kSkip, "no NVIDIA GPU present", ""};
+    }
+    return true;
+  }
+  if (needs_nvml && !drv.nvml_loaded) {
+    *out = CheckResult{name, CheckStatus::kSkip, "NVML not available: " + drv.nvml_error, ""};
+    return true;
+  }
+  return false;
+}
+
+}  // namespace doctor_util
 
 int MinimumDriverFor(int cuda_major, int cuda_minor) {
   for (const DriverRow& row : kDriverTable) {
@@ -318,8 +322,9 @@ CheckResult CheckEcc(const DoctorEnv& env, const DriverInfo& drv, DoctorDevice d
     }
   }
   // XID lines from the kernel log, where this process may read it.
-  std::string xid_note = "kernel log not readable, XIDs not checked";
-  const CommandResult dmesg = env.run ? env.run({"dmesg"}, 5) : CommandResult{};
+  std::string xid_note =
+      env.quick ? "quick preflight, XIDs not checked" : "kernel log not readable, XIDs not checked";
+  const CommandResult dmesg = env.run && !env.quick ? env.run({"dmesg"}, 5) : CommandResult{};
   if (dmesg.started && dmesg.exit_code == 0) {
     std::vector<std::string> xids;
     std::istringstream in(dmesg.output);

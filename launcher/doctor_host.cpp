@@ -17,6 +17,8 @@ namespace {
 using doctor_util::FormatBytes;
 using doctor_util::Join;
 using doctor_util::ListDir;
+using doctor_util::Lookup;
+using doctor_util::NcclVersionText;
 using doctor_util::ReadTrimmed;
 
 constexpr std::uint64_t kMiB = 1024ull * 1024;
@@ -26,11 +28,6 @@ constexpr std::uint64_t kMemlockWarnFrom = 1024 * kMiB;  // below: FAIL with RDM
 constexpr int kMpiVersionTimeoutS = 10;
 constexpr int kMpiRunTimeoutS = 30;
 constexpr int kLddTimeoutS = 10;
-
-std::string Lookup(const Environment& vars, const char* name, const std::string& fallback) {
-  const auto it = vars.find(name);
-  return it == vars.end() || it->second.empty() ? fallback : it->second;
-}
 
 std::string LastLine(const std::string& text) {
   std::string last;
@@ -47,16 +44,6 @@ std::string AfterColon(const std::string& s) {
   std::string v = pos == std::string::npos ? s : s.substr(pos + 1);
   v.erase(0, v.find_first_not_of(' '));
   return v;
-}
-
-std::string NcclVersionText(int v) {
-  // ncclGetVersion: MAJOR*10000 + MINOR*100 + PATCH since 2.9 (MAJOR*1000 + ... before).
-  if (v >= 10000) {
-    return std::to_string(v / 10000) + "." + std::to_string((v % 10000) / 100) + "." +
-           std::to_string(v % 100);
-  }
-  return std::to_string(v / 1000) + "." + std::to_string((v % 1000) / 100) + "." +
-         std::to_string(v % 100);
 }
 
 }  // namespace
@@ -196,6 +183,10 @@ CheckResult CheckInfinibandPorts(const DoctorEnv& env) {
 
 CheckResult CheckMpi(const DoctorEnv& env) {
   const std::string name = "mpi";
+  if (env.quick) {
+    return {name, CheckStatus::kSkip,
+            "quick preflight: mpirun not exercised (ringpilot run starts it next)", ""};
+  }
   const std::string mpirun = Lookup(env.vars, "RINGPILOT_MPIRUN", "mpirun");
   const std::string install_hint =
       "install OpenMPI (apt-get install openmpi-bin) or point RINGPILOT_MPIRUN at mpirun";
@@ -238,9 +229,7 @@ CheckResult CheckMpi(const DoctorEnv& env) {
 
 CheckResult CheckTrainerLibraries(const DoctorEnv& env, DoctorDevice dev) {
   const std::string name = "trainer_libraries";
-  const std::string trainer =
-      Lookup(env.vars, "RINGPILOT_TRAINER",
-             (env.self_dir.empty() ? std::string(".") : env.self_dir) + "/ringpilot-trainer");
+  const std::string trainer = doctor_util::TrainerPath(env);
   if (::access(trainer.c_str(), X_OK) != 0) {
     return {name, CheckStatus::kWarn,
             "ringpilot-trainer not found at " + trainer +

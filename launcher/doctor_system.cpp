@@ -20,6 +20,7 @@
 #include "launcher/doctor.h"
 #include "launcher/process_env.h"
 #include "topology/node_topology.h"
+#include "topology/nvml_api.h"
 
 #ifndef RINGPILOT_CUDA_RUNTIME_VERSION
 #define RINGPILOT_CUDA_RUNTIME_VERSION "unknown"
@@ -32,21 +33,9 @@ namespace {
 
 // ---- NVML and the CUDA driver API, declared here (stable C ABIs) --------------------------
 
-struct nvmlDevice_st;
-using nvmlDevice_t = nvmlDevice_st*;
-struct nvmlPciInfo_t {  // nvmlPciInfo_st, _v3
-  char busIdLegacy[16];
-  unsigned int domain;
-  unsigned int bus;
-  unsigned int device;
-  unsigned int pciDeviceId;
-  unsigned int pciSubSystemId;
-  char busId[32];
-};
-constexpr int kNvmlSuccess = 0;
-constexpr int kNvmlInsufficientSize = 7;
-constexpr unsigned kNvlinkMaxLinks = 18;
-constexpr unsigned kBufferSize = 96;
+// NVML: topology/nvml_api.h (one table shared with the topology probe and the GPU sampler).
+using topology::kNvmlSuccess;
+using topology::nvmlDevice_t;
 
 class Library {
  public:
@@ -75,90 +64,116 @@ class Library {
 };
 
 void QueryNvml(DriverInfo* info) {
-  Library lib("libnvidia-ml.so.1");
-  if (!lib.ok()) {
-    info->nvml_error = lib.error();
-    return;
-  }
-  using Fn0 = int (*)();
-  const auto init = lib.Get<Fn0>("nvmlInit_v2");
-  const auto shutdown = lib.Get<Fn0>("nvmlShutdown");
-  const auto get_count = lib.Get<int (*)(unsigned*)>("nvmlDeviceGetCount_v2");
-  const auto by_index = lib.Get<int (*)(unsigned, nvmlDevice_t*)>("nvmlDeviceGetHandleByIndex_v2");
-  if (!init || !shutdown || !get_count || !by_index) {
-    info->nvml_error = "libnvidia-ml.so.1 lacks nvmlInit_v2/nvmlDeviceGetCount_v2";
-    return;
-  }
-  if (const int rc = init(); rc != kNvmlSuccess) {
-    const auto err = lib.Get<const char* (*)(int)>("nvmlErrorString");
-    info->nvml_error = std::string("nvmlInit: ") + (err ? err(rc) : std::to_string(rc).c_str());
+  const std::unique_ptr<topology::NvmlApi> api =
+      topology::NvmlApi::Load("libnvidia-ml.so.1", &info->nvml_error);
+  if (!api) return;
+  const topology::NvmlApi& nvml = *api;
+  if (const int rc = nvml.Init(); rc != kNvmlSuccess) {
+    info->nvml_error = "nvmlInit: " + nvml.Error(rc);
     return;
   }
   info->nvml_loaded = true;
-  char buf[kBufferSize] = {};
-  if (const auto ver = lib.Get<int (*)(char*, unsigned)>("nvmlSystemGetDriverVersion");
-      ver && ver(buf, sizeof buf) == kNvmlSuccess) {
+  char buf[topology::kNvmlBufferSize] = {};
+  if (nvml.SystemGetDriverVersion && nvml.SystemGetDriverVersion(buf, sizeof buf) == kNvmlSuccess) {
     info->driver_version = buf;
   }
-  const auto name = lib.Get<int (*)(nvmlDevice_t, char*, unsigned)>("nvmlDeviceGetName");
-  const auto pci = lib.Get<int (*)(nvmlDevice_t, nvmlPciInfo_t*)>("nvmlDeviceGetPciInfo_v3");
-  const auto link_state =
-      lib.Get<int (*)(nvmlDevice_t, unsigned, int*)>("nvmlDeviceGetNvLinkState");
-  const auto ecc =
-      lib.Get<int (*)(nvmlDevice_t, int, int, unsigned long long*)>("nvmlDeviceGetTotalEccErrors");
-  const auto retired = lib.Get<int (*)(nvmlDevice_t, int, unsigned*, unsigned long long*)>(
-      "nvmlDeviceGetRetiredPages");
-  const auto pending =
-      lib.Get<int (*)(nvmlDevice_t, int*)>("nvmlDeviceGetRetiredPagesPendingStatus");
-  const auto remapped = lib.Get<int (*)(nvmlDevice_t, unsigned*, unsigned*, unsigned*, unsigned*)>(
-      "nvmlDeviceGetRemappedRows");
-  auto reasons =
-      lib.Get<int (*)(nvmlDevice_t, unsigned long long*)>("nvmlDeviceGetCurrentClocksEventReasons");
-  if (!reasons) {
-    reasons = lib.Get<int (*)(nvmlDevice_t, unsigned long long*)>(
-        "nvmlDeviceGetCurrentClocksThrottleReasons");
-  }
   unsigned count = 0;
-  if (get_count(&count) == kNvmlSuccess) info->nvml_device_count = static_cast<int>(count);
+  if (nvml.DeviceGetCount(&count) == kNvmlSuccess)
+    info->nvml_device_count = static_cast<int>(count);
   for (unsigned i = 0; i < count; ++i) {
     nvmlDevice_t dev = nullptr;
-    if (by_index(i, &dev) != kNvmlSuccess) continue;
+    if (nvml.DeviceGetHandleByIndex(i, &dev) != kNvmlSuccess) continue;
     DriverGpu g;
     g.index = static_cast<int>(i);
-    char nbuf[kBufferSize] = {};
-    if (name && name(dev, nbuf, sizeof nbuf) == kNvmlSuccess) g.name = nbuf;
-    nvmlPciInfo_t p{};
-    if (pci && pci(dev, &p) == kNvmlSuccess) g.pci_bus_id = topology::NormalizePciBusId(p.busId);
-    for (unsigned l = 0; link_state && l < kNvlinkMaxLinks; ++l) {
+    char nbuf[topology::kNvmlBufferSize] = {};
+    if (nvml.DeviceGetName && nvml.DeviceGetName(dev, nbuf, sizeof nbuf) == kNvmlSuccess) {
+      g.name = nbuf;
+    }
+    topology::nvmlPciInfo_t p{};
+    if (nvml.DeviceGetPciInfo && nvml.DeviceGetPciInfo(dev, &p) == kNvmlSuccess) {
+      g.pci_bus_id = topology::NormalizePciBusId(p.busId);
+    }
+    for (unsigned l = 0; nvml.DeviceGetNvLinkState && l < topology::kNvmlNvlinkMaxLinks; ++l) {
       int state = 0;
-      if (link_state(dev, l, &state) == kNvmlSuccess) g.nvlink_states.push_back(state ? 1 : 0);
+      if (nvml.DeviceGetNvLinkState(dev, l, &state) == kNvmlSuccess) {
+        g.nvlink_states.push_back(state ? 1 : 0);
+      }
     }
     unsigned long long n = 0;
-    // NVML_MEMORY_ERROR_TYPE_UNCORRECTED = 1, NVML_VOLATILE_ECC = 0.
-    if (ecc && ecc(dev, 1, 0, &n) == kNvmlSuccess) g.ecc_uncorrected_volatile = n;
-    if (retired) {
+    if (nvml.DeviceGetTotalEccErrors &&
+        nvml.DeviceGetTotalEccErrors(dev, topology::kNvmlMemoryErrorUncorrected,
+                                     topology::kNvmlVolatileEcc, &n) == kNvmlSuccess) {
+      g.ecc_uncorrected_volatile = n;
+    }
+    if (nvml.DeviceGetRetiredPages) {
       std::uint64_t total = 0;
       bool ok = true;
       for (int cause : {0, 1}) {  // multiple single-bit, double-bit
         unsigned pages = 0;
-        const int rc = retired(dev, cause, &pages, nullptr);
-        ok = ok && (rc == kNvmlSuccess || rc == kNvmlInsufficientSize);
+        const int rc = nvml.DeviceGetRetiredPages(dev, cause, &pages, nullptr);
+        ok = ok && (rc == kNvmlSuccess || rc == topology::kNvmlErrorInsufficientSize);
         total += pages;
       }
       if (ok) g.retired_pages = total;
     }
     int is_pending = 0;
-    if (pending && pending(dev, &is_pending) == kNvmlSuccess) g.retired_pages_pending = is_pending;
+    if (nvml.DeviceGetRetiredPagesPendingStatus &&
+        nvml.DeviceGetRetiredPagesPendingStatus(dev, &is_pending) == kNvmlSuccess) {
+      g.retired_pages_pending = is_pending;
+    }
     unsigned corr = 0, unc = 0, rpending = 0, failed = 0;
-    if (remapped && remapped(dev, &corr, &unc, &rpending, &failed) == kNvmlSuccess) {
+    if (nvml.DeviceGetRemappedRows &&
+        nvml.DeviceGetRemappedRows(dev, &corr, &unc, &rpending, &failed) == kNvmlSuccess) {
       g.remapped_rows_uncorrectable = unc;
       g.remapping_failed = failed != 0;
     }
     unsigned long long mask = 0;
-    if (reasons && reasons(dev, &mask) == kNvmlSuccess) g.throttle_reasons = mask;
+    if (nvml.DeviceGetCurrentClocksEventReasons &&
+        nvml.DeviceGetCurrentClocksEventReasons(dev, &mask) == kNvmlSuccess) {
+      g.throttle_reasons = mask;
+    }
     info->gpus.push_back(g);
   }
-  shutdown();
+  nvml.Shutdown();
+}
+
+// Name and compute capability of each of the N devices libcuda enumerates, and the
+// cuDeviceCanAccessPeer matrix (CUdevice is an int ordinal handle).
+void QueryCudaDevices(const Library& lib, int n, DriverInfo* info) {
+  const auto get = lib.Get<int (*)(int*, int)>("cuDeviceGet");
+  const auto name = lib.Get<int (*)(char*, int, int)>("cuDeviceGetName");
+  const auto attr = lib.Get<int (*)(int*, int, int)>("cuDeviceGetAttribute");
+  const auto can_peer = lib.Get<int (*)(int*, int, int)>("cuDeviceCanAccessPeer");
+  if (!get || !attr) return;
+  constexpr int kCcMajor = 75;  // CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR
+  constexpr int kCcMinor = 76;
+  std::vector<int> handles;
+  for (int i = 0; i < n; ++i) {
+    int h = 0;
+    if (get(&h, i) != 0) return;
+    handles.push_back(h);
+    CudaDevice d;
+    d.ordinal = i;
+    char buf[256] = {};
+    if (name && name(buf, static_cast<int>(sizeof buf), h) == 0) d.name = buf;
+    if (attr(&d.cc_major, kCcMajor, h) != 0 || attr(&d.cc_minor, kCcMinor, h) != 0) {
+      d.cc_major = d.cc_minor = 0;
+    }
+    info->cuda_devices.push_back(d);
+  }
+  if (!can_peer || n < 2) return;
+  const auto count = static_cast<std::size_t>(n);
+  info->peer_access.assign(count, std::vector<int>(count, -1));
+  for (std::size_t i = 0; i < count; ++i) {
+    for (std::size_t j = 0; j < count; ++j) {
+      int can = 0;
+      if (i == j) {
+        info->peer_access[i][j] = 1;
+      } else if (can_peer(&can, handles[i], handles[j]) == 0) {
+        info->peer_access[i][j] = can ? 1 : 0;
+      }
+    }
+  }
 }
 
 void QueryCuda(DriverInfo* info) {
@@ -186,6 +201,7 @@ void QueryCuda(DriverInfo* info) {
   } else {
     info->cuda_error = "cuInit failed with CUresult " + std::to_string(rc);
   }
+  QueryCudaDevices(lib, n, info);
 }
 
 LibraryInfo LoadNccl(const std::string& name_or_path) {
@@ -326,18 +342,22 @@ DoctorEnv SystemDoctorEnv() {
     return info;
   };
   env.load_nccl = LoadNccl;
+  env.read_fatbin = ReadElfFatbin;
   return env;
 }
 
-std::vector<CheckResult> RunDoctor(const DoctorEnv& env, DoctorDevice dev) {
+std::vector<CheckResult> RunDoctor(const DoctorEnv& env, DoctorDevice dev, DriverInfo* driver_out) {
   const DriverInfo drv =
       dev == DoctorDevice::kCpu || !env.query_driver ? DriverInfo{} : env.query_driver();
+  if (driver_out) *driver_out = drv;
   return {
       CheckDriverVsRuntime(env, drv, dev),
       CheckGpusVisible(env, drv, dev),
       CheckNvlink(env, drv, dev),
       CheckEcc(env, drv, dev),
       CheckThrottle(env, drv, dev),
+      CheckCudaArchitectures(env, drv, dev),
+      CheckPeerAccess(env, drv, dev),
       CheckPcieAcs(env, dev),
       CheckIommu(env),
       CheckNumaAffinity(env, dev),
@@ -346,6 +366,7 @@ std::vector<CheckResult> RunDoctor(const DoctorEnv& env, DoctorDevice dev) {
       CheckInfinibandPorts(env),
       CheckMpi(env),
       CheckTrainerLibraries(env, dev),
+      CheckLibraryVersions(env),
   };
 }
 

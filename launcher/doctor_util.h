@@ -10,7 +10,27 @@
 #include <string>
 #include <vector>
 
+#include "launcher/doctor.h"
+
 namespace ringpilot::launcher::doctor_util {
+
+/// The common "does a GPU check apply" gate (doctor_gpu.cpp): true with *OUT set (SKIP, or
+/// FAIL for the driver and visibility checks with `--device cuda` and no GPU) when it does not.
+bool GpuGate(const std::string& name, const DoctorEnv& env, const DriverInfo& drv, DoctorDevice dev,
+             bool needs_nvml, CheckResult* out);
+
+/// VARS[NAME], or FALLBACK when unset or empty.
+inline std::string Lookup(const Environment& vars, const char* name, const std::string& fallback) {
+  const auto it = vars.find(name);
+  return it == vars.end() || it->second.empty() ? fallback : it->second;
+}
+
+/// The trainer CheckTrainerLibraries inspects: $RINGPILOT_TRAINER, else ringpilot-trainer
+/// next to the ringpilot executable.
+inline std::string TrainerPath(const DoctorEnv& env) {
+  return Lookup(env.vars, "RINGPILOT_TRAINER",
+                (env.self_dir.empty() ? std::string(".") : env.self_dir) + "/ringpilot-trainer");
+}
 
 /// The file's contents with surrounding whitespace removed; "" when unreadable.
 inline std::string ReadTrimmed(const std::string& path) {
@@ -49,6 +69,17 @@ inline std::string Join(const std::vector<std::string>& parts, const std::string
   std::string out;
   for (std::size_t i = 0; i < parts.size(); ++i) out += (i ? sep : "") + parts[i];
   return out;
+}
+
+/// ncclGetVersion's number as "2.21.5": MAJOR*10000 + MINOR*100 + PATCH since 2.9
+/// (MAJOR*1000 + MINOR*100 + PATCH before).
+inline std::string NcclVersionText(int v) {
+  if (v >= 10000) {
+    return std::to_string(v / 10000) + "." + std::to_string((v % 10000) / 100) + "." +
+           std::to_string(v % 100);
+  }
+  return std::to_string(v / 1000) + "." + std::to_string((v % 1000) / 100) + "." +
+         std::to_string(v % 100);
 }
 
 /// Bytes as "16 MiB" / "1.5 GiB".

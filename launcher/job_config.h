@@ -17,6 +17,9 @@ enum class Backend { kLocal, kMpi, kSlurm, kK8s };
 enum class Precision { kFp32, kBf16 };
 enum class Optimizer { kSgd, kAdamW };
 enum class GradDtype { kFp32, kBf16 };
+/// CPU binding of each rank (docs/topology.md): `auto` is `numa` for GPU ranks and `cores`
+/// for CPU ranks.
+enum class BindMode { kAuto, kNuma, kCores, kNone };
 
 struct HostSlots {
   std::string host;  ///< host name or IPv4 address, validated ([A-Za-z0-9.-]+)
@@ -37,6 +40,7 @@ struct LaunchConfig {
   int max_restarts = 2;                  ///< whole-job restarts from the last checkpoint
   int master_port = kDefaultMasterPort;  ///< MASTER_PORT for `ringpilot exec` workers
   std::vector<std::string> mpirun_args;  ///< extra mpirun arguments, passed verbatim (no shell)
+  bool preflight = true;  ///< `ringpilot run` runs a quick `doctor` first (docs/doctor.md)
 };
 
 struct ModelConfig {
@@ -54,6 +58,7 @@ struct DataConfig {
 
 struct TrainConfig {
   int64_t steps = 100;
+  int64_t warmup_steps = 0;  ///< untimed leading steps; 0 = automatic (see config.md)
   Optimizer optimizer = Optimizer::kSgd;
   double lr = 0.1;
   double momentum = 0.9;      ///< SGD momentum
@@ -85,7 +90,17 @@ struct CheckpointConfig {
 struct MetricsConfig {
   bool enabled = true;
   std::string bind = "127.0.0.1";
-  int port_base = 9400;  ///< rank r serves on port_base + r; 0 picks free ports
+  int port_base = 9400;             ///< rank r serves on port_base + r; 0 picks free ports
+  double gpu_sample_seconds = 5.0;  ///< NVML sampling period of the rank's GPU; 0 = off
+};
+
+struct TraceConfig {
+  bool enabled = true;      ///< per-rank Chrome trace of step phases and collectives
+  int max_events = 100000;  ///< ring buffer size per rank (newest events kept)
+};
+
+struct PlacementConfig {
+  BindMode bind = BindMode::kAuto;  ///< rank -> CPUs; the plan is logged either way
 };
 
 struct FaultConfig {
@@ -127,6 +142,8 @@ struct JobConfig {
   CommConfig comm;
   CheckpointConfig checkpoint;
   MetricsConfig metrics;
+  TraceConfig trace;
+  PlacementConfig placement;
   FaultConfig fault;
   SlurmConfig slurm;
   K8sConfig k8s;
@@ -161,5 +178,6 @@ const char* ToString(Backend b);
 const char* ToString(Precision p);
 const char* ToString(Optimizer o);
 const char* ToString(GradDtype g);
+const char* ToString(BindMode b);
 
 }  // namespace ringpilot::launcher

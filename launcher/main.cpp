@@ -81,6 +81,7 @@ struct RunArgs {
   std::vector<std::string> sets;
   std::string run_dir;
   bool dry_run = false;
+  bool force = false;  ///< start even when the preflight doctor FAILs
 };
 
 int Run(const RunArgs& args) {
@@ -92,7 +93,7 @@ int Run(const RunArgs& args) {
     return kExitBadInput;
   }
   const Backend backend = config.launch.backend;
-  if (backend != Backend::kLocal && backend != Backend::kMpi) {
+  if (backend != Backend::kLocal && backend != Backend::kMpi && backend != Backend::kSlurm) {
     std::cerr << args.job_path << ": launch.backend: '" << ToString(backend)
               << "' is not supported by 'ringpilot run' yet\n";
     return kExitBadInput;
@@ -167,6 +168,13 @@ int Run(const RunArgs& args) {
     return kExitFailure;
   }
 
+  // Quick doctor of this host (docs/doctor.md): RUN_DIR/doctor.json and doctor.prom.
+  if (config.launch.preflight &&
+      !RunPreflight(SystemDoctorEnv(), ToDoctorDevice(config.world.device), layout.root, args.force,
+                    std::cerr)) {
+    return kExitFailure;
+  }
+
   SupervisorOptions options;
   options.max_restarts = config.launch.max_restarts;
   options.run_dir = layout.root;
@@ -236,6 +244,8 @@ int Main(int argc, char** argv) {
                   "Run directory (default runs/<name>-<YYYYmmdd-HHMMSS>); an existing one is "
                   "resumed from its checkpoints");
   run->add_flag("--dry-run", run_args.dry_run, "Print the mpirun command and exit");
+  run->add_flag("--force", run_args.force,
+                "Start even when the preflight doctor FAILs (launch.preflight: false skips it)");
 
   CLI::App* exec = app.add_subcommand(
       "exec",

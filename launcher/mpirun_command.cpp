@@ -2,6 +2,8 @@
 
 #include <stdexcept>
 
+#include "slurm/allocation.h"
+
 namespace ringpilot::launcher {
 namespace {
 
@@ -36,7 +38,7 @@ bool IsForwardedVariable(const std::string& name) {
 
 MpirunCommand BuildMpirunCommand(const JobConfig& config, const MpirunContext& ctx) {
   const Backend backend = config.launch.backend;
-  if (backend != Backend::kLocal && backend != Backend::kMpi) {
+  if (backend != Backend::kLocal && backend != Backend::kMpi && backend != Backend::kSlurm) {
     throw std::invalid_argument(std::string("launch.backend '") + ToString(backend) +
                                 "' is not launched with mpirun by 'ringpilot run'");
   }
@@ -48,12 +50,22 @@ MpirunCommand BuildMpirunCommand(const JobConfig& config, const MpirunContext& c
     // One host runs every rank whatever its core count: a laptop runs a 4-rank job.
     cmd.argv.push_back("--oversubscribe");
   } else {
-    if (config.launch.hosts.empty()) {
+    std::vector<HostSlots> hosts = config.launch.hosts;
+    if (backend == Backend::kSlurm) {
+      // Inside the allocation: its nodes are the hosts, and mpirun starts its daemons on
+      // them through Slurm (srun).
+      hosts.clear();
+      for (const auto& h :
+           slurm::AllocationHosts(ctx.env, config.world.nodes, config.world.procs_per_node)) {
+        hosts.push_back({h.host, h.slots});
+      }
+    }
+    if (hosts.empty()) {
       throw std::invalid_argument("launch.hosts: backend mpi needs at least one host");
     }
-    cmd.master_addr = config.launch.hosts.front().host;
+    cmd.master_addr = hosts.front().host;
     cmd.hostfile_path = ctx.run_dir + "/hostfile";
-    for (const HostSlots& h : config.launch.hosts) {
+    for (const HostSlots& h : hosts) {
       cmd.hostfile_content += h.host + " slots=" + std::to_string(h.slots) + "\n";
     }
     // ppr packs procs_per_node consecutive ranks on each node, the layout that

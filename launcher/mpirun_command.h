@@ -45,14 +45,21 @@ struct MpirunCommand {
 /// OMP_NUM_THREADS, CUDA_VISIBLE_DEVICES, and every NCCL_*, TORCH_* and NVSHMEM_* variable.
 bool IsForwardedVariable(const std::string& name);
 
-/// Builds the command for backend local or mpi:
+/// Exit status of a rank that stopped after SIGUSR1 with a checkpoint of its last step
+/// (trainer/preemption.h), and of `ringpilot run` for a job stopped that way
+/// (EX_TEMPFAIL: run the same run directory again to resume; docs/slurm.md).
+inline constexpr int kPreemptedExitStatus = 75;
+
+/// Builds the command for backend local, mpi or slurm:
 /// `MPIRUN -np N` + placement (local: `--oversubscribe`; mpi: `--hostfile RUN_DIR/hostfile
 /// --map-by ppr:K:node`) + `--bind-to none` [+ `--allow-run-as-root`] +
 /// `--mca btl_vader_single_copy_mechanism none` + `-x` for the four RINGPILOT_* variables
 /// and each forwarded variable set in `ctx.env` (name order) + launch.mpirun_args verbatim +
 /// `TRAINER --config RUN_DIR/job.yaml --run-dir RUN_DIR`.
-/// Throws std::invalid_argument for backends slurm and k8s (not launched by mpirun from
-/// here) and for backend mpi without hosts.
+/// Backend slurm is backend mpi over the allocation in `ctx.env` (slurm::AllocationHosts:
+/// the first world.nodes nodes of SLURM_JOB_NODELIST, procs_per_node slots each).
+/// Throws std::invalid_argument (one line) for backend k8s (not launched by mpirun from
+/// here), backend mpi without hosts, and backend slurm outside a fitting allocation.
 MpirunCommand BuildMpirunCommand(const JobConfig& config, const MpirunContext& ctx);
 
 /// `argv` as one line a POSIX shell would split back into the same words: words of safe

@@ -1,4 +1,5 @@
 #include "launcher/slurm_command.h"
+#include "launcher/mpirun_command.h"
 #include "launcher/process_env.h"
 
 #include <sys/wait.h>
@@ -16,6 +17,9 @@
 
 namespace ringpilot::launcher {
 namespace {
+
+static_assert(slurm::kRunPreemptedStatus == kPreemptedExitStatus,
+              "the sbatch script requeues on ringpilot run's preempted status");
 
 constexpr int kExitFailure = 1;
 constexpr int kExitBadInput = 2;

@@ -41,7 +41,7 @@ int64_t ClockNs(clockid_t clock) {
   return static_cast<int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
 }
 
-// --- SIGINT/SIGTERM: the handler only records the signal in a self-pipe, which the
+// --- SIGINT/SIGTERM/SIGUSR1: the handler only records the signal in a self-pipe, which the
 // supervision loop polls with the job's output pipes.
 int g_signal_pipe[2] = {-1, -1};
 
@@ -72,7 +72,7 @@ class SignalScope {
     on.sa_handler = OnInterrupt;
     sigemptyset(&on.sa_mask);
     on.sa_flags = SA_RESTART;
-    for (int i = 0; i < 2; ++i) {
+    for (int i = 0; i < kNumSignals; ++i) {
       struct sigaction current {};
       ::sigaction(kSignals[i], nullptr, &current);
       if (current.sa_handler == SIG_IGN) continue;  // started ignored: keep it that way
@@ -80,7 +80,7 @@ class SignalScope {
     }
   }
   ~SignalScope() {
-    for (int i = 0; i < 2; ++i) {
+    for (int i = 0; i < kNumSignals; ++i) {
       if (installed_[i]) ::sigaction(kSignals[i], &old_[i], nullptr);
     }
     ::sigaction(SIGPIPE, &old_pipe_, nullptr);
@@ -93,9 +93,10 @@ class SignalScope {
   SignalScope& operator=(const SignalScope&) = delete;
 
  private:
-  static constexpr int kSignals[2] = {SIGINT, SIGTERM};
-  bool installed_[2] = {false, false};
-  struct sigaction old_[2]{};
+  static constexpr int kNumSignals = 3;
+  static constexpr int kSignals[kNumSignals] = {SIGINT, SIGTERM, SIGUSR1};
+  bool installed_[kNumSignals] = {false, false, false};
+  struct sigaction old_[kNumSignals] {};
   struct sigaction old_pipe_ {};
 };
 
@@ -231,7 +232,7 @@ Supervisor::Attempt Supervisor::RunAttempt(const SupervisedCommand& command, int
     struct sigaction dfl {};
     dfl.sa_handler = SIG_DFL;
     sigemptyset(&dfl.sa_mask);
-    for (const int sig : {SIGPIPE, SIGINT, SIGTERM}) ::sigaction(sig, &dfl, nullptr);
+    for (const int sig : {SIGPIPE, SIGINT, SIGTERM, SIGUSR1}) ::sigaction(sig, &dfl, nullptr);
     sigset_t none;
     sigemptyset(&none);
     ::sigprocmask(SIG_SETMASK, &none, nullptr);
@@ -315,14 +316,7 @@ Supervisor::Attempt Supervisor::RunAttempt(const SupervisedCommand& command, int
     }
 
     for (const int sig : TakeSignals()) {
-      if (exited) continue;
-      if (interrupt_signal_ == 0) {
-        interrupt_signal_ = sig;
-        kill_deadline =
-            ClockNs(CLOCK_MONOTONIC) + static_cast<int64_t>(options_.kill_grace_s * 1e9);
-        Report("ringpilot: received " + SignalName(sig) + "; stopping the job (no restart)");
-      }
-      ::kill(-pid, sig);
+      if (!exited) OnSignal(sig, pid, &kill_deadline);
     }
     if (interrupt_signal_ != 0 && !exited && !killed && ClockNs(CLOCK_MONOTONIC) > kill_deadline) {
       Report("ringpilot: mpirun did not stop within " + std::to_string(options_.kill_grace_s) +
@@ -343,14 +337,53 @@ Supervisor::Attempt Supervisor::RunAttempt(const SupervisedCommand& command, int
   return attempt;
 }
 
+void Supervisor::OnSignal(int sig, pid_t pid, int64_t* kill_deadline) {
+  if (sig == SIGUSR1) {
+    if (!preempt_requested_) {
+      preempt_requested_ = true;
+      Report(pid > 0 ? "ringpilot: received SIGUSR1; forwarding it to mpirun: the ranks "
+                       "checkpoint at the next step boundary and stop (no restart)"
+                     : "ringpilot: received SIGUSR1; not starting another attempt");
+    }
+    // mpirun alone: it forwards SIGUSR1 to every rank, on every host (its local ranks
+    // would get it twice through the process group).
+    if (pid > 0) ::kill(pid, SIGUSR1);
+    return;
+  }
+  if (interrupt_signal_ == 0) {
+    interrupt_signal_ = sig;
+    if (pid <= 0) return;
+    *kill_deadline = ClockNs(CLOCK_MONOTONIC) + static_cast<int64_t>(options_.kill_grace_s * 1e9);
+    Report("ringpilot: received " + SignalName(sig) + "; stopping the job (no restart)");
+  }
+  if (pid > 0) ::kill(-pid, sig);
+}
+
+JobOutcome Supervisor::Preempted(const Attempt& last, JobOutcome outcome) {
+  outcome.preempted = true;
+  outcome.exit_status = kPreemptedExitStatus;
+  if (last.term_signal == 0 && last.exit_code == kPreemptedExitStatus) {
+    Report("ringpilot: job preempted: the ranks checkpointed and stopped; exit " +
+           std::to_string(kPreemptedExitStatus) + " (run the same run directory again to resume)");
+  } else {
+    const std::string how = last.term_signal != 0   ? "killed by " + SignalName(last.term_signal)
+                            : outcome.attempts == 0 ? "not started"
+                                                    : "exit " + std::to_string(last.exit_code);
+    Report("ringpilot: job stopped after SIGUSR1 (" + how +
+           ") without a preemption checkpoint; not restarting; exit " +
+           std::to_string(kPreemptedExitStatus) +
+           " (a rerun resumes from the latest checkpoint, if any)");
+  }
+  return outcome;
+}
+
 bool Supervisor::WaitForRestart() {
   const int64_t until =
       ClockNs(CLOCK_MONOTONIC) + static_cast<int64_t>(options_.restart_delay_s * 1e9);
+  int64_t unused_deadline = 0;
   while (true) {
-    for (const int sig : TakeSignals()) {
-      if (interrupt_signal_ == 0) interrupt_signal_ = sig;
-    }
-    if (interrupt_signal_ != 0) return false;
+    for (const int sig : TakeSignals()) OnSignal(sig, -1, &unused_deadline);
+    if (interrupt_signal_ != 0 || preempt_requested_) return false;
     const int64_t left_ns = until - ClockNs(CLOCK_MONOTONIC);
     if (left_ns <= 0) return true;
     pollfd p{g_signal_pipe[0], POLLIN, 0};
@@ -376,6 +409,7 @@ void Supervisor::ReportFailure(const Attempt& last, int attempts, JobOutcome* ou
 JobOutcome Supervisor::Run(const SupervisedCommand& command) {
   SignalScope signals(options_.handle_signals);
   interrupt_signal_ = 0;
+  preempt_requested_ = false;
   JobOutcome outcome;
   const auto stop = [&]() {
     outcome.interrupted = true;
@@ -384,10 +418,10 @@ JobOutcome Supervisor::Run(const SupervisedCommand& command) {
            std::to_string(outcome.attempts) + " attempt(s); not restarting");
     return outcome;
   };
-  for (const int sig : TakeSignals()) {
-    if (interrupt_signal_ == 0) interrupt_signal_ = sig;
-  }
+  int64_t unused_deadline = 0;
+  for (const int sig : TakeSignals()) OnSignal(sig, -1, &unused_deadline);
   if (interrupt_signal_ != 0) return stop();
+  if (preempt_requested_) return Preempted(Attempt{}, outcome);
   for (int restart = 0;; ++restart) {
     const Attempt attempt = RunAttempt(command, restart);
     outcome.attempts = restart + 1;
@@ -403,6 +437,12 @@ JobOutcome Supervisor::Run(const SupervisedCommand& command) {
       outcome.exit_status = 0;
       return outcome;
     }
+    // Preemption is not a failure: no failure.json, no restart here (the scheduler
+    // requeues the job, and the rerun resumes from the checkpoint).
+    if (preempt_requested_ ||
+        (attempt.term_signal == 0 && attempt.exit_code == kPreemptedExitStatus)) {
+      return Preempted(attempt, outcome);
+    }
     outcome.exit_status = attempt.term_signal != 0 ? 128 + attempt.term_signal : attempt.exit_code;
     if (restart >= options_.max_restarts) {
       ReportFailure(attempt, outcome.attempts, &outcome);
@@ -414,7 +454,7 @@ JobOutcome Supervisor::Run(const SupervisedCommand& command) {
     Report("ringpilot: job failed (" + how + ") on attempt " + std::to_string(restart + 1) +
            "; restarting from the last checkpoint (restart " + std::to_string(restart + 1) +
            " of " + std::to_string(options_.max_restarts) + ")");
-    if (!WaitForRestart()) return stop();
+    if (!WaitForRestart()) return interrupt_signal_ != 0 ? stop() : Preempted(attempt, outcome);
   }
 }
 

@@ -1,7 +1,12 @@
 // The front end's supervision of one MPI job: start mpirun, relay and log its output,
 // forward Ctrl-C/SIGTERM, restart the whole job from the last checkpoint on failure, and
-// leave a root-cause report when it fails for good.
+// leave a root-cause report when it fails for good. SIGUSR1 (preemption, e.g. Slurm's
+// warning before the time limit) is forwarded to mpirun, which passes it to every rank:
+// the ranks checkpoint at the next step boundary and stop, and the job ends "preempted"
+// (kPreemptedExitStatus), never restarted here (docs/slurm.md).
 #pragma once
+
+#include <sys/types.h>
 
 #include <cstdint>
 #include <functional>
@@ -35,8 +40,8 @@ struct SupervisorOptions {
   /// After forwarding SIGINT/SIGTERM, how long mpirun may take to stop before its process
   /// group is killed.
   double kill_grace_s = kDefaultKillGraceS;
-  /// Catch SIGINT/SIGTERM while running (and forward them). A signal the process started
-  /// with ignored stays ignored (a background job of a script).
+  /// Catch SIGINT/SIGTERM/SIGUSR1 while running (and forward them). A signal the process
+  /// started with ignored stays ignored (a background job of a script).
   bool handle_signals = true;
 };
 
@@ -51,10 +56,15 @@ struct SupervisedCommand {
 struct JobOutcome {
   /// What `ringpilot run` exits with: 0 on success; mpirun's exit code after the last
   /// failure (128 + N when killed by signal N); 128 + SIGINT/SIGTERM (130/143) when we were
-  /// interrupted; 127 when mpirun could not be executed.
+  /// interrupted; kPreemptedExitStatus (75) when preempted; 127 when mpirun could not be
+  /// executed.
   int exit_status = 0;
   int attempts = 0;
   bool interrupted = false;
+  /// The job stopped for preemption: SIGUSR1 came in and the attempt did not succeed, or
+  /// mpirun exited with kPreemptedExitStatus (the ranks checkpointed and stopped). No
+  /// failure.json is written and no restart is made; rerunning the run directory resumes.
+  bool preempted = false;
   int first_failing_rank = -1;  ///< after a failure for good; -1 when unknown
 };
 
@@ -89,11 +99,14 @@ class Supervisor {
   void Relay(int out_fd, const std::string& line, Attempt* attempt);
   void AppendToLog(const std::string& line);
   bool WaitForRestart();  // false when a signal came in during the pause
+  void OnSignal(int sig, pid_t pid, int64_t* kill_deadline);  // pid -1: no job running
+  JobOutcome Preempted(const Attempt& last, JobOutcome outcome);
   void ReportFailure(const Attempt& last, int attempts, JobOutcome* outcome);
 
   SupervisorOptions options_;
   int log_fd_ = -1;
-  int interrupt_signal_ = 0;  // first SIGINT/SIGTERM received
+  int interrupt_signal_ = 0;        // first SIGINT/SIGTERM received
+  bool preempt_requested_ = false;  // SIGUSR1 received
 };
 
 }  // namespace ringpilot::launcher

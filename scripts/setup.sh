@@ -18,6 +18,7 @@ APT_PACKAGES=(
   iproute2 procps
   prometheus
   python3-venv
+  slurm-wlm munge
 )
 
 need_apt=()

@@ -129,7 +129,6 @@ std::string RenderSbatch(const SbatchSpec& spec) {
   o << "ringpilot=" << ShellSingleQuote(spec.ringpilot) << "\n";
   o << "run_root=" << ShellSingleQuote(spec.run_root) << "\n";
   o << "job_name=" << ShellSingleQuote(name) << "\n";
-  o << "tasks_per_node=" << spec.tasks_per_node << "\n";
   o << "run_dir=\"${run_root}/${job_name}-${SLURM_JOB_ID}\"\n"
        "mkdir -p \"$run_dir\"\n"
        "job_file=\"${run_dir}/slurm-job.yaml\"\n"
@@ -139,31 +138,47 @@ std::string RenderSbatch(const SbatchSpec& spec) {
   o << spec.job_yaml;
   if (!spec.job_yaml.empty() && spec.job_yaml.back() != '\n') o << "\n";
   o << kJobHeredocDelimiter << "\n\n";
-  o << "# The allocation's nodes become backend mpi hosts; mpirun inside the allocation starts\n"
-       "# its daemons through Slurm.\n"
-       "hosts=\"\"\n"
-       "while read -r host; do\n"
-       "  hosts=\"${hosts:+${hosts},}${host}:${tasks_per_node}\"\n"
-       "done < <(scontrol show hostnames \"$SLURM_JOB_NODELIST\")\n"
+  o << "# Each start of the job (a requeued job starts again with the same id) in the log.\n"
+       "echo \"ringpilot: job ${SLURM_JOB_ID} start $(date -u +%Y-%m-%dT%H:%M:%SZ) on "
+       "$(hostname) (restart count ${SLURM_RESTART_COUNT:-0}), run directory ${run_dir}\" >&2\n"
        "\n"
-       "# USR1 comes --signal seconds before the time limit: requeue the job, so that it\n"
-       "# starts again (same job id, same run directory) and resumes from its checkpoint.\n"
+       "# USR1 arrives --signal seconds before the time limit (or from `scancel --signal=USR1\n"
+       "# --batch`). It is forwarded to `ringpilot run`, which forwards it through mpirun to\n"
+       "# the ranks: they checkpoint at the next step boundary and stop, and `ringpilot run`\n"
+       "# exits "
+    << kRunPreemptedStatus
+    << ". The job is then requeued: it starts again with the same id, so the\n"
+       "# same run directory, and `ringpilot run` resumes from the checkpoint.\n"
+       "preempted_status="
+    << kRunPreemptedStatus
+    << "\n"
+       "pid=\"\"\n"
+       "usr1_pending=0\n"
        "# shellcheck disable=SC2317  # called by the USR1 trap\n"
        "on_usr1() {\n"
-       "  echo \"ringpilot: USR1: time limit near, requeueing job ${SLURM_JOB_ID}\" >&2\n"
-       "  scontrol requeue \"$SLURM_JOB_ID\"\n"
+       "  echo \"ringpilot: USR1 (time limit near or preemption): checkpointing job "
+       "${SLURM_JOB_ID} for requeue\" >&2\n"
+       "  if [[ -n $pid ]]; then kill -USR1 \"$pid\" 2>/dev/null || true; else usr1_pending=1; fi\n"
        "}\n"
        "trap on_usr1 USR1\n"
        "\n"
-       "\"$ringpilot\" run \"$job_file\" --run-dir \"$run_dir\" --set launch.backend=mpi \\\n"
-       "  --set \"launch.hosts=[${hosts}]\" &\n"
+       "# backend slurm: `ringpilot run` takes the hosts from this allocation "
+       "(SLURM_JOB_NODELIST,\n"
+       "# SLURM_TASKS_PER_NODE) and mpirun starts its daemons on them through Slurm.\n"
+       "\"$ringpilot\" run \"$job_file\" --run-dir \"$run_dir\" --set launch.backend=slurm &\n"
        "pid=$!\n"
+       "if ((usr1_pending)); then kill -USR1 \"$pid\" 2>/dev/null || true; fi\n"
        "# wait returns early when a trapped signal arrives; wait again until the run ends.\n"
        "status=0\n"
        "while true; do\n"
        "  if wait \"$pid\"; then status=0; else status=$?; fi\n"
        "  kill -0 \"$pid\" 2>/dev/null || break\n"
        "done\n"
+       "if ((status == preempted_status)); then\n"
+       "  echo \"ringpilot: job ${SLURM_JOB_ID} checkpointed and stopped; requeueing it\" >&2\n"
+       "  scontrol requeue \"$SLURM_JOB_ID\" || exit \"$status\"\n"
+       "  exit 0\n"
+       "fi\n"
        "exit \"$status\"\n";
   return o.str();
 }

@@ -23,6 +23,11 @@ struct SbatchSpec {
   std::string job_yaml;      ///< resolved job file, embedded verbatim in a quoted heredoc
 };
 
+/// What `ringpilot run` exits with when the job's ranks checkpointed and stopped on
+/// SIGUSR1 (launcher::kPreemptedExitStatus; this library does not depend on the
+/// launcher): the script then requeues the job.
+inline constexpr int kRunPreemptedStatus = 75;
+
 /// Delimiter of the heredoc that carries the job file.
 inline constexpr const char* kJobHeredocDelimiter = "RINGPILOT_JOB_EOF";
 

@@ -2,7 +2,10 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <set>
 #include <stdexcept>
+
+#include "topology/placement.h"
 
 namespace ringpilot::topology {
 namespace {
@@ -46,6 +49,45 @@ double NodeNetworkBytesPerSecond(const NodeTopology& node) {
   return sum;
 }
 
+double RingNetworkBytesPerSecond(const NodeTopology& node, int gpus_per_node) {
+  std::vector<int> gpus;
+  for (const Gpu& g : node.gpus) gpus.push_back(g.index);
+  std::sort(gpus.begin(), gpus.end());
+  if (gpus.size() > static_cast<std::size_t>(std::max(gpus_per_node, 0))) {
+    gpus.resize(static_cast<std::size_t>(std::max(gpus_per_node, 0)));
+  }
+  bool any_path = false;
+  std::set<std::string> used;
+  for (int g : gpus) {
+    any_path = any_path || !node.FindGpu(g)->nic_paths.empty();
+    if (const auto nic = NcclNic(node, g)) used.insert(*nic);
+  }
+  if (!any_path) return NodeNetworkBytesPerSecond(node);
+  double sum = 0;
+  for (const std::string& name : used) sum += node.FindNic(name)->rate_bytes_per_second;
+  return sum;
+}
+
+JobBusBandwidth ExpectedJobBusBandwidth(const NodeTopology& node, bool cuda, int ranks_per_node,
+                                        int nodes) {
+  JobBusBandwidth e;
+  if (cuda) {
+    try {
+      const BusBandwidth bw = ExpectedAllReduceBusBandwidth(node, ranks_per_node, nodes);
+      e.bytes_per_second = bw.expected_bytes_per_second;
+      e.source = bw.bottleneck;
+    } catch (const std::invalid_argument& ex) {
+      e.source = std::string("no topology model: ") + ex.what();
+    }
+  } else if (nodes > 1) {
+    e.bytes_per_second = NodeNetworkBytesPerSecond(node);
+    e.source = "node network " + Gbps(e.bytes_per_second);
+  } else {
+    e.source = "no model for CPU ranks on one node";
+  }
+  return e;
+}
+
 BusBandwidth ExpectedAllReduceBusBandwidth(const NodeTopology& node, int gpus_per_node, int nodes) {
   if (nodes < 1) throw std::invalid_argument("nodes must be >= 1");
   if (gpus_per_node < 1) throw std::invalid_argument("gpus_per_node must be >= 1");
@@ -82,9 +124,10 @@ BusBandwidth ExpectedAllReduceBusBandwidth(const NodeTopology& node, int gpus_pe
   }
   std::string inter_what;
   if (nodes > 1) {
-    const double net = NodeNetworkBytesPerSecond(node);
-    bw.inter_node_bytes_per_second = net / gpus_per_node;
-    inter_what = "network " + Gbps(net) + " per node / " + std::to_string(gpus_per_node) + " GPUs";
+    // Each ring crosses between nodes on one NIC; the rings of a node's GPUs together get
+    // the bandwidth of the NICs those GPUs use.
+    bw.inter_node_bytes_per_second = RingNetworkBytesPerSecond(node, gpus_per_node);
+    inter_what = "network " + Gbps(bw.inter_node_bytes_per_second) + " per node";
   }
   if (gpus_per_node > 1 && nodes > 1) {
     const bool intra_limits = bw.intra_node_bytes_per_second <= bw.inter_node_bytes_per_second;

@@ -1,67 +1,14 @@
-// NVML, loaded with dlopen: the few types and entry points used here are declared below
-// (NVML's ABI is stable), so the build needs neither the driver nor its headers.
-#include <dlfcn.h>
-
+// The GPUs of this node through NVML (topology/nvml_api.h: dlopen'ed, so the build needs
+// neither the driver nor its headers), and the NVLink wiring between them.
 #include <algorithm>
 #include <fstream>
 #include <map>
 
+#include "topology/nvml_api.h"
 #include "topology/probe.h"
 
 namespace ringpilot::topology {
 namespace {
-
-using nvmlReturn_t = int;
-constexpr nvmlReturn_t kNvmlSuccess = 0;
-struct nvmlDevice_st;
-using nvmlDevice_t = nvmlDevice_st*;
-struct nvmlPciInfo_t {  // nvmlPciInfo_st as of NVML's _v3 PCI info
-  char busIdLegacy[16];
-  unsigned int domain;
-  unsigned int bus;
-  unsigned int device;
-  unsigned int pciDeviceId;
-  unsigned int pciSubSystemId;
-  char busId[32];
-};
-struct nvmlMemory_t {
-  unsigned long long total;
-  unsigned long long free;
-  unsigned long long used;
-};
-constexpr unsigned kNvlinkMaxLinks = 18;  // NVML_NVLINK_MAX_LINKS
-constexpr int kNvmlFeatureEnabled = 1;
-constexpr unsigned kNameSize =
-    96;  // NVML_DEVICE_NAME_V2_BUFFER_SIZE, NVML_DEVICE_UUID_V2_BUFFER_SIZE
-
-struct Nvml {
-  void* handle = nullptr;
-  nvmlReturn_t (*Init)() = nullptr;
-  nvmlReturn_t (*Shutdown)() = nullptr;
-  const char* (*ErrorString)(nvmlReturn_t) = nullptr;
-  nvmlReturn_t (*GetCount)(unsigned*) = nullptr;
-  nvmlReturn_t (*GetHandleByIndex)(unsigned, nvmlDevice_t*) = nullptr;
-  nvmlReturn_t (*GetName)(nvmlDevice_t, char*, unsigned) = nullptr;
-  nvmlReturn_t (*GetUuid)(nvmlDevice_t, char*, unsigned) = nullptr;
-  nvmlReturn_t (*GetPciInfo)(nvmlDevice_t, nvmlPciInfo_t*) = nullptr;
-  nvmlReturn_t (*GetCc)(nvmlDevice_t, int*, int*) = nullptr;
-  nvmlReturn_t (*GetMemory)(nvmlDevice_t, nvmlMemory_t*) = nullptr;
-  nvmlReturn_t (*GetNvLinkState)(nvmlDevice_t, unsigned, int*) = nullptr;
-  nvmlReturn_t (*GetNvLinkRemotePci)(nvmlDevice_t, unsigned, nvmlPciInfo_t*) = nullptr;
-
-  ~Nvml() {
-    if (handle) ::dlclose(handle);
-  }
-  std::string Error(nvmlReturn_t rc) const {
-    return ErrorString ? ErrorString(rc) : "NVML error " + std::to_string(rc);
-  }
-};
-
-template <typename F>
-bool Bind(void* handle, const char* name, F* fn) {
-  *fn = reinterpret_cast<F>(::dlsym(handle, name));
-  return *fn != nullptr;
-}
 
 int SysfsNuma(const std::string& sysfs_root, const std::string& bus_id) {
   std::ifstream in(sysfs_root + "/bus/pci/devices/" + bus_id + "/numa_node");
@@ -120,28 +67,24 @@ std::vector<GpuLink> NvlinkConnections(const std::vector<NvmlGpu>& gpus) {
 
 std::vector<NvmlGpu> ProbeNvml(const std::string& library, const std::string& sysfs_root,
                                std::vector<std::string>* warnings) {
-  Nvml nvml;
-  nvml.handle = ::dlopen(library.c_str(), RTLD_NOW | RTLD_LOCAL);
-  if (!nvml.handle) {
-    warnings->push_back("NVML: cannot load " + library + " (no NVIDIA driver?): no GPUs reported");
+  std::string error;
+  const std::unique_ptr<NvmlApi> api = NvmlApi::Load(library, &error);
+  if (!api) {
+    if (error.rfind("cannot load", 0) == 0) {
+      warnings->push_back("NVML: cannot load " + library +
+                          " (no NVIDIA driver?): no GPUs reported");
+    } else {
+      warnings->push_back("NVML: " + error + ": no GPUs reported");
+    }
     return {};
   }
-  Bind(nvml.handle, "nvmlErrorString", &nvml.ErrorString);
-  if (!Bind(nvml.handle, "nvmlInit_v2", &nvml.Init) ||
-      !Bind(nvml.handle, "nvmlShutdown", &nvml.Shutdown) ||
-      !Bind(nvml.handle, "nvmlDeviceGetCount_v2", &nvml.GetCount) ||
-      !Bind(nvml.handle, "nvmlDeviceGetHandleByIndex_v2", &nvml.GetHandleByIndex) ||
-      !Bind(nvml.handle, "nvmlDeviceGetName", &nvml.GetName) ||
-      !Bind(nvml.handle, "nvmlDeviceGetUUID", &nvml.GetUuid) ||
-      !Bind(nvml.handle, "nvmlDeviceGetPciInfo_v3", &nvml.GetPciInfo) ||
-      !Bind(nvml.handle, "nvmlDeviceGetCudaComputeCapability", &nvml.GetCc) ||
-      !Bind(nvml.handle, "nvmlDeviceGetMemoryInfo", &nvml.GetMemory)) {
+  const NvmlApi& nvml = *api;
+  if (!nvml.DeviceGetName || !nvml.DeviceGetUUID || !nvml.DeviceGetPciInfo ||
+      !nvml.DeviceGetCudaComputeCapability || !nvml.DeviceGetMemoryInfo) {
     warnings->push_back("NVML: " + library + " lacks a required entry point: no GPUs reported");
     return {};
   }
-  const bool have_nvlink =
-      Bind(nvml.handle, "nvmlDeviceGetNvLinkState", &nvml.GetNvLinkState) &&
-      Bind(nvml.handle, "nvmlDeviceGetNvLinkRemotePciInfo_v2", &nvml.GetNvLinkRemotePci);
+  const bool have_nvlink = nvml.DeviceGetNvLinkState && nvml.DeviceGetNvLinkRemotePciInfo;
   nvmlReturn_t rc = nvml.Init();
   if (rc != kNvmlSuccess) {
     warnings->push_back("NVML: nvmlInit failed: " + nvml.Error(rc) + ": no GPUs reported");
@@ -149,14 +92,14 @@ std::vector<NvmlGpu> ProbeNvml(const std::string& library, const std::string& sy
   }
   std::vector<NvmlGpu> out;
   unsigned count = 0;
-  rc = nvml.GetCount(&count);
+  rc = nvml.DeviceGetCount(&count);
   if (rc != kNvmlSuccess) {
     warnings->push_back("NVML: nvmlDeviceGetCount failed: " + nvml.Error(rc));
     count = 0;
   }
   for (unsigned i = 0; i < count; ++i) {
     nvmlDevice_t dev = nullptr;
-    rc = nvml.GetHandleByIndex(i, &dev);
+    rc = nvml.DeviceGetHandleByIndex(i, &dev);
     if (rc != kNvmlSuccess) {
       warnings->push_back("NVML: GPU " + std::to_string(i) + ": " + nvml.Error(rc) + ": skipped");
       continue;
@@ -164,45 +107,45 @@ std::vector<NvmlGpu> ProbeNvml(const std::string& library, const std::string& sy
     const std::string what = "NVML: GPU " + std::to_string(i) + ": ";
     NvmlGpu rec;
     rec.gpu.index = static_cast<int>(i);
-    char text[kNameSize] = {};
-    if ((rc = nvml.GetName(dev, text, kNameSize)) == kNvmlSuccess) {
+    char text[kNvmlBufferSize] = {};
+    if ((rc = nvml.DeviceGetName(dev, text, kNvmlBufferSize)) == kNvmlSuccess) {
       rec.gpu.name = text;
     } else {
       warnings->push_back(what + "name: " + nvml.Error(rc));
     }
-    char uuid[kNameSize] = {};
-    if ((rc = nvml.GetUuid(dev, uuid, kNameSize)) == kNvmlSuccess) {
+    char uuid[kNvmlBufferSize] = {};
+    if ((rc = nvml.DeviceGetUUID(dev, uuid, kNvmlBufferSize)) == kNvmlSuccess) {
       rec.gpu.uuid = uuid;
     } else {
       warnings->push_back(what + "UUID: " + nvml.Error(rc));
     }
     nvmlPciInfo_t pci{};
-    if ((rc = nvml.GetPciInfo(dev, &pci)) == kNvmlSuccess) {
+    if ((rc = nvml.DeviceGetPciInfo(dev, &pci)) == kNvmlSuccess) {
       rec.gpu.pci_bus_id = NormalizePciBusId(pci.busId);
     } else {
       warnings->push_back(what + "PCI info: " + nvml.Error(rc) + ": skipped");
       continue;
     }
     int major = 0, minor = 0;
-    if ((rc = nvml.GetCc(dev, &major, &minor)) == kNvmlSuccess) {
+    if ((rc = nvml.DeviceGetCudaComputeCapability(dev, &major, &minor)) == kNvmlSuccess) {
       rec.gpu.compute_capability = {major, minor};
     } else {
       warnings->push_back(what + "compute capability: " + nvml.Error(rc));
     }
     nvmlMemory_t mem{};
-    if ((rc = nvml.GetMemory(dev, &mem)) == kNvmlSuccess) {
+    if ((rc = nvml.DeviceGetMemoryInfo(dev, &mem)) == kNvmlSuccess) {
       rec.gpu.memory_bytes = mem.total;
     } else {
       warnings->push_back(what + "memory: " + nvml.Error(rc));
     }
     rec.gpu.numa_node = SysfsNuma(sysfs_root, rec.gpu.pci_bus_id);
-    for (unsigned link = 0; have_nvlink && link < kNvlinkMaxLinks; ++link) {
+    for (unsigned link = 0; have_nvlink && link < kNvmlNvlinkMaxLinks; ++link) {
       int active = 0;
       // Links beyond the GPU's count answer NOT_SUPPORTED / INVALID_ARGUMENT: not an error.
-      if (nvml.GetNvLinkState(dev, link, &active) != kNvmlSuccess) continue;
+      if (nvml.DeviceGetNvLinkState(dev, link, &active) != kNvmlSuccess) continue;
       if (active != kNvmlFeatureEnabled) continue;
       nvmlPciInfo_t remote{};
-      if (nvml.GetNvLinkRemotePci(dev, link, &remote) != kNvmlSuccess) continue;
+      if (nvml.DeviceGetNvLinkRemotePciInfo(dev, link, &remote) != kNvmlSuccess) continue;
       rec.nvlink_remote_bus_ids.push_back(NormalizePciBusId(remote.busId));
     }
     out.push_back(std::move(rec));

@@ -1,10 +1,14 @@
 #include "topology/placement.h"
 
+#include <algorithm>
 #include <tuple>
 
 namespace ringpilot::topology {
 
-std::optional<std::string> NearestNic(const NodeTopology& node, int gpu_index) {
+namespace {
+
+std::optional<std::string> Nearest(const NodeTopology& node, int gpu_index,
+                                   bool (*eligible)(const Nic&)) {
   const Gpu* gpu = node.FindGpu(gpu_index);
   if (!gpu) return std::nullopt;
   const Nic* best = nullptr;
@@ -16,10 +20,25 @@ std::optional<std::string> NearestNic(const NodeTopology& node, int gpu_index) {
                            n.name);
   };
   for (const Nic& n : node.nics) {
-    if (!best || key(n) < key(*best)) best = &n;
+    if (eligible(n) && (!best || key(n) < key(*best))) best = &n;
   }
   if (!best) return std::nullopt;
   return best->name;
+}
+
+bool AnyNic(const Nic&) { return true; }
+bool UpRdma(const Nic& n) { return n.IsUp() && n.kind != NicKind::kEthernet; }
+bool UpEthernet(const Nic& n) { return n.IsUp() && n.kind == NicKind::kEthernet; }
+
+}  // namespace
+
+std::optional<std::string> NearestNic(const NodeTopology& node, int gpu_index) {
+  return Nearest(node, gpu_index, AnyNic);
+}
+
+std::optional<std::string> NcclNic(const NodeTopology& node, int gpu_index) {
+  const bool rdma = std::any_of(node.nics.begin(), node.nics.end(), UpRdma);
+  return Nearest(node, gpu_index, rdma ? UpRdma : UpEthernet);
 }
 
 std::vector<int> GpuCpuSet(const NodeTopology& node, int gpu_index) {

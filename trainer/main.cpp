@@ -1,5 +1,6 @@
 // ringpilot-trainer: one MPI rank of a ringpilot job. Started by `ringpilot run`
 // through mpirun as `ringpilot-trainer --config RUN_DIR/job.yaml --run-dir RUN_DIR`.
+// `ringpilot-trainer --versions` prints the library versions as JSON (trainer/versions.h).
 #include <mpi.h>
 
 #include <c10/util/Exception.h>
@@ -14,6 +15,7 @@
 #include "trainer/file_util.h"
 #include "trainer/rank_log.h"
 #include "trainer/trainer.h"
+#include "trainer/versions.h"
 
 namespace {
 
@@ -42,6 +44,14 @@ int main(int argc, char** argv) {
   std::string config_path, run_dir;
   app.add_option("--config", config_path, "resolved job file (RUN_DIR/job.yaml)")->required();
   app.add_option("--run-dir", run_dir, "run directory")->required();
+  app.add_flag_callback(
+      "--versions",
+      [] {
+        const auto versions = ringpilot::trainer::QueryLibraryVersions();
+        std::printf("%s\n", ringpilot::trainer::VersionsJson(versions).dump().c_str());
+        throw CLI::Success();
+      },
+      "print the library versions (compiled against and loaded) as JSON and exit");
   CLI11_PARSE(app, argc, argv);
 
   int provided = 0;

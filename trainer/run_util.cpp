@@ -28,16 +28,6 @@ std::string HostName() {
   return host;
 }
 
-std::string MpiLibraryVersion() {
-  char v[MPI_MAX_LIBRARY_VERSION_STRING] = {0};
-  int len = 0;
-  MPI_Get_library_version(v, &len);
-  std::string s(v, len);
-  const auto comma = s.find(',');
-  if (comma != std::string::npos) s.resize(comma);
-  return s;
-}
-
 double Percentile(std::vector<double> v, double q) {
   if (v.empty()) return 0.0;
   std::sort(v.begin(), v.end());

@@ -10,8 +10,6 @@ namespace ringpilot::trainer {
 
 double Seconds(std::chrono::steady_clock::time_point a, std::chrono::steady_clock::time_point b);
 std::string HostName();
-/// "Open MPI v4.1.4" (the library's own version string, up to the first comma).
-std::string MpiLibraryVersion();
 /// Linear-interpolated percentile, q in [0, 1]; 0 for an empty list.
 double Percentile(std::vector<double> v, double q);
 /// "42s", "3m05s", "1.5h".

@@ -173,8 +173,10 @@ void StepStats::WriteJson(const std::string& path, int64_t steps, double p50, do
         {"wait_by_culprit_seconds", waits},
         {"compute_skew_seconds_mean", straggler_steps_ ? skew_sum_ / straggler_steps_ : 0}}},
       {"collectives", colls},
-      // Expected bus bandwidth from the topology plan is not wired into the trainer yet.
-      {"expected_busbw_bytes_per_second", {{"allreduce", 0}}},
+      {"expected_busbw_bytes_per_second",
+       {{"allreduce", expected_busbw_},
+        {"allgather", expected_busbw_},
+        {"broadcast", expected_busbw_}}},
   };
   const std::string tmp = path + ".tmp";
   {

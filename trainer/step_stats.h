@@ -62,6 +62,9 @@ class StepStats {
   /// Bus bandwidth (nccl-tests definition) of the largest size class seen for `op`,
   /// bytes/s; 0 when none.
   double BusBandwidth(comm::CollectiveOp op) const;
+  /// The job's expected bus bandwidth from the topology plan (bytes/s, one figure for every
+  /// op: busbw is normalised to the slowest link); 0 = no model. Written to the JSON.
+  void set_expected_busbw(double bytes_per_second) { expected_busbw_ = bytes_per_second; }
   double overlap_ratio() const;
   /// Writes the stats JSON atomically. `step_p50/p99/mean` come from the trainer.
   void WriteJson(const std::string& path, int64_t steps, double p50, double p99) const;
@@ -79,6 +82,7 @@ class StepStats {
   int64_t steps_ = 0;
   double comm_since_take_ = 0;
   double comm_total_ = 0;
+  double expected_busbw_ = 0;
   double wait_total_ = 0;
   double skew_sum_ = 0;
   int64_t straggler_steps_ = 0;

@@ -16,18 +16,22 @@
 #include "comm/gradient_reducer.h"
 #include "comm/mpi_communicator.h"
 #include "comm/status.h"
+#include "trainer/bootstrap.h"
 #include "trainer/checkpoint.h"
 #include "trainer/file_util.h"
 #include "trainer/graphed_step.h"
 #include "trainer/model.h"
 #include "trainer/optimizer.h"
+#include "trainer/preemption.h"
 #include "trainer/rank_log.h"
+#include "trainer/rank_telemetry.h"
 #include "trainer/run_util.h"
 #include "trainer/sha256.h"
 #include "trainer/step_clock.h"
 #include "trainer/step_stats.h"
 #include "trainer/synthetic_data.h"
 #include "trainer/training_metrics.h"
+#include "trainer/versions.h"
 
 #ifdef RINGPILOT_WITH_CUDA
 #include <c10/cuda/CUDACachingAllocator.h>
@@ -78,6 +82,7 @@ Trainer::~Trainer() = default;
 int Trainer::Run() {
   State& s = *s_;
   const JobConfig& cfg = s.cfg;
+  PreemptionWatch preemption;  // SIGUSR1: checkpoint at the next step boundary and stop
   MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &s.rank));
   MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &s.world));
   MPI_Comm local;
@@ -100,6 +105,9 @@ int Trainer::Run() {
     throw std::runtime_error("world size is " + std::to_string(s.world) + " but the job asks for " +
                              std::to_string(cfg.world.size()) + " (world.nodes x procs_per_node)");
   }
+
+  // Topology, cluster view, plan: NCCL NIC variables and CPU binding (trainer/bootstrap.h).
+  const RankPlacement placement = PlaceRank(cfg, s.rank, s.world, s.local_rank, s.local_size, log);
 
   // Device.
   bool have_cuda = false;
@@ -124,7 +132,6 @@ int Trainer::Run() {
 #ifdef RINGPILOT_WITH_CUDA
   std::optional<c10::cuda::CUDAStreamGuard> train_stream;
 #endif
-  std::string cuda_version = "none", nccl_version = "none";
 #ifdef RINGPILOT_WITH_CUDA
   if (s.cuda) {
     const int devices = static_cast<int>(torch::cuda::device_count());
@@ -139,14 +146,10 @@ int Trainer::Run() {
     // accumulator exists: autograd runs each AccumulateGrad on the stream it was created
     // on, and the legacy default stream cannot join a CUDA graph capture.
     train_stream.emplace(c10::cuda::getStreamFromPool(/*isHighPriority=*/false, dev));
+    PrepareNcclDebugLog(s.opts.run_dir, s.rank);  // transports per peer, in a file
     comm::NcclOptions nopts;
     nopts.timeout_s = cfg.comm.timeout_s;
     s.device_comm = std::make_unique<comm::NcclCommunicator>(MPI_COMM_WORLD, dev, nopts);
-    cuda_version =
-        std::to_string(CUDART_VERSION / 1000) + "." + std::to_string((CUDART_VERSION % 1000) / 10);
-    const int nv = comm::NcclCommunicator::LoadedVersion();
-    nccl_version = std::to_string(nv / 10000) + "." + std::to_string((nv / 100) % 100) + "." +
-                   std::to_string(nv % 100);
     at::globalContext().setBenchmarkCuDNN(true);
     at::globalContext().setAllowTF32CuBLAS(cfg.train.tf32);
     at::globalContext().setAllowTF32CuDNN(cfg.train.tf32);
@@ -155,19 +158,23 @@ int Trainer::Run() {
   if (!s.device_comm) s.device_comm = std::make_unique<comm::MpiCommunicator>(MPI_COMM_WORLD);
 
   // Metrics first, so a port clash fails fast, before the model is built.
-  s.metrics =
-      std::make_unique<TrainingMetrics>(RankIdentity{cfg.name, s.node, s.rank, s.local_rank});
-  s.metrics->SetBuildInfo(TORCH_VERSION, MpiLibraryVersion(), cuda_version, nccl_version);
+  RankTelemetry telemetry(cfg, s.opts.run_dir, {cfg.name, s.node, s.rank, s.local_rank, "", ""},
+                          s.cuda ? s.device.index() : -1);  // GPU labels, sampler, trace
+  s.metrics = std::make_unique<TrainingMetrics>(telemetry.identity());
+  s.metrics->SetBuildInfo(BuildInfoLabels(QueryLibraryVersions()));
   s.metrics->SetRestarts(s.opts.restart);
+  s.metrics->SetExpectedBusBandwidth(placement.expected_bus_bytes_per_second);
   if (cfg.metrics.enabled) {
     s.metrics->Serve(cfg.metrics.bind,
                      cfg.metrics.port_base == 0 ? 0 : cfg.metrics.port_base + s.rank);
   }
   s.device_comm->set_observer(s.metrics.get());
   StepStats stats(s.rank, s.world, s.node, s.local_rank);
+  stats.set_expected_busbw(placement.expected_bus_bytes_per_second);
   const double clock_offset = EstimateClockOffset();
   s.metrics->set_stats(&stats);
   s.metrics->WatchSequences(s.device_comm.get());
+  telemetry.Start(*s.metrics, clock_offset, log);
 
   // Model: the same seed everywhere, then rank 0's weights broadcast anyway.
   torch::manual_seed(cfg.train.seed);
@@ -380,8 +387,9 @@ int Trainer::Run() {
   auto timed_start = Clock::now();
   int64_t timed_steps = 0;
   const int64_t total = cfg.train.steps;
-  const int64_t warmup_end =
-      std::min(total - 1, s.start_step + (cfg.train.cuda_graphs ? kGraphWarmupSteps : 0));
+  const int64_t untimed =
+      std::max<int64_t>(cfg.train.cuda_graphs ? kGraphWarmupSteps + 1 : 1, cfg.train.warmup_steps);
+  const int64_t warmup_end = std::min(total - 1, s.start_step + untimed - 1);
   double first_step_s = 0.0;
   double checkpoint_seconds = 0.0;  // inside the timed window
   double launch_unix = UnixNow();
@@ -454,9 +462,11 @@ int Trainer::Run() {
       ++timed_steps;
     }
     s.metrics->OnStep(step_s, batch);
+    telemetry.AfterStep(step - s.start_step + 1);
     stats.AddStep(step_s);
 
     const bool last = step + 1 == total;
+    const bool preempt = !last && preemption.AgreeToStop(*s.host_comm);
     const auto now = Clock::now();
     if (s.rank == 0 && (last || Seconds(last_report, now) >= cfg.train.log_every_s)) {
       last_report = now;
@@ -476,7 +486,8 @@ int Trainer::Run() {
     }
 
     const int64_t done = step + 1;
-    if (last || (cfg.checkpoint.every_steps > 0 && done % cfg.checkpoint.every_steps == 0)) {
+    if (last || preempt ||
+        (cfg.checkpoint.every_steps > 0 && done % cfg.checkpoint.every_steps == 0)) {
       const auto c0 = Clock::now();
       // Every rank's RNG state goes into rank 0's checkpoint.
       at::Tensor mine = cpu_gen.get_state();
@@ -490,6 +501,7 @@ int Trainer::Run() {
       s.host_comm->Barrier();
       if (step > warmup_end) checkpoint_seconds += Seconds(c0, Clock::now());
     }
+    if (preempt) return preemption.Stop(log, done);
   }
   SynchronizeDevice(s.cuda);
   // Throughput is training time only: checkpoints are reported separately.

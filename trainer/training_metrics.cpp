@@ -5,11 +5,13 @@
 namespace ringpilot::trainer {
 
 TrainingMetrics::TrainingMetrics(const RankIdentity& id) {
-  registry_ = std::make_unique<metrics::Registry>(
-      metrics::Labels{{"job", id.job},
-                      {"node", id.node},
-                      {"rank", std::to_string(id.rank)},
-                      {"local_rank", std::to_string(id.local_rank)}});
+  metrics::Labels labels{{"job", id.job},
+                         {"node", id.node},
+                         {"rank", std::to_string(id.rank)},
+                         {"local_rank", std::to_string(id.local_rank)}};
+  if (!id.gpu_uuid.empty()) labels.emplace_back("gpu_uuid", id.gpu_uuid);
+  if (!id.pci_bus_id.empty()) labels.emplace_back("pci_bus_id", id.pci_bus_id);
+  registry_ = std::make_unique<metrics::Registry>(std::move(labels));
   auto& r = *registry_;
   // 1 ms .. ~65 s: CPU steps of a big model and GPU steps of a small one both resolve.
   step_seconds_ = &r.AddHistogram("ringpilot_step_seconds", "Wall time of one training step.",
@@ -24,6 +26,15 @@ TrainingMetrics::TrainingMetrics(const RankIdentity& id) {
                       metrics::ExponentialBuckets(0.01, 2.0, 14))
            .Add({});
   restarts_ = &r.AddGauge("ringpilot_restarts", "Restarts of this job so far.").Add({});
+  auto& expected = r.AddGauge("ringpilot_expected_bus_bandwidth_bytes_per_second",
+                              "Bus bandwidth the topology model expects for this job's "
+                              "collectives (docs/topology.md); 0 = no model.");
+  for (int i = 0; i < kOps; ++i) {
+    const auto op = static_cast<comm::CollectiveOp>(i);
+    if (op != comm::CollectiveOp::kBarrier) {
+      expected_busbw_[i] = &expected.Add({{"op", comm::ToString(op)}});
+    }
+  }
   r.AddGauge("ringpilot_process_start_time_seconds", "Start time of this rank, Unix seconds.")
       .Add({})
       .Set(std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch())
@@ -81,19 +92,27 @@ void TrainingMetrics::Serve(const std::string& bind, int port) {
 
 int TrainingMetrics::port() const { return exporter_ ? exporter_->port() : 0; }
 
-void TrainingMetrics::SetBuildInfo(const std::string& torch, const std::string& mpi,
-                                   const std::string& cuda, const std::string& nccl) {
-  build_info_
-      ->Add({{"version", "0.1.0"}, {"torch", torch}, {"mpi", mpi}, {"cuda", cuda}, {"nccl", nccl}})
-      .Set(1);
+void TrainingMetrics::SetBuildInfo(const metrics::Labels& labels) {
+  metrics::Labels all{{"version", "0.1.0"}};
+  all.insert(all.end(), labels.begin(), labels.end());
+  build_info_->Add(all).Set(1);
 }
 
 void TrainingMetrics::SetRestarts(int restarts) { restarts_->Set(restarts); }
+
+void TrainingMetrics::SetExpectedBusBandwidth(double bytes_per_second) {
+  for (metrics::Gauge* g : expected_busbw_) {
+    if (g) g->Set(bytes_per_second);
+  }
+}
 
 void TrainingMetrics::OnStep(double seconds, int64_t samples) {
   step_seconds_->Observe(seconds);
   samples_total_->Increment(static_cast<double>(samples));
   steps_total_->Increment();
+  if (trace_)
+    trace_->Complete("step", "step", metrics::Trace::kTrainTid, seconds, "attempt_step", steps_);
+  ++steps_;
 }
 
 void TrainingMetrics::SetLoss(double loss) { loss_->Set(loss); }
@@ -112,11 +131,16 @@ void TrainingMetrics::OnCollective(comm::CollectiveOp op, int64_t bytes, double 
   collective_seconds_[i][b]->Observe(seconds);
   collective_bytes_[i]->Increment(static_cast<double>(bytes));
   if (stats_) stats_->AddCollective(op, bytes, seconds);
+  if (trace_) {
+    trace_->Complete(comm::ToString(op), "collective", metrics::Trace::kCommTid, seconds, "bytes",
+                     bytes);
+  }
 }
 
 void TrainingMetrics::OnPhase(Phase phase, double seconds) {
   phase_seconds_[static_cast<int>(phase)]->Observe(seconds);
   if (stats_) stats_->AddPhase(phase, seconds);
+  if (trace_) trace_->Complete(ToString(phase), "phase", metrics::Trace::kTrainTid, seconds);
 }
 
 void TrainingMetrics::OnStraggler(const StragglerStep& s) {

@@ -9,6 +9,7 @@
 #include "comm/communicator.h"
 #include "metrics/exporter.h"
 #include "metrics/registry.h"
+#include "metrics/trace.h"
 #include "trainer/step_stats.h"
 
 namespace ringpilot::trainer {
@@ -18,6 +19,8 @@ struct RankIdentity {
   std::string node;
   int rank = 0;
   int local_rank = 0;
+  std::string gpu_uuid;    ///< "" on CPU ranks or without NVML (then no label)
+  std::string pci_bus_id;  ///< as NVML writes it; "" likewise
 };
 
 /// Owns the registry of one rank. Hot-path updates are lock-free (metrics::Registry).
@@ -31,9 +34,12 @@ class TrainingMetrics : public comm::CollectiveObserver {
   /// The bound port, or 0 when not serving.
   int port() const;
 
-  void SetBuildInfo(const std::string& torch, const std::string& mpi, const std::string& cuda,
-                    const std::string& nccl);
+  /// `ringpilot_build_info` 1 with `version` and LABELS (trainer/versions.h BuildInfoLabels).
+  void SetBuildInfo(const metrics::Labels& labels);
   void SetRestarts(int restarts);
+  /// The topology model's expected bus bandwidth of the job (trainer/bootstrap.h), for
+  /// every op but barrier; 0 = no model.
+  void SetExpectedBusBandwidth(double bytes_per_second);
   void OnStep(double seconds, int64_t samples);
   void SetLoss(double loss);
   void OnCheckpoint(double seconds);
@@ -48,7 +54,12 @@ class TrainingMetrics : public comm::CollectiveObserver {
   /// Sequence gauges read `comm` at scrape time (not owned; may be null).
   void WatchSequences(const comm::Communicator* comm);
 
+  /// Step phases, steps and collectives are also recorded here (not owned; may be null).
+  void set_trace(metrics::Trace* trace) { trace_ = trace; }
+
   const metrics::Registry& registry() const { return *registry_; }
+  /// For components that add their own series (GPU sampler, NCCL transports).
+  metrics::Registry& mutable_registry() { return *registry_; }
 
  private:
   static constexpr int kOps = 4;
@@ -61,6 +72,7 @@ class TrainingMetrics : public comm::CollectiveObserver {
   metrics::Gauge* loss_;
   metrics::Histogram* checkpoint_seconds_;
   metrics::Gauge* restarts_;
+  std::array<metrics::Gauge*, kOps> expected_busbw_{};
   std::array<std::array<metrics::Histogram*, kSizeBuckets>, kOps> collective_seconds_{};
   std::array<metrics::Histogram*, kNumPhases> phase_seconds_{};
   std::array<metrics::Gauge*, kOps> busbw_{};
@@ -71,6 +83,8 @@ class TrainingMetrics : public comm::CollectiveObserver {
   metrics::Gauge* started_seq_;
   metrics::Gauge* completed_seq_;
   StepStats* stats_ = nullptr;
+  metrics::Trace* trace_ = nullptr;
+  int64_t steps_ = 0;
   const comm::Communicator* watched_ = nullptr;
   std::array<metrics::Counter*, kOps> collective_bytes_{};
   metrics::Family<metrics::Gauge>* build_info_;

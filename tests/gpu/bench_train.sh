@@ -3,6 +3,9 @@
 # on the same machine in the same run, on 1 and 2 GPUs (any count the machine has).
 #   tests/gpu/bench_train.sh [--what all|ringpilot|peer] [--worlds "1 2"]
 #       [--models "bert-base resnet50"] [--steps 65] [--out FILE.jsonl] [--peer DIR]
+# ringpilot leaves the first 15 steps out of its rates and percentiles (train.warmup_steps,
+# RP_WARMUP), as the peer times 50 steps after 15 warm-up ones. RP_PEER_IMPLS="eager compile"
+# (default) picks which peer variants run.
 # Writes one JSON object per line (model, world, batch_per_gpu, impl, per_gpu_rate,
 # step_ms, step_p99_ms, first_step_s, peak_mem_gb) and prints a table last.
 set -euo pipefail
@@ -39,7 +42,7 @@ name: bench-$model-$world
 world: {nodes: 1, procs_per_node: $world, device: cuda}
 model: {name: resnet50}
 data: {batch_per_rank: $batch}
-train: {steps: $STEPS, optimizer: sgd, lr: 0.1, momentum: 0.9, weight_decay: 5.0e-5, precision: bf16, channels_last: true, cuda_graphs: ${RP_GRAPHS_RESNET:-true}, log_every_s: 10}
+train: {steps: $STEPS, warmup_steps: ${RP_WARMUP:-15}, optimizer: sgd, lr: 0.1, momentum: 0.9, weight_decay: 5.0e-5, precision: bf16, channels_last: true, cuda_graphs: ${RP_GRAPHS_RESNET:-true}, log_every_s: 10}
 comm: {bucket_mb: ${RP_BUCKET_MB:-25}}
 checkpoint: {every_steps: 0, keep: 1}
 metrics: {enabled: true, port_base: 0}
@@ -50,7 +53,7 @@ name: bench-$model-$world
 world: {nodes: 1, procs_per_node: $world, device: cuda}
 model: {name: bert-base, seq_len: 128}
 data: {batch_per_rank: $batch}
-train: {steps: $STEPS, optimizer: adamw, lr: 1.0e-4, precision: bf16, cuda_graphs: true, log_every_s: 10}
+train: {steps: $STEPS, warmup_steps: ${RP_WARMUP:-15}, optimizer: adamw, lr: 1.0e-4, precision: bf16, cuda_graphs: true, log_every_s: 10}
 comm: {bucket_mb: ${RP_BERT_BUCKET_MB:-25}}
 checkpoint: {every_steps: 0, keep: 1}
 metrics: {enabled: true, port_base: 0}
@@ -98,8 +101,10 @@ for model in $MODELS; do
     ((world <= GPUS)) || { echo "bench_train: skipping world $world (only $GPUS GPUs)" >&2; continue; }
     if [[ $WHAT != peer ]]; then bench_ringpilot "$model" "$world"; fi
     if [[ $WHAT != ringpilot ]]; then
-      bench_peer "$model" "$world" peer-eager
-      if [[ $model == resnet50 ]]; then
+      [[ " ${RP_PEER_IMPLS:-eager compile} " == *" eager "* ]] && bench_peer "$model" "$world" peer-eager
+      if [[ " ${RP_PEER_IMPLS:-eager compile} " != *" compile "* ]]; then
+        :
+      elif [[ $model == resnet50 ]]; then
         bench_peer "$model" "$world" peer-compile-default default
       else
         bench_peer "$model" "$world" peer-compile-reduce-overhead reduce-overhead

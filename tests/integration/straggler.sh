@@ -6,7 +6,9 @@
 #   - every rank's logs/rank-N.stats.json has rank 2 as the culprit of most steps, with
 #     the wait attributed to it per step near 50 ms (checked within 0.5x-2x; whether it
 #     is within 20% is reported, since 4 ranks share 2 cores here);
-#   - `ringpilot diagnose RUN_DIR --json` names rank 2.
+#   - `ringpilot diagnose RUN_DIR --json` names rank 2;
+#   - every rank wrote RUN_DIR/trace-rank-N.json (valid JSON, step phases and collectives),
+#     and diagnose merged them into RUN_DIR/trace.json with one process per rank.
 # Usage: RINGPILOT_BUILD_DIR=build tests/integration/straggler.sh
 set -euo pipefail
 # shellcheck source-path=SCRIPTDIR source=lib.sh
@@ -109,4 +111,18 @@ if "$RINGPILOT" diagnose "$run" --json >"$diag" 2>"$RP_TMP/diagnose.err"; then
 else
   rp_row "diagnose" "ringpilot diagnose failed: $(head -c 300 "$RP_TMP/diagnose.err")" FAIL
 fi
+rp_check "traces" "trace-rank-0..3.json are valid traces with phases and collectives; diagnose \
+merged them into trace.json, one process per rank" python3 - "$run" "$diag" <<'PY'
+import json, sys
+run, diag = sys.argv[1], sys.argv[2]
+for r in range(4):
+    ev = json.load(open(f"{run}/trace-rank-{r}.json"))["traceEvents"]
+    cats = {e.get("cat") for e in ev if e["ph"] == "X" and e["pid"] == r}
+    assert {"phase", "collective", "step"} <= cats, (r, cats)
+assert json.load(open(diag))["trace"] == f"{run}/trace.json"
+merged = json.load(open(f"{run}/trace.json"))["traceEvents"]
+names = {e["pid"]: e["args"]["name"] for e in merged if e["name"] == "process_name"}
+assert sorted(names) == [0, 1, 2, 3] and all(n.startswith(f"rank {p} (") for p, n in names.items()), names
+assert {e["pid"] for e in merged if e["ph"] == "X"} == {0, 1, 2, 3}
+PY
 rp_finish

@@ -191,13 +191,15 @@ for r in 0 1 2 3; do
   want=${NS[r / 2]}
   other=${NS[1 - r / 2]}
   f=$nodes/logs/rank-$r.log
+  # The start line "rank R/N on HOST" (rank 0's cluster view names every node).
+  self_line=$(grep -m1 " rank $r/[0-9]* on " "$f" 2>/dev/null || true)
   if [[ ! -e $f ]]; then
     log_problems+=" $r:no-log"
   elif [[ ! -s $f ]]; then
     log_problems+=" $r:empty"
-  elif grep -qw -- "$other" "$f"; then
+  elif grep -qw -- "$other" <<<"$self_line"; then
     log_problems+=" $r:names-$other"
-  elif grep -qw -- "$want" "$f"; then
+  elif grep -qw -- "$want" <<<"$self_line"; then
     names+=" $r:$want"
   else
     log_problems+=" $r:no-node-name"

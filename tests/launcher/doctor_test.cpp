@@ -1,6 +1,7 @@
 // `ringpilot doctor`: each check against a fake environment (fake sysfs/proc trees, a fake
 // statvfs / rlimit / command runner / library loader), one check against a real 16 MiB tmpfs
-// in a private mount namespace, and the binary end to end on this machine.
+// in a private mount namespace, the binary end to end on this machine, and the binary in
+// bad environments (16 MiB /dev/shm, low memlock with InfiniBand, NCCL not on the path).
 #include "launcher/doctor.h"
 
 #include <gtest/gtest.h>
@@ -9,6 +10,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -485,6 +487,80 @@ TEST(DoctorCli, TableAndBadDevice) {
   EXPECT_NE(table.out.find("mpi"), std::string::npos) << table.out;
   const auto bad = RunProcess({RingpilotBinary(), "doctor", "--device", "tpu"});
   EXPECT_EQ(bad.exit_code, 2) << bad.err;
+}
+
+// ---- bad environments, real processes ---------------------------------------------------------
+
+// The check named NAME in `ringpilot doctor --json` output; fails the test when absent.
+nlohmann::json CheckIn(const std::string& json_text, const std::string& name) {
+  const auto doc = nlohmann::json::parse(json_text, nullptr, /*allow_exceptions=*/false);
+  if (doc.is_discarded()) {
+    ADD_FAILURE() << "not JSON: " << json_text;
+    return {};
+  }
+  for (const auto& c : doc.at("checks")) {
+    if (c.at("name") == name) return c;
+  }
+  ADD_FAILURE() << "no check " << name << " in " << json_text;
+  return {};
+}
+
+// SCRIPT under `unshare -m` (a private mount namespace) after `mount --make-rprivate /`; the
+// script's setup failing exits 77. Needs root and unshare(1).
+testing::ProcessResult InMountNamespace(const std::string& script) {
+  return RunProcess({"unshare", "-m", "sh", "-c", "mount --make-rprivate / || exit 77; " + script});
+}
+
+TEST(DoctorBadEnv, SixteenMegabyteDevShmInMountNamespaceFails) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root for a mount namespace";
+  const auto r = InMountNamespace("mount -t tmpfs -o size=16m tmpfs /dev/shm || exit 77; exec '" +
+                                  RingpilotBinary() + "' doctor --json --device cpu");
+  if (r.exit_code == 77 || r.exit_code == 127) GTEST_SKIP() << "unshare/mount not permitted";
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  const auto c = CheckIn(r.out, "dev_shm");
+  EXPECT_EQ(c.value("status", ""), "FAIL") << c.dump();
+  EXPECT_NE(c.value("detail", "").find("16 MiB"), std::string::npos) << c.dump();
+  EXPECT_NE(c.value("hint", "").find("--shm-size"), std::string::npos) << c.dump();
+}
+
+// A low `ulimit -l` next to an (emulated) InfiniBand port: a tmpfs over /sys/class holding
+// class/infiniband/mlx5_0/ports/1, in a private mount namespace.
+TEST(DoctorBadEnv, LowMemlockWithInfinibandFails) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root for a mount namespace";
+  const auto r = InMountNamespace(
+      "mount -t tmpfs none /sys/class || exit 77; d=/sys/class/infiniband/mlx5_0/ports/1; "
+      "mkdir -p $d && echo '4: ACTIVE' >$d/state && echo '100 Gb/sec (4X EDR)' >$d/rate && "
+      "echo InfiniBand >$d/link_layer || exit 77; ulimit -l 64 || exit 77; exec '" +
+      RingpilotBinary() + "' doctor --json --device cpu");
+  if (r.exit_code == 77 || r.exit_code == 127) GTEST_SKIP() << "unshare/mount not permitted";
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  const auto mem = CheckIn(r.out, "memlock");
+  EXPECT_EQ(mem.value("status", ""), "FAIL") << mem.dump();
+  EXPECT_NE(mem.value("detail", "").find("64 KiB"), std::string::npos) << mem.dump();
+  EXPECT_NE(mem.value("detail", "").find("mlx5_0"), std::string::npos) << mem.dump();
+  EXPECT_NE(mem.value("hint", "").find("memlock unlimited"), std::string::npos) << mem.dump();
+  EXPECT_EQ(CheckIn(r.out, "infiniband_ports").value("status", ""), "PASS");
+}
+
+// A trainer that NEEDS libnccl.so.99 with no RPATH (tests/launcher/doctor_fixture): FAIL
+// without the library path, PASS with the version once LD_LIBRARY_PATH names it.
+TEST(DoctorBadEnv, MissingNcclLibraryPathFails) {
+  const char* build = std::getenv("RINGPILOT_BUILD_DIR");
+  const std::string dir = std::string(build ? build : "build") + "/tests/doctor_fixture";
+  const std::string trainer = dir + "/doctor_fake_trainer";
+  ASSERT_TRUE(std::filesystem::exists(trainer)) << trainer << ": build doctor_fake_trainer";
+  const auto missing = RunProcess({RingpilotBinary(), "doctor", "--json", "--device", "cpu"},
+                                  {{"RINGPILOT_TRAINER", trainer}, {"LD_LIBRARY_PATH", ""}});
+  EXPECT_EQ(missing.exit_code, 1) << missing.err;
+  const auto c = CheckIn(missing.out, "trainer_libraries");
+  EXPECT_EQ(c.value("status", ""), "FAIL") << c.dump();
+  EXPECT_NE(c.value("detail", "").find("libnccl.so.99"), std::string::npos) << c.dump();
+  EXPECT_NE(c.value("hint", "").find("LD_LIBRARY_PATH"), std::string::npos) << c.dump();
+  const auto found = RunProcess({RingpilotBinary(), "doctor", "--json", "--device", "cpu"},
+                                {{"RINGPILOT_TRAINER", trainer}, {"LD_LIBRARY_PATH", dir}});
+  const auto ok = CheckIn(found.out, "trainer_libraries");
+  EXPECT_EQ(ok.value("status", ""), "PASS") << ok.dump();
+  EXPECT_NE(ok.value("detail", "").find("NCCL 2.21.5"), std::string::npos) << ok.dump();
 }
 
 }  // namespace

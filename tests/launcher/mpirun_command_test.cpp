@@ -156,11 +156,37 @@ TEST(MpirunCommand, MpiBackendWithoutHostsThrows) {
   EXPECT_THROW(BuildMpirunCommand(job, Context()), std::invalid_argument);
 }
 
-TEST(MpirunCommand, SlurmAndK8sAreRejected) {
+TEST(MpirunCommand, K8sAndSlurmOutsideAnAllocationAreRejected) {
   for (const Backend b : {Backend::kSlurm, Backend::kK8s}) {
     JobConfig job = LocalJob();
     job.launch.backend = b;
     EXPECT_THROW(BuildMpirunCommand(job, Context()), std::invalid_argument);
+  }
+}
+
+TEST(MpirunCommand, SlurmBackendIsMpiOverTheAllocation) {
+  JobConfig job = LocalJob();
+  job.world.nodes = 2;
+  job.world.procs_per_node = 2;
+  job.launch.backend = Backend::kSlurm;
+  job.launch.hosts = {{"ignored", 2}};
+  MpirunContext ctx = Context();
+  ctx.env["SLURM_JOB_ID"] = "77";
+  ctx.env["SLURM_JOB_NODELIST"] = "gpu[07-08]";
+  ctx.env["SLURM_TASKS_PER_NODE"] = "2(x2)";
+  const MpirunCommand cmd = BuildMpirunCommand(job, ctx);
+  EXPECT_EQ(cmd.hostfile_content, "gpu07 slots=2\ngpu08 slots=2\n");
+  EXPECT_EQ(cmd.master_addr, "gpu07");
+  const Argv head(cmd.argv.begin(), cmd.argv.begin() + 7);
+  EXPECT_EQ(head, (Argv{"/opt/ompi/bin/mpirun", "-np", "4", "--hostfile", "/runs/t-1/hostfile",
+                        "--map-by", "ppr:2:node"}));
+  // Too few task slots per node for procs_per_node: one line naming the variable.
+  ctx.env["SLURM_TASKS_PER_NODE"] = "1(x2)";
+  try {
+    BuildMpirunCommand(job, ctx);
+    ADD_FAILURE() << "no exception";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("SLURM_TASKS_PER_NODE"), std::string::npos) << e.what();
   }
 }
 

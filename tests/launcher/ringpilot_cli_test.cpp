@@ -159,9 +159,21 @@ TEST(RingpilotCli, DefaultRunDirIsUnderRuns) {
 
 TEST(RingpilotCli, RunRejectsUnsupportedBackendsAndMissingBinaries) {
   Cli c;
-  ProcessResult r = c.Ringpilot({"run", c.job, "--set", "launch.backend=slurm"});
+  ProcessResult r = c.Ringpilot({"run", c.job, "--set", "launch.backend=k8s"});
   EXPECT_EQ(r.exit_code, 2);
-  EXPECT_EQ(r.err, c.job + ": launch.backend: 'slurm' is not supported by 'ringpilot run' yet\n");
+  EXPECT_EQ(r.err, c.job + ": launch.backend: 'k8s' is not supported by 'ringpilot run' yet\n");
+
+  // Backend slurm needs an allocation: one line, exit 2; inside one, mpirun gets its nodes.
+  r = c.Ringpilot({"run", c.job, "--set", "launch.backend=slurm", "--dry-run"});
+  EXPECT_EQ(r.exit_code, 2);
+  ASSERT_EQ(SplitLines(r.err).size(), 1u) << r.err;
+  EXPECT_NE(r.err.find("launch.backend slurm: not inside a Slurm allocation"), std::string::npos);
+  r = c.Ringpilot(
+      {"run", c.job, "--set", "launch.backend=slurm", "--run-dir", c.run_dir, "--dry-run"},
+      {{"SLURM_JOB_ID", "9"}, {"SLURM_JOB_NODELIST", "n[1-2]"}, {"SLURM_TASKS_PER_NODE", "4(x2)"}});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("--hostfile " + c.run_dir + "/hostfile --map-by ppr:"), std::string::npos)
+      << r.out;
 
   r = c.Ringpilot({"run", c.job, "--run-dir", c.run_dir},
                   {{"RINGPILOT_TRAINER", c.tmp.path() + "/no-trainer"}});

@@ -12,6 +12,7 @@
 #include <thread>
 #include <vector>
 
+#include "launcher/mpirun_command.h"
 #include "launcher/process_env.h"
 #include "launcher/run_dir.h"
 #include "tests/launcher/test_util.h"
@@ -200,6 +201,69 @@ while :; do sleep 0.05; done
   struct sigaction now {};
   ::sigaction(SIGTERM, nullptr, &now);
   EXPECT_EQ(now.sa_handler, SIG_DFL);
+}
+
+TEST(Supervisor, Usr1IsForwardedToMpirunAndEndsPreemptedWithoutRestart) {
+  Harness h;
+  Supervisor sup(h.Options(3));
+  std::thread sender([] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(700));
+    ::kill(::getpid(), SIGUSR1);
+  });
+  // Like the ranks: on USR1 "checkpoint" and exit with the preempted status.
+  const JobOutcome outcome = sup.Run(h.Script(R"(#!/bin/sh
+trap 'echo "checkpoint at step 7"; exit 75' USR1
+echo ready
+while :; do sleep 0.05; done
+)"));
+  sender.join();
+  EXPECT_TRUE(outcome.preempted);
+  EXPECT_FALSE(outcome.interrupted);
+  EXPECT_EQ(outcome.exit_status, kPreemptedExitStatus);
+  EXPECT_EQ(outcome.attempts, 1);
+  EXPECT_NE(ReadFile(h.out_path).find("checkpoint at step 7"), std::string::npos);
+  EXPECT_TRUE(h.ProgressHas(
+      "ringpilot: received SIGUSR1; forwarding it to mpirun: the ranks checkpoint at the next "
+      "step boundary and stop (no restart)"));
+  EXPECT_TRUE(h.ProgressHas(
+      "ringpilot: job preempted: the ranks checkpointed and stopped; exit 75 (run the same run "
+      "directory again to resume)"));
+  EXPECT_FALSE(Exists(h.layout.failure_json));
+  struct sigaction now {};
+  ::sigaction(SIGUSR1, nullptr, &now);
+  EXPECT_EQ(now.sa_handler, SIG_DFL);
+}
+
+TEST(Supervisor, FailureAfterUsr1IsPreemptedNotRestarted) {
+  Harness h;
+  Supervisor sup(h.Options(3));
+  std::thread sender([] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(700));
+    ::kill(::getpid(), SIGUSR1);
+  });
+  // A rank that had no handler yet: mpirun ends with a failure instead of status 75.
+  const JobOutcome outcome = sup.Run(h.Script(R"(#!/bin/sh
+trap 'exit 9' USR1
+while :; do sleep 0.05; done
+)"));
+  sender.join();
+  EXPECT_TRUE(outcome.preempted);
+  EXPECT_EQ(outcome.exit_status, kPreemptedExitStatus);
+  EXPECT_EQ(outcome.attempts, 1);
+  EXPECT_TRUE(h.ProgressHas(
+      "ringpilot: job stopped after SIGUSR1 (exit 9) without a preemption checkpoint; not "
+      "restarting; exit 75 (a rerun resumes from the latest checkpoint, if any)"));
+  EXPECT_FALSE(Exists(h.layout.failure_json));
+}
+
+TEST(Supervisor, PreemptedStatusWithoutSignalIsNotAFailure) {
+  Harness h;
+  Supervisor sup(h.Options(2));
+  const JobOutcome outcome = sup.Run(h.Script("#!/bin/sh\nexit 75\n"));
+  EXPECT_TRUE(outcome.preempted);
+  EXPECT_EQ(outcome.exit_status, kPreemptedExitStatus);
+  EXPECT_EQ(outcome.attempts, 1);
+  EXPECT_FALSE(Exists(h.layout.failure_json));
 }
 
 TEST(Supervisor, MissingExecutableIs127WithoutRestart) {

@@ -65,6 +65,21 @@ TEST(SlurmRender, RunDirIsStableAcrossRequeue) {
   EXPECT_NE(s.find("scontrol requeue \"$SLURM_JOB_ID\""), std::string::npos);
 }
 
+TEST(SlurmRender, BackendSlurmAndUsr1ForwardedBeforeRequeue) {
+  const std::string s = RenderSbatch(Spec());
+  // ringpilot run finds the allocation's hosts itself.
+  EXPECT_NE(s.find("--run-dir \"$run_dir\" --set launch.backend=slurm &\n"), std::string::npos);
+  EXPECT_EQ(s.find("scontrol show hostnames"), std::string::npos);
+  EXPECT_EQ(s.find("launch.hosts"), std::string::npos);
+  // USR1 goes to ringpilot run; the job is requeued only after it exits preempted.
+  EXPECT_NE(s.find("kill -USR1 \"$pid\""), std::string::npos);
+  EXPECT_TRUE(Has(s, "preempted_status=" + std::to_string(kRunPreemptedStatus)));
+  const size_t requeue = s.find("scontrol requeue");
+  ASSERT_NE(requeue, std::string::npos);
+  EXPECT_LT(s.find("if ((status == preempted_status)); then"), requeue);
+  EXPECT_LT(s.find("\"$ringpilot\" run"), requeue);
+}
+
 TEST(SlurmRender, JobFileIsAQuotedHeredoc) {
   SbatchSpec spec = Spec();
   spec.job_yaml = "name: \"demo\"\nnote: \"$(rm -rf /) `id` $HOME\"\n";

@@ -42,12 +42,11 @@ TEST(SlurmCli, RenderedScriptPassesBashNAndShellcheck) {
   }
 }
 
-TEST(SlurmCli, ScriptRunsRingpilotWithTheAllocationAsMpiHosts) {
-  // Fake scontrol and ringpilot: the script's own logic runs for real under bash.
+TEST(SlurmCli, ScriptRunsRingpilotWithBackendSlurm) {
+  // A fake ringpilot: the script's own logic runs for real under bash.
   TempDir dir;
   const std::string bin = dir.path() + "/bin";
   std::filesystem::create_directories(bin);
-  WriteFile(bin + "/scontrol", "#!/bin/sh\nprintf 'n1\\nn2\\n'\n", true);
   const std::string record = dir.path() + "/ringpilot.args";
   WriteFile(
       bin + "/ringpilot",
@@ -66,10 +65,48 @@ TEST(SlurmCli, ScriptRunsRingpilotWithTheAllocationAsMpiHosts) {
   ASSERT_EQ(run.exit_code, 0) << run.err;
   const std::string run_dir = dir.path() + "/runs/demo-job-4242";
   EXPECT_EQ(ReadFile(record), "run\n" + run_dir + "/slurm-job.yaml\n--run-dir\n" + run_dir +
-                                  "\n--set\nlaunch.backend=mpi\n--set\nlaunch.hosts=[n1:2,n2:2]\n");
+                                  "\n--set\nlaunch.backend=slurm\n");
+  EXPECT_NE(run.err.find("ringpilot: job 4242 start "), std::string::npos) << run.err;
   // The embedded job file is the resolved one, and it validates.
   const ProcessResult v = RunProcess({RingpilotBinary(), "validate", record + ".job"});
   EXPECT_EQ(v.exit_code, 0) << v.err;
+}
+
+TEST(SlurmCli, Usr1IsForwardedAndAPreemptedRunIsRequeued) {
+  // The fake ringpilot sends USR1 to the batch shell (as Slurm does) and exits 75 when the
+  // shell forwards it; the fake scontrol records the requeue.
+  TempDir dir;
+  const std::string bin = dir.path() + "/bin";
+  std::filesystem::create_directories(bin);
+  const std::string record = dir.path() + "/calls";
+  WriteFile(bin + "/scontrol", "#!/bin/sh\necho \"scontrol $*\" >> " + record + "\n", true);
+  WriteFile(bin + "/ringpilot",
+            "#!/bin/bash\ntrap 'echo \"ringpilot got USR1\" >> " + record +
+                "; exit 75' USR1\nkill -USR1 \"$PPID\"\n"
+                "for ((i = 0; i < 200; i++)); do sleep 0.05; done\nexit 3\n",
+            true);
+  const ProcessResult r = RunProcess({RingpilotBinary(), "slurm", "render", WriteJob(dir), "--set",
+                                      "slurm.run_root=" + dir.path() + "/runs", "--set",
+                                      "slurm.ringpilot=" + bin + "/ringpilot"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  WriteFile(dir.path() + "/job.sbatch", r.out);
+  const ProcessResult run =
+      RunProcess({"bash", dir.path() + "/job.sbatch"}, {{"SLURM_JOB_ID", "4242"},
+                                                        {"SLURM_JOB_NODELIST", "n[1-2]"},
+                                                        {"PATH", bin + ":/usr/bin:/bin"}});
+  EXPECT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_EQ(ReadFile(record), "ringpilot got USR1\nscontrol requeue 4242\n");
+  EXPECT_NE(run.err.find("checkpointed and stopped; requeueing it"), std::string::npos) << run.err;
+
+  // Any other failure is passed through, without a requeue.
+  WriteFile(bin + "/ringpilot", "#!/bin/sh\nexit 3\n", true);
+  WriteFile(record, "");
+  const ProcessResult failed =
+      RunProcess({"bash", dir.path() + "/job.sbatch"}, {{"SLURM_JOB_ID", "4242"},
+                                                        {"SLURM_JOB_NODELIST", "n[1-2]"},
+                                                        {"PATH", bin + ":/usr/bin:/bin"}});
+  EXPECT_EQ(failed.exit_code, 3);
+  EXPECT_EQ(ReadFile(record), "");
 }
 
 TEST(SlurmCli, SubmitRunsSbatchOnTheScript) {

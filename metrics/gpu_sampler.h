@@ -1,0 +1,82 @@
+// Samples the rank's own GPU through NVML (topology/nvml_api.h, dlopen'ed) on a background
+// thread into `ringpilot_gpu_*` series (docs/metrics.md): utilisation, memory, power,
+// temperature, SM clock, clock event (throttle) reasons, NVLink and PCIe traffic, XID
+// errors and ECC counts. The training thread never waits for it: NVML calls run on the
+// sampler's thread and only write lock-free gauges and counters.
+#pragma once
+
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "metrics/registry.h"
+
+namespace ringpilot::topology {
+struct NvmlApi;
+}
+
+namespace ringpilot::metrics {
+
+struct GpuSamplerOptions {
+  std::string nvml_library = "libnvidia-ml.so.1";
+  /// The GPU to sample, by PCI bus id in any form CUDA or NVML writes it
+  /// ("0000:18:00.0", "00000000:18:00.0"); "" means NVML's GPU 0.
+  std::string pci_bus_id;
+  /// Time between samples; <= 0 starts no thread (the owner calls SampleOnce).
+  double period_seconds = 5.0;
+};
+
+/// The identity dcgm-exporter labels a GPU with.
+struct GpuIdentity {
+  std::string uuid;        ///< "GPU-8f6c..."
+  std::string pci_bus_id;  ///< as NVML writes it: "00000000:18:00.0"
+};
+
+/// Looks up the GPU at `pci_bus_id` ("" = NVML's GPU 0) through `nvml_library`. On failure
+/// returns false and sets `*error` to one line naming what failed.
+bool LookupGpuIdentity(const std::string& nvml_library, const std::string& pci_bus_id,
+                       GpuIdentity* identity, std::string* error);
+
+class GpuSampler {
+ public:
+  /// Loads NVML, finds the GPU, takes a first sample and starts the thread. When NVML or
+  /// the GPU is missing it registers no series, starts nothing, and warning() says why;
+  /// it never throws for that. Series carry `gpu_uuid` and `pci_bus_id` labels unless the
+  /// registry's const labels already have them. A reading NVML does not support on this
+  /// GPU gets no series. `registry` must outlive the sampler.
+  GpuSampler(Registry& registry, GpuSamplerOptions options);
+  /// Stops the thread (waits at most for one NVML sample).
+  ~GpuSampler();
+  GpuSampler(const GpuSampler&) = delete;
+  GpuSampler& operator=(const GpuSampler&) = delete;
+
+  /// NVML loaded and the GPU found.
+  bool active() const { return active_; }
+  /// Why the sampler is inactive ("" when active).
+  const std::string& warning() const { return warning_; }
+  const GpuIdentity& identity() const { return identity_; }
+
+  /// Reads every value once. Thread-safe (serialised with the background thread).
+  void SampleOnce();
+
+ private:
+  struct Series;
+  void Run();
+
+  Registry& registry_;
+  GpuSamplerOptions options_;
+  std::unique_ptr<topology::NvmlApi> nvml_;
+  bool active_ = false;
+  std::string warning_;
+  GpuIdentity identity_;
+  std::unique_ptr<Series> series_;
+  std::mutex sample_mu_;
+  std::mutex stop_mu_;
+  std::condition_variable stop_cv_;
+  bool stop_ = false;
+  std::thread thread_;
+};
+
+}  // namespace ringpilot::metrics

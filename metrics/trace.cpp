@@ -1,0 +1,208 @@
+#include "metrics/trace.h"
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <stdexcept>
+
+namespace ringpilot::metrics {
+namespace {
+
+// The signal handler may only touch async-signal-safe state: a semaphore.
+sem_t g_flush_sem;
+std::atomic<bool> g_flush_in_use{false};
+struct sigaction g_old_action;
+
+void OnSigusr2(int) { sem_post(&g_flush_sem); }
+
+void AppendEvent(std::string& out, const TraceEvent& e, int pid) {
+  char buf[160];
+  out += "{\"name\":\"";
+  out += JsonEscape(e.name);
+  out += "\",\"cat\":\"";
+  out += JsonEscape(e.cat);
+  std::snprintf(buf, sizeof buf, "\",\"ph\":\"X\",\"ts\":%lld,\"dur\":%lld,\"pid\":%d,\"tid\":%d",
+                static_cast<long long>(e.ts_us), static_cast<long long>(e.dur_us), pid, e.tid);
+  out += buf;
+  if (e.arg_name) {
+    out += ",\"args\":{\"";
+    out += JsonEscape(e.arg_name);
+    std::snprintf(buf, sizeof buf, "\":%lld}", static_cast<long long>(e.arg));
+    out += buf;
+  }
+  out += '}';
+}
+
+void AppendMetadata(std::string& out, const char* what, int pid, int tid, const std::string& arg,
+                    const std::string& value_json) {
+  out += "{\"name\":\"";
+  out += what;
+  out += "\",\"ph\":\"M\",\"pid\":" + std::to_string(pid) + ",\"tid\":" + std::to_string(tid) +
+         ",\"args\":{\"" + arg + "\":" + value_json + "}}";
+}
+
+}  // namespace
+
+std::string JsonEscape(const std::string& text) {
+  std::string out;
+  out.reserve(text.size());
+  for (const char c : text) {
+    switch (c) {
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
+      default:
+        if (static_cast<unsigned char>(c) < 0x20) {
+          char buf[8];
+          std::snprintf(buf, sizeof buf, "\\u%04x", static_cast<unsigned>(c));
+          out += buf;
+        } else {
+          out += c;
+        }
+    }
+  }
+  return out;
+}
+
+Trace::Trace(int pid, std::string process_name, std::size_t capacity, double clock_offset_seconds)
+    : pid_(pid),
+      process_name_(std::move(process_name)),
+      offset_us_(std::llround(clock_offset_seconds * 1e6)) {
+  if (capacity == 0) throw std::invalid_argument("trace: capacity must be at least 1");
+  ring_.resize(capacity);
+}
+
+Trace::~Trace() {
+  if (flusher_.joinable()) {
+    stop_.store(true);
+    sem_post(&g_flush_sem);
+    flusher_.join();
+  }
+  if (handler_installed_) {
+    sigaction(SIGUSR2, &g_old_action, nullptr);
+    sem_destroy(&g_flush_sem);
+    g_flush_in_use.store(false);
+  }
+}
+
+std::int64_t Trace::NowMicros() const {
+  return std::chrono::duration_cast<std::chrono::microseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+             .count() +
+         offset_us_;
+}
+
+void Trace::Record(const TraceEvent& event) {
+  std::lock_guard<std::mutex> lock(mu_);
+  ring_[next_ % ring_.size()] = event;
+  ++next_;
+}
+
+void Trace::Complete(const char* name, const char* cat, int tid, double seconds,
+                     const char* arg_name, std::int64_t arg) {
+  TraceEvent e;
+  e.name = name;
+  e.cat = cat;
+  e.tid = tid;
+  e.dur_us = std::llround(std::max(0.0, seconds) * 1e6);
+  e.ts_us = NowMicros() - e.dur_us;
+  e.arg_name = arg_name;
+  e.arg = arg;
+  Record(e);
+}
+
+std::vector<TraceEvent> Trace::Snapshot() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  const std::size_t cap = ring_.size();
+  const std::size_t n = next_ < cap ? static_cast<std::size_t>(next_) : cap;
+  std::vector<TraceEvent> out;
+  out.reserve(n);
+  const std::uint64_t first = next_ - n;
+  for (std::uint64_t i = first; i < next_; ++i) out.push_back(ring_[i % cap]);
+  return out;
+}
+
+std::uint64_t Trace::recorded() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return next_;
+}
+
+std::string Trace::ToJson() const {
+  const std::vector<TraceEvent> events = Snapshot();
+  const std::uint64_t total = recorded();
+  std::string out = "{\"traceEvents\":[\n";
+  AppendMetadata(out, "process_name", pid_, 0, "name", "\"" + JsonEscape(process_name_) + "\"");
+  out += ",\n";
+  AppendMetadata(out, "process_sort_index", pid_, 0, "sort_index", std::to_string(pid_));
+  out += ",\n";
+  AppendMetadata(out, "thread_name", pid_, kTrainTid, "name", "\"train\"");
+  out += ",\n";
+  AppendMetadata(out, "thread_name", pid_, kCommTid, "name", "\"collectives\"");
+  for (const TraceEvent& e : events) {
+    out += ",\n";
+    AppendEvent(out, e, pid_);
+  }
+  out += "\n],\"displayTimeUnit\":\"ms\",\"otherData\":{\"rank\":" + std::to_string(pid_) +
+         ",\"events_recorded\":" + std::to_string(total) +
+         ",\"events_dropped\":" + std::to_string(total - events.size()) +
+         ",\"clock\":\"microseconds since the Unix epoch on rank 0's clock\"}}\n";
+  return out;
+}
+
+void Trace::WriteFile(const std::string& path) const {
+  const std::string json = ToJson();
+  const std::string tmp = path + ".tmp";
+  std::FILE* f = std::fopen(tmp.c_str(), "w");
+  if (!f) throw std::runtime_error(tmp + ": cannot be created: " + std::strerror(errno));
+  const bool ok = std::fwrite(json.data(), 1, json.size(), f) == json.size();
+  const bool closed = std::fclose(f) == 0;
+  if (!ok || !closed) {
+    std::remove(tmp.c_str());
+    throw std::runtime_error(tmp + ": write failed");
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    throw std::runtime_error(path + ": cannot rename " + tmp + ": " + std::strerror(errno));
+  }
+}
+
+void Trace::FlushOnSigusr2(std::string path, void (*on_error)(const std::string&)) {
+  if (flusher_.joinable() || g_flush_in_use.exchange(true)) {
+    throw std::logic_error("trace: another trace already flushes on SIGUSR2");
+  }
+  sem_init(&g_flush_sem, 0, 0);
+  struct sigaction action {};
+  action.sa_handler = OnSigusr2;
+  sigemptyset(&action.sa_mask);
+  action.sa_flags = SA_RESTART;
+  sigaction(SIGUSR2, &action, &g_old_action);
+  handler_installed_ = true;
+  flusher_ = std::thread([this, path = std::move(path), on_error] {
+    while (true) {
+      while (sem_wait(&g_flush_sem) != 0 && errno == EINTR) {
+      }
+      if (stop_.load()) return;
+      try {
+        WriteFile(path);
+      } catch (const std::exception& e) {
+        if (on_error) on_error(e.what());
+      }
+    }
+  });
+}
+
+}  // namespace ringpilot::metrics

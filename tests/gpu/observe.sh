@@ -1,0 +1,196 @@
+#!/usr/bin/env bash
+# GPU acceptance of topology, doctor, metrics and traces (needs 2 GPUs). Prints a table
+# last; exit 1 on any failure. Usage: tests/gpu/observe.sh [OUT_DIR]
+#   topo      `ringpilot topo --json`: GPUs, NVLink count and rate, NUMA/CPU affinity as
+#             `nvidia-smi topo -m` prints them
+#   doctor    `doctor --json --device cuda`: PASS or WARN everywhere (WARNs listed)
+#   busbw     BERT-base on 2 GPUs (CUDA graphs off, so every collective is timed):
+#             busbw of the largest all-reduce size class within 10% of `bench comm` at the
+#             same size
+#   series    ringpilot_gpu_*, ringpilot_nccl_transport_info, gpu_uuid/pci_bus_id labels
+#   trace     every trace-rank-N.json and diagnose's merged trace.json are valid JSON
+#   overhead  step time with metrics on vs off (CUDA graphs on), median of 3 runs each
+set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/env.sh"
+[[ -x "$RP" ]] || gpu_build
+OUT="${1:-$(mktemp -d)}"
+mkdir -p "$OUT"
+rows=()
+fail=0
+row() {  # name, status, detail
+  rows+=("$(printf '%-10s %-5s %s' "$1" "$2" "$3")")
+  [[ $2 != FAIL ]] || fail=1
+}
+py() { python3 - "$@"; }
+
+# ---- topology --------------------------------------------------------------------------
+"$RP" topo --json >"$OUT/topo.json"
+"$RP" topo >"$OUT/topo.txt"
+nvidia-smi topo -m >"$OUT/nvidia-smi-topo.txt" 2>&1 || true
+res=$(py "$OUT/topo.json" "$OUT/nvidia-smi-topo.txt" <<'PY'
+import json, re, sys
+t = json.load(open(sys.argv[1]))
+smi = open(sys.argv[2]).read()
+gpus = t.get("gpus", [])
+links = t.get("gpu_links", t.get("links", []))
+problems = []
+if len(gpus) != 2: problems.append(f"{len(gpus)} GPUs")
+nv = [l for l in links if l.get("nvlinks", l.get("nvlink_count", 0))]
+counts = [l.get("nvlinks", l.get("nvlink_count")) for l in nv]
+if not counts or counts[0] != 18: problems.append(f"NVLink counts {counts}")
+per = [l.get("nvlink_bytes_per_second_per_link", 0) / 1e9 for l in nv]
+if not per or abs(per[0] - 26.6) > 0.5: problems.append(f"per-link GB/s {per}")
+# nvidia-smi: "GPU0 X NV18 0-31 0 N/A" -> CPU affinity column per GPU
+aff = {}
+for line in smi.splitlines():
+    m = re.match(r"\s*(?:\x1b\[[0-9;]*m)?GPU(\d+)\s+(.*)", line)
+    if m:
+        cells = m.group(2).split()
+        cpu = next((c for c in cells if re.fullmatch(r"[0-9,\-]+", c) and ("-" in c or "," in c)), None)
+        if cpu: aff[int(m.group(1))] = cpu
+numa = {n["id"]: n["cpus"] for n in t.get("numa_nodes", [])}
+for g in gpus:
+    cpus = numa.get(g.get("numa_node"), "?")
+    if aff.get(g["index"]) and aff[g["index"]] != cpus:
+        problems.append(f"GPU{g['index']} CPUs {cpus} vs nvidia-smi {aff[g['index']]}")
+print(("FAIL " + "; ".join(problems)) if problems else
+      f"PASS 2 GPUs, NV{counts[0]} x {per[0]:.2f} GB/s, CPUs {numa.get(gpus[0].get('numa_node'))} = nvidia-smi {aff}")
+PY
+)
+row topo "${res%% *}" "${res#* }"
+
+# ---- doctor ----------------------------------------------------------------------------
+drc=0
+"$RP" doctor --json --device cuda >"$OUT/doctor.json" 2>"$OUT/doctor.err" || drc=$?
+res=$(py "$OUT/doctor.json" "$drc" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+bad = [c for c in d["checks"] if c["status"] == "FAIL"]
+warn = [c["name"] + ": " + c["detail"][:80] for c in d["checks"] if c["status"] == "WARN"]
+n = {s: sum(c["status"] == s for c in d["checks"]) for s in ("PASS", "WARN", "FAIL", "SKIP")}
+print(("FAIL " if bad or sys.argv[2] != "0" else "PASS ") + f"exit {sys.argv[2]}, {n}" +
+      ("; FAIL " + ", ".join(c["name"] for c in bad) if bad else "") +
+      ("; WARN " + " | ".join(warn) if warn else ""))
+PY
+)
+row doctor "${res%% *}" "${res#* }"
+
+# ---- a BERT-base job: metrics scraped live, traces, busbw --------------------------------
+job() {  # name, then --set args
+  local name=$1; shift
+  local set=()
+  for kv in "$@"; do set+=(--set "$kv"); done
+  cat >"$OUT/$name.yaml" <<YAML
+name: $name
+world: {nodes: 1, procs_per_node: 2, device: cuda}
+model: {name: bert-base}
+data: {batch_per_rank: 64}
+train: {steps: 60, optimizer: adamw, lr: 1.0e-4, precision: bf16, cuda_graphs: true, log_every_s: 30}
+checkpoint: {every_steps: 0, keep: 1}
+metrics: {enabled: true, port_base: 9400, gpu_sample_seconds: 1}
+YAML
+  "$RP" run "$OUT/$name.yaml" --run-dir "$OUT/$name" "${set[@]}" >"$OUT/$name.log" 2>&1
+}
+scrape() {  # port, file: keep the last non-empty exposition until the job ends
+  while true; do
+    python3 -c "import urllib.request,sys;sys.stdout.write(urllib.request.urlopen('http://127.0.0.1:$1/metrics',timeout=2).read().decode())" \
+      >"$2.tmp" 2>/dev/null && [[ -s $2.tmp ]] && mv "$2.tmp" "$2"
+    sleep 1
+  done
+}
+scrape 9400 "$OUT/metrics-rank0.txt" & sp=$!
+job busbw train.cuda_graphs=false train.steps=80 || row busbw FAIL "job failed: $(tail -3 "$OUT/busbw.log")"
+kill "$sp" 2>/dev/null || true
+"$RP" diagnose "$OUT/busbw" --json >"$OUT/diagnose.json" 2>"$OUT/diagnose.err" || true
+
+if [[ -f $OUT/busbw/logs/rank-0.stats.json ]]; then
+  size=$(py "$OUT/busbw/logs/rank-0.stats.json" <<'PY'
+import json, sys
+s = json.load(open(sys.argv[1]))
+c = [c for c in s["collectives"] if c["op"] == "allreduce" and c["count"]]
+big = max(c, key=lambda c: c["bytes_total"] / c["count"])
+print(int(big["bytes_total"] / big["count"]) // 4 * 4)
+PY
+)
+  "$RP" bench comm --device cuda --np 2 --op allreduce --min-bytes "$size" --max-bytes "$size" \
+    --iters 50 --warmup 10 --json >"$OUT/bench-at-bucket.json" 2>"$OUT/bench-at-bucket.err"
+  res=$(py "$OUT/busbw/logs/rank-0.stats.json" "$OUT/bench-at-bucket.json" "$OUT/metrics-rank0.txt" <<'PY'
+import json, re, sys
+s = json.load(open(sys.argv[1]))
+c = [c for c in s["collectives"] if c["op"] == "allreduce" and c["count"]]
+big = max(c, key=lambda c: c["bytes_total"] / c["count"])
+train = big["busbw_bytes_per_second"] / 1e9
+b = json.load(open(sys.argv[2]))["results"][0]
+metric = None
+for line in open(sys.argv[3]):
+    if line.startswith("ringpilot_collective_bus_bandwidth_bytes_per_second") and 'op="allreduce"' in line:
+        metric = float(line.rsplit(" ", 1)[1]) / 1e9
+r = train / b["busbw_gbps"]
+print(("PASS " if abs(r - 1) <= 0.10 else "FAIL ") +
+      f"largest bucket class {big['size_bucket']} avg {big['bytes_total']/big['count']/2**20:.1f} MiB "
+      f"x{big['count']}: training {train:.1f} GB/s (metric {metric}), bench comm {b['busbw_gbps']:.1f} GB/s, ratio {r:.3f}")
+PY
+)
+  row busbw "${res%% *}" "${res#* }"
+fi
+
+res=$(py "$OUT/metrics-rank0.txt" <<'PY'
+import re, sys
+text = open(sys.argv[1]).read() if __import__("os").path.exists(sys.argv[1]) else ""
+need = ["ringpilot_gpu_utilization_ratio", "ringpilot_gpu_power_watts", "ringpilot_gpu_memory_used_bytes",
+        "ringpilot_gpu_sm_clock_hertz", "ringpilot_gpu_nvlink_bytes_total", "ringpilot_nccl_transport_info",
+        "ringpilot_step_seconds_bucket", "ringpilot_build_info"]
+missing = [n for n in need if not re.search("^" + n + "[{ ]", text, re.M)]
+labels = bool(re.search(r'^ringpilot_step_seconds_count\{[^}]*gpu_uuid="GPU-[^"]+"[^}]*pci_bus_id="[^"]+"', text, re.M))
+tr = sorted(set(re.findall(r'ringpilot_nccl_transport_info\{[^}]*transport="([^"]+)"', text)))
+print(("PASS " if not missing and labels else "FAIL ") +
+      (f"missing {missing}; " if missing else "") + f"gpu_uuid/pci_bus_id labels {labels}; transports {tr}")
+PY
+)
+row series "${res%% *}" "${res#* }"
+
+res=$(py "$OUT/busbw" <<'PY'
+import glob, json, os, sys
+d = sys.argv[1]
+files = sorted(glob.glob(os.path.join(d, "trace-rank-*.json")))
+bad, events = [], 0
+for f in files + [os.path.join(d, "trace.json")]:
+    try:
+        j = json.load(open(f)); events += len(j["traceEvents"]) if f.endswith("trace.json") else 0
+    except Exception as e:
+        bad.append(f"{os.path.basename(f)}: {e}")
+ok = len(files) == 2 and not bad and events > 0
+print(("PASS " if ok else "FAIL ") + f"{len(files)} rank traces; merged trace.json {events} events" +
+      (f"; {bad}" if bad else ""))
+PY
+)
+row trace "${res%% *}" "${res#* }"
+
+# ---- exporter overhead: metrics on vs off, CUDA graphs on -------------------------------
+for i in 1 2 3; do
+  job "on$i" metrics.enabled=true train.steps=100 || true
+  job "off$i" metrics.enabled=false train.steps=100 || true
+done
+res=$(py "$OUT" <<'PY'
+import json, os, statistics, sys
+d = sys.argv[1]
+def p50(kind):
+    v = []
+    for i in (1, 2, 3):
+        f = os.path.join(d, f"{kind}{i}", "summary.json")
+        if os.path.exists(f): v.append(json.load(open(f))["step_seconds_p50"] * 1e3)
+    return v
+on, off = p50("on"), p50("off")
+if len(on) < 3 or len(off) < 3:
+    print(f"FAIL runs missing: on {on} off {off}"); sys.exit()
+r = statistics.median(on) / statistics.median(off)
+print(("PASS " if r <= 1.01 else "FAIL ") +
+      f"step p50 ms on {['%.2f' % x for x in on]} off {['%.2f' % x for x in off]}: median ratio {r:.4f}")
+PY
+)
+row overhead "${res%% *}" "${res#* }"
+
+echo
+printf '%-10s %-5s %s\n' check status detail
+printf '%s\n' "${rows[@]}"
+exit "$fail"

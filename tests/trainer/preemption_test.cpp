@@ -1,0 +1,112 @@
+// SIGUSR1 checkpoint-and-stop: the handler only sets a flag, the ranks agree on it by a
+// MAX all-reduce, and the previous disposition comes back.
+#include "trainer/preemption.h"
+
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include <csignal>
+#include <cstdio>
+#include <memory>
+#include <string>
+
+#include "launcher/mpirun_command.h"
+
+namespace ringpilot::trainer {
+namespace {
+
+class DoneWork : public comm::Work {
+ public:
+  bool Test() override { return true; }
+  void Wait() override {}
+};
+
+// One rank of a world whose other ranks contribute `peer_flag`; records the ops.
+class FakeComm : public comm::Communicator {
+ public:
+  explicit FakeComm(int peer_flag) : peer_flag_(peer_flag) {}
+  int rank() const override { return 0; }
+  int size() const override { return 2; }
+  std::string backend() const override { return "fake"; }
+  std::unique_ptr<comm::Work> AllReduce(const at::Tensor& t, comm::ReduceOp op) override {
+    ++calls;
+    last_op = op;
+    last_dtype = t.scalar_type();
+    if (op == comm::ReduceOp::kMax) t.clamp_min_(peer_flag_);
+    return std::make_unique<DoneWork>();
+  }
+  std::unique_ptr<comm::Work> Broadcast(const at::Tensor&, int) override {
+    return std::make_unique<DoneWork>();
+  }
+  std::unique_ptr<comm::Work> AllGather(const at::Tensor&, const at::Tensor&) override {
+    return std::make_unique<DoneWork>();
+  }
+  void Barrier() override {}
+
+  int calls = 0;
+  comm::ReduceOp last_op = comm::ReduceOp::kSum;
+  at::ScalarType last_dtype = at::kFloat;
+
+ private:
+  int peer_flag_;
+};
+
+TEST(Preemption, Usr1SetsTheFlagInsteadOfKilling) {
+  PreemptionWatch watch;
+  EXPECT_FALSE(watch.requested());
+  ASSERT_EQ(std::raise(SIGUSR1), 0);  // default action would end the test process
+  EXPECT_TRUE(watch.requested());
+}
+
+TEST(Preemption, RanksAgreeByMaxAllReduce) {
+  PreemptionWatch watch;
+  FakeComm quiet(0);
+  EXPECT_FALSE(watch.AgreeToStop(quiet));
+  EXPECT_EQ(quiet.calls, 1);
+  EXPECT_EQ(quiet.last_op, comm::ReduceOp::kMax);
+  EXPECT_EQ(quiet.last_dtype, at::kInt);
+  // Another rank got the signal first: this one stops at the same step.
+  FakeComm signalled_peer(1);
+  EXPECT_TRUE(watch.AgreeToStop(signalled_peer));
+  // This rank got it: true whatever the others say.
+  std::raise(SIGUSR1);
+  EXPECT_TRUE(watch.AgreeToStop(quiet));
+}
+
+TEST(Preemption, PreviousDispositionRestoredAndFlagReset) {
+  struct sigaction before {};
+  ::sigaction(SIGUSR1, nullptr, &before);
+  {
+    PreemptionWatch watch;
+    std::raise(SIGUSR1);
+    EXPECT_TRUE(watch.requested());
+  }
+  struct sigaction after {};
+  ::sigaction(SIGUSR1, nullptr, &after);
+  EXPECT_EQ(after.sa_handler, before.sa_handler);
+  PreemptionWatch again;  // a new watch starts clear
+  EXPECT_FALSE(again.requested());
+}
+
+TEST(Preemption, StopLogsTheStepAndReturnsThePreemptedStatus) {
+  const std::string path = ::testing::TempDir() + "/preemption_rank.log";
+  std::remove(path.c_str());
+  PreemptionWatch watch;
+  {
+    RankLog log(path, 0, false);
+    EXPECT_EQ(watch.Stop(log, 12), launcher::kPreemptedExitStatus);
+  }
+  std::FILE* f = std::fopen(path.c_str(), "r");
+  ASSERT_NE(f, nullptr);
+  char buf[512] = {};
+  const size_t n = std::fread(buf, 1, sizeof(buf) - 1, f);
+  std::fclose(f);
+  const std::string text(buf, n);
+  EXPECT_NE(text.find("preempted: SIGUSR1 received; checkpoint of step 12 written, stopping with "
+                      "exit status 75"),
+            std::string::npos)
+      << text;
+}
+
+}  // namespace
+}  // namespace ringpilot::trainer
