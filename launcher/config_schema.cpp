@@ -479,6 +479,9 @@ std::vector<KeySpec> BuildSchema() {
                       "capture the whole step in a CUDA graph after warm-up (not on cpu)"));
   s.push_back(BoolKey("train.channels_last", Member(&JC::train, &TrainConfig::channels_last),
                       "ResNet channels_last memory format on CUDA"));
+  s.push_back(BoolKey("train.deterministic", Member(&JC::train, &TrainConfig::deterministic),
+                      "cuDNN deterministic algorithms without autotuning (benchmark mode off) on "
+                      "CUDA: run-to-run identical results, usually slower"));
   s.push_back(BoolKey("train.tf32", Member(&JC::train, &TrainConfig::tf32),
                       "TF32 tensor cores for float32 matmul/convolution on CUDA (false for "
                       "bit-level comparisons)"));

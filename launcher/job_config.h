@@ -68,8 +68,9 @@ struct TrainConfig {
   double eps = 1e-8;          ///< AdamW
   Precision precision = Precision::kFp32;
   bool cuda_graphs = false;
-  bool channels_last = true;  ///< ResNet memory format on CUDA
-  bool tf32 = true;           ///< TF32 for float32 matmul/convolution on CUDA
+  bool channels_last = true;   ///< ResNet memory format on CUDA
+  bool deterministic = false;  ///< cuDNN deterministic algorithms, no autotuning (CUDA)
+  bool tf32 = true;            ///< TF32 for float32 matmul/convolution on CUDA
   uint64_t seed = 0;
   int threads_per_rank = 0;  ///< CPU intra-op threads; 0 = cores on the node / local ranks
   double log_every_s = 5.0;  ///< rank 0 progress line period

@@ -150,7 +150,8 @@ int Trainer::Run() {
     comm::NcclOptions nopts;
     nopts.timeout_s = cfg.comm.timeout_s;
     s.device_comm = std::make_unique<comm::NcclCommunicator>(MPI_COMM_WORLD, dev, nopts);
-    at::globalContext().setBenchmarkCuDNN(true);
+    at::globalContext().setBenchmarkCuDNN(!cfg.train.deterministic);
+    at::globalContext().setDeterministicCuDNN(cfg.train.deterministic);
     at::globalContext().setAllowTF32CuBLAS(cfg.train.tf32);
     at::globalContext().setAllowTF32CuDNN(cfg.train.tf32);
   }
