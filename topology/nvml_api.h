@@ -89,8 +89,8 @@ struct NvmlApi {
   nvmlReturn_t (*Shutdown)() = nullptr;
   const char* (*ErrorString)(nvmlReturn_t) = nullptr;
   nvmlReturn_t (*SystemGetDriverVersion)(char*, unsigned) = nullptr;
-  nvmlReturn_t (*DeviceGetCount)(unsigned*) = nullptr;                      ///< _v2
-  nvmlReturn_t (*DeviceGetHandleByIndex)(unsigned, nvmlDevice_t*) = nullptr;  ///< _v2
+  nvmlReturn_t (*DeviceGetCount)(unsigned*) = nullptr;                              ///< _v2
+  nvmlReturn_t (*DeviceGetHandleByIndex)(unsigned, nvmlDevice_t*) = nullptr;        ///< _v2
   nvmlReturn_t (*DeviceGetHandleByPciBusId)(const char*, nvmlDevice_t*) = nullptr;  ///< _v2
   nvmlReturn_t (*DeviceGetName)(nvmlDevice_t, char*, unsigned) = nullptr;
   nvmlReturn_t (*DeviceGetUUID)(nvmlDevice_t, char*, unsigned) = nullptr;
@@ -111,7 +111,7 @@ struct NvmlApi {
   nvmlReturn_t (*DeviceGetUtilizationRates)(nvmlDevice_t, nvmlUtilization_t*) = nullptr;
   nvmlReturn_t (*DeviceGetPowerUsage)(nvmlDevice_t, unsigned*) = nullptr;  ///< milliwatts
   nvmlReturn_t (*DeviceGetTemperature)(nvmlDevice_t, int, unsigned*) = nullptr;
-  nvmlReturn_t (*DeviceGetClockInfo)(nvmlDevice_t, int, unsigned*) = nullptr;  ///< MHz
+  nvmlReturn_t (*DeviceGetClockInfo)(nvmlDevice_t, int, unsigned*) = nullptr;       ///< MHz
   nvmlReturn_t (*DeviceGetPcieThroughput)(nvmlDevice_t, int, unsigned*) = nullptr;  ///< KB/s
   nvmlReturn_t (*DeviceGetFieldValues)(nvmlDevice_t, int, nvmlFieldValue_t*) = nullptr;
   nvmlReturn_t (*EventSetCreate)(nvmlEventSet_t*) = nullptr;
