@@ -116,7 +116,7 @@ struct GpuSampler::Series {
   Family<Gauge>* last_xid;
   Family<Counter>* ecc;
   std::array<std::optional<unsigned long long>, 2> nvlink_last;  // tx, rx (KiB)
-  std::array<std::optional<unsigned long long>, 2> ecc_last;      // corrected, uncorrected
+  std::array<std::optional<unsigned long long>, 2> ecc_last;     // corrected, uncorrected
 
   Labels With(const char* name, const char* value) const {
     Labels l = labels;
@@ -124,8 +124,8 @@ struct GpuSampler::Series {
     return l;
   }
   // Mirrors a cumulative device value into a counter (a reset adds the new value).
-  static void Mirror(Counter& c, std::optional<unsigned long long>& last,
-                     unsigned long long now, bool from_zero, double scale) {
+  static void Mirror(Counter& c, std::optional<unsigned long long>& last, unsigned long long now,
+                     bool from_zero, double scale) {
     if (!last) {
       if (!from_zero) c.Increment(static_cast<double>(now) * scale);
     } else if (now >= *last) {

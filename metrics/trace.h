@@ -21,9 +21,9 @@ namespace ringpilot::metrics {
 struct TraceEvent {
   const char* name = "";
   const char* cat = "";
-  std::int64_t ts_us = 0;   ///< start, microseconds since the Unix epoch on rank 0's clock
-  std::int64_t dur_us = 0;  ///< duration, microseconds
-  int tid = 0;              ///< lane in the viewer (see Trace::kTrainTid, kCommTid)
+  std::int64_t ts_us = 0;          ///< start, microseconds since the Unix epoch on rank 0's clock
+  std::int64_t dur_us = 0;         ///< duration, microseconds
+  int tid = 0;                     ///< lane in the viewer (see Trace::kTrainTid, kCommTid)
   const char* arg_name = nullptr;  ///< optional single integer argument
   std::int64_t arg = 0;
 };

@@ -28,8 +28,9 @@ std::unique_ptr<NvmlApi> NvmlApi::Load(const std::string& library, std::string* 
                     Bind(handle, "nvmlDeviceGetCount_v2", &n.DeviceGetCount) &&
                     Bind(handle, "nvmlDeviceGetHandleByIndex_v2", &n.DeviceGetHandleByIndex);
   if (!core) {
-    *error = library + " lacks nvmlInit_v2/nvmlShutdown/nvmlDeviceGetCount_v2/"
-                       "nvmlDeviceGetHandleByIndex_v2";
+    *error = library +
+             " lacks nvmlInit_v2/nvmlShutdown/nvmlDeviceGetCount_v2/"
+             "nvmlDeviceGetHandleByIndex_v2";
     return nullptr;
   }
   Bind(handle, "nvmlErrorString", &n.ErrorString);

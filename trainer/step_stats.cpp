@@ -41,15 +41,31 @@ const char* SizeBucket(int64_t bytes) {
 StragglerStep AttributeStraggler(const std::vector<ArrivalSample>& samples, int rank) {
   StragglerStep s;
   if (samples.empty() || rank < 0 || rank >= static_cast<int>(samples.size())) return s;
-  int culprit = 0;
   double fastest = samples[0].compute_seconds;
-  for (int r = 1; r < static_cast<int>(samples.size()); ++r) {
-    if (samples[r].ready_unix > samples[culprit].ready_unix) culprit = r;
+  std::vector<int> order(samples.size());
+  for (int r = 0; r < static_cast<int>(samples.size()); ++r) {
+    order[r] = r;
     fastest = std::min(fastest, samples[r].compute_seconds);
   }
-  s.culprit = culprit;
-  s.wait_seconds = samples[culprit].ready_unix - samples[rank].ready_unix;
+  // Arrival order; ties keep rank order so every rank names the same culprit.
+  std::stable_sort(order.begin(), order.end(),
+                   [&](int a, int b) { return samples[a].ready_unix < samples[b].ready_unix; });
+  s.culprit = order.back();
+  s.wait_seconds = std::max(0.0, samples[s.culprit].ready_unix - samples[rank].ready_unix);
   s.skew_seconds = samples[rank].compute_seconds - fastest;
+  // Blaming the whole wait on the last arrival would also charge it with our own lead over
+  // the ranks in between; each later arrival answers only for the interval it added.
+  double since = samples[rank].ready_unix;
+  bool after_us = false;
+  for (int r : order) {
+    if (r == rank) {
+      after_us = true;
+      continue;
+    }
+    if (!after_us || samples[r].ready_unix <= since) continue;
+    s.blame.emplace_back(r, samples[r].ready_unix - since);
+    since = samples[r].ready_unix;
+  }
   return s;
 }
 
@@ -96,7 +112,7 @@ void StepStats::AddStraggler(const StragglerStep& s) {
   ++culprit_steps_[s.culprit];
   wait_total_ += s.wait_seconds;
   skew_sum_ += s.skew_seconds;
-  if (s.culprit != rank_) wait_by_culprit_[s.culprit] += s.wait_seconds;
+  for (const auto& [r, seconds] : s.blame) wait_by_culprit_[r] += seconds;
 }
 
 void StepStats::AddStep(double seconds) {

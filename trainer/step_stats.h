@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "comm/communicator.h"
@@ -25,8 +26,13 @@ const char* SizeBucket(int64_t bytes);
 /// Outcome of one step's straggler exchange, from this rank's point of view.
 struct StragglerStep {
   int culprit = -1;         ///< the rank that arrived last at the gradient exchange
-  double wait_seconds = 0;  ///< our wait beyond the culprit's (0 for the culprit)
+  double wait_seconds = 0;  ///< our whole wait: from our readiness to the culprit's
   double skew_seconds = 0;  ///< our compute time minus the fastest rank's
+  /// The wait split by whom it was spent on (rank, seconds; sums to wait_seconds): each
+  /// rank that arrived after us is blamed for the interval between the arrival before it
+  /// and its own. The culprit's share is then its lead over the second-to-last arrival,
+  /// the delay it alone caused, whatever our own speed.
+  std::vector<std::pair<int, double>> blame;
 };
 
 /// One rank's share of the per-step exchange.
@@ -37,8 +43,8 @@ struct ArrivalSample {
 };
 
 /// Given every rank's sample of one step (index = rank), whom `rank` waited for and
-/// how long: the last rank to be ready is the culprit, and everyone's wait is the time
-/// from its own readiness to the culprit's.
+/// how long: the last rank to be ready is the culprit; everyone's wait is the time from
+/// its own readiness to the culprit's, blamed interval by interval on the later arrivals.
 StragglerStep AttributeStraggler(const std::vector<ArrivalSample>& samples, int rank);
 
 /// Offset to add to this rank's system clock to read rank 0's, estimated by MPI

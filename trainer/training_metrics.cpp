@@ -145,13 +145,13 @@ void TrainingMetrics::OnPhase(Phase phase, double seconds) {
 
 void TrainingMetrics::OnStraggler(const StragglerStep& s) {
   if (s.culprit < 0) return;
-  if (static_cast<size_t>(s.culprit) >= wait_by_culprit_.size()) {
-    wait_by_culprit_.resize(s.culprit + 1, nullptr);
+  for (const auto& [r, seconds] : s.blame) {
+    if (static_cast<size_t>(r) >= wait_by_culprit_.size()) wait_by_culprit_.resize(r + 1, nullptr);
+    auto*& counter = wait_by_culprit_[r];
+    // Created on first use only: Family::Add takes a lock.
+    if (!counter) counter = &straggler_wait_->Add({{"culprit_rank", std::to_string(r)}});
+    counter->Increment(seconds);
   }
-  auto*& counter = wait_by_culprit_[s.culprit];
-  // Created on first use only: Family::Add takes a lock.
-  if (!counter) counter = &straggler_wait_->Add({{"culprit_rank", std::to_string(s.culprit)}});
-  counter->Increment(s.wait_seconds);
   skew_->Set(s.skew_seconds);
   if (stats_) stats_->AddStraggler(s);
 }

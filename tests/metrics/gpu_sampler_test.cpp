@@ -67,8 +67,8 @@ TEST(GpuSampler, ValuesReachExpositionInBaseUnits) {
   EXPECT_NE(text.find("# TYPE ringpilot_gpu_power_watts gauge\n"), std::string::npos);
   // Nine reason bits, no more: a bounded label set.
   std::size_t reasons = 0;
-  for (std::size_t at = 0; (at = text.find("ringpilot_gpu_clock_event_reason_active{", at)) !=
-                           std::string::npos;
+  for (std::size_t at = 0;
+       (at = text.find("ringpilot_gpu_clock_event_reason_active{", at)) != std::string::npos;
        ++at) {
     ++reasons;
   }

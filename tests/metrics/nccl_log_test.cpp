@@ -34,8 +34,8 @@ TEST(NcclLog, ParsesChannelLines) {
       "gpu-a:5666:5808 [3] NCCL INFO Channel 07/0 : 3[3] -> 4[4] via P2P/CUMEM/read", &from, &to,
       &t));
   EXPECT_EQ(t, "P2P");
-  EXPECT_FALSE(ParseNcclChannelLine("gpu-a:1:2 [0] NCCL INFO Channel 00/24 :    0   1", &from,
-                                    &to, &t));
+  EXPECT_FALSE(
+      ParseNcclChannelLine("gpu-a:1:2 [0] NCCL INFO Channel 00/24 :    0   1", &from, &to, &t));
   EXPECT_FALSE(ParseNcclChannelLine(
       "gpu-a:1:2 [0] NCCL INFO NET/IB : Using [0]mlx5_0:1/IB ; OOB ib0:10.0.0.1<0>", &from, &to,
       &t));

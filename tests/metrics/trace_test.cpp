@@ -138,9 +138,7 @@ TEST(Trace, WriteFileAndSigusr2Flush) {
   EXPECT_THROW(Trace(0, "p", 1, 0).WriteFile("/nonexistent-dir/x.json"), std::runtime_error);
 }
 
-TEST(Trace, JsonEscape) {
-  EXPECT_EQ(JsonEscape("a\"b\\c\nd\x01"), "a\\\"b\\\\c\\nd\\u0001");
-}
+TEST(Trace, JsonEscape) { EXPECT_EQ(JsonEscape("a\"b\\c\nd\x01"), "a\\\"b\\\\c\\nd\\u0001"); }
 
 }  // namespace
 }  // namespace ringpilot::metrics

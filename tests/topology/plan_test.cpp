@@ -228,6 +228,19 @@ TEST(PlanRank, CapturedH200x2) {
   }
 }
 
+// Captured with `ringpilot topo --json` on nvidia-h100-x1: one GPU, no GPU-GPU link.
+TEST(PlanRank, CapturedH100x1) {
+  const NodeTopology node = Fixture("h100x1-captured.json");
+  ASSERT_EQ(node.gpus.size(), 1u);
+  EXPECT_TRUE(node.gpu_links.empty());
+  EXPECT_EQ(node.FindGpu(0)->name, "NVIDIA H100 80GB HBM3");
+  EXPECT_EQ(node.FindGpu(0)->numa_node, 0);
+  const RankPlan p = PlanRank(node, Gpu(0, 1));
+  EXPECT_EQ(p.gpu_index, 0);
+  EXPECT_EQ(FormatCpuList(p.cpus), "0-15");
+  EXPECT_EQ(p.nic, "eth0");
+}
+
 TEST(PlanRank, CudaRankWithoutGpusFallsBackToCpuPolicy) {
   const RankPlan p = PlanRank(Fixture("cpu-only.json"), Gpu(0, 2));
   EXPECT_EQ(p.gpu_index, -1);
