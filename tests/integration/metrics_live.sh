@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
-# Live metrics of a running 2-rank bert-tiny CPU job, checked three ways:
+# Live metrics of a running 4-rank bert-tiny CPU job, checked three ways:
 #   - each rank's /metrics (port_base + rank) passes `promtool check metrics` and has
 #     ringpilot_step_seconds_bucket, ringpilot_samples_total,
 #     ringpilot_collective_seconds_bucket{op="allreduce"}, ringpilot_collective_bytes_total
 #     and ringpilot_build_info, labelled job, node, rank, local_rank (and the allreduce
 #     series have counted something);
 #   - a real Prometheus server (loopback, temp storage, scrape_interval 1s, honor_labels)
-#     scraping both ranks answers /api/v1/query?query=ringpilot_samples_total with both
-#     ranks and their job/node/rank labels;
+#     scraping the four ranks answers /api/v1/query?query=ringpilot_samples_total with
+#     every rank and its job/node/rank labels;
 #   - SIGTERM to `ringpilot run` stops the job: exit 143, nothing left running, ports closed.
 #
 # Usage: RINGPILOT_BUILD_DIR=build tests/integration/metrics_live.sh
@@ -16,22 +16,24 @@ set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 rp_init metrics_live
 
-readonly JOB_NAME=it-metrics-live JOB_LIMIT_S=400 UP_WAIT_S=120 PROM_WAIT_S=90 STOP_WAIT_S=60
+readonly NRANKS=4 JOB_NAME=it-metrics-live JOB_LIMIT_S=400 UP_WAIT_S=120 PROM_WAIT_S=90 STOP_WAIT_S=60
 for tool in promtool prometheus; do
   command -v "$tool" >/dev/null || rp_die "'$tool' not found (Debian packages prometheus, promtool)"
 done
 
-port_base=$(rp_free_ports 2)
+port_base=$(rp_free_ports $NRANKS)
 prom_port=$(rp_free_ports 1)
-while ((prom_port >= port_base && prom_port <= port_base + 1)); do prom_port=$(rp_free_ports 1); done
+while ((prom_port >= port_base && prom_port < port_base + NRANKS)); do prom_port=$(rp_free_ports 1); done
 node=$(hostname)
 run=$RP_TMP/run
-rp_log "metrics ports $port_base, $((port_base + 1)); prometheus on $prom_port"
+rp_log "metrics ports $port_base..$((port_base + NRANKS - 1)); prometheus on $prom_port"
+targets=""
+for ((r = 0; r < NRANKS; r++)); do targets+="${targets:+, }'127.0.0.1:$((port_base + r))'"; done
 
 job=$RP_TMP/job.yaml
 cat >"$job" <<EOF
 name: $JOB_NAME
-world: {nodes: 1, procs_per_node: 2, device: cpu}
+world: {nodes: 1, procs_per_node: $NRANKS, device: cpu}
 launch: {backend: local, max_restarts: 0}
 model: {name: bert-tiny, dropout: 0.1}
 data: {kind: synthetic, batch_per_rank: 2}
@@ -65,7 +67,7 @@ scrape_configs:
   - job_name: ringpilot-it
     honor_labels: true
     static_configs:
-      - targets: ['127.0.0.1:$port_base', '127.0.0.1:$((port_base + 1))']
+      - targets: [$targets]
 EOF
 prometheus --config.file="$prom_dir/prometheus.yml" --storage.tsdb.path="$prom_dir/data" \
   --web.listen-address="127.0.0.1:$prom_port" --log.level=warn >"$prom_dir/prometheus.log" 2>&1 &
@@ -98,11 +100,16 @@ done
 rp_on_exit "kill -TERM $rp_pid 2>/dev/null || true; wait $tpid 2>/dev/null || true"
 job_alive() { kill -0 "$tpid" 2>/dev/null; }
 
-# Wait until both ranks serve metrics and have trained a few steps.
-rank_up=(0 0)
+# Wait until every rank serves metrics and has trained a few steps.
+rank_up=()
+for ((r = 0; r < NRANKS; r++)); do rank_up[r]=0; done
+all_up() {
+  local r
+  for ((r = 0; r < NRANKS; r++)); do ((rank_up[r])) || return 1; done
+}
 deadline=$((SECONDS + UP_WAIT_S))
 while ((SECONDS < deadline)) && job_alive; do
-  for r in 0 1; do
+  for ((r = 0; r < NRANKS; r++)); do
     ((rank_up[r])) && continue
     f=$RP_TMP/rank-$r.prom
     if fetch "http://127.0.0.1:$((port_base + r))/metrics" "$f" &&
@@ -110,23 +117,23 @@ while ((SECONDS < deadline)) && job_alive; do
       rank_up[r]=1
     fi
   done
-  ((rank_up[0] && rank_up[1])) && break
+  all_up && break
   sleep 1
 done
-for r in 0 1; do
+for ((r = 0; r < NRANKS; r++)); do
   if ((rank_up[r])); then
     rp_row "rank $r /metrics" "serving on 127.0.0.1:$((port_base + r)), samples_total >= 4" PASS
   else
     rp_row "rank $r /metrics" "not up with samples_total >= 4 within ${UP_WAIT_S} s (job alive: $(job_alive && echo yes || echo no))" FAIL
   fi
 done
-if ! ((rank_up[0] && rank_up[1])); then
+if ! all_up; then
   rp_tail "$RP_TMP/job.out"
   rp_finish
 fi
 
 # --- exposition checks ---------------------------------------------------------------------
-for r in 0 1; do
+for ((r = 0; r < NRANKS; r++)); do
   f=$RP_TMP/rank-$r.prom
   if promtool check metrics <"$f" >"$f.promtool" 2>&1; then
     rp_row "rank $r promtool" "promtool check metrics: ok ($(wc -l <"$f") lines)" PASS
@@ -179,13 +186,13 @@ EOF
   fi
 done
 
-# --- Prometheus sees both ranks --------------------------------------------------------------
+# --- Prometheus sees every rank --------------------------------------------------------------
 prom_result=$RP_TMP/prom-query.json
 prom_ok=0
 deadline=$((SECONDS + PROM_WAIT_S))
 while ((SECONDS < deadline)); do
   if fetch "http://127.0.0.1:$prom_port/api/v1/query?query=ringpilot_samples_total" "$prom_result" &&
-    python3 - "$prom_result" "$JOB_NAME" "$node" <<'EOF'; then
+    python3 - "$prom_result" "$JOB_NAME" "$node" "$NRANKS" <<'EOF'; then
 import json, sys
 d = json.load(open(sys.argv[1]))
 ranks = set()
@@ -193,7 +200,7 @@ for s in d.get("data", {}).get("result", []):
     m = s["metric"]
     if m.get("job") == sys.argv[2] and m.get("node") == sys.argv[3] and "rank" in m:
         ranks.add(m["rank"])
-sys.exit(0 if d.get("status") == "success" and ranks >= {"0", "1"} else 1)
+sys.exit(0 if d.get("status") == "success" and ranks >= {str(r) for r in range(int(sys.argv[4]))} else 1)
 EOF
     prom_ok=1
     break
@@ -202,9 +209,9 @@ EOF
   sleep 1
 done
 if ((prom_ok)); then
-  rp_row "prometheus query" "ringpilot_samples_total for ranks 0,1 with job=$JOB_NAME,node=$node" PASS
+  rp_row "prometheus query" "ringpilot_samples_total for ranks 0..$((NRANKS - 1)) with job=$JOB_NAME,node=$node" PASS
 else
-  rp_row "prometheus query" "no ringpilot_samples_total{job=$JOB_NAME,node,rank=0|1} within ${PROM_WAIT_S} s: $(head -c 300 "$prom_result" 2>/dev/null | tr '\n' ' ')" FAIL
+  rp_row "prometheus query" "no ringpilot_samples_total{job=$JOB_NAME,node,rank=0..$((NRANKS - 1))} within ${PROM_WAIT_S} s: $(head -c 300 "$prom_result" 2>/dev/null | tr '\n' ' ')" FAIL
   rp_tail "$prom_dir/prometheus.log" 10
 fi
 
@@ -248,11 +255,11 @@ else
   for pid in $left; do kill -KILL "$pid" 2>/dev/null || true; done
 fi
 closed=1
-for r in 0 1; do
+for ((r = 0; r < NRANKS; r++)); do
   fetch "http://127.0.0.1:$((port_base + r))/metrics" "$RP_TMP/after-$r.prom" && closed=0
 done
 if ((closed)); then
-  rp_row "ports closed" "$port_base and $((port_base + 1)) no longer answer" PASS
+  rp_row "ports closed" "$port_base..$((port_base + NRANKS - 1)) no longer answer" PASS
 else
   rp_row "ports closed" "a metrics port still answers after the job ended" FAIL
 fi
