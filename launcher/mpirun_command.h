@@ -53,7 +53,8 @@ inline constexpr int kPreemptedExitStatus = 75;
 /// Builds the command for backend local, mpi or slurm:
 /// `MPIRUN -np N` + placement (local: `--oversubscribe`; mpi: `--hostfile RUN_DIR/hostfile
 /// --map-by ppr:K:node`) + `--bind-to none` [+ `--allow-run-as-root`] +
-/// `--mca btl_vader_single_copy_mechanism none` + `-x` for the four RINGPILOT_* variables
+/// `--mca btl_vader_single_copy_mechanism none` (left out when launch.mpirun_args or
+/// OMPI_MCA_btl_vader_single_copy_mechanism chooses it) + `-x` for the RINGPILOT_* variables
 /// and each forwarded variable set in `ctx.env` (name order) + launch.mpirun_args verbatim +
 /// `TRAINER --config RUN_DIR/job.yaml --run-dir RUN_DIR`.
 /// Backend slurm is backend mpi over the allocation in `ctx.env` (slurm::AllocationHosts:

@@ -70,36 +70,54 @@ StragglerStep AttributeStraggler(const std::vector<ArrivalSample>& samples, int 
 }
 
 double EstimateClockOffset(int rounds) {
-  int rank = 0, world = 1;
+  int rank = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  MPI_Comm_size(MPI_COMM_WORLD, &world);
-  constexpr int kTag = 7301;
-  auto now = [] {
-    return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch())
-        .count();
-  };
+  // Ranks of one host read the same CLOCK_REALTIME: their offset to a rank of the same
+  // host is exactly 0, and a ping-pong between oversubscribed ranks would only add the
+  // scheduler's delays to it. So only one rank per host (its lowest) measures, against
+  // rank 0, and tells the others of its host.
+  MPI_Comm node = MPI_COMM_NULL;
+  MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &node);
+  int local = 0;
+  MPI_Comm_rank(node, &local);
+  MPI_Comm leaders = MPI_COMM_NULL;
+  MPI_Comm_split(MPI_COMM_WORLD, local == 0 ? 0 : MPI_UNDEFINED, rank, &leaders);
   double offset = 0;
-  for (int peer = 1; peer < world; ++peer) {
-    double best_rtt = 1e30;
-    for (int i = 0; i < rounds; ++i) {
-      if (rank == 0) {
-        double ping = 0;
-        MPI_Recv(&ping, 1, MPI_DOUBLE, peer, kTag, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
-        const double t0 = now();
-        MPI_Send(&t0, 1, MPI_DOUBLE, peer, kTag, MPI_COMM_WORLD);
-      } else if (rank == peer) {
-        const double t1 = now();
-        MPI_Send(&t1, 1, MPI_DOUBLE, 0, kTag, MPI_COMM_WORLD);
-        double t0 = 0;
-        MPI_Recv(&t0, 1, MPI_DOUBLE, 0, kTag, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
-        const double t2 = now();
-        if (t2 - t1 < best_rtt) {
-          best_rtt = t2 - t1;
-          offset = t0 - (t1 + t2) / 2;
+  if (leaders != MPI_COMM_NULL) {
+    // World rank 0 is its host's lowest rank, hence leader 0.
+    int me = 0, hosts = 1;
+    MPI_Comm_rank(leaders, &me);
+    MPI_Comm_size(leaders, &hosts);
+    constexpr int kTag = 7301;
+    auto now = [] {
+      return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch())
+          .count();
+    };
+    for (int peer = 1; peer < hosts; ++peer) {
+      double best_rtt = 1e30;
+      for (int i = 0; i < rounds; ++i) {
+        if (me == 0) {
+          double ping = 0;
+          MPI_Recv(&ping, 1, MPI_DOUBLE, peer, kTag, leaders, MPI_STATUS_IGNORE);
+          const double t0 = now();
+          MPI_Send(&t0, 1, MPI_DOUBLE, peer, kTag, leaders);
+        } else if (me == peer) {
+          const double t1 = now();
+          MPI_Send(&t1, 1, MPI_DOUBLE, 0, kTag, leaders);
+          double t0 = 0;
+          MPI_Recv(&t0, 1, MPI_DOUBLE, 0, kTag, leaders, MPI_STATUS_IGNORE);
+          const double t2 = now();
+          if (t2 - t1 < best_rtt) {
+            best_rtt = t2 - t1;
+            offset = t0 - (t1 + t2) / 2;
+          }
         }
       }
     }
+    MPI_Comm_free(&leaders);
   }
+  MPI_Bcast(&offset, 1, MPI_DOUBLE, 0, node);
+  MPI_Comm_free(&node);
   return offset;
 }
 

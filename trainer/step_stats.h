@@ -47,8 +47,9 @@ struct ArrivalSample {
 /// its own readiness to the culprit's, blamed interval by interval on the later arrivals.
 StragglerStep AttributeStraggler(const std::vector<ArrivalSample>& samples, int rank);
 
-/// Offset to add to this rank's system clock to read rank 0's, estimated by MPI
-/// ping-pong with rank 0 (the exchange with the shortest round trip of `rounds`).
+/// Offset to add to this rank's system clock to read rank 0's: 0 on rank 0's host; on
+/// other hosts the lowest rank estimates it by MPI ping-pong with rank 0 (the exchange
+/// with the shortest round trip of `rounds`) and shares it with its host's ranks.
 /// Collective over MPI_COMM_WORLD.
 double EstimateClockOffset(int rounds = 8);
 

@@ -34,53 +34,11 @@ readonly BR="rpdbr$$" VETH_HOST=("rpd1h$$" "rpd2h$$") VETH_NODE=("rpd1n$$" "rpd2
 for tool in ip unshare hostname mpirun python3 timeout; do
   command -v "$tool" >/dev/null || rp_die "'$tool' not found"
 done
-for f in /var/run/netns/rp-d[12]-*; do
-  [[ -e $f ]] || continue
-  pid=${f##*-}
-  if [[ $pid =~ ^[0-9]+$ ]] && ! kill -0 "$pid" 2>/dev/null; then
-    rp_log "removing stale namespace ${f##*/} of an earlier run"
-    ip netns del "${f##*/}" || true
-  fi
-done
-for link in $(ip -o link show type bridge | awk -F': ' '{print $2}' | grep -E '^rpdbr[0-9]+$' || true); do
-  if ! kill -0 "${link#rpdbr}" 2>/dev/null; then ip link del "$link" || true; fi
-done
-if ip -4 -o addr show | grep -q ' 10\.215\.0\.'; then
-  rp_die "$SUBNET is already configured on this host: a leftover of an interrupted run? Remove it first"
-fi
+rp_netns_clean_stale 'rp-d[12]-*' rpdbr
 
-# shellcheck disable=SC2317  # called from the EXIT trap (rp_on_exit)
-teardown() {
-  local ns pid veth
-  for ns in "${NS[@]}"; do
-    if [[ -e /var/run/netns/$ns ]]; then
-      for pid in $(ip netns pids "$ns" 2>/dev/null); do kill -KILL "$pid" 2>/dev/null || true; done
-      ip netns del "$ns" || rp_log "could not delete netns $ns"
-    fi
-  done
-  if ip link show "$BR" >/dev/null 2>&1; then ip link del "$BR" || true; fi
-  for veth in "${VETH_HOST[@]}"; do
-    if ip link show "$veth" >/dev/null 2>&1; then ip link del "$veth" || true; fi
-  done
-}
-rp_on_exit teardown
+rp_on_exit rp_netns_teardown
 
-if ! err=$(ip netns add "${NS[0]}" 2>&1); then
-  rp_die "'ip netns add ${NS[0]}' is not permitted here ($err): needs CAP_SYS_ADMIN and CAP_NET_ADMIN"
-fi
-ip netns add "${NS[1]}"
-ip link add name "$BR" type bridge
-ip addr add "$BRIDGE_IP/24" dev "$BR"
-ip link set "$BR" up
-for i in 0 1; do
-  ip link add "${VETH_HOST[i]}" type veth peer name "${VETH_NODE[i]}"
-  ip link set "${VETH_HOST[i]}" master "$BR"
-  ip link set "${VETH_HOST[i]}" up
-  ip link set "${VETH_NODE[i]}" netns "${NS[i]}"
-  ip -n "${NS[i]}" addr add "${NODE_IPS[i]}/24" dev "${VETH_NODE[i]}"
-  ip -n "${NS[i]}" link set "${VETH_NODE[i]}" up
-  ip -n "${NS[i]}" link set lo up
-done
+rp_netns_create
 
 # rsh agent: agent.sh HOST COMMAND... in HOST's namespace under HOST's node name; with
 # $RP_TMP/small-shm present, node 2 also gets a private 16 MiB /dev/shm.

@@ -240,3 +240,74 @@ rp_finish() {
   printf '%s: PASSED (%d s)\n' "$RP_TEST" "$total"
   exit 0
 }
+
+# ---- "nodes" as network namespaces ----------------------------------------------------------
+# Tests that need two hosts run each "node" in a network namespace joined to the root
+# namespace by a bridge. The caller defines (readonly) SUBNET (a /24, e.g. 10.213.0.0/24),
+# BRIDGE_IP, NODE_IPS, NS (namespace names ending in -$$), BR (bridge name ending in $$),
+# VETH_HOST and VETH_NODE, then calls, in this order:
+#   rp_netns_clean_stale NS_GLOB BR_PREFIX   leftovers of killed earlier runs of this test
+#                                            (their PID suffix no longer runs) are removed;
+#                                            anything else on SUBNET is an error
+#   rp_netns_create                          namespaces, bridge and veth pairs, up
+#   rp_netns_teardown                        from the test's EXIT cleanup: kills what still
+#                                            runs inside the namespaces, removes everything
+rp_netns_clean_stale() {
+  local ns_glob=$1 br_prefix=$2 f pid p link net
+  for f in /var/run/netns/$ns_glob; do
+    [[ -e $f ]] || continue
+    pid=${f##*-}
+    if [[ $pid =~ ^[0-9]+$ ]] && ! kill -0 "$pid" 2>/dev/null; then
+      rp_log "removing stale namespace ${f##*/} of an earlier run"
+      for p in $(ip netns pids "${f##*/}" 2>/dev/null); do kill -KILL "$p" 2>/dev/null || true; done
+      ip netns del "${f##*/}" || true
+    fi
+  done
+  for link in $(ip -o link show type bridge | awk -F': ' '{print $2}' |
+    grep -E "^${br_prefix}[0-9]+\$" || true); do
+    if ! kill -0 "${link#"$br_prefix"}" 2>/dev/null; then
+      rp_log "removing stale bridge $link of an earlier run"
+      ip link del "$link" || true
+    fi
+  done
+  net=${SUBNET%.0/24}
+  if ip -4 -o addr show | grep -qF " ${net}."; then
+    rp_die "$SUBNET is already configured on this host ($(ip -4 -o addr show | grep -F " ${net}." |
+      awk '{print $2}' | tr '\n' ' ')): a leftover of an interrupted run? Remove it first"
+  fi
+}
+
+rp_netns_create() {
+  local err i
+  if ! err=$(ip netns add "${NS[0]}" 2>&1); then
+    rp_die "'ip netns add ${NS[0]}' is not permitted here ($err): this test needs root with CAP_SYS_ADMIN and CAP_NET_ADMIN (CI runs it as root)"
+  fi
+  for ((i = 1; i < ${#NS[@]}; i++)); do ip netns add "${NS[i]}"; done
+  ip link add name "$BR" type bridge
+  ip addr add "$BRIDGE_IP/24" dev "$BR"
+  ip link set "$BR" up
+  for ((i = 0; i < ${#NS[@]}; i++)); do
+    ip link add "${VETH_HOST[i]}" type veth peer name "${VETH_NODE[i]}"
+    ip link set "${VETH_HOST[i]}" master "$BR"
+    ip link set "${VETH_HOST[i]}" up
+    ip link set "${VETH_NODE[i]}" netns "${NS[i]}"
+    ip -n "${NS[i]}" addr add "${NODE_IPS[i]}/24" dev "${VETH_NODE[i]}"
+    ip -n "${NS[i]}" link set "${VETH_NODE[i]}" up
+    ip -n "${NS[i]}" link set lo up
+  done
+}
+
+rp_netns_teardown() {
+  local ns pid veth
+  for ns in "${NS[@]}"; do
+    if [[ -e /var/run/netns/$ns ]]; then
+      # Processes of the test still inside the namespace (a hung rank, a daemon) go first.
+      for pid in $(ip netns pids "$ns" 2>/dev/null); do kill -KILL "$pid" 2>/dev/null || true; done
+      ip netns del "$ns" || rp_log "could not delete netns $ns"
+    fi
+  done
+  if ip link show "$BR" >/dev/null 2>&1; then ip link del "$BR" || rp_log "could not delete $BR"; fi
+  for veth in "${VETH_HOST[@]}"; do
+    if ip link show "$veth" >/dev/null 2>&1; then ip link del "$veth" || true; fi
+  done
+}

@@ -55,31 +55,14 @@ for f in "$PID_DIR"/*.pids; do
   done <"$f"
   rm -f "$f"
 done
-for f in /var/run/netns/rpsl-n[12]-*; do
-  [[ -e $f ]] || continue
-  pid=${f##*-}
-  if [[ $pid =~ ^[0-9]+$ ]] && ! kill -0 "$pid" 2>/dev/null; then
-    rp_log "removing stale namespace ${f##*/} of an earlier run"
-    for p in $(ip netns pids "${f##*/}" 2>/dev/null); do kill -KILL "$p" 2>/dev/null || true; done
-    ip netns del "${f##*/}" || true
-  fi
-done
-for link in $(ip -o link show type bridge | awk -F': ' '{print $2}' | grep -E '^rpslbr[0-9]+$' || true); do
-  if ! kill -0 "${link#rpslbr}" 2>/dev/null; then
-    rp_log "removing stale bridge $link of an earlier run"
-    ip link del "$link" || true
-  fi
-done
-if ip -4 -o addr show | grep -q ' 10\.214\.0\.'; then
-  rp_die "$SUBNET is already configured on this host: a leftover of an interrupted run? Remove it first"
-fi
+rp_netns_clean_stale 'rpsl-n[12]-*' rpslbr
 
 # --- teardown (EXIT trap) ------------------------------------------------------------------
 SL=$RP_TMP/slurm
 export SLURM_CONF=$SL/slurm.conf
 # shellcheck disable=SC2317  # called from the EXIT trap (rp_on_exit)
 teardown() {
-  local ns pid f i
+  local pid f i
   if [[ -s $SLURM_CONF ]] && [[ -e $SL/slurmctld.pid ]]; then
     timeout 10 scancel --user=root >/dev/null 2>&1 || true
   fi
@@ -94,17 +77,7 @@ teardown() {
     done
     kill -KILL "$pid" 2>/dev/null || true
   done
-  for ns in "${NS[@]}"; do
-    if [[ -e /var/run/netns/$ns ]]; then
-      # slurmstepd, orted and ranks still inside the namespace go first.
-      for pid in $(ip netns pids "$ns" 2>/dev/null); do kill -KILL "$pid" 2>/dev/null || true; done
-      ip netns del "$ns" || rp_log "could not delete netns $ns"
-    fi
-  done
-  if ip link show "$BR" >/dev/null 2>&1; then ip link del "$BR" || rp_log "could not delete $BR"; fi
-  for f in "${VETH_HOST[@]}"; do
-    if ip link show "$f" >/dev/null 2>&1; then ip link del "$f" || true; fi
-  done
+  rp_netns_teardown  # slurmstepd, orted and ranks still inside the namespaces go first
   rm -f "$PID_LIST"
 }
 rp_on_exit teardown
@@ -118,22 +91,7 @@ dump_logs() {
 }
 
 # --- network: bridge in the root namespace, one namespace per node -----------------------
-if ! err=$(ip netns add "${NS[0]}" 2>&1); then
-  rp_die "'ip netns add' is not permitted here ($err): needs CAP_SYS_ADMIN and CAP_NET_ADMIN"
-fi
-ip netns add "${NS[1]}"
-ip link add name "$BR" type bridge
-ip addr add "$BRIDGE_IP/24" dev "$BR"
-ip link set "$BR" up
-for i in 0 1; do
-  ip link add "${VETH_HOST[i]}" type veth peer name "${VETH_NODE[i]}"
-  ip link set "${VETH_HOST[i]}" master "$BR"
-  ip link set "${VETH_HOST[i]}" up
-  ip link set "${VETH_NODE[i]}" netns "${NS[i]}"
-  ip -n "${NS[i]}" addr add "${NODE_IPS[i]}/24" dev "${VETH_NODE[i]}"
-  ip -n "${NS[i]}" link set "${VETH_NODE[i]}" up
-  ip -n "${NS[i]}" link set lo up
-done
+rp_netns_create
 
 # --- munge and Slurm -------------------------------------------------------------------------
 mkdir -p "$SL"/{munge,state,spool/n1,spool/n2,log} "$RP_TMP/runs"

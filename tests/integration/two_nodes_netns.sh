@@ -23,61 +23,13 @@ readonly BR="rpbr$$" VETH_HOST=("rpv1h$$" "rpv2h$$") VETH_NODE=("rpv1n$$" "rpv2n
 for tool in ip unshare hostname; do
   command -v "$tool" >/dev/null || rp_die "'$tool' not found (iproute2, util-linux)"
 done
-# Leftovers of a run of this test that was killed before its cleanup (rp-nK-PID, rpbrPID
-# with PID no longer running) are removed; anything else on the subnet is an error.
-for f in /var/run/netns/rp-n[12]-*; do
-  [[ -e $f ]] || continue
-  pid=${f##*-}
-  if [[ $pid =~ ^[0-9]+$ ]] && ! kill -0 "$pid" 2>/dev/null; then
-    rp_log "removing stale namespace ${f##*/} of an earlier run"
-    ip netns del "${f##*/}" || true
-  fi
-done
-for link in $(ip -o link show type bridge | awk -F': ' '{print $2}' | grep -E '^rpbr[0-9]+$' || true); do
-  if ! kill -0 "${link#rpbr}" 2>/dev/null; then
-    rp_log "removing stale bridge $link of an earlier run"
-    ip link del "$link" || true
-  fi
-done
-if ip -4 -o addr show | grep -q ' 10\.213\.0\.'; then
-  rp_die "$SUBNET is already configured on this host ($(ip -4 -o addr show | grep ' 10\.213\.0\.' |
-    awk '{print $2}' | tr '\n' ' ')): a leftover of an interrupted run? Remove it first"
-fi
+# Leftovers of a killed earlier run of this test (rp-nK-PID, rpbrPID) are removed.
+rp_netns_clean_stale 'rp-n[12]-*' rpbr
 
 # --- namespaces, bridge, veth pairs (torn down on exit) ------------------------------------
-# shellcheck disable=SC2317  # called from the EXIT trap (rp_on_exit)
-teardown() {
-  local ns pid veth
-  for ns in "${NS[@]}"; do
-    if [[ -e /var/run/netns/$ns ]]; then
-      # Processes of this test still inside the namespace (a hung rank) go first.
-      for pid in $(ip netns pids "$ns" 2>/dev/null); do kill -KILL "$pid" 2>/dev/null || true; done
-      ip netns del "$ns" || rp_log "could not delete netns $ns"
-    fi
-  done
-  if ip link show "$BR" >/dev/null 2>&1; then ip link del "$BR" || rp_log "could not delete $BR"; fi
-  for veth in "${VETH_HOST[@]}"; do
-    if ip link show "$veth" >/dev/null 2>&1; then ip link del "$veth" || true; fi
-  done
-}
-rp_on_exit teardown
+rp_on_exit rp_netns_teardown
 
-if ! err=$(ip netns add "${NS[0]}" 2>&1); then
-  rp_die "'ip netns add ${NS[0]}' is not permitted here ($err): this test needs root with CAP_SYS_ADMIN and CAP_NET_ADMIN (CI runs it as root)"
-fi
-ip netns add "${NS[1]}"
-ip link add name "$BR" type bridge
-ip addr add "$BRIDGE_IP/24" dev "$BR"
-ip link set "$BR" up
-for i in 0 1; do
-  ip link add "${VETH_HOST[i]}" type veth peer name "${VETH_NODE[i]}"
-  ip link set "${VETH_HOST[i]}" master "$BR"
-  ip link set "${VETH_HOST[i]}" up
-  ip link set "${VETH_NODE[i]}" netns "${NS[i]}"
-  ip -n "${NS[i]}" addr add "${NODE_IPS[i]}/24" dev "${VETH_NODE[i]}"
-  ip -n "${NS[i]}" link set "${VETH_NODE[i]}" up
-  ip -n "${NS[i]}" link set lo up
-done
+rp_netns_create
 rp_row "network" "${NS[0]}=${NODE_IPS[0]}, ${NS[1]}=${NODE_IPS[1]}, bridge $BR=$BRIDGE_IP" PASS
 
 # TCP from node 1 to node 2 and from the root namespace to node 1 (what mpirun and the

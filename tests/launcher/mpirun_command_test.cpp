@@ -125,6 +125,29 @@ TEST(MpirunCommand, MpirunArgsGoBeforeTheTrainerVerbatim) {
             Concat({{"--mca", "btl_tcp_if_include", "lo", "--tag-output", "a b'c"}, kTrainerTail}));
 }
 
+bool HasCopyNone(const Argv& argv) {
+  for (std::size_t i = 0; i + 2 < argv.size(); ++i) {
+    if (argv[i] == "--mca" && argv[i + 1] == "btl_vader_single_copy_mechanism" &&
+        argv[i + 2] == "none") {
+      return true;
+    }
+  }
+  return false;
+}
+
+TEST(MpirunCommand, UserChoiceOfSingleCopyMechanismWins) {
+  JobConfig job = LocalJob();
+  job.launch.mpirun_args = {"--mca", "btl_vader_single_copy_mechanism", "cma"};
+  Argv argv = BuildMpirunCommand(job, Context()).argv;
+  EXPECT_FALSE(HasCopyNone(argv));
+  EXPECT_EQ(std::count(argv.begin(), argv.end(), "btl_vader_single_copy_mechanism"), 1);
+
+  MpirunContext ctx = Context();
+  ctx.env["OMPI_MCA_btl_vader_single_copy_mechanism"] = "cma";
+  EXPECT_FALSE(HasCopyNone(BuildMpirunCommand(LocalJob(), ctx).argv));
+  EXPECT_TRUE(HasCopyNone(BuildMpirunCommand(LocalJob(), Context()).argv));
+}
+
 TEST(MpirunCommand, MpiBackendUsesHostfileAndPpr) {
   JobConfig job = LocalJob();
   job.world.nodes = 2;
