@@ -25,6 +25,8 @@ train: {steps: 5, precision: fp32, tf32: false, deterministic: true, lr: 0.01, l
 checkpoint: {every_steps: 0, keep: 1}
 metrics: {enabled: false}
 YAML
+  # A run directory that exists would be resumed (its checkpoints), not trained afresh.
+  rm -rf "${OUT:?}/$name"
   "$RP" run "$OUT/$name.yaml" --run-dir "$OUT/$name" "${set[@]}" >"$OUT/$name.log" 2>&1 ||
     { echo "correctness: run $name failed:"; grep -m3 FATAL "$OUT/$name"/logs/rank-*.log; fail=1; }
 }
