@@ -89,6 +89,7 @@ train: {steps: 60, optimizer: adamw, lr: 1.0e-4, precision: bf16, cuda_graphs: t
 checkpoint: {every_steps: 0, keep: 1}
 metrics: {enabled: true, port_base: 9400, gpu_sample_seconds: 1}
 YAML
+  rm -rf "${OUT:?}/$name"  # an existing run directory would be resumed
   "$RP" run "$OUT/$name.yaml" --run-dir "$OUT/$name" "${set[@]}" >"$OUT/$name.log" 2>&1
 }
 scrape() {  # port, file: keep the last non-empty exposition until the job ends
