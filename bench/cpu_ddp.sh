@@ -16,6 +16,8 @@
 # side's best run (noise on a shared host only ever slows a run down). Before every run the
 # script waits up to S seconds (default 120; 0: not at all) for the host to go idle, and
 # after it reports the CPU time other processes took meanwhile ("foreign CPU").
+# RP_SET=KEY=VALUE adds one `--set` to every ringpilot run (e.g.
+# RP_SET='launch.mpirun_args=[--mca, btl_vader_single_copy_mechanism, cma]').
 # Prints a table last; the raw output of every run is kept under the run directory
 # (--keep DIR, default a fresh temporary directory, printed; runs are added to those an
 # earlier invocation left there, with the same build snapshot, and the table covers all).
@@ -189,7 +191,9 @@ metrics: {enabled: $metrics, bind: 127.0.0.1, port_base: 0}
 EOF
   echo "== $tag: ringpilot $m world=$world metrics=$metrics steps=$n (load before: $(load))"
   mark
-  "$RINGPILOT" run "$dir.yaml" --run-dir "$dir" >"$dir.out" 2>&1 || {
+  local extra=()
+  [[ -n ${RP_SET:-} ]] && extra=(--set "$RP_SET")
+  "$RINGPILOT" run "$dir.yaml" --run-dir "$dir" "${extra[@]}" >"$dir.out" 2>&1 || {
     echo "cpu_ddp: ringpilot failed ($dir.out):" >&2; tail -20 "$dir.out" >&2; exit 1; }
   foreign "$dir.foreign"
   grep -o '([0-9]* parameters)' "$dir/logs/rank-0.log" | head -1 | tr -dc 0-9 >"$dir.params"
