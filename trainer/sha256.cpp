@@ -1,8 +1,15 @@
 #include "trainer/sha256.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
 #include <cstdio>
 #include <cstring>
 #include <stdexcept>
+#include <thread>
 
 namespace ringpilot::trainer {
 
@@ -116,6 +123,50 @@ std::string Sha256File(const std::string& path) {
   std::fclose(f);
   if (bad) throw std::runtime_error(path + ": read error during checksum");
   return sha.HexDigest();
+}
+
+std::vector<std::string> Sha256FileChunks(const std::string& path, size_t chunk_bytes,
+                                          int threads) {
+  if (chunk_bytes == 0) throw std::invalid_argument("Sha256FileChunks: chunk_bytes is 0");
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) throw std::runtime_error(path + ": cannot open for checksum");
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) {
+    ::close(fd);
+    throw std::runtime_error(path + ": cannot stat for checksum");
+  }
+  const auto size = static_cast<size_t>(st.st_size);
+  const size_t chunks = (size + chunk_bytes - 1) / chunk_bytes;
+  std::vector<std::string> digests(chunks);
+  std::atomic<size_t> next{0};
+  std::atomic<bool> failed{false};
+  auto work = [&] {
+    std::vector<char> buf(1 << 20);
+    for (size_t c = next++; c < chunks && !failed; c = next++) {
+      Sha256 sha;
+      size_t off = c * chunk_bytes;
+      const size_t end = std::min(size, off + chunk_bytes);
+      while (off < end) {
+        const ssize_t n =
+            ::pread(fd, buf.data(), std::min(buf.size(), end - off), static_cast<off_t>(off));
+        if (n <= 0) {
+          failed = true;
+          return;
+        }
+        sha.Update(buf.data(), static_cast<size_t>(n));
+        off += static_cast<size_t>(n);
+      }
+      digests[c] = sha.HexDigest();
+    }
+  };
+  const int n = std::max(1, std::min<int>(threads, static_cast<int>(chunks)));
+  std::vector<std::thread> pool;
+  for (int t = 1; t < n; ++t) pool.emplace_back(work);
+  work();
+  for (auto& t : pool) t.join();
+  ::close(fd);
+  if (failed) throw std::runtime_error(path + ": read error during checksum");
+  return digests;
 }
 
 }  // namespace ringpilot::trainer

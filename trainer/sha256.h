@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace ringpilot::trainer {
 
@@ -26,5 +27,11 @@ class Sha256 {
 
 /// Digest of a whole file; throws std::runtime_error naming the file if unreadable.
 std::string Sha256File(const std::string& path);
+
+/// Digests of the consecutive `chunk_bytes` pieces of a file (the last may be shorter; an
+/// empty file has none), hashed by up to `threads` threads at once: SHA-256 itself is
+/// sequential, so a multi-GB checkpoint is only fast to check in pieces. Throws
+/// std::runtime_error naming the file if unreadable.
+std::vector<std::string> Sha256FileChunks(const std::string& path, size_t chunk_bytes, int threads);
 
 }  // namespace ringpilot::trainer

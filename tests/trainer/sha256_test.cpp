@@ -4,6 +4,7 @@
 
 #include <cstdio>
 #include <string>
+#include <vector>
 
 namespace ringpilot::trainer {
 namespace {
@@ -44,6 +45,28 @@ TEST(Sha256, FileAndMissingFile) {
   std::fclose(f);
   EXPECT_EQ(Sha256File(path), Digest("abc"));
   EXPECT_THROW(Sha256File(path + ".missing"), std::runtime_error);
+}
+
+TEST(Sha256, FileChunksMatchDigestsOfThePieces) {
+  const std::string path = ::testing::TempDir() + "/sha256_chunks.bin";
+  std::string data;
+  for (int i = 0; i < 1000; ++i) data += static_cast<char>(i * 7 + 3);
+  {
+    std::FILE* f = std::fopen(path.c_str(), "wb");
+    ASSERT_NE(f, nullptr);
+    std::fwrite(data.data(), 1, data.size(), f);
+    std::fclose(f);
+  }
+  for (int threads : {1, 3, 8}) {
+    const auto chunks = Sha256FileChunks(path, 300, threads);
+    ASSERT_EQ(chunks.size(), 4u);  // 300, 300, 300, 100
+    for (size_t c = 0; c < chunks.size(); ++c) {
+      EXPECT_EQ(chunks[c], Digest(data.substr(c * 300, 300))) << "chunk " << c;
+    }
+  }
+  EXPECT_EQ(Sha256FileChunks(path, 1000, 2), std::vector<std::string>{Digest(data)});
+  EXPECT_THROW(Sha256FileChunks(path + ".missing", 300, 2), std::runtime_error);
+  std::remove(path.c_str());
 }
 
 }  // namespace
