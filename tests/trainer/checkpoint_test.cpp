@@ -6,8 +6,10 @@
 #include <unistd.h>
 
 #include <fstream>
+#include <nlohmann/json.hpp>
 
 #include "trainer/file_util.h"
+#include "trainer/sha256.h"
 
 namespace ringpilot::trainer {
 namespace {
@@ -52,6 +54,24 @@ TEST_F(CheckpointTest, KeepsOnlyTheNewest) {
   EXPECT_FALSE(Exists(dir + "/step-00000005"));
   EXPECT_TRUE(Exists(dir + "/step-00000010"));
   EXPECT_TRUE(Exists(dir + "/step-00000015"));
+}
+
+// Checkpoints of earlier releases carry one whole-file "sha256" instead of per-piece digests.
+TEST_F(CheckpointTest, WholeFileSha256ManifestsStillVerify) {
+  CheckpointStore store(dir, 3);
+  const auto info = store.Save(7, 1, "job", State(7));
+  const std::string manifest = info.path + "/manifest.json";
+  nlohmann::json m = nlohmann::json::parse(std::ifstream(manifest));
+  auto& meta = m["files"]["state.pt"];
+  ASSERT_TRUE(meta.contains("sha256_chunks"));
+  meta.erase("sha256_chunks");
+  meta.erase("sha256_chunk_bytes");
+  meta["sha256"] = Sha256File(info.path + "/state.pt");
+  std::ofstream(manifest, std::ios::trunc) << m.dump(2);
+  EXPECT_EQ(CheckpointStore::Verify(info.path).step, 7);
+  meta["sha256"] = std::string(64, '0');
+  std::ofstream(manifest, std::ios::trunc) << m.dump(2);
+  EXPECT_THROW(CheckpointStore::Verify(info.path), CheckpointError);
 }
 
 TEST_F(CheckpointTest, CorruptNewestFallsBackToOlderAndIsKept) {
