@@ -181,9 +181,7 @@ std::vector<std::string> BuildCommbenchArgv(const BenchCommArgs& args, const Ben
   std::vector<std::string> argv = {ctx.mpirun, "-np", std::to_string(args.np)};
   // CPU ranks share the cores of this host; GPU ranks are one per GPU.
   if (args.device == "cpu") argv.push_back("--oversubscribe");
-  argv.insert(argv.end(), {"--bind-to", "none"});
-  if (ctx.euid == 0) argv.push_back("--allow-run-as-root");
-  argv.insert(argv.end(), {"--mca", "btl_vader_single_copy_mechanism", "none"});
+  AppendBaseMpirunFlags(ctx.euid, {}, ctx.env, &argv);
   for (const auto& [name, value] : ctx.env) {
     if (IsForwardedVariable(name)) argv.insert(argv.end(), {"-x", name});
   }

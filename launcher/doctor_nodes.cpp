@@ -155,11 +155,10 @@ std::vector<std::string> DoctorMpirunArgv(const std::string& mpirun, std::size_t
                                           const std::vector<std::string>& mpirun_args,
                                           const std::string& self, const std::string& device,
                                           unsigned euid, const Environment& env) {
-  std::vector<std::string> argv = {
-      mpirun,      "-np", std::to_string(hosts), "--hostfile", hostfile,
-      "-npernode", "1",   "--tag-output",        "--bind-to",  "none"};
-  if (euid == 0) argv.push_back("--allow-run-as-root");
-  argv.insert(argv.end(), {"--mca", "btl_vader_single_copy_mechanism", "none"});
+  std::vector<std::string> argv = {mpirun,       "-np",         std::to_string(hosts),
+                                   "--hostfile", hostfile,      "-npernode",
+                                   "1",          "--tag-output"};
+  AppendBaseMpirunFlags(euid, mpirun_args, env, &argv);
   for (const auto& [name, value] : env) {
     if (IsForwardedVariable(name) || name == "RINGPILOT_TRAINER" || name == "RINGPILOT_MPIRUN" ||
         name == "RINGPILOT_LIBTORCH_CUDA") {

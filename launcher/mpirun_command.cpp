@@ -9,28 +9,9 @@ namespace {
 
 bool StartsWith(const std::string& s, const char* prefix) { return s.rfind(prefix, 0) == 0; }
 
-// Whether the user chose the shared-memory single-copy mechanism themselves (in
-// launch.mpirun_args or OpenMPI's environment variable): a second --mca for the same
-// parameter makes mpirun refuse to start.
-bool UserSetSingleCopy(const std::vector<std::string>& user_args, const MpirunContext& ctx) {
-  for (const auto& a : user_args) {
-    if (a.find("btl_vader_single_copy_mechanism") != std::string::npos) return true;
-  }
-  return ctx.env.count("OMPI_MCA_btl_vader_single_copy_mechanism") > 0;
-}
-
 void AddCommonFlags(const MpirunContext& ctx, const std::vector<std::string>& user_args,
                     std::vector<std::string>* argv) {
-  argv->insert(argv->end(), {"--bind-to", "none"});
-  // The trainer binds its own threads to cores from the topology plan; mpirun's default
-  // binding would pin each rank to one core first.
-  if (ctx.euid == 0) argv->push_back("--allow-run-as-root");
-  // Shared-memory single copy uses CMA (process_vm_readv), which containers and
-  // ptrace-restricted kernels refuse; copy-in/copy-out works everywhere. Where CMA works
-  // it is 5-12% faster on CPU jobs, so a user's own choice wins.
-  if (!UserSetSingleCopy(user_args, ctx)) {
-    argv->insert(argv->end(), {"--mca", "btl_vader_single_copy_mechanism", "none"});
-  }
+  AppendBaseMpirunFlags(ctx.euid, user_args, ctx.env, argv);
   for (const char* name :
        {kRunDirVar, kRestartVar, kMasterAddrVar, kMasterPortVar, kLaunchTimeVar}) {
     argv->insert(argv->end(), {"-x", name});
@@ -42,12 +23,36 @@ void AddCommonFlags(const MpirunContext& ctx, const std::vector<std::string>& us
   }
 }
 
+// Whether the user chose the shared-memory single-copy mechanism themselves (in
+// launch.mpirun_args or OpenMPI's environment variable): a second --mca for the same
+// parameter makes mpirun refuse to start.
+bool UserSetSingleCopy(const std::vector<std::string>& user_args, const Environment& env) {
+  for (const auto& a : user_args) {
+    if (a.find("btl_vader_single_copy_mechanism") != std::string::npos) return true;
+  }
+  return env.count("OMPI_MCA_btl_vader_single_copy_mechanism") > 0;
+}
+
 }  // namespace
 
 bool IsForwardedVariable(const std::string& name) {
   return name == "PATH" || name == "LD_LIBRARY_PATH" || name == "OMP_NUM_THREADS" ||
          name == "CUDA_VISIBLE_DEVICES" || StartsWith(name, "NCCL_") ||
          StartsWith(name, "TORCH_") || StartsWith(name, "NVSHMEM_");
+}
+
+void AppendBaseMpirunFlags(unsigned euid, const std::vector<std::string>& user_args,
+                           const Environment& env, std::vector<std::string>* argv) {
+  // The trainer binds its own threads to cores from the topology plan; mpirun's default
+  // binding would pin each rank to one core first.
+  argv->insert(argv->end(), {"--bind-to", "none"});
+  if (euid == 0) argv->push_back("--allow-run-as-root");
+  // Shared-memory single copy uses CMA (process_vm_readv), which containers and
+  // ptrace-restricted kernels refuse; copy-in/copy-out works everywhere. Where CMA works
+  // it is 5-12% faster on CPU jobs, so a user's own choice wins.
+  if (!UserSetSingleCopy(user_args, env)) {
+    argv->insert(argv->end(), {"--mca", "btl_vader_single_copy_mechanism", "none"});
+  }
 }
 
 MpirunCommand BuildMpirunCommand(const JobConfig& config, const MpirunContext& ctx) {

@@ -45,6 +45,14 @@ struct MpirunCommand {
 /// OMP_NUM_THREADS, CUDA_VISIBLE_DEVICES, and every NCCL_*, TORCH_* and NVSHMEM_* variable.
 bool IsForwardedVariable(const std::string& name);
 
+/// The flags every mpirun that ringpilot starts carries (jobs, `bench comm`, `doctor
+/// --hosts`): `--bind-to none` (ranks bind themselves), `--allow-run-as-root` for euid 0,
+/// and `--mca btl_vader_single_copy_mechanism none` unless `user_args` or
+/// OMPI_MCA_btl_vader_single_copy_mechanism in `env` choose the mechanism (a second
+/// value makes mpirun refuse to start).
+void AppendBaseMpirunFlags(unsigned euid, const std::vector<std::string>& user_args,
+                           const Environment& env, std::vector<std::string>* argv);
+
 /// Exit status of a rank that stopped after SIGUSR1 with a checkpoint of its last step
 /// (trainer/preemption.h), and of `ringpilot run` for a job stopped that way
 /// (EX_TEMPFAIL: run the same run directory again to resume; docs/slurm.md).

@@ -165,6 +165,17 @@ TEST(DoctorNodes, HostListAndMpirunCommand) {
             "--mca plm_rsh_agent a /opt/ringpilot doctor --node-report --device cpu");
 }
 
+TEST(DoctorNodes, JobsSingleCopyChoiceReplacesTheDefault) {
+  // A job whose mpirun_args choose CMA: a second value would make mpirun refuse to start.
+  const auto argv = DoctorMpirunArgv("mpirun", 2, "/t/hostfile",
+                                     {"--mca", "btl_vader_single_copy_mechanism", "cma"},
+                                     "/opt/ringpilot", "cpu", 1000, Environment{});
+  EXPECT_EQ(ShellQuote(argv),
+            "mpirun -np 2 --hostfile /t/hostfile -npernode 1 --tag-output --bind-to none "
+            "--mca btl_vader_single_copy_mechanism cma /opt/ringpilot doctor --node-report "
+            "--device cpu");
+}
+
 TEST(DoctorNodes, SplitsTaggedOutputByRank) {
   const auto by_rank = SplitTaggedOutput(
       "[1,1]<stdout>:{\"b\": 1}\n[1,0]<stderr>:warning\n[1,0]<stdout>:{\"a\": 0}\nplain\n"
