@@ -107,3 +107,18 @@ function(ringpilot_torch_executable name)
   add_executable(${name} $<TARGET_OBJECTS:${name}_objects>)
   target_link_libraries(${name} PRIVATE ${name}_objects)
 endfunction()
+
+# CUDA kernels of a component (.cu files): a small static library of its own, compiled by
+# nvcc without LibTorch headers (no precompiled header, fast), for Ampere and Hopper with
+# PTX for later GPUs. Its header exposes plain launch functions on raw pointers.
+set(RINGPILOT_CUDA_ARCHITECTURES "80-real;90-real;90-virtual" CACHE STRING
+    "GPU architectures of ringpilot's own kernels")
+function(ringpilot_cuda_library name)
+  cmake_parse_arguments(ARG "" "" "SOURCES" ${ARGN})
+  add_library(${name} STATIC ${ARG_SOURCES})
+  set_target_properties(${name} PROPERTIES CUDA_ARCHITECTURES "${RINGPILOT_CUDA_ARCHITECTURES}"
+                                           CUDA_STANDARD 17 POSITION_INDEPENDENT_CODE ON)
+  target_include_directories(${name} PUBLIC ${CMAKE_SOURCE_DIR})
+  target_compile_options(${name} PRIVATE $<$<COMPILE_LANGUAGE:CUDA>:--expt-relaxed-constexpr>)
+  target_link_libraries(${name} PUBLIC CUDA::cudart PRIVATE ringpilot::warnings)
+endfunction()

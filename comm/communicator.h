@@ -12,6 +12,8 @@
 
 namespace ringpilot::comm {
 
+class DeviceTimeline;
+
 /// kAvg divides the sum by size() (floating-point tensors only).
 enum class ReduceOp { kSum, kAvg, kMax, kMin };
 
@@ -25,8 +27,9 @@ const char* ToString(CollectiveOp op);
 class CollectiveObserver {
  public:
   virtual ~CollectiveObserver() = default;
-  /// `seconds` is issue-to-completion time; `bytes` the payload of one rank.
-  virtual void OnCollective(CollectiveOp op, int64_t bytes, double seconds) = 0;
+  /// `seconds` is issue-to-completion time; `bytes` the payload of one rank; `start_unix`
+  /// when it started (Unix seconds, this host's clock), or NaN: it ended just now.
+  virtual void OnCollective(CollectiveOp op, int64_t bytes, double seconds, double start_unix) = 0;
 };
 
 /// One collective in flight. Not thread-safe; owned by whoever issued it.
@@ -63,6 +66,14 @@ class Communicator {
   /// progresses inside MPI calls). Cheap; safe to call often.
   virtual void Progress() {}
 
+  /// CUDA graphs: collectives captured while a timeline is set are stamped on the GPU
+  /// (comm/device_timeline.h); after each replay the graph's owner calls OnReplayLaunched,
+  /// and OnReplayTimed with the replay's marks once it has finished, which reports them to
+  /// the observer and advances the sequence numbers. Not owned; no-ops for MPI.
+  void set_timeline(DeviceTimeline* timeline) { timeline_ = timeline; }
+  virtual void OnReplayLaunched() {}
+  virtual void OnReplayTimed(const std::vector<uint64_t>& marks) {}
+
   /// Observer of completed collectives (may be null). Not owned.
   void set_observer(CollectiveObserver* observer) { observer_ = observer; }
   CollectiveObserver* observer() const { return observer_; }
@@ -76,6 +87,7 @@ class Communicator {
  protected:
   std::atomic<uint64_t> started_seq_{0};
   std::atomic<uint64_t> completed_seq_{0};
+  DeviceTimeline* timeline_ = nullptr;
 
  private:
   CollectiveObserver* observer_ = nullptr;

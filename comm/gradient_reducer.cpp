@@ -144,7 +144,10 @@ void GradientReducer::LaunchReadyBuckets() {
 
 void GradientReducer::Launch(size_t bucket_index) {
   auto& b = *buckets_[bucket_index];
-  if (stats_.hooks_before_first_launch < 0) stats_.hooks_before_first_launch = hooks_fired_;
+  if (stats_.hooks_before_first_launch < 0) {
+    stats_.hooks_before_first_launch = hooks_fired_;
+    if (options_.on_first_launch) options_.on_first_launch();
+  }
   if (!b.wire.is_same(b.storage)) b.wire.copy_(b.storage);
   b.work = comm_.AllReduce(b.wire, ReduceOp::kAvg);
   b.launched = true;

@@ -6,6 +6,7 @@
 #include <torch/csrc/autograd/function.h>
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -26,6 +27,10 @@ struct ReducerOptions {
   /// After the first backward, re-bucket in the order gradients actually became
   /// ready (rank 0's order, broadcast), so buckets fill in one sweep.
   bool rebuild_from_observed_order = true;
+  /// Called each step just before the first bucket's all-reduce is issued, on the thread
+  /// issuing it (an autograd thread on CUDA, with the gradients' stream current): when
+  /// this rank's first gradients were ready. Must be cheap, host-sync free, capturable.
+  std::function<void()> on_first_launch;
 };
 
 /// Per-step facts, for metrics and tests.

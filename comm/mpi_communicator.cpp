@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -183,7 +184,8 @@ class MpiWork : public Work {
     v.erase(std::remove(v.begin(), v.end(), this), v.end());
     owner_->completed_seq_.fetch_add(1, std::memory_order_relaxed);
     if (auto* obs = owner_->observer()) {
-      obs->OnCollective(op_, bytes_, std::chrono::duration<double>(Clock::now() - start_).count());
+      obs->OnCollective(op_, bytes_, std::chrono::duration<double>(Clock::now() - start_).count(),
+                        std::nan(""));
     }
   }
 

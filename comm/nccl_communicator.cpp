@@ -5,8 +5,10 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 
+#include "comm/device_timeline.h"
 #include "comm/status.h"
 
 namespace ringpilot::comm {
@@ -164,18 +166,25 @@ std::unique_ptr<Work> NcclCommunicator::Enqueue(CollectiveOp op, const at::Tenso
 
   const unsigned flags = capturing ? cudaEventDisableTiming : cudaEventDefault;
   std::shared_ptr<void> start;
+  // Inside a graph, events cannot time a replay; GPU-side marks can (comm/device_timeline.h).
+  const int marks = capturing && timeline_ ? timeline_->AllocateMarks(2) : -1;
   if (!capturing) {
     start = MakeEvent(flags);
     if (!start) AbortJob("cudaEventCreateWithFlags failed");
     CUDA_CHECK_FATAL(cudaEventRecord(Ev(start), comm_stream));
+  } else if (marks > 0) {
+    timeline_->Mark(marks, comm_stream);
   }
   launch(comm_stream);
+  if (marks > 0) {
+    timeline_->Mark(marks + 1, comm_stream);
+    captured_.push_back({op, bytes, marks, marks + 1});
+  }
   std::shared_ptr<void> done = MakeEvent(flags);
   if (!done) AbortJob("cudaEventCreateWithFlags failed");
   CUDA_CHECK_FATAL(cudaEventRecord(Ev(done), comm_stream));
   if (capturing) {
-    // Inside a graph the event only expresses the dependency; timing comes from the
-    // step-level events the trainer records outside capture.
+    // Inside a graph the event only expresses the dependency.
     return std::make_unique<NcclWork>(std::move(done));
   }
   const uint64_t seq = started_seq_.fetch_add(1) + 1;
@@ -231,9 +240,24 @@ void NcclCommunicator::Progress() {
     timed_.pop_front();
     float ms = 0.f;
     cudaEventElapsedTime(&ms, Ev(t.start), Ev(t.end));
-    if (auto* obs = observer()) obs->OnCollective(t.op, t.bytes, ms / 1e3);
+    if (auto* obs = observer()) obs->OnCollective(t.op, t.bytes, ms / 1e3, std::nan(""));
     completed_seq_.fetch_add(1);
   }
+}
+
+void NcclCommunicator::OnReplayLaunched() {
+  started_seq_.fetch_add(captured_.size(), std::memory_order_relaxed);
+}
+
+void NcclCommunicator::OnReplayTimed(const std::vector<uint64_t>& marks) {
+  for (const Captured& c : captured_) {
+    const uint64_t start = marks[c.start_mark], end = marks[c.end_mark];
+    if (start == 0 || end < start) continue;  // not stamped in this replay
+    if (auto* obs = observer()) {
+      obs->OnCollective(c.op, c.bytes, (end - start) * 1e-9, timeline_->ToUnix(start));
+    }
+  }
+  completed_seq_.fetch_add(captured_.size(), std::memory_order_relaxed);
 }
 
 void NcclCommunicator::WatchdogLoop() {

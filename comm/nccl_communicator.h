@@ -48,6 +48,8 @@ class NcclCommunicator : public Communicator {
   void Barrier() override;
   /// Reports timings of collectives whose events completed (never blocks).
   void Progress() override;
+  void OnReplayLaunched() override;
+  void OnReplayTimed(const std::vector<uint64_t>& marks) override;
 
   cudaStream_t stream() const { return stream_.stream(); }
   int device() const { return device_; }
@@ -59,6 +61,13 @@ class NcclCommunicator : public Communicator {
     int64_t bytes;
     std::shared_ptr<void> start;  // cudaEvent_t, destroyed with the last owner
     std::shared_ptr<void> end;    // shared with the Work that waits on it
+  };
+  // A collective captured into a CUDA graph, stamped by the timeline's marks.
+  struct Captured {
+    CollectiveOp op;
+    int64_t bytes;
+    int start_mark;
+    int end_mark;
   };
   template <class Launch>
   std::unique_ptr<Work> Enqueue(CollectiveOp op, const at::Tensor& tensor, int64_t bytes,
@@ -72,7 +81,8 @@ class NcclCommunicator : public Communicator {
   NcclOptions options_;
   ncclComm_t comm_ = nullptr;
   c10::cuda::CUDAStream stream_;
-  std::deque<Timed> timed_;  // training thread only
+  std::deque<Timed> timed_;         // training thread only
+  std::vector<Captured> captured_;  // likewise
 
   // Watchdog: the training thread publishes (seq, issue time) of each collective it
   // enqueued and the last sequence observed complete.

@@ -441,6 +441,10 @@ std::vector<KeySpec> BuildSchema() {
   s.push_back(std::move(model));
   s.push_back(BoolKey("model.sync_batchnorm", Member(&JC::model, &ModelConfig::sync_batchnorm),
                       "BatchNorm statistics over the whole world, not per rank"));
+  s.push_back(
+      BoolKey("model.fused_batchnorm", Member(&JC::model, &ModelConfig::fused_batchnorm),
+              "ResNet on CUDA, channels_last: BatchNorm, residual add and ReLU in ringpilot's "
+              "fused kernels (training, per-rank statistics)"));
   s.push_back(FloatKey("model.dropout", Member(&JC::model, &ModelConfig::dropout), 0, false, 1,
                        true, "BERT dropout probability (0 makes runs comparable)"));
   s.push_back(IntKey("model.seq_len", Member(&JC::model, &ModelConfig::seq_len), 8, 8192,

@@ -71,8 +71,10 @@ std::vector<std::string> DoctorMpirunArgv(const std::string& mpirun, std::size_t
                                           const std::string& self, const std::string& device,
                                           unsigned euid, const Environment& env);
 
-/// Lines of `mpirun --tag-output` ("[JOB,RANK]<stdout>:TEXT") grouped by rank; stderr and
-/// untagged lines are dropped.
+/// Output of `mpirun --tag-output` ("[JOB,RANK]<stdout>:TEXT") grouped by rank; stderr and
+/// untagged lines are dropped. mpirun forwards output in fragments and tags each one, so
+/// a long line may arrive as "[1,0]<stdout>:first half[1,0]<stdout>:second half\n":
+/// fragments are joined back per rank.
 std::map<int, std::string> SplitTaggedOutput(const std::string& output);
 
 /// Cross-node checks (same driver, CUDA driver/runtime, NCCL, torch, MPI, GPU count and

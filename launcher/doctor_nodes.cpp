@@ -171,13 +171,25 @@ std::vector<std::string> DoctorMpirunArgv(const std::string& mpirun, std::size_t
 }
 
 std::map<int, std::string> SplitTaggedOutput(const std::string& output) {
-  static const std::regex re(R"(^\[\d+,(\d+)\]<stdout>:(.*)$)");
+  static const std::regex tag(R"(\[\d+,(\d+)\]<(stdout|stderr|stddiag)>:)");
   std::map<int, std::string> out;
-  std::istringstream in(output);
-  for (std::string line; std::getline(in, line);) {
-    std::smatch m;
-    if (std::regex_match(line, m, re)) out[std::stoi(m[1])] += m[2].str() + "\n";
+  // Each fragment runs from its tag to the next tag, but not past its first newline:
+  // what follows a newline without a tag is mpirun's own output.
+  auto take = [&](int rank, std::size_t begin, std::size_t end) {
+    const std::size_t nl = output.find('\n', begin);
+    if (nl != std::string::npos && nl < end) end = nl + 1;
+    if (rank >= 0) out[rank] += output.substr(begin, end - begin);
+  };
+  int rank = -1;  // of the fragment being read; -1: stderr or none yet
+  std::size_t pos = 0;
+  for (auto it = std::sregex_iterator(output.begin(), output.end(), tag);
+       it != std::sregex_iterator(); ++it) {
+    const std::size_t at = static_cast<std::size_t>(it->position());
+    if (pos > 0 || rank >= 0) take(rank, pos, at);
+    rank = (*it)[2] == "stdout" ? std::stoi((*it)[1]) : -1;
+    pos = at + static_cast<std::size_t>(it->length());
   }
+  if (pos > 0) take(rank, pos, output.size());
   return out;
 }
 

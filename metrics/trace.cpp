@@ -126,6 +126,19 @@ void Trace::Complete(const char* name, const char* cat, int tid, double seconds,
   Record(e);
 }
 
+void Trace::CompleteAt(const char* name, const char* cat, int tid, double start_unix,
+                       double seconds, const char* arg_name, std::int64_t arg) {
+  TraceEvent e;
+  e.name = name;
+  e.cat = cat;
+  e.tid = tid;
+  e.dur_us = std::llround(std::max(0.0, seconds) * 1e6);
+  e.ts_us = std::llround(start_unix * 1e6) + offset_us_;
+  e.arg_name = arg_name;
+  e.arg = arg;
+  Record(e);
+}
+
 std::vector<TraceEvent> Trace::Snapshot() const {
   std::lock_guard<std::mutex> lock(mu_);
   const std::size_t cap = ring_.size();

@@ -48,6 +48,10 @@ class Trace {
   /// Records an event that ends now and lasted `seconds`.
   void Complete(const char* name, const char* cat, int tid, double seconds,
                 const char* arg_name = nullptr, std::int64_t arg = 0);
+  /// Records an event that started at `start_unix` (seconds since the Unix epoch on this
+  /// host's clock, e.g. a GPU timestamp mapped to it) and lasted `seconds`.
+  void CompleteAt(const char* name, const char* cat, int tid, double start_unix, double seconds,
+                  const char* arg_name = nullptr, std::int64_t arg = 0);
   /// Microseconds since the Unix epoch, on rank 0's clock.
   std::int64_t NowMicros() const;
 

@@ -2,6 +2,8 @@
 
 #include <torch/autograd.h>
 
+#include "trainer/fused_batch_norm.h"
+
 namespace ringpilot::trainer {
 
 namespace {
@@ -102,7 +104,28 @@ BatchNorm2dImpl::BatchNorm2dImpl(BatchNormOptions options, comm::Communicator* s
   num_batches_tracked = register_buffer("num_batches_tracked", torch::zeros({}, torch::kLong));
 }
 
-at::Tensor BatchNorm2dImpl::forward(const at::Tensor& x) {
+at::Tensor BatchNorm2dImpl::forward(const at::Tensor& x) { return forward_act(x, nullptr, false); }
+
+at::Tensor BatchNorm2dImpl::forward_act(const at::Tensor& x, const at::Tensor* residual,
+                                        bool relu) {
+  const bool synchronised = sync_ != nullptr && sync_->size() > 1;
+  if (is_training() && options_.fused && !synchronised && FusedBatchNormSupported(x) &&
+      (residual == nullptr || residual->sizes() == x.sizes())) {
+    {
+      at::NoGradGuard no_grad;
+      num_batches_tracked.add_(1);
+    }
+    return FusedBatchNormAct(x, weight, bias, running_mean, running_var, options_.momentum,
+                             options_.eps,
+                             residual ? c10::optional<at::Tensor>(*residual) : c10::nullopt, relu);
+  }
+  at::Tensor y = Unfused(x);
+  if (residual != nullptr) y = y + *residual;
+  if (relu) y.relu_();
+  return y;
+}
+
+at::Tensor BatchNorm2dImpl::Unfused(const at::Tensor& x) {
   if (!is_training()) {
     return at::batch_norm(x, weight, bias, running_mean, running_var, false, options_.momentum,
                           options_.eps, /*cudnn_enabled=*/true);

@@ -14,6 +14,9 @@ struct BatchNormOptions {
   int64_t channels = 0;
   double momentum = kDefaultMomentum;
   double eps = kDefaultEps;
+  /// Training without cross-rank statistics uses the fused channels-last CUDA kernels
+  /// (trainer/fused_batch_norm.h) when the input allows; off: ATen's batch_norm.
+  bool fused = true;
 };
 
 /// Parameters and buffers are named as torch.nn.BatchNorm2d's (weight, bias,
@@ -21,14 +24,21 @@ struct BatchNormOptions {
 /// rank, training-mode statistics are all-reduced over `sync` in forward and the
 /// gradient sums in backward (two small blocking collectives each; they must run in the
 /// same order on every rank, which a deterministic model guarantees).
+///
+/// `forward_act` is act(bn(x) [+ *residual]) with act = ReLU when `relu`: one fused
+/// kernel chain when training unsynchronised on a CUDA channels-last float/bf16 input
+/// with `options.fused`, otherwise `forward` followed by add and relu_ (the same maths).
 class BatchNorm2dImpl : public torch::nn::Module {
  public:
   BatchNorm2dImpl(BatchNormOptions options, comm::Communicator* sync);
   at::Tensor forward(const at::Tensor& x);
+  at::Tensor forward_act(const at::Tensor& x, const at::Tensor* residual, bool relu);
 
   at::Tensor weight, bias, running_mean, running_var, num_batches_tracked;
 
  private:
+  at::Tensor Unfused(const at::Tensor& x);
+
   BatchNormOptions options_;
   comm::Communicator* sync_;
 };

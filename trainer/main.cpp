@@ -13,6 +13,7 @@
 #include "comm/status.h"
 #include "launcher/job_config.h"
 #include "trainer/file_util.h"
+#include "trainer/preemption.h"
 #include "trainer/rank_log.h"
 #include "trainer/trainer.h"
 #include "trainer/versions.h"
@@ -40,6 +41,7 @@ namespace {
 }  // namespace
 
 int main(int argc, char** argv) {
+  ringpilot::trainer::CatchSignalsEarly();
   CLI::App app{"ringpilot-trainer: one rank of a ringpilot job (started by 'ringpilot run')"};
   std::string config_path, run_dir;
   app.add_option("--config", config_path, "resolved job file (RUN_DIR/job.yaml)")->required();

@@ -12,10 +12,12 @@ std::shared_ptr<Model> MakeModel(const ModelOptions& o, comm::Communicator* sync
   if (o.name == "resnet18-cifar") {
     ResNetConfig c;
     c.num_classes = o.num_classes;
+    c.fused_batchnorm = o.fused_batchnorm;
     return MakeResNet(c, sync);
   }
   if (o.name == "resnet50") {
     ResNetConfig c{{3, 4, 6, 3}, /*bottleneck=*/true, /*cifar_stem=*/false, 224, o.num_classes};
+    c.fused_batchnorm = o.fused_batchnorm;
     return MakeResNet(c, sync);
   }
   if (o.name == "bert-tiny" || o.name == "bert-base") {

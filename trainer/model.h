@@ -20,6 +20,7 @@ struct ModelOptions {
   int seq_len = 128;            ///< BERT
   double dropout = 0.1;         ///< BERT
   bool sync_batchnorm = false;  ///< ResNet: BatchNorm statistics over `sync_comm`
+  bool fused_batchnorm = true;  ///< ResNet: fused BatchNorm+add+ReLU CUDA kernels
 };
 
 /// A trainable model with its own loss. `Loss` takes a device batch as produced by

@@ -18,10 +18,28 @@ static_assert(std::atomic<int>::is_always_lock_free, "the signal handler needs a
 
 extern "C" void OnUsr1(int /*sig*/) { g_usr1_received.store(1, std::memory_order_relaxed); }
 
+// Set by CatchSignalsEarly: a SIGUSR1 that arrived since then is kept for the watch.
+std::atomic<bool> g_caught_early{false};
+
 }  // namespace
 
+void CatchSignalsEarly() {
+  struct sigaction on {};
+  on.sa_handler = OnUsr1;
+  sigemptyset(&on.sa_mask);
+  on.sa_flags = SA_RESTART;
+  ::sigaction(SIGUSR1, &on, nullptr);
+  // A trace flush asked for before the trace exists has nothing to write; the default
+  // action would kill the rank.
+  struct sigaction ignore {};
+  ignore.sa_handler = SIG_IGN;
+  sigemptyset(&ignore.sa_mask);
+  ::sigaction(SIGUSR2, &ignore, nullptr);
+  g_caught_early.store(true);
+}
+
 PreemptionWatch::PreemptionWatch() {
-  g_usr1_received.store(0);
+  if (!g_caught_early.exchange(false)) g_usr1_received.store(0);
   struct sigaction on {};
   on.sa_handler = OnUsr1;
   sigemptyset(&on.sa_mask);

@@ -15,6 +15,11 @@ namespace ringpilot::trainer {
 /// Installs a SIGUSR1 handler for its lifetime (one instance per process) and restores
 /// the previous disposition on destruction. The handler is async-signal-safe: it stores
 /// to a lock-free atomic flag and nothing else.
+/// Call first thing in main(): until PreemptionWatch and the trace install their
+/// handlers (after LibTorch and MPI start, seconds later), a SIGUSR1 is remembered for
+/// the first PreemptionWatch and a SIGUSR2 is ignored, instead of killing the rank.
+void CatchSignalsEarly();
+
 class PreemptionWatch {
  public:
   PreemptionWatch();

@@ -20,12 +20,20 @@ nn::Conv2d Conv(int64_t in, int64_t out, int64_t k, int64_t stride) {
   return nn::Conv2d(nn::Conv2dOptions(in, out, k).stride(stride).padding(k / 2).bias(false));
 }
 
+BatchNorm2d MakeBatchNorm(int64_t channels, bool fused, comm::Communicator* sync) {
+  BatchNormOptions options;
+  options.channels = channels;
+  options.fused = fused;
+  return BatchNorm2d(options, sync);
+}
+
 struct BlockImpl : nn::Module {
-  BlockImpl(int64_t in, int64_t planes, int64_t stride, bool bottleneck, comm::Communicator* sync)
+  BlockImpl(int64_t in, int64_t planes, int64_t stride, bool bottleneck, bool fused_bn,
+            comm::Communicator* sync)
       : bottleneck(bottleneck) {
     const int64_t expansion = bottleneck ? 4 : 1;
     const int64_t out = planes * expansion;
-    auto bn = [&](int64_t c) { return BatchNorm2d(BatchNormOptions{c}, sync); };
+    auto bn = [&](int64_t c) { return MakeBatchNorm(c, fused_bn, sync); };
     if (bottleneck) {
       conv1 = register_module("conv1", Conv(in, planes, 1, 1));
       bn1 = register_module("bn1", bn(planes));
@@ -44,12 +52,18 @@ struct BlockImpl : nn::Module {
     }
   }
 
+  // The last BatchNorm takes the residual add and the ReLU (one fused pass on CUDA), so
+  // the shortcut is computed before it.
   at::Tensor forward(const at::Tensor& x) {
-    at::Tensor y = bn1(conv1(x)).relu_();
-    y = bn2(conv2(y));
-    if (bottleneck) y = bn3(conv3(y.relu_()));
+    at::Tensor y = bn1->forward_act(conv1(x), nullptr, /*relu=*/true);
+    if (bottleneck) {
+      y = conv3(bn2->forward_act(conv2(y), nullptr, /*relu=*/true));
+    } else {
+      y = conv2(y);
+    }
     at::Tensor identity = downsample.is_empty() ? x : downsample->forward(x);
-    return (y + identity).relu_();
+    BatchNorm2d& last = bottleneck ? bn3 : bn2;
+    return last->forward_act(y, &identity, /*relu=*/true);
   }
 
   bool bottleneck;
@@ -68,7 +82,7 @@ class ResNet : public Model {
     } else {
       conv1 = register_module("conv1", Conv(3, stem, 7, 2));
     }
-    bn1 = register_module("bn1", BatchNorm2d(BatchNormOptions{stem}, sync));
+    bn1 = register_module("bn1", MakeBatchNorm(stem, cfg.fused_batchnorm, sync));
     int64_t in = stem;
     const int64_t expansion = cfg.bottleneck ? 4 : 1;
     for (int stage = 0; stage < 4; ++stage) {
@@ -76,7 +90,7 @@ class ResNet : public Model {
       const int64_t planes = 64LL << stage;
       for (int b = 0; b < cfg.blocks[stage]; ++b) {
         const int64_t stride = (b == 0 && stage > 0) ? 2 : 1;
-        layer->push_back(Block(in, planes, stride, cfg.bottleneck, sync));
+        layer->push_back(Block(in, planes, stride, cfg.bottleneck, cfg.fused_batchnorm, sync));
         in = planes * expansion;
       }
       layers[stage] = register_module("layer" + std::to_string(stage + 1), layer);
@@ -96,7 +110,7 @@ class ResNet : public Model {
   }
 
   at::Tensor Logits(const at::Tensor& x) {
-    at::Tensor y = bn1(conv1(x)).relu_();
+    at::Tensor y = bn1->forward_act(conv1(x), nullptr, /*relu=*/true);
     if (!cfg_.cifar_stem) y = at::max_pool2d(y, {3, 3}, {2, 2}, {1, 1});
     for (auto& layer : layers) y = layer->forward(y);
     y = at::adaptive_avg_pool2d(y, {1, 1}).flatten(1);

@@ -147,6 +147,12 @@ void StepStats::AddCollective(comm::CollectiveOp op, int64_t bytes, double secon
   comm_total_ += seconds;
 }
 
+void StepStats::StartTimedWindow() {
+  phase_total_.fill(0.0);
+  coll_.clear();
+  comm_total_ = 0;
+}
+
 double StepStats::TakeCommSeconds() {
   const double s = comm_since_take_;
   comm_since_take_ = 0;

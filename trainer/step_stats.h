@@ -63,6 +63,9 @@ class StepStats {
   void AddStraggler(const StragglerStep& s);
   void AddStep(double seconds);
   void AddCollective(comm::CollectiveOp op, int64_t bytes, double seconds);
+  /// Forgets phase and collective totals so far: the warm-up steps (cuDNN autotuning,
+  /// graph capture, eager steps before it) would skew bandwidth and overlap figures.
+  void StartTimedWindow();
   /// Communication time of collectives completed since the last call (for overlap).
   double TakeCommSeconds();
 

@@ -20,6 +20,7 @@
 #include "trainer/checkpoint.h"
 #include "trainer/file_util.h"
 #include "trainer/graphed_step.h"
+#include "trainer/kernel_profile.h"
 #include "trainer/model.h"
 #include "trainer/optimizer.h"
 #include "trainer/preemption.h"
@@ -28,6 +29,7 @@
 #include "trainer/run_util.h"
 #include "trainer/sha256.h"
 #include "trainer/step_clock.h"
+#include "trainer/step_phases.h"
 #include "trainer/step_stats.h"
 #include "trainer/synthetic_data.h"
 #include "trainer/training_metrics.h"
@@ -174,6 +176,8 @@ int Trainer::Run() {
   stats.set_expected_busbw(placement.expected_bus_bytes_per_second);
   const double clock_offset = EstimateClockOffset();
   s.metrics->set_stats(&stats);
+  // Phase markers; on CUDA a GPU timeline that also times collectives in graph replays.
+  StepPhases phases(s.cuda ? s.device.index() : -1, s.device_comm.get());
   s.metrics->WatchSequences(s.device_comm.get());
   telemetry.Start(*s.metrics, clock_offset, log);
 
@@ -185,6 +189,7 @@ int Trainer::Run() {
   mo.seq_len = cfg.model.seq_len;
   mo.dropout = cfg.model.dropout;
   mo.sync_batchnorm = cfg.model.sync_batchnorm;
+  mo.fused_batchnorm = cfg.model.fused_batchnorm;
   comm::Communicator* norm = s.device_comm.get();
   if (!s.cuda && cfg.model.sync_batchnorm) {
     s.norm_comm = std::make_unique<comm::MpiCommunicator>(MPI_COMM_WORLD);
@@ -270,6 +275,7 @@ int Trainer::Run() {
   ro.bucket_bytes = static_cast<int64_t>(cfg.comm.bucket_mb * (1 << 20));
   ro.first_bucket_bytes = static_cast<int64_t>(cfg.comm.first_bucket_mb * (1 << 20));
   ro.comm_dtype = cfg.comm.grad_dtype == launcher::GradDtype::kBf16 ? at::kBFloat16 : at::kFloat;
+  ro.on_first_launch = [&phases] { phases.FirstGradientsReady(); };
   s.reducer = std::make_unique<comm::GradientReducer>(s.params, *s.device_comm, ro);
 
   const int batch = cfg.data.batch_per_rank;
@@ -326,16 +332,8 @@ int Trainer::Run() {
   // One training step on `dev`; host-sync free so it can be captured.
   const double straggle_s =
       s.rank == cfg.fault.straggler_rank ? cfg.fault.straggler_ms / 1000.0 : 0.0;
-  // Host-timed phases; meaningless inside a CUDA graph capture, so not recorded there.
-  bool timing_phases = true;
-  Clock::time_point compute_done;
   auto train_step = [&]() {
-    auto t = Clock::now();
-    auto phase = [&](Phase p) {
-      const auto now = Clock::now();
-      if (timing_phases) s.metrics->OnPhase(p, Seconds(t, now));
-      t = now;
-    };
+    phases.Begin();
     s.reducer->PrepareForBackward();
     at::Tensor loss;
     {
@@ -351,29 +349,60 @@ int Trainer::Run() {
         at::autocast::set_autocast_enabled(s.device.type(), false);
         at::autocast::clear_cache();
       }
-      phase(Phase::kForward);
+      phases.ForwardDone();
     }
     {
       NvtxRange range("backward");
+      // fault.straggler_*: this rank's compute takes longer. On GPUs before backward, so
+      // every bucket's all-reduce waits for it (the buckets are issued during backward);
+      // on CPU after it, where MPI progresses only inside our calls and the other ranks
+      // then wait in FinishBackward (and ranks sharing cores compute alike).
+      if (s.cuda) phases.SlowDown(straggle_s);
       loss.backward();
-      // fault.straggler_*: this rank's compute takes longer. At the end of backward, so
-      // the other ranks compute at the same time and then wait for it.
-      if (straggle_s > 0) std::this_thread::sleep_for(std::chrono::duration<double>(straggle_s));
-      compute_done = Clock::now();
-      phase(Phase::kBackward);
+      if (!s.cuda) phases.SlowDown(straggle_s);
+      phases.BackwardDone();
       s.reducer->FinishBackward();
-      phase(Phase::kCommExposed);
+      phases.CommDone();
     }
     {
       NvtxRange range("optimizer");
       s.optimizer->Step();
-      phase(Phase::kOptimizer);
+      phases.OptimizerDone();
     }
     if (loss_out.defined()) {
       loss_out.copy_(loss.detach());
     } else {
       loss_out = loss.detach().clone();
     }
+  };
+
+  // Phases of the oldest finished step, and straggler attribution: every rank shares when
+  // its gradients were ready (on rank 0's clock) and its compute time. On CUDA that is
+  // the previous step, from GPU timestamps; every rank calls this in the same pattern.
+  auto report_phases = [&](bool device_idle) {
+    std::optional<StepPhaseTimes> t = phases.Collect(device_idle);
+    if (!t) return;
+    if (t->valid) {
+      s.metrics->OnPhase(Phase::kForward, t->forward, t->start_unix);
+      s.metrics->OnPhase(Phase::kBackward, t->backward, t->start_unix + t->forward);
+      s.metrics->OnPhase(Phase::kCommExposed, t->comm_exposed, t->ready_unix);
+      s.metrics->OnPhase(Phase::kOptimizer, t->optimizer, t->ready_unix + t->comm_exposed);
+      if (t->replay) s.device_comm->OnReplayTimed(t->marks);
+    }
+    if (s.world == 1) return;
+    const double nan = std::nan("");
+    at::Tensor mine = at::tensor({t->valid ? t->ready_unix + clock_offset : nan,
+                                  t->valid ? t->ready_unix - t->start_unix : nan},
+                                 at::kDouble);
+    at::Tensor all = at::empty({s.world, 2}, at::kDouble);
+    s.host_comm->AllGather(mine, all)->Wait();
+    std::vector<ArrivalSample> samples(s.world);
+    const double* v = all.data_ptr<double>();
+    for (int r = 0; r < s.world; ++r) {
+      if (std::isnan(v[2 * r])) return;
+      samples[r] = {v[2 * r], v[2 * r + 1]};
+    }
+    s.metrics->OnStraggler(AttributeStraggler(samples, s.rank));
   };
 
   // Eager steps before capture: the first rebuilds gradient buckets from the observed
@@ -395,9 +424,11 @@ int Trainer::Run() {
   double checkpoint_seconds = 0.0;  // inside the timed window
   double launch_unix = UnixNow();
   if (const char* t = std::getenv("RINGPILOT_LAUNCH_UNIX")) launch_unix = std::atof(t);
+  KernelProfile profile(s.rank, s.cuda);  // RINGPILOT_KINETO_TRACE (developers)
   if (s.start_step < total) fill(s.start_step, host[s.start_step % 2]);
   for (int64_t step = s.start_step; step < total; ++step) {
     NvtxRange step_range("step");
+    profile.BeforeStep(step - s.start_step);
     clock.Begin();
     Batch& cur = host[step % 2];
     dev.input.copy_(cur.input, /*non_blocking=*/true);
@@ -411,28 +442,15 @@ int Trainer::Run() {
     if (cfg.train.cuda_graphs && step - s.start_step >= kGraphWarmupSteps) {
       if (!graph.captured()) {
         s.device_comm->Barrier();  // drain timing events before capture
-        timing_phases = false;
         graph.Capture(train_step);
         if (s.rank == 0) log.Info("captured the training step in a CUDA graph");
       }
       graph.Replay();
+      phases.Launched(/*replay=*/true);
+      s.device_comm->OnReplayLaunched();
     } else {
       train_step();
-    }
-    // Straggler attribution: every rank shares when its compute was done (its step
-    // start plus its compute time, on rank 0's clock) and its compute time. Host times, so eager
-    // steps only (with CUDA graphs the host sees neither).
-    if (!graph.captured() && s.world > 1) {
-      const double ready = UnixNow() - Seconds(compute_done, Clock::now()) + clock_offset;
-      at::Tensor mine = at::tensor({ready, Seconds(clock.begin_time(), compute_done)}, at::kDouble);
-      at::Tensor all = at::empty({s.world, 2}, at::kDouble);
-      s.host_comm->AllGather(mine, all)->Wait();
-      std::vector<ArrivalSample> samples(s.world);
-      for (int r = 0; r < s.world; ++r) {
-        samples[r] = {all[r][0].item<double>(), all[r][1].item<double>()};
-      }
-      s.metrics->OnStraggler(AttributeStraggler(samples, s.rank));
-      if (s.rank == 0 && std::getenv("RP_DEBUG_STRAGGLER")) log.Info("straggler " + c10::str(all));
+      phases.Launched(/*replay=*/false);
     }
     // Generate the next batch while the GPU works on this one. Its buffer was last
     // copied from two steps ago; wait for that copy before overwriting.
@@ -441,6 +459,10 @@ int Trainer::Run() {
       fill(step + 1, host[(step + 1) % 2]);
     }
     const double step_s = clock.End();
+    if (auto path = profile.AfterStep(step - s.start_step); !path.empty()) {
+      log.Info("kernel profile " + path);
+    }
+    report_phases(/*device_idle=*/false);
     s.device_comm->Progress();
     if (step == s.start_step) {
       // Time to the end of the first step, from when the front end launched this
@@ -451,7 +473,10 @@ int Trainer::Run() {
     // Warm-up steps (the first of an attempt; with CUDA graphs, up to the first
     // replay) are left out of rates and percentiles, unless nothing else is left.
     if (step <= warmup_end) {
-      if (step == warmup_end) timed_start = Clock::now();
+      if (step == warmup_end) {
+        timed_start = Clock::now();
+        stats.StartTimedWindow();
+      }
       if (step + 1 == total && timed_steps == 0) {
         step_times.push_back(step_s);
         timed_steps = 1;
@@ -505,6 +530,7 @@ int Trainer::Run() {
     if (preempt) return preemption.Stop(log, done);
   }
   SynchronizeDevice(s.cuda);
+  report_phases(/*device_idle=*/true);
   // Throughput is training time only: checkpoints are reported separately.
   const double wall = Seconds(timed_start, Clock::now()) - checkpoint_seconds;
 

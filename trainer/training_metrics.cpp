@@ -119,7 +119,8 @@ void TrainingMetrics::SetLoss(double loss) { loss_->Set(loss); }
 
 void TrainingMetrics::OnCheckpoint(double seconds) { checkpoint_seconds_->Observe(seconds); }
 
-void TrainingMetrics::OnCollective(comm::CollectiveOp op, int64_t bytes, double seconds) {
+void TrainingMetrics::OnCollective(comm::CollectiveOp op, int64_t bytes, double seconds,
+                                   double start_unix) {
   const int i = static_cast<int>(op);
   if (i < 0 || i >= kOps) return;
   int b = 0;
@@ -131,16 +132,23 @@ void TrainingMetrics::OnCollective(comm::CollectiveOp op, int64_t bytes, double 
   collective_seconds_[i][b]->Observe(seconds);
   collective_bytes_[i]->Increment(static_cast<double>(bytes));
   if (stats_) stats_->AddCollective(op, bytes, seconds);
-  if (trace_) {
+  if (trace_ && std::isnan(start_unix)) {
     trace_->Complete(comm::ToString(op), "collective", metrics::Trace::kCommTid, seconds, "bytes",
                      bytes);
+  } else if (trace_) {
+    trace_->CompleteAt(comm::ToString(op), "collective", metrics::Trace::kCommTid, start_unix,
+                       seconds, "bytes", bytes);
   }
 }
 
-void TrainingMetrics::OnPhase(Phase phase, double seconds) {
+void TrainingMetrics::OnPhase(Phase phase, double seconds, double start_unix) {
   phase_seconds_[static_cast<int>(phase)]->Observe(seconds);
   if (stats_) stats_->AddPhase(phase, seconds);
-  if (trace_) trace_->Complete(ToString(phase), "phase", metrics::Trace::kTrainTid, seconds);
+  if (trace_ && std::isnan(start_unix)) {
+    trace_->Complete(ToString(phase), "phase", metrics::Trace::kTrainTid, seconds);
+  } else if (trace_) {
+    trace_->CompleteAt(ToString(phase), "phase", metrics::Trace::kTrainTid, start_unix, seconds);
+  }
 }
 
 void TrainingMetrics::OnStraggler(const StragglerStep& s) {

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <array>
+#include <cmath>
 #include <memory>
 #include <string>
 #include <vector>
@@ -43,8 +44,11 @@ class TrainingMetrics : public comm::CollectiveObserver {
   void OnStep(double seconds, int64_t samples);
   void SetLoss(double loss);
   void OnCheckpoint(double seconds);
-  void OnCollective(comm::CollectiveOp op, int64_t bytes, double seconds) override;
-  void OnPhase(Phase phase, double seconds);
+  void OnCollective(comm::CollectiveOp op, int64_t bytes, double seconds,
+                    double start_unix) override;
+  /// `start_unix`: when the phase began (Unix seconds, this host's clock; GPU phases come
+  /// from comm::DeviceTimeline), or NaN when it ended just now.
+  void OnPhase(Phase phase, double seconds, double start_unix = std::nan(""));
   void OnStraggler(const StragglerStep& s);
   void SetOverlapRatio(double ratio);
   /// Refreshes gauges derived from `stats` (bus bandwidth per op).

@@ -4,7 +4,9 @@
 
 #include <gtest/gtest.h>
 #include <stdlib.h>
+
 #include <torch/torch.h>
+#include <cmath>
 
 namespace ringpilot::comm {
 namespace {
@@ -58,7 +60,8 @@ TEST_F(MpiCommunicatorTest, NonBlockingCompletesThroughProgressAndReportsTiming)
   struct Recorder : CollectiveObserver {
     int calls = 0;
     int64_t bytes = 0;
-    void OnCollective(CollectiveOp op, int64_t b, double s) override {
+    void OnCollective(CollectiveOp op, int64_t b, double s, double start_unix) override {
+      EXPECT_TRUE(std::isnan(start_unix));  // MPI: ended just now
       EXPECT_EQ(op, CollectiveOp::kAllReduce);
       EXPECT_GE(s, 0.0);
       ++calls;

@@ -40,7 +40,7 @@ bench_ringpilot() {  # model world
     cat >"$job" <<YAML
 name: bench-$model-$world
 world: {nodes: 1, procs_per_node: $world, device: cuda}
-model: {name: resnet50}
+model: {name: resnet50, fused_batchnorm: ${RP_FUSED_BN:-true}}
 data: {batch_per_rank: $batch}
 train: {steps: $STEPS, warmup_steps: ${RP_WARMUP:-15}, optimizer: sgd, lr: 0.1, momentum: 0.9, weight_decay: 5.0e-5, precision: bf16, channels_last: true, cuda_graphs: ${RP_GRAPHS_RESNET:-true}, log_every_s: 10}
 comm: {bucket_mb: ${RP_BUCKET_MB:-25}}

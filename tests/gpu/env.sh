@@ -33,3 +33,12 @@ json_field() { python3 -c "import json,sys;print(json.load(open(sys.argv[1]))[sy
 
 # rel_diff A B
 rel_diff() { python3 -c "import sys;a,b=float(sys.argv[1]),float(sys.argv[2]);print(abs(a-b)/max(abs(a),abs(b),1e-30))" "$1" "$2"; }
+
+# gpu_build_test TARGET...: the same build with the test suite configured, then TARGETs
+# (GPU-only test cases skip on CPU machines; this runs them where a GPU is).
+gpu_build_test() {
+  gpu_build >/dev/null || return 1
+  cmake -S "$ROOT" -B "$RINGPILOT_BUILD_DIR" -DRINGPILOT_TESTS=ON >>"$RINGPILOT_BUILD_DIR.configure.log" 2>&1 ||
+    { tail -30 "$RINGPILOT_BUILD_DIR.configure.log"; return 1; }
+  cmake --build "$RINGPILOT_BUILD_DIR" --parallel "$(nproc)" --target "$@"
+}

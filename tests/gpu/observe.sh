@@ -4,9 +4,16 @@
 #   topo      `ringpilot topo --json`: GPUs, NVLink count and rate, NUMA/CPU affinity as
 #             `nvidia-smi topo -m` prints them
 #   doctor    `doctor --json --device cuda`: PASS or WARN everywhere (WARNs listed)
-#   busbw     BERT-base on 2 GPUs (CUDA graphs off, so every collective is timed):
-#             busbw of the largest all-reduce size class within 10% of `bench comm` at the
-#             same size
+#   busbw-g   BERT-base on 2 GPUs, CUDA graphs on (collectives timed by GPU timestamps
+#             inside the replay): busbw of the largest all-reduce size class within 10% of
+#             `bench comm` at the same size
+#   busbw     the same with CUDA graphs off (timed by CUDA events), for information: eager
+#             BERT-base is host-bound, the ranks launch their last bucket at different
+#             times, and a collective's time includes waiting for the later rank
+#   phases    with CUDA graphs on: forward/backward/optimizer/exposed-comm phases from the
+#             GPU timeline, overlap ratio, collective sequence numbers advancing
+#   straggler CUDA graphs on, fault.straggler_rank=1 straggler_ms=50: rank 0's wait is
+#             blamed on rank 1, within 20% of 50 ms per step; diagnose names rank 1
 #   series    ringpilot_gpu_*, ringpilot_nccl_transport_info, gpu_uuid/pci_bus_id labels
 #   trace     every trace-rank-N.json and diagnose's merged trace.json are valid JSON
 #   overhead  step time with metrics on vs off (CUDA graphs on), median of 3 runs each
@@ -99,13 +106,10 @@ scrape() {  # port, file: keep the last non-empty exposition until the job ends
     sleep 1
   done
 }
-scrape 9400 "$OUT/metrics-rank0.txt" & sp=$!
-job busbw train.cuda_graphs=false train.steps=80 || row busbw FAIL "job failed: $(tail -3 "$OUT/busbw.log")"
-kill "$sp" 2>/dev/null || true
-"$RP" diagnose "$OUT/busbw" --json >"$OUT/diagnose.json" 2>"$OUT/diagnose.err" || true
-
-if [[ -f $OUT/busbw/logs/rank-0.stats.json ]]; then
-  size=$(py "$OUT/busbw/logs/rank-0.stats.json" <<'PY'
+busbw_row() {  # job name, row name, status when off by more than 10%
+  local name=$1 label=$2 off=${3:-FAIL}
+  [[ -f $OUT/$name/logs/rank-0.stats.json ]] || { row "$label" FAIL "no stats from $name"; return; }
+  size=$(py "$OUT/$name/logs/rank-0.stats.json" <<'PY'
 import json, sys
 s = json.load(open(sys.argv[1]))
 c = [c for c in s["collectives"] if c["op"] == "allreduce" and c["count"]]
@@ -114,8 +118,8 @@ print(int(big["bytes_total"] / big["count"]) // 4 * 4)
 PY
 )
   "$RP" bench comm --device cuda --np 2 --op allreduce --min-bytes "$size" --max-bytes "$size" \
-    --iters 50 --warmup 10 --json >"$OUT/bench-at-bucket.json" 2>"$OUT/bench-at-bucket.err"
-  res=$(py "$OUT/busbw/logs/rank-0.stats.json" "$OUT/bench-at-bucket.json" "$OUT/metrics-rank0.txt" <<'PY'
+    --iters 50 --warmup 10 --json >"$OUT/bench-at-$name.json" 2>"$OUT/bench-at-$name.err"
+  res=$(py "$OUT/$name/logs/rank-0.stats.json" "$OUT/bench-at-$name.json" "$OUT/metrics-$name.txt" "$off" <<'PY'
 import json, re, sys
 s = json.load(open(sys.argv[1]))
 c = [c for c in s["collectives"] if c["op"] == "allreduce" and c["count"]]
@@ -127,13 +131,60 @@ for line in open(sys.argv[3]):
     if line.startswith("ringpilot_collective_bus_bandwidth_bytes_per_second") and 'op="allreduce"' in line:
         metric = float(line.rsplit(" ", 1)[1]) / 1e9
 r = train / b["busbw_gbps"]
-print(("PASS " if abs(r - 1) <= 0.10 else "FAIL ") +
+print(("PASS " if abs(r - 1) <= 0.10 else sys.argv[4] + " ") +
       f"largest bucket class {big['size_bucket']} avg {big['bytes_total']/big['count']/2**20:.1f} MiB "
       f"x{big['count']}: training {train:.1f} GB/s (metric {metric}), bench comm {b['busbw_gbps']:.1f} GB/s, ratio {r:.3f}")
 PY
 )
-  row busbw "${res%% *}" "${res#* }"
-fi
+  row "$label" "${res%% *}" "${res#* }"
+}
+scrape 9400 "$OUT/metrics-busbw.txt" & sp=$!
+job busbw train.cuda_graphs=false train.steps=80 || row busbw FAIL "job failed: $(tail -3 "$OUT/busbw.log")"
+kill "$sp" 2>/dev/null || true
+cp "$OUT/metrics-busbw.txt" "$OUT/metrics-rank0.txt" 2>/dev/null || true
+"$RP" diagnose "$OUT/busbw" --json >"$OUT/diagnose.json" 2>"$OUT/diagnose.err" || true
+busbw_row busbw busbw INFO
+scrape 9400 "$OUT/metrics-graphs.txt" & sp=$!
+job graphs train.steps=80 || row busbw-g FAIL "job failed: $(tail -3 "$OUT/graphs.log")"
+kill "$sp" 2>/dev/null || true
+busbw_row graphs busbw-g
+
+res=$(py "$OUT/graphs/logs/rank-0.stats.json" "$OUT/metrics-graphs.txt" "$OUT/graphs/trace-rank-0.json" <<'PY'
+import json, re, sys
+s = json.load(open(sys.argv[1]))
+ph = s["phase_seconds_total"]
+text = open(sys.argv[2]).read()
+seq = {k: float(v) for k, v in re.findall(r'^ringpilot_collective_last_(started|completed)_seq\{[^}]*\} (\S+)', text, re.M)}
+tr = json.load(open(sys.argv[3]))["traceEvents"]
+names = {e.get("name") for e in tr if e.get("cat") in ("phase", "collective")}
+ok = all(ph.get(k, 0) > 0 for k in ("forward", "backward", "optimizer")) and ph.get("comm_exposed", -1) >= 0 \
+    and 0 <= s["overlap_ratio"] <= 1 and seq.get("completed", 0) > 100 and {"forward", "allreduce"} <= names
+steps = s["steps"]
+print(("PASS " if ok else "FAIL ") + "per step ms: " +
+      ", ".join(f"{k} {1e3 * v / max(steps, 1):.2f}" for k, v in ph.items()) +
+      f"; overlap {s['overlap_ratio']:.3f}; seq {seq}; trace names {sorted(n for n in names if n)}")
+PY
+) || res="FAIL no phase data"
+row phases "${res%% *}" "${res#* }"
+
+job straggler train.steps=40 fault.straggler_rank=1 fault.straggler_ms=50 ||
+  row straggler FAIL "job failed: $(tail -3 "$OUT/straggler.log")"
+"$RP" diagnose "$OUT/straggler" --json >"$OUT/diagnose-straggler.json" 2>/dev/null || true
+res=$(py "$OUT/straggler/logs/rank-0.stats.json" "$OUT/diagnose-straggler.json" <<'PY'
+import json, sys
+s = json.load(open(sys.argv[1]))
+st = s["straggler"]
+steps = st["culprit_steps"].get("1", 0)
+wait = st["wait_by_culprit_seconds"].get("1", 0)
+per = 1e3 * wait / max(steps, 1)
+d = json.load(open(sys.argv[2]))
+named = d.get("straggler", {}).get("rank")
+ok = steps >= 30 and abs(per - 50) <= 10 and named == 1
+print(("PASS " if ok else "FAIL ") + f"rank 0 blamed rank 1 in {steps} steps, {per:.1f} ms per step; "
+      f"diagnose names rank {named}")
+PY
+) || res="FAIL no straggler data"
+row straggler "${res%% *}" "${res#* }"
 
 res=$(py "$OUT/metrics-rank0.txt" <<'PY'
 import re, sys

@@ -185,6 +185,17 @@ TEST(DoctorNodes, SplitsTaggedOutputByRank) {
   EXPECT_EQ(by_rank.at(1), "{\"b\": 1}\n");
 }
 
+TEST(DoctorNodes, JoinsALineSplitIntoTaggedFragments) {
+  // mpirun tags every forwarded fragment; a long line can be cut mid-way, even with
+  // another rank's fragment in between.
+  const auto by_rank = SplitTaggedOutput(
+      "[1,0]<stdout>:{\"a\": [1,[1,1]<stdout>:{\"b\": 2}\n[1,0]<stdout>: 2]}\n"
+      "[1,1]<stderr>:noise\n");
+  ASSERT_EQ(by_rank.size(), 2u);
+  EXPECT_EQ(by_rank.at(0), "{\"a\": [1, 2]}\n");
+  EXPECT_EQ(by_rank.at(1), "{\"b\": 2}\n");
+}
+
 NodeReport Node(const std::string& host, const std::string& driver, int gpus) {
   NodeReport n;
   n.host = host;
@@ -247,6 +258,7 @@ TEST(DoctorNodes, LocalhostThroughRealMpirun) {
   const auto r = RunProcess(
       {RingpilotBinary(), "doctor", "--hosts", "localhost", "--json", "--device", "cpu"});
   ASSERT_TRUE(r.exit_code == 0 || r.exit_code == 1) << r.err << r.out;
+  ASSERT_FALSE(r.out.empty()) << "exit " << r.exit_code << ", stderr: " << r.err;
   const auto doc = nlohmann::json::parse(r.out);
   ASSERT_EQ(doc.at("nodes").size(), 1u) << r.out;
   bool reported = false;

@@ -109,6 +109,16 @@ TEST(Trace, CompleteEndsNowOnRankZerosClock) {
   EXPECT_EQ(e.arg, 7);
 }
 
+TEST(Trace, CompleteAtPlacesAnEventGivenItsStartOnThisHostsClock) {
+  Trace t(1, "p", 4, /*clock_offset_seconds=*/-2.5);
+  t.CompleteAt("allreduce", "collective", Trace::kCommTid, 1700000000.125, 0.003, "bytes", 64);
+  const TraceEvent e = t.Snapshot().at(0);
+  EXPECT_EQ(e.ts_us, 1700000000125000 - 2500000);
+  EXPECT_EQ(e.dur_us, 3000);
+  EXPECT_EQ(e.tid, Trace::kCommTid);
+  EXPECT_EQ(e.arg, 64);
+}
+
 TEST(Trace, WriteFileAndSigusr2Flush) {
   char dir[] = "/tmp/ringpilot-trace-XXXXXX";
   ASSERT_NE(::mkdtemp(dir), nullptr);

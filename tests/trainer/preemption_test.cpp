@@ -88,6 +88,24 @@ TEST(Preemption, PreviousDispositionRestoredAndFlagReset) {
   EXPECT_FALSE(again.requested());
 }
 
+TEST(Preemption, SignalsBeforeTheWatchAreKeptOrIgnored) {
+  struct sigaction usr1_before {
+  }, usr2_before{};
+  ::sigaction(SIGUSR1, nullptr, &usr1_before);
+  ::sigaction(SIGUSR2, nullptr, &usr2_before);
+  CatchSignalsEarly();
+  ASSERT_EQ(std::raise(SIGUSR2), 0);  // default action would end the test process
+  ASSERT_EQ(std::raise(SIGUSR1), 0);
+  {
+    PreemptionWatch watch;  // sees the SIGUSR1 that came before it
+    EXPECT_TRUE(watch.requested());
+  }
+  PreemptionWatch later;  // only the first watch inherits it
+  EXPECT_FALSE(later.requested());
+  ::sigaction(SIGUSR1, &usr1_before, nullptr);
+  ::sigaction(SIGUSR2, &usr2_before, nullptr);
+}
+
 TEST(Preemption, StopLogsTheStepAndReturnsThePreemptedStatus) {
   const std::string path = ::testing::TempDir() + "/preemption_rank.log";
   std::remove(path.c_str());
