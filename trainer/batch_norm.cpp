@@ -109,7 +109,8 @@ at::Tensor BatchNorm2dImpl::forward(const at::Tensor& x) { return forward_act(x,
 at::Tensor BatchNorm2dImpl::forward_act(const at::Tensor& x, const at::Tensor* residual,
                                         bool relu) {
   const bool synchronised = sync_ != nullptr && sync_->size() > 1;
-  if (is_training() && options_.fused && !synchronised && FusedBatchNormSupported(x) &&
+  if (is_training() && options_.fused && !synchronised &&
+      (FusedBatchNormSupported(x) || options_.fused_reference) &&
       (residual == nullptr || residual->sizes() == x.sizes())) {
     {
       at::NoGradGuard no_grad;

@@ -17,6 +17,10 @@ struct BatchNormOptions {
   /// Training without cross-rank statistics uses the fused channels-last CUDA kernels
   /// (trainer/fused_batch_norm.h) when the input allows; off: ATen's batch_norm.
   bool fused = true;
+  /// With `fused`: also route training-mode `forward_act` through FusedBatchNormAct when
+  /// its CUDA kernels cannot run (CPU, float64, non-channels-last), i.e. through its ATen
+  /// reference and the same autograd Function. For tests of that wiring inside a model.
+  bool fused_reference = false;
 };
 
 /// Parameters and buffers are named as torch.nn.BatchNorm2d's (weight, bias,
@@ -33,6 +37,9 @@ class BatchNorm2dImpl : public torch::nn::Module {
   BatchNorm2dImpl(BatchNormOptions options, comm::Communicator* sync);
   at::Tensor forward(const at::Tensor& x);
   at::Tensor forward_act(const at::Tensor& x, const at::Tensor* residual, bool relu);
+
+  /// Mutable, e.g. to set `fused_reference` on every BatchNorm of a built model.
+  BatchNormOptions& options() { return options_; }
 
   at::Tensor weight, bias, running_mean, running_var, num_batches_tracked;
 

@@ -41,20 +41,28 @@ struct BackwardOut {
   at::Tensor dx, grad_weight, grad_bias, dz;
 };
 
+// The arithmetic type of the ATen reference: float32 (what the kernels use), or float64
+// for float64 inputs, so that a double-precision model can check the autograd wiring
+// without float32 rounding (which flips ReLU masks between two implementations).
+at::ScalarType MathType(const at::Tensor& x) {
+  return x.scalar_type() == at::kDouble ? at::kDouble : at::kFloat;
+}
+
 // The maths the kernels implement, in ATen ops (any device, any floating dtype).
 ForwardOut ReferenceForward(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias,
                             at::Tensor& running_mean, at::Tensor& running_var, double momentum,
                             double eps, const at::Tensor& z, bool relu) {
   const auto shape = ChannelShape(x);
   const int64_t rows = x.numel() / x.size(1);
-  at::Tensor xf = x.to(at::kFloat);
+  const at::ScalarType math = MathType(x);
+  at::Tensor xf = x.to(math);
   at::Tensor mean = xf.mean(kReduceDims);
   // Two passes (mean, then centred squares): as stable as the kernels' Welford merging.
   at::Tensor var = (xf - mean.view(shape)).square().mean(kReduceDims);
   at::Tensor invstd = (var + eps).rsqrt();
-  at::Tensor y = (xf - mean.view(shape)) * (invstd * weight.to(at::kFloat)).view(shape) +
-                 bias.to(at::kFloat).view(shape);
-  if (z.defined()) y.add_(z.to(at::kFloat));
+  at::Tensor y =
+      (xf - mean.view(shape)) * (invstd * weight.to(math)).view(shape) + bias.to(math).view(shape);
+  if (z.defined()) y.add_(z.to(math));
   if (relu) y.relu_();
   if (running_mean.defined()) {
     running_mean.mul_(1 - momentum).add_(mean.to(running_mean.scalar_type()), momentum);
@@ -71,14 +79,15 @@ BackwardOut ReferenceBackward(const at::Tensor& dy, const at::Tensor& y, const a
                               const at::Tensor& invstd, bool relu, bool want_dz) {
   const auto shape = ChannelShape(x);
   const double rows = static_cast<double>(x.numel() / x.size(1));
-  at::Tensor g = dy.to(at::kFloat);
+  const at::ScalarType math = MathType(x);
+  at::Tensor g = dy.to(math);
   // threshold_backward's mask: a NaN output passes no gradient either.
   if (relu) g = at::where(y > 0, g, at::zeros({}, g.options()));
-  at::Tensor xhat = (x.to(at::kFloat) - mean.view(shape)) * invstd.view(shape);
+  at::Tensor xhat = (x.to(math) - mean.view(shape)) * invstd.view(shape);
   at::Tensor grad_bias = g.sum(kReduceDims);
   at::Tensor grad_weight = (g * xhat).sum(kReduceDims);
   at::Tensor dx = (g - (grad_bias / rows).view(shape) - xhat * (grad_weight / rows).view(shape)) *
-                  (weight.to(at::kFloat) * invstd).view(shape);
+                  (weight.to(math) * invstd).view(shape);
   return {dx.to(x.scalar_type()), grad_weight, grad_bias,
           want_dz ? g.to(x.scalar_type()) : at::Tensor()};
 }

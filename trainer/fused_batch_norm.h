@@ -16,7 +16,8 @@ namespace ringpilot::trainer {
 /// autocast); weight and bias float32 [C]; residual has x's shape. Differentiable in x,
 /// weight, bias and residual. On CUDA tensors the fused kernels run (no host
 /// synchronisation or allocation outside the caching allocator: CUDA-graph safe);
-/// otherwise an ATen reference with the same semantics.
+/// otherwise an ATen reference with the same semantics (which also takes float64 x,
+/// weight and bias, and then computes in float64).
 at::Tensor FusedBatchNormAct(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias,
                              at::Tensor running_mean, at::Tensor running_var, double momentum,
                              double eps, const c10::optional<at::Tensor>& residual, bool relu);
