@@ -536,10 +536,13 @@ std::vector<KeySpec> BuildSchema() {
                       "share of it), `none`; `auto` = numa for GPU ranks, cores for CPU ranks"));
 
   s.push_back(IntKey("fault.straggler_rank", Member(&JC::fault, &FaultConfig::straggler_rank), -1,
-                     INT_MAX, "test injection: rank that sleeps every step; -1 = none",
+                     INT_MAX, "test injection: rank whose compute is slowed every step; -1 = none",
                      "-1..world size - 1"));
   s.push_back(FloatKey("fault.straggler_ms", Member(&JC::fault, &FaultConfig::straggler_ms), 0,
-                       false, 600000, false, "test injection: straggler sleep per step, ms"));
+                       false, 600000, false,
+                       "test injection: extra compute per step of the straggler, ms (CPU: a "
+                       "sleep after backward; CUDA: a GPU spin before backward, also in graph "
+                       "replays)"));
   s.push_back(IntKey("fault.crash_rank", Member(&JC::fault, &FaultConfig::crash_rank), -1, INT_MAX,
                      "test injection: rank that exits at crash_step; -1 = none",
                      "-1..world size - 1"));
