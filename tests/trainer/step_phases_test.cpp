@@ -1,0 +1,66 @@
+#include "trainer/step_phases.h"
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <thread>
+
+namespace ringpilot::trainer {
+namespace {
+
+void SleepMs(double ms) {
+  std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(ms));
+}
+
+// One CPU step with the markers in the trainer's order.
+void RunStep(StepPhases& p, double forward_ms, double backward_ms) {
+  p.Begin();
+  SleepMs(forward_ms);
+  p.ForwardDone();
+  p.FirstGradientsReady();
+  SleepMs(backward_ms);
+  p.BackwardDone();
+  p.CommDone();
+  p.OptimizerDone();
+  p.Launched(/*replay=*/false);
+}
+
+TEST(StepPhases, CpuReportsTheStepJustRunOnce) {
+  StepPhases p(/*device=*/-1, nullptr);
+  EXPECT_FALSE(p.Collect(false).has_value()) << "nothing launched yet";
+  RunStep(p, 20, 30);
+  const auto t = p.Collect(false);
+  ASSERT_TRUE(t.has_value());
+  EXPECT_TRUE(t->valid);
+  EXPECT_FALSE(t->replay);
+  EXPECT_TRUE(t->marks.empty());
+  // Lower bounds only: a loaded host may sleep longer, never shorter.
+  EXPECT_GE(t->forward, 0.019);
+  EXPECT_GE(t->backward, 0.029);
+  EXPECT_GE(t->comm_exposed, 0.0);
+  EXPECT_GE(t->optimizer, 0.0);
+  // On CPU a rank arrives at the end of its backward.
+  EXPECT_NEAR(t->ready_unix, t->start_unix + t->forward + t->backward, 1e-6);
+  EXPECT_FALSE(p.Collect(false).has_value()) << "each step is reported once";
+}
+
+TEST(StepPhases, CpuSlowDownSleeps) {
+  StepPhases p(-1, nullptr);
+  const auto start = std::chrono::steady_clock::now();
+  p.SlowDown(0.03);
+  p.SlowDown(0.0);  // no-op
+  EXPECT_GE(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), 0.029);
+}
+
+TEST(StepPhases, StepsAreReportedInLaunchOrder) {
+  StepPhases p(-1, nullptr);
+  RunStep(p, 1, 1);
+  const auto first = p.Collect(false);
+  RunStep(p, 1, 1);
+  const auto second = p.Collect(true);
+  ASSERT_TRUE(first.has_value() && second.has_value());
+  EXPECT_LT(first->start_unix, second->start_unix);
+}
+
+}  // namespace
+}  // namespace ringpilot::trainer
