@@ -7,7 +7,9 @@
 # RP_WARMUP), as the peer times 50 steps after 15 warm-up ones. RP_PEER_IMPLS="eager compile"
 # (default) picks which peer variants run.
 # Writes one JSON object per line (model, world, batch_per_gpu, impl, per_gpu_rate,
-# step_ms, step_p99_ms, first_step_s, peak_mem_gb) and prints a table last.
+# step_ms, step_p99_ms, first_step_s, peak_mem_gb; ringpilot rows also comm_exposed_ms,
+# comm_exposed_share and overlap_ratio from the GPU timeline) and prints a table last, with
+# the scaling of each impl relative to its 1-GPU row. Any GPU count: --worlds "1 2 4 8".
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/env.sh"
 WHAT=all WORLDS="1 2" MODELS="bert-base resnet50" STEPS=65
@@ -66,16 +68,26 @@ YAML
     tail -25 "$dir.log" >&2
     return 0
   fi
-  python3 - "$dir/summary.json" "$model" "$world" "$batch" >>"$OUTFILE" <<'PY'
-import json, sys
+  python3 - "$dir/summary.json" "$model" "$world" "$batch" "$dir/logs/rank-0.stats.json" >>"$OUTFILE" <<'PY'
+import json, os, sys
 s = json.load(open(sys.argv[1]))
 world = int(sys.argv[3])
-print(json.dumps({"model": sys.argv[2], "world": world, "batch_per_gpu": int(sys.argv[4]),
-                  "impl": "ringpilot", "per_gpu_rate": s["samples_per_second"] / world,
-                  "step_ms": s["step_seconds_p50"] * 1e3, "step_p99_ms": s["step_seconds_p99"] * 1e3,
-                  "first_step_s": s["first_step_s"], "peak_mem_gb": s["peak_mem_gb"],
-                  "data_ms_p50": s.get("data_seconds_p50", 0) * 1e3,
-                  "variant": __import__("os").environ.get("RP_VARIANT", "")}))
+row = {"model": sys.argv[2], "world": world, "batch_per_gpu": int(sys.argv[4]),
+       "impl": "ringpilot", "per_gpu_rate": s["samples_per_second"] / world,
+       "step_ms": s["step_seconds_p50"] * 1e3, "step_p99_ms": s["step_seconds_p99"] * 1e3,
+       "first_step_s": s["first_step_s"], "peak_mem_gb": s["peak_mem_gb"],
+       "data_ms_p50": s.get("data_seconds_p50", 0) * 1e3,
+       "variant": os.environ.get("RP_VARIANT", "")}
+# Exposed communication (GPU timeline, timed steps only): the wait for gradient
+# all-reduces after backward, per step and as a share of the median step.
+if os.path.exists(sys.argv[5]):
+    st = json.load(open(sys.argv[5]))
+    steps = max(st.get("steps", 0), 1)
+    exposed = st["phase_seconds_total"].get("comm_exposed", 0) / steps * 1e3
+    row["comm_exposed_ms"] = exposed
+    row["comm_exposed_share"] = exposed / row["step_ms"] if row["step_ms"] else None
+    row["overlap_ratio"] = st.get("overlap_ratio")
+print(json.dumps(row))
 PY
 }
 
@@ -115,8 +127,16 @@ done
 python3 - "$OUTFILE" <<'PY'
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
-print(f"{'model':10} {'world':>5} {'batch':>5} {'impl':30} {'per_gpu_rate':>12} {'step_ms':>8} {'p99_ms':>8} {'first_s':>7} {'mem_gb':>7}")
+# Scaling: per-GPU rate relative to the same model and impl on 1 GPU (same file).
+one = {(r["model"], r["impl"]): r["per_gpu_rate"] for r in rows if r["world"] == 1}
+print(f"{'model':10} {'world':>5} {'batch':>5} {'impl':30} {'per_gpu_rate':>12} {'scaling':>8} {'step_ms':>8} "
+      f"{'p99_ms':>8} {'exposed':>8} {'first_s':>7} {'mem_gb':>7}")
 for r in rows:
+    base = one.get((r["model"], r["impl"]))
+    scaling = f"{100 * r['per_gpu_rate'] / base:.1f}%" if base else "-"
+    share = r.get("comm_exposed_share")
+    exposed = f"{100 * share:.1f}%" if share is not None else "-"
     print(f"{r['model']:10} {r['world']:>5} {r['batch_per_gpu']:>5} {r['impl']:30} {r['per_gpu_rate']:>12.1f} "
-          f"{r['step_ms']:>8.2f} {r['step_p99_ms']:>8.2f} {r['first_step_s']:>7.1f} {r['peak_mem_gb']:>7.2f}")
+          f"{scaling:>8} {r['step_ms']:>8.2f} {r['step_p99_ms']:>8.2f} {exposed:>8} {r['first_step_s']:>7.1f} "
+          f"{r['peak_mem_gb']:>7.2f}")
 PY

@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
-# GPU acceptance of topology, doctor, metrics and traces (needs 2 GPUs). Prints a table
+# GPU acceptance of topology, doctor, metrics and traces, on every GPU of the machine
+# (2 or more; one rank per GPU). Prints a table
 # last; exit 1 on any failure. Usage: tests/gpu/observe.sh [OUT_DIR]
 #   topo      `ringpilot topo --json`: GPUs, NVLink count and rate, NUMA/CPU affinity as
 #             `nvidia-smi topo -m` prints them
 #   doctor    `doctor --json --device cuda`: PASS or WARN everywhere (WARNs listed)
-#   busbw-g   BERT-base on 2 GPUs, CUDA graphs on (collectives timed by GPU timestamps
+#   busbw-g   BERT-base on all GPUs, CUDA graphs on (collectives timed by GPU timestamps
 #             inside the replay): busbw of the largest all-reduce size class within 10% of
 #             `bench comm` at the same size
 #   busbw     the same with CUDA graphs off (timed by CUDA events), for information: eager
@@ -12,8 +13,8 @@
 #             times, and a collective's time includes waiting for the later rank
 #   phases    with CUDA graphs on: forward/backward/optimizer/exposed-comm phases from the
 #             GPU timeline, overlap ratio, collective sequence numbers advancing
-#   straggler CUDA graphs on, fault.straggler_rank=1 straggler_ms=50: rank 0's wait is
-#             blamed on rank 1, within 20% of 50 ms per step; diagnose names rank 1
+#   straggler CUDA graphs on, fault.straggler_rank=LAST straggler_ms=50: rank 0's wait is
+#             blamed on the last rank, within 20% of 50 ms per step; diagnose names it
 #   series    ringpilot_gpu_*, ringpilot_nccl_transport_info, gpu_uuid/pci_bus_id labels
 #   trace     every trace-rank-N.json and diagnose's merged trace.json are valid JSON
 #   overhead  step time with metrics on vs off (CUDA graphs on), median of 3 runs each
@@ -21,6 +22,8 @@ set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/env.sh"
 [[ -x "$RP" ]] || gpu_build
 OUT="${1:-$(mktemp -d)}"
+NGPU=$(nvidia-smi -L | wc -l)
+((NGPU >= 2)) || { echo "observe: needs 2 or more GPUs, found $NGPU" >&2; exit 2; }
 mkdir -p "$OUT"
 rows=()
 fail=0
@@ -34,34 +37,37 @@ py() { python3 - "$@"; }
 "$RP" topo --json >"$OUT/topo.json"
 "$RP" topo >"$OUT/topo.txt"
 nvidia-smi topo -m >"$OUT/nvidia-smi-topo.txt" 2>&1 || true
-res=$(py "$OUT/topo.json" "$OUT/nvidia-smi-topo.txt" <<'PY'
+res=$(py "$OUT/topo.json" "$OUT/nvidia-smi-topo.txt" "$(nvidia-smi -L | wc -l)" <<'PY'
 import json, re, sys
+# Any GPU count: the GPU list, the NVLink count of every pair and each GPU's CPU affinity
+# must be what `nvidia-smi topo -m` prints (NV<k> cells; CPU Affinity column).
 t = json.load(open(sys.argv[1]))
-smi = open(sys.argv[2]).read()
+smi = re.sub(r"\x1b\[[0-9;]*m", "", open(sys.argv[2]).read())
+want_gpus = int(sys.argv[3])
 gpus = t.get("gpus", [])
-links = t.get("gpu_links", t.get("links", []))
+links = {tuple(sorted(l["gpus"])): l for l in t.get("gpu_links", t.get("links", [])) if "gpus" in l}
 problems = []
-if len(gpus) != 2: problems.append(f"{len(gpus)} GPUs")
-nv = [l for l in links if l.get("nvlinks", l.get("nvlink_count", 0))]
-counts = [l.get("nvlinks", l.get("nvlink_count")) for l in nv]
-if not counts or counts[0] != 18: problems.append(f"NVLink counts {counts}")
-per = [l.get("nvlink_bytes_per_second_per_link", 0) / 1e9 for l in nv]
-if not per or abs(per[0] - 26.6) > 0.5: problems.append(f"per-link GB/s {per}")
-# nvidia-smi: "GPU0 X NV18 0-31 0 N/A" -> CPU affinity column per GPU
-aff = {}
+if len(gpus) != want_gpus: problems.append(f"{len(gpus)} GPUs, nvidia-smi -L lists {want_gpus}")
+smi_nv, aff = {}, {}
 for line in smi.splitlines():
-    m = re.match(r"\s*(?:\x1b\[[0-9;]*m)?GPU(\d+)\s+(.*)", line)
-    if m:
-        cells = m.group(2).split()
-        cpu = next((c for c in cells if re.fullmatch(r"[0-9,\-]+", c) and ("-" in c or "," in c)), None)
-        if cpu: aff[int(m.group(1))] = cpu
+    m = re.match(r"\s*GPU(\d+)\s+(.*)", line)
+    if not m: continue
+    i, cells = int(m.group(1)), m.group(2).split()
+    for j, cell in enumerate(cells[:want_gpus]):
+        nv = re.fullmatch(r"NV(\d+)", cell)
+        if nv and i < j: smi_nv[(i, j)] = int(nv.group(1))
+    cpu = next((c for c in cells[want_gpus:] if re.fullmatch(r"[0-9,\-]+", c) and ("-" in c or "," in c)), None)
+    if cpu: aff[i] = cpu
+ours = {k: l.get("nvlink_count", l.get("nvlinks", 0)) for k, l in links.items() if l.get("nvlink_count", l.get("nvlinks", 0))}
+if ours != smi_nv: problems.append(f"NVLink counts {ours} vs nvidia-smi {smi_nv}")
+per = sorted({round(l.get("nvlink_bytes_per_second_per_link", 0) / 1e9, 2) for l in links.values() if l.get("nvlink_count", 0)})
 numa = {n["id"]: n["cpus"] for n in t.get("numa_nodes", [])}
 for g in gpus:
     cpus = numa.get(g.get("numa_node"), "?")
     if aff.get(g["index"]) and aff[g["index"]] != cpus:
         problems.append(f"GPU{g['index']} CPUs {cpus} vs nvidia-smi {aff[g['index']]}")
 print(("FAIL " + "; ".join(problems)) if problems else
-      f"PASS 2 GPUs, NV{counts[0]} x {per[0]:.2f} GB/s, CPUs {numa.get(gpus[0].get('numa_node'))} = nvidia-smi {aff}")
+      f"PASS {len(gpus)} GPUs, NVLink pairs {smi_nv} at {per} GB/s per link, CPUs as nvidia-smi {aff}")
 PY
 )
 row topo "${res%% *}" "${res#* }"
@@ -89,7 +95,7 @@ job() {  # name, then --set args
   for kv in "$@"; do set+=(--set "$kv"); done
   cat >"$OUT/$name.yaml" <<YAML
 name: $name
-world: {nodes: 1, procs_per_node: 2, device: cuda}
+world: {nodes: 1, procs_per_node: $NGPU, device: cuda}
 model: {name: bert-base}
 data: {batch_per_rank: 64}
 train: {steps: 60, optimizer: adamw, lr: 1.0e-4, precision: bf16, cuda_graphs: true, log_every_s: 30}
@@ -117,7 +123,7 @@ big = max(c, key=lambda c: c["bytes_total"] / c["count"])
 print(int(big["bytes_total"] / big["count"]) // 4 * 4)
 PY
 )
-  "$RP" bench comm --device cuda --np 2 --op allreduce --min-bytes "$size" --max-bytes "$size" \
+  "$RP" bench comm --device cuda --np "$NGPU" --op allreduce --min-bytes "$size" --max-bytes "$size" \
     --iters 50 --warmup 10 --json >"$OUT/bench-at-$name.json" 2>"$OUT/bench-at-$name.err"
   res=$(py "$OUT/$name/logs/rank-0.stats.json" "$OUT/bench-at-$name.json" "$OUT/metrics-$name.txt" "$off" <<'PY'
 import json, re, sys
@@ -167,20 +173,21 @@ PY
 ) || res="FAIL no phase data"
 row phases "${res%% *}" "${res#* }"
 
-job straggler train.steps=40 fault.straggler_rank=1 fault.straggler_ms=50 ||
+job straggler train.steps=40 fault.straggler_rank=$((NGPU - 1)) fault.straggler_ms=50 ||
   row straggler FAIL "job failed: $(tail -3 "$OUT/straggler.log")"
 "$RP" diagnose "$OUT/straggler" --json >"$OUT/diagnose-straggler.json" 2>/dev/null || true
-res=$(py "$OUT/straggler/logs/rank-0.stats.json" "$OUT/diagnose-straggler.json" <<'PY'
+res=$(py "$OUT/straggler/logs/rank-0.stats.json" "$OUT/diagnose-straggler.json" "$((NGPU - 1))" <<'PY'
 import json, sys
 s = json.load(open(sys.argv[1]))
 st = s["straggler"]
-steps = st["culprit_steps"].get("1", 0)
-wait = st["wait_by_culprit_seconds"].get("1", 0)
+last = int(sys.argv[3])
+steps = st["culprit_steps"].get(str(last), 0)
+wait = st["wait_by_culprit_seconds"].get(str(last), 0)
 per = 1e3 * wait / max(steps, 1)
 d = json.load(open(sys.argv[2]))
 named = d.get("straggler", {}).get("rank")
-ok = steps >= 30 and abs(per - 50) <= 10 and named == 1
-print(("PASS " if ok else "FAIL ") + f"rank 0 blamed rank 1 in {steps} steps, {per:.1f} ms per step; "
+ok = steps >= 30 and abs(per - 50) <= 10 and named == last
+print(("PASS " if ok else "FAIL ") + f"rank 0 blamed rank {last} in {steps} steps, {per:.1f} ms per step; "
       f"diagnose names rank {named}")
 PY
 ) || res="FAIL no straggler data"
@@ -201,7 +208,7 @@ PY
 )
 row series "${res%% *}" "${res#* }"
 
-res=$(py "$OUT/busbw" <<'PY'
+res=$(py "$OUT/busbw" "$NGPU" <<'PY'
 import glob, json, os, sys
 d = sys.argv[1]
 files = sorted(glob.glob(os.path.join(d, "trace-rank-*.json")))
@@ -211,7 +218,7 @@ for f in files + [os.path.join(d, "trace.json")]:
         j = json.load(open(f)); events += len(j["traceEvents"]) if f.endswith("trace.json") else 0
     except Exception as e:
         bad.append(f"{os.path.basename(f)}: {e}")
-ok = len(files) == 2 and not bad and events > 0
+ok = len(files) == int(sys.argv[2]) and not bad and events > 0
 print(("PASS " if ok else "FAIL ") + f"{len(files)} rank traces; merged trace.json {events} events" +
       (f"; {bad}" if bad else ""))
 PY
