@@ -28,14 +28,17 @@ struct StepPhases::Gpu {
 StepPhases::StepPhases(int device, comm::Communicator* comm) {
   if (device < 0) return;
   gpu_ = std::make_unique<Gpu>(device);
-  if (comm) comm->set_timeline(&gpu_->timeline);
+  comm_ = comm;
+  if (comm_) comm_->set_timeline(&gpu_->timeline);
 }
 #else
 struct StepPhases::Gpu {};
 StepPhases::StepPhases(int, comm::Communicator*) {}
 #endif
 
-StepPhases::~StepPhases() = default;
+StepPhases::~StepPhases() {
+  if (comm_) comm_->set_timeline(nullptr);  // the communicator may outlive the timeline
+}
 
 void StepPhases::Begin() {
 #ifdef RINGPILOT_WITH_CUDA

@@ -65,6 +65,7 @@ class StepPhases {
   struct Gpu;
   void Stamp(int marker);
   std::unique_ptr<Gpu> gpu_;             // null on CPU
+  comm::Communicator* comm_ = nullptr;   // stamps its captured collectives on gpu_
   double host_[6] = {0, 0, 0, 0, 0, 0};  // CPU marker times (Unix seconds)
   uint64_t launched_ = 0, collected_ = 0;
   std::vector<bool> replays_;  // per launched step not yet collected
