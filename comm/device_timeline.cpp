@@ -14,13 +14,6 @@ namespace ringpilot::comm {
 
 namespace {
 
-void Check(cudaError_t e, const char* what) {
-  if (e != cudaSuccess) {
-    throw CommError(std::string("device timeline: ") + what + " failed: " + cudaGetErrorString(e) +
-                    " (" + ProcessLocation() + ")");
-  }
-}
-
 // Hot path: no exceptions; a failed launch means the CUDA context is broken anyway.
 void CheckFatal(cudaError_t e, const char* what) {
   if (e == cudaSuccess) return;
@@ -38,16 +31,15 @@ double UnixSeconds() {
 }  // namespace
 
 DeviceTimeline::DeviceTimeline(int device) : device_(device) {
-  Check(cudaSetDevice(device_), "cudaSetDevice");
+  CUDA_CHECK(cudaSetDevice(device_));
   const size_t words = static_cast<size_t>(kSlots) * kMaxMarks + kSlots + 1;
   void* host = nullptr;
-  Check(cudaHostAlloc(&host, words * sizeof(unsigned long long), cudaHostAllocMapped),
-        "cudaHostAlloc");
+  CUDA_CHECK(cudaHostAlloc(&host, words * sizeof(unsigned long long), cudaHostAllocMapped));
   host_block_ = static_cast<unsigned long long*>(host);
   std::memset(host_block_, 0, words * sizeof(unsigned long long));
   void* counter = nullptr;
-  Check(cudaMalloc(&counter, sizeof(unsigned long long)), "cudaMalloc");
-  Check(cudaMemset(counter, 0, sizeof(unsigned long long)), "cudaMemset");
+  CUDA_CHECK(cudaMalloc(&counter, sizeof(unsigned long long)));
+  CUDA_CHECK(cudaMemset(counter, 0, sizeof(unsigned long long)));
   buffers_.counter = static_cast<unsigned long long*>(counter);
   // With unified addressing the host pointer of mapped memory is valid on the device.
   buffers_.marks = host_block_;
@@ -111,13 +103,13 @@ void DeviceTimeline::Calibrate() {
   // Best of several round trips: the kernel's timer read lies between the host times
   // taken before launch and after synchronisation; the narrowest window bounds the error.
   cudaStream_t stream = nullptr;
-  Check(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreate");
+  CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   unsigned long long* word = host_block_ + static_cast<size_t>(kSlots) * kMaxMarks + kSlots;
   double best_window = std::numeric_limits<double>::infinity();
   for (int i = 0; i < 8; ++i) {
     const double before = UnixSeconds();
-    Check(kernels::LaunchReadGlobalTimer(word, stream), "timer read launch");
-    Check(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
+    CUDA_CHECK(kernels::LaunchReadGlobalTimer(word, stream));
+    CUDA_CHECK(cudaStreamSynchronize(stream));
     const double after = UnixSeconds();
     const uint64_t gpu = *reinterpret_cast<volatile unsigned long long*>(word);
     if (i > 0 && after - before < best_window) {  // the first launch pays module loading

@@ -19,22 +19,6 @@ std::string Where(const char* file, int line) {
   return std::string(file) + ":" + std::to_string(line) + ": ";
 }
 
-#define CUDA_CHECK(call)                                                                         \
-  do {                                                                                           \
-    cudaError_t e_ = (call);                                                                     \
-    if (e_ != cudaSuccess)                                                                       \
-      throw CommError(Where(__FILE__, __LINE__) + #call + " failed: " + cudaGetErrorString(e_) + \
-                      " (" + ProcessLocation() + ")");                                           \
-  } while (0)
-
-#define NCCL_CHECK(call)                                                                         \
-  do {                                                                                           \
-    ncclResult_t r_ = (call);                                                                    \
-    if (r_ != ncclSuccess)                                                                       \
-      throw CommError(Where(__FILE__, __LINE__) + #call + " failed: " + ncclGetErrorString(r_) + \
-                      " (" + ProcessLocation() + ")");                                           \
-  } while (0)
-
 // Hot-path checks print and abort the job instead of throwing.
 #define NCCL_CHECK_FATAL(call)                                                            \
   do {                                                                                    \

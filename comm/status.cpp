@@ -31,6 +31,11 @@ std::string MpiMessage(const char* call, int rc, const char* file, int line) {
 }
 }  // namespace
 
+void ThrowCallError(const char* call, const char* why, const char* file, int line) {
+  throw CommError(std::string(file) + ":" + std::to_string(line) + ": " + call + " failed: " + why +
+                  " (" + ProcessLocation() + ")");
+}
+
 void ThrowMpiError(const char* call, int rc, const char* file, int line) {
   throw CommError(MpiMessage(call, rc, file, line));
 }

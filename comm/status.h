@@ -19,6 +19,9 @@ class CommError : public std::runtime_error {
 std::string ProcessLocation();
 
 [[noreturn]] void ThrowMpiError(const char* call, int rc, const char* file, int line);
+/// CommError "FILE:LINE: CALL failed: WHY (rank R on HOST)"; CUDA_CHECK and NCCL_CHECK
+/// pass the library's own error string as WHY.
+[[noreturn]] void ThrowCallError(const char* call, const char* why, const char* file, int line);
 /// Hot-path variant: prints the message and aborts the whole MPI job (no throwing).
 [[noreturn]] void AbortOnMpiError(const char* call, int rc, const char* file, int line);
 
@@ -36,4 +39,22 @@ std::string ProcessLocation();
     int ringpilot_rc_ = (call);                                                     \
     if (ringpilot_rc_ != MPI_SUCCESS)                                               \
       ::ringpilot::comm::AbortOnMpiError(#call, ringpilot_rc_, __FILE__, __LINE__); \
+  } while (0)
+
+// Setup-path checks of CUDA runtime and NCCL calls (the caller includes cuda_runtime.h or
+// nccl.h); hot paths abort instead, in their own way.
+#define CUDA_CHECK(call)                                                                   \
+  do {                                                                                     \
+    cudaError_t ringpilot_e_ = (call);                                                     \
+    if (ringpilot_e_ != cudaSuccess)                                                       \
+      ::ringpilot::comm::ThrowCallError(#call, cudaGetErrorString(ringpilot_e_), __FILE__, \
+                                        __LINE__);                                         \
+  } while (0)
+
+#define NCCL_CHECK(call)                                                                   \
+  do {                                                                                     \
+    ncclResult_t ringpilot_r_ = (call);                                                    \
+    if (ringpilot_r_ != ncclSuccess)                                                       \
+      ::ringpilot::comm::ThrowCallError(#call, ncclGetErrorString(ringpilot_r_), __FILE__, \
+                                        __LINE__);                                         \
   } while (0)

@@ -132,23 +132,24 @@ void TrainingMetrics::OnCollective(comm::CollectiveOp op, int64_t bytes, double 
   collective_seconds_[i][b]->Observe(seconds);
   collective_bytes_[i]->Increment(static_cast<double>(bytes));
   if (stats_) stats_->AddCollective(op, bytes, seconds);
-  if (trace_ && std::isnan(start_unix)) {
-    trace_->Complete(comm::ToString(op), "collective", metrics::Trace::kCommTid, seconds, "bytes",
-                     bytes);
-  } else if (trace_) {
-    trace_->CompleteAt(comm::ToString(op), "collective", metrics::Trace::kCommTid, start_unix,
-                       seconds, "bytes", bytes);
+  Trace(comm::ToString(op), "collective", metrics::Trace::kCommTid, seconds, start_unix, "bytes",
+        bytes);
+}
+
+void TrainingMetrics::Trace(const char* name, const char* cat, int tid, double seconds,
+                            double start_unix, const char* arg_name, int64_t arg) {
+  if (!trace_) return;
+  if (std::isnan(start_unix)) {
+    trace_->Complete(name, cat, tid, seconds, arg_name, arg);
+  } else {
+    trace_->CompleteAt(name, cat, tid, start_unix, seconds, arg_name, arg);
   }
 }
 
 void TrainingMetrics::OnPhase(Phase phase, double seconds, double start_unix) {
   phase_seconds_[static_cast<int>(phase)]->Observe(seconds);
   if (stats_) stats_->AddPhase(phase, seconds);
-  if (trace_ && std::isnan(start_unix)) {
-    trace_->Complete(ToString(phase), "phase", metrics::Trace::kTrainTid, seconds);
-  } else if (trace_) {
-    trace_->CompleteAt(ToString(phase), "phase", metrics::Trace::kTrainTid, start_unix, seconds);
-  }
+  Trace(ToString(phase), "phase", metrics::Trace::kTrainTid, seconds, start_unix);
 }
 
 void TrainingMetrics::OnStraggler(const StragglerStep& s) {

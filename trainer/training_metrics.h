@@ -66,6 +66,10 @@ class TrainingMetrics : public comm::CollectiveObserver {
   metrics::Registry& mutable_registry() { return *registry_; }
 
  private:
+  // Records a trace event that ended now (start_unix NaN) or began at start_unix.
+  void Trace(const char* name, const char* cat, int tid, double seconds, double start_unix,
+             const char* arg_name = nullptr, int64_t arg = 0);
+
   static constexpr int kOps = 4;
   static constexpr int kSizeBuckets = 6;
   std::unique_ptr<metrics::Registry> registry_;
