@@ -16,6 +16,7 @@ namespace {
 
 using doctor_util::FormatBytes;
 using doctor_util::Join;
+using doctor_util::LastLine;
 using doctor_util::ListDir;
 using doctor_util::Lookup;
 using doctor_util::NcclVersionText;
@@ -28,15 +29,6 @@ constexpr std::uint64_t kMemlockWarnFrom = 1024 * kMiB;  // below: FAIL with RDM
 constexpr int kMpiVersionTimeoutS = 10;
 constexpr int kMpiRunTimeoutS = 30;
 constexpr int kLddTimeoutS = 10;
-
-std::string LastLine(const std::string& text) {
-  std::string last;
-  std::istringstream in(text);
-  for (std::string line; std::getline(in, line);) {
-    if (!line.empty()) last = line;
-  }
-  return last;
-}
 
 // "4: ACTIVE" -> "ACTIVE".
 std::string AfterColon(const std::string& s) {

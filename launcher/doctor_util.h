@@ -45,6 +45,16 @@ inline std::string ReadTrimmed(const std::string& path) {
   return s;
 }
 
+/// The last non-empty line of TEXT (a command's output), for one-line messages.
+inline std::string LastLine(const std::string& text) {
+  std::string last;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) {
+    if (!line.empty()) last = line;
+  }
+  return last;
+}
+
 /// The file's raw bytes; "" when unreadable.
 inline std::string ReadBytes(const std::string& path) {
   std::ifstream in(path, std::ios::binary);

@@ -14,6 +14,7 @@ namespace ringpilot::launcher {
 namespace {
 
 using doctor_util::Join;
+using doctor_util::LastLine;
 
 constexpr int kVersionsTimeoutS = 30;  // LibTorch loads in 1-2 s; a cold page cache is slower
 
@@ -44,15 +45,6 @@ std::optional<nlohmann::json> VersionsObject(const std::string& output) {
     if (doc.is_object()) found = std::move(doc);
   }
   return found;
-}
-
-std::string LastLine(const std::string& text) {
-  std::string last;
-  std::istringstream in(text);
-  for (std::string line; std::getline(in, line);) {
-    if (!line.empty()) last = line;
-  }
-  return last;
 }
 
 struct Verdict {
