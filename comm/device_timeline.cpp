@@ -88,7 +88,8 @@ bool DeviceTimeline::Read(uint64_t n, std::vector<uint64_t>* marks) const {
   marks->assign(kMaxMarks, 0);
   const volatile unsigned long long* src = buffers_.marks + static_cast<size_t>(row) * kMaxMarks;
   const uint64_t begin = src[0];
-  for (int i = 0; i < kMaxMarks; ++i) {
+  // Only allocated marks can have been stamped; the rest stay 0.
+  for (int i = 0; i < next_mark_; ++i) {
     // A mark older than the step's start was left by an earlier step using this row.
     const uint64_t v = src[i];
     (*marks)[i] = v >= begin ? v : 0;

@@ -2,6 +2,7 @@
 
 #include <torch/csrc/autograd/profiler_kineto.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <set>
 #include <stdexcept>

@@ -37,7 +37,7 @@ py() { python3 - "$@"; }
 "$RP" topo --json >"$OUT/topo.json"
 "$RP" topo >"$OUT/topo.txt"
 nvidia-smi topo -m >"$OUT/nvidia-smi-topo.txt" 2>&1 || true
-res=$(py "$OUT/topo.json" "$OUT/nvidia-smi-topo.txt" "$(nvidia-smi -L | wc -l)" <<'PY'
+res=$(py "$OUT/topo.json" "$OUT/nvidia-smi-topo.txt" "$NGPU" <<'PY'
 import json, re, sys
 # Any GPU count: the GPU list, the NVLink count of every pair and each GPU's CPU affinity
 # must be what `nvidia-smi topo -m` prints (NV<k> cells; CPU Affinity column).
