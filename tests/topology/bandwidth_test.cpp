@@ -101,6 +101,15 @@ TEST(ExpectedBusBandwidth, CapturedH200PairIsNv18) {
   EXPECT_EQ(bw.bottleneck, "NV18 GPU0-GPU1");
 }
 
+TEST(ExpectedBusBandwidth, CapturedH200QuadRingIsNv18) {
+  const NodeTopology node = Fixture("h200x4-captured.json");
+  for (int ranks : {2, 3, 4}) {
+    const BusBandwidth bw = ExpectedAllReduceBusBandwidth(node, ranks, 1);
+    EXPECT_DOUBLE_EQ(bw.expected_bytes_per_second, 478.125e9) << ranks;
+    EXPECT_EQ(bw.bottleneck.rfind("NV18 GPU", 0), 0u) << bw.bottleneck;
+  }
+}
+
 TEST(ExpectedBusBandwidth, RejectsImpossibleJobs) {
   const NodeTopology node = Fixture("pcie-4gpu-2socket.json");
   EXPECT_THROW(ExpectedAllReduceBusBandwidth(node, 5, 1), std::invalid_argument);

@@ -49,6 +49,10 @@ TEST(NodeSummaries, DescribeGpusLinksNicsAndCpus) {
   EXPECT_EQ(LinkSummary(captured), "NV18 x1");
   EXPECT_EQ(NicSummary(captured), "1x Ethernet rate unknown");
   EXPECT_EQ(CpuSummary(captured), "1 NUMA, 32 CPUs");
+  const NodeTopology quad = Fixture("h200x4-captured.json");
+  EXPECT_EQ(GpuSummary(quad), "4x NVIDIA H200");
+  EXPECT_EQ(LinkSummary(quad), "NV18 x6");
+  EXPECT_EQ(CpuSummary(quad), "1 NUMA, 64 CPUs");
   EXPECT_EQ(NicSummary(Fixture("h200x2.json")), "no NIC");
 }
 

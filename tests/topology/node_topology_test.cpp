@@ -61,7 +61,7 @@ TEST_P(FixtureRoundTrip, JsonRoundTripIsLossless) {
 INSTANTIATE_TEST_SUITE_P(Fixtures, FixtureRoundTrip,
                          ::testing::Values("dgx-h100.json", "pcie-4gpu-2socket.json",
                                            "cpu-only.json", "h200x2.json", "h200x2-captured.json",
-                                           "h100x1-captured.json"));
+                                           "h100x1-captured.json", "h200x4-captured.json"));
 
 TEST(Fixtures, DgxH100HasNvSwitchAndEightNdrNics) {
   const NodeTopology t = Fixture("dgx-h100.json");

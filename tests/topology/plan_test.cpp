@@ -228,6 +228,23 @@ TEST(PlanRank, CapturedH200x2) {
   }
 }
 
+// Captured with `ringpilot topo --json` on nvidia-h200-x4: four GPUs on NVSwitch (every
+// pair NV18, as nvidia-smi topo -m shows), one NUMA node, Ethernet only.
+TEST(PlanRank, CapturedH200x4) {
+  const NodeTopology node = Fixture("h200x4-captured.json");
+  ASSERT_EQ(node.gpus.size(), 4u);
+  EXPECT_EQ(node.gpu_links.size(), 6u);
+  for (const GpuLink& l : node.gpu_links) EXPECT_EQ(l.Label(), "NV18");
+  for (int lr = 0; lr < 4; ++lr) {
+    const RankPlan p = PlanRank(node, Gpu(lr, 4));
+    EXPECT_EQ(p.gpu_index, lr);
+    EXPECT_EQ(p.pci_bus_id, node.FindGpu(lr)->pci_bus_id);
+    EXPECT_EQ(FormatCpuList(p.cpus), "0-63");
+    EXPECT_EQ(p.nic, "eth0");
+    EXPECT_TRUE(p.warnings.empty()) << p.warnings.front();
+  }
+}
+
 // Captured with `ringpilot topo --json` on nvidia-h100-x1: one GPU, no GPU-GPU link.
 TEST(PlanRank, CapturedH100x1) {
   const NodeTopology node = Fixture("h100x1-captured.json");

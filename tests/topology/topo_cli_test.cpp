@@ -62,7 +62,7 @@ TEST_P(TopoCliFixture, RendersTextJsonAndDot) {
 INSTANTIATE_TEST_SUITE_P(Fixtures, TopoCliFixture,
                          ::testing::Values("dgx-h100.json", "pcie-4gpu-2socket.json",
                                            "cpu-only.json", "h200x2.json", "h200x2-captured.json",
-                                           "h100x1-captured.json"));
+                                           "h100x1-captured.json", "h200x4-captured.json"));
 
 TEST(TopoCli, MatrixMatchesNvidiaSmiForH200x2) {
   const auto r = RunProcess({RingpilotBinary(), "topo", "--from", FixturePath("h200x2.json")});
