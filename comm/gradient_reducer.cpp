@@ -155,17 +155,35 @@ void GradientReducer::Launch(size_t bucket_index) {
 }
 
 void GradientReducer::FinishBackward() {
+  LaunchRemaining();
+  WaitBuckets(0, buckets_.size());
+  EndBackward();
+}
+
+void GradientReducer::LaunchRemaining() {
   if (!in_backward_) throw CommError("gradient reducer: FinishBackward without PrepareForBackward");
   stats_.hooks_total = hooks_fired_;
+  stats_.finish_wait_seconds = 0.0;
   // Buckets still short of gradients (unused parameters) go out now, in bucket order.
   while (next_to_launch_ < buckets_.size()) Launch(next_to_launch_++);
-  const auto start = std::chrono::steady_clock::now();
-  for (auto& b : buckets_) {
-    b->work->Wait();
-    if (!b->wire.is_same(b->storage)) b->storage.copy_(b->wire);
+}
+
+void GradientReducer::WaitBuckets(size_t begin, size_t end) {
+  if (!in_backward_ || begin > end || end > buckets_.size()) {
+    throw CommError("gradient reducer: WaitBuckets out of order or range");
   }
-  stats_.finish_wait_seconds =
+  const auto start = std::chrono::steady_clock::now();
+  for (size_t i = begin; i < end; ++i) {
+    Bucket& b = *buckets_[i];
+    if (!b.work) throw CommError("gradient reducer: WaitBuckets before LaunchRemaining");
+    b.work->Wait();
+    if (!b.wire.is_same(b.storage)) b.storage.copy_(b.wire);
+  }
+  stats_.finish_wait_seconds +=
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+void GradientReducer::EndBackward() {
   in_backward_ = false;
   if (record_order_) {
     record_order_ = false;

@@ -83,7 +83,18 @@ class GradientReducer {
 
   /// Issues every bucket not yet issued (parameters without a gradient contribute
   /// zeros), waits for all of them and leaves the world-average gradient in `.grad`.
+  /// Same as LaunchRemaining(), WaitBuckets(0, buckets().size()), EndBackward().
   void FinishBackward();
+
+  /// The pieces of FinishBackward, for callers that update the parameters of reduced
+  /// buckets while later buckets are still on the wire. In this order, once per step:
+  /// LaunchRemaining(); WaitBuckets over consecutive ranges covering every bucket;
+  /// EndBackward().
+  void LaunchRemaining();
+  /// Waits for buckets [begin, end) (on CUDA: the current stream waits, no host sync) and
+  /// leaves their world-average gradient in the parameters' `.grad`.
+  void WaitBuckets(size_t begin, size_t end);
+  void EndBackward();
 
   const std::vector<BucketLayout>& buckets() const { return layouts_; }
   const ReducerStepStats& last_step() const { return stats_; }

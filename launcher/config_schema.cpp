@@ -506,6 +506,9 @@ std::vector<KeySpec> BuildSchema() {
                        "first (earliest reduced) bucket cap, MiB; <= bucket_mb"));
   s.push_back(EnumKey("comm.grad_dtype", Member(&JC::comm, &CommConfig::grad_dtype),
                       Names(kGradDtypeNames), "dtype gradients are reduced in"));
+  s.push_back(BoolKey("comm.overlap_optimizer", Member(&JC::comm, &CommConfig::overlap_optimizer),
+                      "update the parameters of reduced buckets while the last two buckets "
+                      "are still being all-reduced"));
   s.push_back(FloatKey("comm.timeout_s", Member(&JC::comm, &CommConfig::timeout_s), 0, true, 86400,
                        false, "collective timeout, seconds; then the communicator is aborted"));
 

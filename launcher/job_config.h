@@ -81,6 +81,7 @@ struct CommConfig {
   double bucket_mb = 25.0;
   double first_bucket_mb = 1.0;
   GradDtype grad_dtype = GradDtype::kFp32;
+  bool overlap_optimizer = true;  ///< update reduced buckets' parameters before the last ones land
   double timeout_s = 300.0;
 };
 

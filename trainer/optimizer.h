@@ -28,8 +28,15 @@ class FusedOptimizer {
  public:
   FusedOptimizer(std::vector<at::Tensor> params, OptimizerOptions options);
 
-  /// One update; no host synchronisation.
+  /// One update; no host synchronisation. Same as StepParams(every index), EndStep().
   void Step();
+
+  /// Updates only the parameters at `indices` (positions in the constructor's list);
+  /// a step may be split this way across disjoint index sets, each parameter updated
+  /// once, then EndStep(). Per element the result is Step()'s.
+  void StepParams(const std::vector<size_t>& indices);
+  /// Closes a step made of StepParams calls.
+  void EndStep() { ++steps_done_; }
 
   /// Every state tensor in a fixed order, for checkpoints and broadcast.
   std::vector<at::Tensor> StateTensors() const;
@@ -46,6 +53,7 @@ class FusedOptimizer {
   std::vector<at::Tensor> exp_avg_;     // AdamW
   std::vector<at::Tensor> exp_avg_sq_;  // AdamW
   std::vector<at::Tensor> step_;        // AdamW, float32 scalars
+  std::vector<size_t> all_;             // 0..n-1
   int64_t steps_done_ = 0;
 };
 

@@ -14,7 +14,16 @@
 namespace ringpilot::trainer {
 
 namespace {
-enum Marker { kBegin, kForward, kBackward, kComm, kOptimizer, kFirstBucket, kMarkers };
+enum Marker {
+  kBegin,
+  kForward,
+  kBackward,
+  kComm,
+  kOptimizer,
+  kFirstBucket,
+  kEarlyUpdate,
+  kMarkers
+};
 }  // namespace
 
 #ifdef RINGPILOT_WITH_CUDA
@@ -61,6 +70,7 @@ void StepPhases::Stamp(int marker) {
 
 void StepPhases::ForwardDone() { Stamp(kForward); }
 void StepPhases::BackwardDone() { Stamp(kBackward); }
+void StepPhases::EarlyUpdateDone() { Stamp(kEarlyUpdate); }
 void StepPhases::FirstGradientsReady() { Stamp(kFirstBucket); }
 void StepPhases::CommDone() { Stamp(kComm); }
 void StepPhases::OptimizerDone() { Stamp(kOptimizer); }
@@ -109,8 +119,11 @@ std::optional<StepPhaseTimes> StepPhases::Collect(bool device_idle) {
   t.start_unix = at[kBegin];
   t.forward = at[kForward] - at[kBegin];
   t.backward = at[kBackward] - at[kForward];
-  t.comm_exposed = at[kComm] - at[kBackward];
-  t.optimizer = at[kOptimizer] - at[kComm];
+  // A step without an early update leaves an older (or no) mark behind: then the first
+  // part of the update has zero length.
+  const double early = at[kEarlyUpdate] >= at[kBackward] ? at[kEarlyUpdate] : at[kBackward];
+  t.comm_exposed = at[kComm] - early;
+  t.optimizer = (early - at[kBackward]) + (at[kOptimizer] - at[kComm]);
   t.ready_unix = gpu_ && at[kFirstBucket] > 0 ? at[kFirstBucket] : at[kBackward];
   return t;
 }

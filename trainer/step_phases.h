@@ -16,10 +16,12 @@ namespace ringpilot::trainer {
 /// One finished step's phases. Times are Unix seconds on this host's clock.
 struct StepPhaseTimes {
   double start_unix = 0;
-  double forward = 0;       ///< seconds
-  double backward = 0;      ///< seconds, including fault.straggler_* slow-down
-  double comm_exposed = 0;  ///< waiting for gradient all-reduces after backward
-  double optimizer = 0;
+  double forward = 0;   ///< seconds
+  double backward = 0;  ///< seconds, including fault.straggler_* slow-down
+  /// Waiting for the gradient all-reduces still running after backward (with an early
+  /// optimizer update, the wait for the last buckets after it).
+  double comm_exposed = 0;
+  double optimizer = 0;  ///< both parts of a split optimizer update
   /// When this rank arrived at the step's synchronisation, for straggler attribution.
   /// CPU: end of backward. CUDA: when its first gradient bucket was ready (later GPU
   /// times are distorted: the other ranks' NCCL kernels, waiting for a straggler,
@@ -32,7 +34,9 @@ struct StepPhaseTimes {
 
 /// Markers are called in this order from the step body, on the training thread, and
 /// are capturable (CUDA): Begin, ForwardDone, [FirstGradientsReady, from the reducer's
-/// hook thread], BackwardDone, CommDone, OptimizerDone.
+/// hook thread], BackwardDone, [EarlyUpdateDone], CommDone, OptimizerDone.
+/// EarlyUpdateDone ends the optimizer update of the buckets reduced by then (the last
+/// buckets are still on the wire); without it the update counts as one piece after CommDone.
 /// Not thread-safe.
 class StepPhases {
  public:
@@ -51,6 +55,7 @@ class StepPhases {
   /// The first gradient bucket is about to be all-reduced (ReducerOptions::on_first_launch).
   void FirstGradientsReady();
   void BackwardDone();
+  void EarlyUpdateDone();
   void CommDone();
   void OptimizerDone();
 
@@ -64,9 +69,9 @@ class StepPhases {
  private:
   struct Gpu;
   void Stamp(int marker);
-  std::unique_ptr<Gpu> gpu_;             // null on CPU
-  comm::Communicator* comm_ = nullptr;   // stamps its captured collectives on gpu_
-  double host_[6] = {0, 0, 0, 0, 0, 0};  // CPU marker times (Unix seconds)
+  std::unique_ptr<Gpu> gpu_;                // null on CPU
+  comm::Communicator* comm_ = nullptr;      // stamps its captured collectives on gpu_
+  double host_[7] = {0, 0, 0, 0, 0, 0, 0};  // CPU marker times (Unix seconds)
   uint64_t launched_ = 0, collected_ = 0;
   std::vector<bool> replays_;  // per launched step not yet collected
 };

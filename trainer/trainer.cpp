@@ -19,6 +19,7 @@
 #include "trainer/bootstrap.h"
 #include "trainer/checkpoint.h"
 #include "trainer/file_util.h"
+#include "trainer/gradient_update.h"
 #include "trainer/graphed_step.h"
 #include "trainer/kernel_profile.h"
 #include "trainer/model.h"
@@ -277,6 +278,8 @@ int Trainer::Run() {
   ro.comm_dtype = cfg.comm.grad_dtype == launcher::GradDtype::kBf16 ? at::kBFloat16 : at::kFloat;
   ro.on_first_launch = [&phases] { phases.FirstGradientsReady(); };
   s.reducer = std::make_unique<comm::GradientReducer>(s.params, *s.device_comm, ro);
+  GradientUpdateOptions update_options;
+  update_options.overlap = cfg.comm.overlap_optimizer;
 
   const int batch = cfg.data.batch_per_rank;
   if (s.rank == 0) {
@@ -361,13 +364,10 @@ int Trainer::Run() {
       loss.backward();
       if (!s.cuda) phases.SlowDown(straggle_s);
       phases.BackwardDone();
-      s.reducer->FinishBackward();
-      phases.CommDone();
     }
     {
-      NvtxRange range("optimizer");
-      s.optimizer->Step();
-      phases.OptimizerDone();
+      NvtxRange range("reduce+update");
+      ReduceAndUpdate(*s.reducer, *s.optimizer, phases, update_options);
     }
     if (loss_out.defined()) {
       loss_out.copy_(loss.detach());

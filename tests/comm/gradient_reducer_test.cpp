@@ -75,6 +75,40 @@ TEST_F(GradientReducerTest, AveragesGradientsAcrossRanksOverSeveralSteps) {
   }
 }
 
+// FinishBackward in pieces (LaunchRemaining, WaitBuckets over ranges, EndBackward), as
+// trainer/gradient_update.h uses it: the same averages; misuse is an error.
+TEST_F(GradientReducerTest, WaitingInRangesGivesTheSameAverages) {
+  Mlp model(6, 64, /*with_unused=*/true);
+  BroadcastCoalesced(comm, model.parameters(), 0);
+  ReducerOptions o;
+  o.first_bucket_bytes = 20 << 10;
+  o.bucket_bytes = 40 << 10;
+  GradientReducer reducer(model.parameters(), comm, o);
+  ASSERT_GE(reducer.buckets().size(), 3u);
+  for (int step = 0; step < 3; ++step) {  // step 1 rebuilds the buckets
+    at::Tensor x = Input(step);
+    auto ref = ReferenceGradients(model, x, comm);
+    reducer.PrepareForBackward();
+    model.forward(x).backward();
+    const size_t n = reducer.buckets().size();
+    // The unused parameter's bucket (first, then last after the rebuild) holds back the
+    // last bucket until LaunchRemaining.
+    EXPECT_THROW(reducer.WaitBuckets(n - 1, n), CommError) << "before LaunchRemaining";
+    reducer.LaunchRemaining();
+    EXPECT_THROW(reducer.WaitBuckets(0, n + 1), CommError);
+    reducer.WaitBuckets(0, 1);
+    reducer.WaitBuckets(1, n - 1);
+    reducer.WaitBuckets(n - 1, n);
+    reducer.EndBackward();
+    auto params = model.parameters();
+    for (size_t i = 0; i < params.size(); ++i) {
+      EXPECT_TRUE(at::allclose(params[i].grad(), ref[i], 1e-5, 1e-7))
+          << "param " << i << " step " << step;
+    }
+  }
+  EXPECT_THROW(reducer.LaunchRemaining(), CommError) << "outside a backward";
+}
+
 TEST_F(GradientReducerTest, GradientsAreViewsIntoBucketStorageInReverseOrder) {
   Mlp model(4, 32);
   ReducerOptions o;

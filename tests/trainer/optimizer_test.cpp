@@ -53,5 +53,41 @@ TEST(FusedOptimizer, AdamWMatchesTheTorchOptimFormula) {
   EXPECT_EQ(opt.StateNames()[0], "exp_avg/0");
 }
 
+// A step split over disjoint parameter subsets (StepParams, EndStep) is Step(), element
+// for element, for both optimizers and over several steps (SGD's first-step momentum and
+// AdamW's step counts included).
+TEST(FusedOptimizer, SplitStepEqualsOneStep) {
+  for (auto kind : {OptimizerOptions::Kind::kSgd, OptimizerOptions::Kind::kAdamW}) {
+    OptimizerOptions o;
+    o.kind = kind;
+    o.lr = 0.05;
+    o.weight_decay = 0.1;
+    std::vector<at::Tensor> a, b;
+    for (int i = 0; i < 5; ++i) {
+      at::Tensor t = at::randn({3 + i});
+      a.push_back(t.clone().requires_grad_());
+      b.push_back(t.clone().requires_grad_());
+    }
+    FusedOptimizer whole(a, o), split(b, o);
+    for (int step = 0; step < 3; ++step) {
+      for (int i = 0; i < 5; ++i) {
+        at::Tensor g = at::randn({3 + i});
+        a[i].mutable_grad() = g.clone();
+        b[i].mutable_grad() = g.clone();
+      }
+      whole.Step();
+      split.StepParams({4, 0, 2});
+      split.StepParams({});
+      split.StepParams({1, 3});
+      split.EndStep();
+    }
+    EXPECT_EQ(split.steps_done(), 3);
+    for (int i = 0; i < 5; ++i) EXPECT_TRUE(at::equal(a[i], b[i])) << "param " << i;
+    const auto sa = whole.StateTensors(), sb = split.StateTensors();
+    ASSERT_EQ(sa.size(), sb.size());
+    for (size_t i = 0; i < sa.size(); ++i) EXPECT_TRUE(at::equal(sa[i], sb[i])) << "state " << i;
+  }
+}
+
 }  // namespace
 }  // namespace ringpilot::trainer

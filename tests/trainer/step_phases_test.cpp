@@ -44,6 +44,35 @@ TEST(StepPhases, CpuReportsTheStepJustRunOnce) {
   EXPECT_FALSE(p.Collect(false).has_value()) << "each step is reported once";
 }
 
+// With an early optimizer update: the update's two parts are the optimizer phase, the
+// wait between them is the exposed communication. A later step without one has none.
+TEST(StepPhases, EarlyUpdateSplitsTheOptimizerAroundTheLastWait) {
+  StepPhases p(-1, nullptr);
+  p.Begin();
+  p.ForwardDone();
+  p.BackwardDone();
+  SleepMs(20);  // optimizer on the buckets already reduced
+  p.EarlyUpdateDone();
+  SleepMs(30);  // waiting for the last buckets
+  p.CommDone();
+  SleepMs(10);  // optimizer on the last buckets
+  p.OptimizerDone();
+  p.Launched(false);
+  const auto t = p.Collect(false);
+  ASSERT_TRUE(t.has_value());
+  EXPECT_GE(t->comm_exposed, 0.029);
+  EXPECT_GE(t->optimizer, 0.029) << "both parts of the update (20 + 10 ms)";
+
+  RunStep(p, 1, 1);
+  SleepMs(1);
+  const auto plain = p.Collect(false);
+  ASSERT_TRUE(plain.has_value());
+  // Were the older early-update mark used, the first part would be negative (it lies
+  // before this step's backward) and the wait would span the whole step.
+  EXPECT_GE(plain->optimizer, 0.0);
+  EXPECT_GE(plain->comm_exposed, 0.0);
+}
+
 TEST(StepPhases, CpuSlowDownSleeps) {
   StepPhases p(-1, nullptr);
   const auto start = std::chrono::steady_clock::now();

@@ -1,0 +1,181 @@
+// trainer/gradient_update.h on one in-process rank: the split update leaves the same
+// parameters as wait-all-then-step, and it really updates the early buckets' parameters
+// before waiting for the last buckets.
+#include "trainer/gradient_update.h"
+
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include <functional>
+#include <memory>
+#include <vector>
+
+namespace ringpilot::trainer {
+namespace {
+
+// One rank: every collective is complete when issued; Wait() reports which one (in issue
+// order, which is bucket order) is being waited for.
+class RecordingComm : public comm::Communicator {
+ public:
+  std::function<void(int)> on_wait;
+  int issued = 0;
+  int rank() const override { return 0; }
+  int size() const override { return 1; }
+  std::string backend() const override { return "mpi"; }
+  std::unique_ptr<comm::Work> AllReduce(const at::Tensor&, comm::ReduceOp) override {
+    return std::make_unique<RecordedWork>(this, issued++);
+  }
+  std::unique_ptr<comm::Work> Broadcast(const at::Tensor&, int) override {
+    return std::make_unique<RecordedWork>(nullptr, -1);
+  }
+  std::unique_ptr<comm::Work> AllGather(const at::Tensor& in, const at::Tensor& out) override {
+    out.copy_(in.reshape(out.sizes()));
+    return std::make_unique<RecordedWork>(nullptr, -1);
+  }
+  void Barrier() override {}
+
+ private:
+  struct RecordedWork : comm::Work {
+    RecordedWork(RecordingComm* c, int i) : comm(c), index(i) {}
+    bool Test() override { return true; }
+    void Wait() override {
+      if (comm && comm->on_wait) comm->on_wait(index);
+    }
+    RecordingComm* comm;
+    int index;
+  };
+};
+
+struct Mlp : torch::nn::Module {
+  Mlp() {
+    for (int i = 0; i < 6; ++i) {
+      fcs.push_back(register_module("fc" + std::to_string(i), torch::nn::Linear(32, 32)));
+    }
+  }
+  at::Tensor forward(at::Tensor x) {
+    for (auto& fc : fcs) x = torch::tanh(fc(x));
+    return x.square().mean();
+  }
+  std::vector<torch::nn::Linear> fcs;
+};
+
+std::vector<at::Tensor> Snapshot(const std::vector<at::Tensor>& params) {
+  std::vector<at::Tensor> out;
+  for (const auto& p : params) out.push_back(p.detach().clone());
+  return out;
+}
+
+comm::ReducerOptions SmallBuckets() {
+  comm::ReducerOptions o;
+  o.first_bucket_bytes = 4 << 10;  // one layer's weight (32x32 floats) per bucket or so
+  o.bucket_bytes = 5 << 10;
+  return o;
+}
+
+// Three steps of each optimizer through ReduceAndUpdate (overlap on and off) and through
+// FinishBackward + Step: identical parameters.
+void ExpectSameAsStepAfterWaitingForAll(OptimizerOptions::Kind kind) {
+  torch::manual_seed(3);
+  Mlp a, b, c;
+  for (auto* m : {&b, &c}) {
+    auto src = a.parameters(), dst = m->parameters();
+    torch::NoGradGuard no_grad;
+    for (size_t i = 0; i < src.size(); ++i) dst[i].copy_(src[i]);
+  }
+  OptimizerOptions oo;
+  oo.kind = kind;
+  oo.lr = 0.05;
+  oo.weight_decay = 0.01;
+  RecordingComm ca, cb, cc;
+  comm::GradientReducer ra(a.parameters(), ca, SmallBuckets());
+  comm::GradientReducer rb(b.parameters(), cb, SmallBuckets());
+  comm::GradientReducer rc(c.parameters(), cc, SmallBuckets());
+  ASSERT_GT(ra.buckets().size(), GradientUpdateOptions::kTailBuckets + 1);
+  FusedOptimizer oa(a.parameters(), oo), ob(b.parameters(), oo), oc(c.parameters(), oo);
+  StepPhases pa(-1, nullptr), pb(-1, nullptr);
+  GradientUpdateOptions overlap, serial;
+  serial.overlap = false;
+  for (int step = 0; step < 3; ++step) {
+    at::Tensor x = torch::randn({8, 32});
+    ra.PrepareForBackward();
+    a.forward(x).backward();
+    ReduceAndUpdate(ra, oa, pa, overlap);
+    rb.PrepareForBackward();
+    b.forward(x).backward();
+    ReduceAndUpdate(rb, ob, pb, serial);
+    rc.PrepareForBackward();
+    c.forward(x).backward();
+    rc.FinishBackward();
+    oc.Step();
+  }
+  EXPECT_EQ(oa.steps_done(), 3);
+  auto pa_ = a.parameters(), pb_ = b.parameters(), pc_ = c.parameters();
+  for (size_t i = 0; i < pa_.size(); ++i) {
+    EXPECT_TRUE(at::equal(pa_[i], pc_[i])) << "overlap, param " << i;
+    EXPECT_TRUE(at::equal(pb_[i], pc_[i])) << "serial, param " << i;
+  }
+}
+
+TEST(ReduceAndUpdate, SgdSameParametersAsWaitAllThenStep) {
+  ExpectSameAsStepAfterWaitingForAll(OptimizerOptions::Kind::kSgd);
+}
+
+TEST(ReduceAndUpdate, AdamWSameParametersAsWaitAllThenStep) {
+  ExpectSameAsStepAfterWaitingForAll(OptimizerOptions::Kind::kAdamW);
+}
+
+// When the first tail bucket is waited for, the other buckets' parameters have moved
+// (overlap) or not (serial); the tail's own parameters have not moved yet in either.
+TEST(ReduceAndUpdate, EarlyBucketsAreUpdatedBeforeTheTailIsWaitedFor) {
+  for (bool overlap : {true, false}) {
+    torch::manual_seed(5);
+    Mlp m;
+    RecordingComm c;
+    comm::GradientReducer r(m.parameters(), c, SmallBuckets());
+    OptimizerOptions oo;
+    oo.lr = 0.1;
+    FusedOptimizer opt(m.parameters(), oo);
+    StepPhases phases(-1, nullptr);
+    const size_t n = r.buckets().size();
+    const size_t split = n - GradientUpdateOptions::kTailBuckets;
+    const auto before = Snapshot(m.parameters());
+    int early_moved = -1, tail_moved = -1;
+    c.on_wait = [&](int index) {
+      if (index != static_cast<int>(split) || early_moved >= 0) return;
+      const auto now = m.parameters();
+      early_moved = tail_moved = 0;
+      for (size_t b = 0; b < n; ++b) {
+        for (size_t p : r.buckets()[b].params) {
+          const bool moved = !at::equal(now[p], before[p]);
+          (b < split ? early_moved : tail_moved) += moved ? 1 : 0;
+        }
+      }
+    };
+    GradientUpdateOptions o;
+    o.overlap = overlap;
+    r.PrepareForBackward();
+    m.forward(torch::randn({8, 32})).backward();
+    ReduceAndUpdate(r, opt, phases, o);
+    ASSERT_GE(early_moved, 0) << "the tail was never waited for";
+    size_t early_params = BucketParams(r, 0, split).size();
+    EXPECT_EQ(early_moved, overlap ? static_cast<int>(early_params) : 0) << overlap;
+    EXPECT_EQ(tail_moved, 0) << overlap;
+    EXPECT_EQ(opt.steps_done(), 1);
+    const auto after = m.parameters();
+    for (size_t i = 0; i < after.size(); ++i) EXPECT_FALSE(at::equal(after[i], before[i])) << i;
+  }
+}
+
+TEST(ReduceAndUpdate, BucketParamsCoverEveryParameterOnce) {
+  Mlp m;
+  RecordingComm c;
+  comm::GradientReducer r(m.parameters(), c, SmallBuckets());
+  std::vector<size_t> all = BucketParams(r, 0, r.buckets().size());
+  std::sort(all.begin(), all.end());
+  ASSERT_EQ(all.size(), m.parameters().size());
+  for (size_t i = 0; i < all.size(); ++i) EXPECT_EQ(all[i], i);
+  EXPECT_TRUE(BucketParams(r, 2, 2).empty());
+}
+
+}  // namespace
+}  // namespace ringpilot::trainer
