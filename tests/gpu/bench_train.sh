@@ -5,7 +5,8 @@
 #       [--models "bert-base resnet50"] [--steps 65] [--out FILE.jsonl] [--peer DIR]
 # ringpilot leaves the first 15 steps out of its rates and percentiles (train.warmup_steps,
 # RP_WARMUP), as the peer times 50 steps after 15 warm-up ones. RP_PEER_IMPLS="eager compile"
-# (default) picks which peer variants run; RP_GRAD_DTYPE=bf16 reduces gradients in bf16.
+# (default) picks which peer variants run; RP_GRAD_DTYPE=bf16 reduces gradients in bf16;
+# RP_OVERLAP=false turns comm.overlap_optimizer off.
 # Writes one JSON object per line (model, world, batch_per_gpu, impl, per_gpu_rate,
 # step_ms, step_p99_ms, first_step_s, peak_mem_gb; ringpilot rows also comm_exposed_ms,
 # comm_exposed_share and overlap_ratio from the GPU timeline) and prints a table last, with
@@ -45,7 +46,7 @@ world: {nodes: 1, procs_per_node: $world, device: cuda}
 model: {name: resnet50, fused_batchnorm: ${RP_FUSED_BN:-true}}
 data: {batch_per_rank: $batch}
 train: {steps: $STEPS, warmup_steps: ${RP_WARMUP:-15}, optimizer: sgd, lr: 0.1, momentum: 0.9, weight_decay: 5.0e-5, precision: bf16, channels_last: true, cuda_graphs: ${RP_GRAPHS_RESNET:-true}, log_every_s: 10}
-comm: {bucket_mb: ${RP_BUCKET_MB:-25}, grad_dtype: ${RP_GRAD_DTYPE:-fp32}}
+comm: {bucket_mb: ${RP_BUCKET_MB:-25}, grad_dtype: ${RP_GRAD_DTYPE:-fp32}, overlap_optimizer: ${RP_OVERLAP:-true}}
 checkpoint: {every_steps: 0, keep: 1}
 metrics: {enabled: true, port_base: 0}
 YAML
@@ -56,7 +57,7 @@ world: {nodes: 1, procs_per_node: $world, device: cuda}
 model: {name: bert-base, seq_len: 128}
 data: {batch_per_rank: $batch}
 train: {steps: $STEPS, warmup_steps: ${RP_WARMUP:-15}, optimizer: adamw, lr: 1.0e-4, precision: bf16, cuda_graphs: true, log_every_s: 10}
-comm: {bucket_mb: ${RP_BERT_BUCKET_MB:-25}, grad_dtype: ${RP_GRAD_DTYPE:-fp32}}
+comm: {bucket_mb: ${RP_BERT_BUCKET_MB:-25}, grad_dtype: ${RP_GRAD_DTYPE:-fp32}, overlap_optimizer: ${RP_OVERLAP:-true}}
 checkpoint: {every_steps: 0, keep: 1}
 metrics: {enabled: true, port_base: 0}
 YAML
