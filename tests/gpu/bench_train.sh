@@ -3,6 +3,7 @@
 # on the same machine in the same run, on 1 and 2 GPUs (any count the machine has).
 #   tests/gpu/bench_train.sh [--what all|ringpilot|peer] [--worlds "1 2"]
 #       [--models "bert-base resnet50"] [--steps 65] [--out FILE.jsonl] [--peer DIR]
+#       [--each-gpu]   (also the 1-GPU ringpilot run on every other GPU, variant gpuK)
 # ringpilot leaves the first 15 steps out of its rates and percentiles (train.warmup_steps,
 # RP_WARMUP), as the peer times 50 steps after 15 warm-up ones. RP_PEER_IMPLS="eager compile"
 # (default) picks which peer variants run; RP_GRAD_DTYPE=bf16 reduces gradients in bf16;
@@ -13,7 +14,7 @@
 # the scaling of each impl relative to its 1-GPU row. Any GPU count: --worlds "1 2 4 8".
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/env.sh"
-WHAT=all WORLDS="1 2" MODELS="bert-base resnet50" STEPS=65
+WHAT=all WORLDS="1 2" MODELS="bert-base resnet50" STEPS=65 EACH_GPU=0
 PEER_DIR="$ROOT/.carry/peers"
 OUTFILE="$ROOT/bench/results/$(date +%F)-train.jsonl"
 while (($#)); do
@@ -24,6 +25,7 @@ while (($#)); do
     --steps) STEPS=$2; shift 2 ;;
     --out) OUTFILE=$2; shift 2 ;;
     --peer) PEER_DIR=$2; shift 2 ;;
+    --each-gpu) EACH_GPU=1; shift ;;
     *) echo "bench_train: unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -113,6 +115,13 @@ for model in $MODELS; do
   for world in $WORLDS; do
     ((world <= GPUS)) || { echo "bench_train: skipping world $world (only $GPUS GPUs)" >&2; continue; }
     if [[ $WHAT != peer ]]; then bench_ringpilot "$model" "$world"; fi
+    # --each-gpu: the 1-GPU run again on every other GPU (a synchronised multi-GPU step
+    # goes at the slowest GPU's pace; rows tagged variant gpuK).
+    if [[ $WHAT != peer && $world == 1 && $EACH_GPU == 1 ]]; then
+      for ((k = 1; k < GPUS; k++)); do
+        CUDA_VISIBLE_DEVICES=$k RP_VARIANT=gpu$k bench_ringpilot "$model" 1
+      done
+    fi
     if [[ $WHAT != ringpilot ]]; then
       [[ " ${RP_PEER_IMPLS:-eager compile} " == *" eager "* ]] && bench_peer "$model" "$world" peer-eager
       if [[ " ${RP_PEER_IMPLS:-eager compile} " != *" compile "* ]]; then
@@ -129,7 +138,11 @@ python3 - "$OUTFILE" <<'PY'
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
 # Scaling: per-GPU rate relative to the same model and impl on 1 GPU (same file).
-one = {(r["model"], r["impl"]): r["per_gpu_rate"] for r in rows if r["world"] == 1}
+# The baseline is the first 1-GPU row of the model and impl, not one of --each-gpu's gpuK.
+one = {}
+for r in rows:
+    if r["world"] == 1 and not str(r.get("variant", "")).startswith("gpu"):
+        one.setdefault((r["model"], r["impl"]), r["per_gpu_rate"])
 print(f"{'model':10} {'world':>5} {'batch':>5} {'impl':30} {'per_gpu_rate':>12} {'scaling':>8} {'step_ms':>8} "
       f"{'p99_ms':>8} {'exposed':>8} {'first_s':>7} {'mem_gb':>7}")
 for r in rows:
@@ -137,7 +150,8 @@ for r in rows:
     scaling = f"{100 * r['per_gpu_rate'] / base:.1f}%" if base else "-"
     share = r.get("comm_exposed_share")
     exposed = f"{100 * share:.1f}%" if share is not None else "-"
-    print(f"{r['model']:10} {r['world']:>5} {r['batch_per_gpu']:>5} {r['impl']:30} {r['per_gpu_rate']:>12.1f} "
+    impl = r["impl"] + (f"/{r['variant']}" if r.get("variant") else "")
+    print(f"{r['model']:10} {r['world']:>5} {r['batch_per_gpu']:>5} {impl:30} {r['per_gpu_rate']:>12.1f} "
           f"{scaling:>8} {r['step_ms']:>8.2f} {r['step_p99_ms']:>8.2f} {exposed:>8} {r['first_step_s']:>7.1f} "
           f"{r['peak_mem_gb']:>7.2f}")
 PY
