@@ -1,0 +1,158 @@
+#!/usr/bin/env bash
+# The multi-GPU scaling runs (issue #7) in parts that each fit one device call (<= 10 min),
+# on any GPU count: worlds 1, 2, 4, 8 up to the GPUs present.
+#   tests/gpu/scaling_suite.sh [--out DIR] PART...
+# Parts:
+#   facts          nvidia-smi topology and links, versions, `ringpilot topo` (text, JSON
+#                  snapshot, dot) and `ringpilot doctor`                         (~20 s)
+#   comm           `ringpilot bench comm --device cuda` on all GPUs: every collective
+#                  1 KiB-1 GiB in and out of place, all-reduce 1 MiB-2 GiB, the pairwise
+#                  matrix; the torch.distributed peer (torch_comm_peer.py) on the same
+#                  sweeps                                                         (~3 min)
+#   train-resnet50, train-bert-base
+#                  bench_train.sh --what all (eager peer) at every world          (~4 min)
+#   compile        the compiled peers of both models at 1 GPU and all GPUs          (~6 min)
+#   overlap        ringpilot at all GPUs with comm.overlap_optimizer off and on, and
+#                  the 1-GPU run on every GPU (--each-gpu), both models          (~4 min)
+#   observe        tests/gpu/observe.sh on all GPUs (its table; run dirs left out) (~3 min)
+# Results go to DIR (default $OUT/scaling when $OUT is set, the device tool's result
+# folder, else a temporary directory), one tarball per part, scaling-PART.tgz, because
+# the device tool drops results that are many files; a part's last lines are printed.
+set -uo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/env.sh"
+DEST="${OUT:+$OUT/scaling}"
+PARTS=()
+while (($#)); do
+  case $1 in
+    --out) DEST=$2; shift 2 ;;
+    -h|--help) sed -n '2,20p' "$0"; exit 0 ;;
+    *) PARTS+=("$1"); shift ;;
+  esac
+done
+((${#PARTS[@]})) || { echo "scaling_suite: name at least one part (--help)" >&2; exit 2; }
+for part in "${PARTS[@]}"; do  # before any device time goes
+  case $part in
+    facts|comm|train-resnet50|train-bert-base|compile|overlap|observe) ;;
+    *) echo "scaling_suite: unknown part '$part' (--help lists them)" >&2; exit 2 ;;
+  esac
+done
+DEST="${DEST:-$(mktemp -d)}"
+mkdir -p "$DEST"
+GPUS=$(nvidia-smi -L | wc -l)
+WORLDS=""
+for w in 1 2 4 8; do ((w <= GPUS)) && WORLDS="$WORLDS $w"; done
+WORLDS="${WORLDS# }"
+[[ -x "$RP" ]] || gpu_build >/dev/null || { echo "scaling_suite: build failed" >&2; exit 1; }
+T0=$(date +%s)
+say() { echo "scaling_suite +$(($(date +%s) - T0))s: $*"; }
+
+part_facts() {  # dir
+  local d=$1
+  {
+    nvidia-smi -L
+    nvidia-smi topo -m
+    nvidia-smi nvlink -s
+    nvidia-smi --query-gpu=index,driver_version,clocks.max.sm,clocks.max.mem,power.limit --format=csv
+    nproc
+    python3 -c 'import torch;print("torch", torch.__version__, "nccl", torch.cuda.nccl.version(), "cudnn", torch.backends.cudnn.version())'
+    mpirun --version | head -1
+  } >"$d/machine.txt" 2>&1
+  "$RP" topo >"$d/topo.txt" 2>&1
+  "$RP" topo --json >"$d/topo.json" 2>"$d/topo.err"
+  "$RP" topo --dot >"$d/topo.dot" 2>&1
+  timeout 120 "$RP" doctor >"$d/doctor.txt" 2>&1
+  tail -1 "$d/doctor.txt"
+}
+
+part_comm() {
+  local d=$1 peer=(python3 -m torch.distributed.run --standalone --nproc_per_node="$GPUS"
+                   "$ROOT/tests/gpu/torch_comm_peer.py")
+  timeout 200 "$RP" bench comm --device cuda --np "$GPUS" --op all --min-bytes 1K --max-bytes 1G \
+    --step-factor 4 --iters 20 --warmup 5 --both --json --plot "$d/comm-all.svg" \
+    >"$d/comm-all.json" 2>"$d/comm-all.err"
+  say "bench comm all ops: rc $?"
+  timeout 150 "$RP" bench comm --device cuda --np "$GPUS" --op allreduce --min-bytes 1M --max-bytes 2G \
+    --iters 40 --warmup 10 --out-of-place --json >"$d/comm-allreduce.json" 2>"$d/comm-allreduce.err"
+  say "bench comm all-reduce: rc $?"
+  timeout 120 "$RP" bench comm --device cuda --np "$GPUS" --pairwise --max-bytes 256M --json \
+    >"$d/comm-pairwise.json" 2>"$d/comm-pairwise.err"
+  say "bench comm pairwise: rc $?"
+  timeout 200 "${peer[@]}" --min-bytes 1024 --max-bytes 1073741824 --step-factor 4 >"$d/peer-all.log" 2>&1
+  say "peer all ops: rc $?"
+  timeout 150 "${peer[@]}" --ops allreduce --min-bytes 1048576 --max-bytes 2147483648 \
+    --step-factor 2 --iters 40 --warmup 10 >"$d/peer-allreduce.log" 2>&1
+  say "peer all-reduce: rc $?"
+  python3 - "$d" <<'PY'
+import json, sys
+d = sys.argv[1]
+def peer(name):
+    out = {}
+    for line in open(f"{d}/{name}"):
+        if line.startswith("PEERCOMM "):
+            r = json.loads(line[9:])
+            out[(r["op"], r["bytes"])] = r
+    return out
+try:
+    ours = json.load(open(f"{d}/comm-allreduce.json"))["results"]
+except (OSError, ValueError, KeyError):
+    sys.exit("no all-reduce sweep")
+p = peer("peer-allreduce.log")
+print(f"{'bytes':>12} {'busbw':>8} {'peer':>8} {'ratio':>6} {'expected':>8} wrong")
+for r in ours:
+    q = p.get(("allreduce", r["bytes"]))
+    ratio = f"{r['busbw_gbps'] / q['busbw_gbps']:.3f}" if q else "-"
+    qb = f"{q['busbw_gbps']:.1f}" if q else "-"
+    print(f"{r['bytes']:>12} {r['busbw_gbps']:>8.1f} {qb:>8} {ratio:>6} {r['expected_busbw_gbps']:>8.1f} {r['wrong']}")
+PY
+}
+
+part_train() {  # dir model
+  RP_PEER_IMPLS=eager bash "$ROOT/tests/gpu/bench_train.sh" --what all --worlds "$WORLDS" \
+    --models "$2" --out "$1/train.jsonl" >"$1/train.txt" 2>"$1/train.err"
+  say "bench_train $2: rc $?"
+  tail -n $((2 * $(wc -w <<<"$WORLDS") + 1)) "$1/train.txt"
+}
+
+part_compile() {
+  RP_PEER_IMPLS=compile bash "$ROOT/tests/gpu/bench_train.sh" --what peer --worlds "1 $GPUS" \
+    --models "resnet50 bert-base" --out "$1/compile.jsonl" >"$1/compile.txt" 2>"$1/compile.err"
+  say "compiled peers: rc $?"
+  tail -5 "$1/compile.txt"
+}
+
+part_overlap() {
+  local v
+  for v in false true; do
+    RP_OVERLAP=$v RP_VARIANT=overlap-$v bash "$ROOT/tests/gpu/bench_train.sh" --what ringpilot \
+      --worlds "$GPUS" --models "resnet50 bert-base" --out "$1/overlap.jsonl" >/dev/null 2>>"$1/overlap.err"
+    say "overlap_optimizer=$v: rc $?"
+  done
+  bash "$ROOT/tests/gpu/bench_train.sh" --what ringpilot --worlds 1 --each-gpu \
+    --models "resnet50 bert-base" --out "$1/overlap.jsonl" >"$1/overlap.txt" 2>>"$1/overlap.err"
+  say "each GPU: rc $?"
+  cat "$1/overlap.txt"
+}
+
+part_observe() {
+  timeout 400 bash "$ROOT/tests/gpu/observe.sh" "$1/run" >"$1/observe.txt" 2>&1
+  say "observe: rc $?"
+  tail -12 "$1/observe.txt"
+  rm -rf "$1/run"  # run directories with checkpoints and traces: too big to bring back
+}
+
+for part in "${PARTS[@]}"; do
+  dir="$(mktemp -d)/$part"
+  mkdir -p "$dir"
+  say "part $part ($GPUS GPUs, worlds $WORLDS)"
+  case $part in
+    facts) part_facts "$dir" ;;
+    comm) part_comm "$dir" ;;
+    train-resnet50) part_train "$dir" resnet50 ;;
+    train-bert-base) part_train "$dir" bert-base ;;
+    compile) part_compile "$dir" ;;
+    overlap) part_overlap "$dir" ;;
+    observe) part_observe "$dir" ;;
+  esac
+  tar czf "$DEST/scaling-$part.tgz" -C "$(dirname "$dir")" "$part"
+  say "part $part -> $DEST/scaling-$part.tgz"
+done
