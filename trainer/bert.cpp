@@ -2,6 +2,7 @@
 // decoder tied to the word embeddings) and SDPA attention. The synthetic batch names
 // the masked positions, so the MLM head runs on those rows only: the loss is the one
 // BertForMaskedLM computes with -100 labels elsewhere, without the wasted logits.
+#include <ATen/autocast_mode.h>
 #include <torch/nn/init.h>
 #include <torch/nn/modules/container/modulelist.h>
 #include <torch/nn/modules/dropout.h>
@@ -10,6 +11,7 @@
 #include <torch/nn/modules/normalization.h>
 
 #include "trainer/bert.h"
+#include "trainer/linear_cross_entropy.h"
 
 namespace ringpilot::trainer {
 
@@ -118,8 +120,13 @@ class Bert : public Model {
     at::Tensor rows = hidden.gather(1, pos.unsqueeze(-1).expand({b, m, h})).reshape({b * m, h});
     at::Tensor labels = target.gather(1, pos).reshape({b * m});
     at::Tensor t = head_norm(at::gelu(head_transform(rows)));
-    at::Tensor logits = at::linear(t, word->weight, decoder_bias);
     (void)l;
+    // float32 (CPU; CUDA without autocast): logits, softmax and their gradient in one
+    // buffer. Under bf16 autocast the decoder GEMM runs in bf16 and the loss in float32.
+    if (t.scalar_type() == at::kFloat && !at::autocast::is_autocast_enabled(t.device().type())) {
+      return LinearCrossEntropy(t, word->weight, decoder_bias, labels);
+    }
+    at::Tensor logits = at::linear(t, word->weight, decoder_bias);
     return at::cross_entropy_loss(logits.to(at::kFloat), labels);
   }
 

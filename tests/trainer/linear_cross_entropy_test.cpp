@@ -1,0 +1,75 @@
+#include "trainer/linear_cross_entropy.h"
+
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include <stdexcept>
+
+namespace ringpilot::trainer {
+namespace {
+
+struct Grads {
+  at::Tensor loss, x, w, b;
+};
+
+// loss * scale through `fused` or ATen's linear + cross_entropy, and the gradients.
+Grads LossAndGrads(bool fused, const at::Tensor& x0, const at::Tensor& w0, const at::Tensor& b0,
+                   const at::Tensor& labels, double scale) {
+  at::Tensor x = x0.clone().requires_grad_();
+  at::Tensor w = w0.clone().requires_grad_();
+  at::Tensor b = b0.clone().requires_grad_();
+  at::Tensor loss = fused ? LinearCrossEntropy(x, w, b, labels)
+                          : at::cross_entropy_loss(at::linear(x, w, b), labels);
+  (loss * scale).backward();
+  return {loss.detach(), x.grad(), w.grad(), b.grad()};
+}
+
+void ExpectClose(const at::Tensor& a, const at::Tensor& ref, const char* what) {
+  const double err = (a - ref).abs().max().item<double>();
+  const double mag = ref.abs().max().item<double>();
+  EXPECT_LE(err, 1e-5 * mag + 1e-7) << what << ": max error " << err << " of " << mag;
+}
+
+TEST(LinearCrossEntropy, SameLossAndGradientsAsLinearThenCrossEntropy) {
+  torch::manual_seed(11);
+  for (int64_t n : {1, 7, 64}) {
+    for (double scale : {1.0, 3.5}) {
+      at::Tensor x = at::randn({n, 24});
+      at::Tensor w = at::randn({1000, 24}) * 0.5;
+      at::Tensor b = at::randn({1000}) * 0.1;
+      at::Tensor labels = at::randint(0, 1000, {n}, at::kLong);
+      if (n > 2) labels[1] = labels[0];  // a repeated label
+      const Grads f = LossAndGrads(true, x, w, b, labels, scale);
+      const Grads r = LossAndGrads(false, x, w, b, labels, scale);
+      ExpectClose(f.loss, r.loss, "loss");
+      ExpectClose(f.x, r.x, "grad x");
+      ExpectClose(f.w, r.w, "grad weight");
+      ExpectClose(f.b, r.b, "grad bias");
+    }
+  }
+}
+
+TEST(LinearCrossEntropy, LargeLogitsStayFinite) {
+  at::Tensor x = at::full({3, 4}, 50.0);
+  at::Tensor w = at::randn({10, 4});
+  at::Tensor b = at::zeros({10});
+  at::Tensor labels = at::tensor({0, 5, 9}, at::kLong);
+  const Grads f = LossAndGrads(true, x, w, b, labels, 1.0);
+  const Grads r = LossAndGrads(false, x, w, b, labels, 1.0);
+  EXPECT_TRUE(std::isfinite(f.loss.item<double>()));
+  ExpectClose(f.loss, r.loss, "loss");
+  ExpectClose(f.w, r.w, "grad weight");
+}
+
+TEST(LinearCrossEntropy, RejectsMismatchedShapesAndTypes) {
+  at::Tensor x = at::randn({4, 8}), w = at::randn({16, 8}), b = at::zeros({16});
+  at::Tensor labels = at::zeros({4}, at::kLong);
+  EXPECT_THROW(LinearCrossEntropy(x, at::randn({16, 9}), b, labels), std::invalid_argument);
+  EXPECT_THROW(LinearCrossEntropy(x, w, at::zeros({15}), labels), std::invalid_argument);
+  EXPECT_THROW(LinearCrossEntropy(x, w, b, at::zeros({3}, at::kLong)), std::invalid_argument);
+  EXPECT_THROW(LinearCrossEntropy(x.to(at::kDouble), w, b, labels), std::invalid_argument);
+  EXPECT_THROW(LinearCrossEntropy(x, w, b, labels.to(at::kInt)), std::invalid_argument);
+}
+
+}  // namespace
+}  // namespace ringpilot::trainer
