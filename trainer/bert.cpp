@@ -5,12 +5,13 @@
 #include <ATen/autocast_mode.h>
 #include <torch/nn/init.h>
 #include <torch/nn/modules/container/modulelist.h>
-#include <torch/nn/modules/dropout.h>
 #include <torch/nn/modules/embedding.h>
 #include <torch/nn/modules/linear.h>
 #include <torch/nn/modules/normalization.h>
+#include <cmath>
 
 #include "trainer/bert.h"
+#include "trainer/fast_dropout.h"
 #include "trainer/linear_cross_entropy.h"
 
 namespace ringpilot::trainer {
@@ -31,7 +32,6 @@ struct LayerImpl : nn::Module {
     inter = register_module("intermediate", nn::Linear(c.hidden, c.intermediate));
     out = register_module("output", nn::Linear(c.intermediate, c.hidden));
     out_norm = register_module("output_norm", Norm(c.hidden, c.layer_norm_eps));
-    drop = register_module("dropout", nn::Dropout(c.dropout));
   }
 
   // x: [B, L, H]. The linear layers see [B*L, H] rows: a 2-D input lets at::linear
@@ -41,13 +41,20 @@ struct LayerImpl : nn::Module {
     const int64_t b = x.size(0), l = x.size(1), h = x.size(2), d = h / heads;
     const at::Tensor rows = x.reshape({b * l, h});
     auto split = [&](const at::Tensor& t) { return t.view({b, l, heads, d}).transpose(1, 2); };
-    at::Tensor ctx =
-        at::scaled_dot_product_attention(split(query(rows)), split(key(rows)), split(value(rows)),
-                                         /*attn_mask=*/{}, is_training() ? dropout_p : 0.0);
+    const double p = is_training() ? dropout_p : 0.0;
+    at::Tensor q = split(query(rows)), k = split(key(rows)), v = split(value(rows));
+    at::Tensor ctx;
+    if (p > 0 && rows.is_cpu()) {
+      // SDPA's CPU math path, with our dropout masks instead of its Bernoulli draws.
+      at::Tensor scores = at::matmul(q, k.transpose(-2, -1)).mul_(1.0 / std::sqrt(double(d)));
+      ctx = at::matmul(Dropout(at::softmax(scores, -1), p), v);
+    } else {
+      ctx = at::scaled_dot_product_attention(q, k, v, /*attn_mask=*/{}, p);
+    }
     ctx = ctx.transpose(1, 2).reshape({b * l, h});
-    at::Tensor a = attn_norm(drop(attn_out(ctx)) + rows);
+    at::Tensor a = attn_norm(Dropout(attn_out(ctx), p) + rows);
     at::Tensor f = out(at::gelu(inter(a)));
-    return out_norm(drop(f) + a).view({b, l, h});
+    return out_norm(Dropout(f, p) + a).view({b, l, h});
   }
 
   int64_t heads;
@@ -55,7 +62,6 @@ struct LayerImpl : nn::Module {
   nn::Linear query{nullptr}, key{nullptr}, value{nullptr}, attn_out{nullptr};
   nn::Linear inter{nullptr}, out{nullptr};
   nn::LayerNorm attn_norm{nullptr}, out_norm{nullptr};
-  nn::Dropout drop{nullptr};
 };
 TORCH_MODULE(Layer);
 
@@ -66,7 +72,6 @@ class Bert : public Model {
     position = register_module("position_embeddings", nn::Embedding(c.max_positions, c.hidden));
     token_type = register_module("token_type_embeddings", nn::Embedding(2, c.hidden));
     emb_norm = register_module("embeddings_norm", Norm(c.hidden, c.layer_norm_eps));
-    drop = register_module("dropout", nn::Dropout(c.dropout));
     encoder = register_module("encoder", nn::ModuleList());
     for (int i = 0; i < c.layers; ++i) encoder->push_back(Layer(c));
     head_transform = register_module("head_transform", nn::Linear(c.hidden, c.hidden));
@@ -101,7 +106,7 @@ class Bert : public Model {
     const int64_t l = ids.size(1);
     at::Tensor pos = at::arange(l, ids.options());
     at::Tensor x = word(ids) + position(pos).unsqueeze(0) + token_type->weight[0];
-    x = drop(emb_norm(x));
+    x = Dropout(emb_norm(x), is_training() ? cfg_.dropout : 0.0);
     for (auto& layer : *encoder) x = layer->as<Layer>()->forward(x);
     return x;
   }
@@ -139,7 +144,6 @@ class Bert : public Model {
   BertConfig cfg_;
   nn::Embedding word{nullptr}, position{nullptr}, token_type{nullptr};
   nn::LayerNorm emb_norm{nullptr}, head_norm{nullptr};
-  nn::Dropout drop{nullptr};
   nn::ModuleList encoder{nullptr};
   nn::Linear head_transform{nullptr};
   at::Tensor decoder_bias;
