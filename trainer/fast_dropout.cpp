@@ -3,6 +3,7 @@
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/Parallel.h>
 
+#include <algorithm>
 #include <mutex>
 #include <stdexcept>
 
@@ -20,14 +21,25 @@ inline uint32_t Mix(uint32_t h) {
   return h;
 }
 
-void FillMask(float* out, int64_t begin, int64_t end, uint64_t seed, uint32_t keep_below,
-              float scale) {
+// Runs on every core of a rank's step: AVX2 where the CPU has it (32-bit multiplies eight
+// at a time), chosen at load time; the file is built with -O3 for the vectoriser.
+__attribute__((target_clones("avx2", "default"))) void FillMask(float* out, int64_t begin,
+                                                                int64_t end, uint64_t seed,
+                                                                uint32_t keep_below, float scale) {
   const uint32_t lo = static_cast<uint32_t>(seed), hi = static_cast<uint32_t>(seed >> 32);
-  for (int64_t i = begin; i < end; ++i) {
-    // Two rounds keyed by both seed halves: elements 2^32 apart still differ.
-    const uint32_t idx = static_cast<uint32_t>(i), top = static_cast<uint32_t>(i >> 32);
-    const uint32_t h = Mix(Mix(idx * 0x9e3779b9u + lo) ^ (hi + top * 0x7f4a7c15u));
-    out[i] = (h >> 8) < keep_below ? scale : 0.0f;
+  // Elements 2^32 apart differ through the second key, constant within a 2^32 block.
+  for (int64_t base = begin; base < end;) {
+    const int64_t stop = std::min<int64_t>(end, (base | 0xffffffffLL) + 1);
+    const uint32_t key = hi + static_cast<uint32_t>(base >> 32) * 0x7f4a7c15u;
+    const uint32_t first = static_cast<uint32_t>(base);
+    float* o = out + base;
+    const int64_t n = stop - base;
+    for (int64_t j = 0; j < n; ++j) {
+      const uint32_t x = (first + static_cast<uint32_t>(j)) * 0x9e3779b9u + lo;
+      const uint32_t h = Mix(Mix(x) ^ key);
+      o[j] = (h >> 8) < keep_below ? scale : 0.0f;
+    }
+    base = stop;
   }
 }
 
