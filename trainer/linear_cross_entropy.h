@@ -12,7 +12,8 @@ namespace ringpilot::trainer {
 /// and gradients as at::cross_entropy_loss(at::linear(x, weight, bias), labels) up to
 /// float rounding. x [N, K], weight [V, K], bias [V], all float32; labels int64 [N] in
 /// [0, V) (no ignore index: the caller passes only the scored rows). The gradients are
-/// computed in forward and kept until backward (one weight-sized buffer). No host sync.
+/// computed in forward and kept until backward (one weight-sized buffer), which may hand
+/// those buffers out as they are: one backward per forward (no retain_graph). No host sync.
 at::Tensor LinearCrossEntropy(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias,
                               const at::Tensor& labels);
 
