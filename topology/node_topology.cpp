@@ -196,6 +196,12 @@ class Reader {
     return v.get<std::string>();
   }
   std::string OptString(const std::string& key) const { return Has(key) ? String(key) : ""; }
+  bool OptBool(const std::string& key) const {
+    if (!Has(key)) return false;
+    const json& v = Get(key);
+    if (!v.is_boolean()) Fail(Field(key), "must be true or false");
+    return v.get<bool>();
+  }
   std::int64_t Int(const std::string& key, std::int64_t min) const {
     const json& v = Get(key);
     if (!v.is_number_integer()) Fail(Field(key), "must be an integer");
@@ -273,6 +279,7 @@ nlohmann::ordered_json ToJson(const NodeTopology& topo) {
       link["nvlink_bytes_per_second"] = l.NvlinkBytesPerSecond();
     }
     link["pcie_path"] = ToString(l.pcie_path);
+    if (l.via_nvswitch) link["via_nvswitch"] = true;  // absent: direct links (older snapshots)
     doc["gpu_links"].push_back(link);
   }
   doc["nics"] = json::array();
@@ -418,6 +425,10 @@ NodeTopology FromJson(const json& doc) {
       }
     }
     l.pcie_path = r.Has("pcie_path") ? r.Class("pcie_path") : LinkClass::kUnknown;
+    l.via_nvswitch = r.OptBool("via_nvswitch");
+    if (l.via_nvswitch && !l.IsNvlink()) {
+      Reader::Fail(r.Field("via_nvswitch"), "needs nvlink_count > 0");
+    }
     if (!l.IsNvlink() && l.pcie_path == LinkClass::kUnknown) {
       Reader::Fail(r.Field("pcie_path"), "required when nvlink_count is 0");
     }

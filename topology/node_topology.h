@@ -63,6 +63,9 @@ struct GpuLink {
   int nvlink_count = 0;
   double nvlink_bytes_per_second_per_link = 0;  ///< one direction
   LinkClass pcie_path = LinkClass::kUnknown;    ///< meaningful when nvlink_count == 0
+  /// The links end at NVSwitches: nvlink_count is what each GPU has into the switch
+  /// fabric, shared by all its peers at once (a ring still gets all of it per hop).
+  bool via_nvswitch = false;
 
   double NvlinkBytesPerSecond() const { return nvlink_count * nvlink_bytes_per_second_per_link; }
   bool IsNvlink() const { return nvlink_count > 0; }

@@ -50,12 +50,14 @@ std::vector<GpuLink> NvlinkConnections(const std::vector<NvmlGpu>& gpus) {
       const int b = gpus[j].gpu.index;
       int count = std::max(direct[i].count(b) ? direct[i].at(b) : 0,
                            direct[j].count(a) ? direct[j].at(a) : 0);
-      count += std::min(switch_links[i], switch_links[j]);
+      const int switched = std::min(switch_links[i], switch_links[j]);
+      count += switched;
       if (count == 0) continue;
       GpuLink l;
       l.gpu_a = std::min(a, b);
       l.gpu_b = std::max(a, b);
       l.nvlink_count = count;
+      l.via_nvswitch = switched > 0;
       l.nvlink_bytes_per_second_per_link =
           std::min(NvlinkBytesPerSecondPerLink(gpus[i].gpu.compute_capability),
                    NvlinkBytesPerSecondPerLink(gpus[j].gpu.compute_capability));

@@ -119,7 +119,8 @@ std::string RenderText(const NodeTopology& topo) {
       std::snprintf(buf, sizeof buf, "%d links x %.6g GB/s = %.1f GB/s per direction",
                     l.nvlink_count, l.nvlink_bytes_per_second_per_link / 1e9,
                     l.NvlinkBytesPerSecond() / 1e9);
-      return std::string(buf);
+      return std::string(buf) +
+             (l.via_nvswitch ? " through NVSwitch (each GPU's total, shared by its peers)" : "");
     };
     const bool uniform =
         nvlinks.size() > 2 && std::all_of(nvlinks.begin(), nvlinks.end(), [&](const GpuLink* l) {
@@ -209,7 +210,8 @@ std::string RenderDot(const NodeTopology& topo) {
     if (numa) out << "  }\n";
   }
   for (const GpuLink& l : topo.gpu_links) {
-    out << "  gpu" << l.gpu_a << " -- gpu" << l.gpu_b << " [label=" << DotQuote(l.Label())
+    out << "  gpu" << l.gpu_a << " -- gpu" << l.gpu_b
+        << " [label=" << DotQuote(l.Label() + (l.via_nvswitch ? " (NVSwitch)" : ""))
         << (l.IsNvlink() ? ", penwidth=2" : ", style=dashed") << "];\n";
   }
   for (const Gpu& g : topo.gpus) {

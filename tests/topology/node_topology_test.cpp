@@ -71,6 +71,7 @@ TEST(Fixtures, DgxH100HasNvSwitchAndEightNdrNics) {
   EXPECT_EQ(t.gpu_links.size(), 28u);
   for (const GpuLink& l : t.gpu_links) {
     EXPECT_EQ(l.Label(), "NV18");
+    EXPECT_TRUE(l.via_nvswitch);
     EXPECT_DOUBLE_EQ(l.nvlink_bytes_per_second_per_link, 26.5625e9);
     EXPECT_DOUBLE_EQ(l.NvlinkBytesPerSecond(), 478.125e9);
   }
@@ -176,6 +177,14 @@ TEST(SnapshotErrors, NameTheField) {
   doc["gpu_links"] = {{{"gpus", {0, 1}}, {"nvlink_count", 0}, {"pcie_path", "PIX"}}};
   EXPECT_EQ(ErrorOf(doc.dump()),
             "gpu_links[0].gpus: must name two different GPUs listed in 'gpus'");
+  doc["gpus"].push_back(doc["gpus"][0]);
+  doc["gpus"][1]["index"] = 1;
+  doc["gpus"][1]["uuid"] = "u1";
+  doc["gpus"][1]["pci_bus_id"] = "0000:19:00.0";
+  doc["gpu_links"][0]["via_nvswitch"] = "yes";
+  EXPECT_EQ(ErrorOf(doc.dump()), "gpu_links[0].via_nvswitch: must be true or false");
+  doc["gpu_links"][0]["via_nvswitch"] = true;
+  EXPECT_EQ(ErrorOf(doc.dump()), "gpu_links[0].via_nvswitch: needs nvlink_count > 0");
   EXPECT_EQ(ErrorOf("[1, 2]"), "(top level): must be an object");
 }
 

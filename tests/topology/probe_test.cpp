@@ -172,6 +172,7 @@ TEST(NvlinkConnections, CountsDirectAndSwitchedLinks) {
   std::vector<GpuLink> links = NvlinkConnections(direct);
   ASSERT_EQ(links.size(), 1u);
   EXPECT_EQ(links[0].Label(), "NV4");
+  EXPECT_FALSE(links[0].via_nvswitch);
   EXPECT_DOUBLE_EQ(links[0].nvlink_bytes_per_second_per_link, 26.5625e9);
   // NVSwitch: every link's remote end is a switch, 18 per GPU: NV18 between every pair.
   std::vector<NvmlGpu> switched;
@@ -182,7 +183,10 @@ TEST(NvlinkConnections, CountsDirectAndSwitchedLinks) {
   }
   links = NvlinkConnections(switched);
   ASSERT_EQ(links.size(), 6u);
-  for (const GpuLink& l : links) EXPECT_EQ(l.Label(), "NV18");
+  for (const GpuLink& l : links) {
+    EXPECT_EQ(l.Label(), "NV18");
+    EXPECT_TRUE(l.via_nvswitch);
+  }
 }
 
 TEST(NvlinkBandwidth, ByGeneration) {
@@ -211,6 +215,7 @@ TEST(ProbeNvml, ReadsGpusAndNvSwitchLinksThroughDlopen) {
   const std::vector<GpuLink> links = NvlinkConnections(gpus);
   ASSERT_EQ(links.size(), 1u);
   EXPECT_EQ(links[0].Label(), "NV18");
+  EXPECT_TRUE(links[0].via_nvswitch);
   EXPECT_DOUBLE_EQ(links[0].NvlinkBytesPerSecond(), 478.125e9);
 }
 

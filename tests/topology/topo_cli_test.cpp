@@ -69,7 +69,9 @@ TEST(TopoCli, MatrixMatchesNvidiaSmiForH200x2) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.out.find("GPU0   X      NV18   0-31            0\n"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("GPU1   NV18   X      0-31            0\n"), std::string::npos) << r.out;
-  EXPECT_NE(r.out.find("18 links x 26.5625 GB/s"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("18 links x 26.5625 GB/s = 478.1 GB/s per direction\n"), std::string::npos)
+      << r.out;
+  EXPECT_EQ(r.out.find("NVSwitch"), std::string::npos) << "direct links: " << r.out;
 }
 
 TEST(TopoCli, DgxMatrixShowsNicPaths) {
@@ -81,6 +83,13 @@ TEST(TopoCli, DgxMatrixShowsNicPaths) {
       std::string::npos)
       << r.out;
   EXPECT_NE(r.out.find("  NIC4: mlx5_4\n"), std::string::npos);
+  EXPECT_NE(r.out.find("  every one of 28 GPU pairs: 18 links x 26.5625 GB/s = 478.1 GB/s per "
+                       "direction through NVSwitch (each GPU's total, shared by its peers)\n"),
+            std::string::npos)
+      << r.out;
+  const auto dot =
+      RunProcess({RingpilotBinary(), "topo", "--dot", "--from", FixturePath("dgx-h100.json")});
+  EXPECT_NE(dot.out.find("gpu0 -- gpu1 [label=\"NV18 (NVSwitch)\""), std::string::npos) << dot.out;
 }
 
 TEST(TopoCli, BadSnapshotsExitTwoWithOneLine) {
