@@ -9,7 +9,6 @@ namespace ringpilot::trainer {
 FusedOptimizer::FusedOptimizer(std::vector<at::Tensor> params, OptimizerOptions options)
     : params_(std::move(params)), options_(options) {
   at::NoGradGuard no_grad;
-  for (size_t i = 0; i < params_.size(); ++i) all_.push_back(i);
   for (const auto& p : params_) {
     if (options_.kind == OptimizerOptions::Kind::kSgd) {
       if (options_.momentum != 0.0) momentum_.push_back(at::zeros_like(p));
@@ -22,13 +21,12 @@ FusedOptimizer::FusedOptimizer(std::vector<at::Tensor> params, OptimizerOptions 
 }
 
 void FusedOptimizer::Step() {
-  StepParams(all_);
+  Apply(params_, momentum_, exp_avg_, exp_avg_sq_, step_);
   EndStep();
 }
 
 void FusedOptimizer::StepParams(const std::vector<size_t>& indices) {
   if (indices.empty()) return;
-  at::NoGradGuard no_grad;
   // The fused kernels take parallel lists: pick this subset out of each.
   auto pick = [&indices](const std::vector<at::Tensor>& from) {
     std::vector<at::Tensor> out;
@@ -37,24 +35,30 @@ void FusedOptimizer::StepParams(const std::vector<size_t>& indices) {
     for (size_t i : indices) out.push_back(from.at(i));
     return out;
   };
-  std::vector<at::Tensor> params = pick(params_);
+  Apply(pick(params_), pick(momentum_), pick(exp_avg_), pick(exp_avg_sq_), pick(step_));
+}
+
+void FusedOptimizer::Apply(const std::vector<at::Tensor>& params,
+                           const std::vector<at::Tensor>& momentum,
+                           const std::vector<at::Tensor>& exp_avg,
+                           const std::vector<at::Tensor>& exp_avg_sq,
+                           const std::vector<at::Tensor>& step) {
+  at::NoGradGuard no_grad;
   std::vector<at::Tensor> grads;
   grads.reserve(params.size());
   for (const auto& p : params) grads.push_back(p.grad());
   if (options_.kind == OptimizerOptions::Kind::kSgd) {
     // is_first_step makes the momentum buffer start as the gradient, as torch.optim.SGD.
-    std::vector<at::Tensor> momentum = pick(momentum_);
     at::_fused_sgd_(params, grads, momentum, options_.weight_decay, options_.momentum, options_.lr,
                     /*dampening=*/0.0, /*nesterov=*/false, /*maximize=*/false,
                     /*is_first_step=*/steps_done_ == 0);
   } else {
     // The fused kernel reads the step count but leaves incrementing it to the caller,
     // as torch.optim.AdamW does.
-    std::vector<at::Tensor> step = pick(step_);
     at::_foreach_add_(step, 1.0);
-    at::_fused_adamw_(params, grads, pick(exp_avg_), pick(exp_avg_sq_), /*max_exp_avg_sqs=*/{},
-                      step, options_.lr, options_.beta1, options_.beta2, options_.weight_decay,
-                      options_.eps, /*amsgrad=*/false, /*maximize=*/false);
+    at::_fused_adamw_(params, grads, exp_avg, exp_avg_sq, /*max_exp_avg_sqs=*/{}, step, options_.lr,
+                      options_.beta1, options_.beta2, options_.weight_decay, options_.eps,
+                      /*amsgrad=*/false, /*maximize=*/false);
   }
 }
 

@@ -47,13 +47,17 @@ class FusedOptimizer {
   void set_steps_done(int64_t n) { steps_done_ = n; }
 
  private:
+  // One fused update of parallel lists (a subset of the members, or the members).
+  void Apply(const std::vector<at::Tensor>& params, const std::vector<at::Tensor>& momentum,
+             const std::vector<at::Tensor>& exp_avg, const std::vector<at::Tensor>& exp_avg_sq,
+             const std::vector<at::Tensor>& step);
+
   std::vector<at::Tensor> params_;
   OptimizerOptions options_;
   std::vector<at::Tensor> momentum_;    // SGD
   std::vector<at::Tensor> exp_avg_;     // AdamW
   std::vector<at::Tensor> exp_avg_sq_;  // AdamW
   std::vector<at::Tensor> step_;        // AdamW, float32 scalars
-  std::vector<size_t> all_;             // 0..n-1
   int64_t steps_done_ = 0;
 };
 
