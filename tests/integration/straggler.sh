@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
-# Online straggler attribution: 4 CPU ranks, rank 2 slowed by 50 ms per step
+# Online straggler attribution: 4 CPU ranks, rank 2 slowed by 150 ms per step
 # (fault.straggler_rank/straggler_ms). Checks that
 #   - rank 0's live /metrics names rank 2 (ringpilot_straggler_wait_seconds_total
 #     {culprit_rank="2"} > 0) while the job runs, and the exposition passes promtool;
 #   - every rank's logs/rank-N.stats.json has rank 2 as the culprit of most steps, with
-#     the wait attributed to it per step within 20% of 50 ms;
+#     the wait attributed to it per step within 20% of 150 ms. The delay is large next
+#     to the ~10 ms by which ranks sharing 2 cores leave the all-reduce apart (they start
+#     their steps that much apart, and the blame is an arrival gap), so the check holds
+#     on a loaded CI host too;
 #   - `ringpilot diagnose RUN_DIR --json` names rank 2;
 #   - every rank wrote RUN_DIR/trace-rank-N.json (valid JSON, step phases and collectives),
 #     and diagnose merged them into RUN_DIR/trace.json with one process per rank.
@@ -14,7 +17,7 @@ set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 rp_init straggler
 
-readonly STEPS=40 SLOW_RANK=2 SLOW_MS=50
+readonly STEPS=30 SLOW_RANK=2 SLOW_MS=150
 command -v promtool >/dev/null || rp_die "'promtool' not found (Debian package prometheus)"
 port_base=$(rp_free_ports 4)
 run=$RP_TMP/run
