@@ -496,6 +496,13 @@ std::vector<KeySpec> BuildSchema() {
                                "seed for weights, data and dropout"));
   s.push_back(IntKey("train.threads_per_rank", Member(&JC::train, &TrainConfig::threads_per_rank),
                      0, 1024, "CPU intra-op threads; 0 = cores on the node / local ranks"));
+  s.push_back(BoolKey("train.retain_host_memory",
+                      Member(&JC::train, &TrainConfig::retain_host_memory),
+                      "glibc malloc keeps freed host memory for reuse (no mmap of large blocks, "
+                      "no trimming), so tensors allocated every step stop page-faulting; the "
+                      "rank's resident size stays at its peak. Ignored where MALLOC_* or "
+                      "GLIBC_TUNABLES malloc settings or a preloaded allocator are in the "
+                      "environment"));
   s.push_back(FloatKey("train.log_every_s", Member(&JC::train, &TrainConfig::log_every_s), 0.1,
                        false, 3600, false, "rank 0 progress line period, seconds"));
 

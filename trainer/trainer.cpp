@@ -21,6 +21,7 @@
 #include "trainer/file_util.h"
 #include "trainer/gradient_update.h"
 #include "trainer/graphed_step.h"
+#include "trainer/host_memory.h"
 #include "trainer/kernel_profile.h"
 #include "trainer/model.h"
 #include "trainer/optimizer.h"
@@ -130,6 +131,8 @@ int Trainer::Run() {
     threads = std::max(1, cores / std::max(1, s.local_size));
   }
   at::set_num_threads(threads);
+  const HostMemoryPolicy host_memory = ConfigureHostMemory(cfg.train.retain_host_memory);
+  if (s.rank == 0) log.Info(host_memory.detail);
 
   s.host_comm = std::make_unique<comm::MpiCommunicator>(MPI_COMM_WORLD);
 #ifdef RINGPILOT_WITH_CUDA

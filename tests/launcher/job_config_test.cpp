@@ -64,11 +64,13 @@ train:
   channels_last: false
   seed: 18446744073709551615
   threads_per_rank: 3
+  retain_host_memory: false
   log_every_s: 0.5
 comm:
   bucket_mb: 50
   first_bucket_mb: 0.5
   grad_dtype: bf16
+  overlap_optimizer: false
   timeout_s: 60.5
 checkpoint:
   every_steps: 0
@@ -122,6 +124,8 @@ void ExpectSame(const JobConfig& a, const JobConfig& b) {
   EXPECT_EQ(a.train.channels_last, b.train.channels_last);
   EXPECT_EQ(a.train.seed, b.train.seed);
   EXPECT_EQ(a.train.threads_per_rank, b.train.threads_per_rank);
+  EXPECT_EQ(a.train.retain_host_memory, b.train.retain_host_memory);
+  EXPECT_EQ(a.comm.overlap_optimizer, b.comm.overlap_optimizer);
   EXPECT_EQ(a.train.log_every_s, b.train.log_every_s);
   EXPECT_EQ(a.comm.bucket_mb, b.comm.bucket_mb);
   EXPECT_EQ(a.comm.first_bucket_mb, b.comm.first_bucket_mb);
@@ -176,6 +180,8 @@ TEST(config, FullFileParses) {
   EXPECT_FALSE(c.train.channels_last);
   EXPECT_EQ(c.train.seed, 18446744073709551615ULL);
   EXPECT_EQ(c.train.threads_per_rank, 3);
+  EXPECT_FALSE(c.train.retain_host_memory);
+  EXPECT_FALSE(c.comm.overlap_optimizer);
   EXPECT_EQ(c.train.log_every_s, 0.5);
   EXPECT_EQ(c.comm.bucket_mb, 50.0);
   EXPECT_EQ(c.comm.first_bucket_mb, 0.5);
