@@ -4,6 +4,7 @@
 #include <torch/torch.h>
 
 #include <stdexcept>
+#include <string>
 
 namespace ringpilot::trainer {
 namespace {
@@ -14,11 +15,13 @@ struct Grads {
 
 // loss * scale through `fused` or ATen's linear + cross_entropy, and the gradients.
 Grads LossAndGrads(bool fused, const at::Tensor& x0, const at::Tensor& w0, const at::Tensor& b0,
-                   const at::Tensor& labels, double scale) {
+                   const at::Tensor& labels, double scale, int64_t chunk = 0) {
   at::Tensor x = x0.clone().requires_grad_();
   at::Tensor w = w0.clone().requires_grad_();
   at::Tensor b = b0.clone().requires_grad_();
-  at::Tensor loss = fused ? LinearCrossEntropy(x, w, b, labels)
+  LinearCrossEntropyOptions options;
+  options.cpu_chunk_columns = chunk;
+  at::Tensor loss = fused ? LinearCrossEntropy(x, w, b, labels, options)
                           : at::cross_entropy_loss(at::linear(x, w, b), labels);
   (loss * scale).backward();
   return {loss.detach(), x.grad(), w.grad(), b.grad()};
@@ -49,6 +52,28 @@ TEST(LinearCrossEntropy, SameLossAndGradientsAsLinearThenCrossEntropy) {
   }
 }
 
+TEST(LinearCrossEntropy, AnyCpuChunkingGivesTheSameResult) {
+  // Uneven last chunks, chunks no label falls in, one chunk, a chunk wider than V; rows
+  // whose largest logit sits in different chunks (the per-chunk softmax shifts must agree).
+  torch::manual_seed(12);
+  at::Tensor x = at::randn({37, 16});
+  at::Tensor w = at::randn({1000, 16}) * 0.7;
+  at::Tensor b = at::randn({1000}) * 0.1;
+  b.narrow(0, 990, 10).add_(4.0);  // the last, partial chunk holds some rows' maxima
+  at::Tensor labels = at::randint(0, 1000, {37}, at::kLong);
+  labels[0] = 0;
+  labels[1] = 999;
+  const Grads r = LossAndGrads(false, x, w, b, labels, 1.0);
+  for (int64_t chunk : {1, 64, 333, 999, 1000, 4096}) {
+    SCOPED_TRACE(chunk);
+    const Grads f = LossAndGrads(true, x, w, b, labels, 1.0, chunk);
+    ExpectClose(f.loss, r.loss, "loss");
+    ExpectClose(f.x, r.x, "grad x");
+    ExpectClose(f.w, r.w, "grad weight");
+    ExpectClose(f.b, r.b, "grad bias");
+  }
+}
+
 TEST(LinearCrossEntropy, LargeLogitsStayFinite) {
   at::Tensor x = at::full({3, 4}, 50.0);
   at::Tensor w = at::randn({10, 4});
@@ -69,6 +94,21 @@ TEST(LinearCrossEntropy, RejectsMismatchedShapesAndTypes) {
   EXPECT_THROW(LinearCrossEntropy(x, w, b, at::zeros({3}, at::kLong)), std::invalid_argument);
   EXPECT_THROW(LinearCrossEntropy(x.to(at::kDouble), w, b, labels), std::invalid_argument);
   EXPECT_THROW(LinearCrossEntropy(x, w, b, labels.to(at::kInt)), std::invalid_argument);
+  LinearCrossEntropyOptions negative;
+  negative.cpu_chunk_columns = -1;
+  EXPECT_THROW(LinearCrossEntropy(x, w, b, labels, negative), std::invalid_argument);
+  // Bad data: a label past the vocabulary names the row.
+  at::Tensor bad = labels.clone();
+  bad[2] = 16;
+  try {
+    LinearCrossEntropy(x, w, b, bad);
+    ADD_FAILURE() << "no error for label 16 of 16 words";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("label 16 of row 2 is outside [0, 16)"), std::string::npos)
+        << e.what();
+  }
+  bad[2] = -1;
+  EXPECT_THROW(LinearCrossEntropy(x, w, b, bad), std::invalid_argument);
 }
 
 }  // namespace
