@@ -37,7 +37,8 @@ const char* UserMallocSetting(std::string* value) {
 }  // namespace
 
 HostMemoryPolicy ConfigureHostMemory(bool retain) {
-  if (!retain) return {false, "host memory: glibc malloc defaults (train.retain_host_memory false)"};
+  if (!retain)
+    return {false, "host memory: glibc malloc defaults (train.retain_host_memory false)"};
   std::string value;
   if (const char* name = UserMallocSetting(&value)) {
     return {false, std::string("host memory: left as ") + name + "=" + value + " sets it"};

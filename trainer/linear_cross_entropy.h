@@ -30,6 +30,7 @@ struct LinearCrossEntropyOptions {
 /// gather reports it as a device-side error). The CPU result is the same maths with a
 /// per-chunk softmax shift (exp(l - m_chunk) exp(m_chunk - m)), i.e. the same up to rounding.
 at::Tensor LinearCrossEntropy(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias,
-                              const at::Tensor& labels, const LinearCrossEntropyOptions& options = {});
+                              const at::Tensor& labels,
+                              const LinearCrossEntropyOptions& options = {});
 
 }  // namespace ringpilot::trainer
