@@ -15,6 +15,11 @@
 #   overlap        ringpilot at all GPUs with comm.overlap_optimizer off and on, and
 #                  the 1-GPU run on every GPU (--each-gpu), both models          (~4 min)
 #   observe        tests/gpu/observe.sh on all GPUs (its table; run dirs left out) (~3 min)
+#   verify         what has not yet run on a GPU since it changed: the unit tests whose
+#                  CUDA cases skip on CPU machines (device timeline, fused BatchNorm,
+#                  fused linear + cross-entropy, gradient update order), then
+#                  tests/gpu/correctness.sh (2 GPUs x B == 1 GPU x 2B, graphs on == off)
+#                  with the optimizer overlap on, as by default                 (~6 min)
 # Results go to DIR (default $OUT/scaling when $OUT is set, the device tool's result
 # folder, else a temporary directory), one tarball per part, scaling-PART.tgz, because
 # the device tool drops results that are many files; a part's last lines are printed.
@@ -32,7 +37,7 @@ done
 ((${#PARTS[@]})) || { echo "scaling_suite: name at least one part (--help)" >&2; exit 2; }
 for part in "${PARTS[@]}"; do  # before any device time goes
   case $part in
-    facts|comm|train-resnet50|train-bert-base|compile|overlap|observe) ;;
+    facts|comm|train-resnet50|train-bert-base|compile|overlap|observe|verify) ;;
     *) echo "scaling_suite: unknown part '$part' (--help lists them)" >&2; exit 2 ;;
   esac
 done
@@ -140,6 +145,24 @@ part_observe() {
   rm -rf "$1/run"  # run directories with checkpoints and traces: too big to bring back
 }
 
+part_verify() {
+  local d=$1 t bin fail=0
+  local tests=(comm_device_timeline_test trainer_fused_batch_norm_test
+               trainer_linear_cross_entropy_test trainer_gradient_update_test)
+  gpu_build_test "${tests[@]}" >"$d/build.log" 2>&1 || { say "verify: test build failed"; tail -20 "$d/build.log"; return; }
+  for t in "${tests[@]}"; do
+    bin=$(find "$RINGPILOT_BUILD_DIR" -name "$t" -type f -executable | head -1)
+    timeout 300 "$bin" >"$d/$t.txt" 2>&1 || fail=1
+    say "$t: $(grep -E '^\[  (PASSED|FAILED|SKIPPED) ' "$d/$t.txt" | tr '\n' ' ')"
+  done
+  if ((GPUS >= 2)); then
+    timeout 420 bash "$ROOT/tests/gpu/correctness.sh" "$d/correctness" >"$d/correctness.txt" 2>&1 || fail=1
+    tail -5 "$d/correctness.txt"
+    rm -rf "$d/correctness"  # run directories: checkpoints, too big to bring back
+  fi
+  say "verify: $( ((fail)) && echo FAIL || echo PASS)"
+}
+
 for part in "${PARTS[@]}"; do
   dir="$(mktemp -d)/$part"
   mkdir -p "$dir"
@@ -152,6 +175,7 @@ for part in "${PARTS[@]}"; do
     compile) part_compile "$dir" ;;
     overlap) part_overlap "$dir" ;;
     observe) part_observe "$dir" ;;
+    verify) part_verify "$dir" ;;
   esac
   tar czf "$DEST/scaling-$part.tgz" -C "$(dirname "$dir")" "$part"
   say "part $part -> $DEST/scaling-$part.tgz"

@@ -74,6 +74,28 @@ TEST(LinearCrossEntropy, AnyCpuChunkingGivesTheSameResult) {
   }
 }
 
+TEST(LinearCrossEntropy, CudaMatchesLinearThenCrossEntropy) {
+  // The whole-vocabulary path (CUDA, float32, no autocast); skipped without a GPU.
+  if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device";
+  const bool tf32 = at::globalContext().allowTF32CuBLAS();
+  at::globalContext().setAllowTF32CuBLAS(false);  // float32 GEMMs on both sides
+  torch::manual_seed(13);
+  const at::TensorOptions cuda = at::TensorOptions().device(at::kCUDA);
+  at::Tensor x = at::randn({300, 128}, cuda);
+  at::Tensor w = at::randn({30522, 128}, cuda) * 0.05;
+  at::Tensor b = at::randn({30522}, cuda) * 0.01;
+  at::Tensor labels = at::randint(0, 30522, {300}, cuda.dtype(at::kLong));
+  for (double scale : {1.0, 0.25}) {
+    const Grads f = LossAndGrads(true, x, w, b, labels, scale);
+    const Grads r = LossAndGrads(false, x, w, b, labels, scale);
+    ExpectClose(f.loss.cpu(), r.loss.cpu(), "loss");
+    ExpectClose(f.x.cpu(), r.x.cpu(), "grad x");
+    ExpectClose(f.w.cpu(), r.w.cpu(), "grad weight");
+    ExpectClose(f.b.cpu(), r.b.cpu(), "grad bias");
+  }
+  at::globalContext().setAllowTF32CuBLAS(tf32);
+}
+
 TEST(LinearCrossEntropy, LargeLogitsStayFinite) {
   at::Tensor x = at::full({3, 4}, 50.0);
   at::Tensor w = at::randn({10, 4});
