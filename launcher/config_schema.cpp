@@ -484,7 +484,7 @@ std::vector<KeySpec> BuildSchema() {
   s.push_back(BoolKey("train.cuda_graphs", Member(&JC::train, &TrainConfig::cuda_graphs),
                       "capture the whole step in a CUDA graph after warm-up (not on cpu)"));
   s.push_back(BoolKey("train.channels_last", Member(&JC::train, &TrainConfig::channels_last),
-                      "ResNet channels_last memory format on CUDA"));
+                      "ResNet channels_last (NHWC) memory format, on CUDA and CPU"));
   s.push_back(BoolKey("train.deterministic", Member(&JC::train, &TrainConfig::deterministic),
                       "cuDNN deterministic algorithms without autotuning (benchmark mode off) on "
                       "CUDA: run-to-run identical results, usually slower"));

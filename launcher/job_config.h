@@ -69,7 +69,7 @@ struct TrainConfig {
   double eps = 1e-8;          ///< AdamW
   Precision precision = Precision::kFp32;
   bool cuda_graphs = false;
-  bool channels_last = true;   ///< ResNet memory format on CUDA
+  bool channels_last = true;   ///< ResNet memory format (CUDA and CPU)
   bool deterministic = false;  ///< cuDNN deterministic algorithms, no autotuning (CUDA)
   bool tf32 = true;            ///< TF32 for float32 matmul/convolution on CUDA
   uint64_t seed = 0;

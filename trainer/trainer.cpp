@@ -201,8 +201,9 @@ int Trainer::Run() {
   }
   s.model = MakeModel(mo, norm);
   s.model->to(s.device);
-  const bool channels_last =
-      s.cuda && cfg.train.channels_last && s.model->input_kind() == InputKind::kImages;
+  // channels_last on the CPU too: oneDNN's convolutions skip reorders (2-5% of a
+  // resnet18-cifar step, bench/results/2026-11-22-cpu-ddp.md).
+  const bool channels_last = cfg.train.channels_last && s.model->input_kind() == InputKind::kImages;
   if (channels_last) {
     for (auto& p : s.model->parameters()) {
       if (p.dim() == 4) p.set_data(p.contiguous(at::MemoryFormat::ChannelsLast));
