@@ -5,6 +5,38 @@
 #include <ATen/ops/_fused_sgd.h>
 
 namespace ringpilot::trainer {
+namespace {
+
+// ATen's fused kernels assume a parameter, its gradient and its state share one layout:
+// on the CPU a channels_last weight with a contiguous gradient gets a wrong update
+// (torch 2.11). The reducer's gradients are views with their parameter's strides; any
+// other gradient is copied into that layout first (state is made with zeros_like).
+// And the CPU kernels copy every tensor that is not contiguous, which channels_last
+// convolution weights are not (17 clones, 11 ms of a 590 ms resnet18-cifar step): the
+// update is elementwise, so flat views of the storage do the same without the copies.
+void MatchLayoutsAndFlatten(std::vector<at::Tensor>& params, std::vector<at::Tensor>& grads,
+                            std::vector<std::vector<at::Tensor>*> states) {
+  auto flat = [](const at::Tensor& t) {
+    return t.as_strided({t.numel()}, {1}, t.storage_offset());
+  };
+  for (size_t i = 0; i < params.size(); ++i) {
+    const at::Tensor& p = params[i];
+    if (grads[i].defined() && grads[i].strides() != p.strides()) {
+      grads[i] = at::empty_like(p).copy_(grads[i]);
+    }
+    if (!p.is_cpu() || p.is_contiguous() || !p.is_non_overlapping_and_dense()) continue;
+    bool same = grads[i].defined() && grads[i].strides() == p.strides();
+    for (const auto* state : states) {
+      same = same && (*state)[i].strides() == p.strides();
+    }
+    if (!same) continue;
+    params[i] = flat(p);
+    grads[i] = flat(grads[i]);
+    for (auto* state : states) (*state)[i] = flat((*state)[i]);
+  }
+}
+
+}  // namespace
 
 FusedOptimizer::FusedOptimizer(std::vector<at::Tensor> params, OptimizerOptions options)
     : params_(std::move(params)), options_(options) {
@@ -44,20 +76,26 @@ void FusedOptimizer::Apply(const std::vector<at::Tensor>& params,
                            const std::vector<at::Tensor>& exp_avg_sq,
                            const std::vector<at::Tensor>& step) {
   at::NoGradGuard no_grad;
-  std::vector<at::Tensor> grads;
+  std::vector<at::Tensor> p = params, grads;
   grads.reserve(params.size());
-  for (const auto& p : params) grads.push_back(p.grad());
+  for (const auto& t : params) grads.push_back(t.grad());
   if (options_.kind == OptimizerOptions::Kind::kSgd) {
+    std::vector<at::Tensor> m = momentum;
+    MatchLayoutsAndFlatten(p, grads,
+                           m.empty() ? std::vector<std::vector<at::Tensor>*>{}
+                                     : std::vector<std::vector<at::Tensor>*>{&m});
     // is_first_step makes the momentum buffer start as the gradient, as torch.optim.SGD.
-    at::_fused_sgd_(params, grads, momentum, options_.weight_decay, options_.momentum, options_.lr,
+    at::_fused_sgd_(p, grads, m, options_.weight_decay, options_.momentum, options_.lr,
                     /*dampening=*/0.0, /*nesterov=*/false, /*maximize=*/false,
                     /*is_first_step=*/steps_done_ == 0);
   } else {
+    std::vector<at::Tensor> m1 = exp_avg, m2 = exp_avg_sq;
+    MatchLayoutsAndFlatten(p, grads, {&m1, &m2});
     // The fused kernel reads the step count but leaves incrementing it to the caller,
     // as torch.optim.AdamW does.
     at::_foreach_add_(step, 1.0);
-    at::_fused_adamw_(params, grads, exp_avg, exp_avg_sq, /*max_exp_avg_sqs=*/{}, step, options_.lr,
-                      options_.beta1, options_.beta2, options_.weight_decay, options_.eps,
+    at::_fused_adamw_(p, grads, m1, m2, /*max_exp_avg_sqs=*/{}, step, options_.lr, options_.beta1,
+                      options_.beta2, options_.weight_decay, options_.eps,
                       /*amsgrad=*/false, /*maximize=*/false);
   }
 }

@@ -89,5 +89,38 @@ TEST(FusedOptimizer, SplitStepEqualsOneStep) {
   }
 }
 
+TEST(FusedOptimizer, ChannelsLastParametersUpdateLikeContiguousOnes) {
+  // CPU channels_last weights go through flat views of their storage (no copies); the
+  // update must be the same elementwise, including for a gradient in another layout.
+  for (auto kind : {OptimizerOptions::Kind::kSgd, OptimizerOptions::Kind::kAdamW}) {
+    OptimizerOptions o;
+    o.kind = kind;
+    o.lr = 0.05;
+    o.weight_decay = 0.1;
+    torch::manual_seed(3);
+    const at::Tensor w0 = at::randn({8, 4, 3, 3});
+    at::Tensor cl = w0.contiguous(at::MemoryFormat::ChannelsLast).requires_grad_();
+    at::Tensor plain = w0.clone().requires_grad_();
+    at::Tensor mixed = w0.contiguous(at::MemoryFormat::ChannelsLast).requires_grad_();
+    ASSERT_FALSE(cl.is_contiguous());
+    FusedOptimizer a({cl}, o), b({plain}, o), c({mixed}, o);
+    for (int step = 0; step < 3; ++step) {
+      const at::Tensor g = at::randn({8, 4, 3, 3});
+      cl.mutable_grad() = g.contiguous(at::MemoryFormat::ChannelsLast);
+      plain.mutable_grad() = g.clone();
+      mixed.mutable_grad() = g.clone();  // layout differs from the parameter's: not flattened
+      a.Step();
+      b.Step();
+      c.Step();
+    }
+    EXPECT_TRUE(cl.is_contiguous(at::MemoryFormat::ChannelsLast));
+    EXPECT_TRUE(at::equal(cl, plain)) << static_cast<int>(kind);
+    EXPECT_TRUE(at::equal(mixed, plain)) << static_cast<int>(kind);
+    const auto sa = a.StateTensors(), sb = b.StateTensors();
+    ASSERT_EQ(sa.size(), sb.size());
+    for (size_t i = 0; i < sa.size(); ++i) EXPECT_TRUE(at::equal(sa[i], sb[i])) << "state " << i;
+  }
+}
+
 }  // namespace
 }  // namespace ringpilot::trainer
