@@ -6,6 +6,20 @@
 namespace ringpilot::trainer {
 namespace {
 
+OptimizerOptions WithDecay(OptimizerOptions::Kind kind) {
+  OptimizerOptions o;
+  o.kind = kind;
+  o.lr = 0.05;
+  o.weight_decay = 0.1;
+  return o;
+}
+
+void ExpectSameState(const FusedOptimizer& a, const FusedOptimizer& b) {
+  const auto sa = a.StateTensors(), sb = b.StateTensors();
+  ASSERT_EQ(sa.size(), sb.size());
+  for (size_t i = 0; i < sa.size(); ++i) EXPECT_TRUE(at::equal(sa[i], sb[i])) << "state " << i;
+}
+
 TEST(FusedOptimizer, SgdMomentumMatchesTheTorchOptimFormula) {
   at::Tensor p = at::tensor({1.0f, -2.0f, 3.0f}).requires_grad_();
   OptimizerOptions o;
@@ -58,10 +72,7 @@ TEST(FusedOptimizer, AdamWMatchesTheTorchOptimFormula) {
 // AdamW's step counts included).
 TEST(FusedOptimizer, SplitStepEqualsOneStep) {
   for (auto kind : {OptimizerOptions::Kind::kSgd, OptimizerOptions::Kind::kAdamW}) {
-    OptimizerOptions o;
-    o.kind = kind;
-    o.lr = 0.05;
-    o.weight_decay = 0.1;
+    const OptimizerOptions o = WithDecay(kind);
     std::vector<at::Tensor> a, b;
     for (int i = 0; i < 5; ++i) {
       at::Tensor t = at::randn({3 + i});
@@ -83,9 +94,7 @@ TEST(FusedOptimizer, SplitStepEqualsOneStep) {
     }
     EXPECT_EQ(split.steps_done(), 3);
     for (int i = 0; i < 5; ++i) EXPECT_TRUE(at::equal(a[i], b[i])) << "param " << i;
-    const auto sa = whole.StateTensors(), sb = split.StateTensors();
-    ASSERT_EQ(sa.size(), sb.size());
-    for (size_t i = 0; i < sa.size(); ++i) EXPECT_TRUE(at::equal(sa[i], sb[i])) << "state " << i;
+    ExpectSameState(whole, split);
   }
 }
 
@@ -93,10 +102,7 @@ TEST(FusedOptimizer, ChannelsLastParametersUpdateLikeContiguousOnes) {
   // CPU channels_last weights go through flat views of their storage (no copies); the
   // update must be the same elementwise, including for a gradient in another layout.
   for (auto kind : {OptimizerOptions::Kind::kSgd, OptimizerOptions::Kind::kAdamW}) {
-    OptimizerOptions o;
-    o.kind = kind;
-    o.lr = 0.05;
-    o.weight_decay = 0.1;
+    const OptimizerOptions o = WithDecay(kind);
     torch::manual_seed(3);
     const at::Tensor w0 = at::randn({8, 4, 3, 3});
     at::Tensor cl = w0.contiguous(at::MemoryFormat::ChannelsLast).requires_grad_();
@@ -116,9 +122,7 @@ TEST(FusedOptimizer, ChannelsLastParametersUpdateLikeContiguousOnes) {
     EXPECT_TRUE(cl.is_contiguous(at::MemoryFormat::ChannelsLast));
     EXPECT_TRUE(at::equal(cl, plain)) << static_cast<int>(kind);
     EXPECT_TRUE(at::equal(mixed, plain)) << static_cast<int>(kind);
-    const auto sa = a.StateTensors(), sb = b.StateTensors();
-    ASSERT_EQ(sa.size(), sb.size());
-    for (size_t i = 0; i < sa.size(); ++i) EXPECT_TRUE(at::equal(sa[i], sb[i])) << "state " << i;
+    ExpectSameState(a, b);
   }
 }
 
