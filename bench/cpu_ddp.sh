@@ -141,6 +141,10 @@ else
       "sha256 $(sha256sum "$trainer" | cut -c1-12)"
   } | tee "$out/versions"
 fi
+# Allocator settings in the environment reach both sides (ringpilot then leaves malloc as
+# they set it instead of applying train.retain_host_memory): say so with every table.
+malloc_env=$(env | grep -E '^(MALLOC_[A-Z_]+_|GLIBC_TUNABLES|LD_PRELOAD)=' | sort | tr '\n' ' ' || true)
+echo "cpu_ddp: malloc settings given to both sides: ${malloc_env:-none (ringpilot: train.retain_host_memory; peer: glibc defaults)}"
 RINGPILOT="$out/bin/ringpilot"
 export RINGPILOT_TRAINER="$out/bin/ringpilot-trainer"
 
