@@ -1,4 +1,6 @@
 #include "launcher/bench_command.h"
+
+#include "launcher/cma_probe.h"
 #include "launcher/process_env.h"
 
 #include <sys/wait.h>
@@ -181,7 +183,7 @@ std::vector<std::string> BuildCommbenchArgv(const BenchCommArgs& args, const Ben
   std::vector<std::string> argv = {ctx.mpirun, "-np", std::to_string(args.np)};
   // CPU ranks share the cores of this host; GPU ranks are one per GPU.
   if (args.device == "cpu") argv.push_back("--oversubscribe");
-  AppendBaseMpirunFlags(ctx.euid, {}, ctx.env, &argv);
+  AppendBaseMpirunFlags(ctx.euid, {}, ctx.env, ctx.cma_works, &argv);
   for (const auto& [name, value] : ctx.env) {
     if (IsForwardedVariable(name)) argv.insert(argv.end(), {"-x", name});
   }
@@ -441,6 +443,7 @@ int RunBenchComm(BenchCommArgs args, std::ostream& out, std::ostream& err) {
   ctx.mpirun = Lookup(ctx.env, "RINGPILOT_MPIRUN", "mpirun");
   ctx.commbench = Lookup(ctx.env, "RINGPILOT_COMMBENCH", SelfDirectory() + "/" + kCommbenchName);
   ctx.euid = static_cast<unsigned>(::geteuid());
+  ctx.cma_works = CrossMemoryAttachWorks();
   char tmpl[] = "/tmp/ringpilot-bench-XXXXXX";
   const int fd = ::mkstemp(tmpl);
   if (fd < 0) {

@@ -38,9 +38,10 @@ struct BenchCommArgs {
 struct BenchContext {
   std::string mpirun = "mpirun";
   std::string commbench;
-  unsigned euid = 1;   ///< 0 adds --allow-run-as-root
-  Environment env;     ///< forwarded variables (NCCL_*, CUDA_VISIBLE_DEVICES, ...) get -x
-  std::string output;  ///< the JSON document's path, passed as --output
+  unsigned euid = 1;       ///< 0 adds --allow-run-as-root
+  Environment env;         ///< forwarded variables (NCCL_*, CUDA_VISIBLE_DEVICES, ...) get -x
+  bool cma_works = false;  ///< CrossMemoryAttachWorks() here (all ranks run on this host)
+  std::string output;      ///< the JSON document's path, passed as --output
 };
 
 /// "4096", "64K", "1M", "2G" (binary multiples, optional trailing B) -> bytes; throws

@@ -428,8 +428,9 @@ std::vector<KeySpec> BuildSchema() {
                      65535, "MASTER_PORT given to `ringpilot exec` workers"));
   s.push_back(StringListKey("launch.mpirun_args", Member(&JC::launch, &LaunchConfig::mpirun_args),
                             "extra mpirun arguments, passed verbatim (no shell); choosing "
-                            "`btl_vader_single_copy_mechanism` (e.g. `cma`, faster where "
-                            "process_vm_readv is allowed) replaces ringpilot's `none`"));
+                            "`btl_vader_single_copy_mechanism` replaces ringpilot's choice "
+                            "(`cma` for backend local where a probe shows two processes "
+                            "may read each other's memory, else `none`)"));
   s.push_back(
       BoolKey("launch.preflight", Member(&JC::launch, &LaunchConfig::preflight),
               "`ringpilot run` first runs a quick `doctor` on this host (RUN_DIR/doctor.json, "

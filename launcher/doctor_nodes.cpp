@@ -158,7 +158,8 @@ std::vector<std::string> DoctorMpirunArgv(const std::string& mpirun, std::size_t
   std::vector<std::string> argv = {mpirun,       "-np",         std::to_string(hosts),
                                    "--hostfile", hostfile,      "-npernode",
                                    "1",          "--tag-output"};
-  AppendBaseMpirunFlags(euid, mpirun_args, env, &argv);
+  // Several hosts: whether CMA works on each is not known here.
+  AppendBaseMpirunFlags(euid, mpirun_args, env, /*cma=*/false, &argv);
   for (const auto& [name, value] : env) {
     if (IsForwardedVariable(name) || name == "RINGPILOT_TRAINER" || name == "RINGPILOT_MPIRUN" ||
         name == "RINGPILOT_LIBTORCH_CUDA") {

@@ -14,6 +14,7 @@
 #include <CLI/CLI.hpp>
 
 #include "launcher/bench_command.h"
+#include "launcher/cma_probe.h"
 #include "launcher/diagnose_command.h"
 #include "launcher/doctor_command.h"
 #include "launcher/job_config.h"
@@ -112,6 +113,7 @@ int Run(const RunArgs& args) {
   }
   ctx.euid = static_cast<unsigned>(::geteuid());
   ctx.env = env;
+  if (backend == Backend::kLocal) ctx.cma_works = CrossMemoryAttachWorks();
   // A dry run only shows the command, so it works on a machine without the binaries.
   if (!args.dry_run) {
     const std::string path_var = Lookup(env, "PATH", "");

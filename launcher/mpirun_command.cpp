@@ -9,9 +9,9 @@ namespace {
 
 bool StartsWith(const std::string& s, const char* prefix) { return s.rfind(prefix, 0) == 0; }
 
-void AddCommonFlags(const MpirunContext& ctx, const std::vector<std::string>& user_args,
+void AddCommonFlags(const MpirunContext& ctx, bool cma, const std::vector<std::string>& user_args,
                     std::vector<std::string>* argv) {
-  AppendBaseMpirunFlags(ctx.euid, user_args, ctx.env, argv);
+  AppendBaseMpirunFlags(ctx.euid, user_args, ctx.env, cma, argv);
   for (const char* name :
        {kRunDirVar, kRestartVar, kMasterAddrVar, kMasterPortVar, kLaunchTimeVar}) {
     argv->insert(argv->end(), {"-x", name});
@@ -42,16 +42,16 @@ bool IsForwardedVariable(const std::string& name) {
 }
 
 void AppendBaseMpirunFlags(unsigned euid, const std::vector<std::string>& user_args,
-                           const Environment& env, std::vector<std::string>* argv) {
+                           const Environment& env, bool cma, std::vector<std::string>* argv) {
   // The trainer binds its own threads to cores from the topology plan; mpirun's default
   // binding would pin each rank to one core first.
   argv->insert(argv->end(), {"--bind-to", "none"});
   if (euid == 0) argv->push_back("--allow-run-as-root");
   // Shared-memory single copy uses CMA (process_vm_readv), which containers and
-  // ptrace-restricted kernels refuse; copy-in/copy-out works everywhere. Where CMA works
-  // it is 5-12% faster on CPU jobs, so a user's own choice wins.
+  // ptrace-restricted kernels refuse: the caller says whether it was tried and worked
+  // here; copy-in/copy-out works everywhere. A user's own choice wins.
   if (!UserSetSingleCopy(user_args, env)) {
-    argv->insert(argv->end(), {"--mca", "btl_vader_single_copy_mechanism", "none"});
+    argv->insert(argv->end(), {"--mca", "btl_vader_single_copy_mechanism", cma ? "cma" : "none"});
   }
 }
 
@@ -93,7 +93,8 @@ MpirunCommand BuildMpirunCommand(const JobConfig& config, const MpirunContext& c
                     {"--hostfile", cmd.hostfile_path, "--map-by",
                      "ppr:" + std::to_string(config.world.procs_per_node) + ":node"});
   }
-  AddCommonFlags(ctx, config.launch.mpirun_args, &cmd.argv);
+  AddCommonFlags(ctx, ctx.cma_works && backend == Backend::kLocal, config.launch.mpirun_args,
+                 &cmd.argv);
   cmd.argv.insert(cmd.argv.end(), config.launch.mpirun_args.begin(),
                   config.launch.mpirun_args.end());
   cmd.argv.insert(cmd.argv.end(),

@@ -29,6 +29,9 @@ struct MpirunContext {
   std::string run_dir;            ///< absolute, so that ranks on other hosts find it too
   unsigned euid = 1;              ///< effective uid; 0 adds --allow-run-as-root
   Environment env;                ///< our environment: decides which variables are forwarded
+  /// CrossMemoryAttachWorks() on this host (launcher/cma_probe.h); used by backend local
+  /// only, where every rank runs here.
+  bool cma_works = false;
 };
 
 struct MpirunCommand {
@@ -47,11 +50,12 @@ bool IsForwardedVariable(const std::string& name);
 
 /// The flags every mpirun that ringpilot starts carries (jobs, `bench comm`, `doctor
 /// --hosts`): `--bind-to none` (ranks bind themselves), `--allow-run-as-root` for euid 0,
-/// and `--mca btl_vader_single_copy_mechanism none` unless `user_args` or
+/// and `--mca btl_vader_single_copy_mechanism cma` when `cma` (every rank on this host,
+/// where CrossMemoryAttachWorks()), else `none`, unless `user_args` or
 /// OMPI_MCA_btl_vader_single_copy_mechanism in `env` choose the mechanism (a second
 /// value makes mpirun refuse to start).
 void AppendBaseMpirunFlags(unsigned euid, const std::vector<std::string>& user_args,
-                           const Environment& env, std::vector<std::string>* argv);
+                           const Environment& env, bool cma, std::vector<std::string>* argv);
 
 /// Exit status of a rank that stopped after SIGUSR1 with a checkpoint of its last step
 /// (trainer/preemption.h), and of `ringpilot run` for a job stopped that way
@@ -61,7 +65,8 @@ inline constexpr int kPreemptedExitStatus = 75;
 /// Builds the command for backend local, mpi or slurm:
 /// `MPIRUN -np N` + placement (local: `--oversubscribe`; mpi: `--hostfile RUN_DIR/hostfile
 /// --map-by ppr:K:node`) + `--bind-to none` [+ `--allow-run-as-root`] +
-/// `--mca btl_vader_single_copy_mechanism none` (left out when launch.mpirun_args or
+/// `--mca btl_vader_single_copy_mechanism cma|none` (cma for backend local where
+/// `ctx.cma_works`; left out when launch.mpirun_args or
 /// OMPI_MCA_btl_vader_single_copy_mechanism chooses it) + `-x` for the RINGPILOT_* variables
 /// and each forwarded variable set in `ctx.env` (name order) + launch.mpirun_args verbatim +
 /// `TRAINER --config RUN_DIR/job.yaml --run-dir RUN_DIR`.

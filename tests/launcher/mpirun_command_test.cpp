@@ -125,14 +125,32 @@ TEST(MpirunCommand, MpirunArgsGoBeforeTheTrainerVerbatim) {
             Concat({{"--mca", "btl_tcp_if_include", "lo", "--tag-output", "a b'c"}, kTrainerTail}));
 }
 
-bool HasCopyNone(const Argv& argv) {
+// The value ringpilot gave btl_vader_single_copy_mechanism, or "" for none given.
+std::string CopyMechanism(const Argv& argv) {
   for (std::size_t i = 0; i + 2 < argv.size(); ++i) {
-    if (argv[i] == "--mca" && argv[i + 1] == "btl_vader_single_copy_mechanism" &&
-        argv[i + 2] == "none") {
-      return true;
-    }
+    if (argv[i] == "--mca" && argv[i + 1] == "btl_vader_single_copy_mechanism") return argv[i + 2];
   }
-  return false;
+  return "";
+}
+
+bool HasCopyNone(const Argv& argv) { return CopyMechanism(argv) == "none"; }
+
+TEST(MpirunCommand, CmaOnlyWhereItWorksAndEveryRankIsLocal) {
+  MpirunContext ctx = Context();
+  ctx.cma_works = true;
+  EXPECT_EQ(CopyMechanism(BuildMpirunCommand(LocalJob(), ctx).argv), "cma");
+  EXPECT_EQ(CopyMechanism(BuildMpirunCommand(LocalJob(), Context()).argv), "none");
+  // Other hosts: whether CMA works there is not known here.
+  JobConfig job = LocalJob();
+  job.launch.backend = Backend::kMpi;
+  job.launch.hosts = {{"node-a", 4}};
+  EXPECT_EQ(CopyMechanism(BuildMpirunCommand(job, ctx).argv), "none");
+  // The user's choice still wins.
+  job = LocalJob();
+  job.launch.mpirun_args = {"--mca", "btl_vader_single_copy_mechanism", "none"};
+  const Argv argv = BuildMpirunCommand(job, ctx).argv;
+  EXPECT_EQ(std::count(argv.begin(), argv.end(), "btl_vader_single_copy_mechanism"), 1);
+  EXPECT_EQ(CopyMechanism(argv), "none");
 }
 
 TEST(MpirunCommand, UserChoiceOfSingleCopyMechanismWins) {
