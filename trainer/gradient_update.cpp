@@ -14,10 +14,8 @@ std::vector<size_t> BucketParams(const comm::GradientReducer& reducer, size_t be
 void ReduceAndUpdate(comm::GradientReducer& reducer, FusedOptimizer& optimizer, StepPhases& phases,
                      const GradientUpdateOptions& options) {
   const size_t n = reducer.buckets().size();
-  reducer.LaunchRemaining();
   if (!options.overlap || n <= GradientUpdateOptions::kTailBuckets) {
-    reducer.WaitBuckets(0, n);
-    reducer.EndBackward();
+    reducer.FinishBackward();
     phases.CommDone();
     optimizer.Step();
     phases.OptimizerDone();
@@ -26,6 +24,7 @@ void ReduceAndUpdate(comm::GradientReducer& reducer, FusedOptimizer& optimizer, 
   // Buckets are reduced in bucket order on one stream (NCCL) or in issue order (MPI), so
   // the early ones are done or nearly so; their update runs while the tail is on the wire.
   const size_t split = n - GradientUpdateOptions::kTailBuckets;
+  reducer.LaunchRemaining();
   reducer.WaitBuckets(0, split);
   optimizer.StepParams(BucketParams(reducer, 0, split));
   phases.EarlyUpdateDone();

@@ -4,6 +4,8 @@
 #include <ATen/ops/_fused_adamw.h>
 #include <ATen/ops/_fused_sgd.h>
 
+#include <algorithm>
+
 namespace ringpilot::trainer {
 namespace {
 
@@ -14,8 +16,13 @@ namespace {
 // And the CPU kernels copy every tensor that is not contiguous, which channels_last
 // convolution weights are not (17 clones, 11 ms of a 590 ms resnet18-cifar step): the
 // update is elementwise, so flat views of the storage do the same without the copies.
+// `states`: parallel lists, each either empty (not kept, e.g. SGD without momentum) or
+// one tensor per parameter.
 void MatchLayoutsAndFlatten(std::vector<at::Tensor>& params, std::vector<at::Tensor>& grads,
                             std::vector<std::vector<at::Tensor>*> states) {
+  states.erase(std::remove_if(states.begin(), states.end(),
+                              [](const std::vector<at::Tensor>* s) { return s->empty(); }),
+               states.end());
   auto flat = [](const at::Tensor& t) {
     return t.as_strided({t.numel()}, {1}, t.storage_offset());
   };
@@ -81,9 +88,7 @@ void FusedOptimizer::Apply(const std::vector<at::Tensor>& params,
   for (const auto& t : params) grads.push_back(t.grad());
   if (options_.kind == OptimizerOptions::Kind::kSgd) {
     std::vector<at::Tensor> m = momentum;
-    MatchLayoutsAndFlatten(p, grads,
-                           m.empty() ? std::vector<std::vector<at::Tensor>*>{}
-                                     : std::vector<std::vector<at::Tensor>*>{&m});
+    MatchLayoutsAndFlatten(p, grads, {&m});
     // is_first_step makes the momentum buffer start as the gradient, as torch.optim.SGD.
     at::_fused_sgd_(p, grads, m, options_.weight_decay, options_.momentum, options_.lr,
                     /*dampening=*/0.0, /*nesterov=*/false, /*maximize=*/false,
