@@ -99,9 +99,19 @@ fused_bn::DType KernelType(const at::Tensor& x) {
 
 float* OptionalPtr(at::Tensor& t) { return t.defined() ? t.data_ptr<float>() : nullptr; }
 
-// The workspace comes from the caching allocator, so the step stays capturable.
-at::Tensor Workspace(const at::Tensor& x, int64_t rows, int64_t channels) {
-  return at::empty({fused_bn::WorkspaceFloats(rows, channels)}, x.options().dtype(at::kFloat));
+// Shape, dtype and workspace fields common to ForwardArgs and BackwardArgs. The workspace
+// comes from the caching allocator, so the step stays capturable; the caller keeps it alive
+// until the kernels are enqueued.
+template <typename Args>
+at::Tensor SetShape(Args& a, const at::Tensor& x, int64_t rows, int64_t channels) {
+  at::Tensor workspace =
+      at::empty({fused_bn::WorkspaceFloats(rows, channels)}, x.options().dtype(at::kFloat));
+  a.workspace = workspace.data_ptr<float>();
+  a.workspace_floats = workspace.numel();
+  a.rows = rows;
+  a.channels = channels;
+  a.dtype = KernelType(x);
+  return workspace;
 }
 
 ForwardOut KernelForward(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias,
@@ -113,8 +123,8 @@ ForwardOut KernelForward(const at::Tensor& x, const at::Tensor& weight, const at
   const auto stats = x.options().dtype(at::kFloat);
   ForwardOut out{at::empty_like(x, at::MemoryFormat::ChannelsLast), at::empty({channels}, stats),
                  at::empty({channels}, stats)};
-  at::Tensor workspace = Workspace(x, rows, channels);
   fused_bn::ForwardArgs a;
+  const at::Tensor workspace = SetShape(a, x, rows, channels);
   a.x = x.data_ptr();
   a.z = z.defined() ? z.data_ptr() : nullptr;
   a.y = out.y.data_ptr();
@@ -124,11 +134,6 @@ ForwardOut KernelForward(const at::Tensor& x, const at::Tensor& weight, const at
   a.running_var = OptionalPtr(running_var);
   a.mean = out.mean.data_ptr<float>();
   a.invstd = out.invstd.data_ptr<float>();
-  a.workspace = workspace.data_ptr<float>();
-  a.workspace_floats = workspace.numel();
-  a.rows = rows;
-  a.channels = channels;
-  a.dtype = KernelType(x);
   a.momentum = static_cast<float>(momentum);
   a.eps = static_cast<float>(eps);
   a.relu = relu;
@@ -147,8 +152,8 @@ BackwardOut KernelBackward(const at::Tensor& dy, const at::Tensor& y, const at::
   BackwardOut out{at::empty_like(x, at::MemoryFormat::ChannelsLast), at::empty({channels}, stats),
                   at::empty({channels}, stats),
                   want_dz ? at::empty_like(x, at::MemoryFormat::ChannelsLast) : at::Tensor()};
-  at::Tensor workspace = Workspace(x, rows, channels);
   fused_bn::BackwardArgs a;
+  const at::Tensor workspace = SetShape(a, x, rows, channels);
   a.dy = dy.data_ptr();
   a.y = relu ? y.data_ptr() : nullptr;
   a.x = x.data_ptr();
@@ -159,11 +164,6 @@ BackwardOut KernelBackward(const at::Tensor& dy, const at::Tensor& y, const at::
   a.dz = want_dz ? out.dz.data_ptr() : nullptr;
   a.grad_weight = out.grad_weight.data_ptr<float>();
   a.grad_bias = out.grad_bias.data_ptr<float>();
-  a.workspace = workspace.data_ptr<float>();
-  a.workspace_floats = workspace.numel();
-  a.rows = rows;
-  a.channels = channels;
-  a.dtype = KernelType(x);
   a.relu = relu;
   const char* error = fused_bn::Backward(a, at::cuda::getCurrentCUDAStream(x.get_device()));
   TORCH_CHECK(error == nullptr, "FusedBatchNormAct backward: ", error);

@@ -212,12 +212,15 @@ __device__ __forceinline__ void BlockCombine(float* smem, float& n, float (&acc)
   const int bx = blockDim.x, by = blockDim.y, tx = threadIdx.x, ty = threadIdx.y;
   float* counts = smem + A * VEC * kThreads;
   auto at = [&](int a, int i, int y) -> float& { return smem[((a * VEC + i) * by + y) * bx + tx]; };
+  auto store = [&] {
 #pragma unroll
-  for (int a = 0; a < A; ++a) {
+    for (int a = 0; a < A; ++a) {
 #pragma unroll
-    for (int i = 0; i < VEC; ++i) at(a, i, ty) = acc[a][i];
-  }
-  counts[ty * bx + tx] = n;
+      for (int i = 0; i < VEC; ++i) at(a, i, ty) = acc[a][i];
+    }
+    counts[ty * bx + tx] = n;
+  };
+  store();
   __syncthreads();
   for (int s = by / 2; s > 0; s /= 2) {
     if (ty < s) {
@@ -236,12 +239,7 @@ __device__ __forceinline__ void BlockCombine(float* smem, float& n, float (&acc)
           for (int i = 0; i < VEC; ++i) acc[a][i] += other[a][i];
         }
       }
-#pragma unroll
-      for (int a = 0; a < A; ++a) {
-#pragma unroll
-        for (int i = 0; i < VEC; ++i) at(a, i, ty) = acc[a][i];
-      }
-      counts[ty * bx + tx] = n;
+      store();
     }
     __syncthreads();
   }
