@@ -64,7 +64,8 @@ checkpoint: {every_steps: 0, keep: 1}
 metrics: {enabled: true, port_base: 0}
 YAML
   fi
-  local dir="$WORK/rp-$model-$world"
+  # One run directory per variant: `ringpilot run` into an existing one resumes it.
+  local dir="$WORK/rp-$model-$world${RP_VARIANT:+-$RP_VARIANT}"
   echo "bench_train: ringpilot $model x$world: $RP run $job" >&2
   if ! "$RP" run "$job" --run-dir "$dir" >"$dir.log" 2>&1; then
     echo "bench_train: ringpilot $model x$world failed:" >&2
