@@ -446,6 +446,10 @@ std::vector<KeySpec> BuildSchema() {
       BoolKey("model.fused_batchnorm", Member(&JC::model, &ModelConfig::fused_batchnorm),
               "ResNet on CUDA, channels_last: BatchNorm, residual add and ReLU in ringpilot's "
               "fused kernels (training, per-rank statistics)"));
+  s.push_back(BoolKey("model.mixed_linear", Member(&JC::model, &ModelConfig::mixed_linear),
+                      "BERT on CUDA with precision bf16: linear layers on low-precision copies of "
+                      "the weights refreshed once per step, query/key/value as one GEMM, float32 "
+                      "gradients straight from the GEMMs (false: at::linear under autocast)"));
   s.push_back(FloatKey("model.dropout", Member(&JC::model, &ModelConfig::dropout), 0, false, 1,
                        true, "BERT dropout probability (0 makes runs comparable)"));
   s.push_back(IntKey("model.seq_len", Member(&JC::model, &ModelConfig::seq_len), 8, 8192,

@@ -47,6 +47,7 @@ struct ModelConfig {
   std::string name;             ///< resnet18-cifar | resnet50 | bert-tiny | bert-base (required)
   bool sync_batchnorm = false;  ///< BatchNorm statistics over the whole world, not per rank
   bool fused_batchnorm = true;  ///< fused BatchNorm+add+ReLU kernels (CUDA, channels_last)
+  bool mixed_linear = true;     ///< BERT bf16/fp16 on CUDA: linear layers on shadow weights
   double dropout = 0.1;         ///< BERT dropout probability (0 makes runs comparable)
   int seq_len = 128;            ///< BERT sequence length
   int num_classes = 10;         ///< ResNet classes (resnet50 uses 1000 unless set)

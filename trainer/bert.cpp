@@ -14,6 +14,7 @@
 #include "trainer/bert.h"
 #include "trainer/fast_dropout.h"
 #include "trainer/linear_cross_entropy.h"
+#include "trainer/mixed_linear.h"
 
 namespace ringpilot::trainer {
 
@@ -38,12 +39,31 @@ struct LayerImpl : nn::Module {
   // x: [B, L, H]. The linear layers see [B*L, H] rows: a 2-D input lets at::linear
   // fold the bias into the GEMM (addmm epilogue); a 3-D one costs a separate
   // broadcast add per layer (a third of BERT-base's elementwise time on an H200).
-  at::Tensor forward(const at::Tensor& x) {
+  // Low-precision training on CUDA: the layers run through `mixed` (MixedLinear), with
+  // query, key and value as one GEMM; otherwise through at::linear.
+  void AddGroups(ShadowWeights& mixed) {
+    qkv_group = mixed.AddGroup({query->weight, key->weight, value->weight},
+                               {query->bias, key->bias, value->bias});
+    attn_out_group = mixed.AddGroup({attn_out->weight}, {attn_out->bias});
+    inter_group = mixed.AddGroup({inter->weight}, {inter->bias});
+    out_group = mixed.AddGroup({out->weight}, {out->bias});
+  }
+
+  at::Tensor forward(const at::Tensor& x, const ShadowWeights* mixed) {
     const int64_t b = x.size(0), l = x.size(1), h = x.size(2), d = h / heads;
     const at::Tensor rows = x.reshape({b * l, h});
     auto split = [&](const at::Tensor& t) { return t.view({b, l, heads, d}).transpose(1, 2); };
+    auto linear = [&](nn::Linear& layer, int group, const at::Tensor& in) {
+      return mixed != nullptr ? mixed->Forward(group, in) : layer(in);
+    };
     const double p = is_training() ? dropout_p : 0.0;
-    at::Tensor q = split(query(rows)), k = split(key(rows)), v = split(value(rows));
+    at::Tensor q, k, v;
+    if (mixed != nullptr) {
+      const std::vector<at::Tensor> qkv = mixed->Forward(qkv_group, rows).split(h, 1);
+      q = split(qkv[0]), k = split(qkv[1]), v = split(qkv[2]);
+    } else {
+      q = split(query(rows)), k = split(key(rows)), v = split(value(rows));
+    }
     at::Tensor ctx;
     if (p > 0 && rows.is_cpu()) {
       // SDPA's CPU math path, with our dropout masks instead of its Bernoulli draws.
@@ -53,13 +73,14 @@ struct LayerImpl : nn::Module {
       ctx = at::scaled_dot_product_attention(q, k, v, /*attn_mask=*/{}, p);
     }
     ctx = ctx.transpose(1, 2).reshape({b * l, h});
-    at::Tensor a = attn_norm(Dropout(attn_out(ctx), p) + rows);
-    at::Tensor f = out(at::gelu(inter(a)));
+    at::Tensor a = attn_norm(Dropout(linear(attn_out, attn_out_group, ctx), p) + rows);
+    at::Tensor f = linear(out, out_group, at::gelu(linear(inter, inter_group, a)));
     return out_norm(Dropout(f, p) + a).view({b, l, h});
   }
 
   int64_t heads;
   double dropout_p;
+  int qkv_group = -1, attn_out_group = -1, inter_group = -1, out_group = -1;
   nn::Linear query{nullptr}, key{nullptr}, value{nullptr}, attn_out{nullptr};
   nn::Linear inter{nullptr}, out{nullptr};
   nn::LayerNorm attn_norm{nullptr}, out_norm{nullptr};
@@ -94,6 +115,9 @@ class Bert : public Model {
         p.value().normal_(0.0, 0.02);
       }
     }
+    for (auto& layer : *encoder) layer->as<Layer>()->AddGroups(shadows_);
+    head_group_ = shadows_.AddGroup({head_transform->weight}, {head_transform->bias});
+    decoder_group_ = shadows_.AddGroup({word->weight}, {decoder_bias});
   }
 
   InputKind input_kind() const override { return InputKind::kTokens; }
@@ -103,12 +127,12 @@ class Bert : public Model {
     return s;
   }
 
-  at::Tensor Encode(const at::Tensor& ids) {
+  at::Tensor Encode(const at::Tensor& ids, const ShadowWeights* mixed) {
     const int64_t l = ids.size(1);
     at::Tensor pos = at::arange(l, ids.options());
     at::Tensor x = word(ids) + position(pos).unsqueeze(0) + token_type->weight[0];
     x = Dropout(emb_norm(x), is_training() ? cfg_.dropout : 0.0);
-    for (auto& layer : *encoder) x = layer->as<Layer>()->forward(x);
+    for (auto& layer : *encoder) x = layer->as<Layer>()->forward(x, mixed);
     return x;
   }
 
@@ -116,7 +140,14 @@ class Bert : public Model {
   // of masked positions in every row (synthetic data guarantees it), so the rows to
   // score are found without a host synchronisation.
   at::Tensor Loss(const at::Tensor& ids, const at::Tensor& target) override {
-    at::Tensor hidden = Encode(ids);
+    // Under CUDA autocast the linear layers use low-precision shadows of the weights,
+    // refreshed here once per forward (the optimizer changed the masters since).
+    const ShadowWeights* mixed = nullptr;
+    if (cfg_.mixed_linear && ids.is_cuda() && at::autocast::is_autocast_enabled(at::kCUDA)) {
+      shadows_.Refresh(at::autocast::get_autocast_dtype(at::kCUDA));
+      mixed = &shadows_;
+    }
+    at::Tensor hidden = Encode(ids, mixed);
     const int64_t b = ids.size(0), l = ids.size(1), h = hidden.size(2);
     const int64_t m = MaskedPerRow();
     at::Tensor masked = target.ne(TokenSpec::kIgnore);
@@ -125,14 +156,16 @@ class Bert : public Model {
         std::get<1>(masked.to(at::kByte).sort(/*stable=*/true, 1, true)).narrow(1, 0, m);
     at::Tensor rows = hidden.gather(1, pos.unsqueeze(-1).expand({b, m, h})).reshape({b * m, h});
     at::Tensor labels = target.gather(1, pos).reshape({b * m});
-    at::Tensor t = head_norm(at::gelu(head_transform(rows)));
+    at::Tensor t = head_norm(
+        at::gelu(mixed != nullptr ? mixed->Forward(head_group_, rows) : head_transform(rows)));
     (void)l;
     // float32 (CPU; CUDA without autocast): logits, softmax and their gradient in one
     // buffer. Under bf16 autocast the decoder GEMM runs in bf16 and the loss in float32.
     if (t.scalar_type() == at::kFloat && !at::autocast::is_autocast_enabled(t.device().type())) {
       return LinearCrossEntropy(t, word->weight, decoder_bias, labels);
     }
-    at::Tensor logits = at::linear(t, word->weight, decoder_bias);
+    at::Tensor logits = mixed != nullptr ? mixed->Forward(decoder_group_, t)
+                                         : at::linear(t, word->weight, decoder_bias);
     return at::cross_entropy_loss(logits.to(at::kFloat), labels);
   }
 
@@ -148,6 +181,8 @@ class Bert : public Model {
   nn::ModuleList encoder{nullptr};
   nn::Linear head_transform{nullptr};
   at::Tensor decoder_bias;
+  ShadowWeights shadows_;
+  int head_group_ = -1, decoder_group_ = -1;
 };
 
 }  // namespace

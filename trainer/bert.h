@@ -17,6 +17,8 @@ struct BertConfig {
   int seq_len = 128;
   double dropout = 0.1;
   double layer_norm_eps = 1e-12;
+  /// Under CUDA autocast, linear layers through MixedLinear (trainer/mixed_linear.h).
+  bool mixed_linear = true;
 };
 
 std::shared_ptr<Model> MakeBert(const BertConfig& cfg);

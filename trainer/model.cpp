@@ -30,6 +30,7 @@ std::shared_ptr<Model> MakeModel(const ModelOptions& o, comm::Communicator* sync
     }
     c.seq_len = o.seq_len;
     c.dropout = o.dropout;
+    c.mixed_linear = o.mixed_linear;
     return MakeBert(c);
   }
   throw std::invalid_argument("model.name: unknown model '" + o.name + "'");

@@ -7,7 +7,8 @@
 # ringpilot leaves the first 15 steps out of its rates and percentiles (train.warmup_steps,
 # RP_WARMUP), as the peer times 50 steps after 15 warm-up ones. RP_PEER_IMPLS="eager compile"
 # (default) picks which peer variants run; RP_GRAD_DTYPE=bf16 reduces gradients in bf16;
-# RP_OVERLAP=false turns comm.overlap_optimizer off.
+# RP_OVERLAP=false turns comm.overlap_optimizer off; RP_MIXED_LINEAR=false runs BERT's linear
+# layers through at::linear under autocast (model.mixed_linear).
 # Writes one JSON object per line (model, world, batch_per_gpu, impl, per_gpu_rate,
 # step_ms, step_p99_ms, first_step_s, peak_mem_gb; ringpilot rows also comm_exposed_ms,
 # comm_exposed_share and overlap_ratio from the GPU timeline) and prints a table last, with
@@ -56,7 +57,7 @@ YAML
     cat >"$job" <<YAML
 name: bench-$model-$world
 world: {nodes: 1, procs_per_node: $world, device: cuda}
-model: {name: bert-base, seq_len: 128}
+model: {name: bert-base, seq_len: 128, mixed_linear: ${RP_MIXED_LINEAR:-true}}
 data: {batch_per_rank: $batch}
 train: {steps: $STEPS, warmup_steps: ${RP_WARMUP:-15}, optimizer: adamw, lr: 1.0e-4, precision: bf16, cuda_graphs: true, log_every_s: 10}
 comm: {bucket_mb: ${RP_BERT_BUCKET_MB:-25}, grad_dtype: ${RP_GRAD_DTYPE:-fp32}, overlap_optimizer: ${RP_OVERLAP:-true}}
@@ -80,7 +81,7 @@ row = {"model": sys.argv[2], "world": world, "batch_per_gpu": int(sys.argv[4]),
        "impl": "ringpilot", "per_gpu_rate": s["samples_per_second"] / world,
        "step_ms": s["step_seconds_p50"] * 1e3, "step_p99_ms": s["step_seconds_p99"] * 1e3,
        "first_step_s": s["first_step_s"], "peak_mem_gb": s["peak_mem_gb"],
-       "data_ms_p50": s.get("data_seconds_p50", 0) * 1e3,
+       "data_ms_p50": s.get("data_seconds_p50", 0) * 1e3, "final_loss": s.get("final_loss"),
        "variant": os.environ.get("RP_VARIANT", "")}
 # Exposed communication (GPU timeline, timed steps only): the wait for gradient
 # all-reduces after backward, per step and as a share of the median step.

@@ -1,0 +1,36 @@
+// Column sums of a row-major matrix in float32: the bias gradient of a linear layer
+// (sum of the output gradient over its rows) in one pass at memory speed. Plain launch
+// functions on raw pointers, no LibTorch (trainer/mixed_linear.cpp is the LibTorch side).
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+namespace ringpilot::trainer::column_sum {
+
+enum class DType { kFloat32, kBFloat16, kFloat16 };
+
+struct Args {
+  const void* in = nullptr;  ///< rows x cols, row r at in + r * ld elements
+  DType dtype = DType::kBFloat16;
+  int64_t rows = 0;
+  int64_t cols = 0;
+  int64_t ld = 0;              ///< elements between row starts, >= cols
+  float* out = nullptr;        ///< [cols] float32, overwritten
+  float* workspace = nullptr;  ///< WorkspaceFloats(args) floats (may be null when that is 0)
+};
+
+/// Float32 elements of workspace that `ColumnSum` needs for these arguments (partial
+/// sums of row chunks; 0 when one chunk covers all rows). Depends only on the shape,
+/// the dtype and the alignment of `in`, so a caller may allocate it from a caching
+/// allocator before each call (CUDA-graph safe).
+int64_t WorkspaceFloats(const Args& args);
+
+/// out[c] = sum over r of in[r, c], accumulated in float32 in a fixed order
+/// (deterministic: the same bits on every call). Enqueues one or two kernels on
+/// `stream`; no allocation, no host synchronisation, capturable. Returns nullptr, or a
+/// static message for invalid arguments or a failed launch.
+const char* ColumnSum(const Args& args, cudaStream_t stream);
+
+}  // namespace ringpilot::trainer::column_sum
