@@ -13,6 +13,7 @@
 
 #include "trainer/bert.h"
 #include "trainer/fast_dropout.h"
+#include "trainer/layer_norm.h"
 #include "trainer/linear_cross_entropy.h"
 #include "trainer/mixed_linear.h"
 
@@ -23,6 +24,11 @@ namespace {
 namespace nn = torch::nn;
 
 nn::LayerNorm Norm(int h, double eps) { return nn::LayerNorm(nn::LayerNormOptions({h}).eps(eps)); }
+
+// With MixedLinear (`mixed`), LayerNorm's parameter gradients by ringpilot's kernel too.
+at::Tensor ApplyNorm(nn::LayerNorm& norm, const at::Tensor& x, const void* mixed) {
+  return mixed != nullptr ? LayerNorm(x, norm->weight, norm->bias, norm->options.eps()) : norm(x);
+}
 
 struct LayerImpl : nn::Module {
   explicit LayerImpl(const BertConfig& c) : heads(c.heads), dropout_p(c.dropout) {
@@ -73,9 +79,10 @@ struct LayerImpl : nn::Module {
       ctx = at::scaled_dot_product_attention(q, k, v, /*attn_mask=*/{}, p);
     }
     ctx = ctx.transpose(1, 2).reshape({b * l, h});
-    at::Tensor a = attn_norm(Dropout(linear(attn_out, attn_out_group, ctx), p) + rows);
+    at::Tensor a =
+        ApplyNorm(attn_norm, Dropout(linear(attn_out, attn_out_group, ctx), p) + rows, mixed);
     at::Tensor f = linear(out, out_group, at::gelu(linear(inter, inter_group, a)));
-    return out_norm(Dropout(f, p) + a).view({b, l, h});
+    return ApplyNorm(out_norm, Dropout(f, p) + a, mixed).view({b, l, h});
   }
 
   int64_t heads;
@@ -131,7 +138,7 @@ class Bert : public Model {
     const int64_t l = ids.size(1);
     at::Tensor pos = at::arange(l, ids.options());
     at::Tensor x = word(ids) + position(pos).unsqueeze(0) + token_type->weight[0];
-    x = Dropout(emb_norm(x), is_training() ? cfg_.dropout : 0.0);
+    x = Dropout(ApplyNorm(emb_norm, x, mixed), is_training() ? cfg_.dropout : 0.0);
     for (auto& layer : *encoder) x = layer->as<Layer>()->forward(x, mixed);
     return x;
   }
@@ -156,8 +163,10 @@ class Bert : public Model {
         std::get<1>(masked.to(at::kByte).sort(/*stable=*/true, 1, true)).narrow(1, 0, m);
     at::Tensor rows = hidden.gather(1, pos.unsqueeze(-1).expand({b, m, h})).reshape({b * m, h});
     at::Tensor labels = target.gather(1, pos).reshape({b * m});
-    at::Tensor t = head_norm(
-        at::gelu(mixed != nullptr ? mixed->Forward(head_group_, rows) : head_transform(rows)));
+    at::Tensor t = ApplyNorm(
+        head_norm,
+        at::gelu(mixed != nullptr ? mixed->Forward(head_group_, rows) : head_transform(rows)),
+        mixed);
     (void)l;
     // float32 (CPU; CUDA without autocast): logits, softmax and their gradient in one
     // buffer. Under bf16 autocast the decoder GEMM runs in bf16 and the loss in float32.

@@ -33,4 +33,25 @@ int64_t WorkspaceFloats(const Args& args);
 /// static message for invalid arguments or a failed launch.
 const char* ColumnSum(const Args& args, cudaStream_t stream);
 
+/// The weight and bias gradients of a LayerNorm over the last dimension, float32:
+/// grad_weight[c] = sum_r dy[r, c] * (x[r, c] - mean[r]) * rstd[r], grad_bias[c] =
+/// sum_r dy[r, c] (at::native_layer_norm_backward's maths). dy and x float32, contiguous
+/// rows x cols; mean and rstd float32 [rows].
+struct LayerNormArgs {
+  const float* dy = nullptr;
+  const float* x = nullptr;
+  const float* mean = nullptr;
+  const float* rstd = nullptr;
+  int64_t rows = 0;
+  int64_t cols = 0;
+  float* grad_weight = nullptr;  ///< [cols], overwritten
+  float* grad_bias = nullptr;    ///< [cols], overwritten
+  float* workspace = nullptr;    ///< WorkspaceFloats(args) floats
+};
+
+int64_t WorkspaceFloats(const LayerNormArgs& args);
+
+/// As ColumnSum: deterministic, one or three kernels, capturable.
+const char* LayerNormParamGrads(const LayerNormArgs& args, cudaStream_t stream);
+
 }  // namespace ringpilot::trainer::column_sum
