@@ -446,6 +446,10 @@ std::vector<KeySpec> BuildSchema() {
       BoolKey("model.fused_batchnorm", Member(&JC::model, &ModelConfig::fused_batchnorm),
               "ResNet on CUDA, channels_last: BatchNorm, residual add and ReLU in ringpilot's "
               "fused kernels (training, per-rank statistics)"));
+  s.push_back(BoolKey("model.maxpool_kernel", Member(&JC::model, &ModelConfig::maxpool_kernel),
+                      "ResNet-50 on CUDA, channels_last: the stem's 3x3 stride-2 max-pool by "
+                      "ringpilot's kernels (uint8 window offsets, a gather backward), same "
+                      "results as ATen's"));
   s.push_back(BoolKey("model.mixed_linear", Member(&JC::model, &ModelConfig::mixed_linear),
                       "BERT on CUDA with precision bf16: linear layers on low-precision copies of "
                       "the weights refreshed once per step, query/key/value as one GEMM, float32 "

@@ -18,6 +18,7 @@ std::shared_ptr<Model> MakeModel(const ModelOptions& o, comm::Communicator* sync
   if (o.name == "resnet50") {
     ResNetConfig c{{3, 4, 6, 3}, /*bottleneck=*/true, /*cifar_stem=*/false, 224, o.num_classes};
     c.fused_batchnorm = o.fused_batchnorm;
+    c.maxpool_kernel = o.maxpool_kernel;
     return MakeResNet(c, sync);
   }
   if (o.name == "bert-tiny" || o.name == "bert-base") {

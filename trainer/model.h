@@ -21,6 +21,7 @@ struct ModelOptions {
   double dropout = 0.1;         ///< BERT
   bool sync_batchnorm = false;  ///< ResNet: BatchNorm statistics over `sync_comm`
   bool fused_batchnorm = true;  ///< ResNet: fused BatchNorm+add+ReLU CUDA kernels
+  bool maxpool_kernel = false;  ///< ResNet: stem max-pool by trainer/max_pool.h
   bool mixed_linear = true;     ///< BERT under CUDA autocast: MixedLinear (trainer/mixed_linear.h)
 };
 

@@ -7,6 +7,7 @@
 #include <torch/nn/modules/linear.h>
 
 #include "trainer/batch_norm.h"
+#include "trainer/max_pool.h"
 #include "trainer/model.h"
 #include "trainer/resnet.h"
 
@@ -111,7 +112,9 @@ class ResNet : public Model {
 
   at::Tensor Logits(const at::Tensor& x) {
     at::Tensor y = bn1->forward_act(conv1(x), nullptr, /*relu=*/true);
-    if (!cfg_.cifar_stem) y = at::max_pool2d(y, {3, 3}, {2, 2}, {1, 1});
+    if (!cfg_.cifar_stem) {
+      y = cfg_.maxpool_kernel ? MaxPool2d(y, 3, 2, 1) : at::max_pool2d(y, {3, 3}, {2, 2}, {1, 1});
+    }
     for (auto& layer : layers) y = layer->forward(y);
     y = at::adaptive_avg_pool2d(y, {1, 1}).flatten(1);
     return fc(y);

@@ -195,6 +195,7 @@ int Trainer::Run() {
   mo.sync_batchnorm = cfg.model.sync_batchnorm;
   mo.fused_batchnorm = cfg.model.fused_batchnorm;
   mo.mixed_linear = cfg.model.mixed_linear;
+  mo.maxpool_kernel = cfg.model.maxpool_kernel;
   comm::Communicator* norm = s.device_comm.get();
   if (!s.cuda && cfg.model.sync_batchnorm) {
     s.norm_comm = std::make_unique<comm::MpiCommunicator>(MPI_COMM_WORLD);

@@ -17,7 +17,8 @@
 #   observe        tests/gpu/observe.sh on all GPUs (its table; run dirs left out) (~3 min)
 #   verify         what has not yet run on a GPU since it changed: the unit tests whose
 #                  CUDA cases skip on CPU machines (device timeline, fused BatchNorm,
-#                  fused linear + cross-entropy, gradient update order), then
+#                  fused linear + cross-entropy, gradient update order, MixedLinear,
+#                  LayerNorm, max-pool), then
 #                  tests/gpu/correctness.sh (2 GPUs x B == 1 GPU x 2B, graphs on == off)
 #                  with the optimizer overlap on, as by default                 (~6 min)
 # Results go to DIR (default $OUT/scaling when $OUT is set, the device tool's result
@@ -148,7 +149,8 @@ part_observe() {
 part_verify() {
   local d=$1 t bin fail=0
   local tests=(comm_device_timeline_test trainer_fused_batch_norm_test
-               trainer_linear_cross_entropy_test trainer_gradient_update_test)
+               trainer_linear_cross_entropy_test trainer_gradient_update_test
+               trainer_mixed_linear_test trainer_layer_norm_test trainer_max_pool_test)
   gpu_build_test "${tests[@]}" >"$d/build.log" 2>&1 || { say "verify: test build failed"; tail -20 "$d/build.log"; return; }
   for t in "${tests[@]}"; do
     bin=$(find "$RINGPILOT_BUILD_DIR" -name "$t" -type f -executable | head -1)
