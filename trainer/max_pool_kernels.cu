@@ -40,21 +40,34 @@ struct alignas(VEC) Offsets {
   uint8_t v[VEC];
 };
 
+// This thread's element of an [n, rows, cols, channels / VEC] grid; false past its end.
+struct Pixel {
+  int64_t n, row, col, group;
+};
+
+template <int VEC>
+__device__ __forceinline__ bool ThreadPixel(int64_t n, int64_t rows, int64_t cols, int64_t c,
+                                            Pixel& px) {
+  const int64_t groups = c / VEC;
+  const int64_t i = int64_t{blockIdx.x} * kThreads + threadIdx.x;
+  if (i >= n * rows * cols * groups) return false;
+  px.group = i % groups;
+  int64_t t = i / groups;
+  px.col = t % cols;
+  t /= cols;
+  px.row = t % rows;
+  px.n = t / rows;
+  return true;
+}
+
 // One thread per (n, oh, ow, group of VEC channels).
 template <typename T, int VEC>
 __global__ void __launch_bounds__(kThreads)
     ForwardKernel(const T* __restrict__ x, T* __restrict__ y, uint8_t* __restrict__ offset,
                   Shape s) {
-  const int64_t groups = s.c / VEC;
-  const int64_t total = s.n * s.oh * s.ow * groups;
-  const int64_t i = int64_t{blockIdx.x} * kThreads + threadIdx.x;
-  if (i >= total) return;
-  const int64_t g = i % groups;
-  int64_t t = i / groups;
-  const int64_t ow = t % s.ow;
-  t /= s.ow;
-  const int64_t oh = t % s.oh;
-  const int64_t n = t / s.oh;
+  Pixel px;
+  if (!ThreadPixel<VEC>(s.n, s.oh, s.ow, s.c, px)) return;
+  const int64_t n = px.n, oh = px.row, ow = px.col, g = px.group;
   const int64_t h0 = oh * s.stride - s.padding, w0 = ow * s.stride - s.padding;
   const int64_t hs = max(h0, int64_t{0}), he = min(h0 + s.kernel, s.h);
   const int64_t ws = max(w0, int64_t{0}), we = min(w0 + s.kernel, s.w);
@@ -104,16 +117,9 @@ template <typename T, int VEC>
 __global__ void __launch_bounds__(kThreads)
     BackwardKernel(const T* __restrict__ dy, const uint8_t* __restrict__ offset, T* __restrict__ dx,
                    Shape s) {
-  const int64_t groups = s.c / VEC;
-  const int64_t total = s.n * s.h * s.w * groups;
-  const int64_t i = int64_t{blockIdx.x} * kThreads + threadIdx.x;
-  if (i >= total) return;
-  const int64_t g = i % groups;
-  int64_t t = i / groups;
-  const int64_t iw = t % s.w;
-  t /= s.w;
-  const int64_t ih = t % s.h;
-  const int64_t n = t / s.h;
+  Pixel px;
+  if (!ThreadPixel<VEC>(s.n, s.h, s.w, s.c, px)) return;
+  const int64_t n = px.n, ih = px.row, iw = px.col, g = px.group;
   float acc[VEC];
 #pragma unroll
   for (int k = 0; k < VEC; ++k) acc[k] = 0.f;

@@ -7,9 +7,9 @@
 #include <vector>
 
 #ifdef RINGPILOT_WITH_CUDA
-#include <ATen/cuda/CUDAGraph.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
+#include "tests/trainer/cuda_graph_capture.h"
 #endif
 
 namespace ringpilot::trainer {
@@ -93,12 +93,8 @@ TEST(LayerNormCuda, ParameterGradientsAreDeterministicAndReplayInACudaGraph) {
   step();
   EXPECT_TRUE(at::equal(dw, dw0) && at::equal(db, db0)) << "not deterministic";
   y = dx = dw = db = at::Tensor();
-  torch::cuda::synchronize();
   at::cuda::CUDAGraph graph;
-  step();
-  graph.capture_begin();
-  step();
-  graph.capture_end();
+  CaptureStep(graph, step);
   graph.replay();
   torch::cuda::synchronize();
   EXPECT_TRUE(at::equal(dw, dw0) && at::equal(db, db0) && at::equal(dx, dx0));

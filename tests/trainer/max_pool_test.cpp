@@ -8,9 +8,9 @@
 #include <vector>
 
 #ifdef RINGPILOT_WITH_CUDA
-#include <ATen/cuda/CUDAGraph.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
+#include "tests/trainer/cuda_graph_capture.h"
 #endif
 
 namespace ringpilot::trainer {
@@ -113,12 +113,8 @@ TEST(MaxPool2dCuda, ReplaysInACudaGraph) {
   step();
   const at::Tensor y0 = y.clone(), dx0 = dx.clone();
   y = dx = at::Tensor();
-  torch::cuda::synchronize();
   at::cuda::CUDAGraph graph;
-  step();
-  graph.capture_begin();
-  step();
-  graph.capture_end();
+  CaptureStep(graph, step);
   graph.replay();
   torch::cuda::synchronize();
   EXPECT_TRUE(at::equal(y, y0) && at::equal(dx, dx0));

@@ -9,9 +9,9 @@
 
 #ifdef RINGPILOT_WITH_CUDA
 #include <ATen/autocast_mode.h>
-#include <ATen/cuda/CUDAGraph.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
+#include "tests/trainer/cuda_graph_capture.h"
 #endif
 
 namespace ringpilot::trainer {
@@ -271,15 +271,8 @@ TEST_F(MixedLinearCuda, RefreshForwardBackwardReplayInACudaGraph) {
   step();
   const at::Tensor y0 = y.clone(), dx0 = dx.clone(), dw0 = dw.clone(), db0 = db.clone();
   y = dx = dw = db = at::Tensor();
-  torch::cuda::synchronize();
   at::cuda::CUDAGraph graph;
-  {
-    step();
-    graph.capture_begin();
-    step();
-    graph.capture_end();
-  }
-  torch::cuda::synchronize();
+  CaptureStep(graph, step);
   graph.replay();
   torch::cuda::synchronize();
   EXPECT_TRUE(at::equal(y, y0) && at::equal(dx, dx0) && at::equal(dw, dw0) && at::equal(db, db0));
