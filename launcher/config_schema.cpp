@@ -454,6 +454,10 @@ std::vector<KeySpec> BuildSchema() {
                       "BERT on CUDA with precision bf16: linear layers on low-precision copies of "
                       "the weights refreshed once per step, query/key/value as one GEMM, float32 "
                       "gradients straight from the GEMMs (false: at::linear under autocast)"));
+  s.push_back(BoolKey("model.mixed_linear_accumulate",
+                      Member(&JC::model, &ModelConfig::mixed_linear_accumulate),
+                      "with model.mixed_linear: the backward GEMM adds each weight gradient into "
+                      "the gradient buffer itself (beta = 1) instead of autograd adding it after"));
   s.push_back(FloatKey("model.dropout", Member(&JC::model, &ModelConfig::dropout), 0, false, 1,
                        true, "BERT dropout probability (0 makes runs comparable)"));
   s.push_back(IntKey("model.seq_len", Member(&JC::model, &ModelConfig::seq_len), 8, 8192,

@@ -49,9 +49,10 @@ struct ModelConfig {
   bool fused_batchnorm = true;  ///< fused BatchNorm+add+ReLU kernels (CUDA, channels_last)
   bool maxpool_kernel = false;  ///< ResNet-50 on CUDA: the stem max-pool by ringpilot's kernels
   bool mixed_linear = true;     ///< BERT bf16/fp16 on CUDA: linear layers on shadow weights
-  double dropout = 0.1;         ///< BERT dropout probability (0 makes runs comparable)
-  int seq_len = 128;            ///< BERT sequence length
-  int num_classes = 10;         ///< ResNet classes (resnet50 uses 1000 unless set)
+  bool mixed_linear_accumulate = false;  ///< with mixed_linear: GEMM adds into .grad
+  double dropout = 0.1;                  ///< BERT dropout probability (0 makes runs comparable)
+  int seq_len = 128;                     ///< BERT sequence length
+  int num_classes = 10;                  ///< ResNet classes (resnet50 uses 1000 unless set)
 };
 
 struct DataConfig {

@@ -26,7 +26,7 @@ namespace nn = torch::nn;
 nn::LayerNorm Norm(int h, double eps) { return nn::LayerNorm(nn::LayerNormOptions({h}).eps(eps)); }
 
 // With MixedLinear (`mixed`), LayerNorm's parameter gradients by ringpilot's kernel too.
-at::Tensor ApplyNorm(nn::LayerNorm& norm, const at::Tensor& x, const void* mixed) {
+at::Tensor ApplyNorm(nn::LayerNorm& norm, const at::Tensor& x, const ShadowWeights* mixed) {
   return mixed != nullptr ? LayerNorm(x, norm->weight, norm->bias, norm->options.eps()) : norm(x);
 }
 
@@ -96,7 +96,8 @@ TORCH_MODULE(Layer);
 
 class Bert : public Model {
  public:
-  explicit Bert(const BertConfig& c) : cfg_(c) {
+  explicit Bert(const BertConfig& c)
+      : cfg_(c), shadows_(ShadowWeightsOptions{c.mixed_linear_accumulate}) {
     word = register_module("word_embeddings", nn::Embedding(c.vocab, c.hidden));
     position = register_module("position_embeddings", nn::Embedding(c.max_positions, c.hidden));
     token_type = register_module("token_type_embeddings", nn::Embedding(2, c.hidden));

@@ -19,6 +19,8 @@ struct BertConfig {
   double layer_norm_eps = 1e-12;
   /// Under CUDA autocast, linear layers through MixedLinear (trainer/mixed_linear.h).
   bool mixed_linear = true;
+  /// MixedLinear adds weight gradients into .grad in its GEMM (ShadowWeightsOptions).
+  bool mixed_linear_accumulate = false;
 };
 
 std::shared_ptr<Model> MakeBert(const BertConfig& cfg);

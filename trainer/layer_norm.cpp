@@ -71,9 +71,13 @@ class LayerNormFn : public torch::autograd::Function<LayerNormFn> {
     at::Tensor dw, db;
     const bool kernel = (mask[1] || mask[2]) && KernelParamGrads(dy, x, s[3], s[4], dw, db);
     const std::array<bool, 3> aten_mask = {mask[0], mask[1] && !kernel, mask[2] && !kernel};
-    auto [dx, aten_dw, aten_db] =
-        at::native_layer_norm_backward(dy, x, {x.size(-1)}, s[3], s[4], s[1], s[2], aten_mask);
-    if (!kernel) dw = aten_dw, db = aten_db;
+    at::Tensor dx;
+    if (aten_mask[0] || aten_mask[1] || aten_mask[2]) {
+      at::Tensor aten_dw, aten_db;
+      std::tie(dx, aten_dw, aten_db) =
+          at::native_layer_norm_backward(dy, x, {x.size(-1)}, s[3], s[4], s[1], s[2], aten_mask);
+      if (!kernel) dw = aten_dw, db = aten_db;
+    }
     return {dx, mask[1] ? dw : at::Tensor(), mask[2] ? db : at::Tensor(), at::Tensor()};
   }
 };

@@ -26,19 +26,41 @@ at::Tensor MatmulFloat(const at::Tensor& a, const at::Tensor& b) {
   return at::mm(a.to(at::kFloat), b.to(at::kFloat));
 }
 
+// grad += a @ b in float32 from low-precision operands (addmm with out_dtype on CUDA:
+// the GEMM's epilogue adds into grad).
+void AddMatmulFloat(at::Tensor& grad, const at::Tensor& a, const at::Tensor& b) {
+  if (a.is_cuda()) {
+    at::addmm_out(grad, grad, a, b, at::kFloat, /*beta=*/1, /*alpha=*/1);
+  } else {
+    grad.addmm_(a.to(at::kFloat), b.to(at::kFloat));
+  }
+}
+
+// Whether backward may add a weight's gradient into `grad` itself: a plain float32 buffer
+// of the weight's shape, and no double backward.
+bool CanAccumulateInto(const at::Tensor& grad, int64_t rows, int64_t cols, const at::Tensor& like) {
+  return grad.defined() && !at::GradMode::is_enabled() && !grad.requires_grad() &&
+         grad.scalar_type() == at::kFloat && grad.dim() == 2 && grad.size(0) == rows &&
+         grad.size(1) == cols && grad.is_contiguous() && grad.device() == like.device();
+}
+
 class MixedLinearFn : public torch::autograd::Function<MixedLinearFn> {
  public:
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, at::TensorList weights,
                             at::TensorList biases, const at::Tensor& shadow_w,
-                            const at::Tensor& shadow_b) {
+                            const at::Tensor& shadow_b, bool accumulate_into_grad) {
     const at::Tensor xl =
         x.scalar_type() == shadow_w.scalar_type() ? x : x.to(shadow_w.scalar_type());
-    ctx->save_for_backward({xl, shadow_w});
+    // With accumulate_into_grad the weights themselves are saved, to reach their .grad.
+    variable_list saved = {xl, shadow_w};
+    if (accumulate_into_grad) saved.insert(saved.end(), weights.begin(), weights.end());
+    ctx->save_for_backward(saved);
     std::vector<int64_t> outs;
     outs.reserve(weights.size());
     for (const at::Tensor& w : weights) outs.push_back(w.size(0));
     ctx->saved_data["outs"] = outs;
     ctx->saved_data["x_float"] = x.scalar_type() == at::kFloat;
+    ctx->saved_data["accumulate"] = accumulate_into_grad;
     return at::addmm(shadow_b, xl, shadow_w.t());
   }
 
@@ -49,15 +71,24 @@ class MixedLinearFn : public torch::autograd::Function<MixedLinearFn> {
     const at::Tensor& dy = grads[0];
     const std::vector<int64_t> outs = ctx->saved_data["outs"].toIntVector();
     const auto n = static_cast<int64_t>(outs.size());
-    variable_list out(static_cast<size_t>(1 + 2 * n + 2));
+    variable_list out(static_cast<size_t>(1 + 2 * n + 3));
     if (ctx->needs_input_grad(0)) {
       out[0] = ctx->saved_data["x_float"].toBool() ? MatmulFloat(dy, w) : at::mm(dy, w);
     }
-    const at::Tensor dw = MatmulFloat(dy.t(), xl);
+    const bool accumulate = ctx->saved_data["accumulate"].toBool();
+    at::Tensor dw;  // all layers' weight gradients, for those not accumulated in place
     const at::Tensor db = ColumnSumFloat(dy);
     int64_t offset = 0;
     for (int64_t i = 0; i < n; ++i) {
-      out[1 + i] = dw.narrow(0, offset, outs[i]);
+      at::Tensor grad = accumulate ? saved[2 + i].grad() : at::Tensor();
+      if (CanAccumulateInto(grad, outs[i], xl.size(1), xl)) {
+        // No gradient returned: AccumulateGrad then adds nothing, and its post-hooks (the
+        // gradient reducer's) still run, after this GEMM on the same stream.
+        AddMatmulFloat(grad, dy.narrow(1, offset, outs[i]).t(), xl);
+      } else {
+        if (!dw.defined()) dw = MatmulFloat(dy.t(), xl);
+        out[1 + i] = dw.narrow(0, offset, outs[i]);
+      }
       out[1 + n + i] = db.narrow(0, offset, outs[i]);
       offset += outs[i];
     }
@@ -99,8 +130,9 @@ at::Tensor ColumnSumFloat(const at::Tensor& x) {
 }
 
 at::Tensor MixedLinear(const at::Tensor& x, at::TensorList weights, at::TensorList biases,
-                       const at::Tensor& shadow_w, const at::Tensor& shadow_b) {
-  return MixedLinearFn::apply(x, weights, biases, shadow_w, shadow_b);
+                       const at::Tensor& shadow_w, const at::Tensor& shadow_b,
+                       bool accumulate_into_grad) {
+  return MixedLinearFn::apply(x, weights, biases, shadow_w, shadow_b, accumulate_into_grad);
 }
 
 int ShadowWeights::AddGroup(std::vector<at::Tensor> weights, std::vector<at::Tensor> biases) {
@@ -174,7 +206,7 @@ void ShadowWeights::Refresh(at::ScalarType dtype) {
 
 at::Tensor ShadowWeights::Forward(int group, const at::Tensor& x) const {
   const Group& g = groups_.at(static_cast<size_t>(group));
-  return MixedLinear(x, g.weights, g.biases, g.shadow_w, g.shadow_b);
+  return MixedLinear(x, g.weights, g.biases, g.shadow_w, g.shadow_b, options_.accumulate_into_grad);
 }
 
 }  // namespace ringpilot::trainer

@@ -31,13 +31,27 @@ at::Tensor ColumnSumFloat(const at::Tensor& x);
 /// the masters' gradients float32 from the GEMM's float32 accumulator (autocast rounds
 /// them to the low dtype first), the bias gradients by ColumnSumFloat, and x's gradient
 /// in x's dtype (float32 straight from the GEMM when x is float32). x is 2-D.
+///
+/// `accumulate_into_grad`: where a master's .grad is a contiguous float32 tensor (the
+/// gradient reducer's bucket views), backward adds the weight gradient into it with the
+/// GEMM itself (beta = 1) and returns none for that weight, so autograd's AccumulateGrad
+/// adds nothing (its post-hooks still run, in the same order); other weights as above. Not
+/// under double backward (create_graph).
 at::Tensor MixedLinear(const at::Tensor& x, at::TensorList weights, at::TensorList biases,
-                       const at::Tensor& shadow_w, const at::Tensor& shadow_b);
+                       const at::Tensor& shadow_w, const at::Tensor& shadow_b,
+                       bool accumulate_into_grad = false);
+
+struct ShadowWeightsOptions {
+  /// MixedLinear's accumulate_into_grad for every group (model.mixed_linear_accumulate).
+  bool accumulate_into_grad = false;
+};
 
 /// The shadows of a model's linear layers, grouped by shared input. Not thread-safe;
 /// a model owns one and uses it from its forward.
 class ShadowWeights {
  public:
+  explicit ShadowWeights(ShadowWeightsOptions options = {}) : options_(options) {}
+
   /// Registers layers (float32 weights [n_i, K] with one K, and biases [n_i]) that take
   /// the same input and so run as one GEMM; returns the group's index. Call before the
   /// first Refresh.
@@ -63,6 +77,7 @@ class ShadowWeights {
   };
   void Allocate(at::ScalarType dtype);
 
+  ShadowWeightsOptions options_;
   std::vector<Group> groups_;
   std::vector<at::Tensor> masters_, shadows_;
 };

@@ -32,6 +32,7 @@ std::shared_ptr<Model> MakeModel(const ModelOptions& o, comm::Communicator* sync
     c.seq_len = o.seq_len;
     c.dropout = o.dropout;
     c.mixed_linear = o.mixed_linear;
+    c.mixed_linear_accumulate = o.mixed_linear_accumulate;
     return MakeBert(c);
   }
   throw std::invalid_argument("model.name: unknown model '" + o.name + "'");

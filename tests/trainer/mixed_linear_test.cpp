@@ -1,6 +1,7 @@
 #include "trainer/mixed_linear.h"
 
 #include <gtest/gtest.h>
+#include <torch/csrc/autograd/utils/lambda_post_hook.h>
 #include <torch/torch.h>
 
 #include <stdexcept>
@@ -157,6 +158,126 @@ TEST(ShadowWeights, RejectsLayersThatCannotShareAnInput) {
   EXPECT_THROW(shadows.AddGroup({b.weight}, {b.bias}), c10::Error);
 }
 
+// Records whether a gradient arrived at an AccumulateGrad node.
+struct IncomingGrad : torch::autograd::FunctionPreHook {
+  explicit IncomingGrad(int* defined) : defined(defined) {}
+  torch::autograd::variable_list operator()(const torch::autograd::variable_list& grads) override {
+    *defined = grads.at(0).defined() ? 1 : 0;
+    return grads;
+  }
+  int* defined;
+};
+
+// Gradient buffers as the gradient reducer sets them up: views into one float32 bucket
+// holding earlier gradients, and a post-hook on each weight's AccumulateGrad node.
+struct Buckets {
+  at::Tensor storage;
+  std::vector<at::Tensor> grads;  // the views, as set
+  std::vector<int> hook_calls;
+  std::vector<int> incoming_defined;
+  // Owned here as by the reducer: a tensor holds its accumulator node only weakly.
+  std::vector<std::shared_ptr<torch::autograd::Node>> accumulators;
+};
+
+void AttachBuckets(Buckets& b, const std::vector<at::Tensor>& params) {
+  int64_t numel = 0;
+  for (const at::Tensor& p : params) numel += p.numel();
+  b.storage = at::rand({numel}, params.front().options().requires_grad(false));
+  b.hook_calls.assign(params.size(), 0);
+  b.incoming_defined.assign(params.size(), -1);
+  int64_t offset = 0;
+  for (size_t i = 0; i < params.size(); ++i) {
+    at::Tensor view = b.storage.narrow(0, offset, params[i].numel()).view(params[i].sizes());
+    params[i].mutable_grad() = view;
+    b.grads.push_back(view);
+    offset += params[i].numel();
+    auto acc = torch::autograd::impl::grad_accumulator(params[i]);
+    acc->add_post_hook(std::make_unique<torch::autograd::utils::LambdaPostHook>(
+        [&b, i](const torch::autograd::variable_list& outputs,
+                const torch::autograd::variable_list&) {
+          ++b.hook_calls[i];
+          return outputs;
+        }));
+    acc->add_pre_hook(std::make_unique<IncomingGrad>(&b.incoming_defined[i]));
+    b.accumulators.push_back(std::move(acc));
+  }
+}
+
+void CheckAccumulateIntoGrad(const at::TensorOptions& options) {
+  torch::manual_seed(15);
+  const int64_t rows = 33, in = 16;
+  const std::vector<Layer> layers = {MakeLayer(8, in, options), MakeLayer(12, in, options)};
+  // The first weight is also used by an embedding lookup, as BERT's tied word embeddings.
+  const std::vector<at::Tensor> params = {layers[0].weight, layers[1].weight, layers[0].bias,
+                                          layers[1].bias};
+  Buckets buckets;
+  AttachBuckets(buckets, params);
+  const at::Tensor before = buckets.storage.clone();
+  ShadowWeights shadows(ShadowWeightsOptions{/*accumulate_into_grad=*/true});
+  const int g =
+      shadows.AddGroup({layers[0].weight, layers[1].weight}, {layers[0].bias, layers[1].bias});
+  shadows.Refresh(at::kBFloat16);
+  const at::Tensor x = at::randn({rows, in}, options).requires_grad_();
+  const at::Tensor ids = at::randint(0, 8, {5}, options.dtype(at::kLong));
+  const at::Tensor dy = at::randn({rows, 20}, options).to(at::kBFloat16);
+  const at::Tensor demb = at::randn({5, in}, options);
+  at::Tensor y = shadows.Forward(g, x);
+  at::Tensor emb = at::embedding(layers[0].weight, ids);
+  torch::autograd::backward({y, emb}, {dy, demb});
+
+  int64_t offset = 0;
+  for (size_t i = 0; i < params.size(); ++i) {
+    const std::string what = "parameter " + std::to_string(i);
+    EXPECT_EQ(buckets.hook_calls[i], 1) << what << ": the reducer's hook must fire once";
+    EXPECT_EQ(params[i].grad().data_ptr(), buckets.grads[i].data_ptr()) << what << " moved";
+    // The second weight's gradient was added by the GEMM: nothing reaches its accumulator.
+    // The first one's embedding gradient still does; the biases' as always.
+    EXPECT_EQ(buckets.incoming_defined[i], i == 1 ? 0 : 1) << what;
+    offset += params[i].numel();
+  }
+  // Expected: the earlier contents plus this backward's gradients, in float64.
+  offset = 0;
+  for (size_t l = 0; l < layers.size(); ++l) {
+    const int64_t n = layers[l].weight.size(0);
+    const Reference r = ReferenceOf(x.cpu(), layers[l].weight.cpu(), layers[l].bias.cpu(),
+                                    dy.narrow(1, offset, n).cpu(), at::kBFloat16);
+    at::Tensor dw = r.dw;
+    if (l == 0) {
+      dw = dw.index_add(0, ids.cpu(), demb.cpu().to(at::kDouble));
+    }
+    const at::Tensor w_before =
+        before.narrow(0, l == 0 ? 0 : layers[0].weight.numel(), layers[l].weight.numel())
+            .view(layers[l].weight.sizes());
+    EXPECT_LE(RelMaxError(layers[l].weight.grad(), w_before.to(at::kDouble).cpu() + dw), 1e-5)
+        << "layer " << l << " weight gradient";
+    offset += n;
+  }
+}
+
+TEST(MixedLinear, AccumulatesIntoBucketViewsAndStillFiresTheReducerHooks) {
+  CheckAccumulateIntoGrad(at::TensorOptions());
+}
+
+TEST(MixedLinear, AccumulateFallsBackWhereThereIsNoGradientBuffer) {
+  torch::manual_seed(16);
+  const Layer l = MakeLayer(6, 10, at::TensorOptions());
+  ShadowWeights shadows(ShadowWeightsOptions{/*accumulate_into_grad=*/true});
+  const int g = shadows.AddGroup({l.weight}, {l.bias});
+  shadows.Refresh(at::kBFloat16);
+  const at::Tensor x = at::randn({5, 10});
+  const at::Tensor dy = at::randn({5, 6}).to(at::kBFloat16);
+  shadows.Forward(g, x).backward(dy);
+  ASSERT_TRUE(l.weight.grad().defined());
+  const Reference r = ReferenceOf(x, l.weight, l.bias, dy, at::kBFloat16);
+  EXPECT_LE(RelMaxError(l.weight.grad(), r.dw), 1e-5);
+  // A second backward accumulates, in place now that the buffer exists.
+  const at::Tensor first = l.weight.grad();
+  shadows.Refresh(at::kBFloat16);
+  shadows.Forward(g, x).backward(dy);
+  EXPECT_EQ(l.weight.grad().data_ptr(), first.data_ptr());
+  EXPECT_LE(RelMaxError(l.weight.grad(), 2 * r.dw), 1e-5);
+}
+
 TEST(ColumnSumFloat, MatchesFloat64SumsOnCpu) {
   const at::Tensor x = at::randn({33, 7}).to(at::kBFloat16);
   EXPECT_LE(RelMaxError(ColumnSumFloat(x), x.to(at::kDouble).sum(0)), 1e-6);
@@ -240,6 +361,10 @@ TEST_F(MixedLinearCuda, SameForwardAsAutocastAndCloserGradients) {
     EXPECT_LE(RelMaxError(ours.db[0], ac.db), 8e-3) << what << " dbias vs autocast";
     EXPECT_LE(RelMaxError(ours.dx, ac.dx), 8e-3) << what << " dx vs autocast";
   }
+}
+
+TEST_F(MixedLinearCuda, AccumulatesIntoBucketViewsAndStillFiresTheReducerHooks) {
+  CheckAccumulateIntoGrad(at::device(at::kCUDA));
 }
 
 TEST_F(MixedLinearCuda, GroupGradientsMatchFloat64Reference) {
