@@ -15,6 +15,9 @@
 #   overlap        ringpilot at all GPUs with comm.overlap_optimizer off and on, and
 #                  the 1-GPU run on every GPU (--each-gpu), both models          (~4 min)
 #   observe        tests/gpu/observe.sh on all GPUs (its table; run dirs left out) (~3 min)
+#   options        the options that are off by default against the defaults, ringpilot
+#                  on 1 and 2 GPUs: model.mixed_linear_accumulate (BERT-base),
+#                  model.maxpool_kernel (ResNet-50); rates and final losses     (~3 min)
 #   verify         what has not yet run on a GPU since it changed: the unit tests whose
 #                  CUDA cases skip on CPU machines (device timeline, fused BatchNorm,
 #                  fused linear + cross-entropy, gradient update order, MixedLinear,
@@ -31,14 +34,14 @@ PARTS=()
 while (($#)); do
   case $1 in
     --out) DEST=$2; shift 2 ;;
-    -h|--help) sed -n '2,20p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,29p' "$0"; exit 0 ;;
     *) PARTS+=("$1"); shift ;;
   esac
 done
 ((${#PARTS[@]})) || { echo "scaling_suite: name at least one part (--help)" >&2; exit 2; }
 for part in "${PARTS[@]}"; do  # before any device time goes
   case $part in
-    facts|comm|train-resnet50|train-bert-base|compile|overlap|observe|verify) ;;
+    facts|comm|train-resnet50|train-bert-base|compile|overlap|observe|verify|options) ;;
     *) echo "scaling_suite: unknown part '$part' (--help lists them)" >&2; exit 2 ;;
   esac
 done
@@ -146,6 +149,27 @@ part_observe() {
   rm -rf "$1/run"  # run directories with checkpoints and traces: too big to bring back
 }
 
+part_options() {
+  local worlds="1" bench=(bash "$ROOT/tests/gpu/bench_train.sh" --what ringpilot --out "$1/options.jsonl")
+  ((GPUS >= 2)) && worlds="1 2"
+  RP_VARIANT=default "${bench[@]}" --worlds "$worlds" --models "bert-base resnet50" >/dev/null 2>>"$1/options.err"
+  say "defaults: rc $?"
+  RP_MIXED_ACCUMULATE=true RP_VARIANT=mixed-accumulate "${bench[@]}" --worlds "$worlds" \
+    --models bert-base >/dev/null 2>>"$1/options.err"
+  say "model.mixed_linear_accumulate: rc $?"
+  RP_MAXPOOL_KERNEL=true RP_VARIANT=maxpool-kernel "${bench[@]}" --worlds "$worlds" \
+    --models resnet50 >/dev/null 2>>"$1/options.err"
+  say "model.maxpool_kernel: rc $?"
+  python3 - "$1/options.jsonl" <<'PY'
+import json, sys
+print(f"{'model':10} {'world':>5} {'variant':18} {'rate/GPU':>9} {'step_ms':>8} {'p99_ms':>8} {'final_loss':>12}")
+for line in open(sys.argv[1]):
+    r = json.loads(line)
+    print(f"{r['model']:10} {r['world']:>5} {r['variant']:18} {r['per_gpu_rate']:>9.1f} "
+          f"{r['step_ms']:>8.2f} {r['step_p99_ms']:>8.2f} {r.get('final_loss') or 0:>12.6f}")
+PY
+}
+
 part_verify() {
   local d=$1 t bin fail=0
   local tests=(comm_device_timeline_test trainer_fused_batch_norm_test
@@ -177,6 +201,7 @@ for part in "${PARTS[@]}"; do
     compile) part_compile "$dir" ;;
     overlap) part_overlap "$dir" ;;
     observe) part_observe "$dir" ;;
+    options) part_options "$dir" ;;
     verify) part_verify "$dir" ;;
   esac
   tar czf "$DEST/scaling-$part.tgz" -C "$(dirname "$dir")" "$part"
