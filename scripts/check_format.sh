@@ -3,7 +3,7 @@
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
-mapfile -t files < <(git ls-files '*.h' '*.cpp' '*.cu' 2>/dev/null || true)
+mapfile -t files < <(git ls-files '*.h' '*.cpp' '*.cu' '*.cuh' 2>/dev/null || true)
 ((${#files[@]})) || { echo "check_format: no files"; exit 1; }
 bad=0
 for f in "${files[@]}"; do

@@ -30,6 +30,12 @@ at::Tensor ApplyNorm(nn::LayerNorm& norm, const at::Tensor& x, const ShadowWeigh
   return mixed != nullptr ? LayerNorm(x, norm->weight, norm->bias, norm->options.eps()) : norm(x);
 }
 
+// `layer`, or its group `group` of `mixed` (MixedLinear) when there is one.
+at::Tensor ApplyLinear(nn::Linear& layer, int group, const at::Tensor& x,
+                       const ShadowWeights* mixed) {
+  return mixed != nullptr ? mixed->Forward(group, x) : layer(x);
+}
+
 struct LayerImpl : nn::Module {
   explicit LayerImpl(const BertConfig& c) : heads(c.heads), dropout_p(c.dropout) {
     query = register_module("query", nn::Linear(c.hidden, c.hidden));
@@ -59,9 +65,6 @@ struct LayerImpl : nn::Module {
     const int64_t b = x.size(0), l = x.size(1), h = x.size(2), d = h / heads;
     const at::Tensor rows = x.reshape({b * l, h});
     auto split = [&](const at::Tensor& t) { return t.view({b, l, heads, d}).transpose(1, 2); };
-    auto linear = [&](nn::Linear& layer, int group, const at::Tensor& in) {
-      return mixed != nullptr ? mixed->Forward(group, in) : layer(in);
-    };
     const double p = is_training() ? dropout_p : 0.0;
     at::Tensor q, k, v;
     if (mixed != nullptr) {
@@ -79,9 +82,10 @@ struct LayerImpl : nn::Module {
       ctx = at::scaled_dot_product_attention(q, k, v, /*attn_mask=*/{}, p);
     }
     ctx = ctx.transpose(1, 2).reshape({b * l, h});
-    at::Tensor a =
-        ApplyNorm(attn_norm, Dropout(linear(attn_out, attn_out_group, ctx), p) + rows, mixed);
-    at::Tensor f = linear(out, out_group, at::gelu(linear(inter, inter_group, a)));
+    at::Tensor a = ApplyNorm(
+        attn_norm, Dropout(ApplyLinear(attn_out, attn_out_group, ctx, mixed), p) + rows, mixed);
+    at::Tensor f =
+        ApplyLinear(out, out_group, at::gelu(ApplyLinear(inter, inter_group, a, mixed)), mixed);
     return ApplyNorm(out_norm, Dropout(f, p) + a, mixed).view({b, l, h});
   }
 
@@ -165,9 +169,7 @@ class Bert : public Model {
     at::Tensor rows = hidden.gather(1, pos.unsqueeze(-1).expand({b, m, h})).reshape({b * m, h});
     at::Tensor labels = target.gather(1, pos).reshape({b * m});
     at::Tensor t = ApplyNorm(
-        head_norm,
-        at::gelu(mixed != nullptr ? mixed->Forward(head_group_, rows) : head_transform(rows)),
-        mixed);
+        head_norm, at::gelu(ApplyLinear(head_transform, head_group_, rows, mixed)), mixed);
     (void)l;
     // float32 (CPU; CUDA without autocast): logits, softmax and their gradient in one
     // buffer. Under bf16 autocast the decoder GEMM runs in bf16 and the loss in float32.

@@ -4,9 +4,9 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <type_traits>
 
 #include "trainer/column_sum_kernels.h"
+#include "trainer/cuda_elements.cuh"
 
 namespace ringpilot::trainer::column_sum {
 namespace {
@@ -56,21 +56,8 @@ Plan MakePlan(const LayerNormArgs& a) {
   return MakePlan(a.rows, a.cols, a.cols % 4 == 0 && aligned(a.dy) && aligned(a.x) ? 4 : 1);
 }
 
-template <typename T>
-__device__ __forceinline__ float ToFloat(T v) {
-  if constexpr (std::is_same_v<T, float>) {
-    return v;
-  } else if constexpr (std::is_same_v<T, __nv_bfloat16>) {
-    return __bfloat162float(v);
-  } else {
-    return __half2float(v);
-  }
-}
-
-template <typename T, int VEC>
-struct alignas(sizeof(T) * VEC) Vec {
-  T v[VEC];
-};
+using cuda_elements::ToFloat;
+using cuda_elements::Vec;
 
 // Block (x, y): columns [(x * 32 + tx) * VEC, + VEC), rows of chunk y in steps of 8;
 // the 8 row-threads of a column combine in shared memory, in a fixed order.

@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "trainer/cuda_elements.cuh"
 #include "trainer/fused_batch_norm_kernels.h"
 
 namespace ringpilot::trainer::fused_bn {
@@ -87,21 +88,8 @@ Geometry MakeGeometry(const Plan& plan, int64_t channels, int vec, size_t smem_f
   return g;
 }
 
-template <typename T>
-__device__ __forceinline__ float ToFloat(T v) {
-  if constexpr (std::is_same_v<T, float>)
-    return v;
-  else
-    return __bfloat162float(v);
-}
-
-template <typename T>
-__device__ __forceinline__ T FromFloat(float v) {
-  if constexpr (std::is_same_v<T, float>)
-    return v;
-  else
-    return __float2bfloat16_rn(v);
-}
+using cuda_elements::FromFloat;
+using cuda_elements::ToFloat;
 
 // Thread's rows of its chunk: r = first, first + step, ... < end.
 struct RowRange {

@@ -3,8 +3,8 @@
 
 #include <cstdint>
 #include <initializer_list>
-#include <type_traits>
 
+#include "trainer/cuda_elements.cuh"
 #include "trainer/max_pool_kernels.h"
 
 namespace ringpilot::trainer::max_pool {
@@ -12,28 +12,9 @@ namespace {
 
 constexpr int kThreads = 256;
 
-template <typename T>
-__device__ __forceinline__ float ToFloat(T v) {
-  if constexpr (std::is_same_v<T, float>) {
-    return v;
-  } else {
-    return __bfloat162float(v);
-  }
-}
-
-template <typename T>
-__device__ __forceinline__ T FromFloat(float v) {
-  if constexpr (std::is_same_v<T, float>) {
-    return v;
-  } else {
-    return __float2bfloat16_rn(v);
-  }
-}
-
-template <typename T, int VEC>
-struct alignas(sizeof(T) * VEC) Vec {
-  T v[VEC];
-};
+using cuda_elements::FromFloat;
+using cuda_elements::ToFloat;
+using cuda_elements::Vec;
 
 template <int VEC>
 struct alignas(VEC) Offsets {
