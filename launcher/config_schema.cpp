@@ -456,8 +456,9 @@ std::vector<KeySpec> BuildSchema() {
                       "gradients straight from the GEMMs (false: at::linear under autocast)"));
   s.push_back(BoolKey("model.mixed_linear_accumulate",
                       Member(&JC::model, &ModelConfig::mixed_linear_accumulate),
-                      "with model.mixed_linear: the backward GEMM adds each weight gradient into "
-                      "the gradient buffer itself (beta = 1) instead of autograd adding it after"));
+                      "with model.mixed_linear (no effect without it): the backward GEMM adds each "
+                      "weight gradient into the gradient buffer itself (beta = 1) instead of "
+                      "autograd adding it after"));
   s.push_back(FloatKey("model.dropout", Member(&JC::model, &ModelConfig::dropout), 0, false, 1,
                        true, "BERT dropout probability (0 makes runs comparable)"));
   s.push_back(IntKey("model.seq_len", Member(&JC::model, &ModelConfig::seq_len), 8, 8192,

@@ -285,10 +285,6 @@ void Loader::CrossCheck() {
     CrossFail({"train.cuda_graphs", "world.device"},
               "train.cuda_graphs needs world.device cuda or auto, not cpu");
   }
-  if (c.model.mixed_linear_accumulate && !c.model.mixed_linear) {
-    CrossFail({"model.mixed_linear_accumulate", "model.mixed_linear"},
-              "model.mixed_linear_accumulate needs model.mixed_linear: true");
-  }
   if (c.launch.backend == Backend::kLocal && c.world.nodes != 1) {
     CrossFail({"world.nodes", "launch.backend"},
               "launch.backend local runs on one node, but world.nodes is " +
@@ -557,7 +553,6 @@ Checked after all overrides, reported at the key given last:
 
 - `comm.first_bucket_mb` <= `comm.bucket_mb`.
 - `train.cuda_graphs: true` needs `world.device` `cuda` or `auto`.
-- `model.mixed_linear_accumulate: true` needs `model.mixed_linear: true`.
 - `launch.backend: local` needs `world.nodes: 1`.
 - `launch.backend: mpi` needs one `launch.hosts` entry per node (`world.nodes` entries),
   each with at least `world.procs_per_node` slots.

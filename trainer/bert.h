@@ -20,7 +20,7 @@ struct BertConfig {
   /// Under CUDA autocast, linear layers through MixedLinear (trainer/mixed_linear.h).
   bool mixed_linear = true;
   /// MixedLinear adds weight gradients into .grad in its GEMM (ShadowWeightsOptions).
-  bool mixed_linear_accumulate = false;
+  bool mixed_linear_accumulate = true;
 };
 
 std::shared_ptr<Model> MakeBert(const BertConfig& cfg);

@@ -8,9 +8,9 @@
 # RP_WARMUP), as the peer times 50 steps after 15 warm-up ones. RP_PEER_IMPLS="eager compile"
 # (default) picks which peer variants run; RP_GRAD_DTYPE=bf16 reduces gradients in bf16;
 # RP_OVERLAP=false turns comm.overlap_optimizer off; RP_MIXED_LINEAR=false runs BERT's linear
-# layers through at::linear under autocast (model.mixed_linear), RP_MIXED_ACCUMULATE=true lets
-# its GEMM add weight gradients into .grad (model.mixed_linear_accumulate); RP_MAXPOOL_KERNEL=true runs
-# ResNet-50's stem max-pool by ringpilot's kernels (model.maxpool_kernel).
+# layers through at::linear under autocast (model.mixed_linear), RP_MIXED_ACCUMULATE=false lets
+# autograd add weight gradients into .grad (model.mixed_linear_accumulate); RP_MAXPOOL_KERNEL=false
+# runs ResNet-50's stem max-pool by ATen (model.maxpool_kernel).
 # Writes one JSON object per line (model, world, batch_per_gpu, impl, per_gpu_rate,
 # step_ms, step_p99_ms, first_step_s, peak_mem_gb; ringpilot rows also comm_exposed_ms,
 # comm_exposed_share and overlap_ratio from the GPU timeline) and prints a table last, with
@@ -48,7 +48,7 @@ bench_ringpilot() {  # model world
     cat >"$job" <<YAML
 name: bench-$model-$world
 world: {nodes: 1, procs_per_node: $world, device: cuda}
-model: {name: resnet50, fused_batchnorm: ${RP_FUSED_BN:-true}, maxpool_kernel: ${RP_MAXPOOL_KERNEL:-false}}
+model: {name: resnet50, fused_batchnorm: ${RP_FUSED_BN:-true}, maxpool_kernel: ${RP_MAXPOOL_KERNEL:-true}}
 data: {batch_per_rank: $batch}
 train: {steps: $STEPS, warmup_steps: ${RP_WARMUP:-15}, optimizer: sgd, lr: 0.1, momentum: 0.9, weight_decay: 5.0e-5, precision: bf16, channels_last: true, cuda_graphs: ${RP_GRAPHS_RESNET:-true}, log_every_s: 10}
 comm: {bucket_mb: ${RP_BUCKET_MB:-25}, grad_dtype: ${RP_GRAD_DTYPE:-fp32}, overlap_optimizer: ${RP_OVERLAP:-true}}
@@ -59,7 +59,7 @@ YAML
     cat >"$job" <<YAML
 name: bench-$model-$world
 world: {nodes: 1, procs_per_node: $world, device: cuda}
-model: {name: bert-base, seq_len: 128, mixed_linear: ${RP_MIXED_LINEAR:-true}, mixed_linear_accumulate: ${RP_MIXED_ACCUMULATE:-false}}
+model: {name: bert-base, seq_len: 128, mixed_linear: ${RP_MIXED_LINEAR:-true}, mixed_linear_accumulate: ${RP_MIXED_ACCUMULATE:-true}}
 data: {batch_per_rank: $batch}
 train: {steps: $STEPS, warmup_steps: ${RP_WARMUP:-15}, optimizer: adamw, lr: 1.0e-4, precision: bf16, cuda_graphs: true, log_every_s: 10}
 comm: {bucket_mb: ${RP_BERT_BUCKET_MB:-25}, grad_dtype: ${RP_GRAD_DTYPE:-fp32}, overlap_optimizer: ${RP_OVERLAP:-true}}
