@@ -16,6 +16,7 @@
 #include "trainer/layer_norm.h"
 #include "trainer/linear_cross_entropy.h"
 #include "trainer/mixed_linear.h"
+#include "trainer/residual_norm.h"
 
 namespace ringpilot::trainer {
 
@@ -36,8 +37,15 @@ at::Tensor ApplyLinear(nn::Linear& layer, int group, const at::Tensor& x,
   return mixed != nullptr ? mixed->Forward(group, x) : layer(x);
 }
 
+// A layer's activations: float32 `x` (the residual stream) and, with the fused residual
+// blocks, `low`: x already in the autocast dtype for the next linear layer.
+struct Hidden {
+  at::Tensor x, low;
+};
+
 struct LayerImpl : nn::Module {
-  explicit LayerImpl(const BertConfig& c) : heads(c.heads), dropout_p(c.dropout) {
+  explicit LayerImpl(const BertConfig& c)
+      : heads(c.heads), dropout_p(c.dropout), accumulate(c.mixed_linear_accumulate) {
     query = register_module("query", nn::Linear(c.hidden, c.hidden));
     key = register_module("key", nn::Linear(c.hidden, c.hidden));
     value = register_module("value", nn::Linear(c.hidden, c.hidden));
@@ -61,14 +69,19 @@ struct LayerImpl : nn::Module {
     out_group = mixed.AddGroup({out->weight}, {out->bias});
   }
 
-  at::Tensor forward(const at::Tensor& x, const ShadowWeights* mixed) {
+  // x: [B, L, H]. With `in.low` (fused residual blocks, needs `mixed`) the linear layers
+  // take it and each block's dropout + add + LayerNorm is ResidualLayerNorm.
+  Hidden forward(const Hidden& in, const ShadowWeights* mixed) {
+    const at::Tensor& x = in.x;
     const int64_t b = x.size(0), l = x.size(1), h = x.size(2), d = h / heads;
     const at::Tensor rows = x.reshape({b * l, h});
+    const bool fused = in.low.defined() && mixed != nullptr;
     auto split = [&](const at::Tensor& t) { return t.view({b, l, heads, d}).transpose(1, 2); };
     const double p = is_training() ? dropout_p : 0.0;
     at::Tensor q, k, v;
     if (mixed != nullptr) {
-      const std::vector<at::Tensor> qkv = mixed->Forward(qkv_group, rows).split(h, 1);
+      const std::vector<at::Tensor> qkv =
+          mixed->Forward(qkv_group, fused ? in.low.reshape({b * l, h}) : rows).split(h, 1);
       q = split(qkv[0]), k = split(qkv[1]), v = split(qkv[2]);
     } else {
       q = split(query(rows)), k = split(key(rows)), v = split(value(rows));
@@ -82,15 +95,26 @@ struct LayerImpl : nn::Module {
       ctx = at::scaled_dot_product_attention(q, k, v, /*attn_mask=*/{}, p);
     }
     ctx = ctx.transpose(1, 2).reshape({b * l, h});
+    if (fused) {
+      const ResidualNorm a =
+          ResidualLayerNorm(mixed->Forward(attn_out_group, ctx), rows, attn_norm->weight,
+                            attn_norm->bias, attn_norm->options.eps(), p, accumulate);
+      const at::Tensor f =
+          mixed->Forward(out_group, at::gelu(mixed->Forward(inter_group, a.out_low)));
+      const ResidualNorm o = ResidualLayerNorm(f, a.out, out_norm->weight, out_norm->bias,
+                                               out_norm->options.eps(), p, accumulate);
+      return {o.out.view({b, l, h}), o.out_low.view({b, l, h})};
+    }
     at::Tensor a = ApplyNorm(
         attn_norm, Dropout(ApplyLinear(attn_out, attn_out_group, ctx, mixed), p) + rows, mixed);
     at::Tensor f =
         ApplyLinear(out, out_group, at::gelu(ApplyLinear(inter, inter_group, a, mixed)), mixed);
-    return ApplyNorm(out_norm, Dropout(f, p) + a, mixed).view({b, l, h});
+    return {ApplyNorm(out_norm, Dropout(f, p) + a, mixed).view({b, l, h}), {}};
   }
 
   int64_t heads;
   double dropout_p;
+  bool accumulate;
   int qkv_group = -1, attn_out_group = -1, inter_group = -1, out_group = -1;
   nn::Linear query{nullptr}, key{nullptr}, value{nullptr}, attn_out{nullptr};
   nn::Linear inter{nullptr}, out{nullptr};
@@ -143,9 +167,12 @@ class Bert : public Model {
     const int64_t l = ids.size(1);
     at::Tensor pos = at::arange(l, ids.options());
     at::Tensor x = word(ids) + position(pos).unsqueeze(0) + token_type->weight[0];
-    x = Dropout(ApplyNorm(emb_norm, x, mixed), is_training() ? cfg_.dropout : 0.0);
-    for (auto& layer : *encoder) x = layer->as<Layer>()->forward(x, mixed);
-    return x;
+    Hidden hidden{Dropout(ApplyNorm(emb_norm, x, mixed), is_training() ? cfg_.dropout : 0.0), {}};
+    if (mixed != nullptr && cfg_.fused_residual_norm) {
+      hidden.low = hidden.x.to(at::autocast::get_autocast_dtype(at::kCUDA));
+    }
+    for (auto& layer : *encoder) hidden = layer->as<Layer>()->forward(hidden, mixed);
+    return hidden.x;
   }
 
   // target: int64 [B, L] with -100 at unmasked positions, and exactly the same number

@@ -21,6 +21,10 @@ struct BertConfig {
   bool mixed_linear = true;
   /// MixedLinear adds weight gradients into .grad in its GEMM (ShadowWeightsOptions).
   bool mixed_linear_accumulate = true;
+  /// With MixedLinear, each residual block's dropout + add + LayerNorm by
+  /// ResidualLayerNorm (trainer/residual_norm.h); its LayerNorm parameter gradients are
+  /// added into .grad when mixed_linear_accumulate is on.
+  bool fused_residual_norm = false;
 };
 
 std::shared_ptr<Model> MakeBert(const BertConfig& cfg);

@@ -102,7 +102,7 @@ constexpr int kChunkThreads = 16;
 
 __global__ void __launch_bounds__(kBlockX* kChunkThreads)
     SumChunks(const float* __restrict__ partial, int64_t chunks, int64_t cols,
-              float* __restrict__ out) {
+              float* __restrict__ out, bool accumulate) {
   __shared__ float smem[kChunkThreads][kBlockX];
   const int tx = threadIdx.x, ty = threadIdx.y;
   const int64_t c = int64_t{blockIdx.x} * kBlockX + tx;
@@ -115,7 +115,7 @@ __global__ void __launch_bounds__(kBlockX* kChunkThreads)
   __syncthreads();
   if (ty == 0 && c < cols) {
     for (int y = 1; y < kChunkThreads; ++y) s += smem[y][tx];
-    out[c] = s;
+    out[c] = accumulate ? out[c] + s : s;
   }
 }
 
@@ -171,9 +171,10 @@ __global__ void __launch_bounds__(kBlockX* kBlockY)
 }
 
 void LaunchSumChunks(const float* partial, int64_t chunks, int64_t cols, float* out,
-                     cudaStream_t stream) {
+                     cudaStream_t stream, bool accumulate = false) {
   const auto blocks = static_cast<unsigned>((cols + kBlockX - 1) / kBlockX);
-  SumChunks<<<blocks, dim3(kBlockX, kChunkThreads), 0, stream>>>(partial, chunks, cols, out);
+  SumChunks<<<blocks, dim3(kBlockX, kChunkThreads), 0, stream>>>(partial, chunks, cols, out,
+                                                                 accumulate);
 }
 
 template <typename T, int VEC>
@@ -238,6 +239,15 @@ const char* ColumnSum(const Args& a, cudaStream_t stream) {
     LaunchSumChunks(a.workspace, p.chunks, a.cols, a.out, stream);
   }
   return cudaGetLastError() == cudaSuccess ? nullptr : "column_sum: kernel launch failed";
+}
+
+const char* SumPartials(const float* partial, int64_t chunks, int64_t cols, float* out,
+                        bool accumulate, cudaStream_t stream) {
+  if (partial == nullptr || out == nullptr || chunks <= 0 || cols <= 0) {
+    return "column_sum: SumPartials: null pointer or empty shape";
+  }
+  LaunchSumChunks(partial, chunks, cols, out, stream, accumulate);
+  return cudaGetLastError() == cudaSuccess ? nullptr : "column_sum: SumPartials launch failed";
 }
 
 int64_t WorkspaceFloats(const LayerNormArgs& args) {

@@ -33,6 +33,7 @@ std::shared_ptr<Model> MakeModel(const ModelOptions& o, comm::Communicator* sync
     c.dropout = o.dropout;
     c.mixed_linear = o.mixed_linear;
     c.mixed_linear_accumulate = o.mixed_linear_accumulate;
+    c.fused_residual_norm = o.fused_residual_norm;
     return MakeBert(c);
   }
   throw std::invalid_argument("model.name: unknown model '" + o.name + "'");

@@ -196,6 +196,7 @@ int Trainer::Run() {
   mo.fused_batchnorm = cfg.model.fused_batchnorm;
   mo.mixed_linear = cfg.model.mixed_linear;
   mo.mixed_linear_accumulate = cfg.model.mixed_linear_accumulate;
+  mo.fused_residual_norm = cfg.model.fused_residual_norm;
   mo.maxpool_kernel = cfg.model.maxpool_kernel;
   comm::Communicator* norm = s.device_comm.get();
   if (!s.cuda && cfg.model.sync_batchnorm) {

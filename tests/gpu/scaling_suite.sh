@@ -15,13 +15,13 @@
 #   overlap        ringpilot at all GPUs with comm.overlap_optimizer off and on, and
 #                  the 1-GPU run on every GPU (--each-gpu), both models          (~4 min)
 #   observe        tests/gpu/observe.sh on all GPUs (its table; run dirs left out) (~3 min)
-#   options        the options that are off by default against the defaults, ringpilot
-#                  on 1 and 2 GPUs: model.mixed_linear_accumulate (BERT-base),
-#                  model.maxpool_kernel (ResNet-50); rates and final losses     (~3 min)
+#   options        the newest model options against the defaults, ringpilot on 1 and 2
+#                  GPUs: model.fused_residual_norm on and off (BERT-base),
+#                  model.maxpool_kernel off (ResNet-50); rates and final losses  (~3 min)
 #   verify         what has not yet run on a GPU since it changed: the unit tests whose
 #                  CUDA cases skip on CPU machines (device timeline, fused BatchNorm,
 #                  fused linear + cross-entropy, gradient update order, MixedLinear,
-#                  LayerNorm, max-pool), then
+#                  LayerNorm, max-pool, residual dropout + add + LayerNorm), then
 #                  tests/gpu/correctness.sh (2 GPUs x B == 1 GPU x 2B, graphs on == off)
 #                  with the optimizer overlap on, as by default                 (~6 min)
 # Results go to DIR (default $OUT/scaling when $OUT is set, the device tool's result
@@ -154,12 +154,15 @@ part_options() {
   ((GPUS >= 2)) && worlds="1 2"
   RP_VARIANT=default "${bench[@]}" --worlds "$worlds" --models "bert-base resnet50" >/dev/null 2>>"$1/options.err"
   say "defaults: rc $?"
-  RP_MIXED_ACCUMULATE=true RP_VARIANT=mixed-accumulate "${bench[@]}" --worlds "$worlds" \
+  RP_FUSED_RESIDUAL=true RP_VARIANT=fused-residual "${bench[@]}" --worlds "$worlds" \
     --models bert-base >/dev/null 2>>"$1/options.err"
-  say "model.mixed_linear_accumulate: rc $?"
-  RP_MAXPOOL_KERNEL=true RP_VARIANT=maxpool-kernel "${bench[@]}" --worlds "$worlds" \
+  say "model.fused_residual_norm true: rc $?"
+  RP_FUSED_RESIDUAL=false RP_VARIANT=no-fused-residual "${bench[@]}" --worlds "$worlds" \
+    --models bert-base >/dev/null 2>>"$1/options.err"
+  say "model.fused_residual_norm false: rc $?"
+  RP_MAXPOOL_KERNEL=false RP_VARIANT=aten-maxpool "${bench[@]}" --worlds "$worlds" \
     --models resnet50 >/dev/null 2>>"$1/options.err"
-  say "model.maxpool_kernel: rc $?"
+  say "model.maxpool_kernel false: rc $?"
   python3 - "$1/options.jsonl" <<'PY'
 import json, sys
 print(f"{'model':10} {'world':>5} {'variant':18} {'rate/GPU':>9} {'step_ms':>8} {'p99_ms':>8} {'final_loss':>12}")
@@ -174,7 +177,8 @@ part_verify() {
   local d=$1 t bin fail=0
   local tests=(comm_device_timeline_test trainer_fused_batch_norm_test
                trainer_linear_cross_entropy_test trainer_gradient_update_test
-               trainer_mixed_linear_test trainer_layer_norm_test trainer_max_pool_test)
+               trainer_mixed_linear_test trainer_layer_norm_test trainer_max_pool_test
+               trainer_residual_norm_test)
   gpu_build_test "${tests[@]}" >"$d/build.log" 2>&1 || { say "verify: test build failed"; tail -20 "$d/build.log"; return; }
   for t in "${tests[@]}"; do
     bin=$(find "$RINGPILOT_BUILD_DIR" -name "$t" -type f -executable | head -1)
