@@ -47,13 +47,13 @@ struct ModelConfig {
   std::string name;             ///< resnet18-cifar | resnet50 | bert-tiny | bert-base (required)
   bool sync_batchnorm = false;  ///< BatchNorm statistics over the whole world, not per rank
   bool fused_batchnorm = true;  ///< fused BatchNorm+add+ReLU kernels (CUDA, channels_last)
-  bool maxpool_kernel = true;  ///< ResNet-50 on CUDA: the stem max-pool by ringpilot's kernels
+  bool maxpool_kernel = true;   ///< ResNet-50 on CUDA: the stem max-pool by ringpilot's kernels
   bool mixed_linear = true;     ///< BERT bf16/fp16 on CUDA: linear layers on shadow weights
   bool mixed_linear_accumulate = true;  ///< with mixed_linear: GEMM adds into .grad
-  bool fused_residual_norm = false;  ///< with mixed_linear: dropout + add + LayerNorm kernels
-  double dropout = 0.1;                  ///< BERT dropout probability (0 makes runs comparable)
-  int seq_len = 128;                     ///< BERT sequence length
-  int num_classes = 10;                  ///< ResNet classes (resnet50 uses 1000 unless set)
+  bool fused_residual_norm = false;     ///< with mixed_linear: dropout + add + LayerNorm kernels
+  double dropout = 0.1;                 ///< BERT dropout probability (0 makes runs comparable)
+  int seq_len = 128;                    ///< BERT sequence length
+  int num_classes = 10;                 ///< ResNet classes (resnet50 uses 1000 unless set)
 };
 
 struct DataConfig {

@@ -14,7 +14,7 @@ struct ResNetConfig {
   int image_size = 32;
   int num_classes = 10;
   bool fused_batchnorm = true;  ///< BatchNormOptions::fused of every BatchNorm
-  bool maxpool_kernel = true;  ///< the stem max-pool by MaxPool2d (trainer/max_pool.h)
+  bool maxpool_kernel = true;   ///< the stem max-pool by MaxPool2d (trainer/max_pool.h)
 };
 
 std::shared_ptr<Model> MakeResNet(const ResNetConfig& cfg, comm::Communicator* sync);
