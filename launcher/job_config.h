@@ -50,7 +50,7 @@ struct ModelConfig {
   bool maxpool_kernel = true;   ///< ResNet-50 on CUDA: the stem max-pool by ringpilot's kernels
   bool mixed_linear = true;     ///< BERT bf16/fp16 on CUDA: linear layers on shadow weights
   bool mixed_linear_accumulate = true;  ///< with mixed_linear: GEMM adds into .grad
-  bool fused_residual_norm = false;     ///< with mixed_linear: dropout + add + LayerNorm kernels
+  bool fused_residual_norm = true;      ///< with mixed_linear: dropout + add + LayerNorm kernels
   double dropout = 0.1;                 ///< BERT dropout probability (0 makes runs comparable)
   int seq_len = 128;                    ///< BERT sequence length
   int num_classes = 10;                 ///< ResNet classes (resnet50 uses 1000 unless set)
@@ -73,6 +73,7 @@ struct TrainConfig {
   double eps = 1e-8;          ///< AdamW
   Precision precision = Precision::kFp32;
   bool cuda_graphs = false;
+  int host_lead_steps = 1;     ///< CUDA: steps the host may enqueue ahead of the GPU (1-4)
   bool channels_last = true;   ///< ResNet memory format (CUDA and CPU)
   bool deterministic = false;  ///< cuDNN deterministic algorithms, no autotuning (CUDA)
   bool tf32 = true;            ///< TF32 for float32 matmul/convolution on CUDA

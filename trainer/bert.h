@@ -24,7 +24,7 @@ struct BertConfig {
   /// With MixedLinear, each residual block's dropout + add + LayerNorm by
   /// ResidualLayerNorm (trainer/residual_norm.h); its LayerNorm parameter gradients are
   /// added into .grad when mixed_linear_accumulate is on.
-  bool fused_residual_norm = false;
+  bool fused_residual_norm = true;
 };
 
 std::shared_ptr<Model> MakeBert(const BertConfig& cfg);

@@ -24,7 +24,7 @@ struct ModelOptions {
   bool maxpool_kernel = true;   ///< ResNet: stem max-pool by trainer/max_pool.h
   bool mixed_linear = true;     ///< BERT under CUDA autocast: MixedLinear (trainer/mixed_linear.h)
   bool mixed_linear_accumulate = true;  ///< ShadowWeightsOptions::accumulate_into_grad
-  bool fused_residual_norm = false;     ///< BERT with MixedLinear: trainer/residual_norm.h
+  bool fused_residual_norm = true;      ///< BERT with MixedLinear: trainer/residual_norm.h
 };
 
 /// A trainable model with its own loss. `Loss` takes a device batch as produced by
