@@ -502,6 +502,10 @@ std::vector<KeySpec> BuildSchema() {
                       Names(kPrecisionNames), "compute precision (bf16: autocast)"));
   s.push_back(BoolKey("train.cuda_graphs", Member(&JC::train, &TrainConfig::cuda_graphs),
                       "capture the whole step in a CUDA graph after warm-up (not on cpu)"));
+  s.push_back(IntKey("train.host_lead_steps", Member(&JC::train, &TrainConfig::host_lead_steps), 1,
+                     4,
+                     "CUDA: how many steps the host may enqueue beyond the one the GPU runs "
+                     "(a larger lead absorbs host stalls, which stall the other ranks too)"));
   s.push_back(BoolKey("train.channels_last", Member(&JC::train, &TrainConfig::channels_last),
                       "ResNet channels_last (NHWC) memory format, on CUDA and CPU"));
   s.push_back(BoolKey("train.deterministic", Member(&JC::train, &TrainConfig::deterministic),

@@ -59,39 +59,87 @@ Plan MakePlan(const LayerNormArgs& a) {
 using cuda_elements::ToFloat;
 using cuda_elements::Vec;
 
+// Where ChunkPartials's sums come from. Each adds row r's contribution to columns
+// [c0, c0 + kVec) into its kAccumulators accumulators.
+template <typename T, int VEC>
+struct ColumnRows {  // sum of in[r, c]
+  static constexpr int kAccumulators = 1, kVec = VEC;
+  const T* in;
+  int64_t ld;
+  __device__ __forceinline__ void Add(int64_t r, int64_t c0, float (&acc)[1][VEC]) const {
+    const Vec<T, VEC> v = *reinterpret_cast<const Vec<T, VEC>*>(in + r * ld + c0);
+#pragma unroll
+    for (int i = 0; i < VEC; ++i) acc[0][i] += ToFloat(v.v[i]);
+  }
+};
+
+template <int VEC>
+struct LayerNormRows {  // sums of dy * x_hat and of dy
+  static constexpr int kAccumulators = 2, kVec = VEC;
+  const float* dy;
+  const float* x;
+  const float* mean;
+  const float* rstd;
+  int64_t cols;
+  __device__ __forceinline__ void Add(int64_t r, int64_t c0, float (&acc)[2][VEC]) const {
+    const Vec<float, VEC> g = *reinterpret_cast<const Vec<float, VEC>*>(dy + r * cols + c0);
+    const Vec<float, VEC> v = *reinterpret_cast<const Vec<float, VEC>*>(x + r * cols + c0);
+    const float m = mean[r], s = rstd[r];
+#pragma unroll
+    for (int i = 0; i < VEC; ++i) {
+      acc[0][i] += g.v[i] * ((v.v[i] - m) * s);
+      acc[1][i] += g.v[i];
+    }
+  }
+};
+
+template <int N>
+struct Outputs {
+  float* p[N];  ///< accumulator k's [chunks, cols] partial sums (or final sums: one chunk)
+};
+
 // Block (x, y): columns [(x * 32 + tx) * VEC, + VEC), rows of chunk y in steps of 8;
 // the 8 row-threads of a column combine in shared memory, in a fixed order.
-template <typename T, int VEC>
+template <typename Rows>
 __global__ void __launch_bounds__(kBlockX* kBlockY)
-    PartialSums(const T* __restrict__ in, int64_t rows, int64_t cols, int64_t ld,
-                int64_t rows_per_chunk, float* __restrict__ out) {
-  __shared__ float smem[kBlockY][kBlockX * VEC];
+    ChunkPartials(Rows src, int64_t rows, int64_t cols, int64_t rows_per_chunk,
+                  Outputs<Rows::kAccumulators> out) {
+  constexpr int kN = Rows::kAccumulators, VEC = Rows::kVec;
+  __shared__ float smem[kN][kBlockY][kBlockX * VEC];
   const int tx = threadIdx.x, ty = threadIdx.y;
   const int64_t c0 = (int64_t{blockIdx.x} * kBlockX + tx) * VEC;
-  float acc[VEC];
+  float acc[kN][VEC];
 #pragma unroll
-  for (int i = 0; i < VEC; ++i) acc[i] = 0.f;
+  for (int k = 0; k < kN; ++k) {
+#pragma unroll
+    for (int i = 0; i < VEC; ++i) acc[k][i] = 0.f;
+  }
   if (c0 < cols) {
     const int64_t begin = int64_t{blockIdx.y} * rows_per_chunk;
     const int64_t end = min(rows, begin + rows_per_chunk);
 #pragma unroll 4
-    for (int64_t r = begin + ty; r < end; r += kBlockY) {
-      const Vec<T, VEC> v = *reinterpret_cast<const Vec<T, VEC>*>(in + r * ld + c0);
-#pragma unroll
-      for (int i = 0; i < VEC; ++i) acc[i] += ToFloat(v.v[i]);
-    }
+    for (int64_t r = begin + ty; r < end; r += kBlockY) src.Add(r, c0, acc);
   }
 #pragma unroll
-  for (int i = 0; i < VEC; ++i) smem[ty][tx * VEC + i] = acc[i];
+  for (int k = 0; k < kN; ++k) {
+#pragma unroll
+    for (int i = 0; i < VEC; ++i) smem[k][ty][tx * VEC + i] = acc[k][i];
+  }
   __syncthreads();
   if (ty == 0 && c0 < cols) {
     for (int y = 1; y < kBlockY; ++y) {
 #pragma unroll
-      for (int i = 0; i < VEC; ++i) acc[i] += smem[y][tx * VEC + i];
-    }
-    float* dst = out + int64_t{blockIdx.y} * cols + c0;
+      for (int k = 0; k < kN; ++k) {
 #pragma unroll
-    for (int i = 0; i < VEC; ++i) dst[i] = acc[i];
+        for (int i = 0; i < VEC; ++i) acc[k][i] += smem[k][y][tx * VEC + i];
+      }
+    }
+#pragma unroll
+    for (int k = 0; k < kN; ++k) {
+      float* dst = out.p[k] + int64_t{blockIdx.y} * cols + c0;
+#pragma unroll
+      for (int i = 0; i < VEC; ++i) dst[i] = acc[k][i];
+    }
   }
 }
 
@@ -119,57 +167,6 @@ __global__ void __launch_bounds__(kBlockX* kChunkThreads)
   }
 }
 
-// As PartialSums, with two accumulators: dy * x_hat and dy.
-template <int VEC>
-__global__ void __launch_bounds__(kBlockX* kBlockY)
-    LayerNormPartials(const float* __restrict__ dy, const float* __restrict__ x,
-                      const float* __restrict__ mean, const float* __restrict__ rstd, int64_t rows,
-                      int64_t cols, int64_t rows_per_chunk, float* __restrict__ out_weight,
-                      float* __restrict__ out_bias) {
-  __shared__ float smem[2][kBlockY][kBlockX * VEC];
-  const int tx = threadIdx.x, ty = threadIdx.y;
-  const int64_t c0 = (int64_t{blockIdx.x} * kBlockX + tx) * VEC;
-  float gw[VEC], gb[VEC];
-#pragma unroll
-  for (int i = 0; i < VEC; ++i) gw[i] = gb[i] = 0.f;
-  if (c0 < cols) {
-    const int64_t begin = int64_t{blockIdx.y} * rows_per_chunk;
-    const int64_t end = min(rows, begin + rows_per_chunk);
-#pragma unroll 4
-    for (int64_t r = begin + ty; r < end; r += kBlockY) {
-      const Vec<float, VEC> g = *reinterpret_cast<const Vec<float, VEC>*>(dy + r * cols + c0);
-      const Vec<float, VEC> v = *reinterpret_cast<const Vec<float, VEC>*>(x + r * cols + c0);
-      const float m = mean[r], s = rstd[r];
-#pragma unroll
-      for (int i = 0; i < VEC; ++i) {
-        gw[i] += g.v[i] * ((v.v[i] - m) * s);
-        gb[i] += g.v[i];
-      }
-    }
-  }
-#pragma unroll
-  for (int i = 0; i < VEC; ++i) {
-    smem[0][ty][tx * VEC + i] = gw[i];
-    smem[1][ty][tx * VEC + i] = gb[i];
-  }
-  __syncthreads();
-  if (ty == 0 && c0 < cols) {
-    for (int y = 1; y < kBlockY; ++y) {
-#pragma unroll
-      for (int i = 0; i < VEC; ++i) {
-        gw[i] += smem[0][y][tx * VEC + i];
-        gb[i] += smem[1][y][tx * VEC + i];
-      }
-    }
-    const int64_t o = int64_t{blockIdx.y} * cols + c0;
-#pragma unroll
-    for (int i = 0; i < VEC; ++i) {
-      out_weight[o + i] = gw[i];
-      out_bias[o + i] = gb[i];
-    }
-  }
-}
-
 void LaunchSumChunks(const float* partial, int64_t chunks, int64_t cols, float* out,
                      cudaStream_t stream, bool accumulate = false) {
   const auto blocks = static_cast<unsigned>((cols + kBlockX - 1) / kBlockX);
@@ -180,8 +177,9 @@ void LaunchSumChunks(const float* partial, int64_t chunks, int64_t cols, float* 
 template <typename T, int VEC>
 void LaunchPartials(const Args& a, const Plan& p, float* dst, cudaStream_t stream) {
   const dim3 grid(static_cast<unsigned>(p.x_blocks), static_cast<unsigned>(p.chunks));
-  PartialSums<T, VEC><<<grid, dim3(kBlockX, kBlockY), 0, stream>>>(
-      static_cast<const T*>(a.in), a.rows, a.cols, a.ld, p.rows_per_chunk, dst);
+  ChunkPartials<<<grid, dim3(kBlockX, kBlockY), 0, stream>>>(
+      ColumnRows<T, VEC>{static_cast<const T*>(a.in), a.ld}, a.rows, a.cols, p.rows_per_chunk,
+      Outputs<1>{{dst}});
 }
 
 template <typename T>
@@ -268,11 +266,13 @@ const char* LayerNormParamGrads(const LayerNormArgs& a, cudaStream_t stream) {
   const dim3 grid(static_cast<unsigned>(p.x_blocks), static_cast<unsigned>(p.chunks));
   const dim3 block(kBlockX, kBlockY);
   if (p.vec == 4) {
-    LayerNormPartials<4><<<grid, block, 0, stream>>>(a.dy, a.x, a.mean, a.rstd, a.rows, a.cols,
-                                                     p.rows_per_chunk, dw, db);
+    ChunkPartials<<<grid, block, 0, stream>>>(LayerNormRows<4>{a.dy, a.x, a.mean, a.rstd, a.cols},
+                                              a.rows, a.cols, p.rows_per_chunk,
+                                              Outputs<2>{{dw, db}});
   } else {
-    LayerNormPartials<1><<<grid, block, 0, stream>>>(a.dy, a.x, a.mean, a.rstd, a.rows, a.cols,
-                                                     p.rows_per_chunk, dw, db);
+    ChunkPartials<<<grid, block, 0, stream>>>(LayerNormRows<1>{a.dy, a.x, a.mean, a.rstd, a.cols},
+                                              a.rows, a.cols, p.rows_per_chunk,
+                                              Outputs<2>{{dw, db}});
   }
   if (p.chunks > 1) {
     LaunchSumChunks(dw, p.chunks, a.cols, a.grad_weight, stream);

@@ -1,5 +1,7 @@
 #include "trainer/step_clock.h"
 
+#include <algorithm>
+
 #ifdef RINGPILOT_WITH_CUDA
 #include <c10/cuda/CUDAStream.h>
 #include <cuda_runtime.h>
@@ -7,15 +9,15 @@
 
 namespace ringpilot::trainer {
 
-StepClock::StepClock(bool cuda) : cuda_(cuda) {
+StepClock::StepClock(bool cuda, int lead) : cuda_(cuda), lead_(std::clamp(lead, 1, kMaxLead)) {
 #ifdef RINGPILOT_WITH_CUDA
   if (cuda_) {
-    for (auto& pair : events_) {
-      for (auto& e : pair) {
-        cudaEvent_t ev;
-        cudaEventCreate(&ev);
-        e = ev;
-      }
+    for (int i = 0; i <= lead_; ++i) {
+      cudaEvent_t begin, end;
+      cudaEventCreate(&begin);
+      cudaEventCreate(&end);
+      begin_events_.push_back(begin);
+      end_events_.push_back(end);
     }
   }
 #else
@@ -25,11 +27,8 @@ StepClock::StepClock(bool cuda) : cuda_(cuda) {
 
 StepClock::~StepClock() {
 #ifdef RINGPILOT_WITH_CUDA
-  for (auto& pair : events_) {
-    for (auto& e : pair) {
-      if (e) cudaEventDestroy(static_cast<cudaEvent_t>(e));
-    }
-  }
+  for (void* e : begin_events_) cudaEventDestroy(static_cast<cudaEvent_t>(e));
+  for (void* e : end_events_) cudaEventDestroy(static_cast<cudaEvent_t>(e));
 #endif
 }
 
@@ -37,7 +36,7 @@ void StepClock::Begin() {
   begin_ = std::chrono::steady_clock::now();
 #ifdef RINGPILOT_WITH_CUDA
   if (cuda_) {
-    cudaEventRecord(static_cast<cudaEvent_t>(events_[cur_][0]),
+    cudaEventRecord(static_cast<cudaEvent_t>(begin_events_[cur_]),
                     c10::cuda::getCurrentCUDAStream().stream());
   }
 #endif
@@ -48,20 +47,23 @@ double StepClock::End() {
       std::chrono::duration<double>(std::chrono::steady_clock::now() - begin_).count();
 #ifdef RINGPILOT_WITH_CUDA
   if (cuda_) {
-    cudaEventRecord(static_cast<cudaEvent_t>(events_[cur_][1]),
+    cudaEventRecord(static_cast<cudaEvent_t>(end_events_[cur_]),
                     c10::cuda::getCurrentCUDAStream().stream());
-    const int prev = 1 - cur_;
+    const int slots = lead_ + 1;
+    // The slot `lead` steps back is the one the next step would overwrite.
+    const int back = (cur_ + 1) % slots;
     double result = host;
-    if (have_prev_) {
-      auto start = static_cast<cudaEvent_t>(events_[prev][0]);
-      auto end = static_cast<cudaEvent_t>(events_[prev][1]);
+    if (recorded_ == lead_) {
+      auto start = static_cast<cudaEvent_t>(begin_events_[back]);
+      auto end = static_cast<cudaEvent_t>(end_events_[back]);
       cudaEventSynchronize(end);
       float ms = 0.f;
       cudaEventElapsedTime(&ms, start, end);
       result = ms / 1e3;
+    } else {
+      ++recorded_;
     }
-    have_prev_ = true;
-    cur_ = prev;
+    cur_ = back;
     return result;
   }
 #endif

@@ -418,15 +418,17 @@ int Trainer::Run() {
   constexpr int64_t kGraphWarmupSteps = 3;
   GraphedStep graph;
 
-  StepClock clock(s.cuda);
+  StepClock clock(s.cuda, cfg.train.host_lead_steps);
   std::vector<double> step_times;
   double loss_value = std::nan("");
   auto last_report = Clock::now();
   auto timed_start = Clock::now();
   int64_t timed_steps = 0;
   const int64_t total = cfg.train.steps;
+  // The clock reports a step `host_lead_steps` steps late: the window shifts with it.
   const int64_t untimed =
-      std::max<int64_t>(cfg.train.cuda_graphs ? kGraphWarmupSteps + 1 : 1, cfg.train.warmup_steps);
+      std::max<int64_t>(cfg.train.cuda_graphs ? kGraphWarmupSteps + 1 : 1, cfg.train.warmup_steps) +
+      (s.cuda ? cfg.train.host_lead_steps - 1 : 0);
   const int64_t warmup_end = std::min(total - 1, s.start_step + untimed - 1);
   double first_step_s = 0.0;
   double checkpoint_seconds = 0.0;  // inside the timed window
