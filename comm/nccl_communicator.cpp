@@ -109,14 +109,24 @@ class NcclWork : public Work {
 NcclCommunicator::NcclCommunicator(MPI_Comm bootstrap, int device, NcclOptions options)
     : device_(device),
       options_(options),
-      stream_(c10::cuda::getStreamFromPool(/*isHighPriority=*/true, device)) {
+      stream_(c10::cuda::getStreamFromPool(options.high_priority_stream, device)) {
   MPI_CHECK(MPI_Comm_rank(bootstrap, &rank_));
   MPI_CHECK(MPI_Comm_size(bootstrap, &size_));
   c10::cuda::CUDAGuard guard(device_);
   ncclUniqueId id;
   if (rank_ == 0) NCCL_CHECK(ncclGetUniqueId(&id));
   MPI_CHECK(MPI_Bcast(&id, sizeof(id), MPI_BYTE, 0, bootstrap));
+#if NCCL_VERSION_CODE >= NCCL_VERSION(2, 27, 0)
+  ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+  if (options_.cta_policy != 0) config.CTAPolicy = options_.cta_policy;
+  NCCL_CHECK(ncclCommInitRankConfig(&comm_, size_, id, rank_, &config));
+#else
+  if (options_.cta_policy != 0) {
+    throw CommError("comm.nccl_cta_policy needs NCCL >= 2.27; ringpilot was built against " +
+                    std::to_string(NCCL_VERSION_CODE) + " (" + ProcessLocation() + ")");
+  }
   NCCL_CHECK(ncclCommInitRank(&comm_, size_, id, rank_));
+#endif
   watchdog_ = std::thread([this] { WatchdogLoop(); });
 }
 

@@ -25,6 +25,11 @@ struct NcclOptions {
   double timeout_s = kDefaultTimeoutSeconds;
   /// How often the watchdog polls ncclCommGetAsyncError and pending collectives.
   double watchdog_period_s = 0.2;
+  /// ncclConfig_t::CTAPolicy: NCCL_CTA_POLICY_DEFAULT (0), _EFFICIENCY (1) or _ZERO (2);
+  /// other than 0 needs NCCL >= 2.27 (the constructor throws CommError otherwise).
+  int cta_policy = 0;
+  /// The collectives' stream at high CUDA priority (else the default priority).
+  bool high_priority_stream = true;
 };
 
 class NcclCommunicator : public Communicator {

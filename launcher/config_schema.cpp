@@ -25,6 +25,7 @@ constexpr const char* kBackendNames[] = {"local", "mpi", "slurm", "k8s"};
 constexpr const char* kPrecisionNames[] = {"fp32", "bf16"};
 constexpr const char* kOptimizerNames[] = {"sgd", "adamw"};
 constexpr const char* kGradDtypeNames[] = {"fp32", "bf16"};
+constexpr const char* kCtaPolicyNames[] = {"default", "efficiency", "zero"};
 constexpr const char* kBindNames[] = {"auto", "numa", "cores", "none"};
 constexpr const char* kModelNames[] = {"resnet18-cifar", "resnet50", "bert-tiny", "bert-base"};
 constexpr const char* kDataKinds[] = {"synthetic"};
@@ -541,6 +542,15 @@ std::vector<KeySpec> BuildSchema() {
                       "are still being all-reduced"));
   s.push_back(FloatKey("comm.timeout_s", Member(&JC::comm, &CommConfig::timeout_s), 0, true, 86400,
                        false, "collective timeout, seconds; then the communicator is aborted"));
+  s.push_back(EnumKey("comm.nccl_cta_policy", Member(&JC::comm, &CommConfig::nccl_cta_policy),
+                      Names(kCtaPolicyNames),
+                      "NCCL's CTA policy (NCCL >= 2.27): default (NCCL's choice), efficiency "
+                      "(the fewest CTAs that keep bandwidth: more SMs for the backward pass it "
+                      "overlaps), zero (no CTAs wherever NCCL can)"));
+  s.push_back(BoolKey("comm.high_priority_stream",
+                      Member(&JC::comm, &CommConfig::high_priority_stream),
+                      "NCCL's stream at high CUDA priority (its kernels start ahead of queued "
+                      "compute); false: normal priority, like the training stream"));
 
   s.push_back(IntKey("checkpoint.every_steps",
                      Member(&JC::checkpoint, &CheckpointConfig::every_steps), 0, INT_MAX,
@@ -712,6 +722,9 @@ const char* ToString(Optimizer o) {
 }
 const char* ToString(GradDtype g) {
   return config_detail::NameOf(config_detail::kGradDtypeNames, static_cast<int>(g));
+}
+const char* ToString(NcclCtaPolicy p) {
+  return config_detail::NameOf(config_detail::kCtaPolicyNames, static_cast<int>(p));
 }
 const char* ToString(BindMode b) {
   return config_detail::NameOf(config_detail::kBindNames, static_cast<int>(b));

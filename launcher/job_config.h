@@ -17,6 +17,9 @@ enum class Backend { kLocal, kMpi, kSlurm, kK8s };
 enum class Precision { kFp32, kBf16 };
 enum class Optimizer { kSgd, kAdamW };
 enum class GradDtype { kFp32, kBf16 };
+/// NCCL's CTA policy (ncclConfig_t::CTAPolicy, NCCL >= 2.27): how many SMs its kernels take.
+/// The values are NCCL's NCCL_CTA_POLICY_* constants.
+enum class NcclCtaPolicy { kDefault = 0, kEfficiency = 1, kZero = 2 };
 /// CPU binding of each rank (docs/topology.md): `auto` is `numa` for GPU ranks and `cores`
 /// for CPU ranks.
 enum class BindMode { kAuto, kNuma, kCores, kNone };
@@ -89,6 +92,8 @@ struct CommConfig {
   GradDtype grad_dtype = GradDtype::kFp32;
   bool overlap_optimizer = true;  ///< update reduced buckets' parameters before the last ones land
   double timeout_s = 300.0;
+  NcclCtaPolicy nccl_cta_policy = NcclCtaPolicy::kDefault;
+  bool high_priority_stream = true;  ///< NCCL's stream: high CUDA priority (compute: normal)
 };
 
 struct CheckpointConfig {
@@ -187,6 +192,7 @@ const char* ToString(Backend b);
 const char* ToString(Precision p);
 const char* ToString(Optimizer o);
 const char* ToString(GradDtype g);
+const char* ToString(NcclCtaPolicy p);
 const char* ToString(BindMode b);
 
 }  // namespace ringpilot::launcher

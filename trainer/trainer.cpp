@@ -155,6 +155,8 @@ int Trainer::Run() {
     PrepareNcclDebugLog(s.opts.run_dir, s.rank);  // transports per peer, in a file
     comm::NcclOptions nopts;
     nopts.timeout_s = cfg.comm.timeout_s;
+    nopts.high_priority_stream = cfg.comm.high_priority_stream;
+    nopts.cta_policy = static_cast<int>(cfg.comm.nccl_cta_policy);  // NCCL's numbering
     s.device_comm = std::make_unique<comm::NcclCommunicator>(MPI_COMM_WORLD, dev, nopts);
     at::globalContext().setBenchmarkCuDNN(!cfg.train.deterministic);
     at::globalContext().setDeterministicCuDNN(cfg.train.deterministic);

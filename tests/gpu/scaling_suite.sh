@@ -18,6 +18,10 @@
 #   options        the newest model options against the defaults, ringpilot on 1 and 2
 #                  GPUs: model.fused_residual_norm on and off (BERT-base),
 #                  model.maxpool_kernel off (ResNet-50); rates and final losses  (~3 min)
+#   contention     what the all-GPU step loses beside NCCL (issue 3's scaling and p99):
+#                  ringpilot on all GPUs, BERT-base 200 and ResNet-50 100 timed steps,
+#                  with comm.nccl_cta_policy efficiency / zero, comm.high_priority_stream
+#                  false and train.host_lead_steps 2 against the defaults       (~6 min)
 #   verify         what has not yet run on a GPU since it changed: the unit tests whose
 #                  CUDA cases skip on CPU machines (device timeline, fused BatchNorm,
 #                  fused linear + cross-entropy, gradient update order, MixedLinear,
@@ -34,14 +38,14 @@ PARTS=()
 while (($#)); do
   case $1 in
     --out) DEST=$2; shift 2 ;;
-    -h|--help) sed -n '2,29p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,33p' "$0"; exit 0 ;;
     *) PARTS+=("$1"); shift ;;
   esac
 done
 ((${#PARTS[@]})) || { echo "scaling_suite: name at least one part (--help)" >&2; exit 2; }
 for part in "${PARTS[@]}"; do  # before any device time goes
   case $part in
-    facts|comm|train-resnet50|train-bert-base|compile|overlap|observe|verify|options) ;;
+    facts|comm|train-resnet50|train-bert-base|compile|overlap|observe|verify|options|contention) ;;
     *) echo "scaling_suite: unknown part '$part' (--help lists them)" >&2; exit 2 ;;
   esac
 done
@@ -173,12 +177,40 @@ for line in open(sys.argv[1]):
 PY
 }
 
+part_contention() {
+  local d=$1 model steps variant
+  local bench=(bash "$ROOT/tests/gpu/bench_train.sh" --what ringpilot --worlds "$GPUS"
+               --out "$d/contention.jsonl")
+  for model in bert-base resnet50; do
+    steps=215
+    [[ $model == resnet50 ]] && steps=115
+    for variant in default cta-efficiency cta-zero low-priority lead2; do
+      case $variant in
+        default) env RP_VARIANT=$variant "${bench[@]}" --models $model --steps $steps ;;
+        cta-efficiency) env RP_VARIANT=$variant RP_CTA_POLICY=efficiency "${bench[@]}" --models $model --steps $steps ;;
+        cta-zero) env RP_VARIANT=$variant RP_CTA_POLICY=zero "${bench[@]}" --models $model --steps $steps ;;
+        low-priority) env RP_VARIANT=$variant RP_COMM_HIGH_PRIORITY=false "${bench[@]}" --models $model --steps $steps ;;
+        lead2) env RP_VARIANT=$variant RP_HOST_LEAD=2 "${bench[@]}" --models $model --steps $steps ;;
+      esac >/dev/null 2>>"$d/contention.err"
+      say "$model $variant: rc $?"
+    done
+  done
+  python3 - "$d/contention.jsonl" <<'PY'
+import json, sys
+print(f"{'model':10} {'variant':15} {'rate/GPU':>9} {'step_ms':>8} {'p99_ms':>8} {'p99/p50':>7} {'exposed':>8}")
+for line in open(sys.argv[1]):
+    r = json.loads(line)
+    print(f"{r['model']:10} {r['variant']:15} {r['per_gpu_rate']:>9.1f} {r['step_ms']:>8.2f} "
+          f"{r['step_p99_ms']:>8.2f} {r['step_p99_ms'] / r['step_ms']:>7.3f} {r.get('comm_exposed_ms') or 0:>8.3f}")
+PY
+}
+
 part_verify() {
   local d=$1 t bin fail=0
   local tests=(comm_device_timeline_test trainer_fused_batch_norm_test
                trainer_linear_cross_entropy_test trainer_gradient_update_test
                trainer_mixed_linear_test trainer_layer_norm_test trainer_max_pool_test
-               trainer_residual_norm_test)
+               trainer_residual_norm_test trainer_step_clock_test)
   gpu_build_test "${tests[@]}" >"$d/build.log" 2>&1 || { say "verify: test build failed"; tail -20 "$d/build.log"; return; }
   for t in "${tests[@]}"; do
     bin=$(find "$RINGPILOT_BUILD_DIR" -name "$t" -type f -executable | head -1)
@@ -206,6 +238,7 @@ for part in "${PARTS[@]}"; do
     overlap) part_overlap "$dir" ;;
     observe) part_observe "$dir" ;;
     options) part_options "$dir" ;;
+    contention) part_contention "$dir" ;;
     verify) part_verify "$dir" ;;
   esac
   tar czf "$DEST/scaling-$part.tgz" -C "$(dirname "$dir")" "$part"

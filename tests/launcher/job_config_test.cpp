@@ -61,6 +61,7 @@ train:
   eps: 1e-6
   precision: bf16
   cuda_graphs: true
+  host_lead_steps: 3
   channels_last: false
   seed: 18446744073709551615
   threads_per_rank: 3
@@ -72,6 +73,8 @@ comm:
   grad_dtype: bf16
   overlap_optimizer: false
   timeout_s: 60.5
+  nccl_cta_policy: efficiency
+  high_priority_stream: false
 checkpoint:
   every_steps: 0
   keep: 7
@@ -131,6 +134,9 @@ void ExpectSame(const JobConfig& a, const JobConfig& b) {
   EXPECT_EQ(a.comm.first_bucket_mb, b.comm.first_bucket_mb);
   EXPECT_EQ(a.comm.grad_dtype, b.comm.grad_dtype);
   EXPECT_EQ(a.comm.timeout_s, b.comm.timeout_s);
+  EXPECT_EQ(a.comm.nccl_cta_policy, b.comm.nccl_cta_policy);
+  EXPECT_EQ(a.comm.high_priority_stream, b.comm.high_priority_stream);
+  EXPECT_EQ(a.train.host_lead_steps, b.train.host_lead_steps);
   EXPECT_EQ(a.checkpoint.every_steps, b.checkpoint.every_steps);
   EXPECT_EQ(a.checkpoint.keep, b.checkpoint.keep);
   EXPECT_EQ(a.metrics.enabled, b.metrics.enabled);
@@ -181,12 +187,15 @@ TEST(config, FullFileParses) {
   EXPECT_EQ(c.train.seed, 18446744073709551615ULL);
   EXPECT_EQ(c.train.threads_per_rank, 3);
   EXPECT_FALSE(c.train.retain_host_memory);
+  EXPECT_EQ(c.train.host_lead_steps, 3);
   EXPECT_FALSE(c.comm.overlap_optimizer);
   EXPECT_EQ(c.train.log_every_s, 0.5);
   EXPECT_EQ(c.comm.bucket_mb, 50.0);
   EXPECT_EQ(c.comm.first_bucket_mb, 0.5);
   EXPECT_EQ(c.comm.grad_dtype, GradDtype::kBf16);
   EXPECT_EQ(c.comm.timeout_s, 60.5);
+  EXPECT_EQ(c.comm.nccl_cta_policy, NcclCtaPolicy::kEfficiency);
+  EXPECT_FALSE(c.comm.high_priority_stream);
   EXPECT_EQ(c.checkpoint.every_steps, 0);
   EXPECT_EQ(c.checkpoint.keep, 7);
   EXPECT_FALSE(c.metrics.enabled);
@@ -386,6 +395,16 @@ std::vector<BadCase> BadCases() {
        {},
        "f.yaml:4:11: world.device:",
        "must be one of cpu, cuda, auto"},
+      {"bad nccl cta policy",
+       With("comm:\n  nccl_cta_policy: fast\n"),
+       {},
+       "f.yaml:4:20: comm.nccl_cta_policy:",
+       "must be one of default, efficiency, zero"},
+      {"host lead out of range",
+       With(""),
+       {"train.host_lead_steps=5"},
+       "--set[1]:1:23: train.host_lead_steps:",
+       "must be in 1..4"},
       {"bad model",
        "name: t\nmodel: {name: vgg}\n",
        {},
