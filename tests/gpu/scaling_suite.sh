@@ -153,6 +153,25 @@ part_observe() {
   rm -rf "$1/run"  # run directories with checkpoints and traces: too big to bring back
 }
 
+# rows_table JSONL FIELD...: bench_train.sh rows, the named fields in columns (p99/p50 is
+# step_p99_ms / step_ms); a field a row lacks prints as '-'.
+rows_table() {
+  python3 - "$@" <<'PY'
+import json, sys
+path, fields = sys.argv[1], sys.argv[2:]
+def value(row, field):
+    if field == "p99/p50":
+        return row["step_p99_ms"] / row["step_ms"]
+    return row.get(field)
+print(" ".join(f"{f:>16}" for f in fields))
+for line in open(path):
+    row = json.loads(line)
+    cells = [value(row, f) for f in fields]
+    print(" ".join(f"{c:>16.4f}" if isinstance(c, float) else f"{'-' if c is None else c:>16}"
+                   for c in cells))
+PY
+}
+
 part_options() {
   local worlds="1" bench=(bash "$ROOT/tests/gpu/bench_train.sh" --what ringpilot --out "$1/options.jsonl")
   ((GPUS >= 2)) && worlds="1 2"
@@ -167,14 +186,7 @@ part_options() {
   RP_MAXPOOL_KERNEL=false RP_VARIANT=aten-maxpool "${bench[@]}" --worlds "$worlds" \
     --models resnet50 >/dev/null 2>>"$1/options.err"
   say "model.maxpool_kernel false: rc $?"
-  python3 - "$1/options.jsonl" <<'PY'
-import json, sys
-print(f"{'model':10} {'world':>5} {'variant':18} {'rate/GPU':>9} {'step_ms':>8} {'p99_ms':>8} {'final_loss':>12}")
-for line in open(sys.argv[1]):
-    r = json.loads(line)
-    print(f"{r['model']:10} {r['world']:>5} {r['variant']:18} {r['per_gpu_rate']:>9.1f} "
-          f"{r['step_ms']:>8.2f} {r['step_p99_ms']:>8.2f} {r.get('final_loss') or 0:>12.6f}")
-PY
+  rows_table "$1/options.jsonl" model world variant per_gpu_rate step_ms step_p99_ms final_loss
 }
 
 part_contention() {
@@ -195,14 +207,8 @@ part_contention() {
       say "$model $variant: rc $?"
     done
   done
-  python3 - "$d/contention.jsonl" <<'PY'
-import json, sys
-print(f"{'model':10} {'variant':15} {'rate/GPU':>9} {'step_ms':>8} {'p99_ms':>8} {'p99/p50':>7} {'exposed':>8}")
-for line in open(sys.argv[1]):
-    r = json.loads(line)
-    print(f"{r['model']:10} {r['variant']:15} {r['per_gpu_rate']:>9.1f} {r['step_ms']:>8.2f} "
-          f"{r['step_p99_ms']:>8.2f} {r['step_p99_ms'] / r['step_ms']:>7.3f} {r.get('comm_exposed_ms') or 0:>8.3f}")
-PY
+  rows_table "$d/contention.jsonl" model variant per_gpu_rate step_ms step_p99_ms p99/p50 \
+    comm_exposed_ms
 }
 
 part_verify() {
