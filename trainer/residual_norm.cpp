@@ -2,6 +2,7 @@
 
 #include <torch/autograd.h>
 
+#include <cstdint>
 #include <mutex>
 #include <vector>
 
@@ -39,6 +40,17 @@ namespace rn = residual_norm;
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 
+bool Aligned(const at::Tensor& t, uintptr_t bytes) {
+  return reinterpret_cast<uintptr_t>(t.data_ptr()) % bytes == 0;
+}
+
+// Contiguous, and on the kernels' vector boundary (a view may start anywhere): a copy
+// where it is not.
+at::Tensor ForKernel(const at::Tensor& t, uintptr_t bytes) {
+  at::Tensor c = t.contiguous();
+  return Aligned(c, bytes) ? c : c.clone();
+}
+
 bool KernelApplies(const at::Tensor& branch, const at::Tensor& residual, const at::Tensor& weight,
                    const at::Tensor& bias) {
   const auto dtype = branch.scalar_type();
@@ -48,7 +60,8 @@ bool KernelApplies(const at::Tensor& branch, const at::Tensor& residual, const a
          bias.scalar_type() == at::kFloat && branch.sizes() == residual.sizes() &&
          weight.dim() == 1 && weight.size(0) == h && bias.dim() == 1 && bias.size(0) == h &&
          residual.device() == branch.device() && weight.device() == branch.device() &&
-         bias.device() == branch.device() && rn::Supported(h);
+         bias.device() == branch.device() && rn::Supported(h) && weight.is_contiguous() &&
+         bias.is_contiguous() && Aligned(weight, 16) && Aligned(bias, 16);
 }
 
 rn::DType KernelDType(at::ScalarType t) {
@@ -69,7 +82,7 @@ class ResidualNormFn : public torch::autograd::Function<ResidualNormFn> {
                                const at::Tensor& residual_in, const at::Tensor& weight,
                                const at::Tensor& bias, double eps, double p, bool accumulate) {
     const c10::cuda::CUDAGuard guard(branch_in.device());
-    const at::Tensor branch = branch_in.contiguous(), residual = residual_in.contiguous();
+    const at::Tensor branch = ForKernel(branch_in, 8), residual = ForKernel(residual_in, 16);
     const int64_t h = residual.size(-1), rows = residual.numel() / h;
     rn::ForwardArgs a;
     at::Tensor out = at::empty_like(residual, at::MemoryFormat::Contiguous);
@@ -127,8 +140,8 @@ class ResidualNormFn : public torch::autograd::Function<ResidualNormFn> {
     const variable_list s = ctx->get_saved_variables();
     const at::Tensor &z = s[0], &weight = s[3], &bias = s[4], &keep = s[5];
     variable_list result(7);
-    const at::Tensor grad_out = grads[0].defined() ? grads[0].contiguous() : at::Tensor();
-    const at::Tensor grad_low = grads[1].defined() ? grads[1].contiguous() : at::Tensor();
+    const at::Tensor grad_out = grads[0].defined() ? ForKernel(grads[0], 16) : at::Tensor();
+    const at::Tensor grad_low = grads[1].defined() ? ForKernel(grads[1], 8) : at::Tensor();
     if (!grad_out.defined() && !grad_low.defined()) return result;
     const c10::cuda::CUDAGuard guard(z.device());
     rn::BackwardArgs a;

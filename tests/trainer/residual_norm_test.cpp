@@ -180,6 +180,34 @@ TEST(ResidualLayerNormCuda, AccumulatesIntoParameterGradientsAndIsDeterministic)
   EXPECT_LE(RelMaxError(acc.d_bias, plain.d_bias + preset), 1e-6);
 }
 
+TEST(ResidualLayerNormCuda, MisalignedViewsGiveTheSameResultsAsAlignedCopies) {
+  if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device";
+  torch::manual_seed(25);
+  const auto options = at::device(at::kCUDA);
+  const int64_t rows = 64, h = 768, n = rows * h;
+  // Contiguous views starting one element into their storage: 2 bytes off for bf16, 4 for
+  // float32, off the kernels' 8- and 16-byte vectors.
+  const at::Tensor branch_store = at::randn({n + 1}, options).to(at::kBFloat16).requires_grad_();
+  const at::Tensor residual_store = at::randn({n + 1}, options).requires_grad_();
+  const Inputs in = MakeInputs({rows, h}, at::kBFloat16, options);
+  const at::Tensor weight = in.weight.clone().requires_grad_();
+  const at::Tensor bias = in.bias.clone().requires_grad_();
+  auto run = [&](const at::Tensor& branch, const at::Tensor& residual) {
+    const ResidualNorm r = ResidualLayerNorm(branch, residual, weight, bias, kEps, 0.0);
+    auto g =
+        torch::autograd::grad({r.out, r.out_low}, {branch, weight}, {in.grad_out, in.grad_low});
+    return std::vector<at::Tensor>{r.out, g[0], g[1]};
+  };
+  const std::vector<at::Tensor> shifted = run(branch_store.narrow(0, 1, n).view({rows, h}),
+                                              residual_store.narrow(0, 1, n).view({rows, h}));
+  const std::vector<at::Tensor> aligned =
+      run(branch_store.detach().narrow(0, 1, n).view({rows, h}).clone().requires_grad_(),
+          residual_store.detach().narrow(0, 1, n).view({rows, h}).clone().requires_grad_());
+  EXPECT_TRUE(at::equal(shifted[0], aligned[0])) << "out";
+  EXPECT_TRUE(at::equal(shifted[1], aligned[1])) << "branch gradient";
+  EXPECT_TRUE(at::equal(shifted[2], aligned[2])) << "weight gradient";
+}
+
 TEST(ResidualLayerNormCuda, EachCudaGraphReplayDrawsAFreshMask) {
   if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device";
   torch::manual_seed(24);
