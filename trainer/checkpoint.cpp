@@ -183,8 +183,8 @@ std::optional<CheckpointInfo> CheckpointStore::FindNewestValid(
   return std::nullopt;
 }
 
-void CheckpointStore::Load(const CheckpointInfo& info,
-                           const std::vector<NamedTensor>& tensors) const {
+std::vector<std::string> CheckpointStore::Load(const CheckpointInfo& info,
+                                               const std::vector<NamedTensor>& tensors) const {
   const std::string file = info.path + "/" + kStateFile;
   torch::serialize::InputArchive archive;
   try {
@@ -193,9 +193,14 @@ void CheckpointStore::Load(const CheckpointInfo& info,
     throw CheckpointError(file + ": cannot load: " + e.what_without_backtrace());
   }
   at::NoGradGuard no_grad;
+  std::vector<std::string> absent;
   for (const auto& nt : tensors) {
     at::Tensor value;
     if (!archive.try_read(nt.name, value)) {
+      if (nt.optional) {
+        absent.push_back(nt.name);
+        continue;
+      }
       throw CheckpointError(file + ": has no tensor '" + nt.name +
                             "' (different model or optimizer?)");
     }
@@ -205,6 +210,7 @@ void CheckpointStore::Load(const CheckpointInfo& info,
     }
     nt.tensor.detach().copy_(value);
   }
+  return absent;
 }
 
 }  // namespace ringpilot::trainer

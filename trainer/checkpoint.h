@@ -17,6 +17,7 @@ namespace ringpilot::trainer {
 struct NamedTensor {
   std::string name;
   at::Tensor tensor;
+  bool optional = false;  ///< Load leaves it as it is when the checkpoint lacks it
 };
 
 struct CheckpointInfo {
@@ -48,8 +49,10 @@ class CheckpointStore {
   std::optional<CheckpointInfo> FindNewestValid(std::vector<std::string>* warnings) const;
 
   /// Loads `info` into `tensors` (matched by name, shapes must agree; copied to each
-  /// tensor's device and dtype). Throws CheckpointError naming the file and tensor.
-  void Load(const CheckpointInfo& info, const std::vector<NamedTensor>& tensors) const;
+  /// tensor's device and dtype). Throws CheckpointError naming the file and tensor; an
+  /// optional tensor the checkpoint lacks is left as it is and its name returned.
+  std::vector<std::string> Load(const CheckpointInfo& info,
+                                const std::vector<NamedTensor>& tensors) const;
 
   /// Verifies one checkpoint directory; returns its info or throws CheckpointError.
   static CheckpointInfo Verify(const std::string& path);

@@ -28,6 +28,7 @@
 #include "trainer/preemption.h"
 #include "trainer/rank_log.h"
 #include "trainer/rank_telemetry.h"
+#include "trainer/rng_state.h"
 #include "trainer/run_util.h"
 #include "trainer/sha256.h"
 #include "trainer/step_clock.h"
@@ -72,7 +73,7 @@ struct Trainer::State {
   std::unique_ptr<comm::GradientReducer> reducer;
   std::unique_ptr<FusedOptimizer> optimizer;
   std::unique_ptr<TrainingMetrics> metrics;
-  at::Tensor rng_table;  // [world, state bytes] uint8, filled at checkpoint time
+  std::unique_ptr<RankRngState> rng;  // per-rank generator states, in checkpoints
   int64_t start_step = 0;
 };
 
@@ -247,16 +248,14 @@ int Trainer::Run() {
   }
 
   // Per-rank RNG state (dropout), gathered to rank 0 for checkpoints.
-  torch::manual_seed(cfg.train.seed * 1000003ULL + 17ULL * s.rank + 1);
-  at::Generator cpu_gen = at::detail::getDefaultCPUGenerator();
-  const at::Tensor my_rng = cpu_gen.get_state();
-  s.rng_table = at::zeros({s.world, my_rng.numel()}, at::kByte);
-  s.named_state.push_back({"rng/cpu", s.rng_table});
+  s.rng = std::make_unique<RankRngState>(cfg.train.seed, s.rank, s.world, s.cuda);
+  for (NamedTensor& entry : s.rng->Entries()) s.named_state.push_back(std::move(entry));
 
   // Resume: rank 0 picks the newest valid checkpoint, loads it, and broadcasts.
   CheckpointStore store(s.opts.run_dir + "/checkpoints", cfg.checkpoint.keep);
   at::Tensor resume = at::zeros({1}, at::kLong);
   std::optional<CheckpointInfo> found;
+  bool cuda_rng_loaded = true;  // rank 0: the checkpoint had CUDA generator states
   if (s.rank == 0) {
     std::vector<std::string> warnings;
     found = store.FindNewestValid(&warnings);
@@ -267,7 +266,9 @@ int Trainer::Run() {
                                  std::to_string(found->step) + ", beyond train.steps " +
                                  std::to_string(cfg.train.steps));
       }
-      store.Load(*found, s.named_state);
+      for (const std::string& name : store.Load(*found, s.named_state)) {
+        cuda_rng_loaded = cuda_rng_loaded && name != RankRngState::kCudaEntry;
+      }
       resume[0] = found->step;
     }
   }
@@ -275,8 +276,7 @@ int Trainer::Run() {
   s.start_step = resume[0].item<int64_t>();
   comm::BroadcastCoalesced(*s.device_comm, state_tensors, 0);
   if (s.start_step > 0) {
-    s.host_comm->Broadcast(s.rng_table, 0)->Wait();
-    cpu_gen.set_state(s.rng_table[s.rank].clone());
+    s.rng->Restore(*s.host_comm, cuda_rng_loaded);
     s.optimizer->set_steps_done(s.start_step);
     if (s.rank == 0)
       log.Info("resumed from " + found->path + " at step " + std::to_string(s.start_step));
@@ -527,9 +527,7 @@ int Trainer::Run() {
     if (last || preempt ||
         (cfg.checkpoint.every_steps > 0 && done % cfg.checkpoint.every_steps == 0)) {
       const auto c0 = Clock::now();
-      // Every rank's RNG state goes into rank 0's checkpoint.
-      at::Tensor mine = cpu_gen.get_state();
-      s.host_comm->AllGather(mine, s.rng_table)->Wait();
+      s.rng->Gather(*s.host_comm);  // every rank's RNG state into rank 0's checkpoint
       if (s.rank == 0) {
         auto info = store.Save(done, s.world, cfg.name, s.named_state);
         s.metrics->OnCheckpoint(Seconds(c0, Clock::now()));

@@ -126,6 +126,18 @@ TEST_F(CheckpointTest, LoadChecksNamesAndShapes) {
   EXPECT_THROW(store.Load(info, missing), CheckpointError);
 }
 
+TEST_F(CheckpointTest, AnOptionalTensorTheCheckpointLacksIsLeftAndNamed) {
+  CheckpointStore store(dir, 3);
+  auto info = store.Save(1, 1, "job", State(4));
+  auto into = State(0);
+  const at::Tensor extra = at::full({2}, 9.f);
+  into.push_back({"rng/new", extra, /*optional=*/true});
+  const std::vector<std::string> absent = store.Load(info, into);
+  EXPECT_EQ(absent, std::vector<std::string>{"rng/new"});
+  EXPECT_TRUE(at::equal(extra, at::full({2}, 9.f)));
+  EXPECT_TRUE(at::equal(into[0].tensor, at::full({3, 4}, 4.f)));  // the others still load
+}
+
 TEST_F(CheckpointTest, SameStepAgainReplacesWhole) {
   CheckpointStore store(dir, 3);
   store.Save(7, 1, "job", State(1));
