@@ -5,6 +5,7 @@
 # algorithms in two runs, whose rounding differs by more than the limits below.
 #   2 GPUs x batch B == 1 GPU x batch 2B after 5 fp32 steps (rel diff <= 1e-4)
 #   cuda_graphs on == off after 10 fp32 steps (rel diff <= 1e-5)
+#   BERT-base with dropout: 12 steps == 6 steps + resume to 12 (rel diff <= 1e-6)
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/env.sh"
 [[ -x "$RP" ]] || gpu_build
@@ -60,6 +61,19 @@ check "bert-base cuda_graphs on vs off (10 steps)" bert_eager bert_graph 1e-5
 run r50_eager world.procs_per_node=2 train.steps=10 train.cuda_graphs=false
 run r50_graph world.procs_per_node=2 train.steps=10 train.cuda_graphs=true
 check "resnet50 cuda_graphs on vs off (10 steps)" r50_eager r50_graph 1e-5
+# Resume with dropout: 12 steps straight == 6 steps, then the same run directory resumed to
+# 12 (the checkpoint carries each rank's CUDA generator, so the masks continue).
+bert_dropout=(model.name=bert-base model.dropout=0.1 train.optimizer=adamw train.lr=1e-4
+              world.procs_per_node=2 train.cuda_graphs=true checkpoint.every_steps=6)
+run bert_straight "${bert_dropout[@]}" train.steps=12
+run bert_resumed "${bert_dropout[@]}" train.steps=6
+resume_sets=()
+for kv in "${bert_dropout[@]}" train.steps=12; do resume_sets+=(--set "$kv"); done
+"$RP" run "$OUT/bert_resumed.yaml" --run-dir "$OUT/bert_resumed" "${resume_sets[@]}" \
+  >"$OUT/bert_resumed.resume.log" 2>&1 || { echo "correctness: resume of bert_resumed failed"; fail=1; }
+grep -q "resumed from" "$OUT"/bert_resumed/logs/rank-0.log ||
+  { echo "correctness: bert_resumed did not resume"; fail=1; }
+check "bert-base dropout 12 steps vs 6 + resume" bert_straight bert_resumed 1e-6
 grep -h "captured the training step" "$OUT"/*_graph/logs/rank-0.log >/dev/null ||
   { echo "correctness: no CUDA graph was captured"; fail=1; }
 printf '%-44s %-14s %10s %8s %s\n' check metric rel_diff limit result

@@ -27,7 +27,8 @@
 #                  CUDA cases skip on CPU machines (device timeline, fused BatchNorm,
 #                  fused linear + cross-entropy, gradient update order, MixedLinear,
 #                  LayerNorm, max-pool, residual dropout + add + LayerNorm), then
-#                  tests/gpu/correctness.sh (2 GPUs x B == 1 GPU x 2B, graphs on == off)
+#                  tests/gpu/correctness.sh (2 GPUs x B == 1 GPU x 2B, graphs on == off,
+#                  dropout run resumed == straight)
 #                  with the optimizer overlap on, as by default                 (~6 min)
 # Results go to DIR (default $OUT/scaling when $OUT is set, the device tool's result
 # folder, else a temporary directory), one tarball per part, scaling-PART.tgz, because
@@ -39,7 +40,7 @@ PARTS=()
 while (($#)); do
   case $1 in
     --out) DEST=$2; shift 2 ;;
-    -h|--help) sed -n '2,34p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,35p' "$0"; exit 0 ;;
     *) PARTS+=("$1"); shift ;;
   esac
 done
@@ -219,7 +220,7 @@ part_verify() {
   local tests=(comm_device_timeline_test trainer_fused_batch_norm_test
                trainer_linear_cross_entropy_test trainer_gradient_update_test
                trainer_mixed_linear_test trainer_layer_norm_test trainer_max_pool_test
-               trainer_residual_norm_test trainer_step_clock_test)
+               trainer_residual_norm_test trainer_step_clock_test trainer_rng_state_test)
   gpu_build_test "${tests[@]}" >"$d/build.log" 2>&1 || { say "verify: test build failed"; tail -20 "$d/build.log"; return; }
   for t in "${tests[@]}"; do
     bin=$(find "$RINGPILOT_BUILD_DIR" -name "$t" -type f -executable | head -1)
