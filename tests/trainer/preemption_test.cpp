@@ -11,15 +11,10 @@
 #include <string>
 
 #include "launcher/mpirun_command.h"
+#include "tests/trainer/completed_work.h"
 
 namespace ringpilot::trainer {
 namespace {
-
-class DoneWork : public comm::Work {
- public:
-  bool Test() override { return true; }
-  void Wait() override {}
-};
 
 // One rank of a world whose other ranks contribute `peer_flag`; records the ops.
 class FakeComm : public comm::Communicator {
@@ -33,13 +28,13 @@ class FakeComm : public comm::Communicator {
     last_op = op;
     last_dtype = t.scalar_type();
     if (op == comm::ReduceOp::kMax) t.clamp_min_(peer_flag_);
-    return std::make_unique<DoneWork>();
+    return std::make_unique<CompletedWork>();
   }
   std::unique_ptr<comm::Work> Broadcast(const at::Tensor&, int) override {
-    return std::make_unique<DoneWork>();
+    return std::make_unique<CompletedWork>();
   }
   std::unique_ptr<comm::Work> AllGather(const at::Tensor&, const at::Tensor&) override {
-    return std::make_unique<DoneWork>();
+    return std::make_unique<CompletedWork>();
   }
   void Barrier() override {}
 

@@ -7,14 +7,10 @@
 #include <string>
 #include <vector>
 
+#include "tests/trainer/completed_work.h"
+
 namespace ringpilot::trainer {
 namespace {
-
-class DoneWork : public comm::Work {
- public:
-  bool Test() override { return true; }
-  void Wait() override {}
-};
 
 // One rank: AllGather fills row 0, Broadcast from rank 0 leaves the tensor as it is.
 class SingleRankComm : public comm::Communicator {
@@ -23,15 +19,15 @@ class SingleRankComm : public comm::Communicator {
   int size() const override { return 1; }
   std::string backend() const override { return "single"; }
   std::unique_ptr<comm::Work> AllReduce(const at::Tensor&, comm::ReduceOp) override {
-    return std::make_unique<DoneWork>();
+    return std::make_unique<CompletedWork>();
   }
   std::unique_ptr<comm::Work> Broadcast(const at::Tensor&, int) override {
     ++broadcasts;
-    return std::make_unique<DoneWork>();
+    return std::make_unique<CompletedWork>();
   }
   std::unique_ptr<comm::Work> AllGather(const at::Tensor& in, const at::Tensor& out) override {
     out[0].copy_(in);
-    return std::make_unique<DoneWork>();
+    return std::make_unique<CompletedWork>();
   }
   void Barrier() override {}
   int broadcasts = 0;
