@@ -5,6 +5,8 @@
 #include <string>
 #include <utility>
 
+#include "trainer/grad_accumulation.h"
+
 #ifdef RINGPILOT_WITH_CUDA
 #include <ATen/cuda/CUDAContext.h>
 #include <c10/cuda/CUDAGuard.h>
@@ -34,14 +36,6 @@ void AddMatmulFloat(at::Tensor& grad, const at::Tensor& a, const at::Tensor& b) 
   } else {
     grad.addmm_(a.to(at::kFloat), b.to(at::kFloat));
   }
-}
-
-// Whether backward may add a weight's gradient into `grad` itself: a plain float32 buffer
-// of the weight's shape, and no double backward.
-bool CanAccumulateInto(const at::Tensor& grad, int64_t rows, int64_t cols, const at::Tensor& like) {
-  return grad.defined() && !at::GradMode::is_enabled() && !grad.requires_grad() &&
-         grad.scalar_type() == at::kFloat && grad.dim() == 2 && grad.size(0) == rows &&
-         grad.size(1) == cols && grad.is_contiguous() && grad.device() == like.device();
 }
 
 class MixedLinearFn : public torch::autograd::Function<MixedLinearFn> {
@@ -81,7 +75,7 @@ class MixedLinearFn : public torch::autograd::Function<MixedLinearFn> {
     int64_t offset = 0;
     for (int64_t i = 0; i < n; ++i) {
       at::Tensor grad = accumulate ? saved[2 + i].grad() : at::Tensor();
-      if (CanAccumulateInto(grad, outs[i], xl.size(1), xl)) {
+      if (accumulate && CanAccumulateInto(grad, saved[2 + i])) {
         // No gradient returned: AccumulateGrad then adds nothing, and its post-hooks (the
         // gradient reducer's) still run, after this GEMM on the same stream.
         AddMatmulFloat(grad, dy.narrow(1, offset, outs[i]).t(), xl);

@@ -6,6 +6,7 @@
 #include <mutex>
 #include <vector>
 
+#include "trainer/grad_accumulation.h"
 #include "trainer/layer_norm.h"
 
 #ifdef RINGPILOT_WITH_CUDA
@@ -66,14 +67,6 @@ bool KernelApplies(const at::Tensor& branch, const at::Tensor& residual, const a
 
 rn::DType KernelDType(at::ScalarType t) {
   return t == at::kBFloat16 ? rn::DType::kBFloat16 : rn::DType::kFloat16;
-}
-
-// A parameter's .grad that backward may add into: contiguous float32 of its shape, and
-// no double backward.
-bool CanAccumulateInto(const at::Tensor& grad, const at::Tensor& param) {
-  return grad.defined() && !at::GradMode::is_enabled() && !grad.requires_grad() &&
-         grad.scalar_type() == at::kFloat && grad.sizes() == param.sizes() &&
-         grad.is_contiguous() && grad.device() == param.device();
 }
 
 class ResidualNormFn : public torch::autograd::Function<ResidualNormFn> {
