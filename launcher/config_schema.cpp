@@ -551,6 +551,10 @@ std::vector<KeySpec> BuildSchema() {
                       Member(&JC::comm, &CommConfig::high_priority_stream),
                       "NCCL's stream at high CUDA priority (its kernels start ahead of queued "
                       "compute); false: normal priority, like the training stream"));
+  s.push_back(IntKey("comm.backward_sm_carveout",
+                     Member(&JC::comm, &CommConfig::backward_sm_carveout), 0, 128,
+                     "CUDA: SMs the backward pass's cuBLAS GEMMs are planned without, left to "
+                     "the NCCL kernels that overlap them (0: GEMMs plan for every SM)"));
 
   s.push_back(IntKey("checkpoint.every_steps",
                      Member(&JC::checkpoint, &CheckpointConfig::every_steps), 0, INT_MAX,

@@ -94,6 +94,7 @@ struct CommConfig {
   double timeout_s = 300.0;
   NcclCtaPolicy nccl_cta_policy = NcclCtaPolicy::kDefault;
   bool high_priority_stream = true;  ///< NCCL's stream: high CUDA priority (compute: normal)
+  int backward_sm_carveout = 0;      ///< CUDA: SMs backward's cuBLAS GEMMs leave to NCCL (0 = none)
 };
 
 struct CheckpointConfig {

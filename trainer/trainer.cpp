@@ -16,6 +16,7 @@
 #include "comm/gradient_reducer.h"
 #include "comm/mpi_communicator.h"
 #include "comm/status.h"
+#include "trainer/backward_sm_carveout.h"
 #include "trainer/bootstrap.h"
 #include "trainer/checkpoint.h"
 #include "trainer/file_util.h"
@@ -342,6 +343,7 @@ int Trainer::Run() {
   // The autocast weight cache would hold tensors from the capture's memory pool.
   if (cfg.train.cuda_graphs) at::autocast::set_autocast_cache_enabled(false);
   at::Tensor loss_out;  // the step's loss, on the device
+  const BackwardSmCarveout carveout(cfg.comm.backward_sm_carveout, s.cuda);
   // One training step on `dev`; host-sync free so it can be captured.
   const double straggle_s =
       s.rank == cfg.fault.straggler_rank ? cfg.fault.straggler_ms / 1000.0 : 0.0;
@@ -371,7 +373,9 @@ int Trainer::Run() {
       // on CPU after it, where MPI progresses only inside our calls and the other ranks
       // then wait in FinishBackward (and ranks sharing cores compute alike).
       if (s.cuda) phases.SlowDown(straggle_s);
+      carveout.Arm(loss);
       loss.backward();
+      carveout.Disarm();
       if (!s.cuda) phases.SlowDown(straggle_s);
       phases.BackwardDone();
     }
@@ -379,11 +383,8 @@ int Trainer::Run() {
       NvtxRange range("reduce+update");
       ReduceAndUpdate(*s.reducer, *s.optimizer, phases, update_options);
     }
-    if (loss_out.defined()) {
-      loss_out.copy_(loss.detach());
-    } else {
-      loss_out = loss.detach().clone();
-    }
+    if (!loss_out.defined()) loss_out = at::empty_like(loss);  // before any capture
+    loss_out.copy_(loss.detach());
   };
 
   // Phases of the oldest finished step, and straggler attribution: every rank shares when

@@ -21,8 +21,9 @@
 #   contention     what the all-GPU step loses beside NCCL (issue 3's scaling and p99):
 #                  ringpilot on all GPUs, BERT-base 200 and ResNet-50 100 timed steps,
 #                  with comm.nccl_cta_policy efficiency / zero, comm.high_priority_stream
-#                  false, train.host_lead_steps 2 and 10 MB buckets against the
-#                  defaults                                                       (~7 min)
+#                  false, train.host_lead_steps 2, 10 MB buckets and
+#                  comm.backward_sm_carveout 16 / 32 (BERT-base) against the
+#                  defaults                                                       (~8 min)
 #   verify         what has not yet run on a GPU since it changed: the unit tests whose
 #                  CUDA cases skip on CPU machines (device timeline, fused BatchNorm,
 #                  fused linear + cross-entropy, gradient update order, MixedLinear,
@@ -198,7 +199,9 @@ part_contention() {
   for model in bert-base resnet50; do
     steps=215
     [[ $model == resnet50 ]] && steps=115
-    for variant in default cta-efficiency cta-zero low-priority lead2 bucket10; do
+    local variants=(default cta-efficiency cta-zero low-priority lead2 bucket10)
+    [[ $model == bert-base ]] && variants+=(carveout16 carveout32)
+    for variant in "${variants[@]}"; do
       case $variant in
         default) env RP_VARIANT=$variant "${bench[@]}" --models $model --steps $steps ;;
         cta-efficiency) env RP_VARIANT=$variant RP_CTA_POLICY=efficiency "${bench[@]}" --models $model --steps $steps ;;
@@ -206,6 +209,8 @@ part_contention() {
         low-priority) env RP_VARIANT=$variant RP_COMM_HIGH_PRIORITY=false "${bench[@]}" --models $model --steps $steps ;;
         lead2) env RP_VARIANT=$variant RP_HOST_LEAD=2 "${bench[@]}" --models $model --steps $steps ;;
         bucket10) env RP_VARIANT=$variant RP_BUCKET_MB=10 RP_BERT_BUCKET_MB=10 "${bench[@]}" \
+          --models $model --steps $steps ;;
+        carveout*) env RP_VARIANT=$variant RP_BACKWARD_CARVEOUT="${variant#carveout}" "${bench[@]}" \
           --models $model --steps $steps ;;
       esac >/dev/null 2>>"$d/contention.err"
       say "$model $variant: rc $?"
