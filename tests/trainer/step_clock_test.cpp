@@ -32,6 +32,10 @@ TEST(StepClock, CpuStepIsTheHostTimeSinceBegin) {
 TEST(StepClockCuda, ReportsTheGpuTimeOfTheStepLeadStepsBack) {
   if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device";
   constexpr int64_t kCycles = 20'000'000;  // ~10 ms at 2 GHz
+  // The first launch loads the sleep kernel's module (lazy loading), which would widen
+  // the first timed step by that host time: load it before any step is timed.
+  at::cuda::sleep(1000);
+  torch::cuda::synchronize();
   for (int lead = 1; lead <= StepClock::kMaxLead; ++lead) {
     StepClock clock(/*cuda=*/true, lead);
     std::vector<double> gpu;
