@@ -14,11 +14,13 @@
 # sets BERT's model.fused_residual_norm (its default otherwise); RP_HOST_LEAD=N sets
 # train.host_lead_steps, RP_CTA_POLICY=default|efficiency|zero comm.nccl_cta_policy,
 # RP_COMM_HIGH_PRIORITY=true|false comm.high_priority_stream, RP_BACKWARD_CARVEOUT=N
-# comm.backward_sm_carveout.
+# comm.backward_sm_carveout, RP_FIRST_BUCKET_MB=X comm.first_bucket_mb.
 # Writes one JSON object per line (model, world, batch_per_gpu, impl, per_gpu_rate,
-# step_ms, step_p99_ms, first_step_s, peak_mem_gb; ringpilot rows also comm_exposed_ms,
-# comm_exposed_share and overlap_ratio from the GPU timeline) and prints a table last, with
-# the scaling of each impl relative to its 1-GPU row. Any GPU count: --worlds "1 2 4 8".
+# step_ms, step_p99_ms, first_step_s, peak_mem_gb; sm_clock_mhz, power_w and
+# power_capped_share from nvidia-smi during the run (tests/gpu/gpu_watch.py); ringpilot rows
+# also comm_exposed_ms, comm_exposed_share and overlap_ratio from the GPU timeline) and
+# prints a table last, with the scaling of each impl relative to its 1-GPU row. Any GPU
+# count: --worlds "1 2 4 8".
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/env.sh"
 WHAT=all WORLDS="1 2" MODELS="bert-base resnet50" STEPS=65 EACH_GPU=0
@@ -44,6 +46,21 @@ if [[ $WHAT != peer ]]; then [[ -x "$RP" ]] || gpu_build; fi
 
 batch_of() { [[ $1 == resnet50 ]] && echo 256 || echo 64; }
 
+# GPU clocks and power while each run goes (nvidia-smi every 200 ms), summarised into the
+# row by gpu_watch.py: sm_clock_mhz, power_w, power_capped_share. A GPU at its power limit
+# lowers its clocks, which costs multi-GPU runs more (NVLink traffic and NCCL's kernels
+# draw power too).
+CAP_FIELD=clocks_event_reasons.sw_power_cap
+nvidia-smi --help-query-gpu | grep -q "$CAP_FIELD" || CAP_FIELD=clocks_throttle_reasons.sw_power_cap
+gpu_watch_start() {  # file; prints the watcher's pid
+  nvidia-smi --query-gpu=timestamp,index,utilization.gpu,clocks.sm,power.draw,$CAP_FIELD \
+    --format=csv,noheader,nounits -lms 200 >"$1" 2>/dev/null &
+  echo $!
+}
+used_gpus() {  # world: the physical GPU indices a run of that size uses
+  if [[ -n ${CUDA_VISIBLE_DEVICES:-} ]]; then echo "${CUDA_VISIBLE_DEVICES//,/ }"; else seq -s ' ' 0 $(($1 - 1)); fi
+}
+
 bench_ringpilot() {  # model world
   local model=$1 world=$2 batch
   batch=$(batch_of "$model")
@@ -55,7 +72,7 @@ world: {nodes: 1, procs_per_node: $world, device: cuda}
 model: {name: resnet50, fused_batchnorm: ${RP_FUSED_BN:-true}, maxpool_kernel: ${RP_MAXPOOL_KERNEL:-true}}
 data: {batch_per_rank: $batch}
 train: {steps: $STEPS, warmup_steps: ${RP_WARMUP:-15}, optimizer: sgd, lr: 0.1, momentum: 0.9, weight_decay: 5.0e-5, precision: bf16, channels_last: true, cuda_graphs: ${RP_GRAPHS_RESNET:-true}, log_every_s: 10${RP_HOST_LEAD:+, host_lead_steps: $RP_HOST_LEAD}}
-comm: {bucket_mb: ${RP_BUCKET_MB:-25}, grad_dtype: ${RP_GRAD_DTYPE:-fp32}, overlap_optimizer: ${RP_OVERLAP:-true}${RP_CTA_POLICY:+, nccl_cta_policy: $RP_CTA_POLICY}${RP_COMM_HIGH_PRIORITY:+, high_priority_stream: $RP_COMM_HIGH_PRIORITY}${RP_BACKWARD_CARVEOUT:+, backward_sm_carveout: $RP_BACKWARD_CARVEOUT}}
+comm: {bucket_mb: ${RP_BUCKET_MB:-25}, ${RP_FIRST_BUCKET_MB:+first_bucket_mb: $RP_FIRST_BUCKET_MB, }grad_dtype: ${RP_GRAD_DTYPE:-fp32}, overlap_optimizer: ${RP_OVERLAP:-true}${RP_CTA_POLICY:+, nccl_cta_policy: $RP_CTA_POLICY}${RP_COMM_HIGH_PRIORITY:+, high_priority_stream: $RP_COMM_HIGH_PRIORITY}${RP_BACKWARD_CARVEOUT:+, backward_sm_carveout: $RP_BACKWARD_CARVEOUT}}
 checkpoint: {every_steps: 0, keep: 1}
 metrics: {enabled: true, port_base: 0}
 YAML
@@ -66,7 +83,7 @@ world: {nodes: 1, procs_per_node: $world, device: cuda}
 model: {name: bert-base, seq_len: 128, mixed_linear: ${RP_MIXED_LINEAR:-true}, mixed_linear_accumulate: ${RP_MIXED_ACCUMULATE:-true}${RP_FUSED_RESIDUAL:+, fused_residual_norm: $RP_FUSED_RESIDUAL}}
 data: {batch_per_rank: $batch}
 train: {steps: $STEPS, warmup_steps: ${RP_WARMUP:-15}, optimizer: adamw, lr: 1.0e-4, precision: bf16, cuda_graphs: true, log_every_s: 10${RP_HOST_LEAD:+, host_lead_steps: $RP_HOST_LEAD}}
-comm: {bucket_mb: ${RP_BERT_BUCKET_MB:-25}, grad_dtype: ${RP_GRAD_DTYPE:-fp32}, overlap_optimizer: ${RP_OVERLAP:-true}${RP_CTA_POLICY:+, nccl_cta_policy: $RP_CTA_POLICY}${RP_COMM_HIGH_PRIORITY:+, high_priority_stream: $RP_COMM_HIGH_PRIORITY}${RP_BACKWARD_CARVEOUT:+, backward_sm_carveout: $RP_BACKWARD_CARVEOUT}}
+comm: {bucket_mb: ${RP_BERT_BUCKET_MB:-25}, ${RP_FIRST_BUCKET_MB:+first_bucket_mb: $RP_FIRST_BUCKET_MB, }grad_dtype: ${RP_GRAD_DTYPE:-fp32}, overlap_optimizer: ${RP_OVERLAP:-true}${RP_CTA_POLICY:+, nccl_cta_policy: $RP_CTA_POLICY}${RP_COMM_HIGH_PRIORITY:+, high_priority_stream: $RP_COMM_HIGH_PRIORITY}${RP_BACKWARD_CARVEOUT:+, backward_sm_carveout: $RP_BACKWARD_CARVEOUT}}
 checkpoint: {every_steps: 0, keep: 1}
 metrics: {enabled: true, port_base: 0}
 YAML
@@ -74,12 +91,17 @@ YAML
   # One run directory per variant: `ringpilot run` into an existing one resumes it.
   local dir="$WORK/rp-$model-$world${RP_VARIANT:+-$RP_VARIANT}"
   echo "bench_train: ringpilot $model x$world: $RP run $job" >&2
-  if ! "$RP" run "$job" --run-dir "$dir" >"$dir.log" 2>&1; then
+  local watcher rc=0
+  watcher=$(gpu_watch_start "$dir.smi")
+  "$RP" run "$job" --run-dir "$dir" >"$dir.log" 2>&1 || rc=$?
+  kill "$watcher" 2>/dev/null
+  if ((rc)); then
     echo "bench_train: ringpilot $model x$world failed:" >&2
     tail -25 "$dir.log" >&2
     return 0
   fi
-  python3 - "$dir/summary.json" "$model" "$world" "$batch" "$dir/logs/rank-0.stats.json" >>"$OUTFILE" <<'PY'
+  python3 - "$dir/summary.json" "$model" "$world" "$batch" "$dir/logs/rank-0.stats.json" \
+    <<'PY' | python3 "$ROOT/tests/gpu/gpu_watch.py" merge "$dir.smi" "$(used_gpus "$world")" >>"$OUTFILE"
 import json, os, sys
 s = json.load(open(sys.argv[1]))
 world = int(sys.argv[3])
@@ -108,15 +130,19 @@ bench_peer() {  # model world impl [compile mode]
   local args=(--model "$model" --batch "$batch")
   [[ -n $mode ]] && args+=(--compile "$mode")
   echo "bench_train: peer $impl $model x$world" >&2
-  local log="$WORK/peer-$impl-$model-$world.log"
-  if ! python3 -m torch.distributed.run --standalone --nproc_per_node="$world" \
-      "$PEER_DIR/torch_ddp_bench.py" "${args[@]}" >"$log" 2>&1; then
+  local log="$WORK/peer-$impl-$model-$world.log" watcher rc=0
+  watcher=$(gpu_watch_start "$log.smi")
+  python3 -m torch.distributed.run --standalone --nproc_per_node="$world" \
+    "$PEER_DIR/torch_ddp_bench.py" "${args[@]}" >"$log" 2>&1 || rc=$?
+  kill "$watcher" 2>/dev/null
+  if ((rc)); then
     echo "bench_train: peer $impl $model x$world failed:" >&2
     tail -15 "$log" >&2
     return 0
   fi
   grep -h '^PEER ' "$log" | tail -1 | sed 's/^PEER //' |
-    python3 -c "import json,sys;d=json.load(sys.stdin);d['impl']='$impl';print(json.dumps(d))" >>"$OUTFILE"
+    python3 -c "import json,sys;d=json.load(sys.stdin);d['impl']='$impl';print(json.dumps(d))" |
+    python3 "$ROOT/tests/gpu/gpu_watch.py" merge "$log.smi" "$(used_gpus "$world")" >>"$OUTFILE"
 }
 
 for model in $MODELS; do
@@ -151,8 +177,10 @@ one = {}
 for r in rows:
     if r["world"] == 1 and not str(r.get("variant", "")).startswith("gpu"):
         one.setdefault((r["model"], r["impl"]), r["per_gpu_rate"])
+def fmt(v, spec):
+    return "-" if v is None else format(v, spec)
 print(f"{'model':10} {'world':>5} {'batch':>5} {'impl':30} {'per_gpu_rate':>12} {'scaling':>8} {'step_ms':>8} "
-      f"{'p99_ms':>8} {'exposed':>8} {'first_s':>7} {'mem_gb':>7}")
+      f"{'p99_ms':>8} {'exposed':>8} {'first_s':>7} {'mem_gb':>7} {'sm_mhz':>6} {'capped':>6}")
 for r in rows:
     base = one.get((r["model"], r["impl"]))
     scaling = f"{100 * r['per_gpu_rate'] / base:.1f}%" if base else "-"
@@ -161,5 +189,6 @@ for r in rows:
     impl = r["impl"] + (f"/{r['variant']}" if r.get("variant") else "")
     print(f"{r['model']:10} {r['world']:>5} {r['batch_per_gpu']:>5} {impl:30} {r['per_gpu_rate']:>12.1f} "
           f"{scaling:>8} {r['step_ms']:>8.2f} {r['step_p99_ms']:>8.2f} {exposed:>8} {r['first_step_s']:>7.1f} "
-          f"{r['peak_mem_gb']:>7.2f}")
+          f"{r['peak_mem_gb']:>7.2f} {fmt(r.get('sm_clock_mhz'), '.0f'):>6} "
+          f"{fmt(r.get('power_capped_share'), '.0%'):>6}")
 PY
