@@ -18,6 +18,10 @@ const char* ToString(CollectiveOp op) {
   return "unknown";
 }
 
+at::Tensor Communicator::AllocateCollectiveBuffer(int64_t numel, const at::TensorOptions& options) {
+  return at::zeros({numel}, options);
+}
+
 void BroadcastCoalesced(Communicator& comm, const std::vector<at::Tensor>& tensors, int root) {
   if (comm.size() == 1 || tensors.empty()) return;
   // Group by (dtype, device) keeping first-seen order, so every rank groups identically.

@@ -62,6 +62,17 @@ class Communicator {
   /// Blocks until every rank has called it.
   virtual void Barrier() = 0;
 
+  /// A zeroed buffer of `numel` elements (`options`: dtype and device) for collectives
+  /// that run on it again and again, such as the gradient buckets. The NCCL communicator
+  /// may allocate and register it with NCCL (NcclOptions::buffer_registration), so
+  /// collectives on it need no staging copies; it then owns that memory, and the tensor
+  /// (and every view of it) must not be used after the communicator is destroyed.
+  /// Collective: every rank calls it in the same order with the same size.
+  virtual at::Tensor AllocateCollectiveBuffer(int64_t numel, const at::TensorOptions& options);
+  /// Device memory of AllocateCollectiveBuffer's that PyTorch's memory statistics do not
+  /// see (allocated by NCCL), for peak-memory reports.
+  virtual int64_t registered_bytes() const { return 0; }
+
   /// Lets outstanding collectives advance while the caller does other work (MPI only
   /// progresses inside MPI calls). Cheap; safe to call often.
   virtual void Progress() {}

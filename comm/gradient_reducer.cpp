@@ -83,9 +83,23 @@ void GradientReducer::BuildBuckets(const std::vector<size_t>& order) {
   locator_.assign(params_.size(), {0, 0});
   const auto opts = params_.front().options().requires_grad(false);
   at::NoGradGuard no_grad;
+  // One buffer holds every bucket: allocated once through the communicator (which may
+  // register it with NCCL, a collective and costly call) and reused when the buckets are
+  // rebuilt from the observed order. Room for every parameter plus one alignment gap per
+  // bucket, of which there are at most as many as parameters.
+  const int64_t align = std::max<int64_t>(1, kBucketAlignBytes / elem);
+  if (!flat_.defined()) {
+    int64_t total = 0;
+    for (const auto& p : params_) total += p.numel();
+    flat_ =
+        comm_.AllocateCollectiveBuffer(total + align * static_cast<int64_t>(params_.size()), opts);
+  }
+  int64_t base = 0;
   for (size_t b = 0; b < layouts_.size(); ++b) {
     auto bucket = std::make_unique<Bucket>();
-    bucket->storage = at::zeros({layouts_[b].numel}, opts);
+    base = (base + align - 1) / align * align;
+    bucket->storage = flat_.narrow(0, base, layouts_[b].numel);
+    base += layouts_[b].numel;
     bucket->wire = options_.comm_dtype == bucket->storage.scalar_type()
                        ? bucket->storage
                        : at::zeros({layouts_[b].numel}, opts.dtype(options_.comm_dtype));
@@ -94,7 +108,8 @@ void GradientReducer::BuildBuckets(const std::vector<size_t>& order) {
       auto& p = params_[idx];
       // Same strides as the parameter (channels_last stays channels_last), so the
       // optimizer and AccumulateGrad see the layout they expect.
-      p.mutable_grad() = bucket->storage.as_strided(p.sizes(), p.strides(), offset);
+      p.mutable_grad() = bucket->storage.as_strided(p.sizes(), p.strides(),
+                                                    bucket->storage.storage_offset() + offset);
       locator_[idx] = {b, offset};
       offset += p.numel();
     }

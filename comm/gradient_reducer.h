@@ -72,6 +72,9 @@ class GradientReducer {
  public:
   /// `params` must be unique leaf tensors requiring grad, on one device, in
   /// registration order, identical in shape and order on every rank.
+  /// Each bucket's storage starts on this boundary of one shared buffer.
+  static constexpr int64_t kBucketAlignBytes = 256;
+
   GradientReducer(std::vector<at::Tensor> params, Communicator& comm, ReducerOptions options);
   ~GradientReducer();
   GradientReducer(const GradientReducer&) = delete;
@@ -113,6 +116,7 @@ class GradientReducer {
   ReducerOptions options_;
   std::vector<BucketLayout> layouts_;
   std::vector<std::unique_ptr<Bucket>> buckets_;
+  at::Tensor flat_;  // every bucket's storage, from Communicator::AllocateCollectiveBuffer
   std::vector<std::pair<size_t, int64_t>> locator_;  // param -> (bucket, offset)
   std::vector<std::shared_ptr<torch::autograd::Node>> grad_accumulators_;
   std::vector<char> ready_;

@@ -134,7 +134,54 @@ NcclCommunicator::~NcclCommunicator() {
   stop_ = true;
   if (watchdog_.joinable()) watchdog_.join();
   timed_.clear();
-  if (comm_) ncclCommDestroy(comm_);
+  if (comm_) {
+    // Deregistration is collective like registration: every rank destroys its
+    // communicator at the end of the job, in the same order.
+    cudaDeviceSynchronize();
+    for (const Registered& r : registered_) {
+#if NCCL_VERSION_CODE >= NCCL_VERSION(2, 27, 0)
+      if (options_.buffer_registration == NcclBufferRegistration::kSymmetric) {
+        ncclCommWindowDeregister(comm_, static_cast<ncclWindow_t>(r.handle));
+        continue;
+      }
+#endif
+      ncclCommDeregister(comm_, r.handle);
+    }
+    ncclCommDestroy(comm_);
+  }
+  for (const Registered& r : registered_) ncclMemFree(r.ptr);
+}
+
+at::Tensor NcclCommunicator::AllocateCollectiveBuffer(int64_t numel,
+                                                      const at::TensorOptions& options) {
+  if (options_.buffer_registration == NcclBufferRegistration::kNone) {
+    return Communicator::AllocateCollectiveBuffer(numel, options);
+  }
+  c10::cuda::CUDAGuard guard(device_);
+  const size_t bytes =
+      static_cast<size_t>(numel) * c10::elementSize(options.dtype().toScalarType());
+  Registered r;
+  NCCL_CHECK(ncclMemAlloc(&r.ptr, bytes));
+  registered_.push_back(r);  // freed by the destructor even if registration fails below
+  registered_bytes_ += static_cast<int64_t>(bytes);
+  if (options_.buffer_registration == NcclBufferRegistration::kSymmetric) {
+#if NCCL_VERSION_CODE >= NCCL_VERSION(2, 27, 0)
+    ncclWindow_t win = nullptr;
+    NCCL_CHECK(ncclCommWindowRegister(comm_, r.ptr, bytes, &win, NCCL_WIN_COLL_SYMMETRIC));
+    registered_.back().handle = win;
+#else
+    throw CommError(
+        "comm.nccl_buffer_registration: symmetric needs NCCL >= 2.27; ringpilot "
+        "was built against " +
+        std::to_string(NCCL_VERSION_CODE) + " (" + ProcessLocation() + ")");
+#endif
+  } else {
+    NCCL_CHECK(ncclCommRegister(comm_, r.ptr, bytes, &registered_.back().handle));
+  }
+  CUDA_CHECK(cudaMemset(r.ptr, 0, bytes));
+  // Not owning: the communicator frees it (NCCL's allocator, registered with this comm).
+  return at::from_blob(
+      r.ptr, {numel}, [](void*) {}, options.device(at::Device(at::kCUDA, device_)));
 }
 
 template <class Launch>

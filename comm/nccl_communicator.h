@@ -14,10 +14,19 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "comm/communicator.h"
 
 namespace ringpilot::comm {
+
+/// How AllocateCollectiveBuffer's memory is given to NCCL.
+enum class NcclBufferRegistration {
+  kNone = 0,       ///< at::zeros from PyTorch's caching allocator, as any tensor
+  kRegister = 1,   ///< ncclMemAlloc + ncclCommRegister: the ring writes into peers' buffers
+  kSymmetric = 2,  ///< ncclMemAlloc + ncclCommWindowRegister(NCCL_WIN_COLL_SYMMETRIC), NCCL
+                   ///< >= 2.27: NCCL's symmetric-memory kernels where it picks them
+};
 
 struct NcclOptions {
   static constexpr double kDefaultTimeoutSeconds = 300.0;
@@ -30,6 +39,7 @@ struct NcclOptions {
   int cta_policy = 0;
   /// The collectives' stream at high CUDA priority (else the default priority).
   bool high_priority_stream = true;
+  NcclBufferRegistration buffer_registration = NcclBufferRegistration::kNone;
 };
 
 class NcclCommunicator : public Communicator {
@@ -51,6 +61,9 @@ class NcclCommunicator : public Communicator {
   std::unique_ptr<Work> AllGather(const at::Tensor& input, const at::Tensor& output) override;
   /// Host barrier: a one-element all-reduce, then the comm stream is synchronised.
   void Barrier() override;
+  /// kRegister / kSymmetric: NCCL memory registered with this communicator, freed with it.
+  at::Tensor AllocateCollectiveBuffer(int64_t numel, const at::TensorOptions& options) override;
+  int64_t registered_bytes() const override { return registered_bytes_; }
   /// Reports timings of collectives whose events completed (never blocks).
   void Progress() override;
   void OnReplayLaunched() override;
@@ -86,6 +99,12 @@ class NcclCommunicator : public Communicator {
   NcclOptions options_;
   ncclComm_t comm_ = nullptr;
   c10::cuda::CUDAStream stream_;
+  struct Registered {
+    void* ptr = nullptr;
+    void* handle = nullptr;  // ncclCommRegister's handle or the ncclWindow_t
+  };
+  std::vector<Registered> registered_;
+  int64_t registered_bytes_ = 0;
   std::deque<Timed> timed_;         // training thread only
   std::vector<Captured> captured_;  // likewise
 

@@ -26,6 +26,7 @@ constexpr const char* kPrecisionNames[] = {"fp32", "bf16"};
 constexpr const char* kOptimizerNames[] = {"sgd", "adamw"};
 constexpr const char* kGradDtypeNames[] = {"fp32", "bf16"};
 constexpr const char* kCtaPolicyNames[] = {"default", "efficiency", "zero"};
+constexpr const char* kBufferRegistrationNames[] = {"none", "register", "symmetric"};
 constexpr const char* kBindNames[] = {"auto", "numa", "cores", "none"};
 constexpr const char* kModelNames[] = {"resnet18-cifar", "resnet50", "bert-tiny", "bert-base"};
 constexpr const char* kDataKinds[] = {"synthetic"};
@@ -551,6 +552,13 @@ std::vector<KeySpec> BuildSchema() {
                       Member(&JC::comm, &CommConfig::high_priority_stream),
                       "NCCL's stream at high CUDA priority (its kernels start ahead of queued "
                       "compute); false: normal priority, like the training stream"));
+  s.push_back(EnumKey("comm.nccl_buffer_registration",
+                      Member(&JC::comm, &CommConfig::nccl_buffer_registration),
+                      Names(kBufferRegistrationNames),
+                      "gradient buckets in NCCL memory: none (PyTorch's allocator), register "
+                      "(ncclCommRegister: the ring writes straight into peers' buckets), "
+                      "symmetric (ncclCommWindowRegister, NCCL >= 2.27: its symmetric "
+                      "kernels where it picks them)"));
   s.push_back(IntKey("comm.backward_sm_carveout",
                      Member(&JC::comm, &CommConfig::backward_sm_carveout), 0, 128,
                      "CUDA: SMs the backward pass's cuBLAS GEMMs are planned without, left to "
@@ -727,6 +735,10 @@ const char* ToString(Optimizer o) {
 const char* ToString(GradDtype g) {
   return config_detail::NameOf(config_detail::kGradDtypeNames, static_cast<int>(g));
 }
+const char* ToString(NcclBufferRegistration r) {
+  return config_detail::NameOf(config_detail::kBufferRegistrationNames, static_cast<int>(r));
+}
+
 const char* ToString(NcclCtaPolicy p) {
   return config_detail::NameOf(config_detail::kCtaPolicyNames, static_cast<int>(p));
 }

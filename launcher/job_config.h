@@ -20,6 +20,7 @@ enum class GradDtype { kFp32, kBf16 };
 /// NCCL's CTA policy (ncclConfig_t::CTAPolicy, NCCL >= 2.27): how many SMs its kernels take.
 /// The values are NCCL's NCCL_CTA_POLICY_* constants.
 enum class NcclCtaPolicy { kDefault = 0, kEfficiency = 1, kZero = 2 };
+enum class NcclBufferRegistration { kNone = 0, kRegister = 1, kSymmetric = 2 };
 /// CPU binding of each rank (docs/topology.md): `auto` is `numa` for GPU ranks and `cores`
 /// for CPU ranks.
 enum class BindMode { kAuto, kNuma, kCores, kNone };
@@ -94,7 +95,8 @@ struct CommConfig {
   double timeout_s = 300.0;
   NcclCtaPolicy nccl_cta_policy = NcclCtaPolicy::kDefault;
   bool high_priority_stream = true;  ///< NCCL's stream: high CUDA priority (compute: normal)
-  int backward_sm_carveout = 0;      ///< CUDA: SMs backward's cuBLAS GEMMs leave to NCCL (0 = none)
+  NcclBufferRegistration nccl_buffer_registration = NcclBufferRegistration::kNone;
+  int backward_sm_carveout = 0;  ///< CUDA: SMs backward's cuBLAS GEMMs leave to NCCL (0 = none)
 };
 
 struct CheckpointConfig {
@@ -194,6 +196,7 @@ const char* ToString(Precision p);
 const char* ToString(Optimizer o);
 const char* ToString(GradDtype g);
 const char* ToString(NcclCtaPolicy p);
+const char* ToString(NcclBufferRegistration r);
 const char* ToString(BindMode b);
 
 }  // namespace ringpilot::launcher

@@ -159,6 +159,8 @@ int Trainer::Run() {
     nopts.timeout_s = cfg.comm.timeout_s;
     nopts.high_priority_stream = cfg.comm.high_priority_stream;
     nopts.cta_policy = static_cast<int>(cfg.comm.nccl_cta_policy);  // NCCL's numbering
+    nopts.buffer_registration =
+        static_cast<comm::NcclBufferRegistration>(cfg.comm.nccl_buffer_registration);
     s.device_comm = std::make_unique<comm::NcclCommunicator>(MPI_COMM_WORLD, dev, nopts);
     at::globalContext().setBenchmarkCuDNN(!cfg.train.deterministic);
     at::globalContext().setDeterministicCuDNN(cfg.train.deterministic);
@@ -209,8 +211,7 @@ int Trainer::Run() {
   }
   s.model = MakeModel(mo, norm);
   s.model->to(s.device);
-  // channels_last on the CPU too: oneDNN's convolutions skip reorders (2-5% of a
-  // resnet18-cifar step, bench/results/2026-11-22-cpu-ddp.md).
+  // channels_last on the CPU too: oneDNN skips reorders (bench/results/*-cpu-ddp.md).
   const bool channels_last = cfg.train.channels_last && s.model->input_kind() == InputKind::kImages;
   if (channels_last) {
     for (auto& p : s.model->parameters()) {
@@ -586,7 +587,7 @@ int Trainer::Run() {
         {"first_step_s", first_step_s},
         {"checkpoint_seconds", checkpoint_seconds},
         {"data_seconds_p50", Percentile(data_times, 0.5)},
-        {"peak_mem_gb", PeakDeviceMemoryBytes(s.cuda) / 1e9},
+        {"peak_mem_gb", (PeakDeviceMemoryBytes(s.cuda) + s.device_comm->registered_bytes()) / 1e9},
     };
     WriteJsonAtomically(s.opts.run_dir + "/summary.json", summary);
     log.Info("done: " + std::to_string(total) + " steps, summary " + s.opts.run_dir +

@@ -5,6 +5,9 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include <algorithm>
+#include <climits>
+
 #include "comm/mpi_communicator.h"
 #include "comm/status.h"
 
@@ -119,15 +122,60 @@ TEST_F(GradientReducerTest, GradientsAreViewsIntoBucketStorageInReverseOrder) {
   const size_t n = model.parameters().size();
   ASSERT_EQ(buckets.front().params.size(), 1u);
   EXPECT_EQ(buckets.front().params[0], n - 1);  // the last registered parameter
+  int64_t previous_end = 0;
+  const auto& first = reducer.params()[buckets.front().params[0]].grad();
   for (const auto& b : buckets) {
-    const auto& first = reducer.params()[b.params[0]].grad();
+    // A bucket's gradients tile one aligned range of the shared buffer, in bucket order.
+    int64_t begin = INT64_MAX, end = 0;
     for (size_t idx : b.params) {
       const auto& g = reducer.params()[idx].grad();
-      EXPECT_TRUE(g.defined());
-      EXPECT_TRUE(g.is_alias_of(first)) << "grad of " << idx << " is not in its bucket";
+      ASSERT_TRUE(g.defined());
+      EXPECT_TRUE(g.is_alias_of(first)) << "grad of " << idx << " is not in the bucket buffer";
       EXPECT_EQ(g.sizes(), reducer.params()[idx].sizes());
+      begin = std::min(begin, g.storage_offset());
+      end = std::max(end, g.storage_offset() + g.numel());
+    }
+    EXPECT_EQ(end - begin, b.numel) << "bucket gradients are not contiguous";
+    EXPECT_EQ(begin * 4 % GradientReducer::kBucketAlignBytes, 0) << "bucket not aligned";
+    EXPECT_GE(begin, previous_end) << "buckets overlap";
+    previous_end = end;
+  }
+}
+
+// The communicator supplies the bucket memory (NCCL may register it): one buffer, asked
+// for once, big enough for every bucket, and kept when the buckets are rebuilt.
+class CountingCommunicator : public MpiCommunicator {
+ public:
+  using MpiCommunicator::MpiCommunicator;
+  at::Tensor AllocateCollectiveBuffer(int64_t numel, const at::TensorOptions& options) override {
+    ++calls;
+    buffer = MpiCommunicator::AllocateCollectiveBuffer(numel, options);
+    return buffer;
+  }
+  int calls = 0;
+  at::Tensor buffer;
+};
+
+TEST_F(GradientReducerTest, BucketsLiveInOneCommunicatorBufferAcrossRebuilds) {
+  CountingCommunicator counting{MPI_COMM_WORLD};
+  Mlp model(5, 48);
+  ReducerOptions o;
+  o.first_bucket_bytes = 10 << 10;
+  o.bucket_bytes = 20 << 10;
+  GradientReducer reducer(model.parameters(), counting, o);
+  ASSERT_EQ(counting.calls, 1);
+  int64_t total = 0;
+  for (const auto& p : model.parameters()) total += p.numel();
+  EXPECT_GE(counting.buffer.numel(), total);
+  for (int step = 0; step < 3; ++step) {  // step 1 rebuilds the buckets
+    reducer.PrepareForBackward();
+    model.forward(Input(step, 48)).backward();
+    reducer.FinishBackward();
+    for (const auto& p : model.parameters()) {
+      EXPECT_TRUE(p.grad().is_alias_of(counting.buffer)) << "step " << step;
     }
   }
+  EXPECT_EQ(counting.calls, 1);
 }
 
 TEST_F(GradientReducerTest, FirstBucketIsIssuedBeforeBackwardFinishes) {
