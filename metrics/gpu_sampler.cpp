@@ -115,8 +115,10 @@ struct GpuSampler::Series {
   Family<Counter>* xid;
   Family<Gauge>* last_xid;
   Family<Counter>* ecc;
-  std::array<std::optional<unsigned long long>, 2> nvlink_last;  // tx, rx (KiB)
-  std::array<std::optional<unsigned long long>, 2> ecc_last;     // corrected, uncorrected
+  Family<Counter>* clock_limited;
+  std::array<std::optional<unsigned long long>, 2> nvlink_last;   // tx, rx (KiB)
+  std::array<std::optional<unsigned long long>, 2> limited_last;  // power, thermal (ns)
+  std::array<std::optional<unsigned long long>, 2> ecc_last;      // corrected, uncorrected
 
   Labels With(const char* name, const char* value) const {
     Labels l = labels;
@@ -186,6 +188,9 @@ GpuSampler::GpuSampler(Registry& registry, GpuSamplerOptions options)
   s.last_xid = &r.AddGauge("ringpilot_gpu_last_xid", "Code of the last critical XID error.");
   s.ecc = &r.AddCounter("ringpilot_gpu_ecc_errors_total",
                         "Volatile ECC error count (since the driver loaded).");
+  s.clock_limited = &r.AddCounter("ringpilot_gpu_clock_limited_seconds_total",
+                                  "Time the GPU's clocks were held down by its power or "
+                                  "thermal limit, since sampling began.");
   if (nvml_->EventSetCreate && nvml_->DeviceRegisterEvents && nvml_->EventSetWait &&
       nvml_->EventSetCreate(&s.events) == kNvmlSuccess) {
     if (nvml_->DeviceRegisterEvents(dev, topology::kNvmlEventTypeXidCriticalError, s.events) !=
@@ -258,6 +263,17 @@ void GpuSampler::SampleOnce() {
       n.DeviceGetCurrentClocksEventReasons(dev, &mask) == kNvmlSuccess) {
     for (const Reason& reason : kReasons) {
       s.reasons->Add(s.With("reason", reason.label)).Set((mask & reason.bit) ? 1 : 0);
+    }
+  }
+  if (n.DeviceGetViolationStatus) {
+    // Exact time under the limit (NVML's counter), where the reason gauge is a snapshot.
+    const int policies[2] = {topology::kNvmlPerfPolicyPower, topology::kNvmlPerfPolicyThermal};
+    const char* causes[2] = {"power", "thermal"};
+    for (int i = 0; i < 2; ++i) {
+      topology::nvmlViolationTime_t v{};
+      if (n.DeviceGetViolationStatus(dev, policies[i], &v) != kNvmlSuccess) continue;
+      Series::Mirror(s.clock_limited->Add(s.With("cause", causes[i])), s.limited_last[i],
+                     v.violationTime, /*from_zero=*/true, 1e-9);
     }
   }
   if (n.DeviceGetFieldValues) {

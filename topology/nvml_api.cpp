@@ -58,6 +58,7 @@ std::unique_ptr<NvmlApi> NvmlApi::Load(const std::string& library, std::string* 
   Bind(handle, "nvmlDeviceGetClockInfo", &n.DeviceGetClockInfo);
   Bind(handle, "nvmlDeviceGetPcieThroughput", &n.DeviceGetPcieThroughput);
   Bind(handle, "nvmlDeviceGetFieldValues", &n.DeviceGetFieldValues);
+  Bind(handle, "nvmlDeviceGetViolationStatus", &n.DeviceGetViolationStatus);
   Bind(handle, "nvmlEventSetCreate", &n.EventSetCreate);
   Bind(handle, "nvmlDeviceRegisterEvents", &n.DeviceRegisterEvents);
   Bind(handle, "nvmlEventSetWait_v2", &n.EventSetWait);

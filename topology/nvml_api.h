@@ -59,6 +59,12 @@ struct nvmlEventData_t {
   unsigned int gpuInstanceId;
   unsigned int computeInstanceId;
 };
+/// nvmlViolationTime_t: how long clocks were held below the application clocks by a
+/// policy, since the driver loaded.
+struct nvmlViolationTime_t {
+  unsigned long long referenceTime;  ///< CPU timestamp, microseconds
+  unsigned long long violationTime;  ///< nanoseconds
+};
 static_assert(sizeof(nvmlFieldValue_t) == 40, "nvmlFieldValue_t layout");
 static_assert(sizeof(nvmlEventData_t) == 32, "nvmlEventData_t layout");
 
@@ -81,6 +87,8 @@ constexpr unsigned kNvmlFiNvlinkThroughputDataTx = 138;  ///< KiB, all links
 constexpr unsigned kNvmlFiNvlinkThroughputDataRx = 139;
 constexpr int kNvmlValueTypeUnsignedLongLong = 3;  ///< NVML_VALUE_TYPE_UNSIGNED_LONG_LONG
 constexpr unsigned long long kNvmlEventTypeXidCriticalError = 0x8;
+constexpr int kNvmlPerfPolicyPower = 0;    ///< NVML_PERF_POLICY_POWER
+constexpr int kNvmlPerfPolicyThermal = 1;  ///< NVML_PERF_POLICY_THERMAL
 
 /// The entry points, bound by NvmlApi::Load. Every pointer may be null when the driver's
 /// library lacks the symbol (check before calling).
@@ -108,6 +116,7 @@ struct NvmlApi {
                                         unsigned*) = nullptr;
   /// nvmlDeviceGetCurrentClocksEventReasons, or the older ...ThrottleReasons (same bits).
   nvmlReturn_t (*DeviceGetCurrentClocksEventReasons)(nvmlDevice_t, unsigned long long*) = nullptr;
+  nvmlReturn_t (*DeviceGetViolationStatus)(nvmlDevice_t, int, nvmlViolationTime_t*) = nullptr;
   nvmlReturn_t (*DeviceGetUtilizationRates)(nvmlDevice_t, nvmlUtilization_t*) = nullptr;
   nvmlReturn_t (*DeviceGetPowerUsage)(nvmlDevice_t, unsigned*) = nullptr;  ///< milliwatts
   nvmlReturn_t (*DeviceGetTemperature)(nvmlDevice_t, int, unsigned*) = nullptr;

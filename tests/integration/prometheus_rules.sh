@@ -6,7 +6,7 @@
 #   - the dashboard is valid JSON and every panel query is valid PromQL (the queries, with
 #     the Grafana variables filled in, are checked by `promtool check rules`);
 #   - a real Prometheus server (loopback, temp storage) loads rules.yml: /api/v1/rules lists
-#     the four alerts and the recording rules, all healthy after their first evaluation.
+#     every alert and recording rule, all healthy after their first evaluation.
 # Needs neither the built binaries nor a job, unlike the other integration tests.
 #
 # Usage: tests/integration/prometheus_rules.sh
@@ -28,7 +28,7 @@ done
 readonly RULES=$RINGPILOT_SOURCE_DIR/deploy/prometheus/rules.yml
 readonly RULES_TEST=$RINGPILOT_SOURCE_DIR/deploy/prometheus/rules_test.yml
 readonly DASHBOARD=$RINGPILOT_SOURCE_DIR/deploy/grafana/ringpilot.json
-readonly ALERTS="RingpilotBusBandwidthLow RingpilotCollectiveStalled RingpilotNcclSocketFallback RingpilotStraggler"
+readonly ALERTS="RingpilotBusBandwidthLow RingpilotCollectiveStalled RingpilotGpuClockLimited RingpilotNcclSocketFallback RingpilotStraggler"
 
 # --- promtool -------------------------------------------------------------------------------
 if promtool check rules "$RULES" >"$RP_TMP/check.out" 2>&1; then

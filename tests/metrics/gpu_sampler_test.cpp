@@ -60,6 +60,10 @@ TEST(GpuSampler, ValuesReachExpositionInBaseUnits) {
            Line("ringpilot_gpu_last_xid", l, 79),
            Line("ringpilot_gpu_ecc_errors_total", l + R"(,type="corrected")", 5),
            Line("ringpilot_gpu_ecc_errors_total", l + R"(,type="uncorrected")", 1),
+           // Two reads, 250 ms / 10 ms apart: time limited since sampling began.
+           Line("ringpilot_gpu_clock_limited_seconds_total", l + R"(,cause="power")", 250e6 * 1e-9),
+           Line("ringpilot_gpu_clock_limited_seconds_total", l + R"(,cause="thermal")",
+                10e6 * 1e-9),
        }) {
     EXPECT_NE(text.find(want), std::string::npos) << "missing: " << want << "in:\n" << text;
   }
