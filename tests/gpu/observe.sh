@@ -15,7 +15,8 @@
 #             GPU timeline, overlap ratio, collective sequence numbers advancing
 #   straggler CUDA graphs on, fault.straggler_rank=LAST straggler_ms=50: rank 0's wait is
 #             blamed on the last rank, within 20% of 50 ms per step; diagnose names it
-#   series    ringpilot_gpu_*, ringpilot_nccl_transport_info, gpu_uuid/pci_bus_id labels
+#   series    ringpilot_gpu_* (clock-limited seconds included), ringpilot_nccl_transport_info,
+#             gpu_uuid/pci_bus_id labels
 #   trace     every trace-rank-N.json and diagnose's merged trace.json are valid JSON
 #   overhead  step time with metrics on vs off (CUDA graphs on), median of 3 runs each
 set -euo pipefail
@@ -198,12 +199,14 @@ import re, sys
 text = open(sys.argv[1]).read() if __import__("os").path.exists(sys.argv[1]) else ""
 need = ["ringpilot_gpu_utilization_ratio", "ringpilot_gpu_power_watts", "ringpilot_gpu_memory_used_bytes",
         "ringpilot_gpu_sm_clock_hertz", "ringpilot_gpu_nvlink_bytes_total", "ringpilot_nccl_transport_info",
-        "ringpilot_step_seconds_bucket", "ringpilot_build_info"]
+        "ringpilot_step_seconds_bucket", "ringpilot_build_info", "ringpilot_gpu_clock_limited_seconds_total"]
 missing = [n for n in need if not re.search("^" + n + "[{ ]", text, re.M)]
+limited = dict(re.findall(r'^ringpilot_gpu_clock_limited_seconds_total\{[^}]*cause="(\w+)"[^}]*\} (\S+)', text, re.M))
 labels = bool(re.search(r'^ringpilot_step_seconds_count\{[^}]*gpu_uuid="GPU-[^"]+"[^}]*pci_bus_id="[^"]+"', text, re.M))
 tr = sorted(set(re.findall(r'ringpilot_nccl_transport_info\{[^}]*transport="([^"]+)"', text)))
 print(("PASS " if not missing and labels else "FAIL ") +
-      (f"missing {missing}; " if missing else "") + f"gpu_uuid/pci_bus_id labels {labels}; transports {tr}")
+      (f"missing {missing}; " if missing else "") + f"gpu_uuid/pci_bus_id labels {labels}; transports {tr}; "
+      f"clock-limited seconds {limited}")
 PY
 )
 row series "${res%% *}" "${res#* }"
