@@ -19,13 +19,13 @@ using SetSmCountTarget = cublasStatus_t (*)(cublasHandle_t, int);
 
 // The cuBLAS that LibTorch loaded (the wheel's), not a second one linked from the
 // toolkit under the same soname: the handle is LibTorch's.
-SetSmCountTarget FindSetSmCountTarget() {
+void* FindSetSmCountTarget() {
   void* f = dlsym(RTLD_DEFAULT, "cublasSetSmCountTarget");
   if (f == nullptr) {
     throw std::runtime_error(
         "comm.backward_sm_carveout: cublasSetSmCountTarget not found in the loaded cuBLAS");
   }
-  return reinterpret_cast<SetSmCountTarget>(f);
+  return f;
 }
 #endif
 
@@ -39,7 +39,7 @@ BackwardSmCarveout::BackwardSmCarveout(int carveout_sms, bool cuda) {
     throw std::invalid_argument("comm.backward_sm_carveout: " + std::to_string(carveout_sms) +
                                 " SMs, but the GPU has " + std::to_string(sms));
   }
-  FindSetSmCountTarget();
+  set_sm_count_target_ = FindSetSmCountTarget();
   carveout_ = carveout_sms;
   sm_target_ = sms - carveout_sms;
 #else
@@ -52,8 +52,8 @@ void BackwardSmCarveout::Arm(at::Tensor& loss) const {
 #ifdef RINGPILOT_WITH_CUDA
   if (!active()) return;
   const int target = sm_target_, carveout = carveout_;
-  static const SetSmCountTarget set_target = FindSetSmCountTarget();
-  loss.register_hook([target, carveout](const at::Tensor& grad) {
+  const auto set_target = reinterpret_cast<SetSmCountTarget>(set_sm_count_target_);
+  loss.register_hook([target, carveout, set_target](const at::Tensor& grad) {
     // Autograd's device thread: its cuBLAS handle serves only backward kernels. Setting
     // the target every step costs a handle lookup and keeps it right should the pool
     // hand this thread a different handle.

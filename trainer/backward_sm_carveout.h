@@ -37,6 +37,7 @@ class BackwardSmCarveout {
  private:
   int carveout_ = 0;
   int sm_target_ = 0;
+  void* set_sm_count_target_ = nullptr;  // cublasSetSmCountTarget, looked up once
 };
 
 }  // namespace ringpilot::trainer
