@@ -4,20 +4,6 @@
 
 namespace ringpilot::comm {
 
-const char* ToString(CollectiveOp op) {
-  switch (op) {
-    case CollectiveOp::kAllReduce:
-      return "allreduce";
-    case CollectiveOp::kBroadcast:
-      return "broadcast";
-    case CollectiveOp::kAllGather:
-      return "allgather";
-    case CollectiveOp::kBarrier:
-      return "barrier";
-  }
-  return "unknown";
-}
-
 at::Tensor Communicator::AllocateCollectiveBuffer(int64_t numel, const at::TensorOptions& options) {
   return at::zeros({numel}, options);
 }
@@ -51,22 +37,6 @@ void BroadcastCoalesced(Communicator& comm, const std::vector<at::Tensor>& tenso
       offset += n;
     }
   }
-}
-
-double BusBandwidthFactor(CollectiveOp op, int ranks) {
-  // nccl-tests PERFORMANCE.md: all-reduce moves 2(n-1)/n of the data over the slowest
-  // link, all-gather (n-1)/n, broadcast 1.
-  const double n = ranks;
-  switch (op) {
-    case CollectiveOp::kAllReduce:
-      return ranks > 1 ? 2.0 * (n - 1) / n : 1.0;
-    case CollectiveOp::kAllGather:
-      return ranks > 1 ? (n - 1) / n : 1.0;
-    case CollectiveOp::kBroadcast:
-    case CollectiveOp::kBarrier:
-      return 1.0;
-  }
-  return 1.0;
 }
 
 }  // namespace ringpilot::comm

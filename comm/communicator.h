@@ -10,16 +10,14 @@
 #include <string>
 #include <vector>
 
+#include "comm/collective_op.h"
+
 namespace ringpilot::comm {
 
 class DeviceTimeline;
 
 /// kAvg divides the sum by size() (floating-point tensors only).
 enum class ReduceOp { kSum, kAvg, kMax, kMin };
-
-/// Collective kinds, as named in metrics (`op` label) and in `ringpilot bench comm`.
-enum class CollectiveOp { kAllReduce, kBroadcast, kAllGather, kBarrier };
-const char* ToString(CollectiveOp op);
 
 /// Receives one record per completed collective. Implementations must be cheap and
 /// must not call back into the communicator. Called on the thread that observed the
@@ -107,8 +105,5 @@ class Communicator {
 /// Broadcasts `tensors` from `root` in as few collectives as possible (one per dtype and
 /// device, through a flat staging buffer) and blocks until done. Setup path only.
 void BroadcastCoalesced(Communicator& comm, const std::vector<at::Tensor>& tensors, int root);
-
-/// Bus bandwidth factor of nccl-tests (busbw = algbw * factor) for `op` on `ranks` ranks.
-double BusBandwidthFactor(CollectiveOp op, int ranks);
 
 }  // namespace ringpilot::comm

@@ -2,7 +2,7 @@
 
 #include <yaml-cpp/yaml.h>
 
-#include "k8s/validate.h"
+#include "config/value_rules.h"
 
 namespace ringpilot::k8s {
 namespace {

@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "launcher/job_config.h"
+#include "config/job.h"
 
 namespace ringpilot::k8s {
 
@@ -45,7 +45,7 @@ launcher::JobConfig PodJobConfig(const launcher::JobConfig& config);
 /// (kubeflow.org/v2beta1) and, when metrics are enabled, a PodMonitor
 /// (monitoring.coreos.com/v1). Throws RenderError when k8s.image is empty, the job name
 /// is not a DNS label short enough for the pod names (NAME-worker-I, at most 63), or a
-/// `k8s:` value breaks its rule (k8s/validate.h).
+/// `k8s:` value breaks its rule (config/value_rules.h).
 std::vector<std::string> RenderDocuments(const launcher::JobConfig& config);
 
 /// RenderDocuments joined into one multi-document YAML stream (`---` before each).

@@ -5,22 +5,13 @@
 #include <string>
 #include <vector>
 
-#include "launcher/job_config.h"
-#include "launcher/process_env.h"
+#include "config/job.h"
+#include "base/environment.h"
 
 namespace ringpilot::launcher {
 
 /// Loopback rendezvous address for backend local.
 inline constexpr const char* kLocalMasterAddr = "127.0.0.1";
-
-/// Variables `ringpilot run` sets for every attempt and forwards to all ranks with `-x`.
-inline constexpr const char* kRunDirVar = "RINGPILOT_RUN_DIR";
-inline constexpr const char* kRestartVar = "RINGPILOT_RESTART";
-inline constexpr const char* kMasterAddrVar = "RINGPILOT_MASTER_ADDR";
-inline constexpr const char* kMasterPortVar = "RINGPILOT_MASTER_PORT";
-/// Unix time (seconds) at which the supervisor started this attempt; the trainer
-/// reports time-to-first-step from it.
-inline constexpr const char* kLaunchTimeVar = "RINGPILOT_LAUNCH_UNIX";
 
 /// Everything besides the config that the command depends on.
 struct MpirunContext {
@@ -29,7 +20,7 @@ struct MpirunContext {
   std::string run_dir;            ///< absolute, so that ranks on other hosts find it too
   unsigned euid = 1;              ///< effective uid; 0 adds --allow-run-as-root
   Environment env;                ///< our environment: decides which variables are forwarded
-  /// CrossMemoryAttachWorks() on this host (launcher/cma_probe.h); used by backend local
+  /// CrossMemoryAttachWorks() on this host (mpirun/cma_probe.h); used by backend local
   /// only, where every rank runs here.
   bool cma_works = false;
 };
@@ -44,24 +35,6 @@ struct MpirunCommand {
   int master_port = 0;      ///< RINGPILOT_MASTER_PORT for the ranks
 };
 
-/// True when `name` is forwarded to the ranks when set: PATH, LD_LIBRARY_PATH,
-/// OMP_NUM_THREADS, CUDA_VISIBLE_DEVICES, and every NCCL_*, TORCH_* and NVSHMEM_* variable.
-bool IsForwardedVariable(const std::string& name);
-
-/// The flags every mpirun that ringpilot starts carries (jobs, `bench comm`, `doctor
-/// --hosts`): `--bind-to none` (ranks bind themselves), `--allow-run-as-root` for euid 0,
-/// and `--mca btl_vader_single_copy_mechanism cma` when `cma` (every rank on this host,
-/// where CrossMemoryAttachWorks()), else `none`, unless `user_args` or
-/// OMPI_MCA_btl_vader_single_copy_mechanism in `env` choose the mechanism (a second
-/// value makes mpirun refuse to start).
-void AppendBaseMpirunFlags(unsigned euid, const std::vector<std::string>& user_args,
-                           const Environment& env, bool cma, std::vector<std::string>* argv);
-
-/// Exit status of a rank that stopped after SIGUSR1 with a checkpoint of its last step
-/// (trainer/preemption.h), and of `ringpilot run` for a job stopped that way
-/// (EX_TEMPFAIL: run the same run directory again to resume; docs/slurm.md).
-inline constexpr int kPreemptedExitStatus = 75;
-
 /// Builds the command for backend local, mpi or slurm:
 /// `MPIRUN -np N` + placement (local: `--oversubscribe`; mpi: `--hostfile RUN_DIR/hostfile
 /// --map-by ppr:K:node`) + `--bind-to none` [+ `--allow-run-as-root`] +
@@ -75,9 +48,5 @@ inline constexpr int kPreemptedExitStatus = 75;
 /// Throws std::invalid_argument (one line) for backend k8s (not launched by mpirun from
 /// here), backend mpi without hosts, and backend slurm outside a fitting allocation.
 MpirunCommand BuildMpirunCommand(const JobConfig& config, const MpirunContext& ctx);
-
-/// `argv` as one line a POSIX shell would split back into the same words: words of safe
-/// characters stay bare, others are single-quoted.
-std::string ShellQuote(const std::vector<std::string>& argv);
 
 }  // namespace ringpilot::launcher

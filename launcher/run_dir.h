@@ -1,21 +1,14 @@
-// The run directory of `ringpilot run`: naming, layout, creation, and the atomic,
-// never-truncating file writes every file in it goes through.
+// The run directory of `ringpilot run`: naming, layout and creation. Every file in it is
+// written through base::WriteFileAtomically (never truncated in place).
 #pragma once
 
 #include <ctime>
-#include <stdexcept>
 #include <string>
 
 namespace ringpilot::launcher {
 
 /// Parent of default run directories, relative to the working directory.
 inline constexpr const char* kDefaultRunsDir = "runs";
-
-/// A run directory or one of its files could not be created or written. One line.
-class RunDirError : public std::runtime_error {
- public:
-  explicit RunDirError(const std::string& line) : std::runtime_error(line) {}
-};
 
 /// Paths inside a run directory (design brief: user interface contract).
 struct RunDirLayout {
@@ -43,7 +36,7 @@ std::string UniqueRunDir(const std::string& base);
 
 /// Creates and returns a new, empty directory: `base`, else `base-2`, `base-3`, ... (mkdir
 /// is the claim, so two runs started at once never get the same one). Parents are created.
-/// Throws RunDirError.
+/// Throws base::FileError.
 std::string ClaimNewRunDir(const std::string& base);
 
 /// What PrepareRunDir found and did.
@@ -55,17 +48,12 @@ struct PreparedRunDir {
 /// Creates root (with parents), logs/, checkpoints/ and trace/, and writes `job_yaml` to
 /// root/job.yaml atomically. An existing job.yaml with other content is kept as
 /// job.yaml.prev (an older job.yaml.prev moves to job.yaml.prev.N first); nothing that
-/// exists is truncated. Throws RunDirError naming the path and the system error.
+/// exists is truncated. Throws base::FileError naming the path and the system error.
 PreparedRunDir PrepareRunDir(const RunDirLayout& layout, const std::string& job_yaml);
-
-/// Writes `content` to a temp file beside `path`, fsyncs it, renames it over `path` and
-/// fsyncs the directory: readers see the old file or the new one, never a partial one.
-/// Throws RunDirError.
-void WriteFileAtomically(const std::string& path, const std::string& content);
 
 /// When `path` exists, keeps its content as `path.prev` (hard link, so `path` can then be
 /// replaced atomically); an existing `path.prev` first moves to the first free
-/// `path.prev.N`. Returns whether `path` existed. Throws RunDirError.
+/// `path.prev.N`. Returns whether `path` existed. Throws base::FileError.
 bool KeepPrevious(const std::string& path);
 
 }  // namespace ringpilot::launcher

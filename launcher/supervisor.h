@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "launcher/process_env.h"
+#include "base/environment.h"
 
 namespace ringpilot::launcher {
 

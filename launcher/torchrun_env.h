@@ -6,7 +6,7 @@
 #include <stdexcept>
 #include <string>
 
-#include "launcher/process_env.h"
+#include "base/environment.h"
 
 namespace ringpilot::launcher {
 

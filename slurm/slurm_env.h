@@ -7,10 +7,11 @@
 #include <string>
 #include <vector>
 
+#include "base/environment.h"
+
 namespace ringpilot::slurm {
 
-/// Environment variables by name (a copy of `environ`, or a test's own map).
-using Environment = std::map<std::string, std::string>;
+using Environment = base::Environment;
 
 /// What Slurm tells one task about itself and its allocation.
 struct SlurmEnv {

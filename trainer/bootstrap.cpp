@@ -19,7 +19,7 @@
 #include <stdexcept>
 
 #include "comm/status.h"
-#include "launcher/process_env.h"
+#include "base/environment.h"
 #include "topology/affinity.h"
 #include "topology/bandwidth.h"
 #include "topology/cluster.h"

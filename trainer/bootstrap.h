@@ -8,7 +8,7 @@
 
 #include <string>
 
-#include "launcher/job_config.h"
+#include "config/job.h"
 #include "topology/plan.h"
 #include "trainer/rank_log.h"
 

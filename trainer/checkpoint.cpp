@@ -16,7 +16,7 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
-#include "trainer/file_util.h"
+#include "base/files.h"
 #include "trainer/sha256.h"
 
 namespace ringpilot::trainer {

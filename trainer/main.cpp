@@ -11,8 +11,8 @@
 #include <string>
 
 #include "comm/status.h"
-#include "launcher/job_config.h"
-#include "trainer/file_util.h"
+#include "config/job.h"
+#include "base/files.h"
 #include "trainer/preemption.h"
 #include "trainer/rank_log.h"
 #include "trainer/trainer.h"

@@ -8,7 +8,7 @@
 #include <memory>
 #include <string>
 
-#include "launcher/job_config.h"
+#include "config/job.h"
 #include "metrics/gpu_sampler.h"
 #include "metrics/trace.h"
 #include "trainer/rank_log.h"

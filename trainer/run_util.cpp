@@ -8,7 +8,7 @@
 #include <fstream>
 #include <stdexcept>
 
-#include "trainer/file_util.h"
+#include "base/files.h"
 
 #ifdef RINGPILOT_WITH_CUDA
 #include <c10/cuda/CUDACachingAllocator.h>

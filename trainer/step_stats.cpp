@@ -9,7 +9,7 @@
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 
-#include "trainer/file_util.h"
+#include "base/files.h"
 
 namespace ringpilot::trainer {
 

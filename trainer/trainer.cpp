@@ -19,7 +19,7 @@
 #include "trainer/backward_sm_carveout.h"
 #include "trainer/bootstrap.h"
 #include "trainer/checkpoint.h"
-#include "trainer/file_util.h"
+#include "base/files.h"
 #include "trainer/gradient_update.h"
 #include "trainer/graphed_step.h"
 #include "trainer/host_memory.h"

@@ -7,7 +7,7 @@
 #include <memory>
 #include <string>
 
-#include "launcher/job_config.h"
+#include "config/job.h"
 
 namespace ringpilot::trainer {
 

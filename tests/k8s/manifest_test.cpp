@@ -1,6 +1,6 @@
 // `ringpilot k8s render` objects, parsed back with yaml-cpp.
 #include "k8s/manifest.h"
-#include "k8s/validate.h"
+#include "config/value_rules.h"
 
 #include <gtest/gtest.h>
 #include <yaml-cpp/yaml.h>

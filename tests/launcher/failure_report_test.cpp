@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "tests/launcher/test_util.h"
+#include "tests/test_util.h"
 
 namespace ringpilot::launcher {
 namespace {

@@ -4,7 +4,7 @@
 
 #include <string>
 
-#include "tests/launcher/test_util.h"
+#include "tests/test_util.h"
 
 namespace ringpilot::launcher {
 namespace {

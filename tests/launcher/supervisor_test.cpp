@@ -13,9 +13,9 @@
 #include <vector>
 
 #include "launcher/mpirun_command.h"
-#include "launcher/process_env.h"
+#include "base/environment.h"
 #include "launcher/run_dir.h"
-#include "tests/launcher/test_util.h"
+#include "tests/test_util.h"
 
 namespace ringpilot::launcher {
 namespace {

@@ -4,9 +4,9 @@
 
 #include <string>
 
-#include "tests/launcher/test_util.h"
+#include "tests/test_util.h"
 
-namespace ringpilot::launcher::testing {
+namespace ringpilot::testing {
 namespace {
 
 constexpr const char* kJob = R"(name: demo-job
@@ -164,4 +164,4 @@ TEST(SlurmCli, BadValuesExitTwo) {
 }
 
 }  // namespace
-}  // namespace ringpilot::launcher::testing
+}  // namespace ringpilot::testing

@@ -3,17 +3,17 @@
 
 #include <nlohmann/json.hpp>
 
-#include "tests/launcher/test_util.h"
+#include "tests/test_util.h"
 #include "tests/topology/fixtures.h"
 #include "topology/node_topology.h"
 
 namespace ringpilot::topology {
 namespace {
 
-using launcher::testing::RingpilotBinary;
-using launcher::testing::RunProcess;
-using launcher::testing::TempDir;
-using launcher::testing::WriteFile;
+using ringpilot::testing::RingpilotBinary;
+using ringpilot::testing::RunProcess;
+using ringpilot::testing::TempDir;
+using ringpilot::testing::WriteFile;
 using testing::FixturePath;
 
 TEST(TopoCli, ThisMachineTextReportsCpusNumaAndNics) {

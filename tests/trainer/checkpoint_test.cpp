@@ -8,7 +8,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
-#include "trainer/file_util.h"
+#include "base/files.h"
 #include "trainer/sha256.h"
 
 namespace ringpilot::trainer {

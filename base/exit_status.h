@@ -1,0 +1,22 @@
+// Exit statuses shared by `ringpilot` and `ringpilot-trainer`: with the job file, the only
+// contract between the launcher and the ranks it starts.
+#pragma once
+
+namespace ringpilot::base {
+
+inline constexpr int kExitOk = 0;
+/// A run failed for good (ranks died more often than launch.max_restarts allows), or a
+/// command could not do its work.
+inline constexpr int kExitFailure = 1;
+/// Bad command line or job file: nothing was started.
+inline constexpr int kExitUsage = 2;
+/// A rank stopped after SIGUSR1 with a checkpoint of its last step (trainer/preemption.h),
+/// and `ringpilot run` for a job stopped that way (EX_TEMPFAIL: run the same run directory
+/// again to resume; the Slurm script requeues on it; docs/slurm.md).
+inline constexpr int kExitPreempted = 75;
+/// `ringpilot exec`: the program exists but cannot be executed (as a shell does).
+inline constexpr int kExitNotExecutable = 126;
+/// `ringpilot exec`: the program was not found (as a shell does).
+inline constexpr int kExitNotFound = 127;
+
+}  // namespace ringpilot::base

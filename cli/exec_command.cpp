@@ -1,0 +1,45 @@
+#include "cli/exec_command.h"
+
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <iostream>
+
+#include "base/environment.h"
+#include "base/exit_status.h"
+#include "launcher/torchrun_env.h"
+
+namespace ringpilot::cli {
+
+int RunExec(const std::vector<std::string>& command) {
+  if (command.empty()) {
+    std::cerr << "ringpilot exec: no command given (usage: ringpilot exec -- CMD ARGS...)\n";
+    return base::kExitUsage;
+  }
+  base::Environment env;
+  try {
+    env = launcher::ComputeTorchrunEnv(base::CurrentEnvironment());
+  } catch (const launcher::RankEnvError& e) {
+    std::cerr << e.what() << "\n";
+    return base::kExitUsage;
+  }
+  const std::string path = base::ResolveExecutable(command[0], base::Lookup(env, "PATH", ""));
+  if (path.empty()) {
+    std::cerr << "ringpilot exec: " << command[0] << ": command not found\n";
+    return base::kExitNotFound;
+  }
+  std::vector<char*> argv;
+  for (const std::string& a : command) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  const std::vector<std::string> env_strings = base::ToEnvStrings(env);
+  std::vector<char*> envp;
+  for (const std::string& e : env_strings) envp.push_back(const_cast<char*>(e.c_str()));
+  envp.push_back(nullptr);
+  ::execve(path.c_str(), argv.data(), envp.data());
+  const int err = errno;
+  std::cerr << "ringpilot exec: cannot execute " << path << ": " << std::strerror(err) << "\n";
+  return err == ENOENT ? base::kExitNotFound : base::kExitNotExecutable;
+}
+
+}  // namespace ringpilot::cli

@@ -1,0 +1,86 @@
+// `ringpilot`: the front end. Parses the command line and hands each subcommand to its
+// room: validate/run (cli/run_command.h), exec, slurm, k8s, topo, bench comm, doctor,
+// diagnose.
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+
+#include "base/exit_status.h"
+#include "cli/exec_command.h"
+#include "cli/k8s_command.h"
+#include "cli/run_command.h"
+#include "cli/slurm_command.h"
+#include "cli/topo_command.h"
+#include "commbench/command.h"
+#include "diagnose/command.h"
+#include "doctor/command.h"
+
+namespace ringpilot::cli {
+namespace {
+
+int Main(int argc, char** argv) {
+  CLI::App app{"ringpilot: launch, supervise and restart data-parallel training jobs", "ringpilot"};
+  app.require_subcommand(1, 1);
+
+  std::string validate_job;
+  std::vector<std::string> validate_sets;
+  bool print = false;
+  CLI::App* validate = app.add_subcommand("validate", "Check a job file: exit 0 valid, 2 invalid");
+  validate->add_option("JOB", validate_job, "Job file (YAML)")->required();
+  AddSetOption(validate, &validate_sets);
+  validate->add_flag("--print", print, "Print the resolved job file (every key) to stdout");
+
+  RunArgs run_args;
+  CLI::App* run = app.add_subcommand(
+      "run", "Launch a job under mpirun and supervise it; exit status is the job's");
+  run->add_option("JOB", run_args.job_path, "Job file (YAML)")->required();
+  AddSetOption(run, &run_args.sets);
+  run->add_option("--run-dir", run_args.run_dir,
+                  "Run directory (default runs/<name>-<YYYYmmdd-HHMMSS>); an existing one is "
+                  "resumed from its checkpoints");
+  run->add_flag("--dry-run", run_args.dry_run, "Print the mpirun command and exit");
+  run->add_flag("--force", run_args.force,
+                "Start even when the preflight doctor FAILs (launch.preflight: false skips it)");
+
+  CLI::App* exec = app.add_subcommand(
+      "exec",
+      "Run CMD with the torchrun environment (RANK, WORLD_SIZE, LOCAL_RANK, ...) "
+      "derived from mpirun or srun: ringpilot exec -- CMD ARGS...");
+  // Everything after `--` is the worker's command line, verbatim (its own options and any
+  // further `--` included).
+  std::vector<std::string> exec_command;
+  exec->add_option("CMD", exec_command, "Command and its arguments, after --");
+
+  // slurm render|submit, k8s render: their handlers run (and exit) from parse callbacks.
+  AddSlurmCommand(app);
+  AddK8sCommand(app);
+  AddTopoCommand(app);
+  commbench::AddBenchCommand(app);
+  doctor::AddDoctorCommand(app);
+  diagnose::AddDiagnoseCommand(app);
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    // The usual slip with exec is a worker option without `--` before the command.
+    const char* hint =
+        exec->parsed() ? "usage: ringpilot exec -- CMD ARGS..." : "see 'ringpilot --help'";
+    std::cerr << "ringpilot: " << e.what() << " (" << hint << ")\n";
+    return base::kExitUsage;
+  }
+
+  if (*validate) return RunValidate(validate_job, validate_sets, print);
+  if (*run) return RunJob(run_args);
+  return RunExec(exec_command);
+}
+
+}  // namespace
+}  // namespace ringpilot::cli
+
+int main(int argc, char** argv) { return ringpilot::cli::Main(argc, argv); }

@@ -1,0 +1,150 @@
+#include "cli/slurm_command.h"
+#include "launcher/mpirun_command.h"
+#include "base/environment.h"
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <climits>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <memory>
+#include <stdexcept>
+
+namespace ringpilot::cli {
+namespace {
+
+static_assert(slurm::kRunPreemptedStatus == kPreemptedExitStatus,
+              "the sbatch script requeues on ringpilot run's preempted status");
+
+constexpr int kExitFailure = 1;
+constexpr int kExitBadInput = 2;
+
+struct SlurmArgs {
+  std::string job_path;
+  std::vector<std::string> sets;
+};
+
+std::string SelfExecutable() {
+  const std::string self = SelfExecutablePath();
+  return self.empty() ? std::string("ringpilot") : self;
+}
+
+// The script, or "" after printing the problem; `config` receives the job.
+std::string RenderScript(const SlurmArgs& args, JobConfig* config) {
+  try {
+    *config = LoadJobConfig(args.job_path, args.sets);
+    return slurm::RenderSbatch(SbatchSpecFor(*config, SelfExecutable()));
+  } catch (const ConfigError& e) {
+    std::cerr << e.what() << "\n";
+  } catch (const std::invalid_argument& e) {
+    std::cerr << args.job_path << ": " << e.what() << "\n";
+  }
+  return "";
+}
+
+int Render(const SlurmArgs& args) {
+  JobConfig config;
+  const std::string script = RenderScript(args, &config);
+  if (script.empty()) return kExitBadInput;
+  std::cout << script;
+  return 0;
+}
+
+// Writes RUN_ROOT/<name>.sbatch (RUN_ROOT must exist for sbatch's --output) and runs
+// `sbatch` on it; stdout and stderr pass through.
+int Submit(const SlurmArgs& args) {
+  JobConfig config;
+  const std::string script = RenderScript(args, &config);
+  if (script.empty()) return kExitBadInput;
+  const std::string path = config.slurm.run_root + "/" + config.name + ".sbatch";
+  try {
+    std::filesystem::create_directories(config.slurm.run_root);
+    const std::string tmp = path + ".tmp";
+    {
+      std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+      out << script;
+      out.close();
+      if (!out) throw std::runtime_error("cannot write " + tmp);
+    }
+    std::filesystem::rename(tmp, path);
+  } catch (const std::exception& e) {
+    std::cerr << "ringpilot slurm submit: " << e.what() << "\n";
+    return kExitFailure;
+  }
+  std::cout.flush();
+  const pid_t pid = ::fork();
+  if (pid < 0) {
+    std::cerr << "ringpilot slurm submit: fork: " << std::strerror(errno) << "\n";
+    return kExitFailure;
+  }
+  if (pid == 0) {
+    const char* argv[] = {"sbatch", path.c_str(), nullptr};
+    ::execvp(argv[0], const_cast<char* const*>(argv));
+    const int err = errno;
+    std::cerr << "ringpilot slurm submit: cannot run sbatch: " << std::strerror(err)
+              << " (is Slurm installed and on PATH?)\n";
+    ::_exit(kExitFailure);
+  }
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (WIFEXITED(status)) return WEXITSTATUS(status);
+  std::cerr << "ringpilot slurm submit: sbatch killed by signal " << WTERMSIG(status) << "\n";
+  return kExitFailure;
+}
+
+void AddJobArgs(CLI::App* cmd, SlurmArgs* args) {
+  cmd->add_option("JOB", args->job_path, "Job file (YAML)")->required();
+  cmd->add_option("--set", args->sets, "Override a job key, e.g. --set slurm.partition=gpu")
+      ->expected(1)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll)
+      ->type_name("KEY=VALUE");
+}
+
+}  // namespace
+
+slurm::SbatchSpec SbatchSpecFor(const JobConfig& config, const std::string& self_ringpilot) {
+  slurm::SbatchSpec spec;
+  spec.job_name = config.name;
+  spec.nodes = config.world.nodes;
+  spec.tasks_per_node = config.world.procs_per_node;
+  spec.gpus_per_node = config.world.device == Device::kCuda ? config.world.procs_per_node : 0;
+  spec.time = config.slurm.time;
+  spec.partition = config.slurm.partition;
+  spec.account = config.slurm.account;
+  spec.qos = config.slurm.qos;
+  spec.signal_seconds = config.slurm.signal_seconds;
+  spec.run_root = config.slurm.run_root;
+  spec.ringpilot = config.slurm.ringpilot.empty() ? self_ringpilot : config.slurm.ringpilot;
+  spec.job_yaml = EmitJobConfig(config);
+  return spec;
+}
+
+void AddSlurmCommand(CLI::App& app) {
+  auto render_args = std::make_shared<SlurmArgs>();
+  auto submit_args = std::make_shared<SlurmArgs>();
+  CLI::App* slurm_cmd = app.add_subcommand("slurm", "Slurm: render or submit an sbatch script");
+  slurm_cmd->require_subcommand(1, 1);
+  CLI::App* render = slurm_cmd->add_subcommand("render", "Print the sbatch script for a job");
+  AddJobArgs(render, render_args.get());
+  render->callback([render_args] {
+    const int status = Render(*render_args);
+    std::cout.flush();
+    std::exit(status);
+  });
+  CLI::App* submit =
+      slurm_cmd->add_subcommand("submit", "Write RUN_ROOT/<name>.sbatch and submit it with sbatch");
+  AddJobArgs(submit, submit_args.get());
+  submit->callback([submit_args] {
+    const int status = Submit(*submit_args);
+    std::cout.flush();
+    std::exit(status);
+  });
+}
+
+}  // namespace ringpilot::cli

@@ -1,0 +1,581 @@
+// Job file loading: YAML with marks -> schema checks -> `--set` overrides -> cross-key
+// checks. Every key's type, range and meaning lives in the table in config_schema.cpp.
+#include "config/job.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <map>
+#include <sstream>
+
+#include "config/schema.h"
+
+namespace ringpilot::config {
+namespace {
+
+using config_detail::Describe;
+using config_detail::Fail;
+using config_detail::FindKey;
+using config_detail::IsSection;
+using config_detail::KeySpec;
+using config_detail::Origin;
+using config_detail::Quote;
+using config_detail::Schema;
+using config_detail::Where;
+
+constexpr const char* kDocumentKey = "<document>";
+
+/// A key path as printed in messages: itself when tame, else quoted.
+std::string KeyText(const std::string& key) {
+  for (unsigned char ch : key) {
+    if (ch <= 0x20 || ch == 0x7f || ch == '"') return Quote(key);
+  }
+  return key.empty() ? Quote(key) : key;
+}
+
+std::string Position(const Where& w) {
+  return std::to_string(w.line) + ":" + std::to_string(w.col);
+}
+
+// Optimal string alignment distance (adjacent transpositions count 1).
+size_t EditDistance(const std::string& a, const std::string& b) {
+  std::vector<std::vector<size_t>> d(a.size() + 1, std::vector<size_t>(b.size() + 1));
+  for (size_t i = 0; i <= a.size(); ++i) d[i][0] = i;
+  for (size_t j = 0; j <= b.size(); ++j) d[0][j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    for (size_t j = 1; j <= b.size(); ++j) {
+      const size_t cost = a[i - 1] == b[j - 1] ? 0 : 1;
+      d[i][j] = std::min({d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + cost});
+      if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1]) {
+        d[i][j] = std::min(d[i][j], d[i - 2][j - 2] + 1);
+      }
+    }
+  }
+  return d[a.size()][b.size()];
+}
+
+/// The closest known key to an unknown `section.leaf` (edit distance <= 2, or the same
+/// leaf in another section), as a full path; "" if none.
+std::string SuggestKey(const std::string& section, const std::string& leaf) {
+  std::string best;
+  size_t best_distance = 3;
+  auto consider = [&](const std::string& candidate, const std::string& path) {
+    const size_t d = EditDistance(leaf, candidate);
+    if (d < best_distance && d < std::max(leaf.size(), candidate.size())) {
+      best_distance = d;
+      best = path;
+    }
+  };
+  for (const auto& k : Schema()) {
+    if (k.section == section) consider(k.leaf, k.path);
+  }
+  if (section.empty()) {
+    for (const auto& name : config_detail::Sections()) consider(name, name);
+  }
+  if (!best.empty()) return best;
+  for (const auto& k : Schema()) {
+    if (k.leaf == leaf && k.section != section) return k.path;
+  }
+  return "";
+}
+
+/// Comma-separated known keys of `section` ("" = top level, sections included).
+std::string KnownKeys(const std::string& section) {
+  std::vector<std::string> names;
+  for (const auto& k : Schema()) {
+    if (k.section == section) names.push_back(k.leaf);
+  }
+  if (section.empty())
+    names.insert(names.end(), config_detail::Sections().begin(), config_detail::Sections().end());
+  std::string out;
+  for (const auto& n : names) out += (out.empty() ? "" : ", ") + n;
+  return out;
+}
+
+class Loader {
+ public:
+  explicit Loader(const std::string& source) : root_{source, 1, 1} { config_.source = source; }
+
+  void LoadText(const std::string& text);
+  void ApplyOverride(size_t index, const std::string& text);
+  JobConfig Finish();
+
+ private:
+  struct Given {
+    Where where;
+    int ordinal = 0;
+  };
+
+  void ApplyMapping(const YAML::Node& map, const std::string& section, const Origin& origin);
+  void ApplyValue(const KeySpec& spec, const YAML::Node* key, const YAML::Node& value,
+                  const Origin& origin);
+  [[noreturn]] void FailUnknown(const Where& where, const std::string& section,
+                                const std::string& leaf);
+  /// Reports a cross-key problem at the latest given key of `keys`, else at the first
+  /// key's section, else at the top of the document; the message names that key.
+  [[noreturn]] void CrossFail(const std::vector<std::string>& keys, const std::string& problem);
+  void CrossCheck();
+  bool IsGiven(const std::string& path) const { return given_.count(path) != 0; }
+
+  JobConfig config_;
+  Where root_;
+  std::map<std::string, Given> given_;     // key path -> where its latest value is
+  std::map<std::string, Where> sections_;  // section -> where its key is in the file
+  int ordinal_ = 0;
+};
+
+void Loader::LoadText(const std::string& text) {
+  const Origin origin = Origin::File(root_.file);
+  std::vector<YAML::Node> docs;
+  try {
+    docs = YAML::LoadAll(text);
+  } catch (const YAML::ParserException& e) {
+    Fail(origin.At(e.mark), "<yaml>", e.msg);
+  } catch (const YAML::Exception& e) {
+    Fail(origin.At(e.mark), "<yaml>", e.msg);
+  }
+  const std::string expected = "a job file is a mapping of keys with at least name and model.name";
+  if (docs.empty() || docs[0].IsNull()) {
+    Fail(docs.empty() ? origin.Start() : origin.At(docs[0].Mark()), kDocumentKey,
+         "empty document; " + expected);
+  }
+  if (docs.size() > 1) {
+    Fail(origin.At(docs[1].Mark()), kDocumentKey, "more than one YAML document; " + expected);
+  }
+  if (!docs[0].IsMap()) {
+    Fail(origin.At(docs[0].Mark()), kDocumentKey, "got " + Describe(docs[0]) + "; " + expected);
+  }
+  root_ = origin.At(docs[0].Mark());
+  ApplyMapping(docs[0], "", origin);
+}
+
+void Loader::ApplyMapping(const YAML::Node& map, const std::string& section, const Origin& origin) {
+  std::map<std::string, YAML::Mark> seen;
+  for (const auto& kv : map) {
+    const YAML::Node& key = kv.first;
+    const YAML::Node& value = kv.second;
+    if (!key.IsScalar()) {
+      Fail(origin.At(key.Mark()), section.empty() ? kDocumentKey : section,
+           "keys must be strings, got " + Describe(key));
+    }
+    const std::string& leaf = key.Scalar();
+    const std::string path = section.empty() ? leaf : section + "." + leaf;
+    const auto [first, fresh] = seen.emplace(leaf, key.Mark());
+    if (!fresh) {
+      Fail(origin.At(key.Mark()), KeyText(path),
+           "duplicate key (first given at " + Position(origin.At(first->second)) + ")");
+    }
+    if (section.empty() && IsSection(leaf)) {
+      if (!value.IsMap()) {
+        const bool far = value.IsNull() && value.Mark().line != key.Mark().line;
+        Fail(origin.At(far ? key.Mark() : value.Mark()), path,
+             "expected a mapping of " + leaf + ".* keys, got " + Describe(value));
+      }
+      sections_.emplace(leaf, origin.At(key.Mark()));
+      ApplyMapping(value, leaf, origin);
+      continue;
+    }
+    const KeySpec* spec = FindKey(section, leaf);
+    if (spec == nullptr) FailUnknown(origin.At(key.Mark()), section, leaf);
+    ApplyValue(*spec, &key, value, origin);
+  }
+}
+
+void Loader::ApplyValue(const KeySpec& spec, const YAML::Node* key, const YAML::Node& value,
+                        const Origin& origin) {
+  if (value.IsNull()) {
+    // `key:` with nothing after it: the null's mark is wherever the next token is.
+    const bool far = key != nullptr && value.Mark().line != key->Mark().line;
+    Fail(origin.At(far ? key->Mark() : value.Mark()), spec.path,
+         std::string("null value; expected ") + config_detail::TypeName(spec.type) +
+             " (leave the key out for the default)");
+  }
+  spec.assign(value, origin, config_);
+  given_[spec.path] = Given{origin.At(value.Mark()), ++ordinal_};
+}
+
+void Loader::FailUnknown(const Where& where, const std::string& section, const std::string& leaf) {
+  const std::string path = section.empty() ? leaf : section + "." + leaf;
+  const std::string hint = SuggestKey(section, leaf);
+  Fail(where, KeyText(path),
+       hint.empty() ? "unknown key (known: " + KnownKeys(section) + ")"
+                    : "unknown key (did you mean " + hint + "?)");
+}
+
+void Loader::ApplyOverride(size_t index, const std::string& text) {
+  const std::string label = "--set[" + std::to_string(index + 1) + "]";
+  const Where at_key{label, 1, 1};
+  const size_t eq = text.find('=');
+  if (eq == std::string::npos || eq == 0) {
+    Fail(at_key, eq == 0 ? "<override>" : KeyText(text),
+         "expected KEY=VALUE (e.g. train.steps=200), got " + Quote(text));
+  }
+  const std::string key = text.substr(0, eq);
+  const Origin origin = Origin::Override(label, static_cast<int>(eq) + 2);
+  YAML::Node value;
+  try {
+    value = YAML::Load(text.substr(eq + 1));
+  } catch (const YAML::Exception& e) {
+    Fail(origin.At(e.mark), KeyText(key), "cannot parse value as YAML: " + e.msg);
+  }
+  std::vector<std::string> parts;
+  for (size_t start = 0;;) {
+    const size_t dot = key.find('.', start);
+    parts.push_back(key.substr(start, dot - start));
+    if (parts.back().empty()) Fail(at_key, KeyText(key), "malformed key (empty part)");
+    if (dot == std::string::npos) break;
+    start = dot + 1;
+  }
+  if (!IsSection(parts[0])) {
+    const KeySpec* top = FindKey("", parts[0]);
+    if (top != nullptr && parts.size() == 1) return ApplyValue(*top, nullptr, value, origin);
+    if (top != nullptr) Fail(at_key, KeyText(key), parts[0] + " is not a section");
+    FailUnknown(at_key, "", parts[0]);
+  }
+  if (parts.size() == 1) {
+    if (!value.IsMap()) {
+      Fail(origin.At(value.Mark()), key,
+           "expected a mapping of " + key + ".* keys, got " + Describe(value));
+    }
+    return ApplyMapping(value, parts[0], origin);
+  }
+  const KeySpec* spec = FindKey(parts[0], parts[1]);
+  if (spec == nullptr) FailUnknown(at_key, parts[0], parts[1]);
+  if (parts.size() > 2) Fail(at_key, KeyText(key), spec->path + " is not a section");
+  ApplyValue(*spec, nullptr, value, origin);
+}
+
+void Loader::CrossFail(const std::vector<std::string>& keys, const std::string& problem) {
+  const Given* latest = nullptr;
+  std::string latest_key;
+  for (const auto& k : keys) {
+    const auto it = given_.find(k);
+    if (it != given_.end() && (latest == nullptr || it->second.ordinal > latest->ordinal)) {
+      latest = &it->second;
+      latest_key = k;
+    }
+  }
+  if (latest != nullptr) Fail(latest->where, latest_key, problem);
+  const auto section = sections_.find(keys.front().substr(0, keys.front().find('.')));
+  Fail(section != sections_.end() ? section->second : root_, keys.front(), problem);
+}
+
+void Loader::CrossCheck() {
+  const JobConfig& c = config_;
+  const int64_t world = static_cast<int64_t>(c.world.nodes) * c.world.procs_per_node;
+  const std::string world_text = "world size " + std::to_string(world) + " (world.nodes " +
+                                 std::to_string(c.world.nodes) + " x world.procs_per_node " +
+                                 std::to_string(c.world.procs_per_node) + ")";
+  const std::vector<std::string> world_keys = {"world.nodes", "world.procs_per_node"};
+  auto with_world = [&](const std::string& key) {
+    return std::vector<std::string>{key, world_keys[0], world_keys[1]};
+  };
+
+  if (c.comm.first_bucket_mb > c.comm.bucket_mb) {
+    CrossFail({"comm.first_bucket_mb", "comm.bucket_mb"},
+              "comm.first_bucket_mb (" + config_detail::FormatDouble(c.comm.first_bucket_mb) +
+                  ") must be <= comm.bucket_mb (" + config_detail::FormatDouble(c.comm.bucket_mb) +
+                  ")");
+  }
+  if (c.train.cuda_graphs && c.world.device == Device::kCpu) {
+    CrossFail({"train.cuda_graphs", "world.device"},
+              "train.cuda_graphs needs world.device cuda or auto, not cpu");
+  }
+  if (c.launch.backend == Backend::kLocal && c.world.nodes != 1) {
+    CrossFail({"world.nodes", "launch.backend"},
+              "launch.backend local runs on one node, but world.nodes is " +
+                  std::to_string(c.world.nodes) + " (use backend mpi, slurm or k8s)");
+  }
+  if (c.launch.backend == Backend::kMpi) {
+    if (c.launch.hosts.empty()) {
+      CrossFail({"launch.backend", "launch.hosts"},
+                "launch.backend mpi needs launch.hosts, one host:slots entry per node");
+    }
+    if (static_cast<int64_t>(c.launch.hosts.size()) != c.world.nodes) {
+      CrossFail({"launch.hosts", "world.nodes", "launch.backend"},
+                "launch.backend mpi needs one launch.hosts entry per node: " +
+                    std::to_string(c.launch.hosts.size()) + " hosts, world.nodes is " +
+                    std::to_string(c.world.nodes));
+    }
+    for (const auto& h : c.launch.hosts) {
+      if (h.slots < c.world.procs_per_node) {
+        CrossFail({"launch.hosts", "world.procs_per_node"},
+                  "host " + h.host + " has " + std::to_string(h.slots) +
+                      " slots, fewer than world.procs_per_node (" +
+                      std::to_string(c.world.procs_per_node) + ")");
+      }
+    }
+  }
+  if (c.fault.straggler_rank >= world) {
+    CrossFail(with_world("fault.straggler_rank"), "fault.straggler_rank " +
+                                                      std::to_string(c.fault.straggler_rank) +
+                                                      " is not a rank of " + world_text);
+  }
+  if (c.fault.crash_rank >= world) {
+    CrossFail(with_world("fault.crash_rank"), "fault.crash_rank " +
+                                                  std::to_string(c.fault.crash_rank) +
+                                                  " is not a rank of " + world_text);
+  }
+  if (c.fault.crash_step > c.train.steps) {
+    CrossFail({"fault.crash_step", "train.steps"},
+              "fault.crash_step " + std::to_string(c.fault.crash_step) +
+                  " is after the last step (train.steps " + std::to_string(c.train.steps) + ")");
+  }
+  if (c.metrics.port_base != 0 && c.metrics.port_base + world - 1 > 65535) {
+    CrossFail(with_world("metrics.port_base"), "metrics.port_base " +
+                                                   std::to_string(c.metrics.port_base) + " + " +
+                                                   world_text + " - 1 exceeds port 65535");
+  }
+}
+
+JobConfig Loader::Finish() {
+  if (!IsGiven("name")) Fail(root_, "name", "required key missing");
+  if (!IsGiven("model.name")) {
+    const auto model = sections_.find("model");
+    Fail(model != sections_.end() ? model->second : root_, "model.name",
+         "required key missing (one of resnet18-cifar, resnet50, bert-tiny, bert-base)");
+  }
+  if (config_.model.name == "resnet50" && !IsGiven("model.num_classes")) {
+    config_.model.num_classes = 1000;
+  }
+  CrossCheck();
+  return config_;
+}
+
+void EmitValue(YAML::Emitter& out, const config_detail::Value& v) {
+  if (v.is_list) {
+    out << YAML::Flow << YAML::BeginSeq;
+    for (const auto& item : v.items) out << YAML::DoubleQuoted << item;
+    out << YAML::EndSeq;
+  } else if (v.quoted) {
+    out << YAML::DoubleQuoted << v.scalar;
+  } else {
+    out << v.scalar;
+  }
+}
+
+/// The default of `spec` as shown in the reference.
+std::string DefaultText(const KeySpec& spec) {
+  if (spec.required) return "required";
+  if (!spec.default_doc.empty()) return spec.default_doc;
+  const config_detail::Value v = spec.get(JobConfig{});
+  if (!v.is_list) return "`" + v.scalar + "`";
+  std::string out = "`[";
+  for (size_t i = 0; i < v.items.size(); ++i) out += (i ? ", " : "") + v.items[i];
+  return out + "]`";
+}
+
+std::string TableCell(std::string text) {
+  for (size_t pos = 0; (pos = text.find('|', pos)) != std::string::npos; pos += 2) {
+    text.insert(pos, "\\");
+  }
+  return text;
+}
+
+}  // namespace
+
+namespace config_detail {
+
+Where Origin::At(const YAML::Mark& mark) const {
+  if (mark.is_null() || mark.line < 0 || mark.column < 0) return Start();
+  if (is_override_) return Where{file_, 1, mark.line == 0 ? col_ + mark.column : col_};
+  return Where{file_, mark.line + 1, mark.column + 1};
+}
+
+void Fail(const Where& where, const std::string& key, const std::string& problem) {
+  throw ConfigError(where.file + ":" + std::to_string(where.line) + ":" +
+                    std::to_string(where.col) + ": " + key + ": " + problem);
+}
+
+const char* TypeName(ValueType type) {
+  switch (type) {
+    case ValueType::kInt:
+      return "int";
+    case ValueType::kFloat:
+      return "float";
+    case ValueType::kBool:
+      return "bool";
+    case ValueType::kString:
+      return "string";
+    case ValueType::kEnum:
+      return "enum";
+    case ValueType::kHostList:
+      return "host list";
+    case ValueType::kStringList:
+      return "string list";
+  }
+  return "?";
+}
+
+std::string Quote(const std::string& value) {
+  constexpr size_t kMax = 80;
+  std::string out = "\"";
+  for (size_t i = 0; i < value.size() && i < kMax; ++i) {
+    const unsigned char ch = static_cast<unsigned char>(value[i]);
+    if (ch == '"' || ch == '\\') {
+      out += '\\';
+      out += static_cast<char>(ch);
+    } else if (ch == '\n') {
+      out += "\\n";
+    } else if (ch == '\t') {
+      out += "\\t";
+    } else if (ch < 0x20 || ch == 0x7f) {
+      char buf[8];
+      std::snprintf(buf, sizeof(buf), "\\x%02x", ch);
+      out += buf;
+    } else {
+      out += static_cast<char>(ch);
+    }
+  }
+  if (value.size() > kMax) out += "...";
+  return out + "\"";
+}
+
+std::string Describe(const YAML::Node& node) {
+  switch (node.Type()) {
+    case YAML::NodeType::Null:
+      return "null";
+    case YAML::NodeType::Sequence:
+      return "a list";
+    case YAML::NodeType::Map:
+      return "a mapping";
+    case YAML::NodeType::Scalar:
+      if (node.Tag() == "?") return Quote(node.Scalar());
+      if (node.Tag() == "!") return "the quoted string " + Quote(node.Scalar());
+      return Quote(node.Scalar()) + " tagged " + node.Tag();
+    case YAML::NodeType::Undefined:
+      break;
+  }
+  return "nothing";
+}
+
+}  // namespace config_detail
+
+JobConfig ParseJobConfig(const std::string& yaml_text, const std::string& source,
+                         const std::vector<std::string>& overrides) {
+  Loader loader(source);
+  loader.LoadText(yaml_text);
+  for (size_t i = 0; i < overrides.size(); ++i) loader.ApplyOverride(i, overrides[i]);
+  return loader.Finish();
+}
+
+JobConfig LoadJobConfig(const std::string& path, const std::vector<std::string>& overrides) {
+  std::string text;
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  int error = fd < 0 ? errno : 0;
+  if (fd >= 0) {
+    char buf[65536];
+    while (true) {
+      const ssize_t n = ::read(fd, buf, sizeof(buf));
+      if (n > 0) {
+        text.append(buf, static_cast<size_t>(n));
+      } else if (n == 0) {
+        break;
+      } else if (errno != EINTR) {
+        error = errno;
+        break;
+      }
+    }
+    ::close(fd);
+  }
+  if (error != 0) {
+    Fail(Where{path, 1, 1}, "<file>", std::string("cannot read: ") + std::strerror(error));
+  }
+  return ParseJobConfig(text, path, overrides);
+}
+
+std::string EmitJobConfig(const JobConfig& config) {
+  YAML::Emitter out;
+  out << YAML::BeginMap;
+  std::string open_section;
+  for (const KeySpec& spec : Schema()) {
+    if (spec.section != open_section) {
+      if (!open_section.empty()) out << YAML::EndMap;
+      out << YAML::Key << spec.section << YAML::Value << YAML::BeginMap;
+      open_section = spec.section;
+    }
+    out << YAML::Key << spec.leaf << YAML::Value;
+    EmitValue(out, spec.get(config));
+  }
+  if (!open_section.empty()) out << YAML::EndMap;
+  out << YAML::EndMap;
+  return std::string(out.c_str()) + "\n";
+}
+
+std::string RenderConfigReference() {
+  std::ostringstream md;
+  md << R"(# Job file reference
+
+<!-- Generated by `ringpilot-config-reference` from the key table in
+launcher/config_schema.cpp; do not edit by hand. -->
+
+A job file is one YAML document whose top level is a mapping: the job's `name` and one
+mapping per section below (`world`, `launch`, ...), in block or flow style
+(`train: {steps: 100, lr: 0.1}`). Every key is optional except `name` and `model.name`;
+a key left out takes its default. Unknown keys (with a suggestion for a near miss), null
+values, duplicate keys, a section that is not a mapping and values of the wrong type or out
+of range are all rejected. Integers are written as integers (`100`, not `1e2` or `100.0`),
+booleans as `true` or `false`, and a quoted scalar is always a string (`"100"` is not an
+int). `ringpilot run` writes the resolved job (every key, defaults included) for the
+trainer ranks, so they see exactly what the front end checked.
+
+## Overrides: `--set`
+
+`ringpilot run|validate|slurm|k8s JOB.yaml --set KEY=VALUE ...` changes keys after the
+file is read. Overrides apply in order (a later one wins) with the same checks as the file,
+and the cross-key rules run after the last one. KEY is a dotted path (`train.steps`) or a
+whole section, whose mapping is merged key by key (`--set fault={crash_rank: 1,
+crash_step: 20}`). VALUE is parsed as YAML: `--set launch.hosts=[node1:4,node2:4]`,
+`--set model.name=bert-tiny`, `--set 'name="my-job"'`.
+
+## Errors
+
+A rejected job prints one line and exits with status 2:
+
+```
+FILE:LINE:COL: KEY: problem
+job.yaml:7:3: train.stpes: unknown key (did you mean train.steps?)
+--set[2]:1:13: train.steps: expected an integer, got "abc"
+```
+
+LINE and COL are 1-based and point at the offending value (or key). For an override, FILE
+is `--set[N]` (N counts the `--set` options from 1), LINE is 1 and COL is the column of the
+override's text. Problems that are not one key's use `<file>` (unreadable file), `<yaml>`
+(YAML syntax) or `<document>` (empty file, not a mapping, several documents) as KEY.
+
+## Cross-key rules
+
+Checked after all overrides, reported at the key given last:
+
+- `comm.first_bucket_mb` <= `comm.bucket_mb`.
+- `train.cuda_graphs: true` needs `world.device` `cuda` or `auto`.
+- `launch.backend: local` needs `world.nodes: 1`.
+- `launch.backend: mpi` needs one `launch.hosts` entry per node (`world.nodes` entries),
+  each with at least `world.procs_per_node` slots.
+- `fault.straggler_rank` and `fault.crash_rank` are -1 or a rank below the world size
+  (`world.nodes` x `world.procs_per_node`); `fault.crash_step` <= `train.steps`.
+- `metrics.port_base` + world size - 1 <= 65535 (unless `port_base` is 0).
+
+`model.num_classes` defaults to 1000 instead of 10 when `model.name` is `resnet50` and
+`num_classes` is not given.
+)";
+  std::string section = "-";
+  for (const KeySpec& spec : Schema()) {
+    if (spec.section != section) {
+      section = spec.section;
+      md << "\n## " << (section.empty() ? "Top level" : "`" + section + "`") << "\n\n"
+         << "| key | type | default | allowed | meaning |\n"
+         << "|---|---|---|---|---|\n";
+    }
+    md << "| `" << spec.path << "` | " << config_detail::TypeName(spec.type) << " | "
+       << TableCell(DefaultText(spec)) << " | " << TableCell(spec.allowed) << " | "
+       << TableCell(spec.meaning) << " |\n";
+  }
+  return md.str();
+}
+
+}  // namespace ringpilot::config

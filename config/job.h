@@ -1,0 +1,202 @@
+// Job file model: the typed, validated form of `job.yaml` shared by the front end
+// (`ringpilot run/validate`) and every `ringpilot-trainer` rank.
+#pragma once
+
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace ringpilot::config {
+
+/// Where ranks compute. `kAuto` resolves to CUDA when a GPU is visible, else CPU.
+enum class Device { kCpu, kCuda, kAuto };
+/// How ranks are started: on this host, on listed hosts through mpirun, inside a Slurm
+/// allocation, or as a Kubeflow MPIJob.
+enum class Backend { kLocal, kMpi, kSlurm, kK8s };
+enum class Precision { kFp32, kBf16 };
+enum class Optimizer { kSgd, kAdamW };
+enum class GradDtype { kFp32, kBf16 };
+/// NCCL's CTA policy (ncclConfig_t::CTAPolicy, NCCL >= 2.27): how many SMs its kernels take.
+/// The values are NCCL's NCCL_CTA_POLICY_* constants.
+enum class NcclCtaPolicy { kDefault = 0, kEfficiency = 1, kZero = 2 };
+enum class NcclBufferRegistration { kNone = 0, kRegister = 1, kSymmetric = 2 };
+/// CPU binding of each rank (docs/topology.md): `auto` is `numa` for GPU ranks and `cores`
+/// for CPU ranks.
+enum class BindMode { kAuto, kNuma, kCores, kNone };
+
+struct HostSlots {
+  std::string host;  ///< host name or IPv4 address, validated ([A-Za-z0-9.-]+)
+  int slots = 1;     ///< ranks this host may run
+};
+
+struct WorldConfig {
+  int nodes = 1;
+  int procs_per_node = 2;
+  Device device = Device::kAuto;
+  int size() const { return nodes * procs_per_node; }
+};
+
+struct LaunchConfig {
+  static constexpr int kDefaultMasterPort = 29500;
+  Backend backend = Backend::kLocal;
+  std::vector<HostSlots> hosts;          ///< backend mpi: one entry per node
+  int max_restarts = 2;                  ///< whole-job restarts from the last checkpoint
+  int master_port = kDefaultMasterPort;  ///< MASTER_PORT for `ringpilot exec` workers
+  std::vector<std::string> mpirun_args;  ///< extra mpirun arguments, passed verbatim (no shell)
+  bool preflight = true;  ///< `ringpilot run` runs a quick `doctor` first (docs/doctor.md)
+};
+
+struct ModelConfig {
+  std::string name;             ///< resnet18-cifar | resnet50 | bert-tiny | bert-base (required)
+  bool sync_batchnorm = false;  ///< BatchNorm statistics over the whole world, not per rank
+  bool fused_batchnorm = true;  ///< fused BatchNorm+add+ReLU kernels (CUDA, channels_last)
+  bool maxpool_kernel = true;   ///< ResNet-50 on CUDA: the stem max-pool by ringpilot's kernels
+  bool mixed_linear = true;     ///< BERT bf16/fp16 on CUDA: linear layers on shadow weights
+  bool mixed_linear_accumulate = true;  ///< with mixed_linear: GEMM adds into .grad
+  bool fused_residual_norm = true;      ///< with mixed_linear: dropout + add + LayerNorm kernels
+  double dropout = 0.1;                 ///< BERT dropout probability (0 makes runs comparable)
+  int seq_len = 128;                    ///< BERT sequence length
+  int num_classes = 10;                 ///< ResNet classes (resnet50 uses 1000 unless set)
+};
+
+struct DataConfig {
+  std::string kind = "synthetic";  ///< synthetic (only kind implemented so far)
+  int batch_per_rank = 32;
+};
+
+struct TrainConfig {
+  int64_t steps = 100;
+  int64_t warmup_steps = 0;  ///< untimed leading steps; 0 = automatic (see config.md)
+  Optimizer optimizer = Optimizer::kSgd;
+  double lr = 0.1;
+  double momentum = 0.9;      ///< SGD momentum
+  double weight_decay = 0.0;  ///< SGD: L2 term; AdamW: decoupled decay
+  double beta1 = 0.9;         ///< AdamW
+  double beta2 = 0.999;       ///< AdamW
+  double eps = 1e-8;          ///< AdamW
+  Precision precision = Precision::kFp32;
+  bool cuda_graphs = false;
+  int host_lead_steps = 1;     ///< CUDA: steps the host may enqueue ahead of the GPU (1-4)
+  bool channels_last = true;   ///< ResNet memory format (CUDA and CPU)
+  bool deterministic = false;  ///< cuDNN deterministic algorithms, no autotuning (CUDA)
+  bool tf32 = true;            ///< TF32 for float32 matmul/convolution on CUDA
+  uint64_t seed = 0;
+  int threads_per_rank = 0;        ///< CPU intra-op threads; 0 = cores on the node / local ranks
+  bool retain_host_memory = true;  ///< glibc malloc keeps freed memory (trainer/host_memory.h)
+  double log_every_s = 5.0;        ///< rank 0 progress line period
+};
+
+struct CommConfig {
+  double bucket_mb = 25.0;
+  double first_bucket_mb = 1.0;
+  GradDtype grad_dtype = GradDtype::kFp32;
+  bool overlap_optimizer = true;  ///< update reduced buckets' parameters before the last ones land
+  double timeout_s = 300.0;
+  NcclCtaPolicy nccl_cta_policy = NcclCtaPolicy::kDefault;
+  bool high_priority_stream = true;  ///< NCCL's stream: high CUDA priority (compute: normal)
+  NcclBufferRegistration nccl_buffer_registration = NcclBufferRegistration::kNone;
+  int backward_sm_carveout = 0;  ///< CUDA: SMs backward's cuBLAS GEMMs leave to NCCL (0 = none)
+};
+
+struct CheckpointConfig {
+  int every_steps = 50;  ///< 0 disables periodic checkpoints (the final one is still written)
+  int keep = 3;
+};
+
+struct MetricsConfig {
+  bool enabled = true;
+  std::string bind = "127.0.0.1";
+  int port_base = 9400;             ///< rank r serves on port_base + r; 0 picks free ports
+  double gpu_sample_seconds = 5.0;  ///< NVML sampling period of the rank's GPU; 0 = off
+};
+
+struct TraceConfig {
+  bool enabled = true;      ///< per-rank Chrome trace of step phases and collectives
+  int max_events = 100000;  ///< ring buffer size per rank (newest events kept)
+};
+
+struct PlacementConfig {
+  BindMode bind = BindMode::kAuto;  ///< rank -> CPUs; the plan is logged either way
+};
+
+struct FaultConfig {
+  int straggler_rank = -1;
+  double straggler_ms = 0.0;
+  int crash_rank = -1;
+  int64_t crash_step = -1;
+};
+
+/// `ringpilot slurm render|submit`: the sbatch script's allocation and run directory.
+struct SlurmConfig {
+  std::string partition;          ///< --partition; "" = cluster default
+  std::string account;            ///< --account; "" = user default
+  std::string qos;                ///< --qos; "" = default
+  std::string time = "01:00:00";  ///< --time: MM, MM:SS, HH:MM:SS, D-HH, D-HH:MM, D-HH:MM:SS
+  int signal_seconds = 300;       ///< --signal=B:USR1@N: warning before the time limit
+  std::string run_root = "runs";  ///< run dir is RUN_ROOT/<name>-$SLURM_JOB_ID; output there too
+  std::string ringpilot;          ///< ringpilot on the compute nodes; "" = the rendering binary
+};
+
+/// `ringpilot k8s render`: the Kubeflow MPIJob and its companions.
+struct K8sConfig {
+  std::string image;                   ///< container image (required to render)
+  std::string namespace_ = "default";  ///< key `k8s.namespace`
+  std::string rdma_resource;      ///< extended resource, e.g. rdma/ib (1 per worker); "" = none
+  std::string shm_size = "16Gi";  ///< /dev/shm emptyDir (medium Memory) size limit
+  std::string storage_class;      ///< checkpoint PVC storage class; "" = cluster default
+  std::string checkpoint_size = "100Gi";  ///< checkpoint PVC request
+  int run_as_user = 1000;                 ///< uid (and gid, fsGroup) of every container
+};
+
+struct JobConfig {
+  std::string name;  ///< [A-Za-z0-9._-]{1,63} (required)
+  WorldConfig world;
+  LaunchConfig launch;
+  ModelConfig model;
+  DataConfig data;
+  TrainConfig train;
+  CommConfig comm;
+  CheckpointConfig checkpoint;
+  MetricsConfig metrics;
+  TraceConfig trace;
+  PlacementConfig placement;
+  FaultConfig fault;
+  SlurmConfig slurm;
+  K8sConfig k8s;
+  std::string source;  ///< file the config came from (for messages), not a job key
+};
+
+/// A rejected job file or override. `what()` is one line:
+/// `FILE:LINE:COL: KEY: problem` (for `--set`, FILE is `--set[N]` and LINE is 1).
+class ConfigError : public std::runtime_error {
+ public:
+  explicit ConfigError(const std::string& line) : std::runtime_error(line) {}
+};
+
+/// Reads, type-checks and range-checks `path`, applies `overrides` (`a.b=value`, value
+/// parsed as YAML) in order with the same checks, then the cross-key checks.
+/// Throws ConfigError on the first problem; an unreadable file is a ConfigError too.
+JobConfig LoadJobConfig(const std::string& path, const std::vector<std::string>& overrides = {});
+
+/// As LoadJobConfig, from text; `source` names it in messages.
+JobConfig ParseJobConfig(const std::string& yaml_text, const std::string& source,
+                         const std::vector<std::string>& overrides = {});
+
+/// Canonical YAML with every key (defaults included). ParseJobConfig(EmitJobConfig(c))
+/// reproduces c exactly.
+std::string EmitJobConfig(const JobConfig& config);
+
+/// Markdown reference of every key (type, default, range, meaning): docs/config.md is this.
+std::string RenderConfigReference();
+
+const char* ToString(Device d);
+const char* ToString(Backend b);
+const char* ToString(Precision p);
+const char* ToString(Optimizer o);
+const char* ToString(GradDtype g);
+const char* ToString(NcclCtaPolicy p);
+const char* ToString(NcclBufferRegistration r);
+const char* ToString(BindMode b);
+
+}  // namespace ringpilot::config

@@ -1,0 +1,749 @@
+// The job key table: one entry per key drives parsing, overrides, emission and the
+// reference document (see config_schema.h).
+#include "config/schema.h"
+
+#include <algorithm>
+#include <cctype>
+#include <charconv>
+#include <climits>
+#include <cstdint>
+#include <limits>
+#include <set>
+#include <type_traits>
+
+#include "config/value_rules.h"
+#include "slurm/render.h"
+
+namespace ringpilot::config {
+namespace config_detail {
+namespace {
+
+// Enum spellings, indexed by the enum's value (constant-initialized: ToString is safe at
+// any time).
+constexpr const char* kDeviceNames[] = {"cpu", "cuda", "auto"};
+constexpr const char* kBackendNames[] = {"local", "mpi", "slurm", "k8s"};
+constexpr const char* kPrecisionNames[] = {"fp32", "bf16"};
+constexpr const char* kOptimizerNames[] = {"sgd", "adamw"};
+constexpr const char* kGradDtypeNames[] = {"fp32", "bf16"};
+constexpr const char* kCtaPolicyNames[] = {"default", "efficiency", "zero"};
+constexpr const char* kBufferRegistrationNames[] = {"none", "register", "symmetric"};
+constexpr const char* kBindNames[] = {"auto", "numa", "cores", "none"};
+constexpr const char* kModelNames[] = {"resnet18-cifar", "resnet50", "bert-tiny", "bert-base"};
+constexpr const char* kDataKinds[] = {"synthetic"};
+
+template <size_t N>
+std::vector<std::string> Names(const char* const (&names)[N]) {
+  return std::vector<std::string>(names, names + N);
+}
+
+template <size_t N>
+const char* NameOf(const char* const (&names)[N], int index) {
+  return index >= 0 && static_cast<size_t>(index) < N ? names[index] : "?";
+}
+
+constexpr int kMaxSlots = 4096;
+constexpr int64_t kMaxSteps = 1000000000000LL;  // 1e12
+
+template <typename T>
+using Field = std::function<T&(JobConfig&)>;
+
+template <typename S, typename T>
+Field<T> Member(S JobConfig::*section, T S::*field) {
+  return [section, field](JobConfig& c) -> T& { return (c.*section).*field; };
+}
+
+template <typename T>
+const T& Read(const Field<T>& field, const JobConfig& config) {
+  return field(const_cast<JobConfig&>(config));  // read only
+}
+
+KeySpec Base(const std::string& path, ValueType type, std::string allowed, std::string meaning) {
+  KeySpec k;
+  k.path = path;
+  const auto dot = path.find('.');
+  if (dot != std::string::npos) {
+    k.section = path.substr(0, dot);
+    k.leaf = path.substr(dot + 1);
+  } else {
+    k.leaf = path;
+  }
+  k.type = type;
+  k.allowed = std::move(allowed);
+  k.meaning = std::move(meaning);
+  return k;
+}
+
+bool IsPlain(const YAML::Node& n) { return n.IsScalar() && n.Tag() == "?"; }
+
+[[noreturn]] void TypeFail(const std::string& path, const YAML::Node& node, const Origin& origin,
+                           const std::string& expected) {
+  Fail(origin.At(node.Mark()), path, "expected " + expected + ", got " + Describe(node));
+}
+
+std::string ControlCharProblem(const std::string& s) {
+  for (unsigned char ch : s) {
+    if (ch < 0x20 || ch == 0x7f) return "must not contain control characters, got " + Quote(s);
+  }
+  return "";
+}
+
+/// The text of a string-typed scalar; rejects collections and control characters.
+std::string ReadString(const std::string& path, const YAML::Node& node, const Origin& origin) {
+  if (!node.IsScalar()) TypeFail(path, node, origin, "a string");
+  const std::string problem = ControlCharProblem(node.Scalar());
+  if (!problem.empty()) Fail(origin.At(node.Mark()), path, problem);
+  return node.Scalar();
+}
+
+bool IsDecimalInteger(const std::string& s) {
+  size_t i = (!s.empty() && (s[0] == '-' || s[0] == '+')) ? 1 : 0;
+  if (i == s.size()) return false;
+  for (; i < s.size(); ++i) {
+    if (s[i] < '0' || s[i] > '9') return false;
+  }
+  return true;
+}
+
+// YAML 1.2 core schema float, without .inf/.nan.
+bool IsDecimalFloat(const std::string& s) {
+  size_t i = (!s.empty() && (s[0] == '-' || s[0] == '+')) ? 1 : 0;
+  size_t digits = 0;
+  while (i < s.size() && s[i] >= '0' && s[i] <= '9') ++i, ++digits;
+  if (i < s.size() && s[i] == '.') {
+    ++i;
+    while (i < s.size() && s[i] >= '0' && s[i] <= '9') ++i, ++digits;
+  }
+  if (digits == 0) return false;
+  if (i < s.size() && (s[i] == 'e' || s[i] == 'E')) {
+    ++i;
+    if (i < s.size() && (s[i] == '-' || s[i] == '+')) ++i;
+    size_t exp_digits = 0;
+    while (i < s.size() && s[i] >= '0' && s[i] <= '9') ++i, ++exp_digits;
+    if (exp_digits == 0) return false;
+  }
+  return i == s.size();
+}
+
+template <typename T>
+KeySpec IntKey(const std::string& path, Field<T> field, T lo, T hi, std::string meaning,
+               std::string allowed = "", std::function<std::string(T)> extra = nullptr) {
+  const std::string range = std::to_string(lo) + ".." + std::to_string(hi);
+  KeySpec k = Base(path, ValueType::kInt, allowed.empty() ? range : allowed, std::move(meaning));
+  k.assign = [path, field, lo, hi, range, extra](const YAML::Node& node, const Origin& origin,
+                                                 JobConfig& c) {
+    if (!IsPlain(node) || !IsDecimalInteger(node.Scalar())) {
+      TypeFail(path, node, origin, "an integer");
+    }
+    const std::string& s = node.Scalar();
+    const char* begin = s.data() + (s[0] == '+' ? 1 : 0);
+    T v{};
+    const auto r = std::from_chars(begin, s.data() + s.size(), v);
+    if (r.ec != std::errc() || r.ptr != s.data() + s.size() || v < lo || v > hi) {
+      Fail(origin.At(node.Mark()), path, "must be in " + range + ", got " + s);
+    }
+    if (extra) {
+      const std::string problem = extra(v);
+      if (!problem.empty()) Fail(origin.At(node.Mark()), path, problem);
+    }
+    field(c) = v;
+  };
+  k.get = [field](const JobConfig& c) {
+    Value v;
+    v.scalar = std::to_string(Read(field, c));
+    return v;
+  };
+  return k;
+}
+
+KeySpec FloatKey(const std::string& path, Field<double> field, double lo, bool lo_open, double hi,
+                 bool hi_open, std::string meaning) {
+  const std::string range = std::string(lo_open ? "(" : "[") + FormatDouble(lo) + ", " +
+                            FormatDouble(hi) + (hi_open ? ")" : "]");
+  KeySpec k = Base(path, ValueType::kFloat, range, std::move(meaning));
+  k.assign = [=](const YAML::Node& node, const Origin& origin, JobConfig& c) {
+    if (!IsPlain(node) || !IsDecimalFloat(node.Scalar())) TypeFail(path, node, origin, "a number");
+    const std::string& s = node.Scalar();
+    const char* begin = s.data() + (s[0] == '+' ? 1 : 0);
+    double v = 0;
+    const auto r = std::from_chars(begin, s.data() + s.size(), v);
+    const bool in_range = r.ec == std::errc() && r.ptr == s.data() + s.size() &&
+                          (lo_open ? v > lo : v >= lo) && (hi_open ? v < hi : v <= hi);
+    if (!in_range) Fail(origin.At(node.Mark()), path, "must be in " + range + ", got " + s);
+    field(c) = v;
+  };
+  k.get = [field](const JobConfig& c) {
+    Value v;
+    v.scalar = FormatDouble(Read(field, c));
+    return v;
+  };
+  return k;
+}
+
+KeySpec BoolKey(const std::string& path, Field<bool> field, std::string meaning) {
+  KeySpec k = Base(path, ValueType::kBool, "`true`, `false`", std::move(meaning));
+  k.assign = [path, field](const YAML::Node& node, const Origin& origin, JobConfig& c) {
+    if (IsPlain(node) && node.Scalar() == "true") {
+      field(c) = true;
+    } else if (IsPlain(node) && node.Scalar() == "false") {
+      field(c) = false;
+    } else {
+      TypeFail(path, node, origin, "true or false");
+    }
+  };
+  k.get = [field](const JobConfig& c) {
+    Value v;
+    v.scalar = Read(field, c) ? "true" : "false";
+    return v;
+  };
+  return k;
+}
+
+KeySpec StringKey(const std::string& path, Field<std::string> field,
+                  std::function<std::string(const std::string&)> check, std::string allowed,
+                  std::string meaning) {
+  KeySpec k = Base(path, ValueType::kString, std::move(allowed), std::move(meaning));
+  k.assign = [path, field, check](const YAML::Node& node, const Origin& origin, JobConfig& c) {
+    std::string s = ReadString(path, node, origin);
+    const std::string problem = check(s);
+    if (!problem.empty()) Fail(origin.At(node.Mark()), path, problem);
+    field(c) = std::move(s);
+  };
+  k.get = [field](const JobConfig& c) {
+    Value v;
+    v.quoted = true;
+    v.scalar = Read(field, c);
+    return v;
+  };
+  return k;
+}
+
+std::string JoinNames(const std::vector<std::string>& names, const char* quote,
+                      const char* sep = ", ") {
+  std::string out;
+  for (const auto& n : names) out += (out.empty() ? "" : sep) + (quote + n + quote);
+  return out;
+}
+
+/// T is an enum class indexed like `names`, or a std::string restricted to `names`.
+template <typename T>
+KeySpec EnumKey(const std::string& path, Field<T> field, const std::vector<std::string>& names,
+                std::string meaning) {
+  KeySpec k = Base(path, ValueType::kEnum, JoinNames(names, "`"), std::move(meaning));
+  k.assign = [path, field, names](const YAML::Node& node, const Origin& origin, JobConfig& c) {
+    if (!node.IsScalar()) TypeFail(path, node, origin, "one of " + JoinNames(names, ""));
+    const auto it = std::find(names.begin(), names.end(), node.Scalar());
+    if (it == names.end()) {
+      Fail(origin.At(node.Mark()), path,
+           "must be one of " + JoinNames(names, "") + ", got " + Quote(node.Scalar()));
+    }
+    if constexpr (std::is_enum_v<T>) {
+      field(c) = static_cast<T>(it - names.begin());
+    } else {
+      field(c) = *it;
+    }
+  };
+  k.get = [field, names](const JobConfig& c) {
+    Value v;
+    if constexpr (std::is_enum_v<T>) {
+      v.scalar = names.at(static_cast<size_t>(Read(field, c)));
+    } else {
+      v.scalar = Read(field, c);
+      v.quoted = v.scalar.empty();
+    }
+    return v;
+  };
+  return k;
+}
+
+std::string CheckName(const std::string& s) {
+  const bool ok = !s.empty() && s.size() <= 63 && std::all_of(s.begin(), s.end(), [](char ch) {
+    return std::isalnum(static_cast<unsigned char>(ch)) || ch == '.' || ch == '_' || ch == '-';
+  });
+  if (ok) return "";
+  return "must be 1 to 63 of [A-Za-z0-9._-], got " + Quote(s);
+}
+
+bool IsHostChars(const std::string& s) {
+  return !s.empty() && s.size() <= 253 && std::all_of(s.begin(), s.end(), [](char ch) {
+    return std::isalnum(static_cast<unsigned char>(ch)) || ch == '.' || ch == '-';
+  });
+}
+
+std::vector<std::string> Split(const std::string& s, char sep) {
+  std::vector<std::string> parts;
+  size_t start = 0;
+  while (true) {
+    const size_t pos = s.find(sep, start);
+    parts.push_back(s.substr(start, pos - start));
+    if (pos == std::string::npos) return parts;
+    start = pos + 1;
+  }
+}
+
+std::string CheckBind(const std::string& s) {
+  const std::string problem = "must be an IPv4 address or a host name, got " + Quote(s);
+  if (!IsHostChars(s)) return problem;
+  const auto parts = Split(s, '.');
+  const bool numeric = std::all_of(s.begin(), s.end(), [](char ch) {
+    return ch == '.' || std::isdigit(static_cast<unsigned char>(ch));
+  });
+  if (numeric) {
+    if (parts.size() != 4) return problem;
+    for (const auto& p : parts) {
+      if (p.empty() || p.size() > 3 || std::stoi(p) > 255) return problem;
+    }
+    return "";
+  }
+  for (const auto& label : parts) {
+    if (label.empty() || label.size() > 63 || label.front() == '-' || label.back() == '-') {
+      return problem;
+    }
+  }
+  return "";
+}
+
+int ParseSlots(const std::string& s) {  // -1 if not 1..kMaxSlots
+  if (s.empty() || s.size() > 4 || !std::all_of(s.begin(), s.end(), [](char ch) {
+        return std::isdigit(static_cast<unsigned char>(ch));
+      })) {
+    return -1;
+  }
+  const int v = std::stoi(s);
+  return v >= 1 && v <= kMaxSlots ? v : -1;
+}
+
+HostSlots ReadHost(const std::string& path, const YAML::Node& item, const Origin& origin) {
+  const std::string host_rule = "host must be 1 to 253 of [A-Za-z0-9.-]";
+  const std::string slots_rule = "slots must be an integer in 1.." + std::to_string(kMaxSlots);
+  HostSlots hs;
+  if (item.IsScalar()) {
+    const std::string& s = item.Scalar();
+    const auto colon = s.rfind(':');
+    hs.host = s.substr(0, colon);
+    if (!IsHostChars(hs.host)) {
+      Fail(origin.At(item.Mark()), path, "entry " + Quote(s) + ": " + host_rule);
+    }
+    if (colon != std::string::npos) {
+      hs.slots = ParseSlots(s.substr(colon + 1));
+      if (hs.slots < 0) Fail(origin.At(item.Mark()), path, "entry " + Quote(s) + ": " + slots_rule);
+    }
+    return hs;
+  }
+  if (!item.IsMap()) {
+    Fail(origin.At(item.Mark()), path,
+         "entry must be \"host:slots\" or {host: H, slots: N}, got " + Describe(item));
+  }
+  std::set<std::string> seen;
+  for (const auto& kv : item) {
+    const std::string key = kv.first.IsScalar() ? kv.first.Scalar() : "";
+    const YAML::Node& v = kv.second;
+    if (!seen.insert(key).second) Fail(origin.At(kv.first.Mark()), path, "duplicate key " + key);
+    if (key == "host") {
+      if (!v.IsScalar() || !IsHostChars(v.Scalar())) {
+        Fail(origin.At(v.Mark()), path, host_rule + ", got " + Describe(v));
+      }
+      hs.host = v.Scalar();
+    } else if (key == "slots") {
+      hs.slots = IsPlain(v) ? ParseSlots(v.Scalar()) : -1;
+      if (hs.slots < 0) Fail(origin.At(v.Mark()), path, slots_rule + ", got " + Describe(v));
+    } else {
+      Fail(origin.At(kv.first.Mark()), path,
+           "unknown key " + Quote(key) + " in host entry (known: host, slots)");
+    }
+  }
+  if (hs.host.empty()) Fail(origin.At(item.Mark()), path, "host entry without host");
+  return hs;
+}
+
+KeySpec HostsKey(const std::string& path, Field<std::vector<HostSlots>> field) {
+  KeySpec k = Base(path, ValueType::kHostList,
+                   "list of `host:slots` or `{host: H, slots: N}`; host 1 to 253 of "
+                   "[A-Za-z0-9.-], slots 1.." +
+                       std::to_string(kMaxSlots) + ", no host twice",
+                   "hosts for backend `mpi`, one per node (`slots` ranks each)");
+  k.assign = [path, field](const YAML::Node& node, const Origin& origin, JobConfig& c) {
+    if (!node.IsSequence()) TypeFail(path, node, origin, "a list of host:slots entries");
+    std::vector<HostSlots> hosts;
+    for (const auto& item : node) {
+      HostSlots hs = ReadHost(path, item, origin);
+      for (const auto& prev : hosts) {
+        if (prev.host == hs.host) {
+          Fail(origin.At(item.Mark()), path, "host " + Quote(hs.host) + " is listed twice");
+        }
+      }
+      hosts.push_back(std::move(hs));
+    }
+    field(c) = std::move(hosts);
+  };
+  k.get = [field](const JobConfig& c) {
+    Value v;
+    v.is_list = true;
+    for (const auto& hs : Read(field, c))
+      v.items.push_back(hs.host + ":" + std::to_string(hs.slots));
+    return v;
+  };
+  return k;
+}
+
+KeySpec StringListKey(const std::string& path, Field<std::vector<std::string>> field,
+                      std::string meaning) {
+  KeySpec k = Base(path, ValueType::kStringList, "list of strings", std::move(meaning));
+  k.assign = [path, field](const YAML::Node& node, const Origin& origin, JobConfig& c) {
+    if (!node.IsSequence()) TypeFail(path, node, origin, "a list of strings");
+    std::vector<std::string> items;
+    for (const auto& item : node) items.push_back(ReadString(path, item, origin));
+    field(c) = std::move(items);
+  };
+  k.get = [field](const JobConfig& c) {
+    Value v;
+    v.is_list = true;
+    v.items = Read(field, c);
+    return v;
+  };
+  return k;
+}
+
+std::vector<KeySpec> BuildSchema() {
+  using JC = JobConfig;
+  std::vector<KeySpec> s;
+  KeySpec name = StringKey(
+      "name", [](JobConfig& c) -> std::string& { return c.name; }, CheckName,
+      "1 to 63 of `[A-Za-z0-9._-]`",
+      "job name: run directory, metrics `job` label, Slurm/k8s names");
+  name.required = true;
+  s.push_back(std::move(name));
+
+  s.push_back(IntKey("world.nodes", Member(&JC::world, &WorldConfig::nodes), 1, 100000,
+                     "number of nodes (hosts)"));
+  s.push_back(IntKey("world.procs_per_node", Member(&JC::world, &WorldConfig::procs_per_node), 1,
+                     1024, "ranks per node (one per GPU on CUDA)"));
+  s.push_back(EnumKey("world.device", Member(&JC::world, &WorldConfig::device), Names(kDeviceNames),
+                      "where ranks compute; `auto` is CUDA when a GPU is visible, else CPU"));
+
+  s.push_back(EnumKey("launch.backend", Member(&JC::launch, &LaunchConfig::backend),
+                      Names(kBackendNames),
+                      "how ranks start: this host, mpirun on `hosts`, Slurm, Kubeflow MPIJob"));
+  s.push_back(HostsKey("launch.hosts", Member(&JC::launch, &LaunchConfig::hosts)));
+  s.push_back(IntKey("launch.max_restarts", Member(&JC::launch, &LaunchConfig::max_restarts), 0,
+                     1000, "whole-job restarts from the last checkpoint after a failure"));
+  s.push_back(IntKey("launch.master_port", Member(&JC::launch, &LaunchConfig::master_port), 1,
+                     65535, "MASTER_PORT given to `ringpilot exec` workers"));
+  s.push_back(StringListKey("launch.mpirun_args", Member(&JC::launch, &LaunchConfig::mpirun_args),
+                            "extra mpirun arguments, passed verbatim (no shell); choosing "
+                            "`btl_vader_single_copy_mechanism` replaces ringpilot's choice "
+                            "(`cma` for backend local where a probe shows two processes "
+                            "may read each other's memory, else `none`)"));
+  s.push_back(
+      BoolKey("launch.preflight", Member(&JC::launch, &LaunchConfig::preflight),
+              "`ringpilot run` first runs a quick `doctor` on this host (RUN_DIR/doctor.json, "
+              "doctor.prom) and refuses to start on a FAIL unless `--force`"));
+
+  KeySpec model = EnumKey("model.name", Member(&JC::model, &ModelConfig::name), Names(kModelNames),
+                          "model to train");
+  model.required = true;
+  s.push_back(std::move(model));
+  s.push_back(BoolKey("model.sync_batchnorm", Member(&JC::model, &ModelConfig::sync_batchnorm),
+                      "BatchNorm statistics over the whole world, not per rank"));
+  s.push_back(
+      BoolKey("model.fused_batchnorm", Member(&JC::model, &ModelConfig::fused_batchnorm),
+              "ResNet on CUDA, channels_last: BatchNorm, residual add and ReLU in ringpilot's "
+              "fused kernels (training, per-rank statistics)"));
+  s.push_back(BoolKey("model.maxpool_kernel", Member(&JC::model, &ModelConfig::maxpool_kernel),
+                      "ResNet-50 on CUDA, channels_last: the stem's 3x3 stride-2 max-pool by "
+                      "ringpilot's kernels (uint8 window offsets, a gather backward), same "
+                      "results as ATen's"));
+  s.push_back(BoolKey("model.mixed_linear", Member(&JC::model, &ModelConfig::mixed_linear),
+                      "BERT on CUDA with precision bf16: linear layers on low-precision copies of "
+                      "the weights refreshed once per step, query/key/value as one GEMM, float32 "
+                      "gradients straight from the GEMMs (false: at::linear under autocast)"));
+  s.push_back(BoolKey("model.mixed_linear_accumulate",
+                      Member(&JC::model, &ModelConfig::mixed_linear_accumulate),
+                      "with model.mixed_linear (no effect without it): the backward GEMM adds each "
+                      "weight gradient into the gradient buffer itself (beta = 1) instead of "
+                      "autograd adding it after"));
+  s.push_back(BoolKey("model.fused_residual_norm",
+                      Member(&JC::model, &ModelConfig::fused_residual_norm),
+                      "BERT with model.mixed_linear (no effect without it): each residual "
+                      "block's dropout, float32 add and LayerNorm, and the cast of its output "
+                      "for the next linear layer, in one CUDA kernel (backward: three)"));
+  s.push_back(FloatKey("model.dropout", Member(&JC::model, &ModelConfig::dropout), 0, false, 1,
+                       true, "BERT dropout probability (0 makes runs comparable)"));
+  s.push_back(IntKey("model.seq_len", Member(&JC::model, &ModelConfig::seq_len), 8, 8192,
+                     "BERT sequence length"));
+  KeySpec classes = IntKey("model.num_classes", Member(&JC::model, &ModelConfig::num_classes), 2,
+                           100000, "ResNet output classes");
+  classes.default_doc = "`10` (`1000` for resnet50)";
+  s.push_back(std::move(classes));
+
+  s.push_back(EnumKey("data.kind", Member(&JC::data, &DataConfig::kind), Names(kDataKinds),
+                      "input data (only synthetic is implemented)"));
+  s.push_back(IntKey("data.batch_per_rank", Member(&JC::data, &DataConfig::batch_per_rank), 1,
+                     65536, "samples per rank per step"));
+
+  s.push_back(IntKey<int64_t>("train.steps", Member(&JC::train, &TrainConfig::steps), 1, kMaxSteps,
+                              "optimizer steps"));
+  s.push_back(IntKey<int64_t>(
+      "train.warmup_steps", Member(&JC::train, &TrainConfig::warmup_steps), 0, kMaxSteps,
+      "leading steps of each attempt left out of samples_per_second and the step percentiles; "
+      "0 = automatic (the first step, with CUDA graphs up to the first replay), never fewer"));
+  s.push_back(EnumKey("train.optimizer", Member(&JC::train, &TrainConfig::optimizer),
+                      Names(kOptimizerNames), "optimizer"));
+  s.push_back(FloatKey("train.lr", Member(&JC::train, &TrainConfig::lr), 0, true, 100, false,
+                       "learning rate"));
+  s.push_back(FloatKey("train.momentum", Member(&JC::train, &TrainConfig::momentum), 0, false, 1,
+                       true, "SGD momentum"));
+  s.push_back(FloatKey("train.weight_decay", Member(&JC::train, &TrainConfig::weight_decay), 0,
+                       false, 10, false, "SGD: L2 term; AdamW: decoupled decay"));
+  s.push_back(FloatKey("train.beta1", Member(&JC::train, &TrainConfig::beta1), 0, false, 1, true,
+                       "AdamW beta1"));
+  s.push_back(FloatKey("train.beta2", Member(&JC::train, &TrainConfig::beta2), 0, false, 1, true,
+                       "AdamW beta2"));
+  s.push_back(FloatKey("train.eps", Member(&JC::train, &TrainConfig::eps), 0, true, 1, true,
+                       "AdamW epsilon"));
+  s.push_back(EnumKey("train.precision", Member(&JC::train, &TrainConfig::precision),
+                      Names(kPrecisionNames), "compute precision (bf16: autocast)"));
+  s.push_back(BoolKey("train.cuda_graphs", Member(&JC::train, &TrainConfig::cuda_graphs),
+                      "capture the whole step in a CUDA graph after warm-up (not on cpu)"));
+  s.push_back(IntKey("train.host_lead_steps", Member(&JC::train, &TrainConfig::host_lead_steps), 1,
+                     4,
+                     "CUDA: how many steps the host may enqueue beyond the one the GPU runs "
+                     "(a larger lead absorbs host stalls, which stall the other ranks too)"));
+  s.push_back(BoolKey("train.channels_last", Member(&JC::train, &TrainConfig::channels_last),
+                      "ResNet channels_last (NHWC) memory format, on CUDA and CPU"));
+  s.push_back(BoolKey("train.deterministic", Member(&JC::train, &TrainConfig::deterministic),
+                      "cuDNN deterministic algorithms without autotuning (benchmark mode off) on "
+                      "CUDA: run-to-run identical results, usually slower"));
+  s.push_back(BoolKey("train.tf32", Member(&JC::train, &TrainConfig::tf32),
+                      "TF32 tensor cores for float32 matmul/convolution on CUDA (false for "
+                      "bit-level comparisons)"));
+  s.push_back(IntKey<uint64_t>("train.seed", Member(&JC::train, &TrainConfig::seed), 0,
+                               std::numeric_limits<uint64_t>::max(),
+                               "seed for weights, data and dropout"));
+  s.push_back(IntKey("train.threads_per_rank", Member(&JC::train, &TrainConfig::threads_per_rank),
+                     0, 1024, "CPU intra-op threads; 0 = cores on the node / local ranks"));
+  s.push_back(BoolKey("train.retain_host_memory",
+                      Member(&JC::train, &TrainConfig::retain_host_memory),
+                      "glibc malloc keeps freed host memory for reuse (no mmap of large blocks, "
+                      "no trimming), so tensors allocated every step stop page-faulting; the "
+                      "rank's resident size stays at its peak. Ignored where MALLOC_* or "
+                      "GLIBC_TUNABLES malloc settings or a preloaded allocator are in the "
+                      "environment"));
+  s.push_back(FloatKey("train.log_every_s", Member(&JC::train, &TrainConfig::log_every_s), 0.1,
+                       false, 3600, false, "rank 0 progress line period, seconds"));
+
+  s.push_back(FloatKey("comm.bucket_mb", Member(&JC::comm, &CommConfig::bucket_mb), 0, true, 4096,
+                       false, "gradient bucket cap, MiB"));
+  s.push_back(FloatKey("comm.first_bucket_mb", Member(&JC::comm, &CommConfig::first_bucket_mb), 0,
+                       true, 4096, false,
+                       "first (earliest reduced) bucket cap, MiB; <= bucket_mb"));
+  s.push_back(EnumKey("comm.grad_dtype", Member(&JC::comm, &CommConfig::grad_dtype),
+                      Names(kGradDtypeNames), "dtype gradients are reduced in"));
+  s.push_back(BoolKey("comm.overlap_optimizer", Member(&JC::comm, &CommConfig::overlap_optimizer),
+                      "update the parameters of reduced buckets while the last two buckets "
+                      "are still being all-reduced"));
+  s.push_back(FloatKey("comm.timeout_s", Member(&JC::comm, &CommConfig::timeout_s), 0, true, 86400,
+                       false, "collective timeout, seconds; then the communicator is aborted"));
+  s.push_back(EnumKey("comm.nccl_cta_policy", Member(&JC::comm, &CommConfig::nccl_cta_policy),
+                      Names(kCtaPolicyNames),
+                      "NCCL's CTA policy (NCCL >= 2.27): default (NCCL's choice), efficiency "
+                      "(the fewest CTAs that keep bandwidth: more SMs for the backward pass it "
+                      "overlaps), zero (no CTAs wherever NCCL can)"));
+  s.push_back(BoolKey("comm.high_priority_stream",
+                      Member(&JC::comm, &CommConfig::high_priority_stream),
+                      "NCCL's stream at high CUDA priority (its kernels start ahead of queued "
+                      "compute); false: normal priority, like the training stream"));
+  s.push_back(EnumKey("comm.nccl_buffer_registration",
+                      Member(&JC::comm, &CommConfig::nccl_buffer_registration),
+                      Names(kBufferRegistrationNames),
+                      "gradient buckets in NCCL memory: none (PyTorch's allocator), register "
+                      "(ncclCommRegister: the ring writes straight into peers' buckets), "
+                      "symmetric (ncclCommWindowRegister, NCCL >= 2.27: its symmetric "
+                      "kernels where it picks them)"));
+  s.push_back(IntKey("comm.backward_sm_carveout",
+                     Member(&JC::comm, &CommConfig::backward_sm_carveout), 0, 128,
+                     "CUDA: SMs the backward pass's cuBLAS GEMMs are planned without, left to "
+                     "the NCCL kernels that overlap them (0: GEMMs plan for every SM)"));
+
+  s.push_back(IntKey("checkpoint.every_steps",
+                     Member(&JC::checkpoint, &CheckpointConfig::every_steps), 0, INT_MAX,
+                     "checkpoint period in steps; 0 = only the final checkpoint"));
+  s.push_back(IntKey("checkpoint.keep", Member(&JC::checkpoint, &CheckpointConfig::keep), 1, 1000,
+                     "checkpoints kept (older ones are deleted)"));
+
+  s.push_back(BoolKey("metrics.enabled", Member(&JC::metrics, &MetricsConfig::enabled),
+                      "per-rank Prometheus exporter"));
+  s.push_back(StringKey("metrics.bind", Member(&JC::metrics, &MetricsConfig::bind), CheckBind,
+                        "IPv4 address or host name", "address the exporters listen on"));
+  s.push_back(IntKey("metrics.port_base", Member(&JC::metrics, &MetricsConfig::port_base), 0, 65535,
+                     "rank r serves on port_base + r; 0 picks free ports",
+                     "0..65535; port_base + world size - 1 <= 65535"));
+  s.push_back(FloatKey(
+      "metrics.gpu_sample_seconds", Member(&JC::metrics, &MetricsConfig::gpu_sample_seconds), 0,
+      false, 3600, false, "NVML sampling period of each rank's GPU (ringpilot_gpu_*); 0 = off"));
+  s.push_back(BoolKey("trace.enabled", Member(&JC::trace, &TraceConfig::enabled),
+                      "per-rank Chrome trace RUN_DIR/trace-rank-N.json (docs/metrics.md)"));
+  s.push_back(IntKey("trace.max_events", Member(&JC::trace, &TraceConfig::max_events), 1000,
+                     10000000, "trace ring buffer per rank; the newest events are kept"));
+
+  s.push_back(EnumKey("placement.bind", Member(&JC::placement, &PlacementConfig::bind),
+                      Names(kBindNames),
+                      "CPU binding of each rank: `numa` (the GPU's NUMA node), `cores` (an even "
+                      "share of it), `none`; `auto` = numa for GPU ranks, cores for CPU ranks"));
+
+  s.push_back(IntKey("fault.straggler_rank", Member(&JC::fault, &FaultConfig::straggler_rank), -1,
+                     INT_MAX, "test injection: rank whose compute is slowed every step; -1 = none",
+                     "-1..world size - 1"));
+  s.push_back(FloatKey("fault.straggler_ms", Member(&JC::fault, &FaultConfig::straggler_ms), 0,
+                       false, 600000, false,
+                       "test injection: extra compute per step of the straggler, ms (CPU: a "
+                       "sleep after backward; CUDA: a GPU spin before backward, also in graph "
+                       "replays)"));
+  s.push_back(IntKey("fault.crash_rank", Member(&JC::fault, &FaultConfig::crash_rank), -1, INT_MAX,
+                     "test injection: rank that exits at crash_step; -1 = none",
+                     "-1..world size - 1"));
+  s.push_back(IntKey<int64_t>(
+      "fault.crash_step", Member(&JC::fault, &FaultConfig::crash_step), -1, kMaxSteps,
+      "test injection: step at which crash_rank exits; -1 = never", "-1, or 1..train.steps",
+      [](int64_t v) { return v == 0 ? std::string("must be -1 or at least 1, got 0") : ""; }));
+
+  // slurm: `ringpilot slurm render|submit` (rules shared with slurm/render.h).
+  const auto optional_slurm_name = [](const std::string& v) {
+    return v.empty() ? std::string() : slurm::CheckName(v);
+  };
+  s.push_back(StringKey("slurm.partition", Member(&JC::slurm, &SlurmConfig::partition),
+                        optional_slurm_name, "\"\" or 1 to 63 of `[A-Za-z0-9._-]`",
+                        "sbatch --partition; \"\" = cluster default"));
+  s.push_back(StringKey("slurm.account", Member(&JC::slurm, &SlurmConfig::account),
+                        optional_slurm_name, "\"\" or 1 to 63 of `[A-Za-z0-9._-]`",
+                        "sbatch --account; \"\" = user default"));
+  s.push_back(StringKey("slurm.qos", Member(&JC::slurm, &SlurmConfig::qos), optional_slurm_name,
+                        "\"\" or 1 to 63 of `[A-Za-z0-9._-]`", "sbatch --qos; \"\" = default"));
+  s.push_back(StringKey("slurm.time", Member(&JC::slurm, &SlurmConfig::time), slurm::CheckTime,
+                        "MM, MM:SS, HH:MM:SS, D-HH, D-HH:MM, D-HH:MM:SS, UNLIMITED",
+                        "sbatch --time (job time limit)"));
+  s.push_back(IntKey("slurm.signal_seconds", Member(&JC::slurm, &SlurmConfig::signal_seconds), 1,
+                     65535, "sbatch --signal=B:USR1@N: seconds before the time limit to requeue"));
+  s.push_back(StringKey("slurm.run_root", Member(&JC::slurm, &SlurmConfig::run_root),
+                        slurm::CheckPath, "path of `[A-Za-z0-9._/+-]`",
+                        "run dir is RUN_ROOT/<name>-$SLURM_JOB_ID (kept across requeue); "
+                        "sbatch output goes there too"));
+  s.push_back(StringKey(
+      "slurm.ringpilot", Member(&JC::slurm, &SlurmConfig::ringpilot),
+      [](const std::string& v) { return v.empty() ? std::string() : slurm::CheckPath(v); },
+      "\"\" or a path of `[A-Za-z0-9._/+-]`",
+      "ringpilot executable on the compute nodes; \"\" = the one that renders"));
+
+  // k8s: `ringpilot k8s render` (rules shared with config/value_rules.h).
+  const auto rule = [](bool ok, const std::string& what, const std::string& v) {
+    return ok ? std::string() : "must be " + what + ", got " + Quote(v);
+  };
+  s.push_back(StringKey(
+      "k8s.image", Member(&JC::k8s, &K8sConfig::image),
+      [rule](const std::string& v) {
+        return rule(v.empty() || k8s::IsImageReference(v), "an image reference", v);
+      },
+      "image reference (`[A-Za-z0-9._/:@-]`, 1 to 255)",
+      "container image with ringpilot and ringpilot-trainer (required by k8s render)"));
+  s.push_back(StringKey(
+      "k8s.namespace", Member(&JC::k8s, &K8sConfig::namespace_),
+      [rule](const std::string& v) { return rule(k8s::IsDnsLabel(v), "a DNS label", v); },
+      "RFC 1123 DNS label", "namespace of every rendered object"));
+  s.push_back(StringKey(
+      "k8s.rdma_resource", Member(&JC::k8s, &K8sConfig::rdma_resource),
+      [rule](const std::string& v) {
+        return rule(v.empty() || k8s::IsResourceName(v), "a resource name like rdma/ib", v);
+      },
+      "\"\" or `prefix/name` (e.g. `rdma/ib`)",
+      "extended RDMA resource, 1 per worker pod; \"\" = none"));
+  s.push_back(StringKey(
+      "k8s.shm_size", Member(&JC::k8s, &K8sConfig::shm_size),
+      [rule](const std::string& v) { return rule(k8s::IsPositiveQuantity(v), "a quantity", v); },
+      "positive quantity (`16Gi`, `512Mi`)", "/dev/shm size (emptyDir, medium Memory)"));
+  s.push_back(StringKey(
+      "k8s.storage_class", Member(&JC::k8s, &K8sConfig::storage_class),
+      [rule](const std::string& v) {
+        return rule(v.empty() || k8s::IsDnsSubdomain(v), "a DNS subdomain", v);
+      },
+      "\"\" or RFC 1123 DNS subdomain",
+      "checkpoint PVC storage class (ReadWriteMany); \"\" = cluster default"));
+  s.push_back(StringKey(
+      "k8s.checkpoint_size", Member(&JC::k8s, &K8sConfig::checkpoint_size),
+      [rule](const std::string& v) { return rule(k8s::IsPositiveQuantity(v), "a quantity", v); },
+      "positive quantity", "checkpoint PVC size request"));
+  s.push_back(IntKey("k8s.run_as_user", Member(&JC::k8s, &K8sConfig::run_as_user), 1, INT_MAX,
+                     "uid (and gid, fsGroup) of every container; never root"));
+  return s;
+}
+
+}  // namespace
+
+const std::vector<KeySpec>& Schema() {
+  static const std::vector<KeySpec> schema = BuildSchema();
+  return schema;
+}
+
+const std::vector<std::string>& Sections() {
+  static const std::vector<std::string> sections = [] {
+    std::vector<std::string> out;
+    for (const auto& k : Schema()) {
+      if (!k.section.empty() && std::find(out.begin(), out.end(), k.section) == out.end()) {
+        out.push_back(k.section);
+      }
+    }
+    return out;
+  }();
+  return sections;
+}
+
+bool IsSection(const std::string& name) {
+  const auto& s = Sections();
+  return std::find(s.begin(), s.end(), name) != s.end();
+}
+
+const KeySpec* FindKey(const std::string& section, const std::string& leaf) {
+  for (const auto& k : Schema()) {
+    if (k.section == section && k.leaf == leaf) return &k;
+  }
+  return nullptr;
+}
+
+std::string FormatDouble(double v) {
+  // Shortest text that reads back as exactly `v`: plain decimals for everyday magnitudes,
+  // scientific notation for tiny or huge ones.
+  const double mag = v < 0 ? -v : v;
+  const bool fixed = mag == 0 || (mag >= 1e-5 && mag < 1e16);
+  char buf[64];
+  const auto r = std::to_chars(buf, buf + sizeof(buf), v,
+                               fixed ? std::chars_format::fixed : std::chars_format::scientific);
+  return std::string(buf, r.ptr);
+}
+
+}  // namespace config_detail
+
+const char* ToString(Device d) {
+  return config_detail::NameOf(config_detail::kDeviceNames, static_cast<int>(d));
+}
+const char* ToString(Backend b) {
+  return config_detail::NameOf(config_detail::kBackendNames, static_cast<int>(b));
+}
+const char* ToString(Precision p) {
+  return config_detail::NameOf(config_detail::kPrecisionNames, static_cast<int>(p));
+}
+const char* ToString(Optimizer o) {
+  return config_detail::NameOf(config_detail::kOptimizerNames, static_cast<int>(o));
+}
+const char* ToString(GradDtype g) {
+  return config_detail::NameOf(config_detail::kGradDtypeNames, static_cast<int>(g));
+}
+const char* ToString(NcclBufferRegistration r) {
+  return config_detail::NameOf(config_detail::kBufferRegistrationNames, static_cast<int>(r));
+}
+
+const char* ToString(NcclCtaPolicy p) {
+  return config_detail::NameOf(config_detail::kCtaPolicyNames, static_cast<int>(p));
+}
+const char* ToString(BindMode b) {
+  return config_detail::NameOf(config_detail::kBindNames, static_cast<int>(b));
+}
+
+}  // namespace ringpilot::config

@@ -1,0 +1,425 @@
+// Loading a run directory and analysing it (see diagnose.h).
+#include "diagnose/diagnose.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <regex>
+#include <sstream>
+
+#include "metrics/nccl_log.h"
+
+namespace ringpilot::diagnose {
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+json ReadJsonFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw DiagnoseError(path + ": cannot be read");
+  std::ostringstream buf;
+  buf << in.rdbuf();
+  try {
+    return json::parse(buf.str());
+  } catch (const json::parse_error& e) {
+    std::string what = e.what();
+    // "[json.exception.parse_error.101] parse error at line 1, ...": keep the position.
+    const auto pos = what.find("] ");
+    if (pos != std::string::npos) what = what.substr(pos + 2);
+    throw DiagnoseError(path + ": malformed JSON: " + what);
+  }
+}
+
+constexpr int kMaxRank = 9999999;
+
+// Field readers that name the file and key in their error.
+class Fields {
+ public:
+  Fields(const json& j, std::string file, std::string prefix = "")
+      : j_(j), file_(std::move(file)), prefix_(std::move(prefix)) {
+    if (!j_.is_object()) Fail("", "expected a JSON object");
+  }
+  [[noreturn]] void Fail(const std::string& key, const std::string& problem) const {
+    std::string where = prefix_ + key;
+    if (!where.empty() && where.back() == '.') where.pop_back();
+    throw DiagnoseError(file_ + ": " + (where.empty() ? "" : "'" + where + "': ") + problem);
+  }
+  bool Has(const std::string& key) const { return j_.contains(key) && !j_.at(key).is_null(); }
+  double Number(const std::string& key, double fallback = 0) const {
+    if (!Has(key)) return fallback;
+    const json& v = j_.at(key);
+    if (!v.is_number()) Fail(key, "expected a number, got " + v.dump());
+    const double d = v.get<double>();
+    if (!std::isfinite(d)) Fail(key, "not a finite number");
+    return d;
+  }
+  // A whole number in [lo, hi] (ranks, sizes).
+  int Int(const std::string& key, int fallback, int lo, int hi) const {
+    if (!Has(key)) return fallback;
+    const double d = Number(key);
+    if (d != std::floor(d) || d < lo || d > hi) {
+      Fail(key, "expected a whole number in [" + std::to_string(lo) + ", " + std::to_string(hi) +
+                    "], got " + j_.at(key).dump());
+    }
+    return static_cast<int>(d);
+  }
+  std::string String(const std::string& key) const {
+    if (!Has(key)) return "";
+    const json& v = j_.at(key);
+    if (!v.is_string()) Fail(key, "expected a string, got " + v.dump());
+    return v.get<std::string>();
+  }
+  Fields Object(const std::string& key) const {
+    static const json kEmpty = json::object();
+    return Fields(Has(key) ? j_.at(key) : kEmpty, file_, prefix_ + key + ".");
+  }
+  // {"name": number, ...}
+  std::map<std::string, double> NumberMap(const std::string& key) const {
+    std::map<std::string, double> out;
+    const Fields obj = Object(key);
+    for (const auto& [name, value] : obj.j_.items()) out[name] = obj.Number(name);
+    return out;
+  }
+  // {"<rank>": number, ...}
+  std::map<int, double> RankMap(const std::string& key) const {
+    std::map<int, double> out;
+    for (const auto& [name, value] : NumberMap(key)) {
+      char* end = nullptr;
+      const long r = std::strtol(name.c_str(), &end, 10);
+      if (name.empty() || *end != '\0' || r < 0 || r > kMaxRank) {
+        Fail(key, "'" + name + "' is not a rank");
+      }
+      out[static_cast<int>(r)] = value;
+    }
+    return out;
+  }
+  const json& raw() const { return j_; }
+  const std::string& file() const { return file_; }
+
+ private:
+  const json& j_;
+  std::string file_;
+  std::string prefix_;
+};
+
+RankStats ParseRankStats(const json& j, const std::string& file, int file_rank) {
+  const Fields f(j, file);
+  RankStats s;
+  s.file = file;
+  s.rank = f.Int("rank", file_rank, 0, kMaxRank);
+  if (s.rank != file_rank) {
+    f.Fail("rank", "is " + std::to_string(s.rank) + " but the file name says rank " +
+                       std::to_string(file_rank));
+  }
+  s.node = f.String("node");
+  s.local_rank = f.Int("local_rank", -1, -1, kMaxRank);
+  s.world_size = f.Int("world_size", 0, 0, kMaxRank + 1);
+  s.steps = f.Number("steps");
+  const Fields step = f.Object("step_seconds");
+  s.step_p50 = step.Number("p50");
+  s.step_p99 = step.Number("p99");
+  s.step_mean = step.Number("mean");
+  s.phase_seconds_total = f.NumberMap("phase_seconds_total");
+  if (f.Has("overlap_ratio")) s.overlap_ratio = f.Number("overlap_ratio");
+  const Fields strag = f.Object("straggler");
+  s.wait_seconds_total = strag.Number("wait_seconds_total");
+  s.culprit_steps = strag.RankMap("culprit_steps");
+  s.wait_by_culprit = strag.RankMap("wait_by_culprit_seconds");
+  s.compute_skew_mean = strag.Number("compute_skew_seconds_mean");
+  if (f.Has("collectives")) {
+    const json& list = j.at("collectives");
+    if (!list.is_array()) f.Fail("collectives", "expected a list");
+    for (std::size_t i = 0; i < list.size(); ++i) {
+      const Fields c(list[i], file, "collectives[" + std::to_string(i) + "].");
+      CollectiveStat cs;
+      cs.op = c.String("op");
+      cs.size_bucket = c.String("size_bucket");
+      if (cs.op.empty()) c.Fail("op", "missing");
+      cs.count = c.Number("count");
+      cs.bytes_total = c.Number("bytes_total");
+      cs.seconds_total = c.Number("seconds_total");
+      cs.busbw = c.Number("busbw_bytes_per_second");
+      s.collectives.push_back(cs);
+    }
+  }
+  s.expected_busbw = f.NumberMap("expected_busbw_bytes_per_second");
+  return s;
+}
+
+// "rank-<N><suffix>" -> N, or -1.
+int RankFromName(const std::string& name, const std::string& prefix, const std::string& suffix) {
+  if (name.size() <= prefix.size() + suffix.size()) return -1;
+  if (name.compare(0, prefix.size(), prefix) != 0) return -1;
+  if (name.compare(name.size() - suffix.size(), suffix.size(), suffix) != 0) return -1;
+  const std::string digits =
+      name.substr(prefix.size(), name.size() - prefix.size() - suffix.size());
+  if (digits.empty() || digits.size() > 7 ||
+      !std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+    return -1;
+  }
+  return std::atoi(digits.c_str());
+}
+
+std::vector<std::string> InfinibandPorts(const std::string& dir) {
+  std::vector<std::string> ports;
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) return ports;
+  for (const auto& dev : fs::directory_iterator(dir, ec)) {
+    std::error_code ec2;
+    for (const auto& port : fs::directory_iterator(dev.path() / "ports", ec2)) {
+      ports.push_back(dev.path().filename().string() + "/" + port.path().filename().string());
+    }
+  }
+  std::sort(ports.begin(), ports.end());
+  return ports;
+}
+
+std::string Fixed(double v, int digits) {
+  std::ostringstream o;
+  o.setf(std::ios::fixed);
+  o.precision(digits);
+  o << v;
+  return o.str();
+}
+
+}  // namespace
+
+std::string ClassifyTransport(const std::string& via) {
+  return metrics::ClassifyNcclTransport(via);
+}
+
+bool ParseNcclChannelLine(const std::string& line, int* from, int* to, std::string* transport) {
+  return metrics::ParseNcclChannelLine(line, from, to, transport);
+}
+
+std::pair<double, double> ParseSizeBucket(const std::string& label) {
+  static const std::regex kSize(R"((\d{1,15}(?:\.\d{1,15})?)\s*(B|KiB|MiB|GiB|TiB|KB|MB|GB|TB)?)");
+  std::vector<double> sizes;
+  for (std::sregex_iterator it(label.begin(), label.end(), kSize), end; it != end; ++it) {
+    double v = std::stod((*it)[1].str());
+    const std::string unit = (*it)[2].str();
+    if (unit == "KiB") v *= 1024.0;
+    if (unit == "MiB") v *= 1024.0 * 1024;
+    if (unit == "GiB") v *= 1024.0 * 1024 * 1024;
+    if (unit == "TiB") v *= 1024.0 * 1024 * 1024 * 1024;
+    if (unit == "KB") v *= 1e3;
+    if (unit == "MB") v *= 1e6;
+    if (unit == "GB") v *= 1e9;
+    if (unit == "TB") v *= 1e12;
+    sizes.push_back(v);
+  }
+  if (sizes.empty()) return {-1, -1};
+  if (sizes.size() >= 2) return {sizes[0], sizes[1]};
+  if (label[0] == '<') return {-1, sizes[0]};
+  return {sizes[0], -1};
+}
+
+RunData LoadRun(const std::string& run_dir, const std::string& infiniband_dir) {
+  std::error_code ec;
+  if (!fs::exists(run_dir, ec)) throw DiagnoseError(run_dir + ": no such run directory");
+  if (!fs::is_directory(run_dir, ec)) throw DiagnoseError(run_dir + ": not a directory");
+  RunData data;
+  data.run_dir = run_dir;
+  const fs::path root(run_dir);
+  const fs::path summary = root / "summary.json";
+  if (fs::exists(summary, ec)) {
+    data.summary = ReadJsonFile(summary.string());
+    (void)Fields(*data.summary, summary.string());  // must be an object
+  }
+  const fs::path logs = root / "logs";
+  std::vector<std::pair<int, fs::path>> stats_files, nccl_files;
+  if (fs::is_directory(logs, ec)) {
+    for (const auto& entry : fs::directory_iterator(logs, ec)) {
+      const std::string name = entry.path().filename().string();
+      if (int r = RankFromName(name, "rank-", ".stats.json"); r >= 0) {
+        stats_files.emplace_back(r, entry.path());
+      } else if (int n = RankFromName(name, "nccl-rank-", ".log"); n >= 0) {
+        nccl_files.emplace_back(n, entry.path());
+      }
+    }
+  }
+  std::sort(stats_files.begin(), stats_files.end());
+  std::sort(nccl_files.begin(), nccl_files.end());
+  if (!data.summary && stats_files.empty()) {
+    throw DiagnoseError(run_dir +
+                        ": not a run directory (no summary.json and no logs/rank-<N>.stats.json)");
+  }
+  for (const auto& [rank, path] : stats_files) {
+    data.ranks.push_back(ParseRankStats(ReadJsonFile(path.string()), path.string(), rank));
+  }
+  for (const auto& [rank, path] : nccl_files) {
+    std::ifstream in(path);
+    if (!in) throw DiagnoseError(path.string() + ": cannot be read");
+    std::map<int, std::set<std::string>> peers = metrics::NcclPeerTransports(in, rank);
+    for (auto& [peer, ts] : peers) data.transports.push_back({rank, peer, std::move(ts)});
+  }
+  data.ib_ports = InfinibandPorts(infiniband_dir);
+  return data;
+}
+
+Diagnosis Analyze(RunData data) {
+  Diagnosis d;
+  d.data = std::move(data);
+  const RunData& run = d.data;
+  int world = 0;
+  const std::string summary_file = (fs::path(run.run_dir) / "summary.json").string();
+  if (run.summary) world = Fields(*run.summary, summary_file).Int("world_size", 0, 0, kMaxRank + 1);
+  if (!run.summary) d.missing.push_back("summary.json (the run did not finish, or rank 0 died)");
+  if (run.ranks.empty()) {
+    d.missing.push_back(
+        "logs/rank-<N>.stats.json (a run from before per-rank statistics, or its ranks did not "
+        "reach the end): no straggler ranking, per-rank step times, exposed communication or "
+        "bus bandwidth");
+  } else {
+    world = std::max(world, run.ranks.front().world_size);
+    std::set<int> have;
+    for (const RankStats& r : run.ranks) have.insert(r.rank);
+    std::vector<std::string> absent;
+    for (int r = 0; r < world; ++r) {
+      if (!have.count(r)) absent.push_back(std::to_string(r));
+    }
+    if (!absent.empty()) {
+      std::string list;
+      for (const std::string& a : absent) list += (list.empty() ? "" : ",") + a;
+      d.missing.push_back("logs/rank-<N>.stats.json of rank(s) " + list);
+      d.warnings.push_back("statistics missing for rank(s) " + list + " of " +
+                           std::to_string(world) + ": the report covers the others only");
+    }
+  }
+
+  // Straggler ranking: every rank's wait attributed to each culprit, summed.
+  std::map<int, CulpritTotal> totals;
+  for (const RankStats& r : run.ranks) {
+    for (const auto& [c, w] : r.wait_by_culprit) {
+      totals[c].rank = c;
+      totals[c].wait_seconds += w;
+    }
+    for (const auto& [c, n] : r.culprit_steps) {
+      totals[c].rank = c;
+      totals[c].culprit_steps += n;
+    }
+  }
+  for (const auto& [c, t] : totals) d.ranking.push_back(t);
+  std::sort(d.ranking.begin(), d.ranking.end(), [](const CulpritTotal& a, const CulpritTotal& b) {
+    if (a.wait_seconds != b.wait_seconds) return a.wait_seconds > b.wait_seconds;
+    if (a.culprit_steps != b.culprit_steps) return a.culprit_steps > b.culprit_steps;
+    return a.rank < b.rank;
+  });
+  if (!d.ranking.empty() && (d.ranking[0].wait_seconds > 0 || d.ranking[0].culprit_steps > 0)) {
+    d.straggler = d.ranking[0];
+    double other_steps = 0;
+    for (const RankStats& r : run.ranks) {
+      if (r.rank != d.straggler->rank) other_steps += r.steps;
+    }
+    if (other_steps > 0) d.wait_per_rank_step = d.straggler->wait_seconds / other_steps;
+  }
+
+  // Exposed communication and overlap.
+  double exposed_sum = 0, step_sum = 0, overlap_sum = 0;
+  int overlap_n = 0;
+  std::vector<double> p50s;
+  for (const RankStats& r : run.ranks) {
+    double step_total = r.step_mean * r.steps;
+    if (step_total <= 0) {
+      for (const auto& [phase, s] : r.phase_seconds_total) step_total += s;
+    }
+    const auto it = r.phase_seconds_total.find("comm_exposed");
+    if (it != r.phase_seconds_total.end() && step_total > 0) {
+      d.exposed_share[r.rank] = it->second / step_total;
+      exposed_sum += it->second;
+      step_sum += step_total;
+    }
+    if (r.overlap_ratio) {
+      overlap_sum += *r.overlap_ratio;
+      ++overlap_n;
+    }
+    if (r.step_p50 > 0) p50s.push_back(r.step_p50);
+  }
+  if (step_sum > 0) d.mean_exposed_share = exposed_sum / step_sum;
+  if (overlap_n > 0) d.mean_overlap = overlap_sum / overlap_n;
+
+  // Bus bandwidth per op and size bucket, over the ranks.
+  std::map<std::pair<std::string, std::string>, std::vector<std::pair<int, CollectiveStat>>> groups;
+  for (const RankStats& r : run.ranks) {
+    for (const CollectiveStat& c : r.collectives)
+      groups[{c.op, c.size_bucket}].push_back({r.rank, c});
+  }
+  for (const auto& [key, list] : groups) {
+    CollectiveRow row;
+    row.op = key.first;
+    row.size_bucket = key.second;
+    double bw_sum = 0;
+    row.busbw_min = list.front().second.busbw;
+    row.busbw_min_rank = list.front().first;
+    for (const auto& [rank, c] : list) {
+      row.count += c.count;
+      row.bytes_total += c.bytes_total;
+      row.seconds_total += c.seconds_total;
+      bw_sum += c.busbw;
+      if (c.busbw < row.busbw_min) {
+        row.busbw_min = c.busbw;
+        row.busbw_min_rank = rank;
+      }
+    }
+    row.busbw_mean = bw_sum / static_cast<double>(list.size());
+    for (const RankStats& r : run.ranks) {
+      const auto e = r.expected_busbw.find(row.op);
+      if (e != r.expected_busbw.end()) row.expected = std::max(row.expected, e->second);
+    }
+    row.low = row.expected > 0 && row.busbw_mean < 0.5 * row.expected;
+    d.collectives.push_back(row);
+  }
+  std::stable_sort(d.collectives.begin(), d.collectives.end(),
+                   [](const CollectiveRow& a, const CollectiveRow& b) {
+                     if (a.op != b.op) return a.op < b.op;
+                     const auto sa = ParseSizeBucket(a.size_bucket);
+                     const auto sb = ParseSizeBucket(b.size_bucket);
+                     return std::max(sa.first, sa.second) < std::max(sb.first, sb.second);
+                   });
+
+  // Warnings, most actionable first.
+  for (const PeerTransport& t : run.transports) {
+    if (t.transports.count("NET_Socket") && !run.ib_ports.empty()) {
+      std::string ports;
+      for (const std::string& p : run.ib_ports) ports += (ports.empty() ? "" : ",") + p;
+      d.warnings.push_back("rank " + std::to_string(t.rank) + " reaches rank " +
+                           std::to_string(t.peer) +
+                           " via NET/Socket although this machine has InfiniBand ports (" + ports +
+                           "): check NCCL_IB_DISABLE, NCCL_IB_HCA and NCCL_SOCKET_IFNAME");
+    }
+  }
+  if (d.straggler && d.straggler->wait_seconds > 0 && !p50s.empty()) {
+    std::sort(p50s.begin(), p50s.end());
+    const double median_p50 = p50s[p50s.size() / 2];
+    if (d.wait_per_rank_step > 0.05 * median_p50) {
+      d.warnings.push_back("straggler: rank " + std::to_string(d.straggler->rank) +
+                           " keeps the others waiting " + Fixed(d.wait_per_rank_step, 4) +
+                           " s per step (" + Fixed(100 * d.wait_per_rank_step / median_p50, 1) +
+                           "% of the median step time)");
+    }
+  }
+  for (const CollectiveRow& row : d.collectives) {
+    if (!row.low) continue;
+    d.warnings.push_back(row.op + " " + row.size_bucket + ": bus bandwidth " +
+                         Fixed(row.busbw_mean / 1e9, 3) + " GB/s is " +
+                         Fixed(100 * row.busbw_mean / row.expected, 1) + "% of the expected " +
+                         Fixed(row.expected / 1e9, 3) + " GB/s (under 50%)");
+  }
+  if (d.mean_exposed_share && *d.mean_exposed_share > 0.3) {
+    d.warnings.push_back("exposed communication is " + Fixed(100 * *d.mean_exposed_share, 1) +
+                         "% of the step time: larger buckets or more overlap would help");
+  }
+  if (run.summary) {
+    const double restarts = Fields(*run.summary, summary_file).Number("restarts");
+    if (restarts > 0) {
+      d.warnings.push_back("the job restarted " + Fixed(restarts, 0) +
+                           " time(s): see logs/launcher.log for the failures");
+    }
+  }
+  return d;
+}
+
+}  // namespace ringpilot::diagnose

@@ -1,9 +1,0 @@
-// ringpilot-config-reference: prints the job file reference (docs/config.md).
-#include <iostream>
-
-#include "launcher/job_config.h"
-
-int main() {
-  std::cout << ringpilot::launcher::RenderConfigReference();
-  return std::cout.good() ? 0 : 1;
-}

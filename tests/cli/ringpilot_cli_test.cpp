@@ -1,0 +1,198 @@
+// The `ringpilot` binary's run and validate subcommands, end to end, with a fake mpirun.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "tests/test_util.h"
+
+namespace ringpilot::launcher {
+namespace {
+
+using testing::Exists;
+using testing::ProcessResult;
+using testing::ReadFile;
+using testing::RingpilotBinary;
+using testing::RunProcess;
+using testing::SplitLines;
+using testing::TempDir;
+using testing::WriteFile;
+
+constexpr const char* kJob = R"(name: clitest
+world: {nodes: 1, procs_per_node: 2, device: cpu}
+launch: {backend: local, max_restarts: 1}
+model: {name: resnet18-cifar}
+train: {steps: 4}
+)";
+
+// Fails attempt 0 with a FATAL line from rank 1, succeeds afterwards. Records its argv.
+constexpr const char* kFakeMpirun = R"(#!/bin/sh
+echo "$@" > "$RINGPILOT_RUN_DIR/mpirun-argv"
+echo "attempt $RINGPILOT_RESTART"
+if [ "$RINGPILOT_RESTART" = 0 ]; then
+  echo "FATAL $(date +%s%N) rank 1 crashed" >> "$RINGPILOT_RUN_DIR/logs/rank-1.log"
+  exit 3
+fi
+exit 0
+)";
+
+struct Cli {
+  TempDir tmp;
+  std::string job = tmp.path() + "/job.yaml";
+  std::string mpirun = tmp.path() + "/fake-mpirun";
+  std::string trainer = tmp.path() + "/fake-trainer";
+  std::string run_dir = tmp.path() + "/run";
+
+  Cli() {
+    WriteFile(job, kJob);
+    WriteFile(mpirun, kFakeMpirun, true);
+    WriteFile(trainer, "#!/bin/sh\nexit 0\n", true);
+  }
+  ProcessResult Ringpilot(std::vector<std::string> args,
+                          std::map<std::string, std::string> env = {}) {
+    args.insert(args.begin(), RingpilotBinary());
+    env.emplace("RINGPILOT_MPIRUN", mpirun);
+    env.emplace("RINGPILOT_TRAINER", trainer);
+    return RunProcess(args, env, tmp.path());
+  }
+};
+
+TEST(RingpilotCli, ValidateGoodAndBad) {
+  Cli c;
+  ProcessResult r = c.Ringpilot({"validate", c.job});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, c.job + ": valid (clitest, world size 2, model resnet18-cifar)\n");
+
+  r = c.Ringpilot({"validate", c.job, "--set", "world.procs_per_node=3", "--set", "name=other"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, c.job + ": valid (other, world size 3, model resnet18-cifar)\n");
+
+  r = c.Ringpilot({"validate", c.job, "--print"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("clitest"), std::string::npos);
+  EXPECT_NE(r.err.find("valid"), std::string::npos);
+
+  WriteFile(c.tmp.path() + "/bad.yaml",
+            "name: x\nmodel: {name: resnet18-cifar}\nworld: {nodes: zero}\n");
+  r = c.Ringpilot({"validate", c.tmp.path() + "/bad.yaml"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_TRUE(r.out.empty());
+  ASSERT_EQ(SplitLines(r.err).size(), 1u) << r.err;
+  EXPECT_NE(r.err.find("bad.yaml:3:"), std::string::npos) << r.err;
+
+  r = c.Ringpilot({"validate", c.tmp.path() + "/missing.yaml"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(SplitLines(r.err).size(), 1u) << r.err;
+}
+
+TEST(RingpilotCli, CommandLineErrorsAreOneLineExit2) {
+  Cli c;
+  for (const std::vector<std::string>& args :
+       {std::vector<std::string>{}, {"frobnicate"}, {"run"}, {"validate", c.job, "--bogus"}}) {
+    const ProcessResult r = c.Ringpilot(args);
+    EXPECT_EQ(r.exit_code, 2) << r.err;
+    EXPECT_EQ(SplitLines(r.err).size(), 1u) << r.err;
+  }
+  EXPECT_EQ(c.Ringpilot({"--help"}).exit_code, 0);
+}
+
+TEST(RingpilotCli, DryRunPrintsTheCommandAndCreatesNothing) {
+  Cli c;
+  const ProcessResult r = c.Ringpilot({"run", c.job, "--run-dir", c.run_dir, "--dry-run"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::string prefix =
+      "ringpilot: launching: " + c.mpirun + " -np 2 --oversubscribe --bind-to none";
+  EXPECT_EQ(r.out.rfind(prefix, 0), 0u) << r.out;
+  EXPECT_NE(
+      r.out.find(c.trainer + " --config " + c.run_dir + "/job.yaml --run-dir " + c.run_dir + "\n"),
+      std::string::npos)
+      << r.out;
+  EXPECT_FALSE(Exists(c.run_dir));
+}
+
+TEST(RingpilotCli, RunRestartsOnceAndSucceeds) {
+  Cli c;
+  const ProcessResult r = c.Ringpilot({"run", c.job, "--run-dir", c.run_dir});
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_EQ(r.out, "attempt 0\nattempt 1\n");
+  EXPECT_NE(r.err.find("ringpilot: launching: " + c.mpirun + " -np 2"), std::string::npos);
+  EXPECT_NE(r.err.find("restarting from the last checkpoint (restart 1 of 1)"), std::string::npos);
+  EXPECT_NE(r.err.find("ringpilot: job finished after 1 restart(s)"), std::string::npos);
+  for (const char* sub : {"/logs", "/checkpoints", "/trace"}) EXPECT_TRUE(Exists(c.run_dir + sub));
+  EXPECT_NE(ReadFile(c.run_dir + "/job.yaml").find("clitest"), std::string::npos);
+  EXPECT_NE(ReadFile(c.run_dir + "/mpirun-argv").find("--config " + c.run_dir + "/job.yaml"),
+            std::string::npos);
+  const std::string log = ReadFile(c.run_dir + "/logs/launcher.log");
+  EXPECT_NE(log.find("attempt 0\n"), std::string::npos);
+  EXPECT_NE(log.find("ringpilot: launching:"), std::string::npos);
+}
+
+TEST(RingpilotCli, RunFailsForGoodWithExitCodeAndReport) {
+  Cli c;
+  const ProcessResult r =
+      c.Ringpilot({"run", c.job, "--run-dir", c.run_dir, "--set", "launch.max_restarts=0"});
+  EXPECT_EQ(r.exit_code, 3) << r.err;
+  EXPECT_NE(r.err.find("ringpilot: first failing rank: 1: rank 1 crashed"), std::string::npos)
+      << r.err;
+  const auto j = nlohmann::json::parse(ReadFile(c.run_dir + "/failure.json"));
+  EXPECT_EQ(j["first_failing_rank"], 1);
+  EXPECT_EQ(j["exit_code"], 3);
+
+  // Resuming in the same directory with another config keeps the old one and the logs.
+  const std::string old_yaml = ReadFile(c.run_dir + "/job.yaml");
+  const std::string old_log = ReadFile(c.run_dir + "/logs/launcher.log");
+  const ProcessResult again = c.Ringpilot({"run", c.job, "--run-dir", c.run_dir});
+  EXPECT_EQ(again.exit_code, 0) << again.err;
+  EXPECT_EQ(ReadFile(c.run_dir + "/job.yaml.prev"), old_yaml);
+  EXPECT_NE(ReadFile(c.run_dir + "/job.yaml"), old_yaml);
+  EXPECT_EQ(ReadFile(c.run_dir + "/logs/launcher.log").rfind(old_log, 0), 0u);
+  EXPECT_NE(again.err.find("previous config kept as job.yaml.prev"), std::string::npos);
+}
+
+TEST(RingpilotCli, DefaultRunDirIsUnderRuns) {
+  Cli c;
+  const ProcessResult r = c.Ringpilot({"run", c.job, "--set", "launch.max_restarts=1"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::string marker = "ringpilot: run directory " + c.tmp.path() + "/runs/clitest-";
+  EXPECT_NE(r.err.find(marker), std::string::npos) << r.err;
+}
+
+TEST(RingpilotCli, RunRejectsUnsupportedBackendsAndMissingBinaries) {
+  Cli c;
+  ProcessResult r = c.Ringpilot({"run", c.job, "--set", "launch.backend=k8s"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(r.err, c.job + ": launch.backend: 'k8s' is not supported by 'ringpilot run' yet\n");
+
+  // Backend slurm needs an allocation: one line, exit 2; inside one, mpirun gets its nodes.
+  r = c.Ringpilot({"run", c.job, "--set", "launch.backend=slurm", "--dry-run"});
+  EXPECT_EQ(r.exit_code, 2);
+  ASSERT_EQ(SplitLines(r.err).size(), 1u) << r.err;
+  EXPECT_NE(r.err.find("launch.backend slurm: not inside a Slurm allocation"), std::string::npos);
+  r = c.Ringpilot(
+      {"run", c.job, "--set", "launch.backend=slurm", "--run-dir", c.run_dir, "--dry-run"},
+      {{"SLURM_JOB_ID", "9"}, {"SLURM_JOB_NODELIST", "n[1-2]"}, {"SLURM_TASKS_PER_NODE", "4(x2)"}});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("--hostfile " + c.run_dir + "/hostfile --map-by ppr:"), std::string::npos)
+      << r.out;
+
+  r = c.Ringpilot({"run", c.job, "--run-dir", c.run_dir},
+                  {{"RINGPILOT_TRAINER", c.tmp.path() + "/no-trainer"}});
+  EXPECT_EQ(r.exit_code, 1);
+  ASSERT_EQ(SplitLines(r.err).size(), 1u) << r.err;
+  EXPECT_NE(r.err.find(c.tmp.path() + "/no-trainer"), std::string::npos);
+  EXPECT_FALSE(Exists(c.run_dir));
+
+  r = c.Ringpilot({"run", c.job, "--run-dir", c.run_dir},
+                  {{"RINGPILOT_MPIRUN", c.tmp.path() + "/no-mpirun"}});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("no-mpirun"), std::string::npos);
+
+  WriteFile(c.tmp.path() + "/a-file", "x");
+  r = c.Ringpilot({"run", c.job, "--run-dir", c.tmp.path() + "/a-file"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(SplitLines(r.err).size(), 1u) << r.err;
+  EXPECT_EQ(ReadFile(c.tmp.path() + "/a-file"), "x");
+}
+
+}  // namespace
+}  // namespace ringpilot::launcher

@@ -1,0 +1,322 @@
+// `ringpilot diagnose` against the run directories in tests/fixtures/diagnose/, its
+// parsers, the binary end to end, and the Grafana dashboard in deploy/grafana/.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <sstream>
+#include <string>
+
+#include "diagnose/diagnose.h"
+#include "diagnose/command.h"
+#include "tests/test_util.h"
+
+namespace ringpilot::launcher {
+namespace {
+
+using nlohmann::json;
+using testing::ReadFile;
+using testing::RingpilotBinary;
+using testing::RunProcess;
+using testing::SplitLines;
+using testing::TempDir;
+using testing::WriteFile;
+
+std::string Source(const std::string& rel) {
+  const char* src = std::getenv("RINGPILOT_SOURCE_DIR");
+  return std::string(src ? src : ".") + "/" + rel;
+}
+std::string Fixture(const std::string& name) { return Source("tests/fixtures/diagnose/" + name); }
+
+struct Result {
+  int status;
+  std::string out, err;
+};
+
+Result Diagnose(const std::string& run_dir, bool as_json,
+                const std::string& ib_dir = "/nonexistent", const std::string& svg_dir = "") {
+  DiagnoseArgs args;
+  args.run_dir = run_dir;
+  args.json = as_json;
+  args.svg_dir = svg_dir;
+  args.infiniband_dir = ib_dir;
+  std::ostringstream out, err;
+  const int status = RunDiagnose(args, out, err);
+  return {status, out.str(), err.str()};
+}
+
+TEST(DiagnoseParse, NcclChannelLines) {
+  int from = -1, to = -1;
+  std::string t;
+  EXPECT_TRUE(ParseNcclChannelLine("h:1:2 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[1] via P2P/IPC",
+                                   &from, &to, &t));
+  EXPECT_EQ(from, 0);
+  EXPECT_EQ(to, 1);
+  EXPECT_EQ(t, "P2P");
+  EXPECT_TRUE(ParseNcclChannelLine(
+      "h:1:2 [1] NCCL INFO Channel 03/0 : 12[1] -> 3[0] [send] via NET/Socket/0", &from, &to, &t));
+  EXPECT_EQ(from, 12);
+  EXPECT_EQ(to, 3);
+  EXPECT_EQ(t, "NET_Socket");
+  EXPECT_TRUE(ParseNcclChannelLine("x NCCL INFO Channel 01 : 2[0] -> 3[1] via SHM/direct/direct",
+                                   &from, &to, &t));
+  EXPECT_EQ(t, "SHM");
+  EXPECT_TRUE(ParseNcclChannelLine(
+      "x NCCL INFO Channel 00/1 : 1[1] -> 2[0] [receive] via NET/IB/0/GDRDMA", &from, &to, &t));
+  EXPECT_EQ(t, "NET_IB");
+  EXPECT_FALSE(ParseNcclChannelLine("x NCCL INFO Connected all rings", &from, &to, &t));
+  EXPECT_FALSE(ParseNcclChannelLine(
+      "x NCCL INFO Channel 00/0 : 99999999999999999999[0] -> 1[1] via P2P/IPC", &from, &to, &t));
+  EXPECT_FALSE(ParseNcclChannelLine("x NCCL INFO NET/Socket : Using [0]eth0", &from, &to, &t));
+  EXPECT_EQ(ClassifyTransport("NET/IBext/0"), "NET_IB");
+  EXPECT_EQ(ClassifyTransport("NET/AWS Libfabric/0"), "NET_AWS_Libfabric");
+  EXPECT_EQ(ClassifyTransport("something"), "");
+}
+
+TEST(DiagnoseParse, SizeBuckets) {
+  EXPECT_EQ(ParseSizeBucket("1MiB-4MiB"), std::make_pair(1048576.0, 4194304.0));
+  EXPECT_EQ(ParseSizeBucket("<1KiB"), std::make_pair(-1.0, 1024.0));
+  EXPECT_EQ(ParseSizeBucket(">=1GiB"), std::make_pair(1073741824.0, -1.0));
+  EXPECT_EQ(ParseSizeBucket("large"), std::make_pair(-1.0, -1.0));
+}
+
+TEST(Diagnose, NamesTheStragglerAndFlagsLowBandwidth) {
+  const Result r = Diagnose(Fixture("straggler"), true);
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(r.err, "");
+  const json j = json::parse(r.out);
+  EXPECT_EQ(j["straggler"]["rank"], 2);
+  EXPECT_NEAR(j["straggler"]["wait_seconds"].get<double>(), 2.7, 1e-9);
+  EXPECT_NEAR(j["straggler"]["wait_seconds_per_rank_step"].get<double>(), 0.045, 1e-9);
+  EXPECT_EQ(j["straggler"]["node"], "host-b");
+  ASSERT_EQ(j["straggler_ranking"].size(), 2u);
+  EXPECT_EQ(j["straggler_ranking"][1]["rank"], 0);
+  EXPECT_NEAR(j["straggler_ranking"][1]["wait_seconds"].get<double>(), 0.005, 1e-9);
+  ASSERT_EQ(j["ranks"].size(), 4u);
+  EXPECT_EQ(j["ranks"][3]["node"], "host-b");
+  // comm_exposed 1.1 s of 20 * 0.112 s.
+  EXPECT_NEAR(j["ranks"][0]["comm_exposed_share"].get<double>(), 1.1 / 2.24, 1e-9);
+  EXPECT_NEAR(j["comm"]["overlap_ratio"].get<double>(), 0.4, 1e-9);
+  EXPECT_NEAR(j["comm"]["exposed_share"].get<double>(), 3.5 / 8.96, 1e-9);
+  const json& coll = j["comm"]["collectives"];
+  ASSERT_EQ(coll.size(), 4u);
+  // Sorted by op, then size; below half of the expected 1 GB/s are the two small buckets.
+  EXPECT_EQ(coll[0]["size_bucket"], "64KiB-256KiB");
+  EXPECT_TRUE(coll[0]["below_half_of_expected"].get<bool>());
+  EXPECT_EQ(coll[1]["size_bucket"], "1MiB-4MiB");
+  EXPECT_NEAR(coll[1]["busbw_bytes_per_second"].get<double>(), 2.05e8, 1);
+  EXPECT_EQ(coll[1]["busbw_min_rank"], 3);
+  EXPECT_EQ(coll[1]["count"], 160);
+  EXPECT_TRUE(coll[1]["below_half_of_expected"].get<bool>());
+  EXPECT_EQ(coll[2]["size_bucket"], "16MiB-64MiB");
+  EXPECT_FALSE(coll[2]["below_half_of_expected"].get<bool>());
+  EXPECT_EQ(coll[3]["op"], "broadcast");
+  EXPECT_TRUE(coll[3]["expected_busbw_bytes_per_second"].is_null());
+  EXPECT_EQ(j["restarts"], 1);
+  // Transports per peer, from the NCCL logs; no InfiniBand here, so no socket warning.
+  ASSERT_EQ(j["transports"].size(), 8u);
+  EXPECT_EQ(j["transports"][1], json({{"rank", 0}, {"peer", 3}, {"transports", {"NET_Socket"}}}));
+  EXPECT_EQ(j["transports"][0]["transports"], json({"P2P"}));
+  std::string warnings = j["warnings"].dump();
+  EXPECT_NE(warnings.find("straggler: rank 2"), std::string::npos) << warnings;
+  EXPECT_NE(warnings.find("allreduce 1MiB-4MiB: bus bandwidth 0.205 GB/s is 20.5%"),
+            std::string::npos)
+      << warnings;
+  EXPECT_NE(warnings.find("restarted 1 time"), std::string::npos);
+  EXPECT_EQ(warnings.find("NET/Socket"), std::string::npos) << warnings;
+  EXPECT_TRUE(j["missing"].empty());
+}
+
+TEST(Diagnose, WarnsOnSocketFallbackWhenInfinibandPortsExist) {
+  const Result r = Diagnose(Fixture("straggler"), true, Fixture("sysfs-ib"));
+  ASSERT_EQ(r.status, 0) << r.err;
+  const json j = json::parse(r.out);
+  EXPECT_EQ(j["infiniband_ports"], json({"mlx5_0/1"}));
+  std::vector<std::string> socket;
+  for (const auto& w : j["warnings"]) {
+    if (w.get<std::string>().find("NET/Socket") != std::string::npos) socket.push_back(w);
+  }
+  ASSERT_EQ(socket.size(), 2u) << j["warnings"].dump();
+  EXPECT_EQ(socket[0].rfind("rank 0 reaches rank 3 via NET/Socket although this machine has "
+                            "InfiniBand ports (mlx5_0/1)",
+                            0),
+            0u)
+      << socket[0];
+  EXPECT_EQ(socket[1].rfind("rank 1 reaches rank 2 via NET/Socket", 0), 0u) << socket[1];
+}
+
+TEST(Diagnose, TextReportHasEverySection) {
+  const Result r = Diagnose(Fixture("straggler"), false);
+  ASSERT_EQ(r.status, 0) << r.err;
+  for (const char* want :
+       {"straggler: rank 2 (host-b): the others waited 2.700 s on it in total (0.0450 s per rank "
+        "and step); last to be ready on 18.0 of 20 steps",
+        "per-rank step time (s):",
+        "communication: exposed 39.1% of the step time, overlap ratio 0.40",
+        "allreduce  1MiB-4MiB     160", "LOW",
+        "transports (NCCL):", "warnings:", "summary: name=diag-straggler world_size=4"}) {
+    EXPECT_NE(r.out.find(want), std::string::npos) << want << "\n" << r.out;
+  }
+  for (const std::string& line : SplitLines(r.out)) {
+    EXPECT_TRUE(line.empty() || line.back() != ' ') << "trailing space: '" << line << "'";
+  }
+}
+
+TEST(Diagnose, WritesSvgPlots) {
+  TempDir tmp;
+  const std::string dir = tmp.path() + "/plots/sub";
+  const Result r = Diagnose(Fixture("straggler"), true, "/nonexistent", dir);
+  ASSERT_EQ(r.status, 0) << r.err;
+  const json j = json::parse(r.out);
+  ASSERT_EQ(j["plots"].size(), 2u);
+  const std::string busbw = ReadFile(dir + "/busbw-vs-size.svg");
+  const std::string steps = ReadFile(dir + "/step-time-per-rank.svg");
+  for (const std::string* svg : {&busbw, &steps}) {
+    EXPECT_EQ(svg->rfind("<?xml", 0), 0u);
+    EXPECT_NE(svg->find("<svg xmlns=\"http://www.w3.org/2000/svg\""), std::string::npos);
+    EXPECT_EQ(svg->substr(svg->size() - 7), "</svg>\n");
+  }
+  EXPECT_NE(busbw.find("allreduce 1MiB-4MiB: 0.205 GB/s"), std::string::npos);
+  EXPECT_NE(busbw.find("allreduce expected"), std::string::npos);
+  EXPECT_NE(steps.find("rank 2 (host-b): p50 0.109 s, p99 0.121 s"), std::string::npos);
+  EXPECT_NE(steps.find("#d62728"), std::string::npos);  // the straggler's bar
+
+  // A plot directory that cannot be created: exit 1, one line.
+  WriteFile(tmp.path() + "/file", "x");
+  const Result bad = Diagnose(Fixture("straggler"), false, "/nonexistent", tmp.path() + "/file/d");
+  EXPECT_EQ(bad.status, 1);
+  EXPECT_EQ(SplitLines(bad.err).size(), 1u) << bad.err;
+}
+
+TEST(Diagnose, SummaryOnlyRunSaysWhatIsMissing) {
+  const Result r = Diagnose(Fixture("summary-only"), true);
+  ASSERT_EQ(r.status, 0) << r.err;
+  const json j = json::parse(r.out);
+  EXPECT_TRUE(j["straggler"]["rank"].is_null());
+  EXPECT_TRUE(j["ranks"].empty());
+  ASSERT_EQ(j["missing"].size(), 1u);
+  EXPECT_NE(j["missing"][0].get<std::string>().find("logs/rank-<N>.stats.json"), std::string::npos);
+  EXPECT_EQ(j["summary"]["name"], "old-run");
+  const Result text = Diagnose(Fixture("summary-only"), false);
+  EXPECT_NE(text.out.find("missing: logs/rank-<N>.stats.json"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("samples_per_second=456.7"), std::string::npos) << text.out;
+}
+
+TEST(Diagnose, BadInputIsOneLineAndExit2) {
+  const Result malformed = Diagnose(Fixture("malformed"), false);
+  EXPECT_EQ(malformed.status, 2);
+  EXPECT_EQ(malformed.out, "");
+  ASSERT_EQ(SplitLines(malformed.err).size(), 1u) << malformed.err;
+  EXPECT_NE(malformed.err.find("malformed/logs/rank-1.stats.json: malformed JSON: parse error at "
+                               "line 2"),
+            std::string::npos)
+      << malformed.err;
+
+  const Result missing = Diagnose("/nonexistent/run-dir", false);
+  EXPECT_EQ(missing.status, 2);
+  EXPECT_EQ(missing.err, "ringpilot diagnose: /nonexistent/run-dir: no such run directory\n");
+
+  TempDir tmp;
+  const Result empty = Diagnose(tmp.path(), false);
+  EXPECT_EQ(empty.status, 2);
+  EXPECT_NE(empty.err.find("not a run directory"), std::string::npos) << empty.err;
+
+  std::filesystem::create_directories(tmp.path() + "/logs");
+  WriteFile(tmp.path() + "/logs/rank-0.stats.json", R"({"rank": 0, "steps": "many"})");
+  const Result typed = Diagnose(tmp.path(), false);
+  EXPECT_EQ(typed.status, 2);
+  EXPECT_EQ(typed.err, "ringpilot diagnose: " + tmp.path() +
+                           "/logs/rank-0.stats.json: 'steps': expected a number, got \"many\"\n");
+
+  WriteFile(tmp.path() + "/logs/rank-0.stats.json",
+            R"({"rank": 0, "straggler": {"culprit_steps": {"x": 1}}})");
+  const Result key = Diagnose(tmp.path(), false);
+  EXPECT_EQ(key.status, 2);
+  EXPECT_NE(key.err.find("'straggler.culprit_steps': 'x' is not a rank"), std::string::npos)
+      << key.err;
+
+  WriteFile(tmp.path() + "/logs/rank-0.stats.json", R"({"rank": 0, "world_size": 1e30})");
+  const Result huge = Diagnose(tmp.path(), false);
+  EXPECT_EQ(huge.status, 2);
+  EXPECT_NE(huge.err.find("'world_size': expected a whole number"), std::string::npos) << huge.err;
+
+  WriteFile(tmp.path() + "/logs/rank-0.stats.json", R"({"rank": 0, "collectives": [3]})");
+  const Result item = Diagnose(tmp.path(), false);
+  EXPECT_EQ(item.status, 2);
+  EXPECT_NE(item.err.find("'collectives[0]': expected a JSON object"), std::string::npos)
+      << item.err;
+
+  WriteFile(tmp.path() + "/logs/rank-0.stats.json", R"({"rank": 1})");
+  const Result mismatch = Diagnose(tmp.path(), false);
+  EXPECT_EQ(mismatch.status, 2);
+  EXPECT_NE(mismatch.err.find("'rank': is 1 but the file name says rank 0"), std::string::npos)
+      << mismatch.err;
+}
+
+TEST(Diagnose, MissingRanksAreNamed) {
+  TempDir tmp;
+  std::filesystem::create_directories(tmp.path() + "/logs");
+  WriteFile(tmp.path() + "/summary.json", R"({"name": "x", "world_size": 3, "restarts": 0})");
+  WriteFile(tmp.path() + "/logs/rank-1.stats.json",
+            R"({"rank": 1, "world_size": 3, "steps": 4, "step_seconds": {"p50": 0.1}})");
+  const Result r = Diagnose(tmp.path(), true);
+  ASSERT_EQ(r.status, 0) << r.err;
+  const json j = json::parse(r.out);
+  EXPECT_EQ(j["missing"], json({"logs/rank-<N>.stats.json of rank(s) 0,2"}));
+  EXPECT_EQ(j["straggler"], json({{"rank", nullptr}, {"wait_seconds", 0.0}}));
+}
+
+TEST(DiagnoseBinary, EndToEnd) {
+  const auto ok = RunProcess({RingpilotBinary(), "diagnose", Fixture("straggler"), "--json"});
+  ASSERT_EQ(ok.exit_code, 0) << ok.err;
+  EXPECT_EQ(json::parse(ok.out)["straggler"]["rank"], 2);
+  const auto bad = RunProcess({RingpilotBinary(), "diagnose", "/nonexistent/run"});
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_EQ(bad.err, "ringpilot diagnose: /nonexistent/run: no such run directory\n");
+  const auto usage = RunProcess({RingpilotBinary(), "diagnose"});
+  EXPECT_EQ(usage.exit_code, 2);
+}
+
+TEST(GrafanaDashboard, IsValidWithTheExpectedPanels) {
+  const std::string path = Source("deploy/grafana/ringpilot.json");
+  json d;
+  ASSERT_NO_THROW(d = json::parse(ReadFile(path))) << path;
+  const json& vars = d["templating"]["list"];
+  ASSERT_GE(vars.size(), 1u);
+  EXPECT_EQ(vars[0]["type"], "datasource");
+  EXPECT_EQ(vars[0]["query"], "prometheus");
+  std::set<int> ids;
+  std::string all_exprs;
+  for (const json& p : d["panels"]) {
+    EXPECT_TRUE(ids.insert(p["id"].get<int>()).second) << "duplicate panel id " << p["id"];
+    EXPECT_EQ(p["datasource"]["uid"], "${datasource}") << p["title"];
+    ASSERT_FALSE(p["targets"].empty()) << p["title"];
+    for (const json& t : p["targets"]) all_exprs += t["expr"].get<std::string>() + "\n";
+  }
+  for (const char* want : {
+           "rate(ringpilot_samples_total{",
+           "histogram_quantile(0.5, sum by (rank, le) (rate(ringpilot_step_seconds_bucket{",
+           "histogram_quantile(0.99, sum by (rank, le) (rate(ringpilot_step_seconds_bucket{",
+           "rate(ringpilot_step_phase_seconds_sum{",
+           "sum by (culprit_rank) (rate(ringpilot_straggler_wait_seconds_total{",
+           "ringpilot_collective_bus_bandwidth_bytes_per_second{",
+           "ringpilot_expected_bus_bandwidth_bytes_per_second{",
+           "ringpilot_comm_overlap_ratio{",
+           "ringpilot_collective_last_started_seq{",
+           "ringpilot_collective_last_completed_seq{",
+           "ringpilot_gpu_",
+       }) {
+    EXPECT_NE(all_exprs.find(want), std::string::npos) << want;
+  }
+  bool stacked = false;
+  for (const json& p : d["panels"]) {
+    if (p["title"].get<std::string>().rfind("Step phases", 0) == 0) {
+      stacked = p["fieldConfig"]["defaults"]["custom"]["stacking"]["mode"] == "normal";
+    }
+  }
+  EXPECT_TRUE(stacked);
+}
+
+}  // namespace
+}  // namespace ringpilot::launcher

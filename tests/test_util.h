@@ -1,0 +1,117 @@
+// Helpers shared by the launcher tests that touch files and processes.
+#pragma once
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace ringpilot::testing {
+
+/// A fresh directory under TMPDIR, removed with everything in it at scope exit.
+class TempDir {
+ public:
+  TempDir() {
+    const char* base = std::getenv("TMPDIR");
+    std::string pattern = std::string(base ? base : "/tmp") + "/ringpilot-test-XXXXXX";
+    path_ = ::mkdtemp(pattern.data()) ? pattern : "";
+  }
+  ~TempDir() {
+    std::error_code ec;
+    if (!path_.empty()) std::filesystem::remove_all(path_, ec);
+  }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+inline std::string ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream buf;
+  buf << in.rdbuf();
+  return buf.str();
+}
+
+inline void WriteFile(const std::string& path, const std::string& text, bool executable = false) {
+  std::ofstream(path, std::ios::binary) << text;
+  if (executable) ::chmod(path.c_str(), 0755);
+}
+
+inline bool Exists(const std::string& path) { return std::filesystem::exists(path); }
+
+/// Result of a child process run to completion.
+struct ProcessResult {
+  int exit_code = -1;  ///< -1 when killed by a signal
+  std::string out;
+  std::string err;
+};
+
+/// Runs argv (PATH lookup) with `env_overrides` applied on top of this process's
+/// environment ("" values unset the variable); stdout and stderr go to files read back.
+inline ProcessResult RunProcess(const std::vector<std::string>& argv,
+                                const std::map<std::string, std::string>& env_overrides = {},
+                                const std::string& cwd = "") {
+  TempDir tmp;
+  const std::string out_path = tmp.path() + "/out";
+  const std::string err_path = tmp.path() + "/err";
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    for (const auto& [name, value] : env_overrides) {
+      if (value.empty()) {
+        ::unsetenv(name.c_str());
+      } else {
+        ::setenv(name.c_str(), value.c_str(), 1);
+      }
+    }
+    if (!cwd.empty() && ::chdir(cwd.c_str()) != 0) ::_exit(120);
+    const int out = ::open(out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    const int err = ::open(err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    const int in = ::open("/dev/null", O_RDONLY);
+    ::dup2(in, 0);
+    ::dup2(out, 1);
+    ::dup2(err, 2);
+    std::vector<char*> args;
+    for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+    args.push_back(nullptr);
+    ::execvp(args[0], args.data());
+    ::_exit(121);
+  }
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  ProcessResult r;
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  r.out = ReadFile(out_path);
+  r.err = ReadFile(err_path);
+  return r;
+}
+
+/// BUILD/bin/ringpilot: from RINGPILOT_BUILD_DIR (set by ctest), else beside this test
+/// binary's directory (BUILD/tests/X -> BUILD/bin/ringpilot), so a test run by hand works.
+inline std::string RingpilotBinary() {
+  if (const char* build = std::getenv("RINGPILOT_BUILD_DIR"); build != nullptr && *build) {
+    return std::string(build) + "/bin/ringpilot";
+  }
+  std::error_code ec;
+  const std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", ec);
+  return (self.parent_path().parent_path() / "bin" / "ringpilot").string();
+}
+
+inline std::vector<std::string> SplitLines(const std::string& text) {
+  std::vector<std::string> lines;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  return lines;
+}
+
+}  // namespace ringpilot::testing
