@@ -51,7 +51,7 @@ std::vector<std::string> ListDir(const std::string& path) {
   std::vector<std::string> out;
   DIR* d = ::opendir(path.c_str());
   if (!d) {
-    if (errno == ENOENT) return out;
+    if (errno == ENOENT || errno == ENOTDIR) return out;
     Fail(path, "list");
   }
   while (dirent* e = ::readdir(d)) {

@@ -25,7 +25,8 @@ class FileError : public std::runtime_error {
 void MakeDirs(const std::string& path);
 /// rm -rf; a missing path is not an error.
 void RemoveTree(const std::string& path);
-/// Entry names of a directory (no "." or ".."), sorted; empty when it does not exist.
+/// Entry names of a directory (no "." or ".."), sorted; empty when it does not exist or
+/// is not a directory.
 std::vector<std::string> ListDir(const std::string& path);
 bool IsDirectory(const std::string& path);
 /// True when anything (a dangling symlink included) exists at `path`.

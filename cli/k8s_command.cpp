@@ -19,10 +19,10 @@ struct K8sArgs {
 
 int Render(const K8sArgs& args) {
   try {
-    const JobConfig config = LoadJobConfig(args.job_path, args.sets);
+    const config::JobConfig config = config::LoadJobConfig(args.job_path, args.sets);
     std::cout << k8s::RenderManifests(config);
     return 0;
-  } catch (const ConfigError& e) {
+  } catch (const config::ConfigError& e) {
     std::cerr << e.what() << "\n";
   } catch (const k8s::RenderError& e) {
     std::cerr << args.job_path << ": " << e.what() << "\n";

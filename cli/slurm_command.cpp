@@ -1,6 +1,4 @@
 #include "cli/slurm_command.h"
-#include "launcher/mpirun_command.h"
-#include "base/environment.h"
 
 #include <sys/wait.h>
 #include <unistd.h>
@@ -9,20 +7,18 @@
 #include <climits>
 #include <cstdlib>
 #include <cstring>
-#include <filesystem>
-#include <fstream>
 #include <iostream>
 #include <memory>
 #include <stdexcept>
 
+#include "base/environment.h"
+#include "base/exit_status.h"
+#include "base/files.h"
+#include "config/job.h"
+#include "slurm/render.h"
+
 namespace ringpilot::cli {
 namespace {
-
-static_assert(slurm::kRunPreemptedStatus == kPreemptedExitStatus,
-              "the sbatch script requeues on ringpilot run's preempted status");
-
-constexpr int kExitFailure = 1;
-constexpr int kExitBadInput = 2;
 
 struct SlurmArgs {
   std::string job_path;
@@ -30,16 +26,16 @@ struct SlurmArgs {
 };
 
 std::string SelfExecutable() {
-  const std::string self = SelfExecutablePath();
+  const std::string self = base::SelfExecutablePath();
   return self.empty() ? std::string("ringpilot") : self;
 }
 
 // The script, or "" after printing the problem; `config` receives the job.
-std::string RenderScript(const SlurmArgs& args, JobConfig* config) {
+std::string RenderScript(const SlurmArgs& args, config::JobConfig* config) {
   try {
-    *config = LoadJobConfig(args.job_path, args.sets);
-    return slurm::RenderSbatch(SbatchSpecFor(*config, SelfExecutable()));
-  } catch (const ConfigError& e) {
+    *config = config::LoadJobConfig(args.job_path, args.sets);
+    return slurm::RenderSbatch(*config, SelfExecutable());
+  } catch (const config::ConfigError& e) {
     std::cerr << e.what() << "\n";
   } catch (const std::invalid_argument& e) {
     std::cerr << args.job_path << ": " << e.what() << "\n";
@@ -48,9 +44,9 @@ std::string RenderScript(const SlurmArgs& args, JobConfig* config) {
 }
 
 int Render(const SlurmArgs& args) {
-  JobConfig config;
+  config::JobConfig config;
   const std::string script = RenderScript(args, &config);
-  if (script.empty()) return kExitBadInput;
+  if (script.empty()) return base::kExitUsage;
   std::cout << script;
   return 0;
 }
@@ -58,29 +54,22 @@ int Render(const SlurmArgs& args) {
 // Writes RUN_ROOT/<name>.sbatch (RUN_ROOT must exist for sbatch's --output) and runs
 // `sbatch` on it; stdout and stderr pass through.
 int Submit(const SlurmArgs& args) {
-  JobConfig config;
+  config::JobConfig config;
   const std::string script = RenderScript(args, &config);
-  if (script.empty()) return kExitBadInput;
+  if (script.empty()) return base::kExitUsage;
   const std::string path = config.slurm.run_root + "/" + config.name + ".sbatch";
   try {
-    std::filesystem::create_directories(config.slurm.run_root);
-    const std::string tmp = path + ".tmp";
-    {
-      std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-      out << script;
-      out.close();
-      if (!out) throw std::runtime_error("cannot write " + tmp);
-    }
-    std::filesystem::rename(tmp, path);
+    base::MakeDirs(config.slurm.run_root);
+    base::WriteFileAtomically(path, script);
   } catch (const std::exception& e) {
     std::cerr << "ringpilot slurm submit: " << e.what() << "\n";
-    return kExitFailure;
+    return base::kExitFailure;
   }
   std::cout.flush();
   const pid_t pid = ::fork();
   if (pid < 0) {
     std::cerr << "ringpilot slurm submit: fork: " << std::strerror(errno) << "\n";
-    return kExitFailure;
+    return base::kExitFailure;
   }
   if (pid == 0) {
     const char* argv[] = {"sbatch", path.c_str(), nullptr};
@@ -88,14 +77,14 @@ int Submit(const SlurmArgs& args) {
     const int err = errno;
     std::cerr << "ringpilot slurm submit: cannot run sbatch: " << std::strerror(err)
               << " (is Slurm installed and on PATH?)\n";
-    ::_exit(kExitFailure);
+    ::_exit(base::kExitFailure);
   }
   int status = 0;
   while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
   }
   if (WIFEXITED(status)) return WEXITSTATUS(status);
   std::cerr << "ringpilot slurm submit: sbatch killed by signal " << WTERMSIG(status) << "\n";
-  return kExitFailure;
+  return base::kExitFailure;
 }
 
 void AddJobArgs(CLI::App* cmd, SlurmArgs* args) {
@@ -107,23 +96,6 @@ void AddJobArgs(CLI::App* cmd, SlurmArgs* args) {
 }
 
 }  // namespace
-
-slurm::SbatchSpec SbatchSpecFor(const JobConfig& config, const std::string& self_ringpilot) {
-  slurm::SbatchSpec spec;
-  spec.job_name = config.name;
-  spec.nodes = config.world.nodes;
-  spec.tasks_per_node = config.world.procs_per_node;
-  spec.gpus_per_node = config.world.device == Device::kCuda ? config.world.procs_per_node : 0;
-  spec.time = config.slurm.time;
-  spec.partition = config.slurm.partition;
-  spec.account = config.slurm.account;
-  spec.qos = config.slurm.qos;
-  spec.signal_seconds = config.slurm.signal_seconds;
-  spec.run_root = config.slurm.run_root;
-  spec.ringpilot = config.slurm.ringpilot.empty() ? self_ringpilot : config.slurm.ringpilot;
-  spec.job_yaml = EmitJobConfig(config);
-  return spec;
-}
 
 void AddSlurmCommand(CLI::App& app) {
   auto render_args = std::make_shared<SlurmArgs>();

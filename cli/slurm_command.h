@@ -2,18 +2,10 @@
 // handed to sbatch.
 #pragma once
 
-#include <string>
-#include <vector>
-
 #include <CLI/CLI.hpp>
 
-#include "config/job.h"
-#include "slurm/render.h"
 
 namespace ringpilot::cli {
-
-/// The sbatch spec of a job; `self_ringpilot` is used when slurm.ringpilot is empty.
-slurm::SbatchSpec SbatchSpecFor(const JobConfig& config, const std::string& self_ringpilot);
 
 /// Adds the `slurm` subcommand (render, submit) to `app`. Its handlers run as parse
 /// callbacks and end the process with the command's exit status: 0 done, 2 bad job file,

@@ -22,7 +22,7 @@
 #include <sstream>
 #include <stdexcept>
 
-#include "launcher/mpirun_command.h"
+#include "mpirun/flags.h"
 #include "topology/probe.h"
 
 namespace ringpilot::commbench {
@@ -43,18 +43,13 @@ std::string Pad(const std::string& s, std::size_t width) {
   return s.size() >= width ? s : std::string(width - s.size(), ' ') + s;
 }
 
-std::string Lookup(const Environment& env, const char* name, const std::string& fallback) {
-  const auto it = env.find(name);
-  return it == env.end() || it->second.empty() ? fallback : it->second;
-}
-
 std::string SelfDirectory() {
-  const std::string dir = ParentDirectory(SelfExecutablePath());
+  const std::string dir = base::ParentDirectory(base::SelfExecutablePath());
   return dir.empty() ? "." : dir;
 }
 
 // GPUs a CUDA job on this node can use: CUDA_VISIBLE_DEVICES when set, else NVML's count.
-int VisibleGpus(const Environment& env) {
+int VisibleGpus(const base::Environment& env) {
   const auto it = env.find("CUDA_VISIBLE_DEVICES");
   if (it != env.end()) {
     if (it->second.empty()) return 0;
@@ -65,13 +60,13 @@ int VisibleGpus(const Environment& env) {
 
 // Runs argv with env, inheriting stdout and stderr; returns the exit status (128 + signal
 // for a signal).
-int Spawn(const std::vector<std::string>& argv, const Environment& env) {
-  const std::string exe = ResolveExecutable(argv.front(), Lookup(env, "PATH", ""));
+int Spawn(const std::vector<std::string>& argv, const base::Environment& env) {
+  const std::string exe = base::ResolveExecutable(argv.front(), base::Lookup(env, "PATH", ""));
   if (exe.empty()) throw std::runtime_error("'" + argv.front() + "' not found or not executable");
   std::vector<char*> cargv;
   for (const std::string& a : argv) cargv.push_back(const_cast<char*>(a.c_str()));
   cargv.push_back(nullptr);
-  const std::vector<std::string> env_strings = ToEnvStrings(env);
+  const std::vector<std::string> env_strings = base::ToEnvStrings(env);
   std::vector<char*> envp;
   for (const std::string& e : env_strings) envp.push_back(const_cast<char*>(e.c_str()));
   envp.push_back(nullptr);
@@ -183,9 +178,9 @@ std::vector<std::string> BuildCommbenchArgv(const BenchCommArgs& args, const Ben
   std::vector<std::string> argv = {ctx.mpirun, "-np", std::to_string(args.np)};
   // CPU ranks share the cores of this host; GPU ranks are one per GPU.
   if (args.device == "cpu") argv.push_back("--oversubscribe");
-  AppendBaseMpirunFlags(ctx.euid, {}, ctx.env, ctx.cma_works, &argv);
+  mpirun::AppendBaseMpirunFlags(ctx.euid, {}, ctx.env, ctx.cma_works, &argv);
   for (const auto& [name, value] : ctx.env) {
-    if (IsForwardedVariable(name)) argv.insert(argv.end(), {"-x", name});
+    if (mpirun::IsForwardedVariable(name)) argv.insert(argv.end(), {"-x", name});
   }
   const std::string mode = args.both ? "both" : args.in_place ? "in-place" : "out-of-place";
   argv.insert(argv.end(),
@@ -428,7 +423,7 @@ void AddBenchCommand(CLI::App& app) {
 
 int RunBenchComm(BenchCommArgs args, std::ostream& out, std::ostream& err) {
   BenchContext ctx;
-  ctx.env = CurrentEnvironment();
+  ctx.env = base::CurrentEnvironment();
   const bool cuda = args.device == "cuda";
   if (args.np == 0) args.np = cuda ? VisibleGpus(ctx.env) : 2;
   if (args.np < 1) {
@@ -440,10 +435,10 @@ int RunBenchComm(BenchCommArgs args, std::ostream& out, std::ostream& err) {
     err << "ringpilot bench comm: --plot draws the sweep; it does not go with --pairwise\n";
     return kExitBadInput;
   }
-  ctx.mpirun = Lookup(ctx.env, "RINGPILOT_MPIRUN", "mpirun");
-  ctx.commbench = Lookup(ctx.env, "RINGPILOT_COMMBENCH", SelfDirectory() + "/" + kCommbenchName);
+  ctx.mpirun = base::Lookup(ctx.env, "RINGPILOT_MPIRUN", "mpirun");
+  ctx.commbench = base::Lookup(ctx.env, "RINGPILOT_COMMBENCH", SelfDirectory() + "/" + kCommbenchName);
   ctx.euid = static_cast<unsigned>(::geteuid());
-  ctx.cma_works = CrossMemoryAttachWorks();
+  ctx.cma_works = mpirun::CrossMemoryAttachWorks();
   char tmpl[] = "/tmp/ringpilot-bench-XXXXXX";
   const int fd = ::mkstemp(tmpl);
   if (fd < 0) {
@@ -464,12 +459,12 @@ int RunBenchComm(BenchCommArgs args, std::ostream& out, std::ostream& err) {
     err << "ringpilot bench comm: " << e.what() << "\n";
     return kExitBadInput;
   }
-  if (ResolveExecutable(ctx.commbench, Lookup(ctx.env, "PATH", "")).empty()) {
+  if (base::ResolveExecutable(ctx.commbench, base::Lookup(ctx.env, "PATH", "")).empty()) {
     err << "ringpilot bench comm: '" << ctx.commbench << "' not found or not executable (build "
         << kCommbenchName << ", or set RINGPILOT_COMMBENCH)\n";
     return kExitFailure;
   }
-  if (!args.json) err << "ringpilot: launching: " << ShellQuote(argv) << "\n";
+  if (!args.json) err << "ringpilot: launching: " << base::ShellJoin(argv) << "\n";
   int status = 0;
   try {
     status = Spawn(argv, ctx.env);

@@ -39,8 +39,8 @@ struct BenchContext {
   std::string mpirun = "mpirun";
   std::string commbench;
   unsigned euid = 1;       ///< 0 adds --allow-run-as-root
-  Environment env;         ///< forwarded variables (NCCL_*, CUDA_VISIBLE_DEVICES, ...) get -x
-  bool cma_works = false;  ///< CrossMemoryAttachWorks() here (all ranks run on this host)
+  base::Environment env;         ///< forwarded variables (NCCL_*, CUDA_VISIBLE_DEVICES, ...) get -x
+  bool cma_works = false;  ///< mpirun::CrossMemoryAttachWorks() here (all ranks run on this host)
   std::string output;      ///< the JSON document's path, passed as --output
 };
 

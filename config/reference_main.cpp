@@ -4,6 +4,6 @@
 #include "config/job.h"
 
 int main() {
-  std::cout << ringpilot::launcher::RenderConfigReference();
+  std::cout << ringpilot::config::RenderConfigReference();
   return std::cout.good() ? 0 : 1;
 }

@@ -12,10 +12,9 @@
 #include <type_traits>
 
 #include "config/value_rules.h"
-#include "slurm/render.h"
 
 namespace ringpilot::config {
-namespace config_detail {
+namespace detail {
 namespace {
 
 // Enum spellings, indexed by the enum's value (constant-initialized: ToString is safe at
@@ -608,7 +607,7 @@ std::vector<KeySpec> BuildSchema() {
 
   // slurm: `ringpilot slurm render|submit` (rules shared with slurm/render.h).
   const auto optional_slurm_name = [](const std::string& v) {
-    return v.empty() ? std::string() : slurm::CheckName(v);
+    return v.empty() ? std::string() : CheckSlurmName(v);
   };
   s.push_back(StringKey("slurm.partition", Member(&JC::slurm, &SlurmConfig::partition),
                         optional_slurm_name, "\"\" or 1 to 63 of `[A-Za-z0-9._-]`",
@@ -618,18 +617,18 @@ std::vector<KeySpec> BuildSchema() {
                         "sbatch --account; \"\" = user default"));
   s.push_back(StringKey("slurm.qos", Member(&JC::slurm, &SlurmConfig::qos), optional_slurm_name,
                         "\"\" or 1 to 63 of `[A-Za-z0-9._-]`", "sbatch --qos; \"\" = default"));
-  s.push_back(StringKey("slurm.time", Member(&JC::slurm, &SlurmConfig::time), slurm::CheckTime,
+  s.push_back(StringKey("slurm.time", Member(&JC::slurm, &SlurmConfig::time), CheckSlurmTime,
                         "MM, MM:SS, HH:MM:SS, D-HH, D-HH:MM, D-HH:MM:SS, UNLIMITED",
                         "sbatch --time (job time limit)"));
   s.push_back(IntKey("slurm.signal_seconds", Member(&JC::slurm, &SlurmConfig::signal_seconds), 1,
                      65535, "sbatch --signal=B:USR1@N: seconds before the time limit to requeue"));
   s.push_back(StringKey("slurm.run_root", Member(&JC::slurm, &SlurmConfig::run_root),
-                        slurm::CheckPath, "path of `[A-Za-z0-9._/+-]`",
+                        CheckSlurmPath, "path of `[A-Za-z0-9._/+-]`",
                         "run dir is RUN_ROOT/<name>-$SLURM_JOB_ID (kept across requeue); "
                         "sbatch output goes there too"));
   s.push_back(StringKey(
       "slurm.ringpilot", Member(&JC::slurm, &SlurmConfig::ringpilot),
-      [](const std::string& v) { return v.empty() ? std::string() : slurm::CheckPath(v); },
+      [](const std::string& v) { return v.empty() ? std::string() : CheckSlurmPath(v); },
       "\"\" or a path of `[A-Za-z0-9._/+-]`",
       "ringpilot executable on the compute nodes; \"\" = the one that renders"));
 
@@ -640,35 +639,35 @@ std::vector<KeySpec> BuildSchema() {
   s.push_back(StringKey(
       "k8s.image", Member(&JC::k8s, &K8sConfig::image),
       [rule](const std::string& v) {
-        return rule(v.empty() || k8s::IsImageReference(v), "an image reference", v);
+        return rule(v.empty() || IsImageReference(v), "an image reference", v);
       },
       "image reference (`[A-Za-z0-9._/:@-]`, 1 to 255)",
       "container image with ringpilot and ringpilot-trainer (required by k8s render)"));
   s.push_back(StringKey(
       "k8s.namespace", Member(&JC::k8s, &K8sConfig::namespace_),
-      [rule](const std::string& v) { return rule(k8s::IsDnsLabel(v), "a DNS label", v); },
+      [rule](const std::string& v) { return rule(IsDnsLabel(v), "a DNS label", v); },
       "RFC 1123 DNS label", "namespace of every rendered object"));
   s.push_back(StringKey(
       "k8s.rdma_resource", Member(&JC::k8s, &K8sConfig::rdma_resource),
       [rule](const std::string& v) {
-        return rule(v.empty() || k8s::IsResourceName(v), "a resource name like rdma/ib", v);
+        return rule(v.empty() || IsResourceName(v), "a resource name like rdma/ib", v);
       },
       "\"\" or `prefix/name` (e.g. `rdma/ib`)",
       "extended RDMA resource, 1 per worker pod; \"\" = none"));
   s.push_back(StringKey(
       "k8s.shm_size", Member(&JC::k8s, &K8sConfig::shm_size),
-      [rule](const std::string& v) { return rule(k8s::IsPositiveQuantity(v), "a quantity", v); },
+      [rule](const std::string& v) { return rule(IsPositiveQuantity(v), "a quantity", v); },
       "positive quantity (`16Gi`, `512Mi`)", "/dev/shm size (emptyDir, medium Memory)"));
   s.push_back(StringKey(
       "k8s.storage_class", Member(&JC::k8s, &K8sConfig::storage_class),
       [rule](const std::string& v) {
-        return rule(v.empty() || k8s::IsDnsSubdomain(v), "a DNS subdomain", v);
+        return rule(v.empty() || IsDnsSubdomain(v), "a DNS subdomain", v);
       },
       "\"\" or RFC 1123 DNS subdomain",
       "checkpoint PVC storage class (ReadWriteMany); \"\" = cluster default"));
   s.push_back(StringKey(
       "k8s.checkpoint_size", Member(&JC::k8s, &K8sConfig::checkpoint_size),
-      [rule](const std::string& v) { return rule(k8s::IsPositiveQuantity(v), "a quantity", v); },
+      [rule](const std::string& v) { return rule(IsPositiveQuantity(v), "a quantity", v); },
       "positive quantity", "checkpoint PVC size request"));
   s.push_back(IntKey("k8s.run_as_user", Member(&JC::k8s, &K8sConfig::run_as_user), 1, INT_MAX,
                      "uid (and gid, fsGroup) of every container; never root"));
@@ -718,32 +717,32 @@ std::string FormatDouble(double v) {
   return std::string(buf, r.ptr);
 }
 
-}  // namespace config_detail
+}  // namespace detail
 
 const char* ToString(Device d) {
-  return config_detail::NameOf(config_detail::kDeviceNames, static_cast<int>(d));
+  return detail::NameOf(detail::kDeviceNames, static_cast<int>(d));
 }
 const char* ToString(Backend b) {
-  return config_detail::NameOf(config_detail::kBackendNames, static_cast<int>(b));
+  return detail::NameOf(detail::kBackendNames, static_cast<int>(b));
 }
 const char* ToString(Precision p) {
-  return config_detail::NameOf(config_detail::kPrecisionNames, static_cast<int>(p));
+  return detail::NameOf(detail::kPrecisionNames, static_cast<int>(p));
 }
 const char* ToString(Optimizer o) {
-  return config_detail::NameOf(config_detail::kOptimizerNames, static_cast<int>(o));
+  return detail::NameOf(detail::kOptimizerNames, static_cast<int>(o));
 }
 const char* ToString(GradDtype g) {
-  return config_detail::NameOf(config_detail::kGradDtypeNames, static_cast<int>(g));
+  return detail::NameOf(detail::kGradDtypeNames, static_cast<int>(g));
 }
 const char* ToString(NcclBufferRegistration r) {
-  return config_detail::NameOf(config_detail::kBufferRegistrationNames, static_cast<int>(r));
+  return detail::NameOf(detail::kBufferRegistrationNames, static_cast<int>(r));
 }
 
 const char* ToString(NcclCtaPolicy p) {
-  return config_detail::NameOf(config_detail::kCtaPolicyNames, static_cast<int>(p));
+  return detail::NameOf(detail::kCtaPolicyNames, static_cast<int>(p));
 }
 const char* ToString(BindMode b) {
-  return config_detail::NameOf(config_detail::kBindNames, static_cast<int>(b));
+  return detail::NameOf(detail::kBindNames, static_cast<int>(b));
 }
 
 }  // namespace ringpilot::config

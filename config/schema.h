@@ -12,7 +12,7 @@
 
 #include "config/job.h"
 
-namespace ringpilot::config::config_detail {
+namespace ringpilot::config::detail {
 
 /// A position for messages: FILE:LINE:COL (1-based).
 struct Where {
@@ -82,4 +82,4 @@ std::string Quote(const std::string& value);
 /// "a mapping", "a sequence", "null", `"text"` or `text`, for type errors.
 std::string Describe(const YAML::Node& node);
 
-}  // namespace ringpilot::config::config_detail
+}  // namespace ringpilot::config::detail

@@ -8,6 +8,8 @@
 #include <iostream>
 #include <memory>
 
+#include "base/environment.h"
+
 namespace ringpilot::doctor {
 namespace {
 
@@ -18,7 +20,7 @@ constexpr int kExitBadInput = 2;
 // user's transport choices (btl, oob, plm) and the run-as-root consent.
 void DropOuterMpirunVariables() {
   std::vector<std::string> drop;
-  for (const auto& [name, value] : CurrentEnvironment()) {
+  for (const auto& [name, value] : base::CurrentEnvironment()) {
     const auto starts = [&](const char* p) { return name.rfind(p, 0) == 0; };
     const bool keep = starts("OMPI_ALLOW_RUN_AS_ROOT") || starts("OMPI_MCA_btl_") ||
                       starts("OMPI_MCA_oob_") || starts("OMPI_MCA_plm_");
@@ -30,24 +32,13 @@ void DropOuterMpirunVariables() {
   for (const std::string& name : drop) ::unsetenv(name.c_str());
 }
 
-// `hostname` of this machine; "" when unknown.
-std::string HostName() {
-  char buf[256] = {};
-  return ::gethostname(buf, sizeof buf - 1) == 0 ? std::string(buf) : std::string();
-}
 
 }  // namespace
 
-DoctorDevice ParseDoctorDevice(const std::string& name) {
-  return name == "cpu"    ? DoctorDevice::kCpu
-         : name == "cuda" ? DoctorDevice::kCuda
-                          : DoctorDevice::kAuto;
-}
-
-DoctorDevice ToDoctorDevice(Device d) {
-  return d == Device::kCpu    ? DoctorDevice::kCpu
-         : d == Device::kCuda ? DoctorDevice::kCuda
-                              : DoctorDevice::kAuto;
+config::Device ParseDeviceOption(const std::string& name) {
+  return name == "cpu"    ? config::Device::kCpu
+         : name == "cuda" ? config::Device::kCuda
+                          : config::Device::kAuto;
 }
 
 void AddDoctorCommand(CLI::App& app) {
@@ -96,11 +87,11 @@ void AddDoctorCommand(CLI::App& app) {
 
 int RunDoctorCommand(const DoctorArgs& args, const DoctorEnv& env, std::ostream& out) {
   DriverInfo drv;
-  const std::vector<CheckResult> checks = RunDoctor(env, ParseDoctorDevice(args.device), &drv);
+  const std::vector<CheckResult> checks = RunDoctor(env, ParseDeviceOption(args.device), &drv);
   if (args.node_report) {
     nlohmann::ordered_json line = DoctorJson(checks);
     nlohmann::ordered_json doc;
-    doc["host"] = HostName();
+    doc["host"] = base::HostName();
     doc["facts"] = NodeFacts(env, drv);
     doc["checks"] = line["checks"];
     out << doc.dump() << "\n";
@@ -121,7 +112,7 @@ int RunDoctorCommand(const DoctorArgs& args, const DoctorEnv& env, std::ostream&
   return DoctorExitStatus(checks);
 }
 
-bool RunPreflight(DoctorEnv env, DoctorDevice dev, const std::string& run_dir, bool force,
+bool RunPreflight(DoctorEnv env, config::Device dev, const std::string& run_dir, bool force,
                   std::ostream& err) {
   env.quick = true;
   const std::vector<CheckResult> checks = RunDoctor(env, dev);

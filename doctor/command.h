@@ -38,11 +38,11 @@ int RunDoctorCommand(const DoctorArgs& args, const DoctorEnv& env, std::ostream&
 /// RUN_DIR/doctor.json and RUN_DIR/doctor.prom written, each WARN and FAIL printed to ERR as
 /// one line. True when the job may start: no FAIL, or FORCE (then the FAILs are printed as
 /// overridden).
-bool RunPreflight(DoctorEnv env, DoctorDevice dev, const std::string& run_dir, bool force,
+bool RunPreflight(DoctorEnv env, config::Device dev, const std::string& run_dir, bool force,
                   std::ostream& err);
 
-DoctorDevice ParseDoctorDevice(const std::string& name);  ///< "cpu" | "cuda" | else auto
-DoctorDevice ToDoctorDevice(Device d);
+/// `--device`: "cpu" | "cuda" | anything else is auto (CLI11 checks the choices).
+config::Device ParseDeviceOption(const std::string& name);
 
 // ---- across nodes (doctor_nodes.cpp) -------------------------------------------------------
 
@@ -69,7 +69,7 @@ std::vector<std::string> DoctorMpirunArgv(const std::string& mpirun, std::size_t
                                           const std::string& hostfile,
                                           const std::vector<std::string>& mpirun_args,
                                           const std::string& self, const std::string& device,
-                                          unsigned euid, const Environment& env);
+                                          unsigned euid, const base::Environment& env);
 
 /// Output of `mpirun --tag-output` ("[JOB,RANK]<stdout>:TEXT") grouped by rank; stderr and
 /// untagged lines are dropped. mpirun forwards output in fragments and tags each one, so

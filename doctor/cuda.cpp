@@ -11,13 +11,14 @@
 #include <stdexcept>
 
 #include "doctor/doctor.h"
+#include "base/environment.h"
+#include "base/files.h"
 #include "doctor/check_context.h"
+#include "doctor/detail_text.h"
 
 namespace ringpilot::doctor {
 namespace {
 
-using doctor_util::GpuGate;
-using doctor_util::Join;
 
 constexpr std::uint32_t kFatbinMagic = 0xBA55ED50u;
 constexpr std::size_t kContainerHeaderSize = 16;
@@ -215,7 +216,7 @@ CheckStatus ArchitectureSupport(const FatbinArchitectures& archs, int major, int
   return CheckStatus::kFail;
 }
 
-CheckResult CheckCudaArchitectures(const DoctorEnv& env, const DriverInfo& drv, DoctorDevice dev) {
+CheckResult CheckCudaArchitectures(const DoctorEnv& env, const DriverInfo& drv, config::Device dev) {
   const std::string name = "cuda_arch";
   CheckResult skip;
   if (GpuGate(name, env, drv, dev, /*needs_nvml=*/false, &skip)) return skip;
@@ -225,9 +226,9 @@ CheckResult CheckCudaArchitectures(const DoctorEnv& env, const DriverInfo& drv, 
                 (drv.cuda_error.empty() ? std::string() : " (" + drv.cuda_error + ")"),
             ""};
   }
-  std::string lib = doctor_util::Lookup(env.vars, "RINGPILOT_LIBTORCH_CUDA", "");
+  std::string lib = base::Lookup(env.vars, "RINGPILOT_LIBTORCH_CUDA", "");
   if (lib.empty()) {
-    const std::string trainer = doctor_util::TrainerPath(env);
+    const std::string trainer = TrainerPath(env);
     if (::access(trainer.c_str(), X_OK) != 0) {
       return {name, CheckStatus::kSkip,
               "ringpilot-trainer not found at " + trainer +
@@ -295,7 +296,7 @@ CheckResult CheckCudaArchitectures(const DoctorEnv& env, const DriverInfo& drv, 
               rebuild + " (add +PTX for newer GPUs)"};
 }
 
-CheckResult CheckPeerAccess(const DoctorEnv& env, const DriverInfo& drv, DoctorDevice dev) {
+CheckResult CheckPeerAccess(const DoctorEnv& env, const DriverInfo& drv, config::Device dev) {
   const std::string name = "p2p_access";
   CheckResult skip;
   if (GpuGate(name, env, drv, dev, /*needs_nvml=*/false, &skip)) return skip;

@@ -16,7 +16,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "base/environment.h"
+include "base/environment.h"
+#include "config/job.h"
 
 namespace ringpilot::doctor {
 
@@ -29,8 +30,6 @@ struct CheckResult {
   std::string detail;
   std::string hint;  ///< what to do about a WARN or FAIL; "" for PASS
 };
-
-enum class DoctorDevice { kCpu, kCuda, kAuto };
 
 /// A command run to completion (or killed at its timeout).
 struct CommandResult {
@@ -110,7 +109,7 @@ struct DoctorEnv {
   std::string proc_root = "/proc";
   std::string dev_root = "/dev";
   std::string shm_path = "/dev/shm";
-  Environment vars;                  ///< process environment (CUDA_VISIBLE_DEVICES, PATH, ...)
+  base::Environment vars;                  ///< process environment (CUDA_VISIBLE_DEVICES, PATH, ...)
   std::string self_dir;              ///< directory of the ringpilot executable
   std::string cuda_runtime_version;  ///< CUDA the trainer was built with ("12.8"); "" unknown
   bool is_root = false;
@@ -133,7 +132,7 @@ struct DoctorEnv {
 /// The real machine: /sys, /proc, /dev, statvfs, getrlimit, fork/exec, NVML and libcuda.
 DoctorEnv SystemDoctorEnv();
 
-// ---- the checks (each returns one result; GPU checks SKIP for DoctorDevice::kCpu) -------
+// ---- the checks (each returns one result; GPU checks SKIP for config::Device::kCpu) -------
 
 /// PCI functions of NVIDIA display/3D controllers under SYSFS/bus/pci/devices, sorted.
 std::vector<std::string> SysfsNvidiaGpus(const std::string& sysfs_root);
@@ -146,21 +145,21 @@ int MinimumDriverFor(int cuda_major, int cuda_minor);
 /// Oldest driver branch a CUDA major version runs on at all (minor version compatibility).
 int MinorCompatibilityFloor(int cuda_major);
 
-CheckResult CheckDriverVsRuntime(const DoctorEnv& env, const DriverInfo& drv, DoctorDevice dev);
-CheckResult CheckGpusVisible(const DoctorEnv& env, const DriverInfo& drv, DoctorDevice dev);
-CheckResult CheckNvlink(const DoctorEnv& env, const DriverInfo& drv, DoctorDevice dev);
+CheckResult CheckDriverVsRuntime(const DoctorEnv& env, const DriverInfo& drv, config::Device dev);
+CheckResult CheckGpusVisible(const DoctorEnv& env, const DriverInfo& drv, config::Device dev);
+CheckResult CheckNvlink(const DoctorEnv& env, const DriverInfo& drv, config::Device dev);
 /// ECC, retired pages and row remapping from NVML; XID lines from the kernel log (`dmesg`,
 /// where readable).
-CheckResult CheckEcc(const DoctorEnv& env, const DriverInfo& drv, DoctorDevice dev);
-CheckResult CheckThrottle(const DoctorEnv& env, const DriverInfo& drv, DoctorDevice dev);
+CheckResult CheckEcc(const DoctorEnv& env, const DriverInfo& drv, config::Device dev);
+CheckResult CheckThrottle(const DoctorEnv& env, const DriverInfo& drv, config::Device dev);
 CheckResult CheckDevShm(const DoctorEnv& env);
 CheckResult CheckMemlock(const DoctorEnv& env);
 CheckResult CheckInfinibandPorts(const DoctorEnv& env);
-CheckResult CheckPcieAcs(const DoctorEnv& env, DoctorDevice dev);
+CheckResult CheckPcieAcs(const DoctorEnv& env, config::Device dev);
 CheckResult CheckIommu(const DoctorEnv& env);
-CheckResult CheckNumaAffinity(const DoctorEnv& env, DoctorDevice dev);
+CheckResult CheckNumaAffinity(const DoctorEnv& env, config::Device dev);
 CheckResult CheckMpi(const DoctorEnv& env);
-CheckResult CheckTrainerLibraries(const DoctorEnv& env, DoctorDevice dev);
+CheckResult CheckTrainerLibraries(const DoctorEnv& env, config::Device dev);
 /// `TRAINER --versions` (trainer/versions.h): LibTorch, CUDA, cuDNN, NCCL and MPI versions; FAIL
 /// when the NCCL loaded has another major or an older minor than the nccl.h built against (or
 /// the command fails), WARN when only its patch (or a newer minor) differs or the loaded cuDNN
@@ -168,12 +167,12 @@ CheckResult CheckTrainerLibraries(const DoctorEnv& env, DoctorDevice dev);
 CheckResult CheckLibraryVersions(const DoctorEnv& env);
 /// Each visible GPU's compute capability vs the SASS / PTX architectures in the trainer's
 /// libtorch_cuda.so (ldd of the trainer, or $RINGPILOT_LIBTORCH_CUDA).
-CheckResult CheckCudaArchitectures(const DoctorEnv& env, const DriverInfo& drv, DoctorDevice dev);
+CheckResult CheckCudaArchitectures(const DoctorEnv& env, const DriverInfo& drv, config::Device dev);
 /// cuDeviceCanAccessPeer for every ordered pair of visible GPUs.
-CheckResult CheckPeerAccess(const DoctorEnv& env, const DriverInfo& drv, DoctorDevice dev);
+CheckResult CheckPeerAccess(const DoctorEnv& env, const DriverInfo& drv, config::Device dev);
 
 /// Every check, in the documented order; *DRIVER_OUT (when given) receives what the driver said.
-std::vector<CheckResult> RunDoctor(const DoctorEnv& env, DoctorDevice dev,
+std::vector<CheckResult> RunDoctor(const DoctorEnv& env, config::Device dev,
                                    DriverInfo* driver_out = nullptr);
 
 /// {"checks": [{"name", "status", "detail", "hint"}, ...]}

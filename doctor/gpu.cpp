@@ -7,15 +7,15 @@
 #include <sstream>
 
 #include "doctor/doctor.h"
+#include "base/environment.h"
+#include "base/files.h"
 #include "doctor/check_context.h"
+#include "doctor/detail_text.h"
 
 namespace ringpilot::doctor {
 namespace {
 
-using doctor_util::GpuGate;
-using doctor_util::Join;
-using doctor_util::ListDir;
-using doctor_util::ReadTrimmed;
+using base::ListDir;
 
 // Minimum NVIDIA driver branch per CUDA runtime (CUDA release notes, "CUDA Toolkit and
 // Corresponding Driver Versions", Linux x86_64). A runtime between two rows needs at least the
@@ -63,7 +63,7 @@ CheckResult Result(const std::string& name, CheckStatus status, std::string deta
 
 // GPUs CUDA will enumerate given CUDA_VISIBLE_DEVICES and TOTAL devices: the list is read up
 // to its first invalid entry (as the CUDA runtime does).
-int VisibleFromEnv(const Environment& vars, int total) {
+int VisibleFromEnv(const base::Environment& vars, int total) {
   const auto it = vars.find("CUDA_VISIBLE_DEVICES");
   if (it == vars.end()) return total;
   std::set<std::string> seen;
@@ -85,20 +85,18 @@ int VisibleFromEnv(const Environment& vars, int total) {
 
 }  // namespace
 
-namespace doctor_util {
-
-bool GpuGate(const std::string& name, const DoctorEnv& env, const DriverInfo& drv, DoctorDevice dev,
+bool GpuGate(const std::string& name, const DoctorEnv& env, const DriverInfo& drv, config::Device dev,
              bool needs_nvml, CheckResult* out) {
   // Only the driver and visibility checks FAIL for `--device cuda` without a GPU; the
   // per-GPU checks SKIP instead of repeating it.
   const bool primary = name == "driver_cuda_runtime" || name == "gpus_visible";
-  if (dev == DoctorDevice::kCpu) {
+  if (dev == config::Device::kCpu) {
     *out = CheckResult{name, CheckStatus::kSkip, "--device cpu: GPU check not run", ""};
     return true;
   }
   const int present = PresentGpuCount(env);
   if (present == 0 && drv.nvml_device_count <= 0 && drv.cuda_device_count <= 0) {
-    if (dev == DoctorDevice::kCuda && primary) {
+    if (dev == config::Device::kCuda && primary) {
       *out = CheckResult{name, CheckStatus::kFail, "--device cuda but no NVIDIA GPU is present",
                          "run on a GPU node, or use --device cpu; in a container pass the GPUs "
                          "(docker --gpus all, k8s resource nvidia.com/gpu)"};
@@ -113,8 +111,6 @@ bool GpuGate(const std::string& name, const DoctorEnv& env, const DriverInfo& dr
   }
   return false;
 }
-
-}  // namespace doctor_util
 
 int MinimumDriverFor(int cuda_major, int cuda_minor) {
   for (const DriverRow& row : kDriverTable) {
@@ -155,7 +151,7 @@ int PresentGpuCount(const DoctorEnv& env) {
   return static_cast<int>(SysfsNvidiaGpus(env.sysfs_root).size());
 }
 
-CheckResult CheckDriverVsRuntime(const DoctorEnv& env, const DriverInfo& drv, DoctorDevice dev) {
+CheckResult CheckDriverVsRuntime(const DoctorEnv& env, const DriverInfo& drv, config::Device dev) {
   const std::string name = "driver_cuda_runtime";
   CheckResult skip;
   if (GpuGate(name, env, drv, dev, /*needs_nvml=*/false, &skip)) return skip;
@@ -209,7 +205,7 @@ CheckResult CheckDriverVsRuntime(const DoctorEnv& env, const DriverInfo& drv, Do
   return Result(name, CheckStatus::kFail, cmp + ": the CUDA runtime will not initialise", upgrade);
 }
 
-CheckResult CheckGpusVisible(const DoctorEnv& env, const DriverInfo& drv, DoctorDevice dev) {
+CheckResult CheckGpusVisible(const DoctorEnv& env, const DriverInfo& drv, config::Device dev) {
   const std::string name = "gpus_visible";
   CheckResult skip;
   if (GpuGate(name, env, drv, dev, /*needs_nvml=*/false, &skip)) return skip;
@@ -230,7 +226,7 @@ CheckResult CheckGpusVisible(const DoctorEnv& env, const DriverInfo& drv, Doctor
   const std::string detail = std::to_string(visible) + " of " + std::to_string(total) +
                              " GPUs visible to CUDA (" + cvd_text + ")";
   if (visible == 0) {
-    return Result(name, dev == DoctorDevice::kCuda ? CheckStatus::kFail : CheckStatus::kWarn,
+    return Result(name, dev == config::Device::kCuda ? CheckStatus::kFail : CheckStatus::kWarn,
                   detail,
                   "no GPU is visible: fix CUDA_VISIBLE_DEVICES, or the container's GPU list "
                   "(docker --gpus, NVIDIA_VISIBLE_DEVICES, the device cgroup)");
@@ -244,7 +240,7 @@ CheckResult CheckGpusVisible(const DoctorEnv& env, const DriverInfo& drv, Doctor
   return Result(name, CheckStatus::kPass, detail);
 }
 
-CheckResult CheckNvlink(const DoctorEnv& env, const DriverInfo& drv, DoctorDevice dev) {
+CheckResult CheckNvlink(const DoctorEnv& env, const DriverInfo& drv, config::Device dev) {
   const std::string name = "nvlink";
   CheckResult skip;
   if (GpuGate(name, env, drv, dev, /*needs_nvml=*/true, &skip)) return skip;
@@ -288,7 +284,7 @@ CheckResult CheckNvlink(const DoctorEnv& env, const DriverInfo& drv, DoctorDevic
                                     : ""));
 }
 
-CheckResult CheckEcc(const DoctorEnv& env, const DriverInfo& drv, DoctorDevice dev) {
+CheckResult CheckEcc(const DoctorEnv& env, const DriverInfo& drv, config::Device dev) {
   const std::string name = "ecc_xid";
   CheckResult skip;
   if (GpuGate(name, env, drv, dev, /*needs_nvml=*/true, &skip)) return skip;
@@ -355,7 +351,7 @@ CheckResult CheckEcc(const DoctorEnv& env, const DriverInfo& drv, DoctorDevice d
                     Plural(drv.gpus.size(), "GPU", "GPUs") + "; " + xid_note);
 }
 
-CheckResult CheckThrottle(const DoctorEnv& env, const DriverInfo& drv, DoctorDevice dev) {
+CheckResult CheckThrottle(const DoctorEnv& env, const DriverInfo& drv, config::Device dev) {
   const std::string name = "clock_throttle";
   CheckResult skip;
   if (GpuGate(name, env, drv, dev, /*needs_nvml=*/true, &skip)) return skip;

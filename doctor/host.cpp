@@ -8,19 +8,17 @@
 #include <sstream>
 
 #include "doctor/doctor.h"
+#include "base/environment.h"
+#include "base/files.h"
 #include "doctor/check_context.h"
+#include "doctor/detail_text.h"
 #include "topology/probe.h"
 
 namespace ringpilot::doctor {
 namespace {
 
-using doctor_util::FormatBytes;
-using doctor_util::Join;
-using doctor_util::LastLine;
-using doctor_util::ListDir;
-using doctor_util::Lookup;
-using doctor_util::NcclVersionText;
-using doctor_util::ReadTrimmed;
+using base::ListDir;
+using base::Lookup;
 
 constexpr std::uint64_t kMiB = 1024ull * 1024;
 constexpr std::uint64_t kShmFailBelow = 512 * kMiB;
@@ -219,9 +217,9 @@ CheckResult CheckMpi(const DoctorEnv& env) {
           "firewall or a wrong interface (OMPI_MCA_btl_tcp_if_include)"};
 }
 
-CheckResult CheckTrainerLibraries(const DoctorEnv& env, DoctorDevice dev) {
+CheckResult CheckTrainerLibraries(const DoctorEnv& env, config::Device dev) {
   const std::string name = "trainer_libraries";
-  const std::string trainer = doctor_util::TrainerPath(env);
+  const std::string trainer = TrainerPath(env);
   if (::access(trainer.c_str(), X_OK) != 0) {
     return {name, CheckStatus::kWarn,
             "ringpilot-trainer not found at " + trainer +
@@ -255,7 +253,7 @@ CheckResult CheckTrainerLibraries(const DoctorEnv& env, DoctorDevice dev) {
   }
   if (nccl.empty()) {
     parts.push_back("no NCCL (CPU-only trainer)");
-    if (dev == DoctorDevice::kCuda) {
+    if (dev == config::Device::kCuda) {
       return {name, CheckStatus::kFail, Join(parts, "; "),
               "--device cuda needs a trainer built against CUDA LibTorch and NCCL"};
     }

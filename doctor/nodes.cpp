@@ -13,17 +13,18 @@
 #include <stdexcept>
 
 #include "doctor/command.h"
+#include "base/environment.h"
+#include "base/files.h"
 #include "doctor/check_context.h"
-#include "launcher/mpirun_command.h"
+#include "doctor/detail_text.h"
+#include "mpirun/flags.h"
 #include "topology/probe.h"
 
 namespace ringpilot::doctor {
 namespace {
 
-using doctor_util::Join;
-using doctor_util::ListDir;
-using doctor_util::Lookup;
-using doctor_util::ReadTrimmed;
+using base::ListDir;
+using base::Lookup;
 
 constexpr int kExitBadInput = 2;
 constexpr int kNodesTimeoutS = 180;
@@ -35,7 +36,7 @@ std::string CudaVersionText(int v) {
 
 // torch's version from site-packages/torch/version.py beside LIB_DIR (torch/lib); "" if none.
 std::string TorchVersion(const std::string& lib_dir) {
-  std::istringstream in(doctor_util::ReadBytes(lib_dir + "/../version.py"));
+  std::istringstream in(ReadBytes(lib_dir + "/../version.py"));
   static const std::regex re(R"(^__version__\s*=\s*['"]([^'"]+)['"])");
   std::smatch m;
   for (std::string line; std::getline(in, line);) {
@@ -88,13 +89,13 @@ nlohmann::ordered_json NodeFacts(const DoctorEnv& env, const DriverInfo& drv) {
   f["cuda_runtime"] = env.cuda_runtime_version == "unknown" ? "" : env.cuda_runtime_version;
   std::string nccl;
   std::string torch;
-  const std::string trainer = doctor_util::TrainerPath(env);
+  const std::string trainer = TrainerPath(env);
   if (env.run && ::access(trainer.c_str(), X_OK) == 0) {
     const CommandResult ldd = env.run({"ldd", trainer}, kProbeTimeoutS);
     const std::string nccl_path = LddResolution(ldd.output, "libnccl.so");
     if (!nccl_path.empty() && nccl_path != "not found" && env.load_nccl) {
       const LibraryInfo lib = env.load_nccl(nccl_path);
-      if (lib.loaded) nccl = doctor_util::NcclVersionText(lib.version);
+      if (lib.loaded) nccl = NcclVersionText(lib.version);
     }
     const std::string torch_path = LddResolution(ldd.output, "libtorch_cpu.so");
     if (!torch_path.empty() && torch_path != "not found") {
@@ -154,14 +155,14 @@ std::vector<std::string> DoctorMpirunArgv(const std::string& mpirun, std::size_t
                                           const std::string& hostfile,
                                           const std::vector<std::string>& mpirun_args,
                                           const std::string& self, const std::string& device,
-                                          unsigned euid, const Environment& env) {
+                                          unsigned euid, const base::Environment& env) {
   std::vector<std::string> argv = {mpirun,       "-np",         std::to_string(hosts),
                                    "--hostfile", hostfile,      "-npernode",
                                    "1",          "--tag-output"};
   // Several hosts: whether CMA works on each is not known here.
-  AppendBaseMpirunFlags(euid, mpirun_args, env, /*cma=*/false, &argv);
+  mpirun::AppendBaseMpirunFlags(euid, mpirun_args, env, /*cma=*/false, &argv);
   for (const auto& [name, value] : env) {
-    if (IsForwardedVariable(name) || name == "RINGPILOT_TRAINER" || name == "RINGPILOT_MPIRUN" ||
+    if (mpirun::IsForwardedVariable(name) || name == "RINGPILOT_TRAINER" || name == "RINGPILOT_MPIRUN" ||
         name == "RINGPILOT_LIBTORCH_CUDA") {
       argv.insert(argv.end(), {"-x", name});
     }
@@ -337,7 +338,7 @@ int RunDoctorNodes(const DoctorArgs& args, const DoctorEnv& env, std::ostream& o
   try {
     WriteDoctorFile(hostfile, content);
     const std::vector<std::string> argv =
-        DoctorMpirunArgv(mpirun, hosts.size(), hostfile, mpirun_args, SelfExecutablePath(), device,
+        DoctorMpirunArgv(mpirun, hosts.size(), hostfile, mpirun_args, base::SelfExecutablePath(), device,
                          static_cast<unsigned>(::geteuid()), env.vars);
     run = env.run(argv, kNodesTimeoutS);
   } catch (const std::runtime_error& e) {

@@ -7,16 +7,16 @@
 #include <sstream>
 
 #include "doctor/doctor.h"
+#include "base/environment.h"
+#include "base/files.h"
 #include "doctor/check_context.h"
+#include "doctor/detail_text.h"
 #include "topology/node_topology.h"
 
 namespace ringpilot::doctor {
 namespace {
 
-using doctor_util::Join;
-using doctor_util::ListDir;
-using doctor_util::ReadBytes;
-using doctor_util::ReadTrimmed;
+using base::ListDir;
 
 constexpr std::size_t kExtendedConfigStart = 0x100;
 constexpr std::size_t kExtendedConfigSize = 4096;
@@ -53,7 +53,7 @@ std::vector<std::filesystem::path> UpstreamBridges(const std::string& sysfs_root
 }
 
 std::set<int> AllowedCpus(const std::string& proc_root) {
-  std::istringstream in(doctor_util::ReadBytes(proc_root + "/self/status"));
+  std::istringstream in(ReadBytes(proc_root + "/self/status"));
   for (std::string line; std::getline(in, line);) {
     if (line.rfind("Cpus_allowed_list:", 0) != 0) continue;
     std::string list = line.substr(line.find(':') + 1);
@@ -86,9 +86,9 @@ std::optional<std::uint16_t> AcsControl(const std::string& config) {
   return std::nullopt;
 }
 
-CheckResult CheckPcieAcs(const DoctorEnv& env, DoctorDevice dev) {
+CheckResult CheckPcieAcs(const DoctorEnv& env, config::Device dev) {
   const std::string name = "pcie_acs";
-  if (dev == DoctorDevice::kCpu) {
+  if (dev == config::Device::kCpu) {
     return {name, CheckStatus::kSkip, "--device cpu: GPU check not run", ""};
   }
   const auto gpus = SysfsNvidiaGpus(env.sysfs_root);
@@ -183,9 +183,9 @@ CheckResult CheckIommu(const DoctorEnv& env) {
   return {name, CheckStatus::kSkip, "IOMMU present, mode not determinable: " + detail, ""};
 }
 
-CheckResult CheckNumaAffinity(const DoctorEnv& env, DoctorDevice dev) {
+CheckResult CheckNumaAffinity(const DoctorEnv& env, config::Device dev) {
   const std::string name = "numa_affinity";
-  if (dev == DoctorDevice::kCpu) {
+  if (dev == config::Device::kCpu) {
     return {name, CheckStatus::kSkip, "--device cpu: GPU check not run", ""};
   }
   const auto gpus = SysfsNvidiaGpus(env.sysfs_root);

@@ -3,7 +3,7 @@
 #include <cstdio>
 
 #include "doctor/doctor.h"
-#include "launcher/run_dir.h"
+#include "base/files.h"
 
 namespace ringpilot::doctor {
 namespace {
@@ -71,7 +71,7 @@ std::string DoctorPrometheus(const std::vector<NodeChecks>& nodes, double unix_t
 }
 
 void WriteDoctorFile(const std::string& path, const std::string& text) {
-  WriteFileAtomically(path, text);  // RunDirError (a std::runtime_error) names PATH
+  base::WriteFileAtomically(path, text);  // base::FileError names PATH
 }
 
 }  // namespace ringpilot::doctor

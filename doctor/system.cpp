@@ -226,12 +226,12 @@ LibraryInfo LoadNccl(const std::string& name_or_path) {
   return info;
 }
 
-CommandResult RunWithTimeout(const Environment& vars, const std::vector<std::string>& argv,
+CommandResult RunWithTimeout(const base::Environment& vars, const std::vector<std::string>& argv,
                              int timeout_s) {
   CommandResult result;
   const auto path_it = vars.find("PATH");
   const std::string exe =
-      ResolveExecutable(argv.at(0), path_it == vars.end() ? "" : path_it->second);
+      base::ResolveExecutable(argv.at(0), path_it == vars.end() ? "" : path_it->second);
   if (exe.empty()) return result;
   int fds[2];
   if (::pipe2(fds, O_CLOEXEC) != 0) return result;
@@ -293,7 +293,7 @@ CommandResult RunWithTimeout(const Environment& vars, const std::vector<std::str
   return result;
 }
 
-std::string SelfDir() { return ParentDirectory(SelfExecutablePath()); }
+std::string SelfDir() { return base::ParentDirectory(base::SelfExecutablePath()); }
 
 }  // namespace
 
@@ -313,7 +313,7 @@ std::string ToString(CheckStatus s) {
 
 DoctorEnv SystemDoctorEnv() {
   DoctorEnv env;
-  env.vars = CurrentEnvironment();
+  env.vars = base::CurrentEnvironment();
   env.self_dir = SelfDir();
   env.cuda_runtime_version = RINGPILOT_CUDA_RUNTIME_VERSION;
   env.is_root = ::geteuid() == 0;
@@ -331,7 +331,7 @@ DoctorEnv SystemDoctorEnv() {
     }
     return lim;
   };
-  const Environment vars = env.vars;
+  const base::Environment vars = env.vars;
   env.run = [vars](const std::vector<std::string>& argv, int timeout_s) {
     return RunWithTimeout(vars, argv, timeout_s);
   };
@@ -346,9 +346,9 @@ DoctorEnv SystemDoctorEnv() {
   return env;
 }
 
-std::vector<CheckResult> RunDoctor(const DoctorEnv& env, DoctorDevice dev, DriverInfo* driver_out) {
+std::vector<CheckResult> RunDoctor(const DoctorEnv& env, config::Device dev, DriverInfo* driver_out) {
   const DriverInfo drv =
-      dev == DoctorDevice::kCpu || !env.query_driver ? DriverInfo{} : env.query_driver();
+      dev == config::Device::kCpu || !env.query_driver ? DriverInfo{} : env.query_driver();
   if (driver_out) *driver_out = drv;
   return {
       CheckDriverVsRuntime(env, drv, dev),

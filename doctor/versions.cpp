@@ -9,12 +9,11 @@
 
 #include "doctor/doctor.h"
 #include "doctor/check_context.h"
+#include "doctor/detail_text.h"
 
 namespace ringpilot::doctor {
 namespace {
 
-using doctor_util::Join;
-using doctor_util::LastLine;
 
 constexpr int kVersionsTimeoutS = 30;  // LibTorch loads in 1-2 s; a cold page cache is slower
 
@@ -109,7 +108,7 @@ std::string CompareCudnn(const std::string& compiled, const std::string& loaded,
 
 CheckResult CheckLibraryVersions(const DoctorEnv& env) {
   const std::string name = "library_versions";
-  const std::string trainer = doctor_util::TrainerPath(env);
+  const std::string trainer = TrainerPath(env);
   if (::access(trainer.c_str(), X_OK) != 0) {
     return {name, CheckStatus::kSkip, "ringpilot-trainer not found at " + trainer, ""};
   }

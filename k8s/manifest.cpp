@@ -7,8 +7,8 @@
 namespace ringpilot::k8s {
 namespace {
 
-using launcher::Device;
-using launcher::JobConfig;
+using config::Device;
+using config::JobConfig;
 
 constexpr const char* kJobLabel = "ringpilot.io/job";
 constexpr const char* kRoleLabel = "ringpilot.io/role";
@@ -45,7 +45,7 @@ std::string ConfigMapDoc(const JobConfig& c, const Names& n) {
   Metadata(e, n.configmap, c);
   e << YAML::Key << "data" << YAML::Value << YAML::BeginMap;
   e << YAML::Key << "job.yaml" << YAML::Value << YAML::Literal
-    << launcher::EmitJobConfig(PodJobConfig(c));
+    << config::EmitJobConfig(PodJobConfig(c));
   e << YAML::EndMap << YAML::EndMap;
   return e.c_str();
 }
@@ -266,12 +266,12 @@ std::vector<std::string> WorkerHosts(const JobConfig& config) {
   return hosts;
 }
 
-launcher::JobConfig PodJobConfig(const JobConfig& config) {
+config::JobConfig PodJobConfig(const JobConfig& config) {
   JobConfig pod = config;
-  pod.launch.backend = launcher::Backend::kMpi;
+  pod.launch.backend = config::Backend::kMpi;
   pod.launch.hosts.clear();
   for (const std::string& h : WorkerHosts(config)) {
-    pod.launch.hosts.push_back(launcher::HostSlots{h, config.world.procs_per_node});
+    pod.launch.hosts.push_back(config::HostSlots{h, config.world.procs_per_node});
   }
   if (pod.metrics.bind == "localhost" || pod.metrics.bind.rfind("127.", 0) == 0) {
     pod.metrics.bind = "0.0.0.0";

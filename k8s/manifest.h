@@ -34,21 +34,21 @@ Names NamesFor(const std::string& job_name);
 
 /// Worker host names as the MPI operator's hostfile spells them:
 /// NAME-worker-I.NAME-worker.NAMESPACE.svc, I = 0..nodes-1.
-std::vector<std::string> WorkerHosts(const launcher::JobConfig& config);
+std::vector<std::string> WorkerHosts(const config::JobConfig& config);
 
 /// The job file the launcher pod runs (ConfigMap content): `config` with launch.backend
 /// mpi, launch.hosts = WorkerHosts (procs_per_node slots each), and metrics.bind 0.0.0.0
 /// when it was a loopback address (Prometheus scrapes pod IPs).
-launcher::JobConfig PodJobConfig(const launcher::JobConfig& config);
+config::JobConfig PodJobConfig(const config::JobConfig& config);
 
 /// The manifests, one YAML document each: ConfigMap, PersistentVolumeClaim, MPIJob
 /// (kubeflow.org/v2beta1) and, when metrics are enabled, a PodMonitor
 /// (monitoring.coreos.com/v1). Throws RenderError when k8s.image is empty, the job name
 /// is not a DNS label short enough for the pod names (NAME-worker-I, at most 63), or a
 /// `k8s:` value breaks its rule (config/value_rules.h).
-std::vector<std::string> RenderDocuments(const launcher::JobConfig& config);
+std::vector<std::string> RenderDocuments(const config::JobConfig& config);
 
 /// RenderDocuments joined into one multi-document YAML stream (`---` before each).
-std::string RenderManifests(const launcher::JobConfig& config);
+std::string RenderManifests(const config::JobConfig& config);
 
 }  // namespace ringpilot::k8s

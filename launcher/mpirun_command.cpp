@@ -26,22 +26,22 @@ void AddCommonFlags(const MpirunContext& ctx, bool cma, const std::vector<std::s
 
 }  // namespace
 
-MpirunCommand BuildMpirunCommand(const JobConfig& config, const MpirunContext& ctx) {
-  const Backend backend = config.launch.backend;
-  if (backend != Backend::kLocal && backend != Backend::kMpi && backend != Backend::kSlurm) {
-    throw std::invalid_argument(std::string("launch.backend '") + ToString(backend) +
+MpirunCommand BuildMpirunCommand(const config::JobConfig& config, const MpirunContext& ctx) {
+  const config::Backend backend = config.launch.backend;
+  if (backend != config::Backend::kLocal && backend != config::Backend::kMpi && backend != config::Backend::kSlurm) {
+    throw std::invalid_argument(std::string("launch.backend '") + config::ToString(backend) +
                                 "' is not launched with mpirun by 'ringpilot run'");
   }
   MpirunCommand cmd;
   cmd.master_port = config.launch.master_port;
   cmd.argv = {ctx.mpirun, "-np", std::to_string(config.world.size())};
-  if (backend == Backend::kLocal) {
+  if (backend == config::Backend::kLocal) {
     cmd.master_addr = kLocalMasterAddr;
     // One host runs every rank whatever its core count: a laptop runs a 4-rank job.
     cmd.argv.push_back("--oversubscribe");
   } else {
-    std::vector<HostSlots> hosts = config.launch.hosts;
-    if (backend == Backend::kSlurm) {
+    std::vector<config::HostSlots> hosts = config.launch.hosts;
+    if (backend == config::Backend::kSlurm) {
       // Inside the allocation: its nodes are the hosts, and mpirun starts its daemons on
       // them through Slurm (srun).
       hosts.clear();
@@ -55,7 +55,7 @@ MpirunCommand BuildMpirunCommand(const JobConfig& config, const MpirunContext& c
     }
     cmd.master_addr = hosts.front().host;
     cmd.hostfile_path = ctx.run_dir + "/hostfile";
-    for (const HostSlots& h : hosts) {
+    for (const config::HostSlots& h : hosts) {
       cmd.hostfile_content += h.host + " slots=" + std::to_string(h.slots) + "\n";
     }
     // ppr packs procs_per_node consecutive ranks on each node, the layout that
@@ -64,7 +64,7 @@ MpirunCommand BuildMpirunCommand(const JobConfig& config, const MpirunContext& c
                     {"--hostfile", cmd.hostfile_path, "--map-by",
                      "ppr:" + std::to_string(config.world.procs_per_node) + ":node"});
   }
-  AddCommonFlags(ctx, ctx.cma_works && backend == Backend::kLocal, config.launch.mpirun_args,
+  AddCommonFlags(ctx, ctx.cma_works && backend == config::Backend::kLocal, config.launch.mpirun_args,
                  &cmd.argv);
   cmd.argv.insert(cmd.argv.end(), config.launch.mpirun_args.begin(),
                   config.launch.mpirun_args.end());

@@ -19,7 +19,7 @@ struct MpirunContext {
   std::string trainer;            ///< ringpilot-trainer path
   std::string run_dir;            ///< absolute, so that ranks on other hosts find it too
   unsigned euid = 1;              ///< effective uid; 0 adds --allow-run-as-root
-  Environment env;                ///< our environment: decides which variables are forwarded
+  base::Environment env;                ///< our environment: decides which variables are forwarded
   /// CrossMemoryAttachWorks() on this host (mpirun/cma_probe.h); used by backend local
   /// only, where every rank runs here.
   bool cma_works = false;
@@ -27,7 +27,7 @@ struct MpirunContext {
 
 struct MpirunCommand {
   std::vector<std::string> argv;
-  /// Backend mpi: where the hostfile goes (RUN_DIR/hostfile) and what it holds
+  /// config::Backend mpi: where the hostfile goes (RUN_DIR/hostfile) and what it holds
   /// (`host slots=K` lines); both empty for backend local. The caller writes it.
   std::string hostfile_path;
   std::string hostfile_content;
@@ -43,10 +43,10 @@ struct MpirunCommand {
 /// OMPI_MCA_btl_vader_single_copy_mechanism chooses it) + `-x` for the RINGPILOT_* variables
 /// and each forwarded variable set in `ctx.env` (name order) + launch.mpirun_args verbatim +
 /// `TRAINER --config RUN_DIR/job.yaml --run-dir RUN_DIR`.
-/// Backend slurm is backend mpi over the allocation in `ctx.env` (slurm::AllocationHosts:
+/// config::Backend slurm is backend mpi over the allocation in `ctx.env` (slurm::AllocationHosts:
 /// the first world.nodes nodes of SLURM_JOB_NODELIST, procs_per_node slots each).
 /// Throws std::invalid_argument (one line) for backend k8s (not launched by mpirun from
 /// here), backend mpi without hosts, and backend slurm outside a fitting allocation.
-MpirunCommand BuildMpirunCommand(const JobConfig& config, const MpirunContext& ctx);
+MpirunCommand BuildMpirunCommand(const config::JobConfig& config, const MpirunContext& ctx);
 
 }  // namespace ringpilot::launcher

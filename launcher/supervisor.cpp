@@ -17,7 +17,10 @@
 
 #include "launcher/failure_report.h"
 #include "launcher/mpirun_command.h"
-#include "launcher/run_dir.h"
+include "launcher/run_dir.h"
+#include "base/exit_status.h"
+#include "base/files.h"
+#include "base/run_variables.h"
 
 namespace ringpilot::launcher {
 namespace {
@@ -177,21 +180,21 @@ void Supervisor::Relay(int out_fd, const std::string& line, Attempt* attempt) {
 
 Supervisor::Attempt Supervisor::RunAttempt(const SupervisedCommand& command, int restart) {
   Attempt attempt;
-  Environment env = command.env;
-  env[kRunDirVar] = options_.run_dir;
-  env[kRestartVar] = std::to_string(restart);
+  base::Environment env = command.env;
+  env[base::kRunDirVar] = options_.run_dir;
+  env[base::kRestartVar] = std::to_string(restart);
   {
     char stamp[32];
     std::snprintf(
         stamp, sizeof(stamp), "%.3f",
         std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count());
-    env[kLaunchTimeVar] = stamp;
+    env[base::kLaunchTimeVar] = stamp;
   }
   const auto path_it = env.find("PATH");
   const std::string exe =
       command.argv.empty()
           ? std::string()
-          : ResolveExecutable(command.argv[0],
+          : base::ResolveExecutable(command.argv[0],
                               path_it == env.end() ? "/usr/bin:/bin" : path_it->second);
   if (exe.empty()) {
     Report("ringpilot: cannot execute '" + (command.argv.empty() ? "" : command.argv[0]) +
@@ -205,7 +208,7 @@ Supervisor::Attempt Supervisor::RunAttempt(const SupervisedCommand& command, int
   std::vector<char*> argv;
   for (const std::string& a : command.argv) argv.push_back(const_cast<char*>(a.c_str()));
   argv.push_back(nullptr);
-  const std::vector<std::string> env_strings = ToEnvStrings(env);
+  const std::vector<std::string> env_strings = base::ToEnvStrings(env);
   std::vector<char*> envp;
   for (const std::string& e : env_strings) envp.push_back(const_cast<char*>(e.c_str()));
   envp.push_back(nullptr);
@@ -361,17 +364,17 @@ void Supervisor::OnSignal(int sig, pid_t pid, int64_t* kill_deadline) {
 
 JobOutcome Supervisor::Preempted(const Attempt& last, JobOutcome outcome) {
   outcome.preempted = true;
-  outcome.exit_status = kPreemptedExitStatus;
-  if (last.term_signal == 0 && last.exit_code == kPreemptedExitStatus) {
+  outcome.exit_status = base::kExitPreempted;
+  if (last.term_signal == 0 && last.exit_code == base::kExitPreempted) {
     Report("ringpilot: job preempted: the ranks checkpointed and stopped; exit " +
-           std::to_string(kPreemptedExitStatus) + " (run the same run directory again to resume)");
+           std::to_string(base::kExitPreempted) + " (run the same run directory again to resume)");
   } else {
     const std::string how = last.term_signal != 0   ? "killed by " + SignalName(last.term_signal)
                             : outcome.attempts == 0 ? "not started"
                                                     : "exit " + std::to_string(last.exit_code);
     Report("ringpilot: job stopped after SIGUSR1 (" + how +
            ") without a preemption checkpoint; not restarting; exit " +
-           std::to_string(kPreemptedExitStatus) +
+           std::to_string(base::kExitPreempted) +
            " (a rerun resumes from the latest checkpoint, if any)");
   }
   return outcome;
@@ -399,8 +402,8 @@ void Supervisor::ReportFailure(const Attempt& last, int attempts, JobOutcome* ou
   outcome->first_failing_rank = report.first_failing_rank;
   try {
     KeepPrevious(layout.failure_json);  // a failure of an earlier run in this directory
-    WriteFileAtomically(layout.failure_json, FailureJson(report));
-  } catch (const RunDirError& e) {
+    base::WriteFileAtomically(layout.failure_json, FailureJson(report));
+  } catch (const base::FileError& e) {
     Report(std::string("ringpilot: ") + e.what());
   }
   for (const std::string& line : FailureSummary(report, layout.failure_json)) Report(line);
@@ -440,7 +443,7 @@ JobOutcome Supervisor::Run(const SupervisedCommand& command) {
     // Preemption is not a failure: no failure.json, no restart here (the scheduler
     // requeues the job, and the rerun resumes from the checkpoint).
     if (preempt_requested_ ||
-        (attempt.term_signal == 0 && attempt.exit_code == kPreemptedExitStatus)) {
+        (attempt.term_signal == 0 && attempt.exit_code == base::kExitPreempted)) {
       return Preempted(attempt, outcome);
     }
     outcome.exit_status = attempt.term_signal != 0 ? 128 + attempt.term_signal : attempt.exit_code;

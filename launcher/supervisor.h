@@ -3,7 +3,7 @@
 // leave a root-cause report when it fails for good. SIGUSR1 (preemption, e.g. Slurm's
 // warning before the time limit) is forwarded to mpirun, which passes it to every rank:
 // the ranks checkpoint at the next step boundary and stop, and the job ends "preempted"
-// (kPreemptedExitStatus), never restarted here (docs/slurm.md).
+// (base::kExitPreempted), never restarted here (docs/slurm.md).
 #pragma once
 
 #include <sys/types.h>
@@ -49,20 +49,20 @@ struct SupervisorOptions {
 /// RINGPILOT_RESTART (0 for the first attempt, then 1, 2, ...) to `env`.
 struct SupervisedCommand {
   std::vector<std::string> argv;  ///< argv[0] is resolved on env's PATH; no shell
-  Environment env;
+  base::Environment env;
 };
 
 /// How the supervised job ended.
 struct JobOutcome {
   /// What `ringpilot run` exits with: 0 on success; mpirun's exit code after the last
   /// failure (128 + N when killed by signal N); 128 + SIGINT/SIGTERM (130/143) when we were
-  /// interrupted; kPreemptedExitStatus (75) when preempted; 127 when mpirun could not be
+  /// interrupted; base::kExitPreempted (75) when preempted; 127 when mpirun could not be
   /// executed.
   int exit_status = 0;
   int attempts = 0;
   bool interrupted = false;
   /// The job stopped for preemption: SIGUSR1 came in and the attempt did not succeed, or
-  /// mpirun exited with kPreemptedExitStatus (the ranks checkpointed and stopped). No
+  /// mpirun exited with base::kExitPreempted (the ranks checkpointed and stopped). No
   /// failure.json is written and no restart is made; rerunning the run directory resumes.
   bool preempted = false;
   int first_failing_rank = -1;  ///< after a failure for good; -1 when unknown

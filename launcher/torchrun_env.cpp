@@ -21,7 +21,7 @@ struct Layout {
   std::optional<int> node_rank;  // known directly (Slurm); else derived from the packing
 };
 
-const std::string* Find(const Environment& env, const char* name) {
+const std::string* Find(const base::Environment& env, const char* name) {
   const auto it = env.find(name);
   return it == env.end() ? nullptr : &it->second;
 }
@@ -36,7 +36,7 @@ int ParseNonNegative(const char* name, const std::string& value) {
   return std::stoi(value);
 }
 
-int Require(const Environment& env, const char* name, const std::string& because) {
+int Require(const base::Environment& env, const char* name, const std::string& because) {
   const std::string* value = Find(env, name);
   if (value == nullptr) {
     throw RankEnvError("ringpilot exec: " + because + " is set but " + name + " is not");
@@ -44,7 +44,7 @@ int Require(const Environment& env, const char* name, const std::string& because
   return ParseNonNegative(name, *value);
 }
 
-std::optional<Layout> FromOpenMpi(const Environment& env) {
+std::optional<Layout> FromOpenMpi(const base::Environment& env) {
   if (Find(env, "OMPI_COMM_WORLD_RANK") == nullptr) return std::nullopt;
   const std::string why = "OMPI_COMM_WORLD_RANK";
   Layout l;
@@ -56,7 +56,7 @@ std::optional<Layout> FromOpenMpi(const Environment& env) {
   return l;
 }
 
-std::optional<Layout> FromPmi(const Environment& env) {
+std::optional<Layout> FromPmi(const base::Environment& env) {
   if (Find(env, "PMI_RANK") == nullptr) return std::nullopt;
   const std::string why = "PMI_RANK";
   Layout l;
@@ -117,7 +117,7 @@ void SetDefault(Environment* env, const char* name, const std::string& value) {
 
 }  // namespace
 
-Environment ComputeTorchrunEnv(const Environment& env) {
+base::Environment ComputeTorchrunEnv(const base::Environment& env) {
   // Parse Slurm first even when MPI provides the ranks: mpirun inside an allocation still
   // takes MASTER_ADDR/PORT from the allocation, and malformed values should be reported.
   std::optional<slurm::SlurmEnv> slurm_env;
@@ -133,7 +133,7 @@ Environment ComputeTorchrunEnv(const Environment& env) {
   if (!layout) throw RankEnvError(kNoRankEnvMessage);
   CheckConsistent(*layout);
 
-  Environment out = env;
+  base::Environment out = env;
   SetDefault(&out, "RANK", std::to_string(layout->rank));
   SetDefault(&out, "WORLD_SIZE", std::to_string(layout->world_size));
   SetDefault(&out, "LOCAL_RANK", std::to_string(layout->local_rank));

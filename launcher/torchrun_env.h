@@ -49,6 +49,6 @@ inline constexpr const char* kNoRankEnvMessage =
 /// Throws RankEnvError with kNoRankEnvMessage when no source is present, and with a line
 /// naming the variable when a value is malformed or inconsistent, or MASTER_ADDR cannot
 /// be derived for a multi-node world.
-Environment ComputeTorchrunEnv(const Environment& env);
+base::Environment ComputeTorchrunEnv(const base::Environment& env);
 
 }  // namespace ringpilot::launcher

@@ -115,7 +115,7 @@ TEST(DoctorPreflight, FailRefusesUnlessForcedAndWritesFiles) {
   TempDir tmp;
   DoctorEnv env = FakeEnv(tmp, 16 * kMiB);
   std::ostringstream err;
-  EXPECT_FALSE(RunPreflight(env, DoctorDevice::kCpu, tmp.path(), /*force=*/false, err));
+  EXPECT_FALSE(RunPreflight(env, config::Device::kCpu, tmp.path(), /*force=*/false, err));
   EXPECT_NE(err.str().find("FAIL dev_shm: /dev/shm is 16 MiB"), std::string::npos) << err.str();
   EXPECT_NE(err.str().find("not starting"), std::string::npos) << err.str();
   EXPECT_EQ(err.str().find("PASS"), std::string::npos) << err.str();
@@ -129,17 +129,17 @@ TEST(DoctorPreflight, FailRefusesUnlessForcedAndWritesFiles) {
                 .find("ringpilot_doctor_check_status{check=\"dev_shm\",status=\"FAIL\"} 1"),
             std::string::npos);
   std::ostringstream forced;
-  EXPECT_TRUE(RunPreflight(env, DoctorDevice::kCpu, tmp.path(), /*force=*/true, forced));
+  EXPECT_TRUE(RunPreflight(env, config::Device::kCpu, tmp.path(), /*force=*/true, forced));
   EXPECT_NE(forced.str().find("overridden by --force"), std::string::npos) << forced.str();
   std::ostringstream fine;
-  EXPECT_TRUE(RunPreflight(FakeEnv(tmp, 8192 * kMiB), DoctorDevice::kCpu, tmp.path(), false, fine));
+  EXPECT_TRUE(RunPreflight(FakeEnv(tmp, 8192 * kMiB), config::Device::kCpu, tmp.path(), false, fine));
 }
 
 TEST(DoctorPreflight, QuickRunIsFast) {
   TempDir tmp;
   const auto t0 = std::chrono::steady_clock::now();
   std::ostringstream err;
-  RunPreflight(SystemDoctorEnv(), DoctorDevice::kAuto, tmp.path(), true, err);
+  RunPreflight(SystemDoctorEnv(), config::Device::kAuto, tmp.path(), true, err);
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   EXPECT_LT(s, 1.0) << err.str();
   EXPECT_TRUE(std::filesystem::exists(tmp.path() + "/doctor.json"));

@@ -253,7 +253,7 @@ struct Fake {
 
 TEST(DoctorCudaArch, PassWarnFailAndHints) {
   Fake f(2);
-  CheckResult r = CheckCudaArchitectures(f.env, f.drv, DoctorDevice::kAuto);
+  CheckResult r = CheckCudaArchitectures(f.env, f.drv, config::Device::kAuto);
   EXPECT_EQ(r.name, "cuda_arch");
   EXPECT_EQ(r.status, CheckStatus::kPass) << r.detail;
   EXPECT_NE(r.detail.find("NVIDIA H100 (9.0): sm_90 SASS"), std::string::npos) << r.detail;
@@ -261,12 +261,12 @@ TEST(DoctorCudaArch, PassWarnFailAndHints) {
   // A Blackwell GPU (10.0) with PTX compute_90 only: JIT.
   f.drv.cuda_devices[1] = {1, "NVIDIA B200", 10, 0};
   f.archs.ptx = {{90, 2}};
-  r = CheckCudaArchitectures(f.env, f.drv, DoctorDevice::kAuto);
+  r = CheckCudaArchitectures(f.env, f.drv, config::Device::kAuto);
   EXPECT_EQ(r.status, CheckStatus::kWarn) << r.detail;
   EXPECT_NE(r.hint.find("TORCH_CUDA_ARCH_LIST=\"10.0\""), std::string::npos) << r.hint;
   // No PTX either: FAIL naming the capability.
   f.archs.ptx.clear();
-  r = CheckCudaArchitectures(f.env, f.drv, DoctorDevice::kAuto);
+  r = CheckCudaArchitectures(f.env, f.drv, config::Device::kAuto);
   EXPECT_EQ(r.status, CheckStatus::kFail) << r.detail;
   EXPECT_NE(r.detail.find("NVIDIA B200 (10.0)"), std::string::npos) << r.detail;
   EXPECT_NE(r.hint.find("TORCH_CUDA_ARCH_LIST"), std::string::npos) << r.hint;
@@ -275,36 +275,36 @@ TEST(DoctorCudaArch, PassWarnFailAndHints) {
 
 TEST(DoctorCudaArch, SkipsWithoutGpuTrainerOrCudaLibtorch) {
   Fake f(1);
-  EXPECT_EQ(CheckCudaArchitectures(f.env, f.drv, DoctorDevice::kCpu).status, CheckStatus::kSkip);
+  EXPECT_EQ(CheckCudaArchitectures(f.env, f.drv, config::Device::kCpu).status, CheckStatus::kSkip);
   f.ldd_output = "\tlibtorch_cpu.so => /venv/torch/lib/libtorch_cpu.so (0x00007f)\n";
-  CheckResult r = CheckCudaArchitectures(f.env, f.drv, DoctorDevice::kAuto);
+  CheckResult r = CheckCudaArchitectures(f.env, f.drv, config::Device::kAuto);
   EXPECT_EQ(r.status, CheckStatus::kSkip);
   EXPECT_NE(r.detail.find("CPU-only"), std::string::npos) << r.detail;
   // RINGPILOT_LIBTORCH_CUDA names the library directly (no trainer needed).
   f.env.vars["RINGPILOT_TRAINER"] = f.tmp.path() + "/none";
-  EXPECT_EQ(CheckCudaArchitectures(f.env, f.drv, DoctorDevice::kAuto).status, CheckStatus::kSkip);
+  EXPECT_EQ(CheckCudaArchitectures(f.env, f.drv, config::Device::kAuto).status, CheckStatus::kSkip);
   f.env.vars["RINGPILOT_LIBTORCH_CUDA"] = "/venv/torch/lib/libtorch_cuda.so";
-  EXPECT_EQ(CheckCudaArchitectures(f.env, f.drv, DoctorDevice::kAuto).status, CheckStatus::kPass);
+  EXPECT_EQ(CheckCudaArchitectures(f.env, f.drv, config::Device::kAuto).status, CheckStatus::kPass);
   f.env.vars["RINGPILOT_LIBTORCH_CUDA"] = "/elsewhere/libtorch_cuda.so";
-  r = CheckCudaArchitectures(f.env, f.drv, DoctorDevice::kAuto);
+  r = CheckCudaArchitectures(f.env, f.drv, config::Device::kAuto);
   EXPECT_EQ(r.status, CheckStatus::kSkip);
   EXPECT_NE(r.detail.find("/elsewhere"), std::string::npos) << r.detail;
   f.drv.cuda_devices.clear();
-  EXPECT_EQ(CheckCudaArchitectures(f.env, f.drv, DoctorDevice::kAuto).status, CheckStatus::kSkip);
+  EXPECT_EQ(CheckCudaArchitectures(f.env, f.drv, config::Device::kAuto).status, CheckStatus::kSkip);
 }
 
 TEST(DoctorPeerAccess, MatrixStatuses) {
   Fake f(3);
-  CheckResult r = CheckPeerAccess(f.env, f.drv, DoctorDevice::kAuto);
+  CheckResult r = CheckPeerAccess(f.env, f.drv, config::Device::kAuto);
   EXPECT_EQ(r.name, "p2p_access");
   EXPECT_EQ(r.status, CheckStatus::kSkip) << r.detail;  // not queried
   f.drv.peer_access = {{1, 1, 1}, {1, 1, 1}, {1, 1, 1}};
-  r = CheckPeerAccess(f.env, f.drv, DoctorDevice::kAuto);
+  r = CheckPeerAccess(f.env, f.drv, config::Device::kAuto);
   EXPECT_EQ(r.status, CheckStatus::kPass) << r.detail;
   EXPECT_NE(r.detail.find("6 ordered GPU pairs"), std::string::npos) << r.detail;
   // GPU 2 behind another root port with ACS: no P2P to or from it.
   f.drv.peer_access = {{1, 1, 0}, {1, 1, 0}, {0, 0, 1}};
-  r = CheckPeerAccess(f.env, f.drv, DoctorDevice::kAuto);
+  r = CheckPeerAccess(f.env, f.drv, config::Device::kAuto);
   EXPECT_EQ(r.status, CheckStatus::kWarn) << r.detail;
   EXPECT_NE(r.detail.find("0->2, 1->2, 2->0, 2->1"), std::string::npos) << r.detail;
   EXPECT_NE(r.detail.find("0: - Y N; 1: Y - N; 2: N N -"), std::string::npos) << r.detail;
@@ -314,15 +314,15 @@ TEST(DoctorPeerAccess, MatrixStatuses) {
   DriverGpu g;
   g.nvlink_states = {1, 1};
   f.drv.gpus = {g};
-  EXPECT_EQ(CheckPeerAccess(f.env, f.drv, DoctorDevice::kAuto).status, CheckStatus::kFail);
+  EXPECT_EQ(CheckPeerAccess(f.env, f.drv, config::Device::kAuto).status, CheckStatus::kFail);
   // Different by direction: a fault.
   f.drv.gpus.clear();
   f.drv.peer_access = {{1, 1, 1}, {0, 1, 1}, {1, 1, 1}};
-  EXPECT_EQ(CheckPeerAccess(f.env, f.drv, DoctorDevice::kAuto).status, CheckStatus::kFail);
+  EXPECT_EQ(CheckPeerAccess(f.env, f.drv, config::Device::kAuto).status, CheckStatus::kFail);
   // One GPU: nothing to check.
   Fake one(1);
-  EXPECT_EQ(CheckPeerAccess(one.env, one.drv, DoctorDevice::kAuto).status, CheckStatus::kSkip);
-  EXPECT_EQ(CheckPeerAccess(f.env, f.drv, DoctorDevice::kCpu).status, CheckStatus::kSkip);
+  EXPECT_EQ(CheckPeerAccess(one.env, one.drv, config::Device::kAuto).status, CheckStatus::kSkip);
+  EXPECT_EQ(CheckPeerAccess(f.env, f.drv, config::Device::kCpu).status, CheckStatus::kSkip);
 }
 
 }  // namespace

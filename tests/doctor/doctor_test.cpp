@@ -199,7 +199,7 @@ TEST(DoctorDriver, Driver535WithCuda13RuntimeFails) {
   drv.driver_version = "535.129.03";
   drv.cuda_driver_version = 12020;
   drv.nvml_device_count = 1;
-  const CheckResult r = CheckDriverVsRuntime(env, drv, DoctorDevice::kAuto);
+  const CheckResult r = CheckDriverVsRuntime(env, drv, config::Device::kAuto);
   EXPECT_EQ(r.name, "driver_cuda_runtime");
   EXPECT_EQ(r.status, CheckStatus::kFail) << r.detail;
   EXPECT_NE(r.detail.find("535.129.03"), std::string::npos) << r.detail;
@@ -207,31 +207,31 @@ TEST(DoctorDriver, Driver535WithCuda13RuntimeFails) {
 
   env.cuda_runtime_version = "12.8";
   drv.driver_version = "550.54.15";
-  EXPECT_EQ(CheckDriverVsRuntime(env, drv, DoctorDevice::kAuto).status, CheckStatus::kWarn);
+  EXPECT_EQ(CheckDriverVsRuntime(env, drv, config::Device::kAuto).status, CheckStatus::kWarn);
   env.cuda_runtime_version = "12.4";
-  EXPECT_EQ(CheckDriverVsRuntime(env, drv, DoctorDevice::kAuto).status, CheckStatus::kPass);
+  EXPECT_EQ(CheckDriverVsRuntime(env, drv, config::Device::kAuto).status, CheckStatus::kPass);
   // Only cuDriverGetVersion known (no NVML): CUDA 12.2 driver vs a 13.0 runtime.
   env.cuda_runtime_version = "13.0";
   drv.driver_version.clear();
-  EXPECT_EQ(CheckDriverVsRuntime(env, drv, DoctorDevice::kAuto).status, CheckStatus::kFail);
+  EXPECT_EQ(CheckDriverVsRuntime(env, drv, config::Device::kAuto).status, CheckStatus::kFail);
 }
 
 TEST(DoctorDriver, SkipsWithoutGpuOrRuntimeAndFailsForCudaWithoutGpu) {
   TempDir tmp;
   DoctorEnv env = FakeEnv(tmp);
-  EXPECT_EQ(CheckDriverVsRuntime(env, {}, DoctorDevice::kAuto).status, CheckStatus::kSkip);
-  EXPECT_EQ(CheckDriverVsRuntime(env, {}, DoctorDevice::kCpu).status, CheckStatus::kSkip);
-  const CheckResult cuda = CheckDriverVsRuntime(env, {}, DoctorDevice::kCuda);
+  EXPECT_EQ(CheckDriverVsRuntime(env, {}, config::Device::kAuto).status, CheckStatus::kSkip);
+  EXPECT_EQ(CheckDriverVsRuntime(env, {}, config::Device::kCpu).status, CheckStatus::kSkip);
+  const CheckResult cuda = CheckDriverVsRuntime(env, {}, config::Device::kCuda);
   EXPECT_EQ(cuda.status, CheckStatus::kFail);
   EXPECT_FALSE(cuda.hint.empty());
   AddPresentGpus(env, 1);
   DriverInfo drv;
   drv.driver_version = "580.65.06";
-  const CheckResult unknown = CheckDriverVsRuntime(env, drv, DoctorDevice::kAuto);
+  const CheckResult unknown = CheckDriverVsRuntime(env, drv, config::Device::kAuto);
   EXPECT_EQ(unknown.status, CheckStatus::kSkip);
   EXPECT_NE(unknown.detail.find("unknown"), std::string::npos) << unknown.detail;
   // GPUs present, driver libraries missing.
-  const CheckResult none = CheckDriverVsRuntime(env, {}, DoctorDevice::kAuto);
+  const CheckResult none = CheckDriverVsRuntime(env, {}, config::Device::kAuto);
   EXPECT_EQ(none.status, CheckStatus::kFail);
   EXPECT_FALSE(none.hint.empty());
 }
@@ -245,16 +245,16 @@ TEST(DoctorGpus, VisibleVersusPresent) {
   DriverInfo drv;
   drv.nvml_loaded = true;
   drv.nvml_device_count = 8;
-  EXPECT_EQ(CheckGpusVisible(env, drv, DoctorDevice::kAuto).status, CheckStatus::kPass);
+  EXPECT_EQ(CheckGpusVisible(env, drv, config::Device::kAuto).status, CheckStatus::kPass);
   env.vars["CUDA_VISIBLE_DEVICES"] = "0,1";
-  CheckResult r = CheckGpusVisible(env, drv, DoctorDevice::kAuto);
+  CheckResult r = CheckGpusVisible(env, drv, config::Device::kAuto);
   EXPECT_EQ(r.status, CheckStatus::kWarn);
   EXPECT_NE(r.detail.find("2 of 8"), std::string::npos) << r.detail;
   EXPECT_FALSE(r.hint.empty());
   env.vars["CUDA_VISIBLE_DEVICES"] = "";
-  EXPECT_EQ(CheckGpusVisible(env, drv, DoctorDevice::kCuda).status, CheckStatus::kFail);
+  EXPECT_EQ(CheckGpusVisible(env, drv, config::Device::kCuda).status, CheckStatus::kFail);
   drv.nvml_device_count = 7;  // one fell off the bus
-  r = CheckGpusVisible(env, drv, DoctorDevice::kAuto);
+  r = CheckGpusVisible(env, drv, config::Device::kAuto);
   EXPECT_EQ(r.status, CheckStatus::kFail);
   EXPECT_NE(r.detail.find("7 of 8"), std::string::npos) << r.detail;
 }
@@ -280,28 +280,28 @@ TEST(DoctorGpus, NvlinkEccThrottle) {
   DoctorEnv env = FakeEnv(tmp);
   AddPresentGpus(env, 2);
   DriverInfo drv = TwoGpus();
-  EXPECT_EQ(CheckNvlink(env, drv, DoctorDevice::kAuto).status, CheckStatus::kPass);
-  EXPECT_EQ(CheckEcc(env, drv, DoctorDevice::kAuto).status, CheckStatus::kPass);
-  EXPECT_EQ(CheckThrottle(env, drv, DoctorDevice::kAuto).status, CheckStatus::kPass);
+  EXPECT_EQ(CheckNvlink(env, drv, config::Device::kAuto).status, CheckStatus::kPass);
+  EXPECT_EQ(CheckEcc(env, drv, config::Device::kAuto).status, CheckStatus::kPass);
+  EXPECT_EQ(CheckThrottle(env, drv, config::Device::kAuto).status, CheckStatus::kPass);
   drv.gpus[1].nvlink_states[3] = 0;
-  CheckResult r = CheckNvlink(env, drv, DoctorDevice::kAuto);
+  CheckResult r = CheckNvlink(env, drv, config::Device::kAuto);
   EXPECT_EQ(r.status, CheckStatus::kFail);
   EXPECT_NE(r.detail.find("GPU 1: 17 of 18"), std::string::npos) << r.detail;
   EXPECT_FALSE(r.hint.empty());
   drv.gpus[0].ecc_uncorrected_volatile = 3;
-  r = CheckEcc(env, drv, DoctorDevice::kAuto);
+  r = CheckEcc(env, drv, config::Device::kAuto);
   EXPECT_EQ(r.status, CheckStatus::kFail);
   EXPECT_FALSE(r.hint.empty());
   drv.gpus[0].throttle_reasons = 0x40;  // HW thermal slowdown
-  r = CheckThrottle(env, drv, DoctorDevice::kAuto);
+  r = CheckThrottle(env, drv, config::Device::kAuto);
   EXPECT_EQ(r.status, CheckStatus::kFail);
   EXPECT_NE(r.detail.find("HW thermal"), std::string::npos) << r.detail;
-  EXPECT_EQ(CheckThrottle(env, drv, DoctorDevice::kCpu).status, CheckStatus::kSkip);
+  EXPECT_EQ(CheckThrottle(env, drv, config::Device::kCpu).status, CheckStatus::kSkip);
   // --device cuda without any GPU: the visibility check FAILs, the per-GPU ones SKIP.
   TempDir empty;
   const DoctorEnv bare = FakeEnv(empty);
-  EXPECT_EQ(CheckGpusVisible(bare, {}, DoctorDevice::kCuda).status, CheckStatus::kFail);
-  EXPECT_EQ(CheckNvlink(bare, {}, DoctorDevice::kCuda).status, CheckStatus::kSkip);
+  EXPECT_EQ(CheckGpusVisible(bare, {}, config::Device::kCuda).status, CheckStatus::kFail);
+  EXPECT_EQ(CheckNvlink(bare, {}, config::Device::kCuda).status, CheckStatus::kSkip);
   // XID lines from the kernel log.
   drv = TwoGpus();
   env.run = [](const std::vector<std::string>& argv, int) {
@@ -311,7 +311,7 @@ TEST(DoctorGpus, NvlinkEccThrottle) {
     c.output = "[ 12.0] NVRM: Xid (PCI:0000:18:00): 79, pid=0, GPU has fallen off the bus.\n";
     return c;
   };
-  r = CheckEcc(env, drv, DoctorDevice::kAuto);
+  r = CheckEcc(env, drv, config::Device::kAuto);
   EXPECT_EQ(r.status, CheckStatus::kWarn);
   EXPECT_NE(r.detail.find("Xid"), std::string::npos) << r.detail;
 }
@@ -348,14 +348,14 @@ TEST(DoctorAcs, RedirectOnBridgeAboveGpuWarns) {
   WriteFile(bridge + "/config", ConfigWithAcs(0x1d));
   std::filesystem::create_directory_symlink("../../../devices/pci0000:00/0000:00:01.0/0000:01:00.0",
                                             env.sysfs_root + "/bus/pci/devices/0000:01:00.0");
-  CheckResult r = CheckPcieAcs(env, DoctorDevice::kAuto);
+  CheckResult r = CheckPcieAcs(env, config::Device::kAuto);
   EXPECT_EQ(r.status, CheckStatus::kWarn) << r.detail;
   EXPECT_NE(r.detail.find("0000:00:01.0"), std::string::npos) << r.detail;
   EXPECT_FALSE(r.hint.empty());
   WriteFile(bridge + "/config", ConfigWithAcs(0x11));  // source validation + upstream fwd
-  EXPECT_EQ(CheckPcieAcs(env, DoctorDevice::kAuto).status, CheckStatus::kPass);
+  EXPECT_EQ(CheckPcieAcs(env, config::Device::kAuto).status, CheckStatus::kPass);
   WriteFile(bridge + "/config", std::string(64, '\0'));  // not root
-  EXPECT_EQ(CheckPcieAcs(env, DoctorDevice::kAuto).status, CheckStatus::kSkip);
+  EXPECT_EQ(CheckPcieAcs(env, config::Device::kAuto).status, CheckStatus::kSkip);
 }
 
 // ---- MPI, trainer libraries ---------------------------------------------------------------
@@ -408,7 +408,7 @@ TEST(DoctorTrainer, MissingNcclLibraryFails) {
   TrainerFixture f(
       "\tlibtorch_cpu.so => /opt/torch/lib/libtorch_cpu.so (0x00007f)\n"
       "\tlibnccl.so.2 => not found\n");
-  const CheckResult r = CheckTrainerLibraries(f.env, DoctorDevice::kAuto);
+  const CheckResult r = CheckTrainerLibraries(f.env, config::Device::kAuto);
   EXPECT_EQ(r.status, CheckStatus::kFail) << r.detail;
   EXPECT_NE(r.detail.find("libnccl.so.2"), std::string::npos) << r.detail;
   EXPECT_NE(r.hint.find("LD_LIBRARY_PATH"), std::string::npos) << r.hint;
@@ -417,12 +417,12 @@ TEST(DoctorTrainer, MissingNcclLibraryFails) {
 TEST(DoctorTrainer, NcclResolvedButNotLoadableFailsAndLoadableReportsVersion) {
   TrainerFixture f("\tlibnccl.so.2 => /gone/libnccl.so.2 (0x00007f)\n");
   f.env.load_nccl = SystemDoctorEnv().load_nccl;  // the real dlopen: the file is not there
-  CheckResult r = CheckTrainerLibraries(f.env, DoctorDevice::kAuto);
+  CheckResult r = CheckTrainerLibraries(f.env, config::Device::kAuto);
   EXPECT_EQ(r.status, CheckStatus::kFail) << r.detail;
   EXPECT_NE(r.detail.find("/gone/libnccl.so.2"), std::string::npos) << r.detail;
   EXPECT_FALSE(r.hint.empty());
   f.env.load_nccl = [](const std::string&) { return LibraryInfo{true, "", 22105}; };
-  r = CheckTrainerLibraries(f.env, DoctorDevice::kAuto);
+  r = CheckTrainerLibraries(f.env, config::Device::kAuto);
   EXPECT_EQ(r.status, CheckStatus::kPass);
   EXPECT_NE(r.detail.find("NCCL 2.21.5"), std::string::npos) << r.detail;
 }
@@ -430,12 +430,12 @@ TEST(DoctorTrainer, NcclResolvedButNotLoadableFailsAndLoadableReportsVersion) {
 TEST(DoctorTrainer, MissingTrainerWarnsAndCpuTrainerForCudaFails) {
   TempDir tmp;
   DoctorEnv env = FakeEnv(tmp);
-  CheckResult r = CheckTrainerLibraries(env, DoctorDevice::kCpu);
+  CheckResult r = CheckTrainerLibraries(env, config::Device::kCpu);
   EXPECT_EQ(r.status, CheckStatus::kWarn);
   EXPECT_FALSE(r.hint.empty());
   TrainerFixture f("\tlibtorch_cpu.so => /opt/torch/lib/libtorch_cpu.so (0x00007f)\n");
-  EXPECT_EQ(CheckTrainerLibraries(f.env, DoctorDevice::kCpu).status, CheckStatus::kPass);
-  EXPECT_EQ(CheckTrainerLibraries(f.env, DoctorDevice::kCuda).status, CheckStatus::kFail);
+  EXPECT_EQ(CheckTrainerLibraries(f.env, config::Device::kCpu).status, CheckStatus::kPass);
+  EXPECT_EQ(CheckTrainerLibraries(f.env, config::Device::kCuda).status, CheckStatus::kFail);
 }
 
 // ---- whole run, rendering, exit status ------------------------------------------------------
@@ -444,7 +444,7 @@ TEST(DoctorRun, JsonShapeAndExitStatus) {
   TempDir tmp;
   DoctorEnv env = FakeEnv(tmp);
   env.fs_size = [](const std::string&) { return std::optional<std::uint64_t>(16 * kMiB); };
-  const auto checks = RunDoctor(env, DoctorDevice::kCpu);
+  const auto checks = RunDoctor(env, config::Device::kCpu);
   EXPECT_EQ(DoctorExitStatus(checks), 1);
   const auto doc = DoctorJson(checks);
   ASSERT_TRUE(doc["checks"].is_array());

@@ -12,8 +12,8 @@
 namespace ringpilot::k8s {
 namespace {
 
-using launcher::JobConfig;
-using launcher::ParseJobConfig;
+using config::JobConfig;
+using config::ParseJobConfig;
 
 constexpr const char* kJob = R"(name: demo
 world: {nodes: 2, procs_per_node: 4, device: cuda}
@@ -106,7 +106,7 @@ TEST(K8sManifest, CpuJobWithoutRdmaRequestsNoExtendedResources) {
 TEST(K8sManifest, ConfigMapHoldsTheResolvedJobForBackendMpi) {
   const YAML::Node cm = FindKind(Render(Job()), "ConfigMap");
   const JobConfig pod = ParseJobConfig(cm["data"]["job.yaml"].as<std::string>(), "configmap");
-  EXPECT_EQ(pod.launch.backend, launcher::Backend::kMpi);
+  EXPECT_EQ(pod.launch.backend, config::Backend::kMpi);
   ASSERT_EQ(pod.launch.hosts.size(), 2u);
   EXPECT_EQ(pod.launch.hosts[1].host, "demo-worker-1.demo-worker.train.svc");
   EXPECT_EQ(pod.launch.hosts[1].slots, 4);
@@ -166,7 +166,7 @@ TEST(K8sConfigKeys, BadValuesAreConfigErrors) {
        {"k8s.namespace=Train", "k8s.shm_size=16GB", "k8s.shm_size=0", "k8s.rdma_resource=ib",
         "k8s.image=\"a b\"", "k8s.image=\"$(id)\"", "k8s.run_as_user=0",
         "k8s.storage_class=Fast_SSD", "k8s.checkpoint_size=-1Gi"}) {
-    EXPECT_THROW(Job({bad}), launcher::ConfigError) << bad;
+    EXPECT_THROW(Job({bad}), config::ConfigError) << bad;
   }
 }
 
