@@ -43,7 +43,7 @@ int RunValidate(const std::string& job_path, const std::vector<std::string>& set
     return base::kExitUsage;
   }
   const std::string verdict = job_path + ": valid (" + config.name + ", world size " +
-                              std::to_string(config.world.size()) + ", model " + config.model.name +
+                              std::to_string(config.world.size()) + ", model " + config::ToString(config.model.name) +
                               ")";
   if (print) {
     // stdout carries only the YAML, so that `--print > resolved.yaml` works.

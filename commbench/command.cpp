@@ -22,6 +22,7 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "base/shell.h"
 #include "mpirun/flags.h"
 #include "topology/probe.h"
 

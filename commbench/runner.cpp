@@ -77,6 +77,9 @@ class MpiBackend : public Backend {
                 "MPI_Sendrecv");
         }
         break;
+      case Op::kBarrier:  // moves no data: not swept (AllOps)
+        Check(MPI_Barrier(comm_), "MPI_Barrier");
+        break;
     }
   }
 

@@ -131,6 +131,8 @@ float ExpectedValue(Op op, const Layout& layout, int rank, int ranks, std::size_
       return FillValue(static_cast<int>(j / layout.chunk), r * layout.chunk + j % layout.chunk);
     case Op::kSendRecv:
       return FillValue((rank + ranks - 1) % ranks, j);
+    case Op::kBarrier:  // no output buffer
+      return 0;
   }
   return 0;
 }

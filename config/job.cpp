@@ -339,7 +339,7 @@ JobConfig Loader::Finish() {
     Fail(model != sections_.end() ? model->second : root_, "model.name",
          "required key missing (one of resnet18-cifar, resnet50, bert-tiny, bert-base)");
   }
-  if (config_.model.name == "resnet50" && !IsGiven("model.num_classes")) {
+  if (config_.model.name == ModelName::kResnet50 && !IsGiven("model.num_classes")) {
     config_.model.num_classes = 1000;
   }
   CrossCheck();

@@ -18,9 +18,12 @@ enum class Precision { kFp32, kBf16 };
 enum class Optimizer { kSgd, kAdamW };
 enum class GradDtype { kFp32, kBf16 };
 /// NCCL's CTA policy (ncclConfig_t::CTAPolicy, NCCL >= 2.27): how many SMs its kernels take.
-/// The values are NCCL's NCCL_CTA_POLICY_* constants.
-enum class NcclCtaPolicy { kDefault = 0, kEfficiency = 1, kZero = 2 };
-enum class NcclBufferRegistration { kNone = 0, kRegister = 1, kSymmetric = 2 };
+enum class NcclCtaPolicy { kDefault, kEfficiency, kZero };
+enum class NcclBufferRegistration { kNone, kRegister, kSymmetric };
+/// The models the trainer builds (model.name).
+enum class ModelName { kResnet18Cifar, kResnet50, kBertTiny, kBertBase };
+/// Where training samples come from (data.kind).
+enum class DataKind { kSynthetic };
 /// CPU binding of each rank (docs/topology.md): `auto` is `numa` for GPU ranks and `cores`
 /// for CPU ranks.
 enum class BindMode { kAuto, kNuma, kCores, kNone };
@@ -48,7 +51,7 @@ struct LaunchConfig {
 };
 
 struct ModelConfig {
-  std::string name;             ///< resnet18-cifar | resnet50 | bert-tiny | bert-base (required)
+  ModelName name = ModelName::kResnet18Cifar;  ///< required in a job file
   bool sync_batchnorm = false;  ///< BatchNorm statistics over the whole world, not per rank
   bool fused_batchnorm = true;  ///< fused BatchNorm+add+ReLU kernels (CUDA, channels_last)
   bool maxpool_kernel = true;   ///< ResNet-50 on CUDA: the stem max-pool by ringpilot's kernels
@@ -61,7 +64,7 @@ struct ModelConfig {
 };
 
 struct DataConfig {
-  std::string kind = "synthetic";  ///< synthetic (only kind implemented so far)
+  DataKind kind = DataKind::kSynthetic;  ///< synthetic (only kind implemented so far)
   int batch_per_rank = 32;
 };
 
@@ -198,5 +201,9 @@ const char* ToString(GradDtype g);
 const char* ToString(NcclCtaPolicy p);
 const char* ToString(NcclBufferRegistration r);
 const char* ToString(BindMode b);
+const char* ToString(ModelName m);
+const char* ToString(DataKind k);
+/// resnet18-cifar and resnet50 (image input); the BERT models take tokens.
+bool IsImageModel(ModelName m);
 
 }  // namespace ringpilot::config

@@ -744,5 +744,23 @@ const char* ToString(NcclCtaPolicy p) {
 const char* ToString(BindMode b) {
   return detail::NameOf(detail::kBindNames, static_cast<int>(b));
 }
+const char* ToString(ModelName m) {
+  return detail::NameOf(detail::kModelNames, static_cast<int>(m));
+}
+const char* ToString(DataKind k) {
+  return detail::NameOf(detail::kDataKinds, static_cast<int>(k));
+}
+
+bool IsImageModel(ModelName m) {
+  switch (m) {
+    case ModelName::kResnet18Cifar:
+    case ModelName::kResnet50:
+      return true;
+    case ModelName::kBertTiny:
+    case ModelName::kBertBase:
+      return false;
+  }
+  return false;
+}
 
 }  // namespace ringpilot::config

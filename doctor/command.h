@@ -59,7 +59,7 @@ struct NodeReport {
 nlohmann::ordered_json NodeFacts(const DoctorEnv& env, const DriverInfo& drv);
 
 /// "h1:2,h2" -> {h1, 2}, {h2, 1}. Throws std::invalid_argument on an empty or bad entry.
-std::vector<HostSlots> ParseHostList(const std::string& text);
+std::vector<config::HostSlots> ParseHostList(const std::string& text);
 
 /// The mpirun command that runs `SELF doctor --node-report --device DEVICE` once on each host:
 /// `MPIRUN -np N --hostfile HOSTFILE -npernode 1 --tag-output --bind-to none

@@ -16,7 +16,7 @@
 
 #include <nlohmann/json.hpp>
 
-include "base/environment.h"
+#include "base/environment.h"
 #include "config/job.h"
 
 namespace ringpilot::doctor {

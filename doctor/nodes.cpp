@@ -136,9 +136,9 @@ nlohmann::ordered_json NodeFacts(const DoctorEnv& env, const DriverInfo& drv) {
   return f;
 }
 
-std::vector<HostSlots> ParseHostList(const std::string& text) {
+std::vector<config::HostSlots> ParseHostList(const std::string& text) {
   static const std::regex re(R"(^([A-Za-z0-9.-]+)(:([0-9]{1,4}))?$)");
-  std::vector<HostSlots> out;
+  std::vector<config::HostSlots> out;
   std::stringstream in(text);
   for (std::string item; std::getline(in, item, ',');) {
     std::smatch m;
@@ -303,15 +303,15 @@ void RenderNodesTable(const std::vector<NodeReport>& nodes,
 }
 
 int RunDoctorNodes(const DoctorArgs& args, const DoctorEnv& env, std::ostream& out) {
-  std::vector<HostSlots> hosts;
+  std::vector<config::HostSlots> hosts;
   std::vector<std::string> mpirun_args;
   std::string device = args.device;
   try {
     if (!args.hosts.empty()) {
       hosts = ParseHostList(args.hosts);
     } else {
-      const JobConfig job = LoadJobConfig(args.job);
-      if (job.launch.backend != Backend::kMpi) {
+      const config::JobConfig job = config::LoadJobConfig(args.job);
+      if (job.launch.backend != config::Backend::kMpi) {
         throw std::invalid_argument(args.job + ": launch.backend is '" +
                                     ToString(job.launch.backend) +
                                     "'; --job needs backend mpi with launch.hosts (run "
@@ -332,7 +332,7 @@ int RunDoctorNodes(const DoctorArgs& args, const DoctorEnv& env, std::ostream& o
   }
   const std::string hostfile = dir + "/hostfile";
   std::string content;
-  for (const HostSlots& h : hosts) content += h.host + " slots=" + std::to_string(h.slots) + "\n";
+  for (const config::HostSlots& h : hosts) content += h.host + " slots=" + std::to_string(h.slots) + "\n";
   const std::string mpirun = Lookup(env.vars, "RINGPILOT_MPIRUN", "mpirun");
   CommandResult run;
   try {

@@ -280,22 +280,22 @@ config::JobConfig PodJobConfig(const JobConfig& config) {
 }
 
 std::vector<std::string> RenderDocuments(const JobConfig& c) {
-  Check(IsDnsLabel(c.name), "name",
+  Check(config::IsDnsLabel(c.name), "name",
         "must be an RFC 1123 DNS label for Kubernetes (lowercase a-z, 0-9, '-'), got '" + c.name +
             "'");
   const std::string last_pod = c.name + "-worker-" + std::to_string(c.world.nodes - 1);
   Check(last_pod.size() <= 63, "name",
         "too long for Kubernetes: pod name '" + last_pod + "' exceeds 63 characters");
   Check(!c.k8s.image.empty(), "k8s.image", "required by 'ringpilot k8s render' (set k8s.image)");
-  Check(IsImageReference(c.k8s.image), "k8s.image",
+  Check(config::IsImageReference(c.k8s.image), "k8s.image",
         "not an image reference: '" + c.k8s.image + "'");
-  Check(IsDnsLabel(c.k8s.namespace_), "k8s.namespace", "must be a DNS label");
-  Check(c.k8s.rdma_resource.empty() || IsResourceName(c.k8s.rdma_resource), "k8s.rdma_resource",
+  Check(config::IsDnsLabel(c.k8s.namespace_), "k8s.namespace", "must be a DNS label");
+  Check(c.k8s.rdma_resource.empty() || config::IsResourceName(c.k8s.rdma_resource), "k8s.rdma_resource",
         "must be a resource name like rdma/ib");
-  Check(IsPositiveQuantity(c.k8s.shm_size), "k8s.shm_size", "must be a positive quantity");
-  Check(IsPositiveQuantity(c.k8s.checkpoint_size), "k8s.checkpoint_size",
+  Check(config::IsPositiveQuantity(c.k8s.shm_size), "k8s.shm_size", "must be a positive quantity");
+  Check(config::IsPositiveQuantity(c.k8s.checkpoint_size), "k8s.checkpoint_size",
         "must be a positive quantity");
-  Check(c.k8s.storage_class.empty() || IsDnsSubdomain(c.k8s.storage_class), "k8s.storage_class",
+  Check(c.k8s.storage_class.empty() || config::IsDnsSubdomain(c.k8s.storage_class), "k8s.storage_class",
         "must be a DNS subdomain");
   Check(c.k8s.run_as_user > 0, "k8s.run_as_user", "must be a non-root uid");
 

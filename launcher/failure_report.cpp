@@ -1,7 +1,5 @@
 #include "launcher/failure_report.h"
 
-#include <dirent.h>
-
 #include <algorithm>
 #include <cctype>
 #include <csignal>
@@ -10,6 +8,8 @@
 #include <stdexcept>
 
 #include <nlohmann/json.hpp>
+
+#include "base/files.h"
 
 namespace ringpilot::launcher {
 namespace {
@@ -23,17 +23,19 @@ constexpr int kSummaryLines = 5;
 // rank-N.log files of `logs_dir` by rank.
 std::map<int, std::string> RankLogs(const std::string& logs_dir) {
   std::map<int, std::string> logs;
-  DIR* dir = ::opendir(logs_dir.c_str());
-  if (dir == nullptr) return logs;
-  while (const dirent* entry = ::readdir(dir)) {
-    const std::string name = entry->d_name;
-    static const std::regex kRankLog(R"(rank-(\d{1,9})\.log)");
+  static const std::regex kRankLog(R"(rank-(\d{1,9})\.log)");
+  std::vector<std::string> names;
+  try {
+    names = base::ListDir(logs_dir);
+  } catch (const base::FileError&) {
+    return logs;  // an unreadable logs dir: the report says what mpirun said
+  }
+  for (const std::string& name : names) {
     std::smatch m;
     if (std::regex_match(name, m, kRankLog)) {
       logs.emplace(std::stoi(m[1].str()), logs_dir + "/" + name);
     }
   }
-  ::closedir(dir);
   return logs;
 }
 

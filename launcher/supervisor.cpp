@@ -17,7 +17,7 @@
 
 #include "launcher/failure_report.h"
 #include "launcher/mpirun_command.h"
-include "launcher/run_dir.h"
+#include "launcher/run_dir.h"
 #include "base/exit_status.h"
 #include "base/files.h"
 #include "base/run_variables.h"

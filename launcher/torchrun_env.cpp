@@ -111,7 +111,7 @@ void CheckConsistent(const Layout& l) {
 }
 
 // Sets `name` unless the user already did.
-void SetDefault(Environment* env, const char* name, const std::string& value) {
+void SetDefault(base::Environment* env, const char* name, const std::string& value) {
   env->emplace(name, value);
 }
 

@@ -9,7 +9,7 @@
 #include "base/environment.h"
 #include "tests/test_util.h"
 
-namespace ringpilot::launcher {
+namespace ringpilot::cli {
 namespace {
 
 using testing::ProcessResult;
@@ -20,7 +20,7 @@ using testing::SplitLines;
 // Variables of an outer launcher (a CI job under Slurm, say) that would change the answer.
 std::map<std::string, std::string> CleanLauncherEnv() {
   std::map<std::string, std::string> unset;
-  for (const auto& [name, value] : CurrentEnvironment()) {
+  for (const auto& [name, value] : base::CurrentEnvironment()) {
     for (const char* prefix :
          {"OMPI_", "PMI_", "PMIX_", "SLURM_", "RINGPILOT_MASTER_", "MPI_LOCAL"}) {
       if (name.rfind(prefix, 0) == 0) unset[name] = "";
@@ -35,7 +35,7 @@ std::map<std::string, std::string> CleanLauncherEnv() {
 
 TEST(RingpilotExec, UnderMpirunEachRankGetsTheTorchrunContract) {
   const std::string mpirun =
-      ResolveExecutable("mpirun", std::getenv("PATH") ? std::getenv("PATH") : "");
+      base::ResolveExecutable("mpirun", std::getenv("PATH") ? std::getenv("PATH") : "");
   if (mpirun.empty()) GTEST_SKIP() << "mpirun not on PATH";
   const ProcessResult r =
       RunProcess({mpirun, "--allow-run-as-root", "--oversubscribe", "-np", "2", "--mca",
@@ -94,4 +94,4 @@ TEST(RingpilotExec, MissingCommandIsExit2) {
 }
 
 }  // namespace
-}  // namespace ringpilot::launcher
+}  // namespace ringpilot::cli

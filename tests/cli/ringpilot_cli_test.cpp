@@ -6,7 +6,7 @@
 
 #include "tests/test_util.h"
 
-namespace ringpilot::launcher {
+namespace ringpilot::cli {
 namespace {
 
 using testing::Exists;
@@ -163,7 +163,7 @@ TEST(RingpilotCli, RunRejectsUnsupportedBackendsAndMissingBinaries) {
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_EQ(r.err, c.job + ": launch.backend: 'k8s' is not supported by 'ringpilot run' yet\n");
 
-  // Backend slurm needs an allocation: one line, exit 2; inside one, mpirun gets its nodes.
+  // config::Backend slurm needs an allocation: one line, exit 2; inside one, mpirun gets its nodes.
   r = c.Ringpilot({"run", c.job, "--set", "launch.backend=slurm", "--dry-run"});
   EXPECT_EQ(r.exit_code, 2);
   ASSERT_EQ(SplitLines(r.err).size(), 1u) << r.err;
@@ -195,4 +195,4 @@ TEST(RingpilotCli, RunRejectsUnsupportedBackendsAndMissingBinaries) {
 }
 
 }  // namespace
-}  // namespace ringpilot::launcher
+}  // namespace ringpilot::cli

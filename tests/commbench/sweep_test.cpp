@@ -10,68 +10,58 @@
 
 #include "commbench/sweep.h"
 #include "commbench/command.h"
-#include "launcher/mpirun_command.h"
+#include "base/shell.h"
+#include "mpirun/flags.h"
 
 namespace ringpilot {
 namespace {
 
-using comm::commbench::Op;
-
-TEST(CommbenchFactors, MatchNcclTests) {
-  EXPECT_DOUBLE_EQ(comm::commbench::BusBandwidthFactor(Op::kAllReduce, 2), 1.0);
-  EXPECT_DOUBLE_EQ(comm::commbench::BusBandwidthFactor(Op::kAllReduce, 8), 1.75);
-  EXPECT_DOUBLE_EQ(comm::commbench::BusBandwidthFactor(Op::kAllGather, 8), 0.875);
-  EXPECT_DOUBLE_EQ(comm::commbench::BusBandwidthFactor(Op::kReduceScatter, 4), 0.75);
-  EXPECT_DOUBLE_EQ(comm::commbench::BusBandwidthFactor(Op::kAllToAll, 4), 0.75);
-  EXPECT_DOUBLE_EQ(comm::commbench::BusBandwidthFactor(Op::kBroadcast, 8), 1.0);
-  EXPECT_DOUBLE_EQ(comm::commbench::BusBandwidthFactor(Op::kSendRecv, 8), 1.0);
-  EXPECT_DOUBLE_EQ(comm::commbench::BusBandwidthFactor(Op::kAllReduce, 1), 0.0);
-}
+using commbench::Op;
 
 TEST(CommbenchLayout, PerRankBufferOps) {
-  const auto l = comm::commbench::MakeLayout(Op::kAllReduce, 1024, 4);
+  const auto l = commbench::MakeLayout(Op::kAllReduce, 1024, 4);
   EXPECT_EQ(l.count, 256u);
   EXPECT_EQ(l.send_elems, 256u);
   EXPECT_EQ(l.recv_elems, 256u);
   EXPECT_EQ(l.bytes, 1024u);
-  EXPECT_EQ(comm::commbench::MakeLayout(Op::kBroadcast, 1026, 4).bytes, 1024u);
+  EXPECT_EQ(commbench::MakeLayout(Op::kBroadcast, 1026, 4).bytes, 1024u);
 }
 
 TEST(CommbenchLayout, ChunkedOpsCountTheWholeBuffer) {
-  const auto ag = comm::commbench::MakeLayout(Op::kAllGather, 1024, 3);
+  const auto ag = commbench::MakeLayout(Op::kAllGather, 1024, 3);
   EXPECT_EQ(ag.chunk, 85u);
   EXPECT_EQ(ag.count, 85u);
   EXPECT_EQ(ag.send_elems, 85u);
   EXPECT_EQ(ag.recv_elems, 255u);
   EXPECT_EQ(ag.bytes, 1020u);
-  const auto rs = comm::commbench::MakeLayout(Op::kReduceScatter, 1024, 3);
+  const auto rs = commbench::MakeLayout(Op::kReduceScatter, 1024, 3);
   EXPECT_EQ(rs.send_elems, 255u);
   EXPECT_EQ(rs.recv_elems, 85u);
   EXPECT_EQ(rs.bytes, 1020u);
-  const auto a2a = comm::commbench::MakeLayout(Op::kAllToAll, 4096, 8);
+  const auto a2a = commbench::MakeLayout(Op::kAllToAll, 4096, 8);
   EXPECT_EQ(a2a.count, 128u);
   EXPECT_EQ(a2a.send_elems, 1024u);
   EXPECT_EQ(a2a.recv_elems, 1024u);
   EXPECT_EQ(a2a.bytes, 4096u);
-  EXPECT_EQ(comm::commbench::MakeLayout(Op::kAllGather, 16, 8).bytes, 0u);  // < 1 element each
+  EXPECT_EQ(commbench::MakeLayout(Op::kAllGather, 16, 8).bytes, 0u);  // < 1 element each
 }
 
 TEST(CommbenchBandwidth, AlgbwAndBusbw) {
-  comm::commbench::Result r;
+  commbench::Result r;
   r.op = Op::kAllReduce;
   r.bytes = 1000000000;
   r.time.mean = 0.1;
-  comm::commbench::ComputeBandwidth(&r, 8);
+  commbench::ComputeBandwidth(&r, 8);
   EXPECT_DOUBLE_EQ(r.algbw_gbps, 10.0);
   EXPECT_DOUBLE_EQ(r.busbw_gbps, 17.5);
   r.op = Op::kAllGather;
-  comm::commbench::ComputeBandwidth(&r, 4);
+  commbench::ComputeBandwidth(&r, 4);
   EXPECT_DOUBLE_EQ(r.busbw_gbps, 7.5);
-  auto j = comm::commbench::ToJson(r);
+  auto j = commbench::ToJson(r);
   EXPECT_TRUE(j["expected_busbw_gbps"].is_null());
   EXPECT_TRUE(j["ratio"].is_null());
   r.expected_busbw_gbps = 15.0;
-  j = comm::commbench::ToJson(r);
+  j = commbench::ToJson(r);
   EXPECT_DOUBLE_EQ(j["ratio"].get<double>(), 0.5);
   EXPECT_DOUBLE_EQ(j["time_us"].get<double>(), 100000.0);
   const std::vector<std::string> keys = {
@@ -84,112 +74,114 @@ TEST(CommbenchBandwidth, AlgbwAndBusbw) {
 }
 
 TEST(CommbenchSweep, Sizes) {
-  EXPECT_EQ(comm::commbench::SweepSizes(1024, 1 << 20, 2).size(), 11u);
-  EXPECT_EQ(comm::commbench::SweepSizes(1024, 1 << 20, 4),
+  EXPECT_EQ(commbench::SweepSizes(1024, 1 << 20, 2).size(), 11u);
+  EXPECT_EQ(commbench::SweepSizes(1024, 1 << 20, 4),
             (std::vector<std::size_t>{1024, 4096, 16384, 65536, 262144, 1048576}));
-  EXPECT_EQ(comm::commbench::SweepSizes(1000, 5000, 2), (std::vector<std::size_t>{1000, 2000, 4000}));
-  EXPECT_EQ(comm::commbench::SweepSizes(64, 64, 2), (std::vector<std::size_t>{64}));
-  EXPECT_THROW(comm::commbench::SweepSizes(2, 64, 2), std::invalid_argument);
-  EXPECT_THROW(comm::commbench::SweepSizes(128, 64, 2), std::invalid_argument);
-  EXPECT_THROW(comm::commbench::SweepSizes(64, 128, 1), std::invalid_argument);
+  EXPECT_EQ(commbench::SweepSizes(1000, 5000, 2), (std::vector<std::size_t>{1000, 2000, 4000}));
+  EXPECT_EQ(commbench::SweepSizes(64, 64, 2), (std::vector<std::size_t>{64}));
+  EXPECT_THROW(commbench::SweepSizes(2, 64, 2), std::invalid_argument);
+  EXPECT_THROW(commbench::SweepSizes(128, 64, 2), std::invalid_argument);
+  EXPECT_THROW(commbench::SweepSizes(64, 128, 1), std::invalid_argument);
 }
 
 TEST(CommbenchStats, MeanMinMaxP99) {
   std::vector<double> v;
   for (int i = 100; i >= 1; --i) v.push_back(i);
-  const auto t = comm::commbench::Summarize(v);
+  const auto t = commbench::Summarize(v);
   EXPECT_DOUBLE_EQ(t.mean, 50.5);
   EXPECT_DOUBLE_EQ(t.min, 1);
   EXPECT_DOUBLE_EQ(t.max, 100);
   EXPECT_DOUBLE_EQ(t.p99, 99);
-  EXPECT_DOUBLE_EQ(comm::commbench::Summarize({3, 1, 2}).p99, 3);
-  EXPECT_THROW(comm::commbench::Summarize({}), std::invalid_argument);
+  EXPECT_DOUBLE_EQ(commbench::Summarize({3, 1, 2}).p99, 3);
+  EXPECT_THROW(commbench::Summarize({}), std::invalid_argument);
 }
 
 TEST(CommbenchOps, ParseList) {
-  EXPECT_EQ(comm::commbench::ParseOpList("all").size(), 6u);
-  EXPECT_EQ(comm::commbench::ParseOpList("sendrecv,allreduce,sendrecv"),
+  EXPECT_EQ(commbench::ParseOpList("all").size(), 6u);
+  EXPECT_EQ(commbench::ParseOpList("sendrecv,allreduce,sendrecv"),
             (std::vector<Op>{Op::kSendRecv, Op::kAllReduce}));
-  EXPECT_THROW(comm::commbench::ParseOpList("allreduce,gather"), std::invalid_argument);
-  EXPECT_THROW(comm::commbench::ParseOpList(""), std::invalid_argument);
-  for (Op op : comm::commbench::AllOps()) EXPECT_EQ(comm::commbench::ParseOp(ToString(op)), op);
+  EXPECT_THROW(commbench::ParseOpList("allreduce,gather"), std::invalid_argument);
+  EXPECT_THROW(commbench::ParseOpList(""), std::invalid_argument);
+  for (Op op : commbench::AllOps()) EXPECT_EQ(comm::ParseCollectiveOp(ToString(op)), op);
 }
 
 // Host simulations of the collectives agree with the checker, and a corrupt element counts.
 TEST(CommbenchCheck, SimulatedCollectivesCheckClean) {
   const int n = 3;
-  for (Op op : comm::commbench::AllOps()) {
-    const auto l = comm::commbench::MakeLayout(op, 96, n);
+  for (Op op : commbench::AllOps()) {
+    const auto l = commbench::MakeLayout(op, 96, n);
     for (int rank = 0; rank < n; ++rank) {
       std::vector<float> out(l.recv_elems);
       for (std::size_t j = 0; j < out.size(); ++j) {
         const std::size_t c = l.chunk;
         switch (op) {
           case Op::kAllReduce:
-            for (int s = 0; s < n; ++s) out[j] += comm::commbench::FillValue(s, j);
+            for (int s = 0; s < n; ++s) out[j] += commbench::FillValue(s, j);
             break;
           case Op::kAllGather:
-            out[j] = comm::commbench::FillValue(static_cast<int>(j / c), j % c);
+            out[j] = commbench::FillValue(static_cast<int>(j / c), j % c);
             break;
           case Op::kReduceScatter:
-            for (int s = 0; s < n; ++s) out[j] += comm::commbench::FillValue(s, rank * c + j);
+            for (int s = 0; s < n; ++s) out[j] += commbench::FillValue(s, rank * c + j);
             break;
           case Op::kBroadcast:
-            out[j] = comm::commbench::FillValue(0, j);
+            out[j] = commbench::FillValue(0, j);
             break;
           case Op::kAllToAll:
-            out[j] = comm::commbench::FillValue(static_cast<int>(j / c), rank * c + j % c);
+            out[j] = commbench::FillValue(static_cast<int>(j / c), rank * c + j % c);
             break;
           case Op::kSendRecv:
-            out[j] = comm::commbench::FillValue((rank + n - 1) % n, j);
+            out[j] = commbench::FillValue((rank + n - 1) % n, j);
             break;
+          case Op::kBarrier:
+            FAIL() << "AllOps() has no barrier";
         }
       }
-      EXPECT_EQ(comm::commbench::CountWrong(op, l, rank, n, out), 0u) << ToString(op);
+      EXPECT_EQ(commbench::CountWrong(op, l, rank, n, out), 0u) << ToString(op);
       out[1] += 1;
-      EXPECT_EQ(comm::commbench::CountWrong(op, l, rank, n, out), 1u) << ToString(op);
+      EXPECT_EQ(commbench::CountWrong(op, l, rank, n, out), 1u) << ToString(op);
     }
   }
 }
 
 TEST(CommbenchCheck, InPlacePlacement) {
-  const auto ag = comm::commbench::MakeLayout(Op::kAllGather, 96, 3);
-  const auto p = comm::commbench::MakePlacement(Op::kAllGather, ag, true, false, 2, 3);
+  const auto ag = commbench::MakeLayout(Op::kAllGather, 96, 3);
+  const auto p = commbench::MakePlacement(Op::kAllGather, ag, true, false, 2, 3);
   EXPECT_TRUE(p.input_in_recv);
   EXPECT_EQ(p.input_offset, 2 * ag.chunk);
-  const auto rs = comm::commbench::MakeLayout(Op::kReduceScatter, 96, 3);
-  EXPECT_EQ(comm::commbench::MakePlacement(Op::kReduceScatter, rs, true, true, 1, 3).output_offset,
+  const auto rs = commbench::MakeLayout(Op::kReduceScatter, 96, 3);
+  EXPECT_EQ(commbench::MakePlacement(Op::kReduceScatter, rs, true, true, 1, 3).output_offset,
             rs.chunk);
-  EXPECT_EQ(comm::commbench::MakePlacement(Op::kReduceScatter, rs, true, false, 1, 3).output_offset,
+  EXPECT_EQ(commbench::MakePlacement(Op::kReduceScatter, rs, true, false, 1, 3).output_offset,
             0u);
-  EXPECT_FALSE(comm::commbench::MakePlacement(Op::kAllReduce, rs, false, true, 1, 3).input_in_recv);
+  EXPECT_FALSE(commbench::MakePlacement(Op::kAllReduce, rs, false, true, 1, 3).input_in_recv);
 }
 
 TEST(BenchFrontEnd, ByteSizes) {
-  EXPECT_EQ(launcher::ParseByteSize("4096"), 4096u);
-  EXPECT_EQ(launcher::ParseByteSize("64K"), 65536u);
-  EXPECT_EQ(launcher::ParseByteSize("1M"), 1048576u);
-  EXPECT_EQ(launcher::ParseByteSize("2GB"), 2147483648u);
+  EXPECT_EQ(commbench::ParseByteSize("4096"), 4096u);
+  EXPECT_EQ(commbench::ParseByteSize("64K"), 65536u);
+  EXPECT_EQ(commbench::ParseByteSize("1M"), 1048576u);
+  EXPECT_EQ(commbench::ParseByteSize("2GB"), 2147483648u);
   for (const char* bad : {"", "K", "0", "-1", "1.5M", "12X", "1e6"}) {
-    EXPECT_THROW(launcher::ParseByteSize(bad), std::invalid_argument) << bad;
+    EXPECT_THROW(commbench::ParseByteSize(bad), std::invalid_argument) << bad;
   }
-  EXPECT_EQ(launcher::FormatByteSize(65536), "64K");
-  EXPECT_EQ(launcher::FormatByteSize(1000), "1000");
-  EXPECT_EQ(launcher::FormatByteSize(std::size_t{1} << 30), "1G");
+  EXPECT_EQ(commbench::FormatByteSize(65536), "64K");
+  EXPECT_EQ(commbench::FormatByteSize(1000), "1000");
+  EXPECT_EQ(commbench::FormatByteSize(std::size_t{1} << 30), "1G");
 }
 
 TEST(BenchFrontEnd, MpirunArgv) {
-  launcher::BenchCommArgs a;
+  commbench::BenchCommArgs a;
   a.np = 4;
   a.max_bytes = "1M";
   a.both = true;
-  launcher::BenchContext ctx;
+  commbench::BenchContext ctx;
   ctx.commbench = "/b/ringpilot-commbench";
   ctx.output = "/tmp/out.json";
   ctx.euid = 0;
   ctx.env = {{"NCCL_DEBUG", "INFO"}, {"HOME", "/root"}};
-  const auto argv = launcher::BuildCommbenchArgv(a, ctx);
-  const std::string line = launcher::ShellQuote(argv);
+  const auto argv = commbench::BuildCommbenchArgv(a, ctx);
+  const std::string line = base::ShellJoin(argv);
   EXPECT_EQ(line,
             "mpirun -np 4 --oversubscribe --bind-to none --allow-run-as-root --mca "
             "btl_vader_single_copy_mechanism none -x NCCL_DEBUG /b/ringpilot-commbench "
@@ -200,13 +192,13 @@ TEST(BenchFrontEnd, MpirunArgv) {
   a.in_place = true;
   a.pairwise = true;
   ctx.euid = 1000;
-  const std::string gpu = launcher::ShellQuote(launcher::BuildCommbenchArgv(a, ctx));
+  const std::string gpu = base::ShellJoin(commbench::BuildCommbenchArgv(a, ctx));
   EXPECT_EQ(gpu.find("--oversubscribe"), std::string::npos);
   EXPECT_EQ(gpu.find("--allow-run-as-root"), std::string::npos);
   EXPECT_NE(gpu.find("--mode in-place --pairwise"), std::string::npos);
   a.min_bytes = "2M";
   a.pairwise = false;
-  EXPECT_THROW(launcher::BuildCommbenchArgv(a, ctx), std::invalid_argument);
+  EXPECT_THROW(commbench::BuildCommbenchArgv(a, ctx), std::invalid_argument);
 }
 
 nlohmann::json SampleResults() {
@@ -231,7 +223,7 @@ nlohmann::json SampleResults() {
 }
 
 TEST(BenchFrontEnd, SvgPlot) {
-  const std::string svg = launcher::RenderBusBandwidthSvg(SampleResults(), "a <b> & c");
+  const std::string svg = commbench::RenderBusBandwidthSvg(SampleResults(), "a <b> & c");
   EXPECT_EQ(svg.rfind("<?xml", 0), 0u);
   EXPECT_NE(svg.find("<svg xmlns=\"http://www.w3.org/2000/svg\""), std::string::npos);
   EXPECT_NE(svg.find("a &lt;b&gt; &amp; c"), std::string::npos);
@@ -267,7 +259,7 @@ TEST(BenchFrontEnd, SvgPlot) {
     return n;
   };
   EXPECT_EQ(count("<text"), count("</text>"));
-  EXPECT_EQ(launcher::RenderBusBandwidthSvg(nlohmann::json::array(), "empty").find("<polyline"),
+  EXPECT_EQ(commbench::RenderBusBandwidthSvg(nlohmann::json::array(), "empty").find("<polyline"),
             std::string::npos);
 }
 
@@ -275,7 +267,7 @@ TEST(BenchFrontEnd, Table) {
   nlohmann::json doc = {
       {"device", "cpu"}, {"ranks", 2}, {"nodes", 1}, {"results", SampleResults()}};
   doc["results"][1]["wrong"] = 3;
-  const std::string t = launcher::FormatResultsTable(doc);
+  const std::string t = commbench::FormatResultsTable(doc);
   EXPECT_NE(t.find("# allreduce\n"), std::string::npos);
   EXPECT_NE(t.find("# allgather\n"), std::string::npos);
   EXPECT_NE(t.find("# Out of bounds values : 1 FAILED"), std::string::npos);
@@ -286,13 +278,13 @@ TEST(BenchFrontEnd, PairwiseFlagsTheSlowLink) {
   std::vector<std::vector<double>> m(4, std::vector<double>(4, 10.0));
   for (int i = 0; i < 4; ++i) m[i][i] = 0;
   m[2][3] = 3.0;
-  EXPECT_DOUBLE_EQ(launcher::OffDiagonalMedian(m), 10.0);
-  EXPECT_EQ(launcher::FindSlowPairs(m), (std::vector<std::pair<int, int>>{{2, 3}}));
-  const std::string text = launcher::FormatPairwiseMatrix(m, 1 << 20);
+  EXPECT_DOUBLE_EQ(commbench::OffDiagonalMedian(m), 10.0);
+  EXPECT_EQ(commbench::FindSlowPairs(m), (std::vector<std::pair<int, int>>{{2, 3}}));
+  const std::string text = commbench::FormatPairwiseMatrix(m, 1 << 20);
   EXPECT_NE(text.find("3.00*"), std::string::npos);
   EXPECT_NE(text.find("# slow: rank 2 -> rank 3: 3.00 GB/s"), std::string::npos);
   m[2][3] = 6.0;
-  EXPECT_TRUE(launcher::FindSlowPairs(m).empty());
+  EXPECT_TRUE(commbench::FindSlowPairs(m).empty());
 }
 
 }  // namespace

@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-namespace ringpilot::launcher {
+namespace ringpilot::config {
 namespace {
 
 constexpr const char* kMinimal = "name: t\nmodel: {name: resnet18-cifar}\n";
@@ -166,12 +166,12 @@ TEST(config, FullFileParses) {
   EXPECT_EQ(c.launch.master_port, 29600);
   EXPECT_EQ(c.launch.mpirun_args,
             (std::vector<std::string>{"--mca", "btl_tcp_if_include lo", "x: \"y\""}));
-  EXPECT_EQ(c.model.name, "bert-base");
+  EXPECT_EQ(c.model.name, ModelName::kBertBase);
   EXPECT_TRUE(c.model.sync_batchnorm);
   EXPECT_EQ(c.model.dropout, 0.0);
   EXPECT_EQ(c.model.seq_len, 512);
   EXPECT_EQ(c.model.num_classes, 3);
-  EXPECT_EQ(c.data.kind, "synthetic");
+  EXPECT_EQ(c.data.kind, DataKind::kSynthetic);
   EXPECT_EQ(c.data.batch_per_rank, 16);
   EXPECT_EQ(c.train.steps, 1000000000000LL);
   EXPECT_EQ(c.train.optimizer, Optimizer::kAdamW);
@@ -211,7 +211,7 @@ TEST(config, DefaultsApply) {
   const JobConfig c = Parse(kMinimal);
   JobConfig expected;
   expected.name = "t";
-  expected.model.name = "resnet18-cifar";
+  expected.model.name = ModelName::kResnet18Cifar;
   ExpectSame(c, expected);
   EXPECT_EQ(c.world.device, Device::kAuto);
   EXPECT_EQ(c.launch.backend, Backend::kLocal);
@@ -256,7 +256,7 @@ TEST(config, OverridesApplyInOrder) {
 TEST(config, OverridesCanSupplyRequiredKeys) {
   const JobConfig c = Parse("world: {nodes: 1}\n", {"name=x", "model.name=bert-tiny"});
   EXPECT_EQ(c.name, "x");
-  EXPECT_EQ(c.model.name, "bert-tiny");
+  EXPECT_EQ(c.model.name, ModelName::kBertTiny);
 }
 
 TEST(config, RoundTripFull) {
@@ -669,4 +669,4 @@ TEST(config, DocsConfigMdIsCurrent) {
 }
 
 }  // namespace
-}  // namespace ringpilot::launcher
+}  // namespace ringpilot::config

@@ -12,7 +12,7 @@
 #include "diagnose/command.h"
 #include "tests/test_util.h"
 
-namespace ringpilot::launcher {
+namespace ringpilot::diagnose {
 namespace {
 
 using nlohmann::json;
@@ -319,4 +319,4 @@ TEST(GrafanaDashboard, IsValidWithTheExpectedPanels) {
 }
 
 }  // namespace
-}  // namespace ringpilot::launcher
+}  // namespace ringpilot::diagnose

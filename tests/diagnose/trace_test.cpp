@@ -13,7 +13,7 @@
 #include "diagnose/command.h"
 #include "tests/test_util.h"
 
-namespace ringpilot::launcher {
+namespace ringpilot::diagnose {
 namespace {
 
 namespace fs = std::filesystem;
@@ -94,4 +94,4 @@ TEST(DiagnoseTrace, ReportSaysWhere) {
 }
 
 }  // namespace
-}  // namespace ringpilot::launcher
+}  // namespace ringpilot::diagnose

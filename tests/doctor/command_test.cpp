@@ -12,11 +12,12 @@
 #include <stdexcept>
 #include <string>
 
-#include "launcher/mpirun_command.h"
+#include "base/shell.h"
+#include "mpirun/flags.h"
 #include "base/environment.h"
 #include "tests/test_util.h"
 
-namespace ringpilot::launcher {
+namespace ringpilot::doctor {
 namespace {
 
 using testing::ReadFile;
@@ -53,7 +54,7 @@ DoctorEnv FakeEnv(const TempDir& tmp, std::uint64_t shm_bytes) {
 // promtool from PATH or the places tests/integration/prometheus_rules.sh looks; "" if none.
 std::string Promtool() {
   const char* path = std::getenv("PATH");
-  std::string found = ResolveExecutable("promtool", path ? path : "");
+  std::string found = base::ResolveExecutable("promtool", path ? path : "");
   if (found.empty() && std::filesystem::exists("/usr/bin/promtool")) found = "/usr/bin/promtool";
   return found;
 }
@@ -156,10 +157,10 @@ TEST(DoctorNodes, HostListAndMpirunCommand) {
   EXPECT_THROW(ParseHostList(""), std::invalid_argument);
   EXPECT_THROW(ParseHostList("n1:0"), std::invalid_argument);
   EXPECT_THROW(ParseHostList("n1,,n2"), std::invalid_argument);
-  const Environment env = {{"PATH", "/bin"}, {"NCCL_DEBUG", "INFO"}, {"HOME", "/root"}};
+  const base::Environment env = {{"PATH", "/bin"}, {"NCCL_DEBUG", "INFO"}, {"HOME", "/root"}};
   const auto argv = DoctorMpirunArgv("mpirun", 2, "/t/hostfile", {"--mca", "plm_rsh_agent", "a"},
                                      "/opt/ringpilot", "cpu", 0, env);
-  EXPECT_EQ(ShellQuote(argv),
+  EXPECT_EQ(base::ShellJoin(argv),
             "mpirun -np 2 --hostfile /t/hostfile -npernode 1 --tag-output --bind-to none "
             "--allow-run-as-root --mca btl_vader_single_copy_mechanism none -x NCCL_DEBUG -x PATH "
             "--mca plm_rsh_agent a /opt/ringpilot doctor --node-report --device cpu");
@@ -169,8 +170,8 @@ TEST(DoctorNodes, JobsSingleCopyChoiceReplacesTheDefault) {
   // A job whose mpirun_args choose CMA: a second value would make mpirun refuse to start.
   const auto argv = DoctorMpirunArgv("mpirun", 2, "/t/hostfile",
                                      {"--mca", "btl_vader_single_copy_mechanism", "cma"},
-                                     "/opt/ringpilot", "cpu", 1000, Environment{});
-  EXPECT_EQ(ShellQuote(argv),
+                                     "/opt/ringpilot", "cpu", 1000, base::Environment{});
+  EXPECT_EQ(base::ShellJoin(argv),
             "mpirun -np 2 --hostfile /t/hostfile -npernode 1 --tag-output --bind-to none "
             "--mca btl_vader_single_copy_mechanism cma /opt/ringpilot doctor --node-report "
             "--device cpu");
@@ -254,7 +255,7 @@ TEST(DoctorNodes, BadHostsOrJobIsExitTwo) {
 // consistency rows.
 TEST(DoctorNodes, LocalhostThroughRealMpirun) {
   const char* path = std::getenv("PATH");
-  if (ResolveExecutable("mpirun", path ? path : "").empty()) GTEST_SKIP() << "no mpirun";
+  if (base::ResolveExecutable("mpirun", path ? path : "").empty()) GTEST_SKIP() << "no mpirun";
   const auto r = RunProcess(
       {RingpilotBinary(), "doctor", "--hosts", "localhost", "--json", "--device", "cpu"});
   ASSERT_TRUE(r.exit_code == 0 || r.exit_code == 1) << r.err << r.out;
@@ -270,4 +271,4 @@ TEST(DoctorNodes, LocalhostThroughRealMpirun) {
 }
 
 }  // namespace
-}  // namespace ringpilot::launcher
+}  // namespace ringpilot::doctor

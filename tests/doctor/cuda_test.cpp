@@ -17,7 +17,7 @@
 #include "doctor/doctor.h"
 #include "tests/test_util.h"
 
-namespace ringpilot::launcher {
+namespace ringpilot::doctor {
 namespace {
 
 using testing::TempDir;
@@ -326,4 +326,4 @@ TEST(DoctorPeerAccess, MatrixStatuses) {
 }
 
 }  // namespace
-}  // namespace ringpilot::launcher
+}  // namespace ringpilot::doctor

@@ -17,7 +17,7 @@
 
 #include "tests/test_util.h"
 
-namespace ringpilot::launcher {
+namespace ringpilot::doctor {
 namespace {
 
 using testing::RingpilotBinary;
@@ -542,7 +542,7 @@ TEST(DoctorBadEnv, LowMemlockWithInfinibandFails) {
   EXPECT_EQ(CheckIn(r.out, "infiniband_ports").value("status", ""), "PASS");
 }
 
-// A trainer that NEEDS libnccl.so.99 with no RPATH (tests/launcher/doctor_fixture): FAIL
+// A trainer that NEEDS libnccl.so.99 with no RPATH (tests/doctor/fixture): FAIL
 // without the library path, PASS with the version once LD_LIBRARY_PATH names it.
 TEST(DoctorBadEnv, MissingNcclLibraryPathFails) {
   const char* build = std::getenv("RINGPILOT_BUILD_DIR");
@@ -564,4 +564,4 @@ TEST(DoctorBadEnv, MissingNcclLibraryPathFails) {
 }
 
 }  // namespace
-}  // namespace ringpilot::launcher
+}  // namespace ringpilot::doctor

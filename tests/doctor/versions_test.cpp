@@ -11,7 +11,7 @@
 #include "doctor/doctor.h"
 #include "tests/test_util.h"
 
-namespace ringpilot::launcher {
+namespace ringpilot::doctor {
 namespace {
 
 using testing::TempDir;
@@ -252,4 +252,4 @@ TEST(DoctorLibraryVersions, OlderNcclOnLibraryPathFailsEndToEnd) {
 }
 
 }  // namespace
-}  // namespace ringpilot::launcher
+}  // namespace ringpilot::doctor

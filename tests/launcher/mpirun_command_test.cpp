@@ -7,15 +7,17 @@
 #include <string>
 #include <vector>
 
+#include "mpirun/flags.h"
+
 namespace ringpilot::launcher {
 namespace {
 
 using Argv = std::vector<std::string>;
 
-JobConfig LocalJob() {
-  JobConfig c;
+config::JobConfig LocalJob() {
+  config::JobConfig c;
   c.name = "t";
-  c.model.name = "resnet18-cifar";
+  c.model.name = config::ModelName::kResnet18Cifar;
   c.world.nodes = 1;
   c.world.procs_per_node = 4;
   return c;
@@ -52,7 +54,7 @@ TEST(MpirunCommand, LocalBackendExactArgv) {
                                 kTrainerTail});
   EXPECT_EQ(cmd.argv, expected);
   EXPECT_EQ(cmd.master_addr, "127.0.0.1");
-  EXPECT_EQ(cmd.master_port, LaunchConfig::kDefaultMasterPort);
+  EXPECT_EQ(cmd.master_port, config::LaunchConfig::kDefaultMasterPort);
   EXPECT_TRUE(cmd.hostfile_path.empty());
   EXPECT_TRUE(cmd.hostfile_content.empty());
 }
@@ -109,15 +111,15 @@ TEST(MpirunCommand, IsForwardedVariable) {
   for (const char* yes :
        {"PATH", "LD_LIBRARY_PATH", "OMP_NUM_THREADS", "CUDA_VISIBLE_DEVICES", "NCCL_SOCKET_IFNAME",
         "TORCH_NCCL_ASYNC_ERROR_HANDLING", "NVSHMEM_BOOTSTRAP"}) {
-    EXPECT_TRUE(IsForwardedVariable(yes)) << yes;
+    EXPECT_TRUE(mpirun::IsForwardedVariable(yes)) << yes;
   }
   for (const char* no : {"HOME", "PATHX", "OMP_PROC_BIND", "XNCCL_A", "torch_x", "USER"}) {
-    EXPECT_FALSE(IsForwardedVariable(no)) << no;
+    EXPECT_FALSE(mpirun::IsForwardedVariable(no)) << no;
   }
 }
 
 TEST(MpirunCommand, MpirunArgsGoBeforeTheTrainerVerbatim) {
-  JobConfig job = LocalJob();
+  config::JobConfig job = LocalJob();
   job.launch.mpirun_args = {"--mca", "btl_tcp_if_include", "lo", "--tag-output", "a b'c"};
   const Argv argv = BuildMpirunCommand(job, Context()).argv;
   const Argv tail(argv.end() - 10, argv.end());
@@ -141,8 +143,8 @@ TEST(MpirunCommand, CmaOnlyWhereItWorksAndEveryRankIsLocal) {
   EXPECT_EQ(CopyMechanism(BuildMpirunCommand(LocalJob(), ctx).argv), "cma");
   EXPECT_EQ(CopyMechanism(BuildMpirunCommand(LocalJob(), Context()).argv), "none");
   // Other hosts: whether CMA works there is not known here.
-  JobConfig job = LocalJob();
-  job.launch.backend = Backend::kMpi;
+  config::JobConfig job = LocalJob();
+  job.launch.backend = config::Backend::kMpi;
   job.launch.hosts = {{"node-a", 4}};
   EXPECT_EQ(CopyMechanism(BuildMpirunCommand(job, ctx).argv), "none");
   // The user's choice still wins.
@@ -154,7 +156,7 @@ TEST(MpirunCommand, CmaOnlyWhereItWorksAndEveryRankIsLocal) {
 }
 
 TEST(MpirunCommand, UserChoiceOfSingleCopyMechanismWins) {
-  JobConfig job = LocalJob();
+  config::JobConfig job = LocalJob();
   job.launch.mpirun_args = {"--mca", "btl_vader_single_copy_mechanism", "cma"};
   Argv argv = BuildMpirunCommand(job, Context()).argv;
   EXPECT_FALSE(HasCopyNone(argv));
@@ -167,10 +169,10 @@ TEST(MpirunCommand, UserChoiceOfSingleCopyMechanismWins) {
 }
 
 TEST(MpirunCommand, MpiBackendUsesHostfileAndPpr) {
-  JobConfig job = LocalJob();
+  config::JobConfig job = LocalJob();
   job.world.nodes = 2;
   job.world.procs_per_node = 2;
-  job.launch.backend = Backend::kMpi;
+  job.launch.backend = config::Backend::kMpi;
   job.launch.hosts = {{"node-a", 2}, {"10.0.0.7", 4}};
   job.launch.master_port = 31000;
   MpirunContext ctx = Context();
@@ -192,24 +194,24 @@ TEST(MpirunCommand, MpiBackendUsesHostfileAndPpr) {
 }
 
 TEST(MpirunCommand, MpiBackendWithoutHostsThrows) {
-  JobConfig job = LocalJob();
-  job.launch.backend = Backend::kMpi;
+  config::JobConfig job = LocalJob();
+  job.launch.backend = config::Backend::kMpi;
   EXPECT_THROW(BuildMpirunCommand(job, Context()), std::invalid_argument);
 }
 
 TEST(MpirunCommand, K8sAndSlurmOutsideAnAllocationAreRejected) {
-  for (const Backend b : {Backend::kSlurm, Backend::kK8s}) {
-    JobConfig job = LocalJob();
+  for (const config::Backend b : {config::Backend::kSlurm, config::Backend::kK8s}) {
+    config::JobConfig job = LocalJob();
     job.launch.backend = b;
     EXPECT_THROW(BuildMpirunCommand(job, Context()), std::invalid_argument);
   }
 }
 
 TEST(MpirunCommand, SlurmBackendIsMpiOverTheAllocation) {
-  JobConfig job = LocalJob();
+  config::JobConfig job = LocalJob();
   job.world.nodes = 2;
   job.world.procs_per_node = 2;
-  job.launch.backend = Backend::kSlurm;
+  job.launch.backend = config::Backend::kSlurm;
   job.launch.hosts = {{"ignored", 2}};
   MpirunContext ctx = Context();
   ctx.env["SLURM_JOB_ID"] = "77";
@@ -229,12 +231,6 @@ TEST(MpirunCommand, SlurmBackendIsMpiOverTheAllocation) {
   } catch (const std::invalid_argument& e) {
     EXPECT_NE(std::string(e.what()).find("SLURM_TASKS_PER_NODE"), std::string::npos) << e.what();
   }
-}
-
-TEST(ShellQuote, BareAndQuotedWords) {
-  EXPECT_EQ(ShellQuote({"mpirun", "-np", "2", "/a/b.c", "x=1,y:2"}), "mpirun -np 2 /a/b.c x=1,y:2");
-  EXPECT_EQ(ShellQuote({"a b", ""}), "'a b' ''");
-  EXPECT_EQ(ShellQuote({"it's", "$HOME", "a;b"}), "'it'\\''s' '$HOME' 'a;b'");
 }
 
 }  // namespace

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include "base/files.h"
+
 #include <string>
 
 #include "tests/test_util.h"
@@ -46,7 +48,7 @@ TEST(RunDir, ClaimNewRunDirCreatesAFreshDirectory) {
   EXPECT_EQ(ClaimNewRunDir(base), base + "-2");
   EXPECT_EQ(ClaimNewRunDir(base), base + "-3");
   WriteFile(tmp.path() + "/blocker", "x");
-  EXPECT_THROW(ClaimNewRunDir(tmp.path() + "/blocker/job"), RunDirError);
+  EXPECT_THROW(ClaimNewRunDir(tmp.path() + "/blocker/job"), base::FileError);
 }
 
 TEST(RunDir, LayoutPaths) {
@@ -101,8 +103,8 @@ TEST(RunDir, ResumeKeepsPreviousConfigAndNeverLosesFiles) {
 TEST(RunDir, WriteFileAtomicallyReplacesWithoutLeftovers) {
   TempDir tmp;
   const std::string path = tmp.path() + "/f.json";
-  WriteFileAtomically(path, "one");
-  WriteFileAtomically(path, "two");
+  base::WriteFileAtomically(path, "one");
+  base::WriteFileAtomically(path, "two");
   EXPECT_EQ(ReadFile(path), "two");
   int entries = 0;
   for ([[maybe_unused]] const auto& e : std::filesystem::directory_iterator(tmp.path())) ++entries;
@@ -115,10 +117,10 @@ TEST(RunDir, ErrorsNameThePath) {
   try {
     PrepareRunDir(RunDirLayout(tmp.path() + "/file"), "y");
     ADD_FAILURE() << "no error";
-  } catch (const RunDirError& e) {
+  } catch (const base::FileError& e) {
     EXPECT_NE(std::string(e.what()).find(tmp.path() + "/file"), std::string::npos) << e.what();
   }
-  EXPECT_THROW(WriteFileAtomically(tmp.path() + "/missing/dir/f", "x"), RunDirError);
+  EXPECT_THROW(base::WriteFileAtomically(tmp.path() + "/missing/dir/f", "x"), base::FileError);
   EXPECT_EQ(ReadFile(tmp.path() + "/file"), "x");
 }
 

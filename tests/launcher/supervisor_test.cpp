@@ -5,6 +5,8 @@
 
 #include <gtest/gtest.h>
 
+#include "base/exit_status.h"
+
 #include <chrono>
 #include <csignal>
 #include <nlohmann/json.hpp>
@@ -79,7 +81,7 @@ struct Harness {
     WriteFile(path, body, /*executable=*/true);
     SupervisedCommand c;
     c.argv = {path, "-np", "2", "trainer"};
-    c.env = CurrentEnvironment();
+    c.env = base::CurrentEnvironment();
     c.env["RINGPILOT_MASTER_ADDR"] = "127.0.0.1";
     c.env["RINGPILOT_MASTER_PORT"] = "29500";
     return c;
@@ -219,7 +221,7 @@ while :; do sleep 0.05; done
   sender.join();
   EXPECT_TRUE(outcome.preempted);
   EXPECT_FALSE(outcome.interrupted);
-  EXPECT_EQ(outcome.exit_status, kPreemptedExitStatus);
+  EXPECT_EQ(outcome.exit_status, base::kExitPreempted);
   EXPECT_EQ(outcome.attempts, 1);
   EXPECT_NE(ReadFile(h.out_path).find("checkpoint at step 7"), std::string::npos);
   EXPECT_TRUE(h.ProgressHas(
@@ -248,7 +250,7 @@ while :; do sleep 0.05; done
 )"));
   sender.join();
   EXPECT_TRUE(outcome.preempted);
-  EXPECT_EQ(outcome.exit_status, kPreemptedExitStatus);
+  EXPECT_EQ(outcome.exit_status, base::kExitPreempted);
   EXPECT_EQ(outcome.attempts, 1);
   EXPECT_TRUE(h.ProgressHas(
       "ringpilot: job stopped after SIGUSR1 (exit 9) without a preemption checkpoint; not "
@@ -261,7 +263,7 @@ TEST(Supervisor, PreemptedStatusWithoutSignalIsNotAFailure) {
   Supervisor sup(h.Options(2));
   const JobOutcome outcome = sup.Run(h.Script("#!/bin/sh\nexit 75\n"));
   EXPECT_TRUE(outcome.preempted);
-  EXPECT_EQ(outcome.exit_status, kPreemptedExitStatus);
+  EXPECT_EQ(outcome.exit_status, base::kExitPreempted);
   EXPECT_EQ(outcome.attempts, 1);
   EXPECT_FALSE(Exists(h.layout.failure_json));
 }

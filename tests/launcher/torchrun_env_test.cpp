@@ -7,7 +7,7 @@
 namespace ringpilot::launcher {
 namespace {
 
-Environment OmpiEnv(int rank, int size, int local, int local_size) {
+base::Environment OmpiEnv(int rank, int size, int local, int local_size) {
   return {{"OMPI_COMM_WORLD_RANK", std::to_string(rank)},
           {"OMPI_COMM_WORLD_SIZE", std::to_string(size)},
           {"OMPI_COMM_WORLD_LOCAL_RANK", std::to_string(local)},
@@ -17,7 +17,7 @@ Environment OmpiEnv(int rank, int size, int local, int local_size) {
           {"PATH", "/usr/bin"}};
 }
 
-void ExpectContract(const Environment& out, const std::string& rank, const std::string& world,
+void ExpectContract(const base::Environment& out, const std::string& rank, const std::string& world,
                     const std::string& local, const std::string& local_world,
                     const std::string& node, const std::string& addr, const std::string& port) {
   EXPECT_EQ(out.at("RANK"), rank);
@@ -30,7 +30,7 @@ void ExpectContract(const Environment& out, const std::string& rank, const std::
   EXPECT_EQ(out.at("MASTER_PORT"), port);
 }
 
-std::string ErrorOf(const Environment& env) {
+std::string ErrorOf(const base::Environment& env) {
   try {
     ComputeTorchrunEnv(env);
   } catch (const RankEnvError& e) {
@@ -40,38 +40,38 @@ std::string ErrorOf(const Environment& env) {
 }
 
 TEST(TorchrunEnv, OpenMpiSingleNode) {
-  const Environment out = ComputeTorchrunEnv(OmpiEnv(1, 2, 1, 2));
+  const base::Environment out = ComputeTorchrunEnv(OmpiEnv(1, 2, 1, 2));
   ExpectContract(out, "1", "2", "1", "2", "0", "127.0.0.1", "29500");
   EXPECT_EQ(out.at("PATH"), "/usr/bin");  // the rest of the environment is kept
 }
 
 TEST(TorchrunEnv, OpenMpiMultiNodeNeedsMasterAddr) {
   EXPECT_NE(ErrorOf(OmpiEnv(5, 8, 1, 4)).find("cannot choose MASTER_ADDR"), std::string::npos);
-  Environment env = OmpiEnv(5, 8, 1, 4);
+  base::Environment env = OmpiEnv(5, 8, 1, 4);
   env["RINGPILOT_MASTER_ADDR"] = "node-a";
   env["RINGPILOT_MASTER_PORT"] = "31000";
   ExpectContract(ComputeTorchrunEnv(env), "5", "8", "1", "4", "1", "node-a", "31000");
 }
 
 TEST(TorchrunEnv, OpenMpiInsideSlurmAllocationUsesItsNodesAndPort) {
-  Environment env = OmpiEnv(6, 8, 2, 4);
+  base::Environment env = OmpiEnv(6, 8, 2, 4);
   env["SLURM_JOB_NODELIST"] = "gpu[07-08]";
   env["SLURM_JOB_ID"] = "123456";
   ExpectContract(ComputeTorchrunEnv(env), "6", "8", "2", "4", "1", "gpu07", "23456");
 }
 
 TEST(TorchrunEnv, UnevenOpenMpiLayoutCannotDeriveNodeRank) {
-  Environment env = OmpiEnv(2, 3, 0, 2);
+  base::Environment env = OmpiEnv(2, 3, 0, 2);
   env["MASTER_ADDR"] = "h";
   EXPECT_NE(ErrorOf(env).find("cannot derive NODE_RANK"), std::string::npos);
   env["NODE_RANK"] = "1";
-  const Environment out = ComputeTorchrunEnv(env);
+  const base::Environment out = ComputeTorchrunEnv(env);
   EXPECT_EQ(out.at("NODE_RANK"), "1");
   EXPECT_EQ(out.at("GROUP_RANK"), "1");
 }
 
 TEST(TorchrunEnv, SlurmStep) {
-  const Environment env = {{"SLURM_PROCID", "3"},
+  const base::Environment env = {{"SLURM_PROCID", "3"},
                            {"SLURM_NTASKS", "4"},
                            {"SLURM_LOCALID", "1"},
                            {"SLURM_NODEID", "1"},
@@ -82,7 +82,7 @@ TEST(TorchrunEnv, SlurmStep) {
 }
 
 TEST(TorchrunEnv, SlurmUnevenTasksPerNode) {
-  const Environment env = {{"SLURM_PROCID", "4"},
+  const base::Environment env = {{"SLURM_PROCID", "4"},
                            {"SLURM_NTASKS", "5"},
                            {"SLURM_LOCALID", "1"},
                            {"SLURM_NODEID", "1"},
@@ -93,20 +93,20 @@ TEST(TorchrunEnv, SlurmUnevenTasksPerNode) {
 }
 
 TEST(TorchrunEnv, SlurmWithoutTasksPerNodeIsAnError) {
-  const Environment env = {
+  const base::Environment env = {
       {"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "1"}, {"SLURM_LOCALID", "0"}, {"SLURM_NODEID", "0"}};
   EXPECT_NE(ErrorOf(env).find("SLURM_TASKS_PER_NODE"), std::string::npos);
 }
 
 TEST(TorchrunEnv, MalformedSlurmNodelistIsAnError) {
-  Environment env = OmpiEnv(0, 1, 0, 1);
+  base::Environment env = OmpiEnv(0, 1, 0, 1);
   env["SLURM_JOB_NODELIST"] = "n[2-1]";
   EXPECT_NE(ErrorOf(env).find("SLURM_JOB_NODELIST: invalid Slurm node list 'n[2-1]'"),
             std::string::npos);
 }
 
 TEST(TorchrunEnv, PmiHydra) {
-  const Environment env = {{"PMI_RANK", "2"},
+  const base::Environment env = {{"PMI_RANK", "2"},
                            {"PMI_SIZE", "4"},
                            {"MPI_LOCALRANKID", "0"},
                            {"MPI_LOCALNRANKS", "2"},
@@ -118,7 +118,7 @@ TEST(TorchrunEnv, PmiHydra) {
 
 TEST(TorchrunEnv, OpenMpiWinsOverSlurmRanks) {
   // mpirun inside an allocation: ranks see the orted's SLURM_PROCID (a node index).
-  Environment env = OmpiEnv(3, 4, 1, 2);
+  base::Environment env = OmpiEnv(3, 4, 1, 2);
   env.insert({{"SLURM_PROCID", "1"},
               {"SLURM_NTASKS", "2"},
               {"SLURM_LOCALID", "0"},
@@ -129,10 +129,10 @@ TEST(TorchrunEnv, OpenMpiWinsOverSlurmRanks) {
 }
 
 TEST(TorchrunEnv, UserValuesAreKept) {
-  Environment env = OmpiEnv(1, 2, 1, 2);
+  base::Environment env = OmpiEnv(1, 2, 1, 2);
   env["MASTER_PORT"] = "1234";
   env["RANK"] = "9";
-  const Environment out = ComputeTorchrunEnv(env);
+  const base::Environment out = ComputeTorchrunEnv(env);
   EXPECT_EQ(out.at("MASTER_PORT"), "1234");
   EXPECT_EQ(out.at("RANK"), "9");
   EXPECT_EQ(out.at("WORLD_SIZE"), "2");
@@ -146,7 +146,7 @@ TEST(TorchrunEnv, NoLauncherEnvironment) {
 }
 
 TEST(TorchrunEnv, MalformedOrInconsistentValues) {
-  Environment env = OmpiEnv(0, 2, 0, 2);
+  base::Environment env = OmpiEnv(0, 2, 0, 2);
   env["OMPI_COMM_WORLD_RANK"] = "x1";
   EXPECT_NE(ErrorOf(env).find("OMPI_COMM_WORLD_RANK='x1'"), std::string::npos);
   EXPECT_NE(ErrorOf(OmpiEnv(2, 2, 0, 2)).find("rank 2 >= world size 2"), std::string::npos);

@@ -11,7 +11,7 @@
 #include <cerrno>
 #include <cstddef>
 
-namespace ringpilot::launcher {
+namespace ringpilot::mpirun {
 namespace {
 
 constexpr int kSkip = 3;
@@ -56,4 +56,4 @@ TEST(CmaProbe, AnswersTheSameTwiceAndLeavesNoChildBehind) {
 }
 
 }  // namespace
-}  // namespace ringpilot::launcher
+}  // namespace ringpilot::mpirun
