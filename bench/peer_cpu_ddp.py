@@ -1,6 +1,6 @@
 """Peer baseline on CPU: stock PyTorch DDP (Python, gloo) training ringpilot's CPU models.
 
-The same models and maths as ringpilot-trainer (trainer/resnet.cpp, trainer/bert.cpp), the
+The same models and maths as ringpilot-trainer (trainer/models/resnet.cpp, trainer/models/bert.cpp), the
 same kind of synthetic batch made on the CPU every step (trainer/synthetic_data.cpp), the
 same optimizers (SGD with momentum for ResNet, AdamW for BERT) and DDP's stock reducer with
 the bucket sizes ringpilot uses by default (25 MiB cap, 1 MiB first bucket). Launch it with
@@ -53,7 +53,7 @@ rank, world = dist.get_rank(), dist.get_world_size()
 
 # ---------------------------------------------------------------------------------------
 # ResNet-18, CIFAR variant (torchvision's BasicBlock ResNet with a 3x3 stride-1 stem and no
-# max-pool), as trainer/resnet.cpp builds it.
+# max-pool), as trainer/models/resnet.cpp builds it.
 
 
 class BasicBlock(nn.Module):
@@ -113,7 +113,7 @@ class ResNet18Cifar(nn.Module):
 
 # ---------------------------------------------------------------------------------------
 # BERT MLM (Hugging Face's maths: post-LN, exact GELU, tied decoder, SDPA attention), with
-# the MLM head on the masked positions only, as trainer/bert.cpp does.
+# the MLM head on the masked positions only, as trainer/models/bert.cpp does.
 
 
 class BertLayer(nn.Module):

@@ -14,14 +14,14 @@
 
 namespace ringpilot::comm {
 
+/// No job defaults here (config/job.h holds them): the caller sets both bucket caps; the
+/// constructor throws CommError when either is not positive.
 struct ReducerOptions {
-  static constexpr int64_t kDefaultBucketBytes = 25LL << 20;
-  static constexpr int64_t kDefaultFirstBucketBytes = 1LL << 20;
   /// Cap of every bucket but the first.
-  int64_t bucket_bytes = kDefaultBucketBytes;
+  int64_t bucket_bytes = 0;
   /// Cap of the first bucket (the last gradients of backward), small so the first
   /// all-reduce starts early.
-  int64_t first_bucket_bytes = kDefaultFirstBucketBytes;
+  int64_t first_bucket_bytes = 0;
   /// dtype on the wire; gradients accumulate in the parameters' dtype either way.
   at::ScalarType comm_dtype = at::kFloat;
   /// After the first backward, re-bucket in the order gradients actually became

@@ -112,16 +112,28 @@ NcclCommunicator::NcclCommunicator(MPI_Comm bootstrap, int device, NcclOptions o
       stream_(c10::cuda::getStreamFromPool(options.high_priority_stream, device)) {
   MPI_CHECK(MPI_Comm_rank(bootstrap, &rank_));
   MPI_CHECK(MPI_Comm_size(bootstrap, &size_));
+  if (!(options_.timeout_s > 0)) {
+    throw CommError("NCCL communicator: timeout must be positive (" + ProcessLocation() + ")");
+  }
   c10::cuda::CUDAGuard guard(device_);
   ncclUniqueId id;
   if (rank_ == 0) NCCL_CHECK(ncclGetUniqueId(&id));
   MPI_CHECK(MPI_Bcast(&id, sizeof(id), MPI_BYTE, 0, bootstrap));
 #if NCCL_VERSION_CODE >= NCCL_VERSION(2, 27, 0)
   ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
-  if (options_.cta_policy != 0) config.CTAPolicy = options_.cta_policy;
+  switch (options_.cta_policy) {
+    case NcclCtaPolicy::kDefault:
+      break;  // NCCL_CONFIG_INITIALIZER leaves it to NCCL
+    case NcclCtaPolicy::kEfficiency:
+      config.CTAPolicy = NCCL_CTA_POLICY_EFFICIENCY;
+      break;
+    case NcclCtaPolicy::kZero:
+      config.CTAPolicy = NCCL_CTA_POLICY_ZERO;
+      break;
+  }
   NCCL_CHECK(ncclCommInitRankConfig(&comm_, size_, id, rank_, &config));
 #else
-  if (options_.cta_policy != 0) {
+  if (options_.cta_policy != NcclCtaPolicy::kDefault) {
     throw CommError("comm.nccl_cta_policy needs NCCL >= 2.27; ringpilot was built against " +
                     std::to_string(NCCL_VERSION_CODE) + " (" + ProcessLocation() + ")");
   }

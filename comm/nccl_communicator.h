@@ -22,23 +22,30 @@ namespace ringpilot::comm {
 
 /// How AllocateCollectiveBuffer's memory is given to NCCL.
 enum class NcclBufferRegistration {
-  kNone = 0,       ///< at::zeros from PyTorch's caching allocator, as any tensor
-  kRegister = 1,   ///< ncclMemAlloc + ncclCommRegister: the ring writes into peers' buffers
-  kSymmetric = 2,  ///< ncclMemAlloc + ncclCommWindowRegister(NCCL_WIN_COLL_SYMMETRIC), NCCL
+  kNone,       ///< at::zeros from PyTorch's caching allocator, as any tensor
+  kRegister,   ///< ncclMemAlloc + ncclCommRegister: the ring writes into peers' buffers
+  kSymmetric,  ///< ncclMemAlloc + ncclCommWindowRegister(NCCL_WIN_COLL_SYMMETRIC), NCCL
                    ///< >= 2.27: NCCL's symmetric-memory kernels where it picks them
 };
 
+/// ncclConfig_t::CTAPolicy: how many SMs NCCL's kernels take.
+enum class NcclCtaPolicy {
+  kDefault,     ///< NCCL_CTA_POLICY_DEFAULT
+  kEfficiency,  ///< NCCL_CTA_POLICY_EFFICIENCY (NCCL >= 2.27)
+  kZero,        ///< NCCL_CTA_POLICY_ZERO (NCCL >= 2.27)
+};
+
+/// No job defaults here (config/job.h holds them); the constructor throws CommError for a
+/// timeout that is not positive.
 struct NcclOptions {
-  static constexpr double kDefaultTimeoutSeconds = 300.0;
   /// A collective not complete this long after issue aborts the communicator.
-  double timeout_s = kDefaultTimeoutSeconds;
+  double timeout_s = 0;
   /// How often the watchdog polls ncclCommGetAsyncError and pending collectives.
   double watchdog_period_s = 0.2;
-  /// ncclConfig_t::CTAPolicy: NCCL_CTA_POLICY_DEFAULT (0), _EFFICIENCY (1) or _ZERO (2);
-  /// other than 0 needs NCCL >= 2.27 (the constructor throws CommError otherwise).
-  int cta_policy = 0;
+  /// Other than kDefault needs NCCL >= 2.27 (the constructor throws CommError otherwise).
+  NcclCtaPolicy cta_policy = NcclCtaPolicy::kDefault;
   /// The collectives' stream at high CUDA priority (else the default priority).
-  bool high_priority_stream = true;
+  bool high_priority_stream = false;
   NcclBufferRegistration buffer_registration = NcclBufferRegistration::kNone;
 };
 
@@ -47,7 +54,7 @@ class NcclCommunicator : public Communicator {
   /// Collective over `bootstrap` (every rank calls it): rank 0 creates the unique id,
   /// MPI_Bcast shares it, ncclCommInitRank joins. `device` is this rank's CUDA device.
   /// Throws CommError (with rank and host) on failure.
-  NcclCommunicator(MPI_Comm bootstrap, int device, NcclOptions options = {});
+  NcclCommunicator(MPI_Comm bootstrap, int device, NcclOptions options);
   ~NcclCommunicator() override;
   NcclCommunicator(const NcclCommunicator&) = delete;
   NcclCommunicator& operator=(const NcclCommunicator&) = delete;

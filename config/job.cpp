@@ -325,7 +325,7 @@ void Loader::CrossCheck() {
               "fault.crash_step " + std::to_string(c.fault.crash_step) +
                   " is after the last step (train.steps " + std::to_string(c.train.steps) + ")");
   }
-  if (c.metrics.port_base != 0 && c.metrics.port_base + world - 1 > 65535) {
+  if (MetricsPort(c.metrics, world - 1) > 65535) {
     CrossFail(with_world("metrics.port_base"), "metrics.port_base " +
                                                    std::to_string(c.metrics.port_base) + " + " +
                                                    world_text + " - 1 exceeds port 65535");
@@ -576,6 +576,10 @@ Checked after all overrides, reported at the key given last:
        << TableCell(spec.meaning) << " |\n";
   }
   return md.str();
+}
+
+int MetricsPort(const MetricsConfig& metrics, int rank) {
+  return metrics.port_base == 0 ? 0 : metrics.port_base + rank;
 }
 
 }  // namespace ringpilot::config

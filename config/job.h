@@ -193,6 +193,10 @@ std::string EmitJobConfig(const JobConfig& config);
 /// Markdown reference of every key (type, default, range, meaning): docs/config.md is this.
 std::string RenderConfigReference();
 
+/// The metrics port of `rank`: metrics.port_base + rank, or 0 (pick a free port) when
+/// port_base is 0. The one place that rule is written (trainer, k8s manifests, checks).
+int MetricsPort(const MetricsConfig& metrics, int rank);
+
 const char* ToString(Device d);
 const char* ToString(Backend b);
 const char* ToString(Precision p);

@@ -160,7 +160,7 @@ CheckResult CheckIommu(const DoctorEnv& env);
 CheckResult CheckNumaAffinity(const DoctorEnv& env, config::Device dev);
 CheckResult CheckMpi(const DoctorEnv& env);
 CheckResult CheckTrainerLibraries(const DoctorEnv& env, config::Device dev);
-/// `TRAINER --versions` (trainer/versions.h): LibTorch, CUDA, cuDNN, NCCL and MPI versions; FAIL
+/// `TRAINER --versions` (trainer/telemetry/versions.h): LibTorch, CUDA, cuDNN, NCCL and MPI versions; FAIL
 /// when the NCCL loaded has another major or an older minor than the nccl.h built against (or
 /// the command fails), WARN when only its patch (or a newer minor) differs or the loaded cuDNN
 /// is not LibTorch's major.minor. SKIP without a trainer and in quick mode (LibTorch loads).

@@ -1,4 +1,4 @@
-// Doctor check library_versions: runs `ringpilot-trainer --versions` (trainer/versions.h) and
+// Doctor check library_versions: runs `ringpilot-trainer --versions` (trainer/telemetry/versions.h) and
 // compares the NCCL and cuDNN the trainer actually loads with the ones it was built against.
 #include <unistd.h>
 

@@ -236,7 +236,7 @@ std::string PodMonitorDoc(const JobConfig& c, const Names& n) {
     e << YAML::Key << "sourceLabels" << YAML::Value << YAML::BeginSeq << "__meta_kubernetes_pod_ip"
       << YAML::EndSeq;
     Str(e, "regex", "(.+)");
-    Str(e, "replacement", "$1:" + std::to_string(c.metrics.port_base + rank));
+    Str(e, "replacement", "$1:" + std::to_string(config::MetricsPort(c.metrics, rank)));
     Str(e, "targetLabel", "__address__");
     e << YAML::EndMap;
     e << YAML::EndSeq << YAML::EndMap;

@@ -35,7 +35,7 @@ class Trace {
 
   /// `pid` is the rank; `process_name` labels it in the viewer ("rank 3 (node-a)").
   /// `clock_offset_seconds` is added to this host's clock to read rank 0's
-  /// (trainer/step_stats.h EstimateClockOffset), so ranks line up. Throws
+  /// (trainer/telemetry/step_stats.h EstimateClockOffset), so ranks line up. Throws
   /// std::invalid_argument for capacity 0.
   Trace(int pid, std::string process_name, std::size_t capacity, double clock_offset_seconds);
   ~Trace();

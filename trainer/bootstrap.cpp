@@ -1,11 +1,6 @@
 #include "trainer/bootstrap.h"
 
 #include <mpi.h>
-#include <poll.h>
-#include <signal.h>
-#include <spawn.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -23,72 +18,13 @@
 #include "topology/affinity.h"
 #include "topology/bandwidth.h"
 #include "topology/cluster.h"
-#include "trainer/run_util.h"
-
-extern char** environ;
+#include "topology/probe.h"
+#include "trainer/options.h"
 
 namespace ringpilot::trainer {
 namespace {
 
-constexpr int kProbeTimeoutS = 120;
 constexpr std::size_t kMaxTableRows = 64;
-
-// Runs `ringpilot topo --json` (next to this executable) and returns its stdout; throws
-// std::runtime_error on a failure to start, a timeout, or a non-zero exit.
-std::string RunTopoProbe() {
-  const std::string exe = launcher::ParentDirectory(launcher::SelfExecutablePath()) + "/ringpilot";
-  int fds[2];
-  if (::pipe(fds) != 0) throw std::runtime_error(std::string("pipe: ") + std::strerror(errno));
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_adddup2(&actions, fds[1], STDOUT_FILENO);
-  posix_spawn_file_actions_addclose(&actions, fds[0]);
-  posix_spawn_file_actions_addclose(&actions, fds[1]);
-  char* argv[] = {const_cast<char*>(exe.c_str()), const_cast<char*>("topo"),
-                  const_cast<char*>("--json"), nullptr};
-  pid_t pid = 0;
-  const int rc = ::posix_spawn(&pid, exe.c_str(), &actions, nullptr, argv, environ);
-  posix_spawn_file_actions_destroy(&actions);
-  ::close(fds[1]);
-  if (rc != 0) {
-    ::close(fds[0]);
-    throw std::runtime_error("cannot run " + exe + ": " + std::strerror(rc));
-  }
-  std::string out;
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(kProbeTimeoutS);
-  bool timed_out = false;
-  for (;;) {
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-                          deadline - std::chrono::steady_clock::now())
-                          .count();
-    if (left <= 0) {
-      timed_out = true;
-      break;
-    }
-    pollfd p{fds[0], POLLIN, 0};
-    const int n = ::poll(&p, 1, static_cast<int>(std::min<long long>(left, 1000)));
-    if (n < 0 && errno == EINTR) continue;
-    if (n == 0) continue;
-    char buf[65536];
-    const ssize_t got = ::read(fds[0], buf, sizeof buf);
-    if (got < 0 && errno == EINTR) continue;
-    if (got <= 0) break;
-    out.append(buf, static_cast<std::size_t>(got));
-  }
-  ::close(fds[0]);
-  if (timed_out) ::kill(pid, SIGKILL);
-  int status = 0;
-  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
-  if (timed_out) {
-    throw std::runtime_error(exe + " topo --json: no answer in " + std::to_string(kProbeTimeoutS) +
-                             " s");
-  }
-  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-    throw std::runtime_error(exe + " topo --json failed (status " + std::to_string(status) + ")");
-  }
-  return out;
-}
 
 std::map<std::string, std::string> PlanEnvironment() {
   std::map<std::string, std::string> env;
@@ -116,7 +52,7 @@ int VisibleGpus(const topology::NodeTopology& node, const std::map<std::string, 
 }
 
 // This node's report, made by local rank 0.
-topology::NodeReport MakeNodeReport(int local_size, RankLog& log) {
+topology::NodeReport MakeNodeReport(int local_size, telemetry::RankLog& log) {
   topology::NodeReport report;
   report.ranks = local_size;
   const char* snapshot = std::getenv("RINGPILOT_TOPOLOGY_SNAPSHOT");
@@ -127,18 +63,11 @@ topology::NodeReport MakeNodeReport(int local_size, RankLog& log) {
       throw std::runtime_error(std::string("RINGPILOT_TOPOLOGY_SNAPSHOT: ") + e.what());
     }
   } else {
-    try {
-      report.topology = topology::FromJson(nlohmann::json::parse(RunTopoProbe()));
-    } catch (const std::exception& e) {
-      log.Warn(std::string("topology probe failed, placing by this process's CPUs only: ") +
-               e.what());
-      report.topology = topology::NodeTopology{};
-      report.topology.source = "fallback: the probe failed";
-      report.topology.numa_nodes.push_back({0, topology::CurrentAffinity(), 0});
-      report.topology.warnings.push_back(std::string("probe failed: ") + e.what());
-    }
+    // In this process: the probe never throws (a missing source is a warning in the
+    // report), and it runs before CUDA and NCCL start.
+    report.topology = topology::ProbeNode();
   }
-  report.topology.hostname = HostName();
+  report.topology.hostname = base::HostName();
   report.visible_gpus = VisibleGpus(report.topology, PlanEnvironment());
   report.pci_gpus = topology::CountPciGpus();
   return report;
@@ -179,13 +108,13 @@ std::vector<std::string> GatherStrings(const std::string& mine, int rank, int wo
   return out;
 }
 
-bool UsesCuda(const launcher::JobConfig& cfg, int visible_gpus) {
+bool UsesCuda(const config::JobConfig& cfg, int visible_gpus) {
   switch (cfg.world.device) {
-    case launcher::Device::kCpu:
+    case config::Device::kCpu:
       return false;
-    case launcher::Device::kCuda:
+    case config::Device::kCuda:
       return true;
-    case launcher::Device::kAuto:
+    case config::Device::kAuto:
       break;
   }
 #ifdef RINGPILOT_WITH_CUDA
@@ -198,8 +127,8 @@ bool UsesCuda(const launcher::JobConfig& cfg, int visible_gpus) {
 
 }  // namespace
 
-RankPlacement PlaceRank(const launcher::JobConfig& cfg, int rank, int world, int local_rank,
-                        int local_size, RankLog& log) {
+RankPlacement PlaceRank(const config::JobConfig& cfg, int rank, int world, int local_rank,
+                        int local_size, telemetry::RankLog& log) {
   MPI_Comm local;
   MPI_CHECK(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &local));
   std::string report_json;
@@ -248,20 +177,7 @@ RankPlacement PlaceRank(const launcher::JobConfig& cfg, int rank, int world, int
   in.local_rank = local_rank;
   in.local_size = local_size;
   in.cuda = cuda;
-  switch (cfg.placement.bind) {
-    case launcher::BindMode::kAuto:
-      in.bind = topology::BindPolicy::kAuto;
-      break;
-    case launcher::BindMode::kNuma:
-      in.bind = topology::BindPolicy::kNuma;
-      break;
-    case launcher::BindMode::kCores:
-      in.bind = topology::BindPolicy::kCores;
-      break;
-    case launcher::BindMode::kNone:
-      in.bind = topology::BindPolicy::kNone;
-      break;
-  }
+  in.bind = BindPolicyFor(cfg.placement.bind);
   in.allowed_cpus = topology::CurrentAffinity();
   in.env = env;
   out.plan = topology::PlanRank(report.topology, in);

@@ -10,7 +10,7 @@
 
 #include "config/job.h"
 #include "topology/plan.h"
-#include "trainer/rank_log.h"
+#include "trainer/telemetry/rank_log.h"
 
 namespace ringpilot::trainer {
 
@@ -24,11 +24,11 @@ struct RankPlacement {
 /// CUDA or NCCL start (the plan's CUDA_DEVICE_ORDER and NCCL_* variables must be set by
 /// then) and before compute threads exist (they inherit the binding).
 ///
-/// The snapshot comes from `ringpilot topo --json` next to this executable, or from the
-/// file named by RINGPILOT_TOPOLOGY_SNAPSHOT (tests, or nodes where probing is not wanted).
-/// A probe that fails leaves a warning and a minimal topology (this process's CPUs); a
-/// RINGPILOT_TOPOLOGY_SNAPSHOT that cannot be read throws std::runtime_error.
-RankPlacement PlaceRank(const launcher::JobConfig& cfg, int rank, int world, int local_rank,
-                        int local_size, RankLog& log);
+/// The snapshot comes from topology::ProbeNode in this process (hwloc, sysfs, NVML; a
+/// missing source is a warning in the report), or from the file named by
+/// RINGPILOT_TOPOLOGY_SNAPSHOT (tests, or nodes where probing is not wanted); one that
+/// cannot be read throws std::runtime_error.
+RankPlacement PlaceRank(const config::JobConfig& cfg, int rank, int world, int local_rank,
+                        int local_size, telemetry::RankLog& log);
 
 }  // namespace ringpilot::trainer

@@ -1,6 +1,6 @@
 // ringpilot-trainer: one MPI rank of a ringpilot job. Started by `ringpilot run`
 // through mpirun as `ringpilot-trainer --config RUN_DIR/job.yaml --run-dir RUN_DIR`.
-// `ringpilot-trainer --versions` prints the library versions as JSON (trainer/versions.h).
+// `ringpilot-trainer --versions` prints the library versions as JSON (trainer/telemetry/versions.h).
 #include <mpi.h>
 
 #include <c10/util/Exception.h>
@@ -13,10 +13,11 @@
 #include "comm/status.h"
 #include "config/job.h"
 #include "base/files.h"
+#include "base/run_variables.h"
 #include "trainer/preemption.h"
-#include "trainer/rank_log.h"
+#include "trainer/telemetry/rank_log.h"
 #include "trainer/trainer.h"
-#include "trainer/versions.h"
+#include "trainer/telemetry/versions.h"
 
 namespace {
 
@@ -27,11 +28,11 @@ namespace {
   MPI_Initialized(&initialized);
   if (initialized) MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   try {
-    ringpilot::trainer::MakeDirs(run_dir + "/logs");
+    ringpilot::base::MakeDirs(run_dir + "/logs");
   } catch (const std::exception&) {
     // Still report on stderr below.
   }
-  ringpilot::trainer::RankLog log(run_dir + "/logs/rank-" + std::to_string(rank) + ".log", rank,
+  ringpilot::trainer::telemetry::RankLog log(run_dir + "/logs/rank-" + std::to_string(rank) + ".log", rank,
                                   false);
   log.Fatal(message);
   if (initialized) MPI_Abort(MPI_COMM_WORLD, 1);
@@ -49,8 +50,8 @@ int main(int argc, char** argv) {
   app.add_flag_callback(
       "--versions",
       [] {
-        const auto versions = ringpilot::trainer::QueryLibraryVersions();
-        std::printf("%s\n", ringpilot::trainer::VersionsJson(versions).dump().c_str());
+        const auto versions = ringpilot::trainer::telemetry::QueryLibraryVersions();
+        std::printf("%s\n", ringpilot::trainer::telemetry::VersionsJson(versions).dump().c_str());
         throw CLI::Success();
       },
       "print the library versions (compiled against and loaded) as JSON and exit");
@@ -63,13 +64,13 @@ int main(int argc, char** argv) {
   }
   int rc = 0;
   try {
-    ringpilot::launcher::JobConfig config = ringpilot::launcher::LoadJobConfig(config_path);
+    ringpilot::config::JobConfig config = ringpilot::config::LoadJobConfig(config_path);
     ringpilot::trainer::TrainerOptions options;
     options.run_dir = run_dir;
-    if (const char* r = std::getenv("RINGPILOT_RESTART")) options.restart = std::atoi(r);
+    if (const char* r = std::getenv(ringpilot::base::kRestartVar)) options.restart = std::atoi(r);
     ringpilot::trainer::Trainer trainer(std::move(config), options);
     rc = trainer.Run();
-  } catch (const ringpilot::launcher::ConfigError& e) {
+  } catch (const ringpilot::config::ConfigError& e) {
     Die(run_dir, e.what());
   } catch (const c10::Error& e) {
     Die(run_dir, std::string("LibTorch error: ") + e.what_without_backtrace() + " (" +

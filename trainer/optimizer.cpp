@@ -49,7 +49,7 @@ FusedOptimizer::FusedOptimizer(std::vector<at::Tensor> params, OptimizerOptions 
     : params_(std::move(params)), options_(options) {
   at::NoGradGuard no_grad;
   for (const auto& p : params_) {
-    if (options_.kind == OptimizerOptions::Kind::kSgd) {
+    if (options_.kind == config::Optimizer::kSgd) {
       if (options_.momentum != 0.0) momentum_.push_back(at::zeros_like(p));
     } else {
       exp_avg_.push_back(at::zeros_like(p));
@@ -86,7 +86,7 @@ void FusedOptimizer::Apply(const std::vector<at::Tensor>& params,
   std::vector<at::Tensor> p = params, grads;
   grads.reserve(params.size());
   for (const auto& t : params) grads.push_back(t.grad());
-  if (options_.kind == OptimizerOptions::Kind::kSgd) {
+  if (options_.kind == config::Optimizer::kSgd) {
     std::vector<at::Tensor> m = momentum;
     MatchLayoutsAndFlatten(p, grads, {&m});
     // is_first_step makes the momentum buffer start as the gradient, as torch.optim.SGD.

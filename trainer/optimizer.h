@@ -7,17 +7,19 @@
 #include <string>
 #include <vector>
 
+#include "config/job.h"
+
 namespace ringpilot::trainer {
 
+/// No job defaults here: trainer/options.cpp fills every field from the job (config/job.h).
 struct OptimizerOptions {
-  enum class Kind { kSgd, kAdamW };
-  Kind kind = Kind::kSgd;
-  double lr = 0.1;
-  double momentum = 0.9;
-  double weight_decay = 0.0;
-  double beta1 = 0.9;
-  double beta2 = 0.999;
-  double eps = 1e-8;
+  config::Optimizer kind = config::Optimizer::kSgd;
+  double lr = 0;
+  double momentum = 0;      ///< SGD
+  double weight_decay = 0;  ///< SGD: L2 term; AdamW: decoupled decay
+  double beta1 = 0;         ///< AdamW
+  double beta2 = 0;         ///< AdamW
+  double eps = 0;           ///< AdamW
 };
 
 /// Updates `params` from their `.grad` (which must be defined and of the same

@@ -1,5 +1,7 @@
 #include "trainer/preemption.h"
 
+#include "base/exit_status.h"
+
 #include <torch/torch.h>
 
 #include <atomic>
@@ -8,7 +10,6 @@
 #include <stdexcept>
 #include <string>
 
-#include "launcher/mpirun_command.h"
 
 namespace ringpilot::trainer {
 namespace {
@@ -66,11 +67,11 @@ bool PreemptionWatch::AgreeToStop(comm::Communicator& comm) const {
   return flag.item<int>() != 0;
 }
 
-int PreemptionWatch::Stop(RankLog& log, int64_t done) const {
+int PreemptionWatch::Stop(telemetry::RankLog& log, int64_t done) const {
   log.Info("preempted: SIGUSR1 received; checkpoint of step " + std::to_string(done) +
-           " written, stopping with exit status " + std::to_string(launcher::kPreemptedExitStatus) +
+           " written, stopping with exit status " + std::to_string(base::kExitPreempted) +
            " (rerun the run directory to resume)");
-  return launcher::kPreemptedExitStatus;
+  return base::kExitPreempted;
 }
 
 }  // namespace ringpilot::trainer

@@ -1,14 +1,14 @@
 // Checkpoint-and-stop on SIGUSR1 (Slurm's warning before the time limit, forwarded by the
 // batch script, `ringpilot run` and mpirun): the handler only sets a flag; at each step
 // boundary the ranks agree on it, so that all of them checkpoint the same step and stop
-// with launcher::kPreemptedExitStatus (docs/slurm.md).
+// with base::kExitPreempted (docs/slurm.md).
 #pragma once
 
 #include <csignal>
 #include <cstdint>
 
 #include "comm/communicator.h"
-#include "trainer/rank_log.h"
+#include "trainer/telemetry/rank_log.h"
 
 namespace ringpilot::trainer {
 
@@ -35,8 +35,8 @@ class PreemptionWatch {
   bool AgreeToStop(comm::Communicator& comm) const;
 
   /// Logs that the checkpoint of step `done` is written and returns the exit status for
-  /// the rank (launcher::kPreemptedExitStatus).
-  int Stop(RankLog& log, int64_t done) const;
+  /// the rank (base::kExitPreempted).
+  int Stop(telemetry::RankLog& log, int64_t done) const;
 
  private:
   struct sigaction previous_ {};

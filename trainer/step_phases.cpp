@@ -3,7 +3,7 @@
 #include <chrono>
 #include <thread>
 
-#include "trainer/run_util.h"
+include "base/time.h"
 
 #ifdef RINGPILOT_WITH_CUDA
 #include <c10/cuda/CUDAStream.h>
@@ -53,7 +53,7 @@ void StepPhases::Begin() {
 #ifdef RINGPILOT_WITH_CUDA
   if (gpu_) return gpu_->timeline.BeginStep(c10::cuda::getCurrentCUDAStream().stream());
 #endif
-  host_[kBegin] = UnixNow();
+  host_[kBegin] = base::UnixNow();
 }
 
 void StepPhases::Stamp(int marker) {
@@ -65,7 +65,7 @@ void StepPhases::Stamp(int marker) {
     return;
   }
 #endif
-  host_[marker] = UnixNow();
+  host_[marker] = base::UnixNow();
 }
 
 void StepPhases::ForwardDone() { Stamp(kForward); }

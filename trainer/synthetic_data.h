@@ -7,7 +7,12 @@
 
 #include <cstdint>
 
+#include "trainer/models/model.h"
+
 namespace ringpilot::trainer {
+
+using models::ImageSpec;
+using models::TokenSpec;
 
 /// One rank's batch. Tensors are on the CPU (pinned when requested).
 struct Batch {
@@ -22,13 +27,6 @@ inline int64_t FirstSampleIndex(int64_t step, int rank, int world, int batch_per
   return (step * world + rank) * static_cast<int64_t>(batch_per_rank);
 }
 
-struct ImageSpec {
-  int height = 32;
-  int width = 32;
-  int num_classes = 10;
-  int workers = 1;  ///< threads generating one batch
-};
-
 /// Precomputes what FillImages needs for every class (optional; makes the first steps
 /// as fast as the rest). Thread-safe.
 void PrepareImages(uint64_t seed, const ImageSpec& spec);
@@ -36,16 +34,6 @@ void PrepareImages(uint64_t seed, const ImageSpec& spec);
 /// Class-conditional images: a smooth per-class pattern plus per-sample noise, so the
 /// task is learnable and the loss falls as training proceeds.
 void FillImages(uint64_t seed, int64_t first_index, const ImageSpec& spec, Batch& out);
-
-struct TokenSpec {
-  static constexpr int64_t kVocab = 30522;
-  static constexpr int64_t kCls = 101;
-  static constexpr int64_t kSep = 102;
-  static constexpr int64_t kMask = 103;
-  static constexpr int64_t kIgnore = -100;
-  int seq_len = 128;
-  double mask_fraction = 0.15;
-};
 
 /// Masked-LM sequences: [CLS] + an arithmetic progression of token ids + [SEP], with
 /// exactly round(mask_fraction * (seq_len - 2)) positions replaced by [MASK]. A fixed

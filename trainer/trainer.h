@@ -22,10 +22,11 @@ struct TrainerOptions {
 /// aborts the job.
 class Trainer {
  public:
-  Trainer(launcher::JobConfig config, TrainerOptions options);
+  Trainer(config::JobConfig config, TrainerOptions options);
   ~Trainer();
   /// Trains from the newest valid checkpoint (or from scratch) to `train.steps`.
-  /// Returns the process exit code (0).
+  /// Returns the process exit status: base::kExitOk, or base::kExitPreempted when SIGUSR1
+  /// stopped it after a checkpoint.
   int Run();
 
  private:

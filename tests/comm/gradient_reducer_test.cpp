@@ -14,6 +14,14 @@
 namespace ringpilot::comm {
 namespace {
 
+// The job's default caps (config/job.h: comm.bucket_mb 25, comm.first_bucket_mb 1).
+ReducerOptions DefaultBuckets() {
+  ReducerOptions o;
+  o.bucket_bytes = 25 << 20;
+  o.first_bucket_bytes = 1 << 20;
+  return o;
+}
+
 // A stack of linear layers: deep enough that backward produces gradients over time.
 struct Mlp : torch::nn::Module {
   explicit Mlp(int layers, int width, bool with_unused = false) {
@@ -202,7 +210,7 @@ TEST_F(GradientReducerTest, FirstBucketIsIssuedBeforeBackwardFinishes) {
 
 TEST_F(GradientReducerTest, UnusedParameterGetsZeroGradientAndDoesNotHang) {
   Mlp model(3, 16, /*with_unused=*/true);
-  GradientReducer reducer(model.parameters(), comm, ReducerOptions{});
+  GradientReducer reducer(model.parameters(), comm, DefaultBuckets());
   for (int step = 0; step < 2; ++step) {
     reducer.PrepareForBackward();
     model.forward(Input(step, 16)).backward();
@@ -230,9 +238,9 @@ TEST_F(GradientReducerTest, BFloat16WireFormatIsCloseToFloat32) {
 
 TEST_F(GradientReducerTest, RejectsBadParameters) {
   std::vector<at::Tensor> none;
-  EXPECT_THROW(GradientReducer(none, comm, ReducerOptions{}), CommError);
+  EXPECT_THROW(GradientReducer(none, comm, DefaultBuckets()), CommError);
   std::vector<at::Tensor> frozen = {at::ones({3})};
-  EXPECT_THROW(GradientReducer(frozen, comm, ReducerOptions{}), CommError);
+  EXPECT_THROW(GradientReducer(frozen, comm, DefaultBuckets()), CommError);
 }
 
 }  // namespace

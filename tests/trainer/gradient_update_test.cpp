@@ -2,6 +2,7 @@
 // parameters as wait-all-then-step, and it really updates the early buckets' parameters
 // before waiting for the last buckets.
 #include "trainer/gradient_update.h"
+#include "trainer/options.h"
 
 #include <gtest/gtest.h>
 #include <torch/torch.h>
@@ -74,7 +75,7 @@ comm::ReducerOptions SmallBuckets() {
 
 // Three steps of each optimizer through ReduceAndUpdate (overlap on and off) and through
 // FinishBackward + Step: identical parameters.
-void ExpectSameAsStepAfterWaitingForAll(OptimizerOptions::Kind kind) {
+void ExpectSameAsStepAfterWaitingForAll(config::Optimizer kind) {
   torch::manual_seed(3);
   Mlp a, b, c;
   for (auto* m : {&b, &c}) {
@@ -82,7 +83,7 @@ void ExpectSameAsStepAfterWaitingForAll(OptimizerOptions::Kind kind) {
     torch::NoGradGuard no_grad;
     for (size_t i = 0; i < src.size(); ++i) dst[i].copy_(src[i]);
   }
-  OptimizerOptions oo;
+  OptimizerOptions oo = OptimizerOptionsFor(config::TrainConfig{});  // job defaults
   oo.kind = kind;
   oo.lr = 0.05;
   oo.weight_decay = 0.01;
@@ -117,11 +118,11 @@ void ExpectSameAsStepAfterWaitingForAll(OptimizerOptions::Kind kind) {
 }
 
 TEST(ReduceAndUpdate, SgdSameParametersAsWaitAllThenStep) {
-  ExpectSameAsStepAfterWaitingForAll(OptimizerOptions::Kind::kSgd);
+  ExpectSameAsStepAfterWaitingForAll(config::Optimizer::kSgd);
 }
 
 TEST(ReduceAndUpdate, AdamWSameParametersAsWaitAllThenStep) {
-  ExpectSameAsStepAfterWaitingForAll(OptimizerOptions::Kind::kAdamW);
+  ExpectSameAsStepAfterWaitingForAll(config::Optimizer::kAdamW);
 }
 
 // When the first tail bucket is waited for, the other buckets' parameters have moved
@@ -132,7 +133,7 @@ TEST(ReduceAndUpdate, EarlyBucketsAreUpdatedBeforeTheTailIsWaitedFor) {
     Mlp m;
     RecordingComm c;
     comm::GradientReducer r(m.parameters(), c, SmallBuckets());
-    OptimizerOptions oo;
+    OptimizerOptions oo = OptimizerOptionsFor(config::TrainConfig{});  // job defaults
     oo.lr = 0.1;
     FusedOptimizer opt(m.parameters(), oo);
     StepPhases phases(-1, nullptr);

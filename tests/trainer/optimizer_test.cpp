@@ -1,4 +1,5 @@
 #include "trainer/optimizer.h"
+#include "trainer/options.h"
 
 #include <gtest/gtest.h>
 #include <torch/torch.h>
@@ -6,8 +7,8 @@
 namespace ringpilot::trainer {
 namespace {
 
-OptimizerOptions WithDecay(OptimizerOptions::Kind kind) {
-  OptimizerOptions o;
+OptimizerOptions WithDecay(config::Optimizer kind) {
+  OptimizerOptions o = OptimizerOptionsFor(config::TrainConfig{});  // job defaults
   o.kind = kind;
   o.lr = 0.05;
   o.weight_decay = 0.1;
@@ -22,7 +23,7 @@ void ExpectSameState(const FusedOptimizer& a, const FusedOptimizer& b) {
 
 TEST(FusedOptimizer, SgdMomentumMatchesTheTorchOptimFormula) {
   at::Tensor p = at::tensor({1.0f, -2.0f, 3.0f}).requires_grad_();
-  OptimizerOptions o;
+  OptimizerOptions o = OptimizerOptionsFor(config::TrainConfig{});  // job defaults
   o.lr = 0.1;
   o.momentum = 0.9;
   o.weight_decay = 0.01;
@@ -43,8 +44,8 @@ TEST(FusedOptimizer, SgdMomentumMatchesTheTorchOptimFormula) {
 
 TEST(FusedOptimizer, AdamWMatchesTheTorchOptimFormula) {
   at::Tensor p = at::tensor({0.5f, -1.0f}).requires_grad_();
-  OptimizerOptions o;
-  o.kind = OptimizerOptions::Kind::kAdamW;
+  OptimizerOptions o = OptimizerOptionsFor(config::TrainConfig{});  // job defaults
+  o.kind = config::Optimizer::kAdamW;
   o.lr = 0.01;
   o.weight_decay = 0.1;
   FusedOptimizer opt({p}, o);
@@ -71,7 +72,7 @@ TEST(FusedOptimizer, AdamWMatchesTheTorchOptimFormula) {
 // for element, for both optimizers and over several steps (SGD's first-step momentum and
 // AdamW's step counts included).
 TEST(FusedOptimizer, SplitStepEqualsOneStep) {
-  for (auto kind : {OptimizerOptions::Kind::kSgd, OptimizerOptions::Kind::kAdamW}) {
+  for (auto kind : {config::Optimizer::kSgd, config::Optimizer::kAdamW}) {
     const OptimizerOptions o = WithDecay(kind);
     std::vector<at::Tensor> a, b;
     for (int i = 0; i < 5; ++i) {
@@ -101,7 +102,7 @@ TEST(FusedOptimizer, SplitStepEqualsOneStep) {
 TEST(FusedOptimizer, ChannelsLastParametersUpdateLikeContiguousOnes) {
   // CPU channels_last weights go through flat views of their storage (no copies); the
   // update must be the same elementwise, including for a gradient in another layout.
-  for (auto kind : {OptimizerOptions::Kind::kSgd, OptimizerOptions::Kind::kAdamW}) {
+  for (auto kind : {config::Optimizer::kSgd, config::Optimizer::kAdamW}) {
     const OptimizerOptions o = WithDecay(kind);
     torch::manual_seed(3);
     const at::Tensor w0 = at::randn({8, 4, 3, 3});

@@ -107,7 +107,7 @@ TEST(Preemption, StopLogsTheStepAndReturnsThePreemptedStatus) {
   PreemptionWatch watch;
   {
     RankLog log(path, 0, false);
-    EXPECT_EQ(watch.Stop(log, 12), launcher::kPreemptedExitStatus);
+    EXPECT_EQ(watch.Stop(log, 12), base::kExitPreempted);
   }
   std::FILE* f = std::fopen(path.c_str(), "r");
   ASSERT_NE(f, nullptr);

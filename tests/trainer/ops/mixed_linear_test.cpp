@@ -1,0 +1,422 @@
+#include "trainer/ops/mixed_linear.h"
+
+#include <gtest/gtest.h>
+#include <torch/csrc/autograd/utils/lambda_post_hook.h>
+#include <torch/torch.h>
+
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#ifdef RINGPILOT_WITH_CUDA
+#include <ATen/autocast_mode.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
+#include "tests/trainer/cuda_graph_capture.h"
+#endif
+
+namespace ringpilot::trainer::ops {
+namespace {
+
+// Largest |a - ref| relative to the largest |ref|.
+double RelMaxError(const at::Tensor& a, const at::Tensor& ref) {
+  const at::Tensor r = ref.to(at::kDouble).cpu();
+  const double mag = r.abs().max().item<double>();
+  return (a.to(at::kDouble).cpu() - r).abs().max().item<double>() / (mag > 0 ? mag : 1.0);
+}
+
+struct Layer {
+  at::Tensor weight, bias;  // float32 leaves
+};
+
+Layer MakeLayer(int64_t out, int64_t in, const at::TensorOptions& options) {
+  return {at::randn({out, in}, options).mul_(0.05).requires_grad_(),
+          at::randn({out}, options).mul_(0.1).requires_grad_()};
+}
+
+// Reference gradients in float64 from the low-precision operands MixedLinear uses:
+// y = xl wl^T + bl; dW = dy^T xl, db = sum(dy), dx = dy wl.
+struct Reference {
+  at::Tensor y, dx, dw, db;
+};
+
+Reference ReferenceOf(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b,
+                      const at::Tensor& dy, at::ScalarType low) {
+  const at::Tensor xl = x.detach().to(low).to(at::kDouble);
+  const at::Tensor wl = w.detach().to(low).to(at::kDouble);
+  const at::Tensor bl = b.detach().to(low).to(at::kDouble);
+  const at::Tensor g = dy.to(at::kDouble);
+  return {at::addmm(bl, xl, wl.t()), g.mm(wl), g.t().mm(xl), g.sum(0)};
+}
+
+struct Outcome {
+  at::Tensor y, dx;
+  std::vector<at::Tensor> dw, db;
+};
+
+// Group `layers` in a ShadowWeights of `low`, one forward and backward with dy.
+Outcome RunGroup(const std::vector<Layer>& layers, const at::Tensor& x0, const at::Tensor& dy,
+                 at::ScalarType low) {
+  ShadowWeights shadows;
+  std::vector<at::Tensor> w, b;
+  for (const Layer& l : layers) {
+    w.push_back(l.weight);
+    b.push_back(l.bias);
+    if (l.weight.grad().defined()) l.weight.mutable_grad().zero_();
+    if (l.bias.grad().defined()) l.bias.mutable_grad().zero_();
+  }
+  const int group = shadows.AddGroup(w, b);
+  shadows.Refresh(low);
+  at::Tensor x = x0.detach().clone().requires_grad_();
+  at::Tensor y = shadows.Forward(group, x);
+  y.backward(dy);
+  Outcome o{y.detach(), x.grad(), {}, {}};
+  for (const Layer& l : layers) {
+    o.dw.push_back(l.weight.grad().clone());
+    o.db.push_back(l.bias.grad().clone());
+  }
+  return o;
+}
+
+void CheckGroupAgainstReference(const at::TensorOptions& options, at::ScalarType low, double tol) {
+  torch::manual_seed(3);
+  const int64_t rows = 37, in = 24;
+  const std::vector<Layer> layers = {MakeLayer(16, in, options), MakeLayer(8, in, options),
+                                     MakeLayer(24, in, options)};
+  const at::Tensor x = at::randn({rows, in}, options);
+  const at::Tensor dy = at::randn({rows, 48}, options).to(low);
+  const Outcome o = RunGroup(layers, x, dy, low);
+  EXPECT_EQ(o.y.scalar_type(), low);
+  EXPECT_EQ(o.dx.scalar_type(), at::kFloat) << "x is float32, so is its gradient";
+  int64_t offset = 0;
+  at::Tensor dx_ref = at::zeros({rows, in}, at::kDouble);
+  for (size_t i = 0; i < layers.size(); ++i) {
+    const int64_t n = layers[i].weight.size(0);
+    const at::Tensor dyi = dy.narrow(1, offset, n).cpu();
+    const Reference r =
+        ReferenceOf(x.cpu(), layers[i].weight.cpu(), layers[i].bias.cpu(), dyi, low);
+    const std::string what = "layer " + std::to_string(i);
+    // The forward output is rounded to `low` once.
+    EXPECT_LE(RelMaxError(o.y.narrow(1, offset, n), r.y), 1e-2) << what << " y";
+    EXPECT_EQ(o.dw[i].scalar_type(), at::kFloat);
+    EXPECT_LE(RelMaxError(o.dw[i], r.dw), tol) << what << " dweight";
+    EXPECT_LE(RelMaxError(o.db[i], r.db), tol) << what << " dbias";
+    dx_ref += r.dx;
+    offset += n;
+  }
+  EXPECT_LE(RelMaxError(o.dx, dx_ref), tol) << "dx";
+}
+
+TEST(MixedLinear, GroupGradientsMatchFloat64ReferenceOnCpu) {
+  CheckGroupAgainstReference(at::TensorOptions().dtype(at::kFloat), at::kBFloat16, 1e-5);
+}
+
+TEST(MixedLinear, LowPrecisionInputKeepsItsDtypeForItsGradient) {
+  torch::manual_seed(4);
+  const Layer l = MakeLayer(6, 10, at::TensorOptions());
+  const at::Tensor x = at::randn({5, 10}).to(at::kBFloat16);
+  const Outcome o = RunGroup({l}, x, at::randn({5, 6}).to(at::kBFloat16), at::kBFloat16);
+  EXPECT_EQ(o.dx.scalar_type(), at::kBFloat16);
+  EXPECT_EQ(o.dw[0].scalar_type(), at::kFloat);
+}
+
+TEST(ShadowWeights, RefreshFollowsTheMastersWithoutHistory) {
+  torch::manual_seed(5);
+  const Layer a = MakeLayer(4, 3, at::TensorOptions()), b = MakeLayer(5, 3, at::TensorOptions());
+  ShadowWeights shadows;
+  const int g = shadows.AddGroup({a.weight, b.weight}, {a.bias, b.bias});
+  EXPECT_FALSE(shadows.Ready(at::kBFloat16, at::Device(at::kCPU)));
+  shadows.Refresh(at::kBFloat16);
+  EXPECT_TRUE(shadows.Ready(at::kBFloat16, at::Device(at::kCPU)));
+  const at::Tensor x = at::randn({2, 3});
+  auto expected = [&] {
+    return at::cat({at::linear(x.to(at::kBFloat16), a.weight.detach().to(at::kBFloat16),
+                               a.bias.detach().to(at::kBFloat16)),
+                    at::linear(x.to(at::kBFloat16), b.weight.detach().to(at::kBFloat16),
+                               b.bias.detach().to(at::kBFloat16))},
+                   1);
+  };
+  {
+    const at::NoGradGuard no_grad;
+    EXPECT_TRUE(at::equal(shadows.Forward(g, x), expected()));
+    a.weight.mul_(2.0);  // what an optimizer step does to a master
+    b.bias.add_(1.0);
+  }
+  shadows.Refresh(at::kBFloat16);
+  const at::NoGradGuard no_grad;
+  EXPECT_TRUE(at::equal(shadows.Forward(g, x), expected()));
+}
+
+TEST(ShadowWeights, RejectsLayersThatCannotShareAnInput) {
+  const Layer a = MakeLayer(4, 3, at::TensorOptions()), b = MakeLayer(4, 5, at::TensorOptions());
+  ShadowWeights shadows;
+  EXPECT_THROW(shadows.AddGroup({a.weight, b.weight}, {a.bias, b.bias}), c10::Error);
+  EXPECT_THROW(shadows.AddGroup({a.weight}, {}), c10::Error);
+  EXPECT_THROW(shadows.AddGroup({a.weight}, {b.weight}), c10::Error);
+  shadows.AddGroup({a.weight}, {a.bias});
+  shadows.Refresh(at::kBFloat16);
+  EXPECT_THROW(shadows.AddGroup({b.weight}, {b.bias}), c10::Error);
+}
+
+// Records whether a gradient arrived at an AccumulateGrad node.
+struct IncomingGrad : torch::autograd::FunctionPreHook {
+  explicit IncomingGrad(int* defined) : defined(defined) {}
+  torch::autograd::variable_list operator()(const torch::autograd::variable_list& grads) override {
+    *defined = grads.at(0).defined() ? 1 : 0;
+    return grads;
+  }
+  int* defined;
+};
+
+// Gradient buffers as the gradient reducer sets them up: views into one float32 bucket
+// holding earlier gradients, and a post-hook on each weight's AccumulateGrad node.
+struct Buckets {
+  at::Tensor storage;
+  std::vector<at::Tensor> grads;  // the views, as set
+  std::vector<int> hook_calls;
+  std::vector<int> incoming_defined;
+  // Owned here as by the reducer: a tensor holds its accumulator node only weakly.
+  std::vector<std::shared_ptr<torch::autograd::Node>> accumulators;
+};
+
+void AttachBuckets(Buckets& b, const std::vector<at::Tensor>& params) {
+  int64_t numel = 0;
+  for (const at::Tensor& p : params) numel += p.numel();
+  b.storage = at::rand({numel}, params.front().options().requires_grad(false));
+  b.hook_calls.assign(params.size(), 0);
+  b.incoming_defined.assign(params.size(), -1);
+  int64_t offset = 0;
+  for (size_t i = 0; i < params.size(); ++i) {
+    at::Tensor view = b.storage.narrow(0, offset, params[i].numel()).view(params[i].sizes());
+    params[i].mutable_grad() = view;
+    b.grads.push_back(view);
+    offset += params[i].numel();
+    auto acc = torch::autograd::impl::grad_accumulator(params[i]);
+    acc->add_post_hook(std::make_unique<torch::autograd::utils::LambdaPostHook>(
+        [&b, i](const torch::autograd::variable_list& outputs,
+                const torch::autograd::variable_list&) {
+          ++b.hook_calls[i];
+          return outputs;
+        }));
+    acc->add_pre_hook(std::make_unique<IncomingGrad>(&b.incoming_defined[i]));
+    b.accumulators.push_back(std::move(acc));
+  }
+}
+
+void CheckAccumulateIntoGrad(const at::TensorOptions& options) {
+  torch::manual_seed(15);
+  const int64_t rows = 33, in = 16;
+  const std::vector<Layer> layers = {MakeLayer(8, in, options), MakeLayer(12, in, options)};
+  // The first weight is also used by an embedding lookup, as BERT's tied word embeddings.
+  const std::vector<at::Tensor> params = {layers[0].weight, layers[1].weight, layers[0].bias,
+                                          layers[1].bias};
+  Buckets buckets;
+  AttachBuckets(buckets, params);
+  const at::Tensor before = buckets.storage.clone();
+  ShadowWeights shadows(ShadowWeightsOptions{/*accumulate_into_grad=*/true});
+  const int g =
+      shadows.AddGroup({layers[0].weight, layers[1].weight}, {layers[0].bias, layers[1].bias});
+  shadows.Refresh(at::kBFloat16);
+  const at::Tensor x = at::randn({rows, in}, options).requires_grad_();
+  const at::Tensor ids = at::randint(0, 8, {5}, options.dtype(at::kLong));
+  const at::Tensor dy = at::randn({rows, 20}, options).to(at::kBFloat16);
+  const at::Tensor demb = at::randn({5, in}, options);
+  at::Tensor y = shadows.Forward(g, x);
+  at::Tensor emb = at::embedding(layers[0].weight, ids);
+  torch::autograd::backward({y, emb}, {dy, demb});
+
+  int64_t offset = 0;
+  for (size_t i = 0; i < params.size(); ++i) {
+    const std::string what = "parameter " + std::to_string(i);
+    EXPECT_EQ(buckets.hook_calls[i], 1) << what << ": the reducer's hook must fire once";
+    EXPECT_EQ(params[i].grad().data_ptr(), buckets.grads[i].data_ptr()) << what << " moved";
+    // The second weight's gradient was added by the GEMM: nothing reaches its accumulator.
+    // The first one's embedding gradient still does; the biases' as always.
+    EXPECT_EQ(buckets.incoming_defined[i], i == 1 ? 0 : 1) << what;
+    offset += params[i].numel();
+  }
+  // Expected: the earlier contents plus this backward's gradients, in float64.
+  offset = 0;
+  for (size_t l = 0; l < layers.size(); ++l) {
+    const int64_t n = layers[l].weight.size(0);
+    const Reference r = ReferenceOf(x.cpu(), layers[l].weight.cpu(), layers[l].bias.cpu(),
+                                    dy.narrow(1, offset, n).cpu(), at::kBFloat16);
+    at::Tensor dw = r.dw;
+    if (l == 0) {
+      dw = dw.index_add(0, ids.cpu(), demb.cpu().to(at::kDouble));
+    }
+    const at::Tensor w_before =
+        before.narrow(0, l == 0 ? 0 : layers[0].weight.numel(), layers[l].weight.numel())
+            .view(layers[l].weight.sizes());
+    EXPECT_LE(RelMaxError(layers[l].weight.grad(), w_before.to(at::kDouble).cpu() + dw), 1e-5)
+        << "layer " << l << " weight gradient";
+    offset += n;
+  }
+}
+
+TEST(MixedLinear, AccumulatesIntoBucketViewsAndStillFiresTheReducerHooks) {
+  CheckAccumulateIntoGrad(at::TensorOptions());
+}
+
+TEST(MixedLinear, AccumulateFallsBackWhereThereIsNoGradientBuffer) {
+  torch::manual_seed(16);
+  const Layer l = MakeLayer(6, 10, at::TensorOptions());
+  ShadowWeights shadows(ShadowWeightsOptions{/*accumulate_into_grad=*/true});
+  const int g = shadows.AddGroup({l.weight}, {l.bias});
+  shadows.Refresh(at::kBFloat16);
+  const at::Tensor x = at::randn({5, 10});
+  const at::Tensor dy = at::randn({5, 6}).to(at::kBFloat16);
+  shadows.Forward(g, x).backward(dy);
+  ASSERT_TRUE(l.weight.grad().defined());
+  const Reference r = ReferenceOf(x, l.weight, l.bias, dy, at::kBFloat16);
+  EXPECT_LE(RelMaxError(l.weight.grad(), r.dw), 1e-5);
+  // A second backward accumulates, in place now that the buffer exists.
+  const at::Tensor first = l.weight.grad();
+  shadows.Refresh(at::kBFloat16);
+  shadows.Forward(g, x).backward(dy);
+  EXPECT_EQ(l.weight.grad().data_ptr(), first.data_ptr());
+  EXPECT_LE(RelMaxError(l.weight.grad(), 2 * r.dw), 1e-5);
+}
+
+TEST(ColumnSumFloat, MatchesFloat64SumsOnCpu) {
+  const at::Tensor x = at::randn({33, 7}).to(at::kBFloat16);
+  EXPECT_LE(RelMaxError(ColumnSumFloat(x), x.to(at::kDouble).sum(0)), 1e-6);
+  EXPECT_THROW(ColumnSumFloat(at::randn({3})), c10::Error);
+}
+
+#ifdef RINGPILOT_WITH_CUDA
+class MixedLinearCuda : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device";
+  }
+};
+
+TEST_F(MixedLinearCuda, ColumnSumKernelMatchesFloat64AtEveryAlignment) {
+  torch::manual_seed(6);
+  struct Case {
+    int64_t rows, cols;
+    at::ScalarType dtype;
+    int64_t skip;  // leading columns dropped: misaligned starts, ld > cols
+  };
+  const std::vector<Case> cases = {{8192, 768, at::kBFloat16, 0},   {8192, 3072, at::kBFloat16, 0},
+                                   {1229, 30522, at::kBFloat16, 0}, {1229, 30522, at::kBFloat16, 1},
+                                   {7, 5, at::kBFloat16, 0},        {1, 768, at::kBFloat16, 0},
+                                   {300, 96, at::kFloat, 0},        {300, 96, at::kFloat, 3},
+                                   {513, 40, at::kHalf, 0},         {513, 40, at::kHalf, 2},
+                                   {0, 16, at::kBFloat16, 0},       {5000, 1, at::kFloat, 0}};
+  for (const Case& c : cases) {
+    const at::Tensor full = at::randn({c.rows, c.cols + c.skip}, at::device(at::kCUDA)).to(c.dtype);
+    const at::Tensor x = full.narrow(1, c.skip, c.cols);
+    const at::Tensor got = ColumnSumFloat(x);
+    const at::Tensor ref = x.to(at::kDouble).sum(0);
+    const std::string what = std::to_string(c.rows) + "x" + std::to_string(c.cols) + " " +
+                             std::string(c10::toString(c.dtype)) + " skip " +
+                             std::to_string(c.skip);
+    ASSERT_EQ(got.scalar_type(), at::kFloat) << what;
+    // float32 accumulation of up to 8192 terms of magnitude ~1.
+    const double bound = 1e-5 * std::max<double>(1.0, static_cast<double>(c.rows));
+    EXPECT_LE((got.to(at::kDouble) - ref).abs().max().item<double>(), bound) << what;
+    EXPECT_TRUE(at::equal(got, ColumnSumFloat(x))) << what << ": not deterministic";
+  }
+}
+
+// The autocast reference: at::linear on float32 tensors under CUDA bf16 autocast.
+struct Autocast {
+  at::Tensor y, dx, dw, db;
+};
+
+Autocast AutocastLinear(const at::Tensor& x0, const Layer& l, const at::Tensor& dy) {
+  at::Tensor x = x0.detach().clone().requires_grad_();
+  at::Tensor w = l.weight.detach().clone().requires_grad_();
+  at::Tensor b = l.bias.detach().clone().requires_grad_();
+  at::autocast::set_autocast_dtype(at::kCUDA, at::kBFloat16);
+  at::autocast::set_autocast_enabled(at::kCUDA, true);
+  at::Tensor y = at::linear(x, w, b);
+  at::autocast::set_autocast_enabled(at::kCUDA, false);
+  at::autocast::clear_cache();
+  y.backward(dy);
+  return {y.detach(), x.grad(), w.grad(), b.grad()};
+}
+
+TEST_F(MixedLinearCuda, SameForwardAsAutocastAndCloserGradients) {
+  torch::manual_seed(7);
+  const auto options = at::device(at::kCUDA);
+  const int64_t rows = 512, in = 768;
+  for (int64_t out : {768, 3072}) {
+    const Layer l = MakeLayer(out, in, options);
+    const at::Tensor x = at::randn({rows, in}, options);
+    const at::Tensor dy = at::randn({rows, out}, options).to(at::kBFloat16);
+    const Outcome ours = RunGroup({l}, x, dy, at::kBFloat16);
+    const Autocast ac = AutocastLinear(x, l, dy);
+    const Reference r = ReferenceOf(x.cpu(), l.weight.cpu(), l.bias.cpu(), dy.cpu(), at::kBFloat16);
+    const std::string what = "out " + std::to_string(out);
+    EXPECT_TRUE(at::equal(ours.y, ac.y)) << what << ": forward differs from autocast's";
+    // Float32 results from the GEMM's accumulator: within float32 rounding of float64.
+    EXPECT_LE(RelMaxError(ours.dw[0], r.dw), 3e-5) << what << " dweight";
+    EXPECT_LE(RelMaxError(ours.db[0], r.db), 3e-5) << what << " dbias";
+    EXPECT_LE(RelMaxError(ours.dx, r.dx), 3e-5) << what << " dx";
+    // Autocast's are rounded to bf16 first (relative 2^-8).
+    EXPECT_LE(RelMaxError(ours.dw[0], ac.dw), 8e-3) << what << " dweight vs autocast";
+    EXPECT_LE(RelMaxError(ours.db[0], ac.db), 8e-3) << what << " dbias vs autocast";
+    EXPECT_LE(RelMaxError(ours.dx, ac.dx), 8e-3) << what << " dx vs autocast";
+  }
+}
+
+TEST_F(MixedLinearCuda, AccumulatesIntoBucketViewsAndStillFiresTheReducerHooks) {
+  CheckAccumulateIntoGrad(at::device(at::kCUDA));
+}
+
+TEST_F(MixedLinearCuda, GroupGradientsMatchFloat64Reference) {
+  CheckGroupAgainstReference(at::device(at::kCUDA), at::kBFloat16, 1e-5);
+  CheckGroupAgainstReference(at::device(at::kCUDA), at::kHalf, 1e-5);
+}
+
+TEST_F(MixedLinearCuda, RefreshForwardBackwardReplayInACudaGraph) {
+  torch::manual_seed(8);
+  const auto options = at::device(at::kCUDA);
+  const Layer a = MakeLayer(64, 32, options), b = MakeLayer(32, 32, options);
+  ShadowWeights shadows;
+  const int g = shadows.AddGroup({a.weight, b.weight}, {a.bias, b.bias});
+  const at::Tensor x = at::randn({128, 32}, options).requires_grad_();
+  const at::Tensor dy = at::randn({128, 96}, options).to(at::kBFloat16);
+  at::Tensor y, dx, dw, db;
+  auto step = [&] {
+    shadows.Refresh(at::kBFloat16);
+    y = shadows.Forward(g, x);
+    auto grads = torch::autograd::grad({y}, {x, a.weight, b.bias}, {dy});
+    dx = grads[0];
+    dw = grads[1];
+    db = grads[2];
+  };
+  // Everything on the capture stream, as the trainer does: autograd nodes created on
+  // the default stream and still alive would make the capture depend on it.
+  c10::cuda::CUDAStream side = c10::cuda::getStreamFromPool();
+  c10::cuda::CUDAStreamGuard guard(side);
+  step();
+  const at::Tensor y0 = y.clone(), dx0 = dx.clone(), dw0 = dw.clone(), db0 = db.clone();
+  y = dx = dw = db = at::Tensor();
+  at::cuda::CUDAGraph graph;
+  CaptureStep(graph, step);
+  graph.replay();
+  torch::cuda::synchronize();
+  EXPECT_TRUE(at::equal(y, y0) && at::equal(dx, dx0) && at::equal(dw, dw0) && at::equal(db, db0));
+  {
+    const at::NoGradGuard no_grad;
+    a.weight.mul_(-1.0);  // the replay's Refresh must pick up the new master
+  }
+  graph.replay();
+  torch::cuda::synchronize();
+  shadows.Refresh(at::kBFloat16);
+  at::Tensor eager;
+  {
+    const at::NoGradGuard no_grad;
+    eager = shadows.Forward(g, x);
+  }
+  EXPECT_LE(RelMaxError(y, eager), 1e-2) << "the captured Refresh did not read the updated weight";
+  EXPECT_GT(RelMaxError(y, y0), 0.5);
+}
+#endif
+
+}  // namespace
+}  // namespace ringpilot::trainer::ops

@@ -1,0 +1,70 @@
+// trainer/options.h: the one mapping from the job to the components' options.
+#include "trainer/options.h"
+
+#include <gtest/gtest.h>
+
+namespace ringpilot::trainer {
+namespace {
+
+TEST(Options, ReducerBucketsFromMegabytes) {
+  config::CommConfig comm;  // the job defaults: 25 MB buckets, 1 MB first bucket, fp32
+  comm::ReducerOptions r = ReducerOptionsFor(comm);
+  EXPECT_EQ(r.bucket_bytes, 25LL << 20);
+  EXPECT_EQ(r.first_bucket_bytes, 1LL << 20);
+  EXPECT_EQ(r.comm_dtype, c10::kFloat);
+  comm.bucket_mb = 0.5;
+  comm.first_bucket_mb = 2;
+  comm.grad_dtype = config::GradDtype::kBf16;
+  r = ReducerOptionsFor(comm);
+  EXPECT_EQ(r.bucket_bytes, 512LL << 10);
+  EXPECT_EQ(r.first_bucket_bytes, 2LL << 20);
+  EXPECT_EQ(r.comm_dtype, c10::kBFloat16);
+}
+
+TEST(Options, ModelAndOptimizerCarryEveryJobField) {
+  config::JobConfig job;
+  job.model.name = config::ModelName::kBertBase;
+  job.model.seq_len = 64;
+  job.model.dropout = 0.25;
+  job.model.mixed_linear = false;
+  const models::ModelOptions m = ModelOptionsFor(job.model);
+  EXPECT_EQ(m.name, config::ModelName::kBertBase);
+  EXPECT_EQ(m.seq_len, 64);
+  EXPECT_DOUBLE_EQ(m.dropout, 0.25);
+  EXPECT_FALSE(m.mixed_linear);
+  EXPECT_EQ(m.fused_residual_norm, job.model.fused_residual_norm);
+  EXPECT_EQ(m.num_classes, job.model.num_classes);
+
+  job.train.optimizer = config::Optimizer::kAdamW;
+  job.train.beta2 = 0.98;
+  const OptimizerOptions o = OptimizerOptionsFor(job.train);
+  EXPECT_EQ(o.kind, config::Optimizer::kAdamW);
+  EXPECT_DOUBLE_EQ(o.beta2, 0.98);
+  EXPECT_DOUBLE_EQ(o.lr, job.train.lr);
+  EXPECT_DOUBLE_EQ(o.eps, job.train.eps);
+}
+
+TEST(Options, EnumsMapOneToOne) {
+  EXPECT_EQ(BindPolicyFor(config::BindMode::kAuto), topology::BindPolicy::kAuto);
+  EXPECT_EQ(BindPolicyFor(config::BindMode::kNuma), topology::BindPolicy::kNuma);
+  EXPECT_EQ(BindPolicyFor(config::BindMode::kCores), topology::BindPolicy::kCores);
+  EXPECT_EQ(BindPolicyFor(config::BindMode::kNone), topology::BindPolicy::kNone);
+  EXPECT_FALSE(AutocastDtypeFor(config::Precision::kFp32).has_value());
+  EXPECT_EQ(AutocastDtypeFor(config::Precision::kBf16), c10::kBFloat16);
+  config::CommConfig comm;
+  comm.overlap_optimizer = false;
+  EXPECT_FALSE(GradientUpdateOptionsFor(comm).overlap);
+#ifdef RINGPILOT_WITH_CUDA
+  comm.nccl_cta_policy = config::NcclCtaPolicy::kZero;
+  comm.nccl_buffer_registration = config::NcclBufferRegistration::kSymmetric;
+  comm.timeout_s = 12;
+  const comm::NcclOptions n = NcclOptionsFor(comm);
+  EXPECT_EQ(n.cta_policy, comm::NcclCtaPolicy::kZero);
+  EXPECT_EQ(n.buffer_registration, comm::NcclBufferRegistration::kSymmetric);
+  EXPECT_DOUBLE_EQ(n.timeout_s, 12);
+  EXPECT_EQ(n.high_priority_stream, comm.high_priority_stream);
+#endif
+}
+
+}  // namespace
+}  // namespace ringpilot::trainer

@@ -1,0 +1,67 @@
+// Crash-safe checkpoints: `checkpoints/step-<8 digits>/` holding `state.pt` (a LibTorch
+// archive of model, optimizer and per-rank RNG state) and `manifest.json` (step, world
+// size, per-file size and SHA-256). Written to a temporary directory, fsynced, then
+// renamed, so a reader sees a whole checkpoint or none.
+#pragma once
+
+#include <ATen/ATen.h>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace ringpilot::trainer::checkpoint {
+
+/// A named tensor: model parameters and buffers, optimizer state, RNG states.
+struct NamedTensor {
+  std::string name;
+  at::Tensor tensor;
+  bool optional = false;  ///< Load leaves it as it is when the checkpoint lacks it
+};
+
+struct CheckpointInfo {
+  int64_t step = 0;
+  int world_size = 0;
+  std::string path;
+};
+
+/// Raised for an unreadable or corrupt checkpoint; the message names the file.
+class CheckpointError : public std::runtime_error {
+ public:
+  explicit CheckpointError(const std::string& what) : std::runtime_error(what) {}
+};
+
+class CheckpointStore {
+ public:
+  static constexpr const char* kFormat = "ringpilot-checkpoint-v1";
+  /// `dir` is RUN_DIR/checkpoints; `keep` the number of newest checkpoints kept.
+  CheckpointStore(std::string dir, int keep);
+
+  /// Writes step `step` atomically and prunes old ones. Tensors are copied to the CPU.
+  /// Throws CheckpointError; a failed write leaves earlier checkpoints untouched.
+  CheckpointInfo Save(int64_t step, int world_size, const std::string& job,
+                      const std::vector<NamedTensor>& tensors) const;
+
+  /// Newest checkpoint whose manifest and checksums verify. Newer corrupt ones are
+  /// renamed to `corrupt-step-<8 digits>-<unix time>` (kept, never deleted) and reported
+  /// through `warnings`. nullopt when there is none.
+  std::optional<CheckpointInfo> FindNewestValid(std::vector<std::string>* warnings) const;
+
+  /// Loads `info` into `tensors` (matched by name, shapes must agree; copied to each
+  /// tensor's device and dtype). Throws CheckpointError naming the file and tensor; an
+  /// optional tensor the checkpoint lacks is left as it is and its name returned.
+  std::vector<std::string> Load(const CheckpointInfo& info,
+                                const std::vector<NamedTensor>& tensors) const;
+
+  /// Verifies one checkpoint directory; returns its info or throws CheckpointError.
+  static CheckpointInfo Verify(const std::string& path);
+
+  const std::string& dir() const { return dir_; }
+
+ private:
+  std::string dir_;
+  int keep_;
+};
+
+}  // namespace ringpilot::trainer::checkpoint

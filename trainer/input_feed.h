@@ -1,0 +1,54 @@
+// The input of the training step: synthetic batches (trainer/synthetic_data.h) generated
+// on the host into two pinned buffers, one filling while the other is copied, and a
+// device batch with stable addresses that the step (and its CUDA graph) reads.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "config/job.h"
+#include "trainer/graphed_step.h"
+#include "trainer/models/model.h"
+#include "trainer/rank_setup.h"
+#include "trainer/synthetic_data.h"
+#include "trainer/telemetry/training_metrics.h"
+
+namespace ringpilot::trainer {
+
+/// Not thread-safe: the training thread calls every method, in the order
+/// CopyToDevice(step), (step runs), Fill(step + 1).
+class InputFeed {
+ public:
+  /// Shapes come from `model`; samples from train.seed, laid out so that any split of a
+  /// global batch over ranks sees the same samples (FirstSampleIndex). Data time is
+  /// reported to `metrics` (which must outlive the feed).
+  InputFeed(const config::JobConfig& job, const models::Model& model, const RankPlace& place,
+            const RankDevice& device, telemetry::TrainingMetrics& metrics);
+
+  /// Generates `step`'s batch into its host buffer, after the copy that last read that
+  /// buffer (two steps ago) is done.
+  void Fill(int64_t step);
+  /// Queues the copy of `step`'s host batch into device_batch() (asynchronous on CUDA).
+  void CopyToDevice(int64_t step);
+
+  const Batch& device_batch() const { return device_; }
+  bool images() const { return images_; }
+  /// Host seconds generating each batch so far.
+  const std::vector<double>& data_seconds() const { return data_seconds_; }
+
+ private:
+  const uint64_t seed_;
+  const int rank_;
+  const int world_;
+  const int batch_;
+  const bool images_;
+  models::ImageSpec image_spec_;
+  models::TokenSpec token_spec_;
+  telemetry::TrainingMetrics& metrics_;
+  Batch host_[2];
+  Batch device_;
+  CopyFence copied_;
+  std::vector<double> data_seconds_;
+};
+
+}  // namespace ringpilot::trainer

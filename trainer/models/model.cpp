@@ -1,0 +1,44 @@
+#include "trainer/models/model.h"
+
+#include <stdexcept>
+
+#include "trainer/models/bert.h"
+#include "trainer/models/resnet.h"
+
+namespace ringpilot::trainer::models {
+
+std::shared_ptr<Model> MakeModel(const ModelOptions& o, comm::Communicator* sync_comm) {
+  comm::Communicator* sync = o.sync_batchnorm ? sync_comm : nullptr;
+  BertConfig bert;
+  switch (o.name) {
+    case config::ModelName::kResnet18Cifar: {
+      ResNetConfig c;
+      c.num_classes = o.num_classes;
+      c.fused_batchnorm = o.fused_batchnorm;
+      return MakeResNet(c, sync);
+    }
+    case config::ModelName::kResnet50: {
+      ResNetConfig c{{3, 4, 6, 3}, /*bottleneck=*/true, /*cifar_stem=*/false, 224, o.num_classes};
+      c.fused_batchnorm = o.fused_batchnorm;
+      c.maxpool_kernel = o.maxpool_kernel;
+      return MakeResNet(c, sync);
+    }
+    case config::ModelName::kBertBase:
+      bert.layers = 12;
+      bert.hidden = 768;
+      bert.heads = 12;
+      bert.intermediate = 3072;
+      break;
+    case config::ModelName::kBertTiny:
+      break;
+  }
+  if (o.seq_len < 3) throw std::invalid_argument("model.seq_len: must be at least 3");
+  bert.seq_len = o.seq_len;
+  bert.dropout = o.dropout;
+  bert.mixed_linear = o.mixed_linear;
+  bert.mixed_linear_accumulate = o.mixed_linear_accumulate;
+  bert.fused_residual_norm = o.fused_residual_norm;
+  return MakeBert(bert);
+}
+
+}  // namespace ringpilot::trainer::models

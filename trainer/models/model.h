@@ -1,0 +1,66 @@
+// Models the trainer can run, built in LibTorch C++ with the maths of their reference
+// implementations (torchvision ResNet v1.5, Hugging Face BertForMaskedLM).
+#pragma once
+
+#include <torch/nn/module.h>
+
+#include <cstdint>
+#include <memory>
+
+#include "comm/communicator.h"
+#include "config/job.h"
+
+namespace ringpilot::trainer::models {
+
+enum class InputKind { kImages, kTokens };
+
+/// Image input of an image model: uint8 [B,3,H,W], class labels [B].
+struct ImageSpec {
+  int height = 32;
+  int width = 32;
+  int num_classes = 10;
+  int workers = 1;  ///< threads that generate one batch (trainer/synthetic_data.h)
+};
+
+/// Token input of a masked-LM model: int64 [B,L] ids, targets -100 where not masked.
+struct TokenSpec {
+  static constexpr int64_t kVocab = 30522;
+  static constexpr int64_t kCls = 101;
+  static constexpr int64_t kSep = 102;
+  static constexpr int64_t kMask = 103;
+  static constexpr int64_t kIgnore = -100;
+  int seq_len = 128;
+  double mask_fraction = 0.15;
+};
+
+/// What to build. No job defaults here: trainer/options.cpp fills every field from the
+/// job (config/job.h holds the defaults).
+struct ModelOptions {
+  config::ModelName name = config::ModelName::kResnet18Cifar;
+  int num_classes = 0;           ///< ResNet
+  int seq_len = 0;               ///< BERT (at least 3: [CLS] ... [SEP])
+  double dropout = 0.0;          ///< BERT
+  bool sync_batchnorm = false;   ///< ResNet: BatchNorm statistics over `sync_comm`
+  bool fused_batchnorm = false;  ///< ResNet: fused BatchNorm+add+ReLU CUDA kernels
+  bool maxpool_kernel = false;   ///< ResNet-50: stem max-pool by trainer/ops/max_pool.h
+  bool mixed_linear = false;     ///< BERT under CUDA autocast: trainer/ops/mixed_linear.h
+  bool mixed_linear_accumulate = false;  ///< ShadowWeightsOptions::accumulate_into_grad
+  bool fused_residual_norm = false;      ///< BERT with MixedLinear: trainer/ops/residual_norm.h
+};
+
+/// A trainable model with its own loss. `Loss` takes a device batch as produced by
+/// `PrepareInput` and returns the mean loss over the batch (a scalar).
+class Model : public torch::nn::Module {
+ public:
+  virtual InputKind input_kind() const = 0;
+  /// Image size for image models.
+  virtual ImageSpec image_spec() const { return {}; }
+  virtual TokenSpec token_spec() const { return {}; }
+  virtual at::Tensor Loss(const at::Tensor& input, const at::Tensor& target) = 0;
+};
+
+/// Throws std::invalid_argument for options no model accepts. `sync_comm` is used only when
+/// options.sync_batchnorm is set; it must outlive the model.
+std::shared_ptr<Model> MakeModel(const ModelOptions& options, comm::Communicator* sync_comm);
+
+}  // namespace ringpilot::trainer::models

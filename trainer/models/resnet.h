@@ -1,0 +1,22 @@
+// ResNet family (internal to the trainer; use MakeModel).
+#pragma once
+
+#include <memory>
+
+#include "trainer/models/model.h"
+
+namespace ringpilot::trainer::models {
+
+struct ResNetConfig {
+  int blocks[4] = {2, 2, 2, 2};
+  bool bottleneck = false;
+  bool cifar_stem = true;  ///< 3x3 stride-1 stem and no max-pool (32x32 inputs)
+  int image_size = 32;
+  int num_classes = 10;
+  bool fused_batchnorm = true;  ///< BatchNormOptions::fused of every BatchNorm
+  bool maxpool_kernel = true;   ///< the stem max-pool by MaxPool2d (trainer/ops/max_pool.h)
+};
+
+std::shared_ptr<Model> MakeResNet(const ResNetConfig& cfg, comm::Communicator* sync);
+
+}  // namespace ringpilot::trainer::models

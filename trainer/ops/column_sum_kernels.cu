@@ -1,0 +1,282 @@
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdint>
+
+#include "trainer/ops/column_sum_kernels.h"
+#include "trainer/ops/cuda_elements.cuh"
+
+namespace ringpilot::trainer::ops::column_sum {
+namespace {
+
+constexpr int kBlockX = 32;
+constexpr int kBlockY = 8;
+// Enough blocks of 256 threads to keep several per SM streaming on any current GPU;
+// more only lengthens the second pass.
+constexpr int64_t kTargetBlocks = 1024;
+constexpr int64_t kMaxChunks = 256;
+
+struct Plan {
+  int vec = 1;
+  int64_t x_blocks = 0, chunks = 0, rows_per_chunk = 0;
+};
+
+Plan MakePlan(int64_t rows, int64_t cols, int vec) {
+  Plan p;
+  p.vec = vec;
+  const int64_t threads_x = (cols + vec - 1) / vec;
+  p.x_blocks = (threads_x + kBlockX - 1) / kBlockX;
+  const int64_t max_chunks = std::max<int64_t>(1, (rows + kBlockY - 1) / kBlockY);
+  p.chunks = std::min({std::max<int64_t>(1, kTargetBlocks / p.x_blocks), kMaxChunks, max_chunks});
+  p.rows_per_chunk = (rows + p.chunks - 1) / p.chunks;
+  p.chunks = std::max<int64_t>(1, (rows + p.rows_per_chunk - 1) / p.rows_per_chunk);
+  return p;
+}
+
+// Widest load every row start allows: 16 bytes, else 4 bytes (two 16-bit values), else one.
+Plan MakePlan(const Args& a) {
+  const int bytes = ElementBytes(a.dtype);
+  const auto address = reinterpret_cast<uintptr_t>(a.in);
+  const int wide = 16 / bytes;
+  int vec = 1;
+  if (a.cols % wide == 0 && a.ld % wide == 0 && address % 16 == 0) {
+    vec = wide;
+  } else if (bytes == 2 && a.cols % 2 == 0 && a.ld % 2 == 0 && address % 4 == 0) {
+    vec = 2;
+  }
+  return MakePlan(a.rows, a.cols, vec);
+}
+
+Plan MakePlan(const LayerNormArgs& a) {
+  const auto aligned = [](const float* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
+  return MakePlan(a.rows, a.cols, a.cols % 4 == 0 && aligned(a.dy) && aligned(a.x) ? 4 : 1);
+}
+
+using cuda_elements::ToFloat;
+using cuda_elements::Vec;
+
+// Where ChunkPartials's sums come from. Each adds row r's contribution to columns
+// [c0, c0 + kVec) into its kAccumulators accumulators.
+template <typename T, int VEC>
+struct ColumnRows {  // sum of in[r, c]
+  static constexpr int kAccumulators = 1, kVec = VEC;
+  const T* in;
+  int64_t ld;
+  __device__ __forceinline__ void Add(int64_t r, int64_t c0, float (&acc)[1][VEC]) const {
+    const Vec<T, VEC> v = *reinterpret_cast<const Vec<T, VEC>*>(in + r * ld + c0);
+#pragma unroll
+    for (int i = 0; i < VEC; ++i) acc[0][i] += ToFloat(v.v[i]);
+  }
+};
+
+template <int VEC>
+struct LayerNormRows {  // sums of dy * x_hat and of dy
+  static constexpr int kAccumulators = 2, kVec = VEC;
+  const float* dy;
+  const float* x;
+  const float* mean;
+  const float* rstd;
+  int64_t cols;
+  __device__ __forceinline__ void Add(int64_t r, int64_t c0, float (&acc)[2][VEC]) const {
+    const Vec<float, VEC> g = *reinterpret_cast<const Vec<float, VEC>*>(dy + r * cols + c0);
+    const Vec<float, VEC> v = *reinterpret_cast<const Vec<float, VEC>*>(x + r * cols + c0);
+    const float m = mean[r], s = rstd[r];
+#pragma unroll
+    for (int i = 0; i < VEC; ++i) {
+      acc[0][i] += g.v[i] * ((v.v[i] - m) * s);
+      acc[1][i] += g.v[i];
+    }
+  }
+};
+
+template <int N>
+struct Outputs {
+  float* p[N];  ///< accumulator k's [chunks, cols] partial sums (or final sums: one chunk)
+};
+
+// Block (x, y): columns [(x * 32 + tx) * VEC, + VEC), rows of chunk y in steps of 8;
+// the 8 row-threads of a column combine in shared memory, in a fixed order.
+template <typename Rows>
+__global__ void __launch_bounds__(kBlockX* kBlockY)
+    ChunkPartials(Rows src, int64_t rows, int64_t cols, int64_t rows_per_chunk,
+                  Outputs<Rows::kAccumulators> out) {
+  constexpr int kN = Rows::kAccumulators, VEC = Rows::kVec;
+  __shared__ float smem[kN][kBlockY][kBlockX * VEC];
+  const int tx = threadIdx.x, ty = threadIdx.y;
+  const int64_t c0 = (int64_t{blockIdx.x} * kBlockX + tx) * VEC;
+  float acc[kN][VEC];
+#pragma unroll
+  for (int k = 0; k < kN; ++k) {
+#pragma unroll
+    for (int i = 0; i < VEC; ++i) acc[k][i] = 0.f;
+  }
+  if (c0 < cols) {
+    const int64_t begin = int64_t{blockIdx.y} * rows_per_chunk;
+    const int64_t end = min(rows, begin + rows_per_chunk);
+#pragma unroll 4
+    for (int64_t r = begin + ty; r < end; r += kBlockY) src.Add(r, c0, acc);
+  }
+#pragma unroll
+  for (int k = 0; k < kN; ++k) {
+#pragma unroll
+    for (int i = 0; i < VEC; ++i) smem[k][ty][tx * VEC + i] = acc[k][i];
+  }
+  __syncthreads();
+  if (ty == 0 && c0 < cols) {
+    for (int y = 1; y < kBlockY; ++y) {
+#pragma unroll
+      for (int k = 0; k < kN; ++k) {
+#pragma unroll
+        for (int i = 0; i < VEC; ++i) acc[k][i] += smem[k][y][tx * VEC + i];
+      }
+    }
+#pragma unroll
+    for (int k = 0; k < kN; ++k) {
+      float* dst = out.p[k] + int64_t{blockIdx.y} * cols + c0;
+#pragma unroll
+      for (int i = 0; i < VEC; ++i) dst[i] = acc[k][i];
+    }
+  }
+}
+
+// Block: 32 columns x 16 chunk-threads, each summing every 16th chunk; the 16 partial
+// sums of a column combine in shared memory in a fixed order. (One thread per column
+// looping over all chunks was latency-bound: 16 us for 768 columns of 256 chunks.)
+constexpr int kChunkThreads = 16;
+
+__global__ void __launch_bounds__(kBlockX* kChunkThreads)
+    SumChunks(const float* __restrict__ partial, int64_t chunks, int64_t cols,
+              float* __restrict__ out, bool accumulate) {
+  __shared__ float smem[kChunkThreads][kBlockX];
+  const int tx = threadIdx.x, ty = threadIdx.y;
+  const int64_t c = int64_t{blockIdx.x} * kBlockX + tx;
+  float s = 0.f;
+  if (c < cols) {
+#pragma unroll 4
+    for (int64_t k = ty; k < chunks; k += kChunkThreads) s += partial[k * cols + c];
+  }
+  smem[ty][tx] = s;
+  __syncthreads();
+  if (ty == 0 && c < cols) {
+    for (int y = 1; y < kChunkThreads; ++y) s += smem[y][tx];
+    out[c] = accumulate ? out[c] + s : s;
+  }
+}
+
+void LaunchSumChunks(const float* partial, int64_t chunks, int64_t cols, float* out,
+                     cudaStream_t stream, bool accumulate = false) {
+  const auto blocks = static_cast<unsigned>((cols + kBlockX - 1) / kBlockX);
+  SumChunks<<<blocks, dim3(kBlockX, kChunkThreads), 0, stream>>>(partial, chunks, cols, out,
+                                                                 accumulate);
+}
+
+template <typename T, int VEC>
+void LaunchPartials(const Args& a, const Plan& p, float* dst, cudaStream_t stream) {
+  const dim3 grid(static_cast<unsigned>(p.x_blocks), static_cast<unsigned>(p.chunks));
+  ChunkPartials<<<grid, dim3(kBlockX, kBlockY), 0, stream>>>(
+      ColumnRows<T, VEC>{static_cast<const T*>(a.in), a.ld}, a.rows, a.cols, p.rows_per_chunk,
+      Outputs<1>{{dst}});
+}
+
+template <typename T>
+void LaunchPartials(const Args& a, const Plan& p, float* dst, cudaStream_t stream) {
+  constexpr int kWide = 16 / sizeof(T);
+  if (p.vec == kWide) {
+    LaunchPartials<T, kWide>(a, p, dst, stream);
+  } else if constexpr (sizeof(T) == 2) {
+    if (p.vec == 2) {
+      LaunchPartials<T, 2>(a, p, dst, stream);
+    } else {
+      LaunchPartials<T, 1>(a, p, dst, stream);
+    }
+  } else {
+    LaunchPartials<T, 1>(a, p, dst, stream);
+  }
+}
+
+}  // namespace
+
+int64_t WorkspaceFloats(const Args& args) {
+  if (args.rows <= 0 || args.cols <= 0) return 0;
+  const Plan p = MakePlan(args);
+  return p.chunks > 1 ? p.chunks * args.cols : 0;
+}
+
+const char* ColumnSum(const Args& a, cudaStream_t stream) {
+  // An empty tensor may have no storage: `in` may be null when there are no rows.
+  if ((a.in == nullptr && a.rows > 0) || a.out == nullptr || a.rows < 0 || a.cols <= 0 ||
+      a.ld < a.cols) {
+    return "column_sum: null pointer or bad shape";
+  }
+  if (a.rows == 0) {
+    if (cudaMemsetAsync(a.out, 0, a.cols * sizeof(float), stream) != cudaSuccess) {
+      return "column_sum: cudaMemsetAsync failed";
+    }
+    return nullptr;
+  }
+  const Plan p = MakePlan(a);
+  if (p.chunks > 1 && a.workspace == nullptr) return "column_sum: workspace missing";
+  // One chunk writes the sums directly; several write partials, summed per column.
+  float* dst = p.chunks > 1 ? a.workspace : a.out;
+  switch (a.dtype) {
+    case ElementType::kFloat32:
+      LaunchPartials<float>(a, p, dst, stream);
+      break;
+    case ElementType::kBFloat16:
+      LaunchPartials<__nv_bfloat16>(a, p, dst, stream);
+      break;
+    case ElementType::kFloat16:
+      LaunchPartials<__half>(a, p, dst, stream);
+      break;
+  }
+  if (p.chunks > 1) {
+    LaunchSumChunks(a.workspace, p.chunks, a.cols, a.out, stream);
+  }
+  return cudaGetLastError() == cudaSuccess ? nullptr : "column_sum: kernel launch failed";
+}
+
+const char* SumPartials(const float* partial, int64_t chunks, int64_t cols, float* out,
+                        bool accumulate, cudaStream_t stream) {
+  if (partial == nullptr || out == nullptr || chunks <= 0 || cols <= 0) {
+    return "column_sum: SumPartials: null pointer or empty shape";
+  }
+  LaunchSumChunks(partial, chunks, cols, out, stream, accumulate);
+  return cudaGetLastError() == cudaSuccess ? nullptr : "column_sum: SumPartials launch failed";
+}
+
+int64_t WorkspaceFloats(const LayerNormArgs& args) {
+  if (args.rows <= 0 || args.cols <= 0) return 0;
+  const Plan p = MakePlan(args);
+  return p.chunks > 1 ? 2 * p.chunks * args.cols : 0;
+}
+
+const char* LayerNormParamGrads(const LayerNormArgs& a, cudaStream_t stream) {
+  if (a.rows <= 0 || a.cols <= 0 || a.dy == nullptr || a.x == nullptr || a.mean == nullptr ||
+      a.rstd == nullptr || a.grad_weight == nullptr || a.grad_bias == nullptr) {
+    return "layer_norm_param_grads: null pointer or empty shape";
+  }
+  const Plan p = MakePlan(a);
+  if (p.chunks > 1 && a.workspace == nullptr) return "layer_norm_param_grads: workspace missing";
+  float* dw = p.chunks > 1 ? a.workspace : a.grad_weight;
+  float* db = p.chunks > 1 ? a.workspace + p.chunks * a.cols : a.grad_bias;
+  const dim3 grid(static_cast<unsigned>(p.x_blocks), static_cast<unsigned>(p.chunks));
+  const dim3 block(kBlockX, kBlockY);
+  if (p.vec == 4) {
+    ChunkPartials<<<grid, block, 0, stream>>>(LayerNormRows<4>{a.dy, a.x, a.mean, a.rstd, a.cols},
+                                              a.rows, a.cols, p.rows_per_chunk,
+                                              Outputs<2>{{dw, db}});
+  } else {
+    ChunkPartials<<<grid, block, 0, stream>>>(LayerNormRows<1>{a.dy, a.x, a.mean, a.rstd, a.cols},
+                                              a.rows, a.cols, p.rows_per_chunk,
+                                              Outputs<2>{{dw, db}});
+  }
+  if (p.chunks > 1) {
+    LaunchSumChunks(dw, p.chunks, a.cols, a.grad_weight, stream);
+    LaunchSumChunks(db, p.chunks, a.cols, a.grad_bias, stream);
+  }
+  return cudaGetLastError() == cudaSuccess ? nullptr : "layer_norm_param_grads: launch failed";
+}
+
+}  // namespace ringpilot::trainer::ops::column_sum

@@ -1,0 +1,29 @@
+// Training-mode BatchNorm2d fused with an optional residual add and ReLU, for
+// channels-last activations (CUDA kernels in fused_batch_norm_kernels.cu; a plain ATen
+// reference elsewhere so the autograd wiring is the same on every device).
+#pragma once
+
+#include <ATen/ATen.h>
+#include <c10/util/Optional.h>
+
+namespace ringpilot::trainer::ops {
+
+/// y = act(batch_norm(x) [+ residual]), act = ReLU when `relu`, with the maths of
+/// torch.nn.functional.batch_norm(training=True) followed by `+ residual` and ReLU:
+/// biased batch variance for normalising, running_mean / running_var (float32 [C],
+/// updated in place) with the unbiased one, all arithmetic in float32, y in x's dtype.
+/// x is [N, C, H, W] float32 or bfloat16 (the bf16 output of a convolution under
+/// autocast); weight and bias float32 [C]; residual has x's shape. Differentiable in x,
+/// weight, bias and residual. On CUDA tensors the fused kernels run (no host
+/// synchronisation or allocation outside the caching allocator: CUDA-graph safe);
+/// otherwise an ATen reference with the same semantics (which also takes float64 x,
+/// weight and bias, and then computes in float64).
+at::Tensor FusedBatchNormAct(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias,
+                             at::Tensor running_mean, at::Tensor running_var, double momentum,
+                             double eps, const c10::optional<at::Tensor>& residual, bool relu);
+
+/// True when FusedBatchNormAct would run the fused CUDA kernels for x: a CUDA build,
+/// x a 4-D CUDA tensor contiguous in channels_last, float32 or bfloat16.
+bool FusedBatchNormSupported(const at::Tensor& x);
+
+}  // namespace ringpilot::trainer::ops

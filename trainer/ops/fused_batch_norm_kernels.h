@@ -1,0 +1,75 @@
+// CUDA kernels of the fused training-mode BatchNorm (+ residual add + ReLU) over
+// channels-last tensors, seen as a row-major matrix of `rows` = N*H*W by `channels`.
+// Plain launch functions on raw pointers: no LibTorch here, so nvcc compiles this
+// without LibTorch's headers (trainer/ops/fused_batch_norm.cpp is the LibTorch side).
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+#include "trainer/ops/element_type.h"
+
+namespace ringpilot::trainer::ops::fused_bn {
+
+/// Element type of x, z, y, dy, dx, dz. Parameters, statistics and gradients of the
+/// parameters are always float32.
+/// Number of float32 elements of the workspace that `Forward` and `Backward` need for
+/// this shape on the current device (per-chunk partial statistics, 2 * chunks *
+/// channels). The same value on every call for the same shape and device, so a caller
+/// may allocate it from a caching allocator (CUDA-graph safe).
+int64_t WorkspaceFloats(int64_t rows, int64_t channels);
+
+/// y = act((x - mean) * invstd * weight + bias [+ z]), act = ReLU when `relu`. Writes
+/// the batch statistics `mean` and `invstd` (float32 [channels], saved for Backward)
+/// and, when running_mean / running_var are non-null, updates them in place with
+/// `momentum` (running_var with the unbiased variance). rows must be > 1.
+struct ForwardArgs {
+  const void* x = nullptr;
+  const void* z = nullptr;  ///< residual (optional), same shape and dtype as x
+  void* y = nullptr;
+  const float* weight = nullptr;
+  const float* bias = nullptr;
+  float* running_mean = nullptr;  ///< optional
+  float* running_var = nullptr;   ///< optional
+  float* mean = nullptr;          ///< out [channels]
+  float* invstd = nullptr;        ///< out [channels]
+  float* workspace = nullptr;     ///< WorkspaceFloats(rows, channels) floats
+  int64_t workspace_floats = 0;
+  int64_t rows = 0;
+  int64_t channels = 0;
+  ElementType dtype = ElementType::kFloat32;  ///< kFloat32 or kBFloat16
+  float momentum = 0.1f;
+  float eps = 1e-5f;
+  bool relu = true;
+};
+
+/// g = dy * (y > 0) when `relu`, else dy; grad_bias = sum(g); grad_weight =
+/// sum(g * x_hat); dx = weight * invstd * (g - grad_bias / rows - x_hat * grad_weight /
+/// rows); dz = g when dz is non-null. y is read only when `relu`.
+struct BackwardArgs {
+  const void* dy = nullptr;
+  const void* y = nullptr;
+  const void* x = nullptr;
+  const float* weight = nullptr;
+  const float* mean = nullptr;
+  const float* invstd = nullptr;
+  void* dx = nullptr;
+  void* dz = nullptr;            ///< optional: gradient of the residual
+  float* grad_weight = nullptr;  ///< out [channels]
+  float* grad_bias = nullptr;    ///< out [channels]
+  float* workspace = nullptr;
+  int64_t workspace_floats = 0;
+  int64_t rows = 0;
+  int64_t channels = 0;
+  ElementType dtype = ElementType::kFloat32;  ///< kFloat32 or kBFloat16
+  bool relu = true;
+};
+
+/// Enqueue the kernels on `stream` (no allocation, no host synchronisation: capturable
+/// in a CUDA graph). Returns nullptr, or a static message for invalid arguments or a
+/// failed launch (cudaGetLastError).
+const char* Forward(const ForwardArgs& args, cudaStream_t stream);
+const char* Backward(const BackwardArgs& args, cudaStream_t stream);
+
+}  // namespace ringpilot::trainer::ops::fused_bn

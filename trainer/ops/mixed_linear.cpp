@@ -1,0 +1,205 @@
+#include "trainer/ops/mixed_linear.h"
+
+#include <torch/autograd.h>
+
+#include <string>
+#include <utility>
+
+#include "trainer/ops/grad_accumulation.h"
+
+#ifdef RINGPILOT_WITH_CUDA
+#include <ATen/cuda/CUDAContext.h>
+#include <c10/cuda/CUDAGuard.h>
+
+#include "trainer/ops/column_sum_kernels.h"
+#include "trainer/ops/tensor_element_type.h"
+#endif
+
+namespace ringpilot::trainer::ops {
+
+namespace {
+
+using torch::autograd::AutogradContext;
+using torch::autograd::variable_list;
+
+// a @ b with a float32 result from low-precision operands: CUDA's mm.dtype keeps the
+// GEMM's float32 accumulator; other devices compute in float32.
+at::Tensor MatmulFloat(const at::Tensor& a, const at::Tensor& b) {
+  if (a.is_cuda()) return at::mm(a, b, at::kFloat);
+  return at::mm(a.to(at::kFloat), b.to(at::kFloat));
+}
+
+// grad += a @ b in float32 from low-precision operands (addmm with out_dtype on CUDA:
+// the GEMM's epilogue adds into grad).
+void AddMatmulFloat(at::Tensor& grad, const at::Tensor& a, const at::Tensor& b) {
+  if (a.is_cuda()) {
+    at::addmm_out(grad, grad, a, b, at::kFloat, /*beta=*/1, /*alpha=*/1);
+  } else {
+    grad.addmm_(a.to(at::kFloat), b.to(at::kFloat));
+  }
+}
+
+class MixedLinearFn : public torch::autograd::Function<MixedLinearFn> {
+ public:
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, at::TensorList weights,
+                            at::TensorList biases, const at::Tensor& shadow_w,
+                            const at::Tensor& shadow_b, bool accumulate_into_grad) {
+    const at::Tensor xl =
+        x.scalar_type() == shadow_w.scalar_type() ? x : x.to(shadow_w.scalar_type());
+    // With accumulate_into_grad the weights themselves are saved, to reach their .grad.
+    variable_list saved = {xl, shadow_w};
+    if (accumulate_into_grad) saved.insert(saved.end(), weights.begin(), weights.end());
+    ctx->save_for_backward(saved);
+    std::vector<int64_t> outs;
+    outs.reserve(weights.size());
+    for (const at::Tensor& w : weights) outs.push_back(w.size(0));
+    ctx->saved_data["outs"] = outs;
+    ctx->saved_data["x_float"] = x.scalar_type() == at::kFloat;
+    ctx->saved_data["accumulate"] = accumulate_into_grad;
+    return at::addmm(shadow_b, xl, shadow_w.t());
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    const variable_list saved = ctx->get_saved_variables();
+    const at::Tensor& xl = saved[0];
+    const at::Tensor& w = saved[1];
+    const at::Tensor& dy = grads[0];
+    const std::vector<int64_t> outs = ctx->saved_data["outs"].toIntVector();
+    const auto n = static_cast<int64_t>(outs.size());
+    variable_list out(static_cast<size_t>(1 + 2 * n + 3));
+    if (ctx->needs_input_grad(0)) {
+      out[0] = ctx->saved_data["x_float"].toBool() ? MatmulFloat(dy, w) : at::mm(dy, w);
+    }
+    const bool accumulate = ctx->saved_data["accumulate"].toBool();
+    at::Tensor dw;  // all layers' weight gradients, for those not accumulated in place
+    const at::Tensor db = ColumnSumFloat(dy);
+    int64_t offset = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      at::Tensor grad = accumulate ? saved[2 + i].grad() : at::Tensor();
+      if (accumulate && CanAccumulateInto(grad, saved[2 + i])) {
+        // No gradient returned: AccumulateGrad then adds nothing, and its post-hooks (the
+        // gradient reducer's) still run, after this GEMM on the same stream.
+        AddMatmulFloat(grad, dy.narrow(1, offset, outs[i]).t(), xl);
+      } else {
+        if (!dw.defined()) dw = MatmulFloat(dy.t(), xl);
+        out[1 + i] = dw.narrow(0, offset, outs[i]);
+      }
+      out[1 + n + i] = db.narrow(0, offset, outs[i]);
+      offset += outs[i];
+    }
+    return out;
+  }
+};
+
+}  // namespace
+
+at::Tensor ColumnSumFloat(const at::Tensor& x) {
+  TORCH_CHECK(x.dim() == 2, "ColumnSumFloat: x must be 2-D, got ", x.sizes());
+#ifdef RINGPILOT_WITH_CUDA
+  const bool kernel_dtype = x.scalar_type() == at::kFloat || x.scalar_type() == at::kBFloat16 ||
+                            x.scalar_type() == at::kHalf;
+  if (x.is_cuda() && kernel_dtype && x.stride(1) == 1 && x.size(1) > 0 &&
+      x.stride(0) >= x.size(1)) {
+    const c10::cuda::CUDAGuard guard(x.device());
+    namespace cs = column_sum;
+    cs::Args a;
+    a.in = x.data_ptr();
+    a.dtype = ElementTypeOf(x.scalar_type());
+    a.rows = x.size(0);
+    a.cols = x.size(1);
+    a.ld = x.stride(0);
+    at::Tensor out = at::empty({a.cols}, x.options().dtype(at::kFloat));
+    a.out = out.data_ptr<float>();
+    // From the caching allocator, so the backward stays capturable.
+    const int64_t floats = cs::WorkspaceFloats(a);
+    at::Tensor workspace = at::empty({floats}, out.options());
+    a.workspace = floats > 0 ? workspace.data_ptr<float>() : nullptr;
+    const char* error = cs::ColumnSum(a, at::cuda::getCurrentCUDAStream(x.get_device()));
+    TORCH_CHECK(error == nullptr, "ColumnSumFloat: ", error);
+    return out;
+  }
+#endif
+  return at::sum(x, {0}, /*keepdim=*/false, at::kFloat);
+}
+
+at::Tensor MixedLinear(const at::Tensor& x, at::TensorList weights, at::TensorList biases,
+                       const at::Tensor& shadow_w, const at::Tensor& shadow_b,
+                       bool accumulate_into_grad) {
+  return MixedLinearFn::apply(x, weights, biases, shadow_w, shadow_b, accumulate_into_grad);
+}
+
+int ShadowWeights::AddGroup(std::vector<at::Tensor> weights, std::vector<at::Tensor> biases) {
+  TORCH_CHECK(!weights.empty() && weights.size() == biases.size(),
+              "ShadowWeights::AddGroup: one bias per weight, at least one layer");
+  TORCH_CHECK(shadows_.empty(), "ShadowWeights::AddGroup after the first Refresh");
+  const int64_t k = weights.front().size(1);
+  for (size_t i = 0; i < weights.size(); ++i) {
+    TORCH_CHECK(weights[i].dim() == 2 && weights[i].size(1) == k && biases[i].dim() == 1 &&
+                    biases[i].size(0) == weights[i].size(0),
+                "ShadowWeights::AddGroup: layer ", i, " has weight ", weights[i].sizes(),
+                " and bias ", biases[i].sizes(), " (the group's inputs have ", k, " features)");
+  }
+  groups_.push_back({std::move(weights), std::move(biases), {}, {}});
+  return static_cast<int>(groups_.size()) - 1;
+}
+
+bool ShadowWeights::Ready(at::ScalarType dtype, const at::Device& device) const {
+  return !groups_.empty() && groups_.front().shadow_w.defined() &&
+         groups_.front().shadow_w.scalar_type() == dtype &&
+         groups_.front().shadow_w.device() == device;
+}
+
+// One flat buffer for all weights and one for all biases; a group's layers are adjacent
+// in them, so the group's shadow is a plain [N, K] / [N] view. The masters are the
+// parameters themselves, not detached aliases: whatever later replaces a parameter's
+// storage in place (set_data) is still what Refresh reads.
+void ShadowWeights::Allocate(at::ScalarType dtype) {
+  // Each group starts on a 256-byte boundary: cuBLAS picks its fast vectorised kernels
+  // only for aligned operands (the decoder bias has 30522 elements).
+  const int64_t align = 256 / static_cast<int64_t>(c10::elementSize(dtype));
+  auto round_up = [&](int64_t n) { return (n + align - 1) / align * align; };
+  int64_t weight_numel = 0, bias_numel = 0;
+  for (const Group& g : groups_) {
+    int64_t w_numel = 0, b_numel = 0;
+    for (const at::Tensor& w : g.weights) w_numel += w.numel();
+    for (const at::Tensor& b : g.biases) b_numel += b.numel();
+    weight_numel += round_up(w_numel);
+    bias_numel += round_up(b_numel);
+  }
+  const auto options = groups_.front().weights.front().options().dtype(dtype);
+  const at::Tensor flat_w = at::empty({weight_numel}, options);
+  const at::Tensor flat_b = at::empty({bias_numel}, options);
+  masters_.clear();
+  shadows_.clear();
+  int64_t wo = 0, bo = 0;
+  for (Group& g : groups_) {
+    int64_t rows = 0;
+    const int64_t k = g.weights.front().size(1);
+    for (size_t i = 0; i < g.weights.size(); ++i) {
+      const int64_t n = g.weights[i].size(0);
+      masters_.push_back(g.weights[i]);
+      shadows_.push_back(flat_w.narrow(0, wo + rows * k, n * k).view({n, k}));
+      masters_.push_back(g.biases[i]);
+      shadows_.push_back(flat_b.narrow(0, bo + rows, n));
+      rows += n;
+    }
+    g.shadow_w = flat_w.narrow(0, wo, rows * k).view({rows, k});
+    g.shadow_b = flat_b.narrow(0, bo, rows);
+    wo += round_up(rows * k);
+    bo += round_up(rows);
+  }
+}
+
+void ShadowWeights::Refresh(at::ScalarType dtype) {
+  TORCH_CHECK(!groups_.empty(), "ShadowWeights::Refresh without layers");
+  if (!Ready(dtype, groups_.front().weights.front().device())) Allocate(dtype);
+  const at::NoGradGuard no_grad;
+  at::_foreach_copy_(shadows_, masters_);
+}
+
+at::Tensor ShadowWeights::Forward(int group, const at::Tensor& x) const {
+  const Group& g = groups_.at(static_cast<size_t>(group));
+  return MixedLinear(x, g.weights, g.biases, g.shadow_w, g.shadow_b, options_.accumulate_into_grad);
+}
+
+}  // namespace ringpilot::trainer::ops

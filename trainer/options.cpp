@@ -1,0 +1,116 @@
+#include "trainer/options.h"
+
+namespace ringpilot::trainer {
+namespace {
+
+constexpr double kBytesPerMiB = 1 << 20;
+
+}  // namespace
+
+models::ModelOptions ModelOptionsFor(const config::ModelConfig& model) {
+  models::ModelOptions o;
+  o.name = model.name;
+  o.num_classes = model.num_classes;
+  o.seq_len = model.seq_len;
+  o.dropout = model.dropout;
+  o.sync_batchnorm = model.sync_batchnorm;
+  o.fused_batchnorm = model.fused_batchnorm;
+  o.maxpool_kernel = model.maxpool_kernel;
+  o.mixed_linear = model.mixed_linear;
+  o.mixed_linear_accumulate = model.mixed_linear_accumulate;
+  o.fused_residual_norm = model.fused_residual_norm;
+  return o;
+}
+
+OptimizerOptions OptimizerOptionsFor(const config::TrainConfig& train) {
+  OptimizerOptions o;
+  o.kind = train.optimizer;
+  o.lr = train.lr;
+  o.momentum = train.momentum;
+  o.weight_decay = train.weight_decay;
+  o.beta1 = train.beta1;
+  o.beta2 = train.beta2;
+  o.eps = train.eps;
+  return o;
+}
+
+comm::ReducerOptions ReducerOptionsFor(const config::CommConfig& comm) {
+  comm::ReducerOptions o;
+  o.bucket_bytes = static_cast<int64_t>(comm.bucket_mb * kBytesPerMiB);
+  o.first_bucket_bytes = static_cast<int64_t>(comm.first_bucket_mb * kBytesPerMiB);
+  o.comm_dtype = GradWireDtypeFor(comm.grad_dtype);
+  return o;
+}
+
+GradientUpdateOptions GradientUpdateOptionsFor(const config::CommConfig& comm) {
+  GradientUpdateOptions o;
+  o.overlap = comm.overlap_optimizer;
+  return o;
+}
+
+c10::ScalarType GradWireDtypeFor(config::GradDtype dtype) {
+  switch (dtype) {
+    case config::GradDtype::kFp32:
+      return c10::kFloat;
+    case config::GradDtype::kBf16:
+      return c10::kBFloat16;
+  }
+  return c10::kFloat;
+}
+
+std::optional<c10::ScalarType> AutocastDtypeFor(config::Precision precision) {
+  switch (precision) {
+    case config::Precision::kFp32:
+      return std::nullopt;
+    case config::Precision::kBf16:
+      return c10::kBFloat16;
+  }
+  return std::nullopt;
+}
+
+topology::BindPolicy BindPolicyFor(config::BindMode mode) {
+  switch (mode) {
+    case config::BindMode::kAuto:
+      return topology::BindPolicy::kAuto;
+    case config::BindMode::kNuma:
+      return topology::BindPolicy::kNuma;
+    case config::BindMode::kCores:
+      return topology::BindPolicy::kCores;
+    case config::BindMode::kNone:
+      return topology::BindPolicy::kNone;
+  }
+  return topology::BindPolicy::kAuto;
+}
+
+#ifdef RINGPILOT_WITH_CUDA
+comm::NcclOptions NcclOptionsFor(const config::CommConfig& comm) {
+  comm::NcclOptions o;
+  o.timeout_s = comm.timeout_s;
+  o.high_priority_stream = comm.high_priority_stream;
+  switch (comm.nccl_cta_policy) {
+    case config::NcclCtaPolicy::kDefault:
+      o.cta_policy = comm::NcclCtaPolicy::kDefault;
+      break;
+    case config::NcclCtaPolicy::kEfficiency:
+      o.cta_policy = comm::NcclCtaPolicy::kEfficiency;
+      break;
+    case config::NcclCtaPolicy::kZero:
+      o.cta_policy = comm::NcclCtaPolicy::kZero;
+      break;
+  }
+  switch (comm.nccl_buffer_registration) {
+    case config::NcclBufferRegistration::kNone:
+      o.buffer_registration = comm::NcclBufferRegistration::kNone;
+      break;
+    case config::NcclBufferRegistration::kRegister:
+      o.buffer_registration = comm::NcclBufferRegistration::kRegister;
+      break;
+    case config::NcclBufferRegistration::kSymmetric:
+      o.buffer_registration = comm::NcclBufferRegistration::kSymmetric;
+      break;
+  }
+  return o;
+}
+#endif
+
+}  // namespace ringpilot::trainer

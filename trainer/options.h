@@ -1,0 +1,47 @@
+// The one mapping from the job (config/job.h, where every default lives) to the options
+// of the components a rank runs: models, optimizer, gradient reducer, NCCL, placement.
+// Enum to enum by exhaustive switches (a new job value fails to compile until it is
+// mapped); no component below the trainer reads the job itself.
+#pragma once
+
+#include <ATen/core/ATen_fwd.h>
+#include <c10/core/ScalarType.h>
+
+#include <optional>
+
+#include "comm/gradient_reducer.h"
+#include "config/job.h"
+#include "topology/plan.h"
+#include "trainer/gradient_update.h"
+#include "trainer/models/model.h"
+#include "trainer/optimizer.h"
+
+#ifdef RINGPILOT_WITH_CUDA
+#include "comm/nccl_communicator.h"
+#endif
+
+namespace ringpilot::trainer {
+
+models::ModelOptions ModelOptionsFor(const config::ModelConfig& model);
+
+OptimizerOptions OptimizerOptionsFor(const config::TrainConfig& train);
+
+/// Bucket caps from comm.bucket_mb / comm.first_bucket_mb (MiB), the wire dtype from
+/// comm.grad_dtype. on_first_launch is left to the caller.
+comm::ReducerOptions ReducerOptionsFor(const config::CommConfig& comm);
+
+GradientUpdateOptions GradientUpdateOptionsFor(const config::CommConfig& comm);
+
+/// comm.grad_dtype as the gradient buckets' dtype on the wire.
+c10::ScalarType GradWireDtypeFor(config::GradDtype dtype);
+
+/// train.precision: the autocast dtype, or nullopt for fp32 (no autocast).
+std::optional<c10::ScalarType> AutocastDtypeFor(config::Precision precision);
+
+topology::BindPolicy BindPolicyFor(config::BindMode mode);
+
+#ifdef RINGPILOT_WITH_CUDA
+comm::NcclOptions NcclOptionsFor(const config::CommConfig& comm);
+#endif
+
+}  // namespace ringpilot::trainer

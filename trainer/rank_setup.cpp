@@ -1,0 +1,139 @@
+#include "trainer/rank_setup.h"
+
+#include <ATen/Context.h>
+#include <ATen/Parallel.h>
+#include <torch/cuda.h>
+
+#include <algorithm>
+#include <optional>
+#include <stdexcept>
+#include <thread>
+
+#include "base/environment.h"
+#include "comm/status.h"
+#include "trainer/host_memory.h"
+#include "trainer/options.h"
+#include "trainer/telemetry/rank_telemetry.h"
+
+#ifdef RINGPILOT_WITH_CUDA
+#include <c10/cuda/CUDAFunctions.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
+
+#include "comm/nccl_communicator.h"
+#endif
+
+namespace ringpilot::trainer {
+
+RankPlace JoinWorld() {
+  RankPlace p;
+  MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &p.rank));
+  MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &p.world));
+  MPI_Comm local;
+  MPI_CHECK(
+      MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, p.rank, MPI_INFO_NULL, &local));
+  MPI_CHECK(MPI_Comm_rank(local, &p.local_rank));
+  MPI_CHECK(MPI_Comm_size(local, &p.local_size));
+  MPI_Comm_free(&local);
+  p.node = base::HostName();
+  return p;
+}
+
+RankDevice SetUpDevice(const config::JobConfig& job, const RankPlace& place,
+                       telemetry::RankLog& log) {
+  bool have_cuda = false;
+#ifdef RINGPILOT_WITH_CUDA
+  have_cuda = torch::cuda::is_available();
+#endif
+  RankDevice d;
+  switch (job.world.device) {
+    case config::Device::kCpu:
+      d.cuda = false;
+      break;
+    case config::Device::kCuda:
+      if (!have_cuda) {
+        throw std::runtime_error("world.device is cuda but no CUDA device is visible on " +
+                                 place.node);
+      }
+      d.cuda = true;
+      break;
+    case config::Device::kAuto:
+      d.cuda = have_cuda;
+      break;
+  }
+  if (!d.cuda && job.train.cuda_graphs) {
+    throw std::runtime_error("train.cuda_graphs needs a CUDA device; none is used on " +
+                             place.node);
+  }
+  d.threads = job.train.threads_per_rank;
+  if (d.threads == 0) {
+    const int cores = static_cast<int>(std::thread::hardware_concurrency());
+    d.threads = std::max(1, cores / std::max(1, place.local_size));
+  }
+  at::set_num_threads(d.threads);
+  const HostMemoryPolicy host_memory = ConfigureHostMemory(job.train.retain_host_memory);
+  if (place.rank == 0) log.Info(host_memory.detail);
+#ifdef RINGPILOT_WITH_CUDA
+  if (d.cuda) {
+    const int devices = static_cast<int>(torch::cuda::device_count());
+    const int dev = place.local_rank % devices;
+    if (place.local_size > devices) {
+      log.Warn(std::to_string(place.local_size) + " ranks on " + place.node + " share " +
+               std::to_string(devices) + " GPU(s)");
+    }
+    c10::cuda::set_device(dev);
+    d.device = c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(dev));
+    at::globalContext().setBenchmarkCuDNN(!job.train.deterministic);
+    at::globalContext().setDeterministicCuDNN(job.train.deterministic);
+    at::globalContext().setAllowTF32CuBLAS(job.train.tf32);
+    at::globalContext().setAllowTF32CuDNN(job.train.tf32);
+  }
+#endif
+  return d;
+}
+
+struct TrainingStream::Impl {
+#ifdef RINGPILOT_WITH_CUDA
+  std::optional<c10::cuda::CUDAStreamGuard> guard;
+#endif
+};
+
+TrainingStream::TrainingStream(const RankDevice& device) : impl_(std::make_unique<Impl>()) {
+#ifdef RINGPILOT_WITH_CUDA
+  if (device.cuda) {
+    impl_->guard.emplace(
+        c10::cuda::getStreamFromPool(/*isHighPriority=*/false, device.device.index()));
+  }
+#else
+  (void)device;
+#endif
+}
+
+TrainingStream::~TrainingStream() = default;
+
+comm::Communicator* RankCommunicators::batch_norm() const {
+  return norm ? static_cast<comm::Communicator*>(norm.get()) : device.get();
+}
+
+RankCommunicators MakeCommunicators(const config::JobConfig& job, const RankPlace& place,
+                                    const RankDevice& device, const std::string& run_dir) {
+  RankCommunicators c;
+  c.host = std::make_unique<comm::MpiCommunicator>(MPI_COMM_WORLD);
+#ifdef RINGPILOT_WITH_CUDA
+  if (device.cuda) {
+    telemetry::PrepareNcclDebugLog(run_dir, place.rank);  // transports per peer, in a file
+    c.device = std::make_unique<comm::NcclCommunicator>(MPI_COMM_WORLD, device.device.index(),
+                                                        NcclOptionsFor(job.comm));
+  }
+#else
+  (void)place;
+  (void)run_dir;
+#endif
+  if (!c.device) c.device = std::make_unique<comm::MpiCommunicator>(MPI_COMM_WORLD);
+  if (!device.cuda && job.model.sync_batchnorm) {
+    c.norm = std::make_unique<comm::MpiCommunicator>(MPI_COMM_WORLD);
+  }
+  return c;
+}
+
+}  // namespace ringpilot::trainer

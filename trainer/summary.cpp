@@ -1,0 +1,67 @@
+#include "trainer/summary.h"
+
+#include <cmath>
+
+#include <nlohmann/json.hpp>
+
+#include "base/files.h"
+#include "trainer/checkpoint/sha256.h"
+#include "trainer/telemetry/step_stats.h"
+
+namespace ringpilot::trainer {
+
+ParamFingerprint FingerprintParams(const std::vector<at::Tensor>& params) {
+  double norm_sq = 0;
+  ParamFingerprint f;
+  checkpoint::Sha256 sha;
+  for (const at::Tensor& p : params) {
+    const at::Tensor c = p.detach().to(at::kCPU).contiguous();
+    const at::Tensor d = c.to(at::kDouble);
+    norm_sq += d.square().sum().item<double>();
+    f.abs_sum += d.abs().sum().item<double>();
+    sha.Update(c.data_ptr(), c.nbytes());
+  }
+  f.norm = std::sqrt(norm_sq);
+  f.sha256 = sha.HexDigest();
+  return f;
+}
+
+void WriteSummary(const config::JobConfig& job, const std::string& run_dir, int rank,
+                  int world, bool cuda, const RunTotals& totals, const at::Tensor& loss,
+                  const std::vector<at::Tensor>& params, double peak_device_bytes,
+                  comm::Communicator& host) {
+  at::Tensor loss_sum = at::zeros({1}, at::kDouble);
+  if (loss.defined()) loss_sum[0] = loss.item<double>();
+  host.AllReduce(loss_sum, comm::ReduceOp::kAvg)->Wait();
+  if (rank != 0) return;
+  using nlohmann::json;
+  const int batch = job.data.batch_per_rank;
+  const ParamFingerprint fp = FingerprintParams(params);
+  const json summary = {
+      {"name", job.name},
+      {"world_size", world},
+      {"steps", job.train.steps},
+      // No step in this attempt (resumed at train.steps): nothing measured.
+      {"final_loss", loss.defined() ? json(loss_sum[0].item<double>()) : json(nullptr)},
+      {"samples_per_second", totals.timed_steps > 0 && totals.timed_seconds > 0
+                                 ? json(totals.timed_steps * batch * world / totals.timed_seconds)
+                                 : json(nullptr)},
+      {"step_seconds_p50", telemetry::Percentile(totals.step_seconds, 0.5)},
+      {"step_seconds_p99", telemetry::Percentile(totals.step_seconds, 0.99)},
+      {"restarts", totals.restarts},
+      {"param_norm", fp.norm},
+      {"param_abs_sum", fp.abs_sum},
+      {"param_sha256", fp.sha256},
+      {"resumed_from_step", totals.start_step},
+      {"device", cuda ? "cuda" : "cpu"},
+      {"model", config::ToString(job.model.name)},
+      {"batch_per_rank", batch},
+      {"first_step_s", totals.first_step_s},
+      {"checkpoint_seconds", totals.checkpoint_seconds},
+      {"data_seconds_p50", telemetry::Percentile(totals.data_seconds, 0.5)},
+      {"peak_mem_gb", peak_device_bytes / 1e9},
+  };
+  base::WriteFileAtomically(run_dir + "/summary.json", summary.dump(2) + "\n");
+}
+
+}  // namespace ringpilot::trainer

@@ -1,0 +1,123 @@
+#include "trainer/telemetry/rank_telemetry.h"
+
+#include <cstdlib>
+#include <fstream>
+#include <vector>
+
+#include "metrics/nccl_log.h"
+#include "topology/probe.h"
+
+#ifdef RINGPILOT_WITH_CUDA
+#include <cuda_runtime.h>
+#endif
+
+namespace ringpilot::trainer::telemetry {
+namespace {
+
+// The rank's GPU as CUDA numbers it -> its PCI bus id; "" when unknown.
+std::string CudaPciBusId(int device) {
+#ifdef RINGPILOT_WITH_CUDA
+  char buf[32] = {};
+  if (device >= 0 && cudaDeviceGetPCIBusId(buf, sizeof buf, device) == cudaSuccess) return buf;
+#else
+  (void)device;
+#endif
+  return "";
+}
+
+}  // namespace
+
+std::string NcclLogPath(const std::string& run_dir, int rank) {
+  return run_dir + "/logs/nccl-rank-" + std::to_string(rank) + ".log";
+}
+
+void PrepareNcclDebugLog(const std::string& run_dir, int rank) {
+  if (std::getenv("NCCL_DEBUG")) return;  // the user chose a level (and where it goes)
+  ::setenv("NCCL_DEBUG", "INFO", 1);
+  ::setenv("NCCL_DEBUG_SUBSYS", "INIT,ENV", 0);
+  ::setenv("NCCL_DEBUG_FILE", NcclLogPath(run_dir, rank).c_str(), 0);
+}
+
+RankTelemetry::RankTelemetry(const config::JobConfig& cfg, std::string run_dir, RankIdentity id,
+                             int cuda_device)
+    : cfg_(cfg), run_dir_(std::move(run_dir)), id_(std::move(id)), cuda_device_(cuda_device) {
+  if (cuda_device_ < 0) return;
+  metrics::GpuIdentity gpu;
+  std::string error;
+  if (metrics::LookupGpuIdentity("libnvidia-ml.so.1", CudaPciBusId(cuda_device_), &gpu, &error)) {
+    id_.gpu_uuid = gpu.uuid;
+    id_.pci_bus_id = gpu.pci_bus_id;
+  }
+}
+
+RankTelemetry::~RankTelemetry() {
+  if (metrics_) metrics_->set_trace(nullptr);
+  sampler_.reset();
+  if (!trace_) return;
+  const std::string path = run_dir_ + "/trace-rank-" + std::to_string(id_.rank) + ".json";
+  try {
+    trace_->WriteFile(path);
+  } catch (const std::exception& e) {
+    if (log_) log_->Warn(std::string("trace: ") + e.what());
+  }
+}
+
+void RankTelemetry::Start(TrainingMetrics& metrics, double clock_offset, RankLog& log) {
+  metrics_ = &metrics;
+  log_ = &log;
+  if (cuda_device_ >= 0 && cfg_.metrics.gpu_sample_seconds > 0) {
+    metrics::GpuSamplerOptions o;
+    o.pci_bus_id = CudaPciBusId(cuda_device_);
+    o.period_seconds = cfg_.metrics.gpu_sample_seconds;
+    sampler_ = std::make_unique<metrics::GpuSampler>(metrics.mutable_registry(), o);
+    if (!sampler_->active()) {
+      log.Warn(sampler_->warning());
+      sampler_.reset();
+    }
+  }
+  if (cfg_.trace.enabled) {
+    trace_ = std::make_unique<metrics::Trace>(
+        id_.rank, "rank " + std::to_string(id_.rank) + " (" + id_.node + ")",
+        static_cast<std::size_t>(cfg_.trace.max_events), clock_offset);
+    trace_->FlushOnSigusr2(run_dir_ + "/trace-rank-" + std::to_string(id_.rank) + ".json");
+    metrics.set_trace(trace_.get());
+  }
+}
+
+void RankTelemetry::AfterStep(int64_t steps_done) {
+  // Connections are made at init or at the first collective that needs them: the first
+  // step has them all for data parallelism; read once more later for late ones.
+  if (cuda_device_ >= 0 && metrics_ && (steps_done == 1 || steps_done == 50)) {
+    ReadNcclTransports();
+  }
+}
+
+void RankTelemetry::ReadNcclTransports() {
+  std::ifstream in(NcclLogPath(run_dir_, id_.rank));
+  if (!in) return;  // the user sent NCCL's log elsewhere
+  const auto peers = metrics::NcclPeerTransports(in, id_.rank);
+  auto& family = metrics_->mutable_registry().AddGauge(
+      "ringpilot_nccl_transport_info",
+      "1 for each transport NCCL uses to connect this rank to a peer (from NCCL's INFO log).");
+  bool socket = false;
+  for (const auto& [peer, transports] : peers) {
+    for (const std::string& t : transports) {
+      family.Add({{"peer", std::to_string(peer)}, {"transport", t}}).Set(1);
+      socket |= t == "NET_Socket";
+    }
+  }
+  if (!socket || warned_socket_) return;
+  std::vector<std::string> warnings;
+  for (const topology::Nic& nic : topology::ProbeNics("/sys", &warnings)) {
+    if (nic.kind == topology::NicKind::kInfiniBand && nic.IsUp()) {
+      warned_socket_ = true;
+      log_->Warn("NCCL uses NET/Socket to a peer although InfiniBand port " + nic.name +
+                 " is up on " + id_.node +
+                 ": check NCCL_IB_DISABLE, NCCL_NET and the IB plugin (see " +
+                 NcclLogPath(run_dir_, id_.rank) + ")");
+      return;
+    }
+  }
+}
+
+}  // namespace ringpilot::trainer::telemetry

@@ -1,0 +1,63 @@
+// Per-rank observability beyond the training metrics: the GPU's identity labels and NVML
+// sampler (metrics/gpu_sampler.h), the Chrome trace (metrics/trace.h) written to
+// RUN_DIR/trace-rank-N.json at exit and on SIGUSR2, and NCCL's per-peer transports read from
+// the rank's NCCL log (metrics/nccl_log.h). Keeps trainer.cpp to a few calls.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "config/job.h"
+#include "metrics/gpu_sampler.h"
+#include "metrics/trace.h"
+#include "trainer/telemetry/rank_log.h"
+#include "trainer/telemetry/training_metrics.h"
+
+namespace ringpilot::trainer::telemetry {
+
+/// RUN_DIR/logs/nccl-rank-<rank>.log: where PrepareNcclDebugLog sends NCCL's log.
+std::string NcclLogPath(const std::string& run_dir, int rank);
+
+/// Call before the first NCCL call. Unless the user set NCCL_DEBUG (then nothing changes):
+/// NCCL_DEBUG=INFO and, unless set, NCCL_DEBUG_SUBSYS=INIT,ENV (INIT prints each channel's
+/// transport) and NCCL_DEBUG_FILE=NcclLogPath(...), so NCCL's lines go to a file, not stderr.
+void PrepareNcclDebugLog(const std::string& run_dir, int rank);
+
+class RankTelemetry {
+ public:
+  /// `cuda_device` >= 0: the rank's CUDA device; its UUID and PCI bus id (NVML) are added
+  /// to `id` (identity()), so every rank series carries them. -1 on CPU ranks.
+  RankTelemetry(const config::JobConfig& cfg, std::string run_dir, RankIdentity id,
+                int cuda_device);
+  /// Writes the trace (when enabled) and detaches from the metrics.
+  ~RankTelemetry();
+  RankTelemetry(const RankTelemetry&) = delete;
+  RankTelemetry& operator=(const RankTelemetry&) = delete;
+
+  const RankIdentity& identity() const { return id_; }
+
+  /// Starts the GPU sampler (CUDA ranks, metrics.gpu_sample_seconds > 0) and the trace
+  /// (trace.enabled), hooked into `metrics`. `clock_offset` aligns the trace with rank 0.
+  /// Problems (no NVML, ...) become one warning line in `log`; nothing here throws for them.
+  void Start(TrainingMetrics& metrics, double clock_offset, RankLog& log);
+
+  /// After each step (`steps_done` in this attempt, from 1): after the first and the
+  /// 50th step, reads the NCCL log into ringpilot_nccl_transport_info.
+  void AfterStep(int64_t steps_done);
+
+ private:
+  void ReadNcclTransports();
+
+  const config::JobConfig& cfg_;
+  const std::string run_dir_;
+  RankIdentity id_;
+  const int cuda_device_;
+  TrainingMetrics* metrics_ = nullptr;
+  RankLog* log_ = nullptr;
+  std::unique_ptr<metrics::GpuSampler> sampler_;
+  std::unique_ptr<metrics::Trace> trace_;
+  bool warned_socket_ = false;
+};
+
+}  // namespace ringpilot::trainer::telemetry

@@ -1,0 +1,107 @@
+// Per-rank step accounting for diagnosis: phase times, exposed communication and
+// overlap, online straggler attribution, and collective statistics by op and size.
+// Feeds the Prometheus series (docs/metrics.md) and RUN_DIR/logs/rank-N.stats.json,
+// which `ringpilot diagnose` reads.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "comm/communicator.h"
+
+namespace ringpilot::trainer::telemetry {
+
+enum class Phase { kData, kForward, kBackward, kOptimizer, kCommExposed };
+constexpr int kNumPhases = 5;
+const char* ToString(Phase p);
+
+/// Size classes of the `size_bucket` label: few and fixed, so label cardinality stays
+/// bounded whatever the bucket sizes of a job.
+const char* SizeBucket(int64_t bytes);
+
+/// Outcome of one step's straggler exchange, from this rank's point of view.
+struct StragglerStep {
+  int culprit = -1;         ///< the rank that arrived last at the gradient exchange
+  double wait_seconds = 0;  ///< our whole wait: from our readiness to the culprit's
+  double skew_seconds = 0;  ///< our compute time minus the fastest rank's
+  /// The wait split by whom it was spent on (rank, seconds; sums to wait_seconds): each
+  /// rank that arrived after us is blamed for the interval between the arrival before it
+  /// and its own. The culprit's share is then its lead over the second-to-last arrival,
+  /// the delay it alone caused, whatever our own speed.
+  std::vector<std::pair<int, double>> blame;
+};
+
+/// One rank's share of the per-step exchange.
+struct ArrivalSample {
+  double ready_unix = 0;       ///< when its gradients were ready (end of backward), on
+                               ///< rank 0's clock
+  double compute_seconds = 0;  ///< step start to end of backward
+};
+
+/// Given every rank's sample of one step (index = rank), whom `rank` waited for and
+/// how long: the last rank to be ready is the culprit; everyone's wait is the time from
+/// its own readiness to the culprit's, blamed interval by interval on the later arrivals.
+StragglerStep AttributeStraggler(const std::vector<ArrivalSample>& samples, int rank);
+
+/// Offset to add to this rank's system clock to read rank 0's: 0 on rank 0's host; on
+/// other hosts the lowest rank estimates it by MPI ping-pong with rank 0 (the exchange
+/// with the shortest round trip of `rounds`) and shares it with its host's ranks.
+/// Collective over MPI_COMM_WORLD.
+double EstimateClockOffset(int rounds = 8);
+
+/// Linear-interpolated percentile of `v`, q in [0, 1]; 0 for an empty list.
+double Percentile(std::vector<double> v, double q);
+
+/// Not thread-safe except OnCollective, which the communicator calls on the training
+/// thread too.
+class StepStats {
+ public:
+  StepStats(int rank, int world, std::string node, int local_rank);
+
+  void AddPhase(Phase p, double seconds) { phase_total_[static_cast<int>(p)] += seconds; }
+  void AddStraggler(const StragglerStep& s);
+  void AddStep(double seconds);
+  void AddCollective(comm::CollectiveOp op, int64_t bytes, double seconds);
+  /// Forgets phase and collective totals so far: the warm-up steps (cuDNN autotuning,
+  /// graph capture, eager steps before it) would skew bandwidth and overlap figures.
+  void StartTimedWindow();
+  /// Communication time of collectives completed since the last call (for overlap).
+  double TakeCommSeconds();
+
+  /// Bus bandwidth (nccl-tests definition) of the largest size class seen for `op`,
+  /// bytes/s; 0 when none.
+  double BusBandwidth(comm::CollectiveOp op) const;
+  /// The job's expected bus bandwidth from the topology plan (bytes/s, one figure for every
+  /// op: busbw is normalised to the slowest link); 0 = no model. Written to the JSON.
+  void set_expected_busbw(double bytes_per_second) { expected_busbw_ = bytes_per_second; }
+  double overlap_ratio() const;
+  /// Writes the stats JSON atomically. `step_p50/p99/mean` come from the trainer.
+  void WriteJson(const std::string& path, int64_t steps, double p50, double p99) const;
+
+ private:
+  struct Coll {
+    int64_t count = 0;
+    int64_t bytes = 0;
+    double seconds = 0;
+  };
+  int rank_, world_, local_rank_;
+  std::string node_;
+  std::array<double, kNumPhases> phase_total_{};
+  double step_total_ = 0;
+  int64_t steps_ = 0;
+  double comm_since_take_ = 0;
+  double comm_total_ = 0;
+  double expected_busbw_ = 0;
+  double wait_total_ = 0;
+  double skew_sum_ = 0;
+  int64_t straggler_steps_ = 0;
+  std::map<int, int64_t> culprit_steps_;
+  std::map<int, double> wait_by_culprit_;
+  std::map<std::pair<int, std::string>, Coll> coll_;  // (op, size bucket)
+};
+
+}  // namespace ringpilot::trainer::telemetry

@@ -1,0 +1,101 @@
+// The trainer's Prometheus series (docs/metrics.md) and their HTTP exporter.
+#pragma once
+
+#include <array>
+#include <cmath>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "comm/communicator.h"
+#include "metrics/exporter.h"
+#include "metrics/registry.h"
+#include "metrics/trace.h"
+#include "trainer/telemetry/step_stats.h"
+
+namespace ringpilot::trainer::telemetry {
+
+struct RankIdentity {
+  std::string job;
+  std::string node;
+  int rank = 0;
+  int local_rank = 0;
+  std::string gpu_uuid;    ///< "" on CPU ranks or without NVML (then no label)
+  std::string pci_bus_id;  ///< as NVML writes it; "" likewise
+};
+
+/// Owns the registry of one rank. Hot-path updates are lock-free (metrics::Registry).
+/// OnCollective is called by the communicator on the training thread.
+class TrainingMetrics : public comm::CollectiveObserver {
+ public:
+  explicit TrainingMetrics(const RankIdentity& id);
+
+  /// Serves /metrics on bind:port (port 0 = any free port). Throws when it cannot.
+  void Serve(const std::string& bind, int port);
+  /// The bound port, or 0 when not serving.
+  int port() const;
+
+  /// `ringpilot_build_info` 1 with `version` and LABELS (trainer/telemetry/versions.h BuildInfoLabels).
+  void SetBuildInfo(const metrics::Labels& labels);
+  void SetRestarts(int restarts);
+  /// The topology model's expected bus bandwidth of the job (trainer/bootstrap.h), for
+  /// every op but barrier; 0 = no model.
+  void SetExpectedBusBandwidth(double bytes_per_second);
+  void OnStep(double seconds, int64_t samples);
+  void SetLoss(double loss);
+  void OnCheckpoint(double seconds);
+  void OnCollective(comm::CollectiveOp op, int64_t bytes, double seconds,
+                    double start_unix) override;
+  /// `start_unix`: when the phase began (Unix seconds, this host's clock; GPU phases come
+  /// from comm::DeviceTimeline), or NaN when it ended just now.
+  void OnPhase(Phase phase, double seconds, double start_unix = std::nan(""));
+  void OnStraggler(const StragglerStep& s);
+  void SetOverlapRatio(double ratio);
+  /// Refreshes gauges derived from `stats` (bus bandwidth per op).
+  void Refresh(const StepStats& stats);
+  /// Collectives also feed `stats` (not owned; may be null).
+  void set_stats(StepStats* stats) { stats_ = stats; }
+  /// Sequence gauges read `comm` at scrape time (not owned; may be null).
+  void WatchSequences(const comm::Communicator* comm);
+
+  /// Step phases, steps and collectives are also recorded here (not owned; may be null).
+  void set_trace(metrics::Trace* trace) { trace_ = trace; }
+
+  const metrics::Registry& registry() const { return *registry_; }
+  /// For components that add their own series (GPU sampler, NCCL transports).
+  metrics::Registry& mutable_registry() { return *registry_; }
+
+ private:
+  // Records a trace event that ended now (start_unix NaN) or began at start_unix.
+  void Trace(const char* name, const char* cat, int tid, double seconds, double start_unix,
+             const char* arg_name = nullptr, int64_t arg = 0);
+
+  static constexpr int kOps = 4;
+  static constexpr int kSizeBuckets = 6;
+  std::unique_ptr<metrics::Registry> registry_;
+  std::unique_ptr<metrics::Exporter> exporter_;
+  metrics::Histogram* step_seconds_;
+  metrics::Counter* samples_total_;
+  metrics::Counter* steps_total_;
+  metrics::Gauge* loss_;
+  metrics::Histogram* checkpoint_seconds_;
+  metrics::Gauge* restarts_;
+  std::array<metrics::Gauge*, kOps> expected_busbw_{};
+  std::array<std::array<metrics::Histogram*, kSizeBuckets>, kOps> collective_seconds_{};
+  std::array<metrics::Histogram*, kNumPhases> phase_seconds_{};
+  std::array<metrics::Gauge*, kOps> busbw_{};
+  metrics::Family<metrics::Counter>* straggler_wait_;
+  std::vector<metrics::Counter*> wait_by_culprit_;
+  metrics::Gauge* skew_;
+  metrics::Gauge* overlap_;
+  metrics::Gauge* started_seq_;
+  metrics::Gauge* completed_seq_;
+  StepStats* stats_ = nullptr;
+  metrics::Trace* trace_ = nullptr;
+  int64_t steps_ = 0;
+  const comm::Communicator* watched_ = nullptr;
+  std::array<metrics::Counter*, kOps> collective_bytes_{};
+  metrics::Family<metrics::Gauge>* build_info_;
+};
+
+}  // namespace ringpilot::trainer::telemetry

@@ -1,0 +1,67 @@
+#include "trainer/train_step.h"
+
+#include <ATen/autocast_mode.h>
+
+#include "trainer/options.h"
+
+namespace ringpilot::trainer {
+
+TrainStep::TrainStep(const config::JobConfig& job, const RankPlace& place,
+                     const RankDevice& device, TrainingState& state,
+                     comm::GradientReducer& reducer, StepPhases& phases, const InputFeed& input)
+    : state_(state),
+      reducer_(reducer),
+      phases_(phases),
+      input_(input),
+      cuda_(device.cuda),
+      device_type_(device.device.type()),
+      autocast_(AutocastDtypeFor(job.train.precision)),
+      update_options_(GradientUpdateOptionsFor(job.comm)),
+      carveout_(job.comm.backward_sm_carveout, device.cuda),
+      straggle_s_(place.rank == job.fault.straggler_rank ? job.fault.straggler_ms / 1000.0 : 0.0) {
+  if (autocast_) at::autocast::set_autocast_dtype(device_type_, *autocast_);
+  // The autocast weight cache would hold tensors from the capture's memory pool.
+  if (job.train.cuda_graphs) at::autocast::set_autocast_cache_enabled(false);
+}
+
+void TrainStep::Run() {
+  phases_.Begin();
+  reducer_.PrepareForBackward();
+  at::Tensor loss;
+  {
+    NvtxRange range("forward");
+    at::Tensor in = input_.device_batch().input;
+    if (input_.images()) {
+      in = NormalizeImages(in, at::kFloat);
+      if (state_.channels_last) in = in.contiguous(at::MemoryFormat::ChannelsLast);
+    }
+    if (autocast_) at::autocast::set_autocast_enabled(device_type_, true);
+    loss = state_.model->Loss(in, input_.device_batch().target);
+    if (autocast_) {
+      at::autocast::set_autocast_enabled(device_type_, false);
+      at::autocast::clear_cache();
+    }
+    phases_.ForwardDone();
+  }
+  {
+    NvtxRange range("backward");
+    // fault.straggler_*: this rank's compute takes longer. On GPUs before backward, so
+    // every bucket's all-reduce waits for it (the buckets are issued during backward);
+    // on CPU after it, where MPI progresses only inside our calls and the other ranks
+    // then wait in FinishBackward (and ranks sharing cores compute alike).
+    if (cuda_) phases_.SlowDown(straggle_s_);
+    carveout_.Arm(loss);
+    loss.backward();
+    carveout_.Disarm();
+    if (!cuda_) phases_.SlowDown(straggle_s_);
+    phases_.BackwardDone();
+  }
+  {
+    NvtxRange range("reduce+update");
+    ReduceAndUpdate(reducer_, *state_.optimizer, phases_, update_options_);
+  }
+  if (!loss_.defined()) loss_ = at::empty_like(loss);  // before any capture
+  loss_.copy_(loss.detach());
+}
+
+}  // namespace ringpilot::trainer

@@ -1,0 +1,86 @@
+#include "trainer/training_state.h"
+
+#include <torch/torch.h>
+
+#include <optional>
+#include <stdexcept>
+#include <string>
+
+#include "trainer/options.h"
+
+namespace ringpilot::trainer {
+
+TrainingState BuildTrainingState(const config::JobConfig& job, const RankPlace& place,
+                                 const RankDevice& device, comm::Communicator* batch_norm_comm) {
+  TrainingState s;
+  // The same seed everywhere, then rank 0's weights are broadcast anyway.
+  torch::manual_seed(job.train.seed);
+  s.model = models::MakeModel(ModelOptionsFor(job.model), batch_norm_comm);
+  s.model->to(device.device);
+  // channels_last on the CPU too: oneDNN skips reorders (bench/results/*-cpu-ddp.md).
+  s.channels_last =
+      job.train.channels_last && s.model->input_kind() == models::InputKind::kImages;
+  if (s.channels_last) {
+    for (auto& p : s.model->parameters()) {
+      if (p.dim() == 4) p.set_data(p.contiguous(at::MemoryFormat::ChannelsLast));
+    }
+  }
+  s.model->train();
+  s.params = s.model->parameters();
+  for (auto& p : s.model->named_parameters()) {
+    s.named.push_back({"model/" + p.key(), p.value()});
+    s.broadcast.push_back(p.value());
+  }
+  for (auto& b : s.model->named_buffers()) {
+    s.named.push_back({"model/" + b.key(), b.value()});
+    s.broadcast.push_back(b.value());
+  }
+  s.optimizer = std::make_unique<FusedOptimizer>(s.params, OptimizerOptionsFor(job.train));
+  const std::vector<std::string> names = s.optimizer->StateNames();
+  const std::vector<at::Tensor> tensors = s.optimizer->StateTensors();
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    s.named.push_back({"optimizer/" + names[i], tensors[i]});
+    s.broadcast.push_back(tensors[i]);
+  }
+  s.rng = std::make_unique<checkpoint::RankRngState>(job.train.seed, place.rank, place.world,
+                                                     device.cuda);
+  for (checkpoint::NamedTensor& entry : s.rng->Entries()) s.named.push_back(std::move(entry));
+  return s;
+}
+
+int64_t ResumeFromCheckpoint(const config::JobConfig& job, const RankPlace& place,
+                             const RankCommunicators& comms, checkpoint::CheckpointStore& store,
+                             TrainingState& state, telemetry::RankLog& log) {
+  at::Tensor resume = at::zeros({1}, at::kLong);
+  std::optional<checkpoint::CheckpointInfo> found;
+  bool cuda_rng_loaded = true;  // rank 0: the checkpoint had CUDA generator states
+  if (place.rank == 0) {
+    std::vector<std::string> warnings;
+    found = store.FindNewestValid(&warnings);
+    for (const std::string& w : warnings) log.Warn(w);
+    if (found) {
+      if (found->step > job.train.steps) {
+        throw std::runtime_error(found->path + ": checkpoint is at step " +
+                                 std::to_string(found->step) + ", beyond train.steps " +
+                                 std::to_string(job.train.steps));
+      }
+      for (const std::string& name : store.Load(*found, state.named)) {
+        cuda_rng_loaded = cuda_rng_loaded && name != checkpoint::RankRngState::kCudaEntry;
+      }
+      resume[0] = found->step;
+    }
+  }
+  comms.host->Broadcast(resume, 0)->Wait();
+  const int64_t start_step = resume[0].item<int64_t>();
+  comm::BroadcastCoalesced(*comms.device, state.broadcast, 0);
+  if (start_step > 0) {
+    state.rng->Restore(*comms.host, cuda_rng_loaded);
+    state.optimizer->set_steps_done(start_step);
+    if (place.rank == 0) {
+      log.Info("resumed from " + found->path + " at step " + std::to_string(start_step));
+    }
+  }
+  return start_step;
+}
+
+}  // namespace ringpilot::trainer
