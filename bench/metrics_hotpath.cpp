@@ -26,7 +26,7 @@
 #include <vector>
 
 #include "metrics/exporter.h"
-#include "metrics/registry.h"
+#include "metrics/families.h"
 
 namespace {
 
@@ -45,7 +45,7 @@ double Median(std::vector<double> v) {
 // --- the registry of one trainer rank ---------------------------------------------------------
 
 struct RankMetrics {
-  m::Registry registry;
+  m::Families metrics;
   m::Counter* samples = nullptr;
   m::Counter* steps = nullptr;
   m::Gauge* loss = nullptr;
@@ -57,18 +57,18 @@ struct RankMetrics {
   std::size_t series = 0;
 
   RankMetrics()
-      : registry({{"job", "bench"},
-                  {"node", "node-0"},
-                  {"rank", "3"},
-                  {"local_rank", "3"},
-                  {"gpu_uuid", "GPU-8f6c2a1e-5b7d-4c1e-9a3f-0d2b6e4c8a10"},
-                  {"pci_bus_id", "00000000:18:00.0"}}) {}
+      : metrics({{"job", "bench"},
+                 {"node", "node-0"},
+                 {"rank", "3"},
+                 {"local_rank", "3"},
+                 {"gpu_uuid", "GPU-8f6c2a1e-5b7d-4c1e-9a3f-0d2b6e4c8a10"},
+                 {"pci_bus_id", "00000000:18:00.0"}}) {}
 };
 
 // The trainer's families (training_metrics.cpp), the GPU sampler's (gpu_sampler.cpp) and the
 // NCCL transports (rank_telemetry.cpp), with the label values a rank of an 8-GPU job has.
 void BuildRankMetrics(RankMetrics& rm, int pad_families) {
-  m::Registry& r = rm.registry;
+  m::Families& r = rm.metrics;
   const char* ops[] = {"allreduce", "broadcast", "allgather", "barrier"};
   const char* sizes[] = {"lt64KiB",    "64KiB-1MiB",  "1MiB-4MiB",
                          "4MiB-16MiB", "16MiB-64MiB", "ge64MiB"};
@@ -82,38 +82,37 @@ void BuildRankMetrics(RankMetrics& rm, int pad_families) {
     return f;
   };
 
-  rm.step_seconds = &series(family(r.AddHistogram("ringpilot_step_seconds", "Wall time.",
-                                                  m::ExponentialBuckets(0.001, 2.0, 17)))
-                                .Add({}));
+  rm.step_seconds = &series(family(r.AddHistogram("ringpilot_step_seconds", "Wall time."))
+                                .Add({}, m::ExponentialBuckets(0.001, 2.0, 17)));
   rm.samples = &series(family(r.AddCounter("ringpilot_samples_total", "Samples.")).Add({}));
   rm.steps = &series(family(r.AddCounter("ringpilot_steps_total", "Steps.")).Add({}));
   rm.loss = &series(family(r.AddGauge("ringpilot_loss", "Loss.")).Add({}));
-  series(family(r.AddHistogram("ringpilot_checkpoint_seconds", "Checkpoint time.",
-                               m::ExponentialBuckets(0.01, 2.0, 14)))
-             .Add({}))
+  series(family(r.AddHistogram("ringpilot_checkpoint_seconds", "Checkpoint time."))
+             .Add({}, m::ExponentialBuckets(0.01, 2.0, 14)))
       .Observe(3.5);
   series(family(r.AddGauge("ringpilot_restarts", "Restarts.")).Add({})).Set(0);
   auto& expected = family(r.AddGauge("ringpilot_expected_bus_bandwidth_bytes_per_second", "E."));
   for (int i = 0; i < 3; ++i) series(expected.Add({{"op", ops[i]}})).Set(1.8e11);
   series(family(r.AddGauge("ringpilot_process_start_time_seconds", "Start.")).Add({}))
       .Set(1764000000.125);
-  auto& coll_seconds = family(r.AddHistogram("ringpilot_collective_seconds", "Collective time.",
-                                             m::ExponentialBuckets(1e-5, 2.0, 22)));
+  auto& coll_seconds = family(r.AddHistogram("ringpilot_collective_seconds", "Collective time."));
+  const std::vector<double> coll_buckets = m::ExponentialBuckets(1e-5, 2.0, 22);
   auto& coll_bytes = family(r.AddCounter("ringpilot_collective_bytes_total", "Bytes."));
   auto& busbw = family(r.AddGauge("ringpilot_collective_bus_bandwidth_bytes_per_second", "B."));
   for (const char* op : ops) {
     for (const char* size : sizes) {
-      series(coll_seconds.Add({{"op", op}, {"size_bucket", size}})).Observe(0.0123);
+      series(coll_seconds.Add({{"op", op}, {"size_bucket", size}}, coll_buckets)).Observe(0.0123);
     }
     series(coll_bytes.Add({{"op", op}})).Increment(1e9);
     series(busbw.Add({{"op", op}})).Set(1.5e11);
   }
-  rm.collective_seconds = &coll_seconds.Add({{"op", "allreduce"}, {"size_bucket", "16MiB-64MiB"}});
+  rm.collective_seconds =
+      &coll_seconds.Add({{"op", "allreduce"}, {"size_bucket", "16MiB-64MiB"}}, coll_buckets);
   rm.collective_bytes = &coll_bytes.Add({{"op", "allreduce"}});
-  auto& phase = family(r.AddHistogram("ringpilot_step_phase_seconds", "Phase time.",
-                                      m::ExponentialBuckets(1e-4, 2.0, 20)));
-  for (const char* p : phases) series(phase.Add({{"phase", p}})).Observe(0.02);
-  rm.phase_seconds = &phase.Add({{"phase", "forward"}});
+  auto& phase = family(r.AddHistogram("ringpilot_step_phase_seconds", "Phase time."));
+  const std::vector<double> phase_buckets = m::ExponentialBuckets(1e-4, 2.0, 20);
+  for (const char* p : phases) series(phase.Add({{"phase", p}}, phase_buckets)).Observe(0.02);
+  rm.phase_seconds = &phase.Add({{"phase", "forward"}}, phase_buckets);
   auto& straggler = family(r.AddCounter("ringpilot_straggler_wait_seconds_total", "Wait."));
   for (int culprit = 0; culprit < 8; ++culprit) {
     series(straggler.Add({{"culprit_rank", std::to_string(culprit)}})).Increment(0.25);
@@ -169,7 +168,8 @@ void BuildRankMetrics(RankMetrics& rm, int pad_families) {
   }
 }
 
-std::string Serialize(const RankMetrics& rm) { return rm.registry.Serialize(); }
+// What a scrape does: prometheus::Registry::Collect, then prometheus::TextSerializer.
+std::string Serialize(const RankMetrics& rm) { return rm.metrics.Serialize(); }
 
 // --- timing -------------------------------------------------------------------------------------
 
@@ -292,7 +292,7 @@ std::size_t HttpGet(int port) {
 double MeasureHttp(const RankMetrics& rm, int requests) {
   m::ExporterOptions o;
   o.port = 0;
-  m::Exporter exporter(rm.registry, o);
+  m::Exporter exporter(rm.metrics.registry(), o);
   for (int i = 0; i < requests / 10 + 1; ++i) HttpGet(exporter.port());
   std::vector<double> us;
   for (int i = 0; i < requests; ++i) {
@@ -345,7 +345,7 @@ int main(int argc, char** argv) {
   RankMetrics padded;
   BuildRankMetrics(padded, pad);
 
-  std::printf("backend: ringpilot::metrics::Registry (hand-written)\n");
+  std::printf("backend: prometheus-cpp 1.0.1 (metrics::Families, prometheus::Exposer)\n");
   std::printf("iterations %ld (median of 5 rounds), scrapes %d, loadavg %s\n\n", iterations,
               scrapes, LoadAverage().c_str());
   const HotPath alone = MeasureHotPath(trainer, iterations);

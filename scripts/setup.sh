@@ -12,7 +12,7 @@ APT_PACKAGES=(
   openmpi-bin libopenmpi-dev
   libyaml-cpp-dev libcli11-dev nlohmann-json3-dev
   libhwloc-dev hwloc
-  libcivetweb-dev
+  libcivetweb-dev prometheus-cpp-dev libssl-dev
   libgtest-dev libgmock-dev
   clang-format shellcheck
   iproute2 procps
