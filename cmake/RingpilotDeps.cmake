@@ -18,14 +18,15 @@ find_package(Threads REQUIRED)
 find_package(PkgConfig REQUIRED)
 pkg_check_modules(HWLOC REQUIRED IMPORTED_TARGET hwloc)
 
-# civetweb: Debian's CMake package names a /usr/bin/civetweb that the -dev package
-# does not install, so find the library and header directly.
-find_path(CIVETWEB_INCLUDE_DIR civetweb.h REQUIRED)
-find_library(CIVETWEB_LIBRARY civetweb REQUIRED)
-add_library(ringpilot_civetweb UNKNOWN IMPORTED)
-set_target_properties(ringpilot_civetweb PROPERTIES IMPORTED_LOCATION ${CIVETWEB_LIBRARY}
-                      INTERFACE_INCLUDE_DIRECTORIES ${CIVETWEB_INCLUDE_DIR})
-set(RINGPILOT_CIVETWEB ringpilot_civetweb)
+# prometheus-cpp (Debian prometheus-cpp-dev 1.0.1): metric families, the text exposition and
+# the HTTP exposer, which runs civetweb. Its CMake package also finds civetweb
+# (civetweb::civetweb, civetweb::civetweb-cpp: the `civetweb` package must be installed, its
+# targets name /usr/bin/civetweb), CURL (for prometheus-cpp::push, unused) and ZLIB. On the
+# GPU machine scripts/carry_gpu_deps.sh unpacks all of them (tests/gpu/env.sh).
+find_package(prometheus-cpp CONFIG REQUIRED)
+
+# OpenSSL's libcrypto: SHA-256 of checkpoints (trainer/sha256.cpp, bench/checkpoint_hash.cpp).
+find_package(OpenSSL REQUIRED COMPONENTS Crypto)
 
 if(NOT RINGPILOT_TRAINER)
   return()

@@ -1,6 +1,13 @@
 // `ringpilot doctor --prometheus FILE`: the results as Prometheus text for node_exporter's
-// textfile collector, written atomically.
-#include <cstdio>
+// textfile collector (prometheus::TextSerializer), written atomically.
+#include <prometheus/client_metric.h>
+#include <prometheus/metric_family.h>
+#include <prometheus/metric_type.h>
+#include <prometheus/text_serializer.h>
+
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "doctor/doctor.h"
 #include "base/files.h"
@@ -11,63 +18,57 @@ namespace {
 constexpr CheckStatus kStatuses[] = {CheckStatus::kPass, CheckStatus::kWarn, CheckStatus::kFail,
                                      CheckStatus::kSkip};
 
-// A label value with \, " and newline escaped as the exposition format requires.
-std::string Escape(const std::string& v) {
-  std::string out;
-  for (const char c : v) {
-    if (c == '\\') {
-      out += "\\\\";
-    } else if (c == '"') {
-      out += "\\\"";
-    } else if (c == '\n') {
-      out += "\\n";
-    } else {
-      out += c;
-    }
-  }
-  return out;
+prometheus::MetricFamily Gauges(std::string name, std::string help) {
+  prometheus::MetricFamily family;
+  family.name = std::move(name);
+  family.help = std::move(help);
+  family.type = prometheus::MetricType::Gauge;
+  return family;
 }
 
-std::string NodeLabel(const NodeChecks& n) {
-  return n.node.empty() ? "" : "node=\"" + Escape(n.node) + "\",";
+// One sample; labels in the order given (`node` first where there is one).
+void AddGauge(prometheus::MetricFamily& family, const NodeChecks& n,
+              std::vector<std::pair<std::string, std::string>> labels, double value) {
+  prometheus::ClientMetric metric;
+  if (!n.node.empty()) metric.label.push_back({"node", n.node});
+  for (auto& [name, label_value] : labels) {
+    metric.label.push_back({std::move(name), std::move(label_value)});
+  }
+  metric.gauge.value = value;
+  family.metric.push_back(std::move(metric));
 }
 
 }  // namespace
 
 std::string DoctorPrometheus(const std::vector<NodeChecks>& nodes, double unix_time) {
-  std::string out =
-      "# HELP ringpilot_doctor_check_status Result of each ringpilot doctor check: 1 for the "
-      "status it ended with, 0 for the other statuses.\n"
-      "# TYPE ringpilot_doctor_check_status gauge\n";
+  prometheus::MetricFamily status =
+      Gauges("ringpilot_doctor_check_status",
+             "Result of each ringpilot doctor check: 1 for the status it ended with, 0 for the "
+             "other statuses.");
+  prometheus::MetricFamily counts =
+      Gauges("ringpilot_doctor_checks",
+             "Number of ringpilot doctor checks that ended with each status in the last run.");
+  prometheus::MetricFamily last_run =
+      Gauges("ringpilot_doctor_last_run_timestamp_seconds",
+             "Unix time at which the last ringpilot doctor run finished.");
   for (const NodeChecks& n : nodes) {
     for (const CheckResult& c : n.checks) {
       for (const CheckStatus s : kStatuses) {
-        out += "ringpilot_doctor_check_status{" + NodeLabel(n) + "check=\"" + Escape(c.name) +
-               "\",status=\"" + ToString(s) + "\"} " + (c.status == s ? "1" : "0") + "\n";
+        AddGauge(status, n, {{"check", c.name}, {"status", ToString(s)}}, c.status == s ? 1 : 0);
       }
     }
   }
-  out +=
-      "# HELP ringpilot_doctor_checks Number of ringpilot doctor checks that ended with each "
-      "status in the last run.\n"
-      "# TYPE ringpilot_doctor_checks gauge\n";
   for (const NodeChecks& n : nodes) {
     for (const CheckStatus s : kStatuses) {
       int count = 0;
       for (const CheckResult& c : n.checks) count += c.status == s ? 1 : 0;
-      out += "ringpilot_doctor_checks{" + NodeLabel(n) + "status=\"" + ToString(s) + "\"} " +
-             std::to_string(count) + "\n";
+      AddGauge(counts, n, {{"status", ToString(s)}}, count);
     }
   }
-  char ts[64];
-  std::snprintf(ts, sizeof ts, "%.3f", unix_time);
-  out +=
-      "# HELP ringpilot_doctor_last_run_timestamp_seconds Unix time at which the last "
-      "ringpilot doctor run finished.\n"
-      "# TYPE ringpilot_doctor_last_run_timestamp_seconds gauge\n"
-      "ringpilot_doctor_last_run_timestamp_seconds " +
-      std::string(ts) + "\n";
-  return out;
+  AddGauge(last_run, NodeChecks{}, {}, unix_time);
+  // Always all three families, even with no checks: the HELP and TYPE lines say what the
+  // file is for.
+  return prometheus::TextSerializer().Serialize({status, counts, last_run});
 }
 
 void WriteDoctorFile(const std::string& path, const std::string& text) {

@@ -13,15 +13,18 @@
 #include <cstring>
 #include <ctime>
 #include <fstream>
+#include <iterator>
+#include <map>
 #include <string_view>
 #include <system_error>
 #include <thread>
 #include <utility>
 #include <vector>
 
+#include <CivetServer.h>
 #include <civetweb.h>
-
-#include "metrics/exposition.h"
+#include <prometheus/collectable.h>
+#include <prometheus/exposer.h>
 
 namespace ringpilot::metrics {
 // Defined in thread_stack.cpp; referencing it links the stack-size floor in.
@@ -37,7 +40,7 @@ constexpr const char kIndexPage[] =
     "<body><h1>ringpilot metrics</h1><p><a href=\"/metrics\">/metrics</a></p></body></html>\n";
 
 // civetweb reports start-up failures (e.g. the bind errno) only through the log
-// callback, on the thread calling mg_start2; this collects them for the exception.
+// callback, on the thread that starts the server; this collects them for the exception.
 thread_local std::string* t_start_log = nullptr;
 
 int LogMessage(const mg_connection* /*conn*/, const char* message) {
@@ -50,12 +53,44 @@ int LogMessage(const mg_connection* /*conn*/, const char* message) {
   return 1;
 }
 
+// civetweb hands begin_request only the connection; its context leads back to the Exporter.
+// init_context runs on the constructing thread before any worker starts, so every request
+// finds its Exporter here.
+std::mutex& ContextsMutex() {
+  static std::mutex mu;
+  return mu;
+}
+std::map<const mg_context*, Exporter*>& Contexts() {
+  static std::map<const mg_context*, Exporter*> contexts;
+  return contexts;
+}
+thread_local Exporter* t_starting = nullptr;
+
+void InitContext(const mg_context* ctx) {
+  if (t_starting == nullptr) return;
+  std::lock_guard<std::mutex> lock(ContextsMutex());
+  Contexts()[ctx] = t_starting;
+}
+
+Exporter* ExporterOf(const mg_connection* conn) {
+  std::lock_guard<std::mutex> lock(ContextsMutex());
+  const auto it = Contexts().find(mg_get_context(conn));
+  return it == Contexts().end() ? nullptr : it->second;
+}
+
+void ForgetExporter(const Exporter* exporter) {
+  std::lock_guard<std::mutex> lock(ContextsMutex());
+  for (auto it = Contexts().begin(); it != Contexts().end();) {
+    it = it->second == exporter ? Contexts().erase(it) : std::next(it);
+  }
+}
+
 void InitCivetwebOnce() {
   static std::once_flag once;
   std::call_once(once, [] { mg_init_library(0); });
 }
 
-// mg_start2 initializes OpenSSL lazily on first TLS use and that path is not
+// mg_start initializes OpenSSL lazily on first TLS use and that path is not
 // thread-safe, so exporters in one process start one at a time.
 std::mutex& StartMutex() {
   static std::mutex mu;
@@ -194,19 +229,21 @@ using Headers = std::vector<std::pair<const char*, std::string>>;
 
 // The response is written raw rather than through mg_response_header_send, whose
 // Date header comes from gmtime() and races between civetweb's worker threads.
-int Send(mg_connection* conn, int status, const char* content_type, const std::string& body,
-         bool head, const Headers& extra = {}) {
+std::string ResponseHead(mg_connection* conn, int status, const char* content_type) {
   char date[64] = {};
   const std::time_t now = std::time(nullptr);
   std::tm utc{};
   gmtime_r(&now, &utc);
   std::strftime(date, sizeof(date), "%a, %d %b %Y %H:%M:%S GMT", &utc);
+  return "HTTP/1.1 " + std::to_string(status) + " " + mg_get_response_code_text(conn, status) +
+         "\r\nDate: " + date + "\r\nContent-Type: " + content_type +
+         "\r\nCache-Control: no-store\r\nConnection: close\r\n";
+}
 
-  std::string response = "HTTP/1.1 " + std::to_string(status) + " " +
-                         mg_get_response_code_text(conn, status) + "\r\nDate: " + date +
-                         "\r\nContent-Type: " + content_type +
-                         "\r\nContent-Length: " + std::to_string(body.size()) +
-                         "\r\nCache-Control: no-store\r\nConnection: close\r\n";
+int Send(mg_connection* conn, int status, const char* content_type, const std::string& body,
+         bool head, const Headers& extra = {}) {
+  std::string response = ResponseHead(conn, status, content_type);
+  response += "Content-Length: " + std::to_string(body.size()) + "\r\n";
   for (const auto& [name, value] : extra) response += std::string(name) + ": " + value + "\r\n";
   response += "\r\n";
   if (!head) response += body;
@@ -214,10 +251,17 @@ int Send(mg_connection* conn, int status, const char* content_type, const std::s
   return status;
 }
 
+// HEAD /metrics: the headers of a scrape without collecting one, so no Content-Length.
+int SendHead(mg_connection* conn, int status, const char* content_type) {
+  const std::string response = ResponseHead(conn, status, content_type) + "\r\n";
+  mg_write(conn, response.data(), response.size());
+  return status;
+}
+
 }  // namespace
 
-Exporter::Exporter(const Registry& registry, ExporterOptions options)
-    : registry_(registry), options_(std::move(options)) {
+Exporter::Exporter(std::weak_ptr<prometheus::Collectable> metrics, ExporterOptions options)
+    : options_(std::move(options)) {
   ValidateOptions(options_);
   address_ = ResolveIpv4(options_.bind, options_.port);
   if (!options_.basic_auth_user.empty()) {
@@ -227,44 +271,44 @@ Exporter::Exporter(const Registry& registry, ExporterOptions options)
   InitCivetwebOnce();
 
   const bool tls = !options_.tls_cert_pem.empty();
-  const std::string listening = HostPort(address_, options_.port) + (tls ? "s" : "");
-  const std::string threads = std::to_string(options_.threads);
-  const std::string timeout = std::to_string(options_.request_timeout_ms);
-  std::vector<const char*> config = {
-      "listening_ports",    listening.c_str(), "num_threads",       threads.c_str(),
-      "request_timeout_ms", timeout.c_str(),   "enable_keep_alive", "no",
+  std::vector<std::string> config = {
+      "listening_ports",    HostPort(address_, options_.port) + (tls ? "s" : ""),
+      "num_threads",        std::to_string(options_.threads),
+      "request_timeout_ms", std::to_string(options_.request_timeout_ms),
+      "enable_keep_alive",  "no",
   };
   if (tls) {
     config.push_back("ssl_certificate");
-    config.push_back(options_.tls_cert_pem.c_str());
+    config.push_back(options_.tls_cert_pem);
   }
-  config.push_back(nullptr);
-
-  mg_callbacks callbacks{};
-  callbacks.begin_request = &Exporter::HandleRequest;  // sees every request, no handler race
+  CivetCallbacks callbacks;  // copied by the server
+  // begin_request sees every request before prometheus-cpp's handler: access rules, the
+  // scrape hook and the other paths are decided there.
+  callbacks.begin_request = &Exporter::BeginRequest;
   callbacks.log_message = &LogMessage;
-  mg_init_data init{};
-  init.callbacks = &callbacks;
-  init.user_data = this;
-  init.configuration_options = config.data();
-  unsigned error_code = 0;
-  char error_text[256] = {};
-  mg_error_data error{};
-  error.code = &error_code;
-  error.text = error_text;
-  error.text_buffer_size = sizeof(error_text);
+  callbacks.init_context = &InitContext;
 
   std::string start_log;
+  std::string failure;
   {
     std::lock_guard<std::mutex> lock(StartMutex());
     t_start_log = &start_log;
-    ctx_ = mg_start2(&init, &error);
+    t_starting = this;
+    try {
+      exposer_ = std::make_unique<prometheus::Exposer>(std::move(config), &callbacks);
+    } catch (const std::exception& e) {
+      failure = e.what();  // CivetException: "null context when constructing CivetServer..."
+    }
     t_start_log = nullptr;
+    t_starting = nullptr;
   }
   const std::string where = HostPort(options_.bind, options_.port);
-  if (ctx_ == nullptr) {
-    std::string reason = start_log.empty() ? std::string(error_text) : start_log;
-    if (tls && std::string_view(error_text).find("SSL") != std::string_view::npos) {
+  if (!exposer_) {
+    ForgetExporter(this);
+    std::string reason = start_log.empty() ? failure : start_log;
+    if (tls &&
+        (reason.find("SSL") != std::string::npos || reason.find("ssl") != std::string::npos ||
+         reason.find("certificate") != std::string::npos)) {
       // Debian's civetweb 1.15 loads libssl.so at run time and expects the OpenSSL
       // 1.1 API, which OpenSSL 3 lacks; say so rather than leave a symbol name.
       if (reason.find("load_tls_dll") != std::string::npos) {
@@ -287,21 +331,22 @@ Exporter::Exporter(const Registry& registry, ExporterOptions options)
     throw ExporterError("metrics exporter: cannot listen on " + where + ": " + reason);
   }
 
-  mg_server_port ports[1] = {};
-  if (mg_get_server_ports(ctx_, 1, ports) < 1 || ports[0].port <= 0) {
-    mg_stop(ctx_);
-    ctx_ = nullptr;
+  const std::vector<int> ports = exposer_->GetListeningPorts();
+  if (ports.empty() || ports[0] <= 0) {
+    exposer_.reset();
+    ForgetExporter(this);
     throw ExporterError("metrics exporter: listening on " + where +
                         " but civetweb reports no bound port");
   }
-  port_ = ports[0].port;
+  port_ = ports[0];
+  exposer_->RegisterCollectable(metrics);
+  ready_.store(true, std::memory_order_release);
 }
 
 Exporter::~Exporter() {
-  if (ctx_ == nullptr) return;
   // civetweb's accept loop polls in 2 s slices and checks the stop flag only between
-  // them, so mg_stop alone takes up to 2 s. A connection to our own port ends the
-  // slice early. It is repeated until mg_stop returns because a connection that
+  // them, so stopping alone takes up to 2 s. A connection to our own port ends the
+  // slice early. It is repeated until the server has stopped because a connection that
   // lands before the flag is set is just served (and sees EOF) like any client.
   std::atomic<bool> stopped{false};
   std::thread waker;
@@ -313,11 +358,12 @@ Exporter::~Exporter() {
       }
     });
   } catch (const std::system_error&) {
-    // Without the waker mg_stop is merely slower; a destructor must not throw.
+    // Without the waker stopping is merely slower; a destructor must not throw.
   }
-  mg_stop(ctx_);
+  exposer_.reset();  // mg_stop: joins civetweb's threads
   stopped.store(true, std::memory_order_relaxed);
   if (waker.joinable()) waker.join();
+  ForgetExporter(this);
 }
 
 std::string Exporter::url() const {
@@ -330,11 +376,13 @@ void Exporter::SetScrapeCallback(std::function<void()> cb) {
   scrape_callback_ = std::move(cb);
 }
 
-int Exporter::HandleRequest(mg_connection* conn) {
-  const mg_request_info* info = mg_get_request_info(conn);
-  auto* self = static_cast<Exporter*>(info->user_data);
+int Exporter::BeginRequest(mg_connection* conn) {
   // An exception must not unwind through civetweb's C frames.
   try {
+    Exporter* self = ExporterOf(conn);
+    if (self == nullptr) {
+      return Send(conn, 503, "text/plain; charset=utf-8", "503 Service Unavailable\n", false);
+    }
     return self->Handle(conn);
   } catch (const std::exception& e) {
     return Send(conn, 500, "text/plain; charset=utf-8",
@@ -362,6 +410,8 @@ bool Exporter::Authorized(mg_connection* conn) const {
   return ConstantTimeEquals(decoded, expected_credentials_);
 }
 
+// Returns the HTTP status it answered with, or 0 to let prometheus-cpp's /metrics handler
+// collect and answer.
 int Exporter::Handle(mg_connection* conn) {
   const mg_request_info* info = mg_get_request_info(conn);
   const std::string_view method = info->request_method != nullptr ? info->request_method : "";
@@ -378,13 +428,13 @@ int Exporter::Handle(mg_connection* conn) {
     return Send(conn, 405, "text/plain; charset=utf-8", "405 Method Not Allowed\n", false,
                 {{"Allow", "GET, HEAD"}});
   }
-  if (path == "/metrics") return ServeMetrics(conn, head);
   if (path == "/") return Send(conn, 200, "text/html; charset=utf-8", kIndexPage, head);
-  return Send(conn, 404, "text/plain; charset=utf-8", "404 Not Found\n", head);
-}
-
-int Exporter::ServeMetrics(mg_connection* conn, bool head) {
-  std::string body;
+  if (path != "/metrics")
+    return Send(conn, 404, "text/plain; charset=utf-8", "404 Not Found\n", head);
+  if (!ready_.load(std::memory_order_acquire)) {
+    return Send(conn, 503, "text/plain; charset=utf-8", "503 Service Unavailable\n", head);
+  }
+  if (head) return SendHead(conn, 200, kExpositionContentType);
   std::string callback_error;
   {
     std::lock_guard<std::mutex> lock(scrape_mu_);
@@ -397,13 +447,12 @@ int Exporter::ServeMetrics(mg_connection* conn, bool head) {
         callback_error = "unknown exception";
       }
     }
-    if (callback_error.empty()) registry_.SerializeTo(body);
   }
   if (!callback_error.empty()) {
     return Send(conn, 500, "text/plain; charset=utf-8",
-                "scrape callback failed: " + callback_error + "\n", head);
+                "scrape callback failed: " + callback_error + "\n", false);
   }
-  return Send(conn, 200, kExpositionContentType, body, head);
+  return 0;
 }
 
 }  // namespace ringpilot::metrics

@@ -1,17 +1,25 @@
-// HTTP endpoint that serves a Registry to Prometheus (civetweb underneath).
+// HTTP endpoint that serves metrics to Prometheus: prometheus::Exposer (prometheus-cpp's
+// civetweb server) with this project's options, access rules and scrape hook.
 #pragma once
 
+#include <atomic>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <stdexcept>
 #include <string>
 
-#include "metrics/registry.h"
+namespace prometheus {
+class Collectable;
+class Exposer;
+}  // namespace prometheus
 
-struct mg_context;
 struct mg_connection;
 
 namespace ringpilot::metrics {
+
+/// Content-Type of GET /metrics (prometheus-cpp's; Prometheus reads it as text format 0.0.4).
+inline constexpr const char kExpositionContentType[] = "text/plain; charset=utf-8";
 
 /// Thrown when the exporter cannot be set up: invalid options, a port that is taken,
 /// an address that cannot be bound, TLS that this civetweb build cannot provide.
@@ -21,8 +29,9 @@ class ExporterError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+/// How to serve. The defaults are neutral (loopback, any free port); a job's configuration
+/// (launcher/job_config.h `metrics`) supplies the real address and port.
 struct ExporterOptions {
-  static constexpr int kDefaultPort = 9400;
   static constexpr int kDefaultThreads = 2;
   static constexpr int kMaxThreads = 64;
   static constexpr int kDefaultRequestTimeoutMs = 10000;
@@ -31,7 +40,7 @@ struct ExporterOptions {
   /// configured: exposing metrics off-host is an explicit choice.
   std::string bind = "127.0.0.1";
   /// TCP port; 0 picks a free port (port() reports it).
-  int port = kDefaultPort;
+  int port = 0;
   /// Both set: every request needs `Authorization: Basic base64(user:password)`.
   /// Exactly one set is an error; the user may not contain ':' (RFC 7617).
   std::string basic_auth_user;
@@ -47,18 +56,20 @@ struct ExporterOptions {
 };
 
 /// Serves, on its own threads:
-///   GET /metrics  the registry in text format 0.0.4
-///                 (Content-Type: text/plain; version=0.0.4; charset=utf-8)
-///   GET /         a short text page that links /metrics
+///   GET /metrics  every family of `metrics` that has a series, and prometheus-cpp's own
+///                 `exposer_*` series, through prometheus::TextSerializer (gzip when the
+///                 client accepts it; Content-Type: text/plain; charset=utf-8)
+///   HEAD /metrics 200 with the Content-Type and no body (nothing is collected)
+///   GET /         a short HTML page that links /metrics
 ///   anything else 404; methods other than GET/HEAD 405.
 /// With basic auth configured every path answers 401 (with WWW-Authenticate) until
-/// the right credentials are sent.
-/// The registry must outlive the exporter. The public methods are thread-safe.
+/// the right credentials are sent. The public methods are thread-safe.
 class Exporter {
  public:
-  /// Starts listening before it returns. Throws ExporterError, e.g.
-  /// "metrics exporter: cannot listen on 127.0.0.1:9400: Address already in use".
-  Exporter(const Registry& registry, ExporterOptions options);
+  /// Starts listening before it returns. `metrics` is held weakly (metrics::Families::
+  /// registry() converts): once it is gone, scrapes leave it out. Throws ExporterError,
+  /// e.g. "metrics exporter: cannot listen on 127.0.0.1:9400: Address already in use".
+  Exporter(std::weak_ptr<prometheus::Collectable> metrics, ExporterOptions options);
   /// Stops accepting, waits for in-flight requests to finish, joins the threads.
   ~Exporter();
   Exporter(const Exporter&) = delete;
@@ -69,26 +80,25 @@ class Exporter {
   /// "http://<bind>:<port>/metrics" ("https://" with TLS).
   std::string url() const;
 
-  /// Runs `cb` on an HTTP thread before every /metrics scrape, never concurrently
-  /// with itself or with another scrape's serialization (e.g. to refresh gauges).
-  /// An empty function removes the hook. If `cb` throws, that scrape answers 500.
-  /// Waits for a scrape in progress to finish; `cb` must not call SetScrapeCallback.
+  /// Runs `cb` on an HTTP thread before every GET /metrics is collected (e.g. to refresh
+  /// gauges), never concurrently with itself. An empty function removes the hook. If `cb`
+  /// throws, that scrape answers 500 with the message. Waits for a running `cb` to
+  /// finish; `cb` must not call SetScrapeCallback.
   void SetScrapeCallback(std::function<void()> cb);
 
  private:
-  static int HandleRequest(mg_connection* conn);
+  static int BeginRequest(mg_connection* conn);
   int Handle(mg_connection* conn);
   bool Authorized(mg_connection* conn) const;
-  int ServeMetrics(mg_connection* conn, bool head);
 
-  const Registry& registry_;
   const ExporterOptions options_;
   std::string address_;               // numeric IPv4 that was bound
   std::string expected_credentials_;  // "user:password" when basic auth is on
   int port_ = 0;
-  mg_context* ctx_ = nullptr;
+  std::unique_ptr<prometheus::Exposer> exposer_;
+  std::atomic<bool> ready_{false};  // the metrics are registered with exposer_
 
-  std::mutex scrape_mu_;  // serializes scrapes and guards scrape_callback_
+  std::mutex scrape_mu_;  // serializes scrape callbacks and guards scrape_callback_
   std::function<void()> scrape_callback_;
 };
 

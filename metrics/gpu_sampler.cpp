@@ -98,32 +98,54 @@ bool LookupGpuIdentity(const std::string& nvml_library, const std::string& pci_b
   return ok;
 }
 
+// Each series is created on its first reading (a reading NVML does not support never
+// creates one) and kept, so later samples neither lock a family nor allocate.
 struct GpuSampler::Series {
   nvmlDevice_t dev = nullptr;
   topology::nvmlEventSet_t events = nullptr;
-  Labels labels;  // gpu_uuid, pci_bus_id (or empty when the registry has them)
-  Family<Gauge>* util;
-  Family<Gauge>* mem_util;
-  Family<Gauge>* mem_used;
-  Family<Gauge>* mem_total;
-  Family<Gauge>* power;
-  Family<Gauge>* temperature;
-  Family<Gauge>* sm_clock;
-  Family<Gauge>* reasons;
-  Family<Counter>* nvlink;
-  Family<Gauge>* pcie;
-  Family<Counter>* xid;
-  Family<Gauge>* last_xid;
-  Family<Counter>* ecc;
-  Family<Counter>* clock_limited;
+  Labels labels;  // gpu_uuid, pci_bus_id (or empty when the families have them)
+  Family<Gauge>* util_family;
+  Family<Gauge>* mem_util_family;
+  Family<Gauge>* mem_used_family;
+  Family<Gauge>* mem_total_family;
+  Family<Gauge>* power_family;
+  Family<Gauge>* temperature_family;
+  Family<Gauge>* sm_clock_family;
+  Family<Gauge>* reasons_family;
+  Family<Counter>* nvlink_family;
+  Family<Gauge>* pcie_family;
+  Family<Counter>* xid_family;
+  Family<Gauge>* last_xid_family;
+  Family<Counter>* ecc_family;
+  Family<Counter>* clock_limited_family;
+  Gauge* util = nullptr;
+  Gauge* mem_util = nullptr;
+  Gauge* mem_used = nullptr;
+  Gauge* mem_total = nullptr;
+  Gauge* power = nullptr;
+  Gauge* temperature = nullptr;
+  Gauge* sm_clock = nullptr;
+  std::array<Gauge*, kReasons.size()> reasons{};
+  std::array<Counter*, 2> nvlink{};  // tx, rx
+  std::array<Gauge*, 2> pcie{};      // tx, rx
+  Counter* xid = nullptr;
+  Gauge* last_xid = nullptr;
+  std::array<Counter*, 2> ecc{};                                  // corrected, uncorrected
+  std::array<Counter*, 2> clock_limited{};                        // power, thermal
   std::array<std::optional<unsigned long long>, 2> nvlink_last;   // tx, rx (KiB)
   std::array<std::optional<unsigned long long>, 2> limited_last;  // power, thermal (ns)
   std::array<std::optional<unsigned long long>, 2> ecc_last;      // corrected, uncorrected
 
-  Labels With(const char* name, const char* value) const {
-    Labels l = labels;
-    l.emplace_back(name, value);
-    return l;
+  // The series of `family` with `labels` (plus name=value), created on first use.
+  template <class Metric>
+  Metric& Get(Metric*& slot, Family<Metric>& family, const char* name = nullptr,
+              const char* value = nullptr) const {
+    if (slot == nullptr) {
+      Labels l = labels;
+      if (name != nullptr) l.emplace(name, value);
+      slot = &family.Add(l);
+    }
+    return *slot;
   }
   // Mirrors a cumulative device value into a counter (a reset adds the new value).
   static void Mirror(Counter& c, std::optional<unsigned long long>& last, unsigned long long now,
@@ -139,8 +161,8 @@ struct GpuSampler::Series {
   }
 };
 
-GpuSampler::GpuSampler(Registry& registry, GpuSamplerOptions options)
-    : registry_(registry), options_(std::move(options)) {
+GpuSampler::GpuSampler(Families& families, GpuSamplerOptions options)
+    : families_(families), options_(std::move(options)) {
   std::string error;
   nvml_ = NvmlApi::Load(options_.nvml_library, &error);
   nvmlDevice_t dev = nullptr;
@@ -159,38 +181,36 @@ GpuSampler::GpuSampler(Registry& registry, GpuSamplerOptions options)
   series_ = std::make_unique<Series>();
   Series& s = *series_;
   s.dev = dev;
-  bool have_uuid = false, have_bus = false;
-  for (const auto& [name, value] : registry_.const_labels()) {
-    have_uuid |= name == "gpu_uuid";
-    have_bus |= name == "pci_bus_id";
+  if (!families_.const_labels().count("gpu_uuid")) s.labels.emplace("gpu_uuid", identity_.uuid);
+  if (!families_.const_labels().count("pci_bus_id")) {
+    s.labels.emplace("pci_bus_id", identity_.pci_bus_id);
   }
-  if (!have_uuid) s.labels.emplace_back("gpu_uuid", identity_.uuid);
-  if (!have_bus) s.labels.emplace_back("pci_bus_id", identity_.pci_bus_id);
-  Registry& r = registry_;
-  s.util = &r.AddGauge("ringpilot_gpu_utilization_ratio",
-                       "Share of the last sample period in which a kernel ran on the GPU.");
-  s.mem_util = &r.AddGauge("ringpilot_gpu_memory_utilization_ratio",
-                           "Share of the last sample period in which device memory was read or "
-                           "written.");
-  s.mem_used = &r.AddGauge("ringpilot_gpu_memory_used_bytes", "Device memory in use.");
-  s.mem_total = &r.AddGauge("ringpilot_gpu_memory_total_bytes", "Device memory installed.");
-  s.power = &r.AddGauge("ringpilot_gpu_power_watts", "Power draw of the GPU board.");
-  s.temperature = &r.AddGauge("ringpilot_gpu_temperature_celsius", "GPU core temperature.");
-  s.sm_clock = &r.AddGauge("ringpilot_gpu_sm_clock_hertz", "Current SM clock.");
-  s.reasons = &r.AddGauge("ringpilot_gpu_clock_event_reason_active",
-                          "1 while NVML reports this clock event (throttle) reason, else 0.");
-  s.nvlink = &r.AddCounter("ringpilot_gpu_nvlink_bytes_total",
-                           "NVLink data bytes over all links since sampling began.");
-  s.pcie = &r.AddGauge("ringpilot_gpu_pcie_bytes_per_second",
-                       "PCIe throughput of the GPU over NVML's last 20 ms window.");
-  s.xid = &r.AddCounter("ringpilot_gpu_xid_errors_total",
-                        "Critical XID errors reported for this GPU while sampling.");
-  s.last_xid = &r.AddGauge("ringpilot_gpu_last_xid", "Code of the last critical XID error.");
-  s.ecc = &r.AddCounter("ringpilot_gpu_ecc_errors_total",
-                        "Volatile ECC error count (since the driver loaded).");
-  s.clock_limited = &r.AddCounter("ringpilot_gpu_clock_limited_seconds_total",
-                                  "Time the GPU's clocks were held down by its power or "
-                                  "thermal limit, since sampling began.");
+  Families& r = families_;
+  s.util_family = &r.AddGauge("ringpilot_gpu_utilization_ratio",
+                              "Share of the last sample period in which a kernel ran on the GPU.");
+  s.mem_util_family =
+      &r.AddGauge("ringpilot_gpu_memory_utilization_ratio",
+                  "Share of the last sample period in which device memory was read or written.");
+  s.mem_used_family = &r.AddGauge("ringpilot_gpu_memory_used_bytes", "Device memory in use.");
+  s.mem_total_family = &r.AddGauge("ringpilot_gpu_memory_total_bytes", "Device memory installed.");
+  s.power_family = &r.AddGauge("ringpilot_gpu_power_watts", "Power draw of the GPU board.");
+  s.temperature_family = &r.AddGauge("ringpilot_gpu_temperature_celsius", "GPU core temperature.");
+  s.sm_clock_family = &r.AddGauge("ringpilot_gpu_sm_clock_hertz", "Current SM clock.");
+  s.reasons_family =
+      &r.AddGauge("ringpilot_gpu_clock_event_reason_active",
+                  "1 while NVML reports this clock event (throttle) reason, else 0.");
+  s.nvlink_family = &r.AddCounter("ringpilot_gpu_nvlink_bytes_total",
+                                  "NVLink data bytes over all links since sampling began.");
+  s.pcie_family = &r.AddGauge("ringpilot_gpu_pcie_bytes_per_second",
+                              "PCIe throughput of the GPU over NVML's last 20 ms window.");
+  s.xid_family = &r.AddCounter("ringpilot_gpu_xid_errors_total",
+                               "Critical XID errors reported for this GPU while sampling.");
+  s.last_xid_family = &r.AddGauge("ringpilot_gpu_last_xid", "Code of the last critical XID error.");
+  s.ecc_family = &r.AddCounter("ringpilot_gpu_ecc_errors_total",
+                               "Volatile ECC error count (since the driver loaded).");
+  s.clock_limited_family = &r.AddCounter("ringpilot_gpu_clock_limited_seconds_total",
+                                         "Time the GPU's clocks were held down by its power or "
+                                         "thermal limit, since sampling began.");
   if (nvml_->EventSetCreate && nvml_->DeviceRegisterEvents && nvml_->EventSetWait &&
       nvml_->EventSetCreate(&s.events) == kNvmlSuccess) {
     if (nvml_->DeviceRegisterEvents(dev, topology::kNvmlEventTypeXidCriticalError, s.events) !=
@@ -198,7 +218,7 @@ GpuSampler::GpuSampler(Registry& registry, GpuSamplerOptions options)
       if (nvml_->EventSetFree) nvml_->EventSetFree(s.events);
       s.events = nullptr;
     } else {
-      s.xid->Add(s.labels);  // registered: a zero count is a real reading
+      s.Get(s.xid, *s.xid_family);  // registered: a zero count is a real reading
     }
   }
   SampleOnce();
@@ -234,35 +254,34 @@ void GpuSampler::SampleOnce() {
   const NvmlApi& n = *nvml_;
   Series& s = *series_;
   const nvmlDevice_t dev = s.dev;
-  // Family::Add returns the existing series after the first call (a short lock, off the
-  // training thread), so a reading NVML does not support never creates one.
   topology::nvmlUtilization_t u{};
   if (n.DeviceGetUtilizationRates && n.DeviceGetUtilizationRates(dev, &u) == kNvmlSuccess) {
-    s.util->Add(s.labels).Set(u.gpu / 100.0);
-    s.mem_util->Add(s.labels).Set(u.memory / 100.0);
+    s.Get(s.util, *s.util_family).Set(u.gpu / 100.0);
+    s.Get(s.mem_util, *s.mem_util_family).Set(u.memory / 100.0);
   }
   topology::nvmlMemory_t mem{};
   if (n.DeviceGetMemoryInfo && n.DeviceGetMemoryInfo(dev, &mem) == kNvmlSuccess) {
-    s.mem_used->Add(s.labels).Set(static_cast<double>(mem.used));
-    s.mem_total->Add(s.labels).Set(static_cast<double>(mem.total));
+    s.Get(s.mem_used, *s.mem_used_family).Set(static_cast<double>(mem.used));
+    s.Get(s.mem_total, *s.mem_total_family).Set(static_cast<double>(mem.total));
   }
   unsigned value = 0;
   if (n.DeviceGetPowerUsage && n.DeviceGetPowerUsage(dev, &value) == kNvmlSuccess) {
-    s.power->Add(s.labels).Set(value / 1000.0);
+    s.Get(s.power, *s.power_family).Set(value / 1000.0);
   }
   if (n.DeviceGetTemperature &&
       n.DeviceGetTemperature(dev, topology::kNvmlTemperatureGpu, &value) == kNvmlSuccess) {
-    s.temperature->Add(s.labels).Set(value);
+    s.Get(s.temperature, *s.temperature_family).Set(value);
   }
   if (n.DeviceGetClockInfo &&
       n.DeviceGetClockInfo(dev, topology::kNvmlClockSm, &value) == kNvmlSuccess) {
-    s.sm_clock->Add(s.labels).Set(value * 1e6);
+    s.Get(s.sm_clock, *s.sm_clock_family).Set(value * 1e6);
   }
   unsigned long long mask = 0;
   if (n.DeviceGetCurrentClocksEventReasons &&
       n.DeviceGetCurrentClocksEventReasons(dev, &mask) == kNvmlSuccess) {
-    for (const Reason& reason : kReasons) {
-      s.reasons->Add(s.With("reason", reason.label)).Set((mask & reason.bit) ? 1 : 0);
+    for (std::size_t i = 0; i < kReasons.size(); ++i) {
+      s.Get(s.reasons[i], *s.reasons_family, "reason", kReasons[i].label)
+          .Set((mask & kReasons[i].bit) ? 1 : 0);
     }
   }
   if (n.DeviceGetViolationStatus) {
@@ -272,8 +291,8 @@ void GpuSampler::SampleOnce() {
     for (int i = 0; i < 2; ++i) {
       topology::nvmlViolationTime_t v{};
       if (n.DeviceGetViolationStatus(dev, policies[i], &v) != kNvmlSuccess) continue;
-      Series::Mirror(s.clock_limited->Add(s.With("cause", causes[i])), s.limited_last[i],
-                     v.violationTime, /*from_zero=*/true, 1e-9);
+      Series::Mirror(s.Get(s.clock_limited[i], *s.clock_limited_family, "cause", causes[i]),
+                     s.limited_last[i], v.violationTime, /*from_zero=*/true, 1e-9);
     }
   }
   if (n.DeviceGetFieldValues) {
@@ -284,8 +303,8 @@ void GpuSampler::SampleOnce() {
       const char* direction[2] = {"tx", "rx"};
       for (int i = 0; i < 2; ++i) {
         if (fields[i].nvmlReturn != kNvmlSuccess) continue;
-        Series::Mirror(s.nvlink->Add(s.With("direction", direction[i])), s.nvlink_last[i],
-                       fields[i].value.ullVal, /*from_zero=*/true, 1024.0);
+        Series::Mirror(s.Get(s.nvlink[i], *s.nvlink_family, "direction", direction[i]),
+                       s.nvlink_last[i], fields[i].value.ullVal, /*from_zero=*/true, 1024.0);
       }
     }
   }
@@ -294,7 +313,7 @@ void GpuSampler::SampleOnce() {
     const char* direction[2] = {"tx", "rx"};
     for (int i = 0; i < 2; ++i) {
       if (n.DeviceGetPcieThroughput(dev, counters[i], &value) == kNvmlSuccess) {
-        s.pcie->Add(s.With("direction", direction[i])).Set(value * 1024.0);
+        s.Get(s.pcie[i], *s.pcie_family, "direction", direction[i]).Set(value * 1024.0);
       }
     }
   }
@@ -303,8 +322,8 @@ void GpuSampler::SampleOnce() {
     // Drain what is pending without waiting (timeout 0), a bounded number per sample.
     for (int i = 0; i < 64 && n.EventSetWait(s.events, &event, 0) == kNvmlSuccess; ++i) {
       if (!(event.eventType & topology::kNvmlEventTypeXidCriticalError)) continue;
-      s.xid->Add(s.labels).Increment();
-      s.last_xid->Add(s.labels).Set(static_cast<double>(event.eventData));
+      s.Get(s.xid, *s.xid_family).Increment();
+      s.Get(s.last_xid, *s.last_xid_family).Set(static_cast<double>(event.eventData));
     }
   }
   if (n.DeviceGetTotalEccErrors) {
@@ -315,7 +334,7 @@ void GpuSampler::SampleOnce() {
       unsigned long long count = 0;
       if (n.DeviceGetTotalEccErrors(dev, types[i], topology::kNvmlVolatileEcc, &count) ==
           kNvmlSuccess) {
-        Series::Mirror(s.ecc->Add(s.With("type", names[i])), s.ecc_last[i], count,
+        Series::Mirror(s.Get(s.ecc[i], *s.ecc_family, "type", names[i]), s.ecc_last[i], count,
                        /*from_zero=*/false, 1.0);
       }
     }

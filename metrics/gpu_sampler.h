@@ -11,7 +11,7 @@
 #include <string>
 #include <thread>
 
-#include "metrics/registry.h"
+#include "metrics/families.h"
 
 namespace ringpilot::topology {
 struct NvmlApi;
@@ -44,9 +44,9 @@ class GpuSampler {
   /// Loads NVML, finds the GPU, takes a first sample and starts the thread. When NVML or
   /// the GPU is missing it registers no series, starts nothing, and warning() says why;
   /// it never throws for that. Series carry `gpu_uuid` and `pci_bus_id` labels unless the
-  /// registry's const labels already have them. A reading NVML does not support on this
-  /// GPU gets no series. `registry` must outlive the sampler.
-  GpuSampler(Registry& registry, GpuSamplerOptions options);
+  /// families' constant labels already have them. A reading NVML does not support on this
+  /// GPU gets no series. `families` must outlive the sampler.
+  GpuSampler(Families& families, GpuSamplerOptions options);
   /// Stops the thread (waits at most for one NVML sample).
   ~GpuSampler();
   GpuSampler(const GpuSampler&) = delete;
@@ -65,7 +65,7 @@ class GpuSampler {
   struct Series;
   void Run();
 
-  Registry& registry_;
+  Families& families_;
   GpuSamplerOptions options_;
   std::unique_ptr<topology::NvmlApi> nvml_;
   bool active_ = false;

@@ -11,6 +11,8 @@
 #include <cstring>
 #include <stdexcept>
 
+#include <nlohmann/json.hpp>
+
 namespace ringpilot::metrics {
 namespace {
 
@@ -21,63 +23,24 @@ struct sigaction g_old_action;
 
 void OnSigusr2(int) { sem_post(&g_flush_sem); }
 
-void AppendEvent(std::string& out, const TraceEvent& e, int pid) {
-  char buf[160];
-  out += "{\"name\":\"";
-  out += JsonEscape(e.name);
-  out += "\",\"cat\":\"";
-  out += JsonEscape(e.cat);
-  std::snprintf(buf, sizeof buf, "\",\"ph\":\"X\",\"ts\":%lld,\"dur\":%lld,\"pid\":%d,\"tid\":%d",
-                static_cast<long long>(e.ts_us), static_cast<long long>(e.dur_us), pid, e.tid);
-  out += buf;
-  if (e.arg_name) {
-    out += ",\"args\":{\"";
-    out += JsonEscape(e.arg_name);
-    std::snprintf(buf, sizeof buf, "\":%lld}", static_cast<long long>(e.arg));
-    out += buf;
-  }
-  out += '}';
+using Json = nlohmann::ordered_json;  // keys in the order written here
+
+Json EventJson(const TraceEvent& e, int pid) {
+  Json event = {{"name", e.name},  {"cat", e.cat}, {"ph", "X"},   {"ts", e.ts_us},
+                {"dur", e.dur_us}, {"pid", pid},   {"tid", e.tid}};
+  if (e.arg_name) event["args"] = Json::object({{e.arg_name, e.arg}});
+  return event;
 }
 
-void AppendMetadata(std::string& out, const char* what, int pid, int tid, const std::string& arg,
-                    const std::string& value_json) {
-  out += "{\"name\":\"";
-  out += what;
-  out += "\",\"ph\":\"M\",\"pid\":" + std::to_string(pid) + ",\"tid\":" + std::to_string(tid) +
-         ",\"args\":{\"" + arg + "\":" + value_json + "}}";
+Json Metadata(const char* what, int pid, int tid, const char* arg, Json value) {
+  return {{"name", what},
+          {"ph", "M"},
+          {"pid", pid},
+          {"tid", tid},
+          {"args", Json::object({{arg, std::move(value)}})}};
 }
 
 }  // namespace
-
-std::string JsonEscape(const std::string& text) {
-  std::string out;
-  out.reserve(text.size());
-  for (const char c : text) {
-    switch (c) {
-      case '"':
-        out += "\\\"";
-        break;
-      case '\\':
-        out += "\\\\";
-        break;
-      case '\n':
-        out += "\\n";
-        break;
-      case '\t':
-        out += "\\t";
-        break;
-      default:
-        if (static_cast<unsigned char>(c) < 0x20) {
-          char buf[8];
-          std::snprintf(buf, sizeof buf, "\\u%04x", static_cast<unsigned>(c));
-          out += buf;
-        } else {
-          out += c;
-        }
-    }
-  }
-  return out;
-}
 
 Trace::Trace(int pid, std::string process_name, std::size_t capacity, double clock_offset_seconds)
     : pid_(pid),
@@ -158,23 +121,21 @@ std::uint64_t Trace::recorded() const {
 std::string Trace::ToJson() const {
   const std::vector<TraceEvent> events = Snapshot();
   const std::uint64_t total = recorded();
-  std::string out = "{\"traceEvents\":[\n";
-  AppendMetadata(out, "process_name", pid_, 0, "name", "\"" + JsonEscape(process_name_) + "\"");
-  out += ",\n";
-  AppendMetadata(out, "process_sort_index", pid_, 0, "sort_index", std::to_string(pid_));
-  out += ",\n";
-  AppendMetadata(out, "thread_name", pid_, kTrainTid, "name", "\"train\"");
-  out += ",\n";
-  AppendMetadata(out, "thread_name", pid_, kCommTid, "name", "\"collectives\"");
-  for (const TraceEvent& e : events) {
-    out += ",\n";
-    AppendEvent(out, e, pid_);
-  }
-  out += "\n],\"displayTimeUnit\":\"ms\",\"otherData\":{\"rank\":" + std::to_string(pid_) +
-         ",\"events_recorded\":" + std::to_string(total) +
-         ",\"events_dropped\":" + std::to_string(total - events.size()) +
-         ",\"clock\":\"microseconds since the Unix epoch on rank 0's clock\"}}\n";
-  return out;
+  Json trace_events = Json::array();
+  trace_events.push_back(Metadata("process_name", pid_, 0, "name", process_name_));
+  trace_events.push_back(Metadata("process_sort_index", pid_, 0, "sort_index", pid_));
+  trace_events.push_back(Metadata("thread_name", pid_, kTrainTid, "name", "train"));
+  trace_events.push_back(Metadata("thread_name", pid_, kCommTid, "name", "collectives"));
+  for (const TraceEvent& e : events) trace_events.push_back(EventJson(e, pid_));
+  const Json doc = {{"traceEvents", std::move(trace_events)},
+                    {"displayTimeUnit", "ms"},
+                    {"otherData",
+                     {{"rank", pid_},
+                      {"events_recorded", total},
+                      {"events_dropped", total - events.size()},
+                      {"clock", "microseconds since the Unix epoch on rank 0's clock"}}}};
+  // A process name that is not UTF-8 (a host name never is) gets U+FFFD, not an exception.
+  return doc.dump(-1, ' ', false, Json::error_handler_t::replace) + "\n";
 }
 
 void Trace::WriteFile(const std::string& path) const {

@@ -84,7 +84,4 @@ class Trace {
   bool handler_installed_ = false;
 };
 
-/// Escapes `text` for a JSON string (quotes, backslash, control characters).
-std::string JsonEscape(const std::string& text);
-
 }  // namespace ringpilot::metrics

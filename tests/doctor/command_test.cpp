@@ -77,9 +77,10 @@ TEST(DoctorPrometheus, OneSeriesPerStatusAndTimestamp) {
             std::string::npos);
   EXPECT_NE(text.find("ringpilot_doctor_checks{status=\"FAIL\"} 1\n"), std::string::npos);
   EXPECT_NE(text.find("ringpilot_doctor_checks{status=\"PASS\"} 1\n"), std::string::npos);
-  EXPECT_NE(text.find("ringpilot_doctor_last_run_timestamp_seconds 1700000000.500\n"),
+  EXPECT_NE(text.find("ringpilot_doctor_last_run_timestamp_seconds 1700000000.5\n"),
             std::string::npos)
       << text;
+  EXPECT_NE(text.find("# TYPE ringpilot_doctor_check_status gauge\n"), std::string::npos);
   EXPECT_EQ(text.find("node="), std::string::npos);
   const std::string nodes = DoctorPrometheus({{"n\"1", checks}, {"*", {}}}, 1);
   EXPECT_NE(nodes.find("{node=\"n\\\"1\",check=\"mpi\",status=\"PASS\"} 1"), std::string::npos)

@@ -14,12 +14,12 @@
 #include <cstring>
 #include <fstream>
 #include <map>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
 
-#include "metrics/exposition.h"
-#include "metrics/registry.h"
+#include "metrics/families.h"
 
 namespace ringpilot::metrics {
 namespace {
@@ -153,34 +153,65 @@ std::string ExporterErrorOf(Fn&& fn) {
   return "<no ExporterError thrown>";
 }
 
+bool EndsWith(const std::string& text, const std::string& tail) {
+  return text.size() >= tail.size() &&
+         text.compare(text.size() - tail.size(), tail.size(), tail) == 0;
+}
+
 class metrics_Exporter : public ::testing::Test {
  protected:
-  metrics_Exporter() : registry_({{"job", "test"}, {"rank", "0"}}) {
-    registry_.AddCounter("ringpilot_steps_total", "Steps.").Add().Increment(7);
-    registry_.AddHistogram("ringpilot_step_seconds", "Step time.", {0.1, 1}).Add().Observe(0.2);
+  metrics_Exporter() : families_({{"job", "test"}, {"rank", "0"}}) {
+    families_.AddCounter("ringpilot_steps_total", "Steps.").Add({}).Increment(7);
+    families_.AddHistogram("ringpilot_step_seconds", "Step time.")
+        .Add({}, Histogram::BucketBoundaries{0.1, 1})
+        .Observe(0.2);
   }
-  Registry registry_;
+  Families families_;
 };
 
 TEST_F(metrics_Exporter, ServesMetricsOnAnEphemeralPort) {
-  Exporter exporter(registry_, AnyPort());
+  EXPECT_EQ(ExporterOptions().port, 0);  // no job default: the job config supplies the port
+  Exporter exporter(families_.registry(), AnyPort());
   ASSERT_GT(exporter.port(), 0);
   EXPECT_EQ(exporter.url(), "http://127.0.0.1:" + std::to_string(exporter.port()) + "/metrics");
   const HttpResponse r = Get(exporter.port(), "/metrics");
   ASSERT_EQ(r.status, 200) << r.error;
-  EXPECT_EQ(r.Header("content-type"), "text/plain; version=0.0.4; charset=utf-8");
-  EXPECT_EQ(r.body, registry_.Serialize());
+  EXPECT_EQ(r.Header("content-type"), kExpositionContentType);
+  // prometheus::Exposer's own series first, then ours.
+  EXPECT_TRUE(EndsWith(r.body, families_.Serialize())) << r.body;
+  EXPECT_NE(r.body.find("# TYPE exposer_scrapes_total counter\n"), std::string::npos) << r.body;
   EXPECT_EQ(r.Header("content-length"), std::to_string(r.body.size()));
   EXPECT_NE(r.body.find("ringpilot_steps_total{job=\"test\",rank=\"0\"} 7\n"), std::string::npos);
 }
 
+TEST_F(metrics_Exporter, GzipWhenTheClientAcceptsIt) {
+  Exporter exporter(families_.registry(), AnyPort());
+  const HttpResponse r = Get(exporter.port(), "/metrics", {"Accept-Encoding: gzip"});
+  ASSERT_EQ(r.status, 200) << r.error;
+  EXPECT_EQ(r.Header("content-encoding"), "gzip");
+  ASSERT_GE(r.body.size(), 2u);
+  EXPECT_EQ(static_cast<unsigned char>(r.body[0]), 0x1f);  // gzip magic
+  EXPECT_EQ(static_cast<unsigned char>(r.body[1]), 0x8b);
+}
+
+TEST_F(metrics_Exporter, MetricsThatAreGoneAreLeftOut) {
+  auto gone = std::make_unique<Families>(Labels{{"rank", "9"}});
+  gone->AddGauge("ringpilot_gone", "Gone.").Add({}).Set(1);
+  Exporter exporter(gone->registry(), AnyPort());
+  EXPECT_NE(Get(exporter.port(), "/metrics").body.find("ringpilot_gone"), std::string::npos);
+  gone.reset();
+  const HttpResponse r = Get(exporter.port(), "/metrics");
+  EXPECT_EQ(r.status, 200) << r.error;
+  EXPECT_EQ(r.body.find("ringpilot_gone"), std::string::npos) << r.body;
+}
+
 TEST_F(metrics_Exporter, QueryStringIsIgnored) {
-  Exporter exporter(registry_, AnyPort());
+  Exporter exporter(families_.registry(), AnyPort());
   EXPECT_EQ(Get(exporter.port(), "/metrics?x=1").status, 200);
 }
 
 TEST_F(metrics_Exporter, IndexLinksMetricsAndOtherPathsAre404) {
-  Exporter exporter(registry_, AnyPort());
+  Exporter exporter(families_.registry(), AnyPort());
   const HttpResponse index = Get(exporter.port(), "/");
   ASSERT_EQ(index.status, 200) << index.error;
   EXPECT_NE(index.body.find("href=\"/metrics\""), std::string::npos) << index.body;
@@ -190,21 +221,21 @@ TEST_F(metrics_Exporter, IndexLinksMetricsAndOtherPathsAre404) {
 }
 
 TEST_F(metrics_Exporter, HeadHasNoBodyAndOtherMethodsAre405) {
-  Exporter exporter(registry_, AnyPort());
+  Exporter exporter(families_.registry(), AnyPort());
   const HttpResponse head = Request(exporter.port(), "HEAD", "/metrics");
   ASSERT_EQ(head.status, 200) << head.error;
   EXPECT_TRUE(head.body.empty());
-  EXPECT_EQ(head.Header("content-length"), std::to_string(registry_.Serialize().size()));
+  EXPECT_EQ(head.Header("content-type"), kExpositionContentType);
   const HttpResponse post = Request(exporter.port(), "POST", "/metrics", {"Content-Length: 0"});
   EXPECT_EQ(post.status, 405) << post.error;
   EXPECT_EQ(post.Header("allow"), "GET, HEAD");
 }
 
 TEST_F(metrics_Exporter, SecondExporterOnSamePortThrowsClearError) {
-  Exporter first(registry_, AnyPort());
+  Exporter first(families_.registry(), AnyPort());
   ExporterOptions same;
   same.port = first.port();
-  const std::string error = ExporterErrorOf([&] { Exporter second(registry_, same); });
+  const std::string error = ExporterErrorOf([&] { Exporter second(families_.registry(), same); });
   EXPECT_EQ(error, "metrics exporter: cannot listen on 127.0.0.1:" + std::to_string(first.port()) +
                        ": Address already in use");
   EXPECT_EQ(Get(first.port(), "/metrics").status, 200);  // the first one is unharmed
@@ -213,35 +244,38 @@ TEST_F(metrics_Exporter, SecondExporterOnSamePortThrowsClearError) {
 TEST_F(metrics_Exporter, InvalidOptionsThrow) {
   ExporterOptions o = AnyPort();
   o.bind = "999.1.1.1";
-  EXPECT_NE(ExporterErrorOf([&] { Exporter e(registry_, o); }).find("999.1.1.1:0"),
+  EXPECT_NE(ExporterErrorOf([&] { Exporter e(families_.registry(), o); }).find("999.1.1.1:0"),
             std::string::npos);
   o.bind = "::1";
-  EXPECT_NE(ExporterErrorOf([&] { Exporter e(registry_, o); }).find("IPv6"), std::string::npos);
+  EXPECT_NE(ExporterErrorOf([&] { Exporter e(families_.registry(), o); }).find("IPv6"),
+            std::string::npos);
   o.bind = "192.0.2.1";  // TEST-NET-1: valid syntax, not an address of this host
   EXPECT_NE(ExporterErrorOf([&] {
-              Exporter e(registry_, o);
+              Exporter e(families_.registry(), o);
             }).find("cannot listen on 192.0.2.1:0: Cannot assign requested address"),
             std::string::npos);
   o = AnyPort();
   o.port = 70000;
-  EXPECT_NE(ExporterErrorOf([&] { Exporter e(registry_, o); }).find("invalid port 70000"),
-            std::string::npos);
+  EXPECT_NE(
+      ExporterErrorOf([&] { Exporter e(families_.registry(), o); }).find("invalid port 70000"),
+      std::string::npos);
   o = AnyPort();
   o.threads = 0;
-  EXPECT_THROW(Exporter(registry_, o), ExporterError);
+  EXPECT_THROW(Exporter(families_.registry(), o), ExporterError);
   o = AnyPort();
   o.basic_auth_user = "only-user";
-  EXPECT_NE(ExporterErrorOf([&] { Exporter e(registry_, o); }).find("basic_auth_password"),
-            std::string::npos);
+  EXPECT_NE(
+      ExporterErrorOf([&] { Exporter e(families_.registry(), o); }).find("basic_auth_password"),
+      std::string::npos);
   o.basic_auth_user = "a:b";
   o.basic_auth_password = "p";
-  EXPECT_THROW(Exporter(registry_, o), ExporterError);
+  EXPECT_THROW(Exporter(families_.registry(), o), ExporterError);
 }
 
 TEST_F(metrics_Exporter, HostNameBindResolvesToIpv4) {
   ExporterOptions o = AnyPort();
   o.bind = "localhost";
-  Exporter exporter(registry_, o);
+  Exporter exporter(families_.registry(), o);
   EXPECT_EQ(Get(exporter.port(), "/metrics").status, 200);
   EXPECT_EQ(exporter.url(), "http://localhost:" + std::to_string(exporter.port()) + "/metrics");
 }
@@ -249,7 +283,7 @@ TEST_F(metrics_Exporter, HostNameBindResolvesToIpv4) {
 TEST_F(metrics_Exporter, TlsErrorsNameTheCertificate) {
   ExporterOptions o = AnyPort();
   o.tls_cert_pem = "/nonexistent/ringpilot-cert.pem";
-  const std::string missing = ExporterErrorOf([&] { Exporter e(registry_, o); });
+  const std::string missing = ExporterErrorOf([&] { Exporter e(families_.registry(), o); });
   EXPECT_NE(missing.find("TLS certificate /nonexistent/ringpilot-cert.pem: cannot read"),
             std::string::npos)
       << missing;
@@ -262,7 +296,7 @@ TEST_F(metrics_Exporter, TlsErrorsNameTheCertificate) {
   close(fd);
   std::ofstream(path) << "not a certificate\n";
   o.tls_cert_pem = path;
-  const std::string bad = ExporterErrorOf([&] { Exporter e(registry_, o); });
+  const std::string bad = ExporterErrorOf([&] { Exporter e(families_.registry(), o); });
   std::remove(path);
   EXPECT_EQ(bad.rfind("metrics exporter: ", 0), 0u) << bad;
   EXPECT_TRUE(bad.find("HTTPS") != std::string::npos || bad.find("TLS") != std::string::npos)
@@ -274,7 +308,7 @@ TEST_F(metrics_Exporter, BasicAuth) {
   ExporterOptions o = AnyPort();
   o.basic_auth_user = "prometheus";
   o.basic_auth_password = "s3cret:with colon";
-  Exporter exporter(registry_, o);
+  Exporter exporter(families_.registry(), o);
 
   const HttpResponse anonymous = Get(exporter.port(), "/metrics");
   EXPECT_EQ(anonymous.status, 401) << anonymous.error;
@@ -285,7 +319,7 @@ TEST_F(metrics_Exporter, BasicAuth) {
   const std::string good = "Authorization: Basic " + Base64("prometheus:s3cret:with colon");
   const HttpResponse ok = Get(exporter.port(), "/metrics", {good});
   EXPECT_EQ(ok.status, 200) << ok.error;
-  EXPECT_EQ(ok.body, registry_.Serialize());
+  EXPECT_TRUE(EndsWith(ok.body, families_.Serialize())) << ok.body;
   EXPECT_EQ(Get(exporter.port(), "/metrics",
                 {"authorization:   basic   " + Base64("prometheus:s3cret:with colon")})
                 .status,
@@ -299,8 +333,8 @@ TEST_F(metrics_Exporter, BasicAuth) {
 }
 
 TEST_F(metrics_Exporter, ScrapeCallbackRunsBeforeEveryScrape) {
-  Gauge& refreshed = registry_.AddGauge("refreshed", "Set by the scrape callback.").Add();
-  Exporter exporter(registry_, AnyPort());
+  Gauge& refreshed = families_.AddGauge("refreshed", "Set by the scrape callback.").Add({});
+  Exporter exporter(families_.registry(), AnyPort());
   std::atomic<int> calls{0};
   exporter.SetScrapeCallback([&] { refreshed.Set(++calls); });
   EXPECT_NE(Get(exporter.port(), "/metrics").body.find("refreshed{job=\"test\",rank=\"0\"} 1\n"),
@@ -308,7 +342,8 @@ TEST_F(metrics_Exporter, ScrapeCallbackRunsBeforeEveryScrape) {
   EXPECT_NE(Get(exporter.port(), "/metrics").body.find("refreshed{job=\"test\",rank=\"0\"} 2\n"),
             std::string::npos);
   EXPECT_EQ(Get(exporter.port(), "/").status, 200);
-  EXPECT_EQ(calls.load(), 2);  // only /metrics scrapes run it
+  EXPECT_EQ(Request(exporter.port(), "HEAD", "/metrics").status, 200);
+  EXPECT_EQ(calls.load(), 2);  // only GET /metrics runs it
 
   exporter.SetScrapeCallback([] { throw std::runtime_error("sensor gone"); });
   const HttpResponse failed = Get(exporter.port(), "/metrics");
@@ -320,10 +355,10 @@ TEST_F(metrics_Exporter, ScrapeCallbackRunsBeforeEveryScrape) {
 }
 
 TEST_F(metrics_Exporter, ConcurrentScrapesWhileTrainingUpdates) {
-  Counter& steps = registry_.AddCounter("ringpilot_steps_total", "Steps.").Add();
+  Counter& steps = families_.AddCounter("ringpilot_steps_total", "Steps.").Add({});
   ExporterOptions o = AnyPort();
   o.threads = 4;
-  Exporter exporter(registry_, o);
+  Exporter exporter(families_.registry(), o);
   std::atomic<bool> stop{false};
   std::thread trainer([&] {
     while (!stop.load(std::memory_order_relaxed)) steps.Increment();
@@ -353,7 +388,7 @@ TEST_F(metrics_Exporter, ConcurrentScrapesWhileTrainingUpdates) {
 TEST_F(metrics_Exporter, DestructorStopsListening) {
   int port = 0;
   {
-    Exporter exporter(registry_, AnyPort());
+    Exporter exporter(families_.registry(), AnyPort());
     port = exporter.port();
     ASSERT_EQ(Get(port, "/metrics").status, 200);
   }

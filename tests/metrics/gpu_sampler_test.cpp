@@ -7,18 +7,34 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <limits>
+#include <sstream>
 #include <string>
 #include <thread>
 
-#include "metrics/exposition.h"
+#include "metrics/families.h"
 
 namespace ringpilot::metrics {
 namespace {
 
-constexpr char kLabels[] = R"(gpu_uuid="GPU-fake-1",pci_bus_id="00000000:2A:00.0")";
+const Labels kGpu = {{"gpu_uuid", "GPU-fake-1"}, {"pci_bus_id", "00000000:2A:00.0"}};
 
-std::string Line(const std::string& name, const std::string& labels, double value) {
-  return name + "{" + labels + "} " + FormatValue(value) + "\n";
+// A value as prometheus::TextSerializer writes it (16 significant digits).
+std::string Format(double value) {
+  std::ostringstream out;
+  out.precision(std::numeric_limits<double>::max_digits10 - 1);
+  out << value;
+  return out.str();
+}
+
+// `name{prefix,own...} value`: the families' constant labels (`prefix`) come first, then
+// the series' own labels sorted by name.
+std::string Line(const std::string& name, const std::string& prefix, Labels own, double value,
+                 const char* extra_name = nullptr, const char* extra_value = nullptr) {
+  if (extra_name != nullptr) own.emplace(extra_name, extra_value);
+  std::string labels = prefix;
+  for (const auto& [k, v] : own) labels += (labels.empty() ? "" : ",") + k + "=\"" + v + "\"";
+  return name + "{" + labels + "} " + Format(value) + "\n";
 }
 
 GpuSamplerOptions FakeOptions() {
@@ -30,40 +46,41 @@ GpuSamplerOptions FakeOptions() {
 }
 
 TEST(GpuSampler, ValuesReachExpositionInBaseUnits) {
-  Registry registry({{"rank", "1"}});
-  GpuSampler sampler(registry, FakeOptions());
+  Families families({{"rank", "1"}});
+  GpuSampler sampler(families, FakeOptions());
   ASSERT_TRUE(sampler.active()) << sampler.warning();
   EXPECT_EQ(sampler.identity().uuid, "GPU-fake-1");
   EXPECT_EQ(sampler.identity().pci_bus_id, "00000000:2A:00.0");
   sampler.SampleOnce();  // the constructor took the first sample
-  const std::string text = registry.Serialize();
-  const std::string l = std::string(R"(rank="1",)") + kLabels;
+  const std::string text = families.Serialize();
+  const std::string r = R"(rank="1")";
   for (const std::string& want : {
-           Line("ringpilot_gpu_utilization_ratio", l, 0.87),
-           Line("ringpilot_gpu_memory_utilization_ratio", l, 0.42),
-           Line("ringpilot_gpu_memory_used_bytes", l, 42949672960),
-           Line("ringpilot_gpu_memory_total_bytes", l, 150754820096),
-           Line("ringpilot_gpu_power_watts", l, 612.5),
-           Line("ringpilot_gpu_temperature_celsius", l, 67),
-           Line("ringpilot_gpu_sm_clock_hertz", l, 1980000000),
-           Line("ringpilot_gpu_clock_event_reason_active", l + R"(,reason="sw_power_cap")", 1),
-           Line("ringpilot_gpu_clock_event_reason_active", l + R"(,reason="sw_thermal_slowdown")",
-                1),
-           Line("ringpilot_gpu_clock_event_reason_active", l + R"(,reason="hw_slowdown")", 0),
-           Line("ringpilot_gpu_clock_event_reason_active", l + R"(,reason="gpu_idle")", 0),
+           Line("ringpilot_gpu_utilization_ratio", r, kGpu, 0.87),
+           Line("ringpilot_gpu_memory_utilization_ratio", r, kGpu, 0.42),
+           Line("ringpilot_gpu_memory_used_bytes", r, kGpu, 42949672960),
+           Line("ringpilot_gpu_memory_total_bytes", r, kGpu, 150754820096),
+           Line("ringpilot_gpu_power_watts", r, kGpu, 612.5),
+           Line("ringpilot_gpu_temperature_celsius", r, kGpu, 67),
+           Line("ringpilot_gpu_sm_clock_hertz", r, kGpu, 1980000000),
+           Line("ringpilot_gpu_clock_event_reason_active", r, kGpu, 1, "reason", "sw_power_cap"),
+           Line("ringpilot_gpu_clock_event_reason_active", r, kGpu, 1, "reason",
+                "sw_thermal_slowdown"),
+           Line("ringpilot_gpu_clock_event_reason_active", r, kGpu, 0, "reason", "hw_slowdown"),
+           Line("ringpilot_gpu_clock_event_reason_active", r, kGpu, 0, "reason", "gpu_idle"),
            // Two reads, 1000/3000 KiB apart: bytes since sampling began.
-           Line("ringpilot_gpu_nvlink_bytes_total", l + R"(,direction="tx")", 1024000),
-           Line("ringpilot_gpu_nvlink_bytes_total", l + R"(,direction="rx")", 3072000),
-           Line("ringpilot_gpu_pcie_bytes_per_second", l + R"(,direction="tx")", 2048000),
-           Line("ringpilot_gpu_pcie_bytes_per_second", l + R"(,direction="rx")", 8192000),
-           Line("ringpilot_gpu_xid_errors_total", l, 1),
-           Line("ringpilot_gpu_last_xid", l, 79),
-           Line("ringpilot_gpu_ecc_errors_total", l + R"(,type="corrected")", 5),
-           Line("ringpilot_gpu_ecc_errors_total", l + R"(,type="uncorrected")", 1),
+           Line("ringpilot_gpu_nvlink_bytes_total", r, kGpu, 1024000, "direction", "tx"),
+           Line("ringpilot_gpu_nvlink_bytes_total", r, kGpu, 3072000, "direction", "rx"),
+           Line("ringpilot_gpu_pcie_bytes_per_second", r, kGpu, 2048000, "direction", "tx"),
+           Line("ringpilot_gpu_pcie_bytes_per_second", r, kGpu, 8192000, "direction", "rx"),
+           Line("ringpilot_gpu_xid_errors_total", r, kGpu, 1),
+           Line("ringpilot_gpu_last_xid", r, kGpu, 79),
+           Line("ringpilot_gpu_ecc_errors_total", r, kGpu, 5, "type", "corrected"),
+           Line("ringpilot_gpu_ecc_errors_total", r, kGpu, 1, "type", "uncorrected"),
            // Two reads, 250 ms / 10 ms apart: time limited since sampling began.
-           Line("ringpilot_gpu_clock_limited_seconds_total", l + R"(,cause="power")", 250e6 * 1e-9),
-           Line("ringpilot_gpu_clock_limited_seconds_total", l + R"(,cause="thermal")",
-                10e6 * 1e-9),
+           Line("ringpilot_gpu_clock_limited_seconds_total", r, kGpu, 250e6 * 1e-9, "cause",
+                "power"),
+           Line("ringpilot_gpu_clock_limited_seconds_total", r, kGpu, 10e6 * 1e-9, "cause",
+                "thermal"),
        }) {
     EXPECT_NE(text.find(want), std::string::npos) << "missing: " << want << "in:\n" << text;
   }
@@ -80,17 +97,17 @@ TEST(GpuSampler, ValuesReachExpositionInBaseUnits) {
 }
 
 TEST(GpuSampler, KeepsRegistryGpuLabelsInsteadOfRepeatingThem) {
-  Registry registry({{"rank", "0"}, {"gpu_uuid", "GPU-fake-0"}, {"pci_bus_id", "x"}});
+  Families families({{"rank", "0"}, {"gpu_uuid", "GPU-fake-0"}, {"pci_bus_id", "x"}});
   GpuSamplerOptions o = FakeOptions();
   o.pci_bus_id = "";  // NVML's GPU 0
-  GpuSampler sampler(registry, o);
+  GpuSampler sampler(families, o);
   ASSERT_TRUE(sampler.active()) << sampler.warning();
   EXPECT_EQ(sampler.identity().uuid, "GPU-fake-0");
   EXPECT_NE(
-      registry.Serialize().find(
-          "ringpilot_gpu_power_watts{rank=\"0\",gpu_uuid=\"GPU-fake-0\",pci_bus_id=\"x\"} 612.5\n"),
+      families.Serialize().find(
+          "ringpilot_gpu_power_watts{gpu_uuid=\"GPU-fake-0\",pci_bus_id=\"x\",rank=\"0\"} 612.5\n"),
       std::string::npos)
-      << registry.Serialize();
+      << families.Serialize();
 }
 
 // The value of the series whose line starts with `prefix` ("name{labels} "); -1 if absent.
@@ -100,27 +117,27 @@ double Value(const std::string& text, const std::string& prefix) {
 }
 
 TEST(GpuSampler, BackgroundThreadSamples) {
-  Registry registry;
+  Families families;
   GpuSamplerOptions o = FakeOptions();
   o.period_seconds = 0.01;
-  GpuSampler sampler(registry, o);
+  GpuSampler sampler(families, o);
   ASSERT_TRUE(sampler.active());
-  const std::string tx =
-      std::string("ringpilot_gpu_nvlink_bytes_total{") + kLabels + R"(,direction="tx"} )";
+  const std::string tx = R"(ringpilot_gpu_nvlink_bytes_total{direction="tx",gpu_uuid="GPU-fake-1",)"
+                         R"(pci_bus_id="00000000:2A:00.0"} )";
   // The first sample is the baseline (0 bytes); each later one adds 1000 KiB.
-  double bytes = Value(registry.Serialize(), tx);
+  double bytes = Value(families.Serialize(), tx);
   for (int i = 0; i < 500 && bytes <= 0; ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    bytes = Value(registry.Serialize(), tx);
+    bytes = Value(families.Serialize(), tx);
   }
-  EXPECT_GE(bytes, 1024000) << registry.Serialize();
+  EXPECT_GE(bytes, 1024000) << families.Serialize();
 }
 
 TEST(GpuSampler, MissingNvmlGivesWarningAndNoSeries) {
-  Registry registry({{"rank", "0"}});
+  Families families({{"rank", "0"}});
   GpuSamplerOptions o;
   o.nvml_library = "libringpilot-no-such-nvml.so.1";
-  GpuSampler sampler(registry, o);
+  GpuSampler sampler(families, o);
   EXPECT_FALSE(sampler.active());
   EXPECT_EQ(sampler.warning().rfind("GPU metrics off: NVML: cannot load "
                                     "libringpilot-no-such-nvml.so.1",
@@ -128,19 +145,19 @@ TEST(GpuSampler, MissingNvmlGivesWarningAndNoSeries) {
             0u)
       << sampler.warning();
   sampler.SampleOnce();  // harmless
-  EXPECT_EQ(registry.Serialize(), "");
+  EXPECT_EQ(families.Serialize(), "");
 }
 
 TEST(GpuSampler, UnknownBusIdIsAWarning) {
-  Registry registry;
+  Families families;
   GpuSamplerOptions o = FakeOptions();
   o.pci_bus_id = "0000:99:00.0";
-  GpuSampler sampler(registry, o);
+  GpuSampler sampler(families, o);
   EXPECT_FALSE(sampler.active());
   EXPECT_NE(sampler.warning().find("no NVML device at PCI bus id '0000:99:00.0'"),
             std::string::npos)
       << sampler.warning();
-  EXPECT_EQ(registry.Serialize(), "");
+  EXPECT_EQ(families.Serialize(), "");
 }
 
 TEST(GpuSampler, LookupIdentity) {

@@ -148,7 +148,15 @@ TEST(Trace, WriteFileAndSigusr2Flush) {
   EXPECT_THROW(Trace(0, "p", 1, 0).WriteFile("/nonexistent-dir/x.json"), std::runtime_error);
 }
 
-TEST(Trace, JsonEscape) { EXPECT_EQ(JsonEscape("a\"b\\c\nd\x01"), "a\\\"b\\\\c\\nd\\u0001"); }
+TEST(Trace, ProcessNameIsEscapedByTheJsonLibrary) {
+  Trace t(0, "a\"b\\c\nd\x01", 1, 0.0);
+  const std::string text = t.ToJson();
+  EXPECT_NE(text.find(R"("name":"a\"b\\c\nd\u0001")"), std::string::npos) << text;
+  const json doc = json::parse(text);
+  EXPECT_EQ(doc.at("traceEvents").at(0).at("args").at("name"), "a\"b\\c\nd\x01");
+  // Not UTF-8: replaced, not thrown.
+  EXPECT_NO_THROW(json::parse(Trace(0, "bad \xff byte", 1, 0.0).ToJson()));
+}
 
 }  // namespace
 }  // namespace ringpilot::metrics

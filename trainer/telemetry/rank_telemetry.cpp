@@ -69,7 +69,7 @@ void RankTelemetry::Start(TrainingMetrics& metrics, double clock_offset, RankLog
     metrics::GpuSamplerOptions o;
     o.pci_bus_id = CudaPciBusId(cuda_device_);
     o.period_seconds = cfg_.metrics.gpu_sample_seconds;
-    sampler_ = std::make_unique<metrics::GpuSampler>(metrics.mutable_registry(), o);
+    sampler_ = std::make_unique<metrics::GpuSampler>(metrics.mutable_families(), o);
     if (!sampler_->active()) {
       log.Warn(sampler_->warning());
       sampler_.reset();
@@ -96,7 +96,7 @@ void RankTelemetry::ReadNcclTransports() {
   std::ifstream in(NcclLogPath(run_dir_, id_.rank));
   if (!in) return;  // the user sent NCCL's log elsewhere
   const auto peers = metrics::NcclPeerTransports(in, id_.rank);
-  auto& family = metrics_->mutable_registry().AddGauge(
+  auto& family = metrics_->mutable_families().AddGauge(
       "ringpilot_nccl_transport_info",
       "1 for each transport NCCL uses to connect this rank to a peer (from NCCL's INFO log).");
   bool socket = false;

@@ -9,22 +9,20 @@ TrainingMetrics::TrainingMetrics(const RankIdentity& id) {
                          {"node", id.node},
                          {"rank", std::to_string(id.rank)},
                          {"local_rank", std::to_string(id.local_rank)}};
-  if (!id.gpu_uuid.empty()) labels.emplace_back("gpu_uuid", id.gpu_uuid);
-  if (!id.pci_bus_id.empty()) labels.emplace_back("pci_bus_id", id.pci_bus_id);
-  registry_ = std::make_unique<metrics::Registry>(std::move(labels));
-  auto& r = *registry_;
+  if (!id.gpu_uuid.empty()) labels.emplace("gpu_uuid", id.gpu_uuid);
+  if (!id.pci_bus_id.empty()) labels.emplace("pci_bus_id", id.pci_bus_id);
+  families_ = std::make_unique<metrics::Families>(std::move(labels));
+  auto& r = *families_;
   // 1 ms .. ~65 s: CPU steps of a big model and GPU steps of a small one both resolve.
-  step_seconds_ = &r.AddHistogram("ringpilot_step_seconds", "Wall time of one training step.",
-                                  metrics::ExponentialBuckets(0.001, 2.0, 17))
-                       .Add({});
+  step_seconds_ = &r.AddHistogram("ringpilot_step_seconds", "Wall time of one training step.")
+                       .Add({}, metrics::ExponentialBuckets(0.001, 2.0, 17));
   samples_total_ =
       &r.AddCounter("ringpilot_samples_total", "Samples processed by this rank.").Add({});
   steps_total_ = &r.AddCounter("ringpilot_steps_total", "Training steps completed.").Add({});
   loss_ = &r.AddGauge("ringpilot_loss", "Loss of the last reported step on this rank.").Add({});
   checkpoint_seconds_ =
-      &r.AddHistogram("ringpilot_checkpoint_seconds", "Time to write one checkpoint (rank 0).",
-                      metrics::ExponentialBuckets(0.01, 2.0, 14))
-           .Add({});
+      &r.AddHistogram("ringpilot_checkpoint_seconds", "Time to write one checkpoint (rank 0).")
+           .Add({}, metrics::ExponentialBuckets(0.01, 2.0, 14));
   restarts_ = &r.AddGauge("ringpilot_restarts", "Restarts of this job so far.").Add({});
   auto& expected = r.AddGauge("ringpilot_expected_bus_bandwidth_bytes_per_second",
                               "Bus bandwidth the topology model expects for this job's "
@@ -40,8 +38,8 @@ TrainingMetrics::TrainingMetrics(const RankIdentity& id) {
       .Set(std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch())
                .count());
   auto& coll_seconds = r.AddHistogram("ringpilot_collective_seconds",
-                                      "Time from issue to observed completion of a collective.",
-                                      metrics::ExponentialBuckets(1e-5, 2.0, 22));
+                                      "Time from issue to observed completion of a collective.");
+  const std::vector<double> coll_buckets = metrics::ExponentialBuckets(1e-5, 2.0, 22);
   auto& coll_bytes =
       r.AddCounter("ringpilot_collective_bytes_total", "Payload bytes of collectives, per rank.");
   auto& busbw = r.AddGauge("ringpilot_collective_bus_bandwidth_bytes_per_second",
@@ -52,17 +50,17 @@ TrainingMetrics::TrainingMetrics(const RankIdentity& id) {
   for (int i = 0; i < kOps; ++i) {
     const char* op = comm::ToString(static_cast<comm::CollectiveOp>(i));
     for (int b = 0; b < kSizeBuckets; ++b) {
-      collective_seconds_[i][b] =
-          &coll_seconds.Add({{"op", op}, {"size_bucket", SizeBucket(class_sizes[b])}});
+      collective_seconds_[i][b] = &coll_seconds.Add(
+          {{"op", op}, {"size_bucket", SizeBucket(class_sizes[b])}}, coll_buckets);
     }
     collective_bytes_[i] = &coll_bytes.Add({{"op", op}});
     busbw_[i] = &busbw.Add({{"op", op}});
   }
   auto& phases =
-      r.AddHistogram("ringpilot_step_phase_seconds", "Host time of one phase of a training step.",
-                     metrics::ExponentialBuckets(1e-4, 2.0, 20));
+      r.AddHistogram("ringpilot_step_phase_seconds", "Host time of one phase of a training step.");
+  const std::vector<double> phase_buckets = metrics::ExponentialBuckets(1e-4, 2.0, 20);
   for (int p = 0; p < kNumPhases; ++p) {
-    phase_seconds_[p] = &phases.Add({{"phase", ToString(static_cast<Phase>(p))}});
+    phase_seconds_[p] = &phases.Add({{"phase", ToString(static_cast<Phase>(p))}}, phase_buckets);
   }
   straggler_wait_ = &r.AddCounter(
       "ringpilot_straggler_wait_seconds_total",
@@ -87,14 +85,14 @@ void TrainingMetrics::Serve(const std::string& bind, int port) {
   metrics::ExporterOptions o;
   o.bind = bind;
   o.port = port;
-  exporter_ = std::make_unique<metrics::Exporter>(*registry_, o);
+  exporter_ = std::make_unique<metrics::Exporter>(families_->registry(), o);
 }
 
 int TrainingMetrics::port() const { return exporter_ ? exporter_->port() : 0; }
 
-void TrainingMetrics::SetBuildInfo(const metrics::Labels& labels) {
+void TrainingMetrics::SetBuildInfo(const std::vector<std::pair<std::string, std::string>>& labels) {
   metrics::Labels all{{"version", "0.1.0"}};
-  all.insert(all.end(), labels.begin(), labels.end());
+  all.insert(labels.begin(), labels.end());
   build_info_->Add(all).Set(1);
 }
 

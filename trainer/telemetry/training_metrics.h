@@ -5,11 +5,12 @@
 #include <cmath>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "comm/communicator.h"
 #include "metrics/exporter.h"
-#include "metrics/registry.h"
+#include "metrics/families.h"
 #include "metrics/trace.h"
 #include "trainer/telemetry/step_stats.h"
 
@@ -24,8 +25,10 @@ struct RankIdentity {
   std::string pci_bus_id;  ///< as NVML writes it; "" likewise
 };
 
-/// Owns the registry of one rank. Hot-path updates are lock-free (metrics::Registry).
-/// OnCollective is called by the communicator on the training thread.
+/// Owns the metric families of one rank (prometheus-cpp, metrics/families.h). Hot-path
+/// updates go through references taken at setup: counters and gauges are lock-free atomics,
+/// a histogram observation takes that histogram's uncontended mutex. OnCollective is
+/// called by the communicator on the training thread.
 class TrainingMetrics : public comm::CollectiveObserver {
  public:
   explicit TrainingMetrics(const RankIdentity& id);
@@ -36,7 +39,7 @@ class TrainingMetrics : public comm::CollectiveObserver {
   int port() const;
 
   /// `ringpilot_build_info` 1 with `version` and LABELS (trainer/telemetry/versions.h BuildInfoLabels).
-  void SetBuildInfo(const metrics::Labels& labels);
+  void SetBuildInfo(const std::vector<std::pair<std::string, std::string>>& labels);
   void SetRestarts(int restarts);
   /// The topology model's expected bus bandwidth of the job (trainer/bootstrap.h), for
   /// every op but barrier; 0 = no model.
@@ -61,9 +64,9 @@ class TrainingMetrics : public comm::CollectiveObserver {
   /// Step phases, steps and collectives are also recorded here (not owned; may be null).
   void set_trace(metrics::Trace* trace) { trace_ = trace; }
 
-  const metrics::Registry& registry() const { return *registry_; }
+  const metrics::Families& families() const { return *families_; }
   /// For components that add their own series (GPU sampler, NCCL transports).
-  metrics::Registry& mutable_registry() { return *registry_; }
+  metrics::Families& mutable_families() { return *families_; }
 
  private:
   // Records a trace event that ended now (start_unix NaN) or began at start_unix.
@@ -72,7 +75,7 @@ class TrainingMetrics : public comm::CollectiveObserver {
 
   static constexpr int kOps = 4;
   static constexpr int kSizeBuckets = 6;
-  std::unique_ptr<metrics::Registry> registry_;
+  std::unique_ptr<metrics::Families> families_;
   std::unique_ptr<metrics::Exporter> exporter_;
   metrics::Histogram* step_seconds_;
   metrics::Counter* samples_total_;
