@@ -31,11 +31,15 @@ if ((${#need_apt[@]})); then
   echo "setup: installing Debian packages: ${need_apt[*]}"
   export DEBIAN_FRONTEND=noninteractive
   $SUDO apt-get update -qq
-  # prometheus' postinst tries to start a service; there is no init here, which is fine.
+  # The Debian prometheus package's postinst starts a daemon where it can (tests start
+  # their own): stop only a prometheus that this install started, never one that was
+  # already running on the machine.
+  before="$(pgrep -x prometheus || true)"
   $SUDO apt-get install -y -qq --no-install-recommends "${need_apt[@]}" >/dev/null
+  for pid in $(pgrep -x prometheus || true); do
+    grep -qx "$pid" <<<"$before" || $SUDO kill "$pid" 2>/dev/null || true
+  done
 fi
-# The Debian prometheus package starts a daemon where it can; tests start their own.
-pkill -x prometheus 2>/dev/null || true
 
 if [[ ! -x "$VENV/bin/python" ]]; then
   echo "setup: creating venv $VENV"

@@ -1,6 +1,7 @@
 #include "trainer/bootstrap.h"
 
 #include <mpi.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>

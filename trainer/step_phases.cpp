@@ -3,7 +3,7 @@
 #include <chrono>
 #include <thread>
 
-include "base/time.h"
+#include "base/time.h"
 
 #ifdef RINGPILOT_WITH_CUDA
 #include <c10/cuda/CUDAStream.h>

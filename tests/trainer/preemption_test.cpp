@@ -2,6 +2,8 @@
 // MAX all-reduce, and the previous disposition comes back.
 #include "trainer/preemption.h"
 
+#include "base/exit_status.h"
+
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
@@ -106,7 +108,7 @@ TEST(Preemption, StopLogsTheStepAndReturnsThePreemptedStatus) {
   std::remove(path.c_str());
   PreemptionWatch watch;
   {
-    RankLog log(path, 0, false);
+    telemetry::RankLog log(path, 0, false);
     EXPECT_EQ(watch.Stop(log, 12), base::kExitPreempted);
   }
   std::FILE* f = std::fopen(path.c_str(), "r");

@@ -27,13 +27,13 @@ namespace nn = torch::nn;
 nn::LayerNorm Norm(int h, double eps) { return nn::LayerNorm(nn::LayerNormOptions({h}).eps(eps)); }
 
 // With MixedLinear (`mixed`), LayerNorm's parameter gradients by ringpilot's kernel too.
-at::Tensor ApplyNorm(nn::LayerNorm& norm, const at::Tensor& x, const ShadowWeights* mixed) {
-  return mixed != nullptr ? LayerNorm(x, norm->weight, norm->bias, norm->options.eps()) : norm(x);
+at::Tensor ApplyNorm(nn::LayerNorm& norm, const at::Tensor& x, const ops::ShadowWeights* mixed) {
+  return mixed != nullptr ? ops::LayerNorm(x, norm->weight, norm->bias, norm->options.eps()) : norm(x);
 }
 
 // `layer`, or its group `group` of `mixed` (MixedLinear) when there is one.
 at::Tensor ApplyLinear(nn::Linear& layer, int group, const at::Tensor& x,
-                       const ShadowWeights* mixed) {
+                       const ops::ShadowWeights* mixed) {
   return mixed != nullptr ? mixed->Forward(group, x) : layer(x);
 }
 
@@ -61,7 +61,7 @@ struct LayerImpl : nn::Module {
   // broadcast add per layer (a third of BERT-base's elementwise time on an H200).
   // Low-precision training on CUDA: the layers run through `mixed` (MixedLinear), with
   // query, key and value as one GEMM; otherwise through at::linear.
-  void AddGroups(ShadowWeights& mixed) {
+  void AddGroups(ops::ShadowWeights& mixed) {
     qkv_group = mixed.AddGroup({query->weight, key->weight, value->weight},
                                {query->bias, key->bias, value->bias});
     attn_out_group = mixed.AddGroup({attn_out->weight}, {attn_out->bias});
@@ -71,7 +71,7 @@ struct LayerImpl : nn::Module {
 
   // x: [B, L, H]. With `in.low` (fused residual blocks, needs `mixed`) the linear layers
   // take it and each block's dropout + add + LayerNorm is ResidualLayerNorm.
-  Hidden forward(const Hidden& in, const ShadowWeights* mixed) {
+  Hidden forward(const Hidden& in, const ops::ShadowWeights* mixed) {
     const at::Tensor& x = in.x;
     const int64_t b = x.size(0), l = x.size(1), h = x.size(2), d = h / heads;
     const at::Tensor rows = x.reshape({b * l, h});
@@ -90,26 +90,26 @@ struct LayerImpl : nn::Module {
     if (p > 0 && rows.is_cpu()) {
       // SDPA's CPU math path, with our dropout masks instead of its Bernoulli draws.
       at::Tensor scores = at::matmul(q, k.transpose(-2, -1)).mul_(1.0 / std::sqrt(double(d)));
-      ctx = at::matmul(Dropout(at::softmax(scores, -1), p), v);
+      ctx = at::matmul(ops::Dropout(at::softmax(scores, -1), p), v);
     } else {
       ctx = at::scaled_dot_product_attention(q, k, v, /*attn_mask=*/{}, p);
     }
     ctx = ctx.transpose(1, 2).reshape({b * l, h});
     if (fused) {
-      const ResidualNorm a =
-          ResidualLayerNorm(mixed->Forward(attn_out_group, ctx), rows, attn_norm->weight,
+      const ops::ResidualNorm a =
+          ops::ResidualLayerNorm(mixed->Forward(attn_out_group, ctx), rows, attn_norm->weight,
                             attn_norm->bias, attn_norm->options.eps(), p, accumulate);
       const at::Tensor f =
           mixed->Forward(out_group, at::gelu(mixed->Forward(inter_group, a.out_low)));
-      const ResidualNorm o = ResidualLayerNorm(f, a.out, out_norm->weight, out_norm->bias,
+      const ops::ResidualNorm o = ops::ResidualLayerNorm(f, a.out, out_norm->weight, out_norm->bias,
                                                out_norm->options.eps(), p, accumulate);
       return {o.out.view({b, l, h}), o.out_low.view({b, l, h})};
     }
     at::Tensor a = ApplyNorm(
-        attn_norm, Dropout(ApplyLinear(attn_out, attn_out_group, ctx, mixed), p) + rows, mixed);
+        attn_norm, ops::Dropout(ApplyLinear(attn_out, attn_out_group, ctx, mixed), p) + rows, mixed);
     at::Tensor f =
         ApplyLinear(out, out_group, at::gelu(ApplyLinear(inter, inter_group, a, mixed)), mixed);
-    return {ApplyNorm(out_norm, Dropout(f, p) + a, mixed).view({b, l, h}), {}};
+    return {ApplyNorm(out_norm, ops::Dropout(f, p) + a, mixed).view({b, l, h}), {}};
   }
 
   int64_t heads;
@@ -125,7 +125,7 @@ TORCH_MODULE(Layer);
 class Bert : public Model {
  public:
   explicit Bert(const BertConfig& c)
-      : cfg_(c), shadows_(ShadowWeightsOptions{c.mixed_linear_accumulate}) {
+      : cfg_(c), shadows_(ops::ShadowWeightsOptions{c.mixed_linear_accumulate}) {
     word = register_module("word_embeddings", nn::Embedding(c.vocab, c.hidden));
     position = register_module("position_embeddings", nn::Embedding(c.max_positions, c.hidden));
     token_type = register_module("token_type_embeddings", nn::Embedding(2, c.hidden));
@@ -163,11 +163,11 @@ class Bert : public Model {
     return s;
   }
 
-  at::Tensor Encode(const at::Tensor& ids, const ShadowWeights* mixed) {
+  at::Tensor Encode(const at::Tensor& ids, const ops::ShadowWeights* mixed) {
     const int64_t l = ids.size(1);
     at::Tensor pos = at::arange(l, ids.options());
     at::Tensor x = word(ids) + position(pos).unsqueeze(0) + token_type->weight[0];
-    Hidden hidden{Dropout(ApplyNorm(emb_norm, x, mixed), is_training() ? cfg_.dropout : 0.0), {}};
+    Hidden hidden{ops::Dropout(ApplyNorm(emb_norm, x, mixed), is_training() ? cfg_.dropout : 0.0), {}};
     if (mixed != nullptr && cfg_.fused_residual_norm) {
       hidden.low = hidden.x.to(at::autocast::get_autocast_dtype(at::kCUDA));
     }
@@ -181,7 +181,7 @@ class Bert : public Model {
   at::Tensor Loss(const at::Tensor& ids, const at::Tensor& target) override {
     // Under CUDA autocast the linear layers use low-precision shadows of the weights,
     // refreshed here once per forward (the optimizer changed the masters since).
-    const ShadowWeights* mixed = nullptr;
+    const ops::ShadowWeights* mixed = nullptr;
     if (cfg_.mixed_linear && ids.is_cuda() && at::autocast::is_autocast_enabled(at::kCUDA)) {
       shadows_.Refresh(at::autocast::get_autocast_dtype(at::kCUDA));
       mixed = &shadows_;
@@ -201,7 +201,7 @@ class Bert : public Model {
     // float32 (CPU; CUDA without autocast): logits, softmax and their gradient in one
     // buffer. Under bf16 autocast the decoder GEMM runs in bf16 and the loss in float32.
     if (t.scalar_type() == at::kFloat && !at::autocast::is_autocast_enabled(t.device().type())) {
-      return LinearCrossEntropy(t, word->weight, decoder_bias, labels);
+      return ops::LinearCrossEntropy(t, word->weight, decoder_bias, labels);
     }
     at::Tensor logits = mixed != nullptr ? mixed->Forward(decoder_group_, t)
                                          : at::linear(t, word->weight, decoder_bias);
@@ -220,7 +220,7 @@ class Bert : public Model {
   nn::ModuleList encoder{nullptr};
   nn::Linear head_transform{nullptr};
   at::Tensor decoder_bias;
-  ShadowWeights shadows_;
+  ops::ShadowWeights shadows_;
   int head_group_ = -1, decoder_group_ = -1;
 };
 

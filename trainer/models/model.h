@@ -44,8 +44,8 @@ struct ModelOptions {
   bool fused_batchnorm = false;  ///< ResNet: fused BatchNorm+add+ReLU CUDA kernels
   bool maxpool_kernel = false;   ///< ResNet-50: stem max-pool by trainer/ops/max_pool.h
   bool mixed_linear = false;     ///< BERT under CUDA autocast: trainer/ops/mixed_linear.h
-  bool mixed_linear_accumulate = false;  ///< ShadowWeightsOptions::accumulate_into_grad
-  bool fused_residual_norm = false;      ///< BERT with MixedLinear: trainer/ops/residual_norm.h
+  bool mixed_linear_accumulate = false;  ///< ops::ShadowWeightsOptions::accumulate_into_grad
+  bool fused_residual_norm = false;      ///< BERT with ops::MixedLinear: trainer/ops/residual_norm.h
 };
 
 /// A trainable model with its own loss. `Loss` takes a device batch as produced by

@@ -21,11 +21,11 @@ nn::Conv2d Conv(int64_t in, int64_t out, int64_t k, int64_t stride) {
   return nn::Conv2d(nn::Conv2dOptions(in, out, k).stride(stride).padding(k / 2).bias(false));
 }
 
-BatchNorm2d MakeBatchNorm(int64_t channels, bool fused, comm::Communicator* sync) {
-  BatchNormOptions options;
+ops::BatchNorm2d MakeBatchNorm(int64_t channels, bool fused, comm::Communicator* sync) {
+  ops::BatchNormOptions options;
   options.channels = channels;
   options.fused = fused;
-  return BatchNorm2d(options, sync);
+  return ops::BatchNorm2d(options, sync);
 }
 
 struct BlockImpl : nn::Module {
@@ -63,13 +63,13 @@ struct BlockImpl : nn::Module {
       y = conv2(y);
     }
     at::Tensor identity = downsample.is_empty() ? x : downsample->forward(x);
-    BatchNorm2d& last = bottleneck ? bn3 : bn2;
+    ops::BatchNorm2d& last = bottleneck ? bn3 : bn2;
     return last->forward_act(y, &identity, /*relu=*/true);
   }
 
   bool bottleneck;
   nn::Conv2d conv1{nullptr}, conv2{nullptr}, conv3{nullptr};
-  BatchNorm2d bn1{nullptr}, bn2{nullptr}, bn3{nullptr};
+  ops::BatchNorm2d bn1{nullptr}, bn2{nullptr}, bn3{nullptr};
   nn::Sequential downsample{nullptr};
 };
 TORCH_MODULE(Block);
@@ -113,7 +113,7 @@ class ResNet : public Model {
   at::Tensor Logits(const at::Tensor& x) {
     at::Tensor y = bn1->forward_act(conv1(x), nullptr, /*relu=*/true);
     if (!cfg_.cifar_stem) {
-      y = cfg_.maxpool_kernel ? MaxPool2d(y, 3, 2, 1) : at::max_pool2d(y, {3, 3}, {2, 2}, {1, 1});
+      y = cfg_.maxpool_kernel ? ops::MaxPool2d(y, 3, 2, 1) : at::max_pool2d(y, {3, 3}, {2, 2}, {1, 1});
     }
     for (auto& layer : layers) y = layer->forward(y);
     y = at::adaptive_avg_pool2d(y, {1, 1}).flatten(1);
@@ -128,7 +128,7 @@ class ResNet : public Model {
  private:
   ResNetConfig cfg_;
   nn::Conv2d conv1{nullptr};
-  BatchNorm2d bn1{nullptr};
+  ops::BatchNorm2d bn1{nullptr};
   nn::Sequential layers[4];
   nn::Linear fc{nullptr};
 };

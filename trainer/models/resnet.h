@@ -13,8 +13,8 @@ struct ResNetConfig {
   bool cifar_stem = true;  ///< 3x3 stride-1 stem and no max-pool (32x32 inputs)
   int image_size = 32;
   int num_classes = 10;
-  bool fused_batchnorm = true;  ///< BatchNormOptions::fused of every BatchNorm
-  bool maxpool_kernel = true;   ///< the stem max-pool by MaxPool2d (trainer/ops/max_pool.h)
+  bool fused_batchnorm = true;  ///< ops::BatchNormOptions::fused of every BatchNorm
+  bool maxpool_kernel = true;   ///< the stem max-pool by ops::MaxPool2d (trainer/ops/max_pool.h)
 };
 
 std::shared_ptr<Model> MakeResNet(const ResNetConfig& cfg, comm::Communicator* sync);

@@ -7,7 +7,7 @@
 #include <set>
 #include <stdexcept>
 
-include "trainer/telemetry/device.h"
+#include "trainer/telemetry/device.h"
 
 namespace ringpilot::trainer::telemetry {
 

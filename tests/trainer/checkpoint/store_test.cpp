@@ -19,7 +19,7 @@ class CheckpointTest : public ::testing::Test {
   void SetUp() override {
     dir = testing::TempDir() + "/ckpt-" +
           ::testing::UnitTest::GetInstance()->current_test_info()->name();
-    RemoveTree(dir);
+    base::RemoveTree(dir);
   }
   std::vector<NamedTensor> State(float v) {
     return {{"model/w", at::full({3, 4}, v)},
@@ -33,8 +33,8 @@ TEST_F(CheckpointTest, SaveVerifyLoadRoundTrip) {
   CheckpointStore store(dir, 3);
   auto info = store.Save(10, 2, "job", State(1.5f));
   EXPECT_EQ(info.path, dir + "/step-00000010");
-  EXPECT_TRUE(Exists(info.path + "/state.pt"));
-  EXPECT_TRUE(Exists(info.path + "/manifest.json"));
+  EXPECT_TRUE(base::Exists(info.path + "/state.pt"));
+  EXPECT_TRUE(base::Exists(info.path + "/manifest.json"));
   auto found = store.FindNewestValid(nullptr);
   ASSERT_TRUE(found);
   EXPECT_EQ(found->step, 10);
@@ -45,15 +45,15 @@ TEST_F(CheckpointTest, SaveVerifyLoadRoundTrip) {
   EXPECT_TRUE(at::equal(into[1].tensor, at::full({5}, 3.f)));
   EXPECT_TRUE(at::equal(into[2].tensor, at::full({2, 8}, 1, at::kByte)));
   // No temporary directory is left behind.
-  for (auto& name : ListDir(dir)) EXPECT_EQ(name.rfind(".tmp", 0), std::string::npos) << name;
+  for (auto& name : base::ListDir(dir)) EXPECT_EQ(name.rfind(".tmp", 0), std::string::npos) << name;
 }
 
 TEST_F(CheckpointTest, KeepsOnlyTheNewest) {
   CheckpointStore store(dir, 2);
   for (int s : {5, 10, 15}) store.Save(s, 1, "job", State(s));
-  EXPECT_FALSE(Exists(dir + "/step-00000005"));
-  EXPECT_TRUE(Exists(dir + "/step-00000010"));
-  EXPECT_TRUE(Exists(dir + "/step-00000015"));
+  EXPECT_FALSE(base::Exists(dir + "/step-00000005"));
+  EXPECT_TRUE(base::Exists(dir + "/step-00000010"));
+  EXPECT_TRUE(base::Exists(dir + "/step-00000015"));
 }
 
 // Checkpoints of earlier releases carry one whole-file "sha256" instead of per-piece digests.
@@ -93,10 +93,10 @@ TEST_F(CheckpointTest, CorruptNewestFallsBackToOlderAndIsKept) {
   EXPECT_NE(warnings[0].find("step-00000010/state.pt"), std::string::npos) << warnings[0];
   EXPECT_NE(warnings[0].find("SHA-256"), std::string::npos) << warnings[0];
   // Nothing deleted: the corrupt checkpoint is moved aside under a non-step name.
-  EXPECT_FALSE(Exists(dir + "/step-00000010"));
+  EXPECT_FALSE(base::Exists(dir + "/step-00000010"));
   int aside = 0;
-  for (const auto& n : ListDir(dir)) {
-    if (n.rfind("corrupt-step-00000010-", 0) == 0 && Exists(dir + "/" + n + "/state.pt")) ++aside;
+  for (const auto& n : base::ListDir(dir)) {
+    if (n.rfind("corrupt-step-00000010-", 0) == 0 && base::Exists(dir + "/" + n + "/state.pt")) ++aside;
   }
   EXPECT_EQ(aside, 1);
   EXPECT_NE(warnings[0].find("moved to"), std::string::npos) << warnings[0];

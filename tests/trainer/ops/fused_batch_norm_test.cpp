@@ -235,17 +235,17 @@ TEST(FusedBatchNorm, ModuleForwardActFallsBackToBatchNormAddRelu) {
 
 // Two ResNet-18 (CIFAR) models with the same weights, fused BatchNorm on and off.
 struct ModelPair {
-  std::shared_ptr<Model> fused, unfused;
+  std::shared_ptr<models::Model> fused, unfused;
 };
 
 // `dtype` float32 or float64. With `fused_reference`, the fused model's BatchNorms take
 // FusedBatchNormAct's path even where the kernels cannot run (its ATen reference on CPU).
 ModelPair MakeModelPair(at::Device device, at::ScalarType dtype = at::kFloat,
                         bool fused_reference = false) {
-  ResNetConfig cfg;
-  ModelPair pair{MakeResNet(cfg, nullptr), nullptr};
+  models::ResNetConfig cfg;
+  ModelPair pair{models::MakeResNet(cfg, nullptr), nullptr};
   cfg.fused_batchnorm = false;
-  pair.unfused = MakeResNet(cfg, nullptr);
+  pair.unfused = models::MakeResNet(cfg, nullptr);
   torch::NoGradGuard no_grad;
   auto from = pair.fused->named_parameters();
   for (auto& p : pair.unfused->named_parameters()) p.value().copy_(from[p.key()]);
@@ -514,7 +514,7 @@ TEST(FusedBatchNormCuda, ResNetMatchesUnfusedInFloat32) {
 }
 
 // All of a model's gradients as one float64 vector.
-at::Tensor FlatGrads(Model& m) {
+at::Tensor FlatGrads(models::Model& m) {
   std::vector<at::Tensor> parts;
   for (auto& p : m.parameters())
     parts.push_back(p.grad().detach().to(at::kCPU, at::kDouble).flatten());

@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# Before/after a change, on one GPU machine, in one session: ringpilot's training step
+# time of a base revision and of this working tree, runs alternated so that clock and
+# power drift hit both sides alike.
+#
+#   bench/gpu_before_after.sh build   BASE_SRC          # build both (tests/gpu/env.sh)
+#   bench/gpu_before_after.sh gpu     BASE_SRC OUT.jsonl [--models M] [--repeat R] [--steps N]
+#   bench/gpu_before_after.sh cpu     BASE_SRC KEEP_DIR [cpu_ddp.sh arguments...]
+#
+# BASE_SRC is a source tree of the base revision, made where git is:
+#   mkdir -p .carry/base-src && git archive REV | tar -x -C .carry/base-src
+# and carried to the GPU machine with .carry. `gpu` runs tests/gpu/bench_train.sh
+# (--what ringpilot --worlds 1) against each build in turn, rows tagged variant base|new;
+# `cpu` runs bench/cpu_ddp.sh with each side's ringpilot (RINGPILOT=...), base first, into
+# KEEP_DIR/base and KEEP_DIR/new.
+set -euo pipefail
+HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+mode=${1:?build|gpu|cpu}
+base_src="$(cd "${2:?BASE_SRC}" && pwd)"
+shift 2
+base_build="$base_src/build-gpu"
+new_build="$HERE/build-gpu"
+
+case $mode in
+  build)
+    # Each tree builds with its own tests/gpu/env.sh (the base may carry other libraries);
+    # the carried Debian libraries live in this tree's .carry.
+    if [[ -d "$HERE/.carry" && ! -e "$base_src/.carry" ]]; then ln -s "$HERE/.carry" "$base_src/.carry"; fi
+    (
+      # shellcheck source=/dev/null
+      source "$base_src/tests/gpu/env.sh"
+      gpu_build
+    )
+    (
+      # shellcheck source=tests/gpu/env.sh
+      source "$HERE/tests/gpu/env.sh"
+      gpu_build
+    )
+    ;;
+  gpu)
+    out=${1:?OUT.jsonl}
+    shift
+    models="bert-base resnet50" repeat=2 steps=65
+    while (($#)); do
+      case $1 in
+        --models) models=$2; shift 2 ;;
+        --repeat) repeat=$2; shift 2 ;;
+        --steps) steps=$2; shift 2 ;;
+        *) echo "gpu_before_after: unknown argument $1" >&2; exit 2 ;;
+      esac
+    done
+    for ((r = 1; r <= repeat; r++)); do
+      for side in base new; do
+        build=$new_build
+        [[ $side == base ]] && build=$base_build
+        RINGPILOT_BUILD_DIR=$build RP_VARIANT=$side "$HERE/tests/gpu/bench_train.sh" \
+          --what ringpilot --worlds 1 --models "$models" --steps "$steps" --out "$out"
+      done
+    done
+    ;;
+  cpu)
+    keep=${1:?KEEP_DIR}
+    shift
+    for side in base new; do
+      build=$new_build
+      [[ $side == base ]] && build=$base_build
+      RINGPILOT="$build/bin/ringpilot" "$HERE/bench/cpu_ddp.sh" --keep "$keep/$side" "$@"
+    done
+    ;;
+  *)
+    echo "gpu_before_after: unknown mode $mode (build, gpu, cpu)" >&2
+    exit 2
+    ;;
+esac
