@@ -1,12 +1,9 @@
 #include "base/environment.h"
 
-#include <unistd.h>
-
-#include <climits>
-
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <climits>
 #include <cstring>
 
 extern char** environ;

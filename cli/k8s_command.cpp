@@ -6,8 +6,8 @@
 #include <string>
 #include <vector>
 
-#include "k8s/manifest.h"
 #include "config/job.h"
+#include "k8s/manifest.h"
 
 namespace ringpilot::cli {
 namespace {

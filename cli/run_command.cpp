@@ -43,8 +43,8 @@ int RunValidate(const std::string& job_path, const std::vector<std::string>& set
     return base::kExitUsage;
   }
   const std::string verdict = job_path + ": valid (" + config.name + ", world size " +
-                              std::to_string(config.world.size()) + ", model " + config::ToString(config.model.name) +
-                              ")";
+                              std::to_string(config.world.size()) + ", model " +
+                              config::ToString(config.model.name) + ")";
   if (print) {
     // stdout carries only the YAML, so that `--print > resolved.yaml` works.
     std::cout << config::EmitJobConfig(config);
@@ -64,7 +64,8 @@ int RunJob(const RunArgs& args) {
     return base::kExitUsage;
   }
   const config::Backend backend = config.launch.backend;
-  if (backend != config::Backend::kLocal && backend != config::Backend::kMpi && backend != config::Backend::kSlurm) {
+  if (backend != config::Backend::kLocal && backend != config::Backend::kMpi &&
+      backend != config::Backend::kSlurm) {
     std::cerr << args.job_path << ": launch.backend: '" << config::ToString(backend)
               << "' is not supported by 'ringpilot run' yet\n";
     return base::kExitUsage;
@@ -75,7 +76,7 @@ int RunJob(const RunArgs& args) {
   ctx.mpirun = base::Lookup(env, "RINGPILOT_MPIRUN", "mpirun");
   const std::string self_dir = base::ParentDirectory(base::SelfExecutablePath());
   ctx.trainer = base::Lookup(env, "RINGPILOT_TRAINER",
-                       (self_dir.empty() ? std::string(".") : self_dir) + "/" + kTrainerName);
+                             (self_dir.empty() ? std::string(".") : self_dir) + "/" + kTrainerName);
   // A relative path would be resolved against each rank's working directory; a bare name
   // is left for mpirun to find on PATH.
   if (ctx.trainer.find('/') != std::string::npos) {
@@ -128,13 +129,15 @@ int RunJob(const RunArgs& args) {
 
   std::string resume_note;
   try {
-    const launcher::PreparedRunDir prepared = launcher::PrepareRunDir(layout, config::EmitJobConfig(config));
+    const launcher::PreparedRunDir prepared =
+        launcher::PrepareRunDir(layout, config::EmitJobConfig(config));
     if (prepared.config_changed) {
       resume_note = "; resuming, previous config kept as job.yaml.prev";
     } else if (prepared.resumed) {
       resume_note = "; resuming with the same config";
     }
-    if (!cmd.hostfile_path.empty()) base::WriteFileAtomically(cmd.hostfile_path, cmd.hostfile_content);
+    if (!cmd.hostfile_path.empty())
+      base::WriteFileAtomically(cmd.hostfile_path, cmd.hostfile_content);
   } catch (const base::FileError& e) {
     std::cerr << "ringpilot: " << e.what() << "\n";
     return base::kExitFailure;
@@ -143,7 +146,7 @@ int RunJob(const RunArgs& args) {
   // Quick doctor of this host (docs/doctor.md): RUN_DIR/doctor.json and doctor.prom.
   if (config.launch.preflight &&
       !doctor::RunPreflight(doctor::SystemDoctorEnv(), config.world.device, layout.root, args.force,
-                    std::cerr)) {
+                            std::cerr)) {
     return base::kExitFailure;
   }
 

@@ -4,7 +4,6 @@
 
 #include <CLI/CLI.hpp>
 
-
 namespace ringpilot::cli {
 
 /// Adds the `slurm` subcommand (render, submit) to `app`. Its handlers run as parse

@@ -2,13 +2,13 @@
 // tensors. The GradientReducer drives either without knowing which.
 #pragma once
 
-#include <ATen/ATen.h>
-
 #include <atomic>
 #include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
+
+#include <ATen/ATen.h>
 
 #include "comm/collective_op.h"
 

@@ -2,13 +2,13 @@
 // the scheme of PyTorch DDP's C++ reducer (Li et al., VLDB 2020), over our Communicator.
 #pragma once
 
-#include <ATen/ATen.h>
-#include <torch/csrc/autograd/function.h>
-
 #include <cstdint>
 #include <functional>
 #include <memory>
 #include <vector>
+
+#include <ATen/ATen.h>
+#include <torch/csrc/autograd/function.h>
 
 #include "comm/communicator.h"
 

@@ -3,10 +3,7 @@
 // against the caller's stream with events, capturable in CUDA graphs.
 #pragma once
 
-#include <c10/cuda/CUDAStream.h>
-#include <cuda_runtime.h>
 #include <mpi.h>
-#include <nccl.h>
 
 #include <atomic>
 #include <deque>
@@ -15,6 +12,10 @@
 #include <string>
 #include <thread>
 #include <vector>
+
+#include <c10/cuda/CUDAStream.h>
+#include <cuda_runtime.h>
+#include <nccl.h>
 
 #include "comm/communicator.h"
 
@@ -25,7 +26,7 @@ enum class NcclBufferRegistration {
   kNone,       ///< at::zeros from PyTorch's caching allocator, as any tensor
   kRegister,   ///< ncclMemAlloc + ncclCommRegister: the ring writes into peers' buffers
   kSymmetric,  ///< ncclMemAlloc + ncclCommWindowRegister(NCCL_WIN_COLL_SYMMETRIC), NCCL
-                   ///< >= 2.27: NCCL's symmetric-memory kernels where it picks them
+               ///< >= 2.27: NCCL's symmetric-memory kernels where it picks them
 };
 
 /// ncclConfig_t::CTAPolicy: how many SMs NCCL's kernels take.

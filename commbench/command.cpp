@@ -1,8 +1,5 @@
 #include "commbench/command.h"
 
-#include "mpirun/cma_probe.h"
-#include "base/environment.h"
-
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -22,7 +19,9 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "base/environment.h"
 #include "base/shell.h"
+#include "mpirun/cma_probe.h"
 #include "mpirun/flags.h"
 #include "topology/probe.h"
 
@@ -437,7 +436,8 @@ int RunBenchComm(BenchCommArgs args, std::ostream& out, std::ostream& err) {
     return kExitBadInput;
   }
   ctx.mpirun = base::Lookup(ctx.env, "RINGPILOT_MPIRUN", "mpirun");
-  ctx.commbench = base::Lookup(ctx.env, "RINGPILOT_COMMBENCH", SelfDirectory() + "/" + kCommbenchName);
+  ctx.commbench =
+      base::Lookup(ctx.env, "RINGPILOT_COMMBENCH", SelfDirectory() + "/" + kCommbenchName);
   ctx.euid = static_cast<unsigned>(::geteuid());
   ctx.cma_works = mpirun::CrossMemoryAttachWorks();
   char tmpl[] = "/tmp/ringpilot-bench-XXXXXX";

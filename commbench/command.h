@@ -39,7 +39,7 @@ struct BenchContext {
   std::string mpirun = "mpirun";
   std::string commbench;
   unsigned euid = 1;       ///< 0 adds --allow-run-as-root
-  base::Environment env;         ///< forwarded variables (NCCL_*, CUDA_VISIBLE_DEVICES, ...) get -x
+  base::Environment env;   ///< forwarded variables (NCCL_*, CUDA_VISIBLE_DEVICES, ...) get -x
   bool cma_works = false;  ///< mpirun::CrossMemoryAttachWorks() here (all ranks run on this host)
   std::string output;      ///< the JSON document's path, passed as --output
 };

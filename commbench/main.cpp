@@ -11,8 +11,8 @@
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
-#include "commbench/sweep.h"
 #include "commbench/runner.h"
+#include "commbench/sweep.h"
 #include "topology/bandwidth.h"
 #include "topology/probe.h"
 

@@ -1,10 +1,10 @@
 // NCCL backend of ringpilot-commbench: device buffers, one communicator and one stream,
 // iterations timed with CUDA events. Compiled when RINGPILOT_WITH_CUDA.
-#include <cuda_runtime.h>
-#include <nccl.h>
-
 #include <stdexcept>
 #include <string>
+
+#include <cuda_runtime.h>
+#include <nccl.h>
 
 #include "commbench/runner.h"
 

@@ -3,11 +3,11 @@
 // and the pairwise send/recv matrix. Every rank calls these together.
 #pragma once
 
+#include <mpi.h>
+
 #include <memory>
 #include <optional>
 #include <vector>
-
-#include <mpi.h>
 
 #include "commbench/sweep.h"
 

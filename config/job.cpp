@@ -278,8 +278,7 @@ void Loader::CrossCheck() {
   if (c.comm.first_bucket_mb > c.comm.bucket_mb) {
     CrossFail({"comm.first_bucket_mb", "comm.bucket_mb"},
               "comm.first_bucket_mb (" + detail::FormatDouble(c.comm.first_bucket_mb) +
-                  ") must be <= comm.bucket_mb (" + detail::FormatDouble(c.comm.bucket_mb) +
-                  ")");
+                  ") must be <= comm.bucket_mb (" + detail::FormatDouble(c.comm.bucket_mb) + ")");
   }
   if (c.train.cuda_graphs && c.world.device == Device::kCpu) {
     CrossFail({"train.cuda_graphs", "world.device"},

@@ -719,9 +719,7 @@ std::string FormatDouble(double v) {
 
 }  // namespace detail
 
-const char* ToString(Device d) {
-  return detail::NameOf(detail::kDeviceNames, static_cast<int>(d));
-}
+const char* ToString(Device d) { return detail::NameOf(detail::kDeviceNames, static_cast<int>(d)); }
 const char* ToString(Backend b) {
   return detail::NameOf(detail::kBackendNames, static_cast<int>(b));
 }
@@ -741,15 +739,11 @@ const char* ToString(NcclBufferRegistration r) {
 const char* ToString(NcclCtaPolicy p) {
   return detail::NameOf(detail::kCtaPolicyNames, static_cast<int>(p));
 }
-const char* ToString(BindMode b) {
-  return detail::NameOf(detail::kBindNames, static_cast<int>(b));
-}
+const char* ToString(BindMode b) { return detail::NameOf(detail::kBindNames, static_cast<int>(b)); }
 const char* ToString(ModelName m) {
   return detail::NameOf(detail::kModelNames, static_cast<int>(m));
 }
-const char* ToString(DataKind k) {
-  return detail::NameOf(detail::kDataKinds, static_cast<int>(k));
-}
+const char* ToString(DataKind k) { return detail::NameOf(detail::kDataKinds, static_cast<int>(k)); }
 
 bool IsImageModel(ModelName m) {
   switch (m) {

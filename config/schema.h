@@ -4,11 +4,11 @@
 // message helpers (Origin::At, Fail, TypeName, Quote, Describe) in job_config.cpp.
 #pragma once
 
-#include <yaml-cpp/yaml.h>
-
 #include <functional>
 #include <string>
 #include <vector>
+
+#include <yaml-cpp/yaml.h>
 
 #include "config/job.h"
 

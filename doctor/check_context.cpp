@@ -10,9 +10,9 @@
 namespace ringpilot::doctor {
 
 std::string TrainerPath(const DoctorEnv& env) {
-  return base::Lookup(env.vars, "RINGPILOT_TRAINER",
-                      (env.self_dir.empty() ? std::string(".") : env.self_dir) +
-                          "/ringpilot-trainer");
+  return base::Lookup(
+      env.vars, "RINGPILOT_TRAINER",
+      (env.self_dir.empty() ? std::string(".") : env.self_dir) + "/ringpilot-trainer");
 }
 
 std::string ReadBytes(const std::string& path) {

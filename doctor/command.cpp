@@ -32,7 +32,6 @@ void DropOuterMpirunVariables() {
   for (const std::string& name : drop) ::unsetenv(name.c_str());
 }
 
-
 }  // namespace
 
 config::Device ParseDeviceOption(const std::string& name) {

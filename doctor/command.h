@@ -12,8 +12,8 @@
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
-#include "doctor/doctor.h"
 #include "config/job.h"
+#include "doctor/doctor.h"
 
 namespace ringpilot::doctor {
 

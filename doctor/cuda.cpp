@@ -10,15 +10,14 @@
 #include <cstring>
 #include <stdexcept>
 
-#include "doctor/doctor.h"
 #include "base/environment.h"
 #include "base/files.h"
 #include "doctor/check_context.h"
 #include "doctor/detail_text.h"
+#include "doctor/doctor.h"
 
 namespace ringpilot::doctor {
 namespace {
-
 
 constexpr std::uint32_t kFatbinMagic = 0xBA55ED50u;
 constexpr std::size_t kContainerHeaderSize = 16;
@@ -216,7 +215,8 @@ CheckStatus ArchitectureSupport(const FatbinArchitectures& archs, int major, int
   return CheckStatus::kFail;
 }
 
-CheckResult CheckCudaArchitectures(const DoctorEnv& env, const DriverInfo& drv, config::Device dev) {
+CheckResult CheckCudaArchitectures(const DoctorEnv& env, const DriverInfo& drv,
+                                   config::Device dev) {
   const std::string name = "cuda_arch";
   CheckResult skip;
   if (GpuGate(name, env, drv, dev, /*needs_nvml=*/false, &skip)) return skip;

@@ -109,7 +109,7 @@ struct DoctorEnv {
   std::string proc_root = "/proc";
   std::string dev_root = "/dev";
   std::string shm_path = "/dev/shm";
-  base::Environment vars;                  ///< process environment (CUDA_VISIBLE_DEVICES, PATH, ...)
+  base::Environment vars;            ///< process environment (CUDA_VISIBLE_DEVICES, PATH, ...)
   std::string self_dir;              ///< directory of the ringpilot executable
   std::string cuda_runtime_version;  ///< CUDA the trainer was built with ("12.8"); "" unknown
   bool is_root = false;
@@ -160,10 +160,11 @@ CheckResult CheckIommu(const DoctorEnv& env);
 CheckResult CheckNumaAffinity(const DoctorEnv& env, config::Device dev);
 CheckResult CheckMpi(const DoctorEnv& env);
 CheckResult CheckTrainerLibraries(const DoctorEnv& env, config::Device dev);
-/// `TRAINER --versions` (trainer/telemetry/versions.h): LibTorch, CUDA, cuDNN, NCCL and MPI versions; FAIL
-/// when the NCCL loaded has another major or an older minor than the nccl.h built against (or
-/// the command fails), WARN when only its patch (or a newer minor) differs or the loaded cuDNN
-/// is not LibTorch's major.minor. SKIP without a trainer and in quick mode (LibTorch loads).
+/// `TRAINER --versions` (trainer/telemetry/versions.h): LibTorch, CUDA, cuDNN, NCCL and MPI
+/// versions; FAIL when the NCCL loaded has another major or an older minor than the nccl.h built
+/// against (or the command fails), WARN when only its patch (or a newer minor) differs or the
+/// loaded cuDNN is not LibTorch's major.minor. SKIP without a trainer and in quick mode (LibTorch
+/// loads).
 CheckResult CheckLibraryVersions(const DoctorEnv& env);
 /// Each visible GPU's compute capability vs the SASS / PTX architectures in the trainer's
 /// libtorch_cuda.so (ldd of the trainer, or $RINGPILOT_LIBTORCH_CUDA).

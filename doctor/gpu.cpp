@@ -6,11 +6,11 @@
 #include <set>
 #include <sstream>
 
-#include "doctor/doctor.h"
 #include "base/environment.h"
 #include "base/files.h"
 #include "doctor/check_context.h"
 #include "doctor/detail_text.h"
+#include "doctor/doctor.h"
 
 namespace ringpilot::doctor {
 namespace {
@@ -85,8 +85,8 @@ int VisibleFromEnv(const base::Environment& vars, int total) {
 
 }  // namespace
 
-bool GpuGate(const std::string& name, const DoctorEnv& env, const DriverInfo& drv, config::Device dev,
-             bool needs_nvml, CheckResult* out) {
+bool GpuGate(const std::string& name, const DoctorEnv& env, const DriverInfo& drv,
+             config::Device dev, bool needs_nvml, CheckResult* out) {
   // Only the driver and visibility checks FAIL for `--device cuda` without a GPU; the
   // per-GPU checks SKIP instead of repeating it.
   const bool primary = name == "driver_cuda_runtime" || name == "gpus_visible";

@@ -7,11 +7,11 @@
 #include <regex>
 #include <sstream>
 
-#include "doctor/doctor.h"
 #include "base/environment.h"
 #include "base/files.h"
 #include "doctor/check_context.h"
 #include "doctor/detail_text.h"
+#include "doctor/doctor.h"
 #include "topology/probe.h"
 
 namespace ringpilot::doctor {

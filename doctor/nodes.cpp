@@ -12,10 +12,10 @@
 #include <sstream>
 #include <stdexcept>
 
-#include "doctor/command.h"
 #include "base/environment.h"
 #include "base/files.h"
 #include "doctor/check_context.h"
+#include "doctor/command.h"
 #include "doctor/detail_text.h"
 #include "mpirun/flags.h"
 #include "topology/probe.h"
@@ -162,8 +162,8 @@ std::vector<std::string> DoctorMpirunArgv(const std::string& mpirun, std::size_t
   // Several hosts: whether CMA works on each is not known here.
   mpirun::AppendBaseMpirunFlags(euid, mpirun_args, env, /*cma=*/false, &argv);
   for (const auto& [name, value] : env) {
-    if (mpirun::IsForwardedVariable(name) || name == "RINGPILOT_TRAINER" || name == "RINGPILOT_MPIRUN" ||
-        name == "RINGPILOT_LIBTORCH_CUDA") {
+    if (mpirun::IsForwardedVariable(name) || name == "RINGPILOT_TRAINER" ||
+        name == "RINGPILOT_MPIRUN" || name == "RINGPILOT_LIBTORCH_CUDA") {
       argv.insert(argv.end(), {"-x", name});
     }
   }
@@ -332,14 +332,15 @@ int RunDoctorNodes(const DoctorArgs& args, const DoctorEnv& env, std::ostream& o
   }
   const std::string hostfile = dir + "/hostfile";
   std::string content;
-  for (const config::HostSlots& h : hosts) content += h.host + " slots=" + std::to_string(h.slots) + "\n";
+  for (const config::HostSlots& h : hosts)
+    content += h.host + " slots=" + std::to_string(h.slots) + "\n";
   const std::string mpirun = Lookup(env.vars, "RINGPILOT_MPIRUN", "mpirun");
   CommandResult run;
   try {
     WriteDoctorFile(hostfile, content);
     const std::vector<std::string> argv =
-        DoctorMpirunArgv(mpirun, hosts.size(), hostfile, mpirun_args, base::SelfExecutablePath(), device,
-                         static_cast<unsigned>(::geteuid()), env.vars);
+        DoctorMpirunArgv(mpirun, hosts.size(), hostfile, mpirun_args, base::SelfExecutablePath(),
+                         device, static_cast<unsigned>(::geteuid()), env.vars);
     run = env.run(argv, kNodesTimeoutS);
   } catch (const std::runtime_error& e) {
     std::cerr << "ringpilot doctor: " << e.what() << "\n";

@@ -6,11 +6,11 @@
 #include <set>
 #include <sstream>
 
-#include "doctor/doctor.h"
 #include "base/environment.h"
 #include "base/files.h"
 #include "doctor/check_context.h"
 #include "doctor/detail_text.h"
+#include "doctor/doctor.h"
 #include "topology/node_topology.h"
 
 namespace ringpilot::doctor {

@@ -1,16 +1,16 @@
 // `ringpilot doctor --prometheus FILE`: the results as Prometheus text for node_exporter's
 // textfile collector (prometheus::TextSerializer), written atomically.
+#include <string>
+#include <utility>
+#include <vector>
+
 #include <prometheus/client_metric.h>
 #include <prometheus/metric_family.h>
 #include <prometheus/metric_type.h>
 #include <prometheus/text_serializer.h>
 
-#include <string>
-#include <utility>
-#include <vector>
-
-#include "doctor/doctor.h"
 #include "base/files.h"
+#include "doctor/doctor.h"
 
 namespace ringpilot::doctor {
 namespace {

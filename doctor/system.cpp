@@ -17,8 +17,8 @@
 #include <filesystem>
 #include <memory>
 
-#include "doctor/doctor.h"
 #include "base/environment.h"
+#include "doctor/doctor.h"
 #include "topology/node_topology.h"
 #include "topology/nvml_api.h"
 
@@ -346,7 +346,8 @@ DoctorEnv SystemDoctorEnv() {
   return env;
 }
 
-std::vector<CheckResult> RunDoctor(const DoctorEnv& env, config::Device dev, DriverInfo* driver_out) {
+std::vector<CheckResult> RunDoctor(const DoctorEnv& env, config::Device dev,
+                                   DriverInfo* driver_out) {
   const DriverInfo drv =
       dev == config::Device::kCpu || !env.query_driver ? DriverInfo{} : env.query_driver();
   if (driver_out) *driver_out = drv;

@@ -1,5 +1,5 @@
-// Doctor check library_versions: runs `ringpilot-trainer --versions` (trainer/telemetry/versions.h) and
-// compares the NCCL and cuDNN the trainer actually loads with the ones it was built against.
+// Doctor check library_versions: runs `ringpilot-trainer --versions` (trainer/telemetry/versions.h)
+// and compares the NCCL and cuDNN the trainer actually loads with the ones it was built against.
 #include <unistd.h>
 
 #include <array>
@@ -7,13 +7,12 @@
 #include <regex>
 #include <sstream>
 
-#include "doctor/doctor.h"
 #include "doctor/check_context.h"
 #include "doctor/detail_text.h"
+#include "doctor/doctor.h"
 
 namespace ringpilot::doctor {
 namespace {
-
 
 constexpr int kVersionsTimeoutS = 30;  // LibTorch loads in 1-2 s; a cold page cache is slower
 

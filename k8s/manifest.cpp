@@ -290,13 +290,13 @@ std::vector<std::string> RenderDocuments(const JobConfig& c) {
   Check(config::IsImageReference(c.k8s.image), "k8s.image",
         "not an image reference: '" + c.k8s.image + "'");
   Check(config::IsDnsLabel(c.k8s.namespace_), "k8s.namespace", "must be a DNS label");
-  Check(c.k8s.rdma_resource.empty() || config::IsResourceName(c.k8s.rdma_resource), "k8s.rdma_resource",
-        "must be a resource name like rdma/ib");
+  Check(c.k8s.rdma_resource.empty() || config::IsResourceName(c.k8s.rdma_resource),
+        "k8s.rdma_resource", "must be a resource name like rdma/ib");
   Check(config::IsPositiveQuantity(c.k8s.shm_size), "k8s.shm_size", "must be a positive quantity");
   Check(config::IsPositiveQuantity(c.k8s.checkpoint_size), "k8s.checkpoint_size",
         "must be a positive quantity");
-  Check(c.k8s.storage_class.empty() || config::IsDnsSubdomain(c.k8s.storage_class), "k8s.storage_class",
-        "must be a DNS subdomain");
+  Check(c.k8s.storage_class.empty() || config::IsDnsSubdomain(c.k8s.storage_class),
+        "k8s.storage_class", "must be a DNS subdomain");
   Check(c.k8s.run_as_user > 0, "k8s.run_as_user", "must be a non-root uid");
 
   const Names n = NamesFor(c.name);

@@ -12,9 +12,8 @@ namespace {
 void AddCommonFlags(const MpirunContext& ctx, bool cma, const std::vector<std::string>& user_args,
                     std::vector<std::string>* argv) {
   mpirun::AppendBaseMpirunFlags(ctx.euid, user_args, ctx.env, cma, argv);
-  for (const char* name :
-       {base::kRunDirVar, base::kRestartVar, base::kMasterAddrVar, base::kMasterPortVar,
-        base::kLaunchTimeVar}) {
+  for (const char* name : {base::kRunDirVar, base::kRestartVar, base::kMasterAddrVar,
+                           base::kMasterPortVar, base::kLaunchTimeVar}) {
     argv->insert(argv->end(), {"-x", name});
   }
   // mpirun passes its own environment only to ranks on this host; `-x` carries the
@@ -28,7 +27,8 @@ void AddCommonFlags(const MpirunContext& ctx, bool cma, const std::vector<std::s
 
 MpirunCommand BuildMpirunCommand(const config::JobConfig& config, const MpirunContext& ctx) {
   const config::Backend backend = config.launch.backend;
-  if (backend != config::Backend::kLocal && backend != config::Backend::kMpi && backend != config::Backend::kSlurm) {
+  if (backend != config::Backend::kLocal && backend != config::Backend::kMpi &&
+      backend != config::Backend::kSlurm) {
     throw std::invalid_argument(std::string("launch.backend '") + config::ToString(backend) +
                                 "' is not launched with mpirun by 'ringpilot run'");
   }
@@ -64,8 +64,8 @@ MpirunCommand BuildMpirunCommand(const config::JobConfig& config, const MpirunCo
                     {"--hostfile", cmd.hostfile_path, "--map-by",
                      "ppr:" + std::to_string(config.world.procs_per_node) + ":node"});
   }
-  AddCommonFlags(ctx, ctx.cma_works && backend == config::Backend::kLocal, config.launch.mpirun_args,
-                 &cmd.argv);
+  AddCommonFlags(ctx, ctx.cma_works && backend == config::Backend::kLocal,
+                 config.launch.mpirun_args, &cmd.argv);
   cmd.argv.insert(cmd.argv.end(), config.launch.mpirun_args.begin(),
                   config.launch.mpirun_args.end());
   cmd.argv.insert(cmd.argv.end(),

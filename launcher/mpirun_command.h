@@ -5,8 +5,8 @@
 #include <string>
 #include <vector>
 
-#include "config/job.h"
 #include "base/environment.h"
+#include "config/job.h"
 
 namespace ringpilot::launcher {
 
@@ -19,7 +19,7 @@ struct MpirunContext {
   std::string trainer;            ///< ringpilot-trainer path
   std::string run_dir;            ///< absolute, so that ranks on other hosts find it too
   unsigned euid = 1;              ///< effective uid; 0 adds --allow-run-as-root
-  base::Environment env;                ///< our environment: decides which variables are forwarded
+  base::Environment env;          ///< our environment: decides which variables are forwarded
   /// CrossMemoryAttachWorks() on this host (mpirun/cma_probe.h); used by backend local
   /// only, where every rank runs here.
   bool cma_works = false;

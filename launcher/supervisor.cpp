@@ -1,8 +1,5 @@
 #include "launcher/supervisor.h"
 
-#include <chrono>
-#include <cstdio>
-
 #include <fcntl.h>
 #include <poll.h>
 #include <sys/wait.h>
@@ -10,17 +7,19 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <csignal>
+#include <cstdio>
 #include <cstring>
 #include <ctime>
 #include <stdexcept>
 
-#include "launcher/failure_report.h"
-#include "launcher/mpirun_command.h"
-#include "launcher/run_dir.h"
 #include "base/exit_status.h"
 #include "base/files.h"
 #include "base/run_variables.h"
+#include "launcher/failure_report.h"
+#include "launcher/mpirun_command.h"
+#include "launcher/run_dir.h"
 
 namespace ringpilot::launcher {
 namespace {
@@ -195,7 +194,7 @@ Supervisor::Attempt Supervisor::RunAttempt(const SupervisedCommand& command, int
       command.argv.empty()
           ? std::string()
           : base::ResolveExecutable(command.argv[0],
-                              path_it == env.end() ? "/usr/bin:/bin" : path_it->second);
+                                    path_it == env.end() ? "/usr/bin:/bin" : path_it->second);
   if (exe.empty()) {
     Report("ringpilot: cannot execute '" + (command.argv.empty() ? "" : command.argv[0]) +
            "': not found or not executable");

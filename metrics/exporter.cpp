@@ -1,7 +1,6 @@
 #include "metrics/exporter.h"
 
 #include <arpa/inet.h>
-#include <netdb.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <sys/time.h>
@@ -23,6 +22,7 @@
 
 #include <CivetServer.h>
 #include <civetweb.h>
+#include <netdb.h>
 #include <prometheus/collectable.h>
 #include <prometheus/exposer.h>
 

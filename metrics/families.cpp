@@ -1,10 +1,10 @@
 #include "metrics/families.h"
 
-#include <prometheus/check_names.h>
-#include <prometheus/text_serializer.h>
-
 #include <cmath>
 #include <sstream>
+
+#include <prometheus/check_names.h>
+#include <prometheus/text_serializer.h>
 
 namespace ringpilot::metrics {
 namespace {

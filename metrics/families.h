@@ -10,18 +10,18 @@
 // thread at any time.
 #pragma once
 
+#include <initializer_list>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
 #include <prometheus/counter.h>
 #include <prometheus/family.h>
 #include <prometheus/gauge.h>
 #include <prometheus/histogram.h>
 #include <prometheus/labels.h>
 #include <prometheus/registry.h>
-
-#include <initializer_list>
-#include <memory>
-#include <stdexcept>
-#include <string>
-#include <vector>
 
 namespace ringpilot::metrics {
 

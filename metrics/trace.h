@@ -4,8 +4,6 @@
 // `capacity` are kept) and are written to a JSON file at exit and on SIGUSR2.
 #pragma once
 
-#include <semaphore.h>
-
 #include <atomic>
 #include <cstdint>
 #include <mutex>
@@ -13,6 +11,8 @@
 #include <thread>
 #include <utility>
 #include <vector>
+
+#include <semaphore.h>
 
 namespace ringpilot::metrics {
 

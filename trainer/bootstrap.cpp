@@ -14,8 +14,8 @@
 #include <set>
 #include <stdexcept>
 
-#include "comm/status.h"
 #include "base/environment.h"
+#include "comm/status.h"
 #include "topology/affinity.h"
 #include "topology/bandwidth.h"
 #include "topology/cluster.h"

@@ -22,9 +22,9 @@ InputFeed::InputFeed(const config::JobConfig& job, const models::Model& model,
   if (images_) PrepareImages(seed_, image_spec_);
   const auto pin = at::TensorOptions().pinned_memory(device.cuda);
   for (Batch& h : host_) {
-    h.input = images_
-                  ? at::empty({batch_, 3, image_spec_.height, image_spec_.width}, pin.dtype(at::kByte))
-                  : at::empty({batch_, token_spec_.seq_len}, pin.dtype(at::kLong));
+    h.input = images_ ? at::empty({batch_, 3, image_spec_.height, image_spec_.width},
+                                  pin.dtype(at::kByte))
+                      : at::empty({batch_, token_spec_.seq_len}, pin.dtype(at::kLong));
     h.target = images_ ? at::empty({batch_}, pin.dtype(at::kLong))
                        : at::empty({batch_, token_spec_.seq_len}, pin.dtype(at::kLong));
   }

@@ -1,23 +1,24 @@
 // ringpilot-trainer: one MPI rank of a ringpilot job. Started by `ringpilot run`
 // through mpirun as `ringpilot-trainer --config RUN_DIR/job.yaml --run-dir RUN_DIR`.
-// `ringpilot-trainer --versions` prints the library versions as JSON (trainer/telemetry/versions.h).
+// `ringpilot-trainer --versions` prints the library versions as JSON
+// (trainer/telemetry/versions.h).
 #include <mpi.h>
-
-#include <c10/util/Exception.h>
-#include <CLI/CLI.hpp>
 
 #include <cstdio>
 #include <cstdlib>
 #include <string>
 
-#include "comm/status.h"
-#include "config/job.h"
+#include <c10/util/Exception.h>
+#include <CLI/CLI.hpp>
+
 #include "base/files.h"
 #include "base/run_variables.h"
+#include "comm/status.h"
+#include "config/job.h"
 #include "trainer/preemption.h"
 #include "trainer/telemetry/rank_log.h"
-#include "trainer/trainer.h"
 #include "trainer/telemetry/versions.h"
+#include "trainer/trainer.h"
 
 namespace {
 
@@ -32,8 +33,8 @@ namespace {
   } catch (const std::exception&) {
     // Still report on stderr below.
   }
-  ringpilot::trainer::telemetry::RankLog log(run_dir + "/logs/rank-" + std::to_string(rank) + ".log", rank,
-                                  false);
+  ringpilot::trainer::telemetry::RankLog log(
+      run_dir + "/logs/rank-" + std::to_string(rank) + ".log", rank, false);
   log.Fatal(message);
   if (initialized) MPI_Abort(MPI_COMM_WORLD, 1);
   std::exit(1);

@@ -1,10 +1,10 @@
 #include "trainer/optimizer.h"
 
+#include <algorithm>
+
 #include <ATen/ops/_foreach_add.h>
 #include <ATen/ops/_fused_adamw.h>
 #include <ATen/ops/_fused_sgd.h>
-
-#include <algorithm>
 
 namespace ringpilot::trainer {
 namespace {

@@ -2,10 +2,10 @@
 // _fused_adamw_: one kernel sweep over all parameters on CUDA, vectorised on CPU).
 #pragma once
 
-#include <ATen/ATen.h>
-
 #include <string>
 #include <vector>
+
+#include <ATen/ATen.h>
 
 #include "config/job.h"
 

@@ -4,10 +4,10 @@
 // mapped); no component below the trainer reads the job itself.
 #pragma once
 
+#include <optional>
+
 #include <ATen/core/ATen_fwd.h>
 #include <c10/core/ScalarType.h>
-
-#include <optional>
 
 #include "comm/gradient_reducer.h"
 #include "config/job.h"

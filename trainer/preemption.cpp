@@ -1,15 +1,14 @@
 #include "trainer/preemption.h"
 
-#include "base/exit_status.h"
-
-#include <torch/torch.h>
-
 #include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <stdexcept>
 #include <string>
 
+#include <torch/torch.h>
+
+#include "base/exit_status.h"
 
 namespace ringpilot::trainer {
 namespace {

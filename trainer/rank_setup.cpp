@@ -1,13 +1,13 @@
 #include "trainer/rank_setup.h"
 
-#include <ATen/Context.h>
-#include <ATen/Parallel.h>
-#include <torch/cuda.h>
-
 #include <algorithm>
 #include <optional>
 #include <stdexcept>
 #include <thread>
+
+#include <ATen/Context.h>
+#include <ATen/Parallel.h>
+#include <torch/cuda.h>
 
 #include "base/environment.h"
 #include "comm/status.h"

@@ -2,11 +2,11 @@
 // threads, the training stream, and its communicators.
 #pragma once
 
-#include <ATen/core/TensorBody.h>
-#include <c10/core/Device.h>
-
 #include <memory>
 #include <string>
+
+#include <ATen/core/TensorBody.h>
+#include <c10/core/Device.h>
 
 #include "comm/communicator.h"
 #include "comm/mpi_communicator.h"

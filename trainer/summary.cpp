@@ -26,8 +26,8 @@ ParamFingerprint FingerprintParams(const std::vector<at::Tensor>& params) {
   return f;
 }
 
-void WriteSummary(const config::JobConfig& job, const std::string& run_dir, int rank,
-                  int world, bool cuda, const RunTotals& totals, const at::Tensor& loss,
+void WriteSummary(const config::JobConfig& job, const std::string& run_dir, int rank, int world,
+                  bool cuda, const RunTotals& totals, const at::Tensor& loss,
                   const std::vector<at::Tensor>& params, double peak_device_bytes,
                   comm::Communicator& host) {
   at::Tensor loss_sum = at::zeros({1}, at::kDouble);

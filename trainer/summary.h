@@ -2,11 +2,11 @@
 // step-time percentiles, and a fingerprint of the final weights to compare runs.
 #pragma once
 
-#include <ATen/core/TensorBody.h>
-
 #include <cstdint>
 #include <string>
 #include <vector>
+
+#include <ATen/core/TensorBody.h>
 
 #include "comm/communicator.h"
 #include "config/job.h"
@@ -15,10 +15,10 @@ namespace ringpilot::trainer {
 
 /// What the loop measured in this attempt.
 struct RunTotals {
-  int64_t start_step = 0;       ///< resumed from (0: from scratch)
-  int64_t timed_steps = 0;      ///< steps in the timed window
-  double timed_seconds = 0;     ///< wall time of the timed window, without checkpoints
-  double first_step_s = 0;      ///< launch to end of the first step
+  int64_t start_step = 0;    ///< resumed from (0: from scratch)
+  int64_t timed_steps = 0;   ///< steps in the timed window
+  double timed_seconds = 0;  ///< wall time of the timed window, without checkpoints
+  double first_step_s = 0;   ///< launch to end of the first step
   double checkpoint_seconds = 0;
   std::vector<double> step_seconds;  ///< timed steps
   std::vector<double> data_seconds;  ///< host time generating each batch
@@ -37,8 +37,8 @@ ParamFingerprint FingerprintParams(const std::vector<at::Tensor>& params);
 /// Collective over `host`: averages the final `loss` (undefined when this attempt ran no
 /// step) over the world; rank 0 then writes RUN_DIR/summary.json atomically.
 /// `peak_device_bytes`: this rank's peak device memory (allocator plus NCCL buffers).
-void WriteSummary(const config::JobConfig& job, const std::string& run_dir, int rank,
-                  int world, bool cuda, const RunTotals& totals, const at::Tensor& loss,
+void WriteSummary(const config::JobConfig& job, const std::string& run_dir, int rank, int world,
+                  bool cuda, const RunTotals& totals, const at::Tensor& loss,
                   const std::vector<at::Tensor>& params, double peak_device_bytes,
                   comm::Communicator& host);
 

@@ -3,9 +3,9 @@
 // resumed run sees what an uninterrupted one would have.
 #pragma once
 
-#include <ATen/ATen.h>
-
 #include <cstdint>
+
+#include <ATen/ATen.h>
 
 #include "trainer/models/model.h"
 

@@ -6,9 +6,9 @@
 
 namespace ringpilot::trainer {
 
-TrainStep::TrainStep(const config::JobConfig& job, const RankPlace& place,
-                     const RankDevice& device, TrainingState& state,
-                     comm::GradientReducer& reducer, StepPhases& phases, const InputFeed& input)
+TrainStep::TrainStep(const config::JobConfig& job, const RankPlace& place, const RankDevice& device,
+                     TrainingState& state, comm::GradientReducer& reducer, StepPhases& phases,
+                     const InputFeed& input)
     : state_(state),
       reducer_(reducer),
       phases_(phases),

@@ -3,9 +3,9 @@
 // so it can be captured into a CUDA graph and replayed.
 #pragma once
 
-#include <ATen/core/TensorBody.h>
-
 #include <optional>
+
+#include <ATen/core/TensorBody.h>
 
 #include "comm/gradient_reducer.h"
 #include "config/job.h"

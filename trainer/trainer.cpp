@@ -25,8 +25,6 @@
 #include "trainer/step_clock.h"
 #include "trainer/step_phases.h"
 #include "trainer/summary.h"
-#include "trainer/train_step.h"
-#include "trainer/training_state.h"
 #include "trainer/telemetry/device.h"
 #include "trainer/telemetry/kernel_profile.h"
 #include "trainer/telemetry/rank_log.h"
@@ -34,6 +32,8 @@
 #include "trainer/telemetry/step_stats.h"
 #include "trainer/telemetry/training_metrics.h"
 #include "trainer/telemetry/versions.h"
+#include "trainer/train_step.h"
+#include "trainer/training_state.h"
 
 namespace ringpilot::trainer {
 namespace {
@@ -249,8 +249,8 @@ class TrainingLoop {
 
 void LogJobLine(const config::JobConfig& job, const RankPlace& place, const RankDevice& device,
                 const TrainingState& state, const comm::GradientReducer& reducer,
-                const comm::Communicator& device_comm,
-                const telemetry::TrainingMetrics& metrics, telemetry::RankLog& log) {
+                const comm::Communicator& device_comm, const telemetry::TrainingMetrics& metrics,
+                telemetry::RankLog& log) {
   int64_t nparams = 0;
   for (const at::Tensor& p : state.params) nparams += p.numel();
   log.Info("job " + job.name + ": " + config::ToString(job.model.name) + " (" +
@@ -269,8 +269,7 @@ struct Trainer::State {
   TrainerOptions opts;
 };
 
-Trainer::Trainer(config::JobConfig config, TrainerOptions options)
-    : s_(std::make_unique<State>()) {
+Trainer::Trainer(config::JobConfig config, TrainerOptions options) : s_(std::make_unique<State>()) {
   s_->job = std::move(config);
   s_->opts = std::move(options);
 }
@@ -283,12 +282,12 @@ int Trainer::Run() {
   PreemptionWatch preemption;  // SIGUSR1: checkpoint at the next step boundary and stop
   const RankPlace place = JoinWorld();
   base::MakeDirs(run_dir + "/logs");
-  telemetry::RankLog log(run_dir + "/logs/rank-" + std::to_string(place.rank) + ".log",
-                         place.rank, place.rank == 0);
+  telemetry::RankLog log(run_dir + "/logs/rank-" + std::to_string(place.rank) + ".log", place.rank,
+                         place.rank == 0);
   log.Info("rank " + std::to_string(place.rank) + "/" + std::to_string(place.world) + " on " +
            place.node + " (local rank " + std::to_string(place.local_rank) + "/" +
-           std::to_string(place.local_size) + ", pid " + std::to_string(::getpid()) +
-           ", attempt " + std::to_string(s_->opts.restart) + ")");
+           std::to_string(place.local_size) + ", pid " + std::to_string(::getpid()) + ", attempt " +
+           std::to_string(s_->opts.restart) + ")");
   if (place.world != job.world.size()) {
     throw std::runtime_error("world size is " + std::to_string(place.world) +
                              " but the job asks for " + std::to_string(job.world.size()) +
@@ -339,9 +338,9 @@ int Trainer::Run() {
   TrainStep train_step(job, place, device, state, reducer, phases, input);
   PhaseReporter reporter(phases, *metrics, *comms.device, *comms.host, place.rank, place.world,
                          clock_offset);
-  const LoopParts parts{job,        s_->opts, place,   device,  comms,     state,
-                        store,      input,    train_step, phases, reporter, *metrics,
-                        telemetry,  stats,    log,     preemption};
+  const LoopParts parts{job,       s_->opts, place,      device,    comms,    state,
+                        store,     input,    train_step, phases,    reporter, *metrics,
+                        telemetry, stats,    log,        preemption};
   return TrainingLoop(parts, start_step).Run();
 }
 

@@ -1,10 +1,10 @@
 #include "trainer/training_state.h"
 
-#include <torch/torch.h>
-
 #include <optional>
 #include <stdexcept>
 #include <string>
+
+#include <torch/torch.h>
 
 #include "trainer/options.h"
 
@@ -18,8 +18,7 @@ TrainingState BuildTrainingState(const config::JobConfig& job, const RankPlace& 
   s.model = models::MakeModel(ModelOptionsFor(job.model), batch_norm_comm);
   s.model->to(device.device);
   // channels_last on the CPU too: oneDNN skips reorders (bench/results/*-cpu-ddp.md).
-  s.channels_last =
-      job.train.channels_last && s.model->input_kind() == models::InputKind::kImages;
+  s.channels_last = job.train.channels_last && s.model->input_kind() == models::InputKind::kImages;
   if (s.channels_last) {
     for (auto& p : s.model->parameters()) {
       if (p.dim() == 4) p.set_data(p.contiguous(at::MemoryFormat::ChannelsLast));

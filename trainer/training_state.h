@@ -3,12 +3,12 @@
 // resumed from the newest valid checkpoint.
 #pragma once
 
-#include <ATen/core/TensorBody.h>
-#include <c10/core/Device.h>
-
 #include <cstdint>
 #include <memory>
 #include <vector>
+
+#include <ATen/core/TensorBody.h>
+#include <c10/core/Device.h>
 
 #include "comm/communicator.h"
 #include "config/job.h"

@@ -1,10 +1,10 @@
 // base/environment.h: lookups, the execve environment, and PATH resolution.
-#include "base/environment.h"
+#include <cstdlib>
+#include <string>
 
 #include <gtest/gtest.h>
 
-#include <cstdlib>
-#include <string>
+#include "base/environment.h"
 
 namespace ringpilot::base {
 namespace {

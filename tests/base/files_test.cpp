@@ -1,9 +1,9 @@
-#include "base/files.h"
+#include <algorithm>
+#include <fstream>
 
 #include <gtest/gtest.h>
 
-#include <algorithm>
-#include <fstream>
+#include "base/files.h"
 
 namespace ringpilot::base {
 namespace {

@@ -1,7 +1,7 @@
 // base/shell.h: words a POSIX shell splits back unchanged.
-#include "base/shell.h"
-
 #include <gtest/gtest.h>
+
+#include "base/shell.h"
 
 namespace ringpilot::base {
 namespace {

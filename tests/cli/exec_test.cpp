@@ -1,10 +1,10 @@
 // `ringpilot exec` end to end: the built binary under a real mpirun, and its errors.
-#include <gtest/gtest.h>
-
 #include <algorithm>
 #include <cstdlib>
 #include <string>
 #include <vector>
+
+#include <gtest/gtest.h>
 
 #include "base/environment.h"
 #include "tests/test_util.h"

@@ -1,8 +1,8 @@
 // The `ringpilot` binary's run and validate subcommands, end to end, with a fake mpirun.
-#include <gtest/gtest.h>
-
-#include <nlohmann/json.hpp>
 #include <string>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include "tests/test_util.h"
 

@@ -1,8 +1,8 @@
 // comm/collective_op.h: the op names metrics and `ringpilot bench comm` share, and
 // nccl-tests' bus bandwidth factors.
-#include "comm/collective_op.h"
-
 #include <gtest/gtest.h>
+
+#include "comm/collective_op.h"
 
 namespace ringpilot::comm {
 namespace {

@@ -1,13 +1,12 @@
 // Runs under mpirun with 2..4 ranks: every rank feeds different data, and the reducer
 // must leave the world-average gradient in .grad.
-#include "comm/gradient_reducer.h"
+#include <algorithm>
+#include <climits>
 
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
-#include <algorithm>
-#include <climits>
-
+#include "comm/gradient_reducer.h"
 #include "comm/mpi_communicator.h"
 #include "comm/status.h"
 
@@ -222,7 +221,7 @@ TEST_F(GradientReducerTest, UnusedParameterGetsZeroGradientAndDoesNotHang) {
 TEST_F(GradientReducerTest, BFloat16WireFormatIsCloseToFloat32) {
   Mlp model(3, 64);
   BroadcastCoalesced(comm, model.parameters(), 0);
-  ReducerOptions o;
+  ReducerOptions o = DefaultBuckets();
   o.comm_dtype = at::kBFloat16;
   GradientReducer reducer(model.parameters(), comm, o);
   at::Tensor x = Input(0);

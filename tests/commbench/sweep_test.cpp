@@ -1,16 +1,16 @@
 // Unit tests of ringpilot-commbench's arithmetic (nccl-tests byte accounting and busbw
 // factors, sweep sizes, statistics, result checking) and of `ringpilot bench comm`'s
 // front end (sizes, mpirun argv, table, SVG plot, pairwise flags).
-#include <gtest/gtest.h>
-
 #include <algorithm>
 #include <regex>
 #include <string>
 #include <vector>
 
-#include "commbench/sweep.h"
-#include "commbench/command.h"
+#include <gtest/gtest.h>
+
 #include "base/shell.h"
+#include "commbench/command.h"
+#include "commbench/sweep.h"
 #include "mpirun/flags.h"
 
 namespace ringpilot {
@@ -152,8 +152,7 @@ TEST(CommbenchCheck, InPlacePlacement) {
   const auto rs = commbench::MakeLayout(Op::kReduceScatter, 96, 3);
   EXPECT_EQ(commbench::MakePlacement(Op::kReduceScatter, rs, true, true, 1, 3).output_offset,
             rs.chunk);
-  EXPECT_EQ(commbench::MakePlacement(Op::kReduceScatter, rs, true, false, 1, 3).output_offset,
-            0u);
+  EXPECT_EQ(commbench::MakePlacement(Op::kReduceScatter, rs, true, false, 1, 3).output_offset, 0u);
   EXPECT_FALSE(commbench::MakePlacement(Op::kAllReduce, rs, false, true, 1, 3).input_in_recv);
 }
 

@@ -1,8 +1,4 @@
 // Job file parsing, overrides, cross-key checks, emission and the reference document.
-#include "config/job.h"
-
-#include <gtest/gtest.h>
-
 #include <cctype>
 #include <cstdio>
 #include <cstdlib>
@@ -10,6 +6,10 @@
 #include <sstream>
 #include <string>
 #include <vector>
+
+#include <gtest/gtest.h>
+
+#include "config/job.h"
 
 namespace ringpilot::config {
 namespace {

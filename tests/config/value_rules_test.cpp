@@ -1,8 +1,8 @@
 // config/value_rules.h: the Slurm and Kubernetes value rules the key table and the
 // renderers share.
-#include "config/value_rules.h"
-
 #include <gtest/gtest.h>
+
+#include "config/value_rules.h"
 
 namespace ringpilot::config {
 namespace {

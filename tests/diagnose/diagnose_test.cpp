@@ -1,15 +1,15 @@
 // `ringpilot diagnose` against the run directories in tests/fixtures/diagnose/, its
 // parsers, the binary end to end, and the Grafana dashboard in deploy/grafana/.
-#include <gtest/gtest.h>
-
 #include <cstdlib>
-#include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
 #include <string>
 
-#include "diagnose/diagnose.h"
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
 #include "diagnose/command.h"
+#include "diagnose/diagnose.h"
 #include "tests/test_util.h"
 
 namespace ringpilot::diagnose {

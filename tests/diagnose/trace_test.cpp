@@ -1,16 +1,16 @@
 // `ringpilot diagnose` merging per-rank Chrome traces (tests/fixtures/diagnose/traces/)
 // into RUN_DIR/trace.json.
-#include <gtest/gtest.h>
-
 #include <cstdlib>
 #include <filesystem>
 #include <map>
-#include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
 
-#include "diagnose/diagnose.h"
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
 #include "diagnose/command.h"
+#include "diagnose/diagnose.h"
 #include "tests/test_util.h"
 
 namespace ringpilot::diagnose {

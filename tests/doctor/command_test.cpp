@@ -1,10 +1,6 @@
 // `ringpilot doctor` command layer: the Prometheus file (promtool-checked where promtool is
 // installed), `ringpilot run`'s preflight, and the across-nodes pieces (host list, mpirun
 // command, tagged output, consistency checks, JSON and table) with fakes.
-#include "doctor/command.h"
-
-#include <gtest/gtest.h>
-
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
@@ -12,9 +8,12 @@
 #include <stdexcept>
 #include <string>
 
-#include "base/shell.h"
-#include "mpirun/flags.h"
+#include <gtest/gtest.h>
+
 #include "base/environment.h"
+#include "base/shell.h"
+#include "doctor/command.h"
+#include "mpirun/flags.h"
 #include "tests/test_util.h"
 
 namespace ringpilot::doctor {
@@ -134,7 +133,8 @@ TEST(DoctorPreflight, FailRefusesUnlessForcedAndWritesFiles) {
   EXPECT_TRUE(RunPreflight(env, config::Device::kCpu, tmp.path(), /*force=*/true, forced));
   EXPECT_NE(forced.str().find("overridden by --force"), std::string::npos) << forced.str();
   std::ostringstream fine;
-  EXPECT_TRUE(RunPreflight(FakeEnv(tmp, 8192 * kMiB), config::Device::kCpu, tmp.path(), false, fine));
+  EXPECT_TRUE(
+      RunPreflight(FakeEnv(tmp, 8192 * kMiB), config::Device::kCpu, tmp.path(), false, fine));
 }
 
 TEST(DoctorPreflight, QuickRunIsFast) {

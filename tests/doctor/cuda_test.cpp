@@ -1,7 +1,6 @@
 // `ringpilot doctor` CUDA checks: the fatbin walker on blobs built here (and on the venv's
 // real libtorch_cuda.so when present), compute capability vs architectures, and the
 // peer-to-peer matrix, each against a fake environment.
-#include <gtest/gtest.h>
 #include <sys/stat.h>
 
 #include <chrono>
@@ -13,6 +12,8 @@
 #include <stdexcept>
 #include <string>
 #include <vector>
+
+#include <gtest/gtest.h>
 
 #include "doctor/doctor.h"
 #include "tests/test_util.h"

@@ -2,9 +2,6 @@
 // statvfs / rlimit / command runner / library loader), one check against a real 16 MiB tmpfs
 // in a private mount namespace, the binary end to end on this machine, and the binary in
 // bad environments (16 MiB /dev/shm, low memlock with InfiniBand, NCCL not on the path).
-#include "doctor/doctor.h"
-
-#include <gtest/gtest.h>
 #include <sched.h>
 #include <sys/mount.h>
 #include <sys/wait.h>
@@ -12,9 +9,12 @@
 
 #include <cstdlib>
 #include <filesystem>
-#include <nlohmann/json.hpp>
 #include <string>
 
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "doctor/doctor.h"
 #include "tests/test_util.h"
 
 namespace ringpilot::doctor {

@@ -1,12 +1,13 @@
 // Doctor check library_versions: `ringpilot-trainer --versions` output injected through the
 // fake command runner for each status; a scripted trainer through the real runner; and the
 // real trainer of this build where it exists.
-#include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <filesystem>
-#include <nlohmann/json.hpp>
 #include <string>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include "doctor/doctor.h"
 #include "tests/test_util.h"

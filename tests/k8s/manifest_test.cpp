@@ -1,13 +1,13 @@
 // `ringpilot k8s render` objects, parsed back with yaml-cpp.
-#include "k8s/manifest.h"
-#include "config/value_rules.h"
+#include <set>
+#include <string>
+#include <vector>
 
 #include <gtest/gtest.h>
 #include <yaml-cpp/yaml.h>
 
-#include <set>
-#include <string>
-#include <vector>
+#include "config/value_rules.h"
+#include "k8s/manifest.h"
 
 namespace ringpilot::k8s {
 namespace {

@@ -1,12 +1,11 @@
-#include "launcher/failure_report.h"
-
-#include <gtest/gtest.h>
-
 #include <csignal>
-#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "launcher/failure_report.h"
 #include "tests/test_util.h"
 
 namespace ringpilot::launcher {

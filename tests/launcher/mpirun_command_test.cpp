@@ -1,12 +1,11 @@
-#include "launcher/mpirun_command.h"
-
-#include <gtest/gtest.h>
-
 #include <algorithm>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
+#include <gtest/gtest.h>
+
+#include "launcher/mpirun_command.h"
 #include "mpirun/flags.h"
 
 namespace ringpilot::launcher {

@@ -1,11 +1,9 @@
-#include "launcher/run_dir.h"
+#include <string>
 
 #include <gtest/gtest.h>
 
 #include "base/files.h"
-
-#include <string>
-
+#include "launcher/run_dir.h"
 #include "tests/test_util.h"
 
 namespace ringpilot::launcher {

@@ -1,22 +1,20 @@
-#include "launcher/supervisor.h"
-
 #include <fcntl.h>
 #include <unistd.h>
 
-#include <gtest/gtest.h>
-
-#include "base/exit_status.h"
-
 #include <chrono>
 #include <csignal>
-#include <nlohmann/json.hpp>
 #include <string>
 #include <thread>
 #include <vector>
 
-#include "launcher/mpirun_command.h"
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
 #include "base/environment.h"
+#include "base/exit_status.h"
+#include "launcher/mpirun_command.h"
 #include "launcher/run_dir.h"
+#include "launcher/supervisor.h"
 #include "tests/test_util.h"
 
 namespace ringpilot::launcher {

@@ -1,8 +1,8 @@
-#include "launcher/torchrun_env.h"
+#include <string>
 
 #include <gtest/gtest.h>
 
-#include <string>
+#include "launcher/torchrun_env.h"
 
 namespace ringpilot::launcher {
 namespace {
@@ -72,23 +72,23 @@ TEST(TorchrunEnv, UnevenOpenMpiLayoutCannotDeriveNodeRank) {
 
 TEST(TorchrunEnv, SlurmStep) {
   const base::Environment env = {{"SLURM_PROCID", "3"},
-                           {"SLURM_NTASKS", "4"},
-                           {"SLURM_LOCALID", "1"},
-                           {"SLURM_NODEID", "1"},
-                           {"SLURM_JOB_NODELIST", "n[1-2]"},
-                           {"SLURM_JOB_ID", "40007"},
-                           {"SLURM_TASKS_PER_NODE", "2(x2)"}};
+                                 {"SLURM_NTASKS", "4"},
+                                 {"SLURM_LOCALID", "1"},
+                                 {"SLURM_NODEID", "1"},
+                                 {"SLURM_JOB_NODELIST", "n[1-2]"},
+                                 {"SLURM_JOB_ID", "40007"},
+                                 {"SLURM_TASKS_PER_NODE", "2(x2)"}};
   ExpectContract(ComputeTorchrunEnv(env), "3", "4", "1", "2", "1", "n1", "20007");
 }
 
 TEST(TorchrunEnv, SlurmUnevenTasksPerNode) {
   const base::Environment env = {{"SLURM_PROCID", "4"},
-                           {"SLURM_NTASKS", "5"},
-                           {"SLURM_LOCALID", "1"},
-                           {"SLURM_NODEID", "1"},
-                           {"SLURM_JOB_NODELIST", "a[1-2]"},
-                           {"SLURM_STEP_TASKS_PER_NODE", "3,2"},
-                           {"SLURM_TASKS_PER_NODE", "1(x2)"}};
+                                 {"SLURM_NTASKS", "5"},
+                                 {"SLURM_LOCALID", "1"},
+                                 {"SLURM_NODEID", "1"},
+                                 {"SLURM_JOB_NODELIST", "a[1-2]"},
+                                 {"SLURM_STEP_TASKS_PER_NODE", "3,2"},
+                                 {"SLURM_TASKS_PER_NODE", "1(x2)"}};
   ExpectContract(ComputeTorchrunEnv(env), "4", "5", "1", "2", "1", "a1", "29500");
 }
 
@@ -107,10 +107,10 @@ TEST(TorchrunEnv, MalformedSlurmNodelistIsAnError) {
 
 TEST(TorchrunEnv, PmiHydra) {
   const base::Environment env = {{"PMI_RANK", "2"},
-                           {"PMI_SIZE", "4"},
-                           {"MPI_LOCALRANKID", "0"},
-                           {"MPI_LOCALNRANKS", "2"},
-                           {"RINGPILOT_MASTER_ADDR", "h0"}};
+                                 {"PMI_SIZE", "4"},
+                                 {"MPI_LOCALRANKID", "0"},
+                                 {"MPI_LOCALNRANKS", "2"},
+                                 {"RINGPILOT_MASTER_ADDR", "h0"}};
   ExpectContract(ComputeTorchrunEnv(env), "2", "4", "0", "2", "1", "h0", "29500");
   EXPECT_NE(ErrorOf({{"PMI_RANK", "0"}, {"PMI_SIZE", "1"}}).find("MPI_LOCALRANKID is not"),
             std::string::npos);

@@ -1,8 +1,5 @@
 // Suite names start with "metrics_" so that `ctest -R metrics` selects them.
-#include "metrics/exporter.h"
-
 #include <arpa/inet.h>
-#include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <sys/time.h>
@@ -19,6 +16,9 @@
 #include <thread>
 #include <vector>
 
+#include <gtest/gtest.h>
+
+#include "metrics/exporter.h"
 #include "metrics/families.h"
 
 namespace ringpilot::metrics {

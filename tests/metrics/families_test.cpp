@@ -2,9 +2,6 @@
 // metrics::Families on prometheus-cpp: constant labels on every series, the exposition as
 // prometheus::TextSerializer writes it (and promtool accepts), setup errors that name the
 // metric, bucket layouts, and a hot path that never allocates.
-#include "metrics/families.h"
-
-#include <gtest/gtest.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -18,6 +15,10 @@
 #include <string>
 #include <thread>
 #include <vector>
+
+#include <gtest/gtest.h>
+
+#include "metrics/families.h"
 
 // Counts heap allocations in this binary, to check the hot path never allocates.
 static std::atomic<long> g_allocations{0};

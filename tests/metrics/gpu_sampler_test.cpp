@@ -2,17 +2,16 @@
 // exposition under the documented names, units and labels; no NVML means no series and a
 // warning. Each test runs in its own process (gtest_discover_tests), so the fake's state
 // (NVLink counters, the one XID event) starts fresh.
-#include "metrics/gpu_sampler.h"
-
-#include <gtest/gtest.h>
-
 #include <chrono>
 #include <limits>
 #include <sstream>
 #include <string>
 #include <thread>
 
+#include <gtest/gtest.h>
+
 #include "metrics/families.h"
+#include "metrics/gpu_sampler.h"
 
 namespace ringpilot::metrics {
 namespace {

@@ -1,8 +1,5 @@
 // Trace: the ring buffer keeps the newest events, the JSON is valid Chrome Trace Event
 // format, timestamps carry the clock offset, and SIGUSR2 writes the file.
-#include "metrics/trace.h"
-
-#include <gtest/gtest.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -10,9 +7,13 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
-#include <nlohmann/json.hpp>
 #include <sstream>
 #include <thread>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "metrics/trace.h"
 
 namespace ringpilot::metrics {
 namespace {

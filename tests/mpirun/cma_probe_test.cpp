@@ -1,6 +1,3 @@
-#include "mpirun/cma_probe.h"
-
-#include <gtest/gtest.h>
 #include <linux/filter.h>
 #include <linux/seccomp.h>
 #include <sys/prctl.h>
@@ -10,6 +7,10 @@
 
 #include <cerrno>
 #include <cstddef>
+
+#include <gtest/gtest.h>
+
+#include "mpirun/cma_probe.h"
 
 namespace ringpilot::mpirun {
 namespace {

@@ -1,13 +1,12 @@
 // The sbatch script of `ringpilot slurm render`: directives, quoting, requeue layout.
-#include "slurm/render.h"
-
-#include <gtest/gtest.h>
-
 #include <stdexcept>
 #include <string>
 
+#include <gtest/gtest.h>
+
 #include "base/exit_status.h"
 #include "config/job.h"
+#include "slurm/render.h"
 
 namespace ringpilot::slurm {
 namespace {

@@ -1,8 +1,8 @@
 // `ringpilot slurm render|submit` through the binary: the script passes `bash -n` and
 // shellcheck, runs under a fake Slurm, and submit hands it to sbatch.
-#include <gtest/gtest.h>
-
 #include <string>
+
+#include <gtest/gtest.h>
 
 #include "tests/test_util.h"
 

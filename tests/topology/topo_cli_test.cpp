@@ -1,6 +1,5 @@
 // `ringpilot topo` end to end: this machine (probed) and every snapshot fixture.
 #include <gtest/gtest.h>
-
 #include <nlohmann/json.hpp>
 
 #include "tests/test_util.h"

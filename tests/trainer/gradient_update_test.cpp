@@ -1,15 +1,15 @@
 // trainer/gradient_update.h on one in-process rank: the split update leaves the same
 // parameters as wait-all-then-step, and it really updates the early buckets' parameters
 // before waiting for the last buckets.
-#include "trainer/gradient_update.h"
-#include "trainer/options.h"
+#include <functional>
+#include <memory>
+#include <vector>
 
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
-#include <functional>
-#include <memory>
-#include <vector>
+#include "trainer/gradient_update.h"
+#include "trainer/options.h"
 
 namespace ringpilot::trainer {
 namespace {

@@ -1,8 +1,8 @@
-#include "trainer/optimizer.h"
-#include "trainer/options.h"
-
 #include <gtest/gtest.h>
 #include <torch/torch.h>
+
+#include "trainer/optimizer.h"
+#include "trainer/options.h"
 
 namespace ringpilot::trainer {
 namespace {

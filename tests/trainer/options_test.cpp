@@ -1,7 +1,7 @@
 // trainer/options.h: the one mapping from the job to the components' options.
-#include "trainer/options.h"
-
 #include <gtest/gtest.h>
+
+#include "trainer/options.h"
 
 namespace ringpilot::trainer {
 namespace {

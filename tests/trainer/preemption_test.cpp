@@ -1,19 +1,17 @@
 // SIGUSR1 checkpoint-and-stop: the handler only sets a flag, the ranks agree on it by a
 // MAX all-reduce, and the previous disposition comes back.
-#include "trainer/preemption.h"
-
-#include "base/exit_status.h"
-
-#include <gtest/gtest.h>
-#include <torch/torch.h>
-
 #include <csignal>
 #include <cstdio>
 #include <memory>
 #include <string>
 
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include "base/exit_status.h"
 #include "launcher/mpirun_command.h"
 #include "tests/trainer/completed_work.h"
+#include "trainer/preemption.h"
 
 namespace ringpilot::trainer {
 namespace {

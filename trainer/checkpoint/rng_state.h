@@ -2,10 +2,10 @@
 // the synthetic data, so a resumed run draws what the uninterrupted run would have drawn.
 #pragma once
 
-#include <ATen/ATen.h>
-
 #include <cstdint>
 #include <vector>
+
+#include <ATen/ATen.h>
 
 #include "comm/communicator.h"
 #include "trainer/checkpoint/store.h"

@@ -5,16 +5,16 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <torch/serialize/input-archive.h>
-#include <torch/serialize/output-archive.h>
-
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
 #include <fstream>
-#include <nlohmann/json.hpp>
 #include <thread>
+
+#include <torch/serialize/input-archive.h>
+#include <torch/serialize/output-archive.h>
+#include <nlohmann/json.hpp>
 
 #include "base/files.h"
 #include "trainer/checkpoint/sha256.h"

@@ -4,12 +4,12 @@
 // renamed, so a reader sees a whole checkpoint or none.
 #pragma once
 
-#include <ATen/ATen.h>
-
 #include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
+
+#include <ATen/ATen.h>
 
 namespace ringpilot::trainer::checkpoint {
 

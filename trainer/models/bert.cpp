@@ -2,6 +2,10 @@
 // decoder tied to the word embeddings) and SDPA attention. The synthetic batch names
 // the masked positions, so the MLM head runs on those rows only: the loss is the one
 // BertForMaskedLM computes with -100 labels elsewhere, without the wasted logits.
+#include "trainer/models/bert.h"
+
+#include <cmath>
+
 #include <ATen/autocast_mode.h>
 #include <torch/nn/init.h>
 #include <torch/nn/modules/container/modulelist.h>
@@ -9,9 +13,6 @@
 #include <torch/nn/modules/linear.h>
 #include <torch/nn/modules/normalization.h>
 
-#include <cmath>
-
-#include "trainer/models/bert.h"
 #include "trainer/ops/fast_dropout.h"
 #include "trainer/ops/layer_norm.h"
 #include "trainer/ops/linear_cross_entropy.h"
@@ -28,7 +29,8 @@ nn::LayerNorm Norm(int h, double eps) { return nn::LayerNorm(nn::LayerNormOption
 
 // With MixedLinear (`mixed`), LayerNorm's parameter gradients by ringpilot's kernel too.
 at::Tensor ApplyNorm(nn::LayerNorm& norm, const at::Tensor& x, const ops::ShadowWeights* mixed) {
-  return mixed != nullptr ? ops::LayerNorm(x, norm->weight, norm->bias, norm->options.eps()) : norm(x);
+  return mixed != nullptr ? ops::LayerNorm(x, norm->weight, norm->bias, norm->options.eps())
+                          : norm(x);
 }
 
 // `layer`, or its group `group` of `mixed` (MixedLinear) when there is one.
@@ -98,15 +100,16 @@ struct LayerImpl : nn::Module {
     if (fused) {
       const ops::ResidualNorm a =
           ops::ResidualLayerNorm(mixed->Forward(attn_out_group, ctx), rows, attn_norm->weight,
-                            attn_norm->bias, attn_norm->options.eps(), p, accumulate);
+                                 attn_norm->bias, attn_norm->options.eps(), p, accumulate);
       const at::Tensor f =
           mixed->Forward(out_group, at::gelu(mixed->Forward(inter_group, a.out_low)));
       const ops::ResidualNorm o = ops::ResidualLayerNorm(f, a.out, out_norm->weight, out_norm->bias,
-                                               out_norm->options.eps(), p, accumulate);
+                                                         out_norm->options.eps(), p, accumulate);
       return {o.out.view({b, l, h}), o.out_low.view({b, l, h})};
     }
-    at::Tensor a = ApplyNorm(
-        attn_norm, ops::Dropout(ApplyLinear(attn_out, attn_out_group, ctx, mixed), p) + rows, mixed);
+    at::Tensor a =
+        ApplyNorm(attn_norm,
+                  ops::Dropout(ApplyLinear(attn_out, attn_out_group, ctx, mixed), p) + rows, mixed);
     at::Tensor f =
         ApplyLinear(out, out_group, at::gelu(ApplyLinear(inter, inter_group, a, mixed)), mixed);
     return {ApplyNorm(out_norm, ops::Dropout(f, p) + a, mixed).view({b, l, h}), {}};
@@ -167,7 +170,8 @@ class Bert : public Model {
     const int64_t l = ids.size(1);
     at::Tensor pos = at::arange(l, ids.options());
     at::Tensor x = word(ids) + position(pos).unsqueeze(0) + token_type->weight[0];
-    Hidden hidden{ops::Dropout(ApplyNorm(emb_norm, x, mixed), is_training() ? cfg_.dropout : 0.0), {}};
+    Hidden hidden{ops::Dropout(ApplyNorm(emb_norm, x, mixed), is_training() ? cfg_.dropout : 0.0),
+                  {}};
     if (mixed != nullptr && cfg_.fused_residual_norm) {
       hidden.low = hidden.x.to(at::autocast::get_autocast_dtype(at::kCUDA));
     }

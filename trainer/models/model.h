@@ -2,10 +2,10 @@
 // implementations (torchvision ResNet v1.5, Hugging Face BertForMaskedLM).
 #pragma once
 
-#include <torch/nn/module.h>
-
 #include <cstdint>
 #include <memory>
+
+#include <torch/nn/module.h>
 
 #include "comm/communicator.h"
 #include "config/job.h"
@@ -37,15 +37,15 @@ struct TokenSpec {
 /// job (config/job.h holds the defaults).
 struct ModelOptions {
   config::ModelName name = config::ModelName::kResnet18Cifar;
-  int num_classes = 0;           ///< ResNet
-  int seq_len = 0;               ///< BERT (at least 3: [CLS] ... [SEP])
-  double dropout = 0.0;          ///< BERT
-  bool sync_batchnorm = false;   ///< ResNet: BatchNorm statistics over `sync_comm`
-  bool fused_batchnorm = false;  ///< ResNet: fused BatchNorm+add+ReLU CUDA kernels
-  bool maxpool_kernel = false;   ///< ResNet-50: stem max-pool by trainer/ops/max_pool.h
-  bool mixed_linear = false;     ///< BERT under CUDA autocast: trainer/ops/mixed_linear.h
+  int num_classes = 0;                   ///< ResNet
+  int seq_len = 0;                       ///< BERT (at least 3: [CLS] ... [SEP])
+  double dropout = 0.0;                  ///< BERT
+  bool sync_batchnorm = false;           ///< ResNet: BatchNorm statistics over `sync_comm`
+  bool fused_batchnorm = false;          ///< ResNet: fused BatchNorm+add+ReLU CUDA kernels
+  bool maxpool_kernel = false;           ///< ResNet-50: stem max-pool by trainer/ops/max_pool.h
+  bool mixed_linear = false;             ///< BERT under CUDA autocast: trainer/ops/mixed_linear.h
   bool mixed_linear_accumulate = false;  ///< ops::ShadowWeightsOptions::accumulate_into_grad
-  bool fused_residual_norm = false;      ///< BERT with ops::MixedLinear: trainer/ops/residual_norm.h
+  bool fused_residual_norm = false;  ///< BERT with ops::MixedLinear: trainer/ops/residual_norm.h
 };
 
 /// A trainable model with its own loss. `Loss` takes a device batch as produced by

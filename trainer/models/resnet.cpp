@@ -1,15 +1,16 @@
 // ResNet v1.5 as in torchvision (stride on the 3x3 convolution of bottlenecks), plus
 // the CIFAR variant of ResNet-18 (3x3 stem, no max-pool) for 32x32 inputs.
+#include "trainer/models/resnet.h"
+
 #include <torch/nn/functional/loss.h>
 #include <torch/nn/init.h>
 #include <torch/nn/modules/container/sequential.h>
 #include <torch/nn/modules/conv.h>
 #include <torch/nn/modules/linear.h>
 
+#include "trainer/models/model.h"
 #include "trainer/ops/batch_norm.h"
 #include "trainer/ops/max_pool.h"
-#include "trainer/models/model.h"
-#include "trainer/models/resnet.h"
 
 namespace ringpilot::trainer::models {
 
@@ -113,7 +114,8 @@ class ResNet : public Model {
   at::Tensor Logits(const at::Tensor& x) {
     at::Tensor y = bn1->forward_act(conv1(x), nullptr, /*relu=*/true);
     if (!cfg_.cifar_stem) {
-      y = cfg_.maxpool_kernel ? ops::MaxPool2d(y, 3, 2, 1) : at::max_pool2d(y, {3, 3}, {2, 2}, {1, 1});
+      y = cfg_.maxpool_kernel ? ops::MaxPool2d(y, 3, 2, 1)
+                              : at::max_pool2d(y, {3, 3}, {2, 2}, {1, 1});
     }
     for (auto& layer : layers) y = layer->forward(y);
     y = at::adaptive_avg_pool2d(y, {1, 1}).flatten(1);

@@ -1,9 +1,9 @@
 #include "trainer/ops/backward_sm_carveout.h"
 
-#include <ATen/Context.h>
-
 #include <stdexcept>
 #include <string>
+
+#include <ATen/Context.h>
 
 #ifdef RINGPILOT_WITH_CUDA
 #include <ATen/cuda/CUDAContext.h>

@@ -1,11 +1,12 @@
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
-#include <cuda_runtime.h>
+#include "trainer/ops/column_sum_kernels.h"
 
 #include <algorithm>
 #include <cstdint>
 
-#include "trainer/ops/column_sum_kernels.h"
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
 #include "trainer/ops/cuda_elements.cuh"
 
 namespace ringpilot::trainer::ops::column_sum {

@@ -3,10 +3,10 @@
 // storage. nvcc only.
 #pragma once
 
+#include <type_traits>
+
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
-
-#include <type_traits>
 
 namespace ringpilot::trainer::ops::cuda_elements {
 

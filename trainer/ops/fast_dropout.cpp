@@ -1,11 +1,11 @@
 #include "trainer/ops/fast_dropout.h"
 
-#include <ATen/CPUGeneratorImpl.h>
-#include <ATen/Parallel.h>
-
 #include <algorithm>
 #include <mutex>
 #include <stdexcept>
+
+#include <ATen/CPUGeneratorImpl.h>
+#include <ATen/Parallel.h>
 
 namespace ringpilot::trainer::ops {
 namespace {

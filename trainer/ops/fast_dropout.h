@@ -2,9 +2,9 @@
 // per-element Bernoulli draws (`bernoulli_` was 14 of 274 ms in a one-core bert-tiny step).
 #pragma once
 
-#include <ATen/ATen.h>
-
 #include <cstdint>
+
+#include <ATen/ATen.h>
 
 namespace ringpilot::trainer::ops {
 

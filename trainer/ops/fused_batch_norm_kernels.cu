@@ -5,16 +5,17 @@
 // accumulators in registers while it walks down the chunk's rows. Reductions write one
 // partial per (chunk, channel) to the caller's workspace and a small finalize kernel
 // merges the chunks: no atomics, no zeroed memory, deterministic results.
-#include <cuda_bf16.h>
-#include <cuda_runtime.h>
+#include "trainer/ops/fused_batch_norm_kernels.h"
 
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <type_traits>
 
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
 #include "trainer/ops/cuda_elements.cuh"
-#include "trainer/ops/fused_batch_norm_kernels.h"
 
 namespace ringpilot::trainer::ops::fused_bn {
 

@@ -4,9 +4,9 @@
 // without LibTorch's headers (trainer/ops/fused_batch_norm.cpp is the LibTorch side).
 #pragma once
 
-#include <cuda_runtime_api.h>
-
 #include <cstdint>
+
+#include <cuda_runtime_api.h>
 
 #include "trainer/ops/element_type.h"
 

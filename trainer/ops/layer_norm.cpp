@@ -1,9 +1,9 @@
 #include "trainer/ops/layer_norm.h"
 
-#include <torch/autograd.h>
-
 #include <array>
 #include <tuple>
+
+#include <torch/autograd.h>
 
 #ifdef RINGPILOT_WITH_CUDA
 #include <ATen/cuda/CUDAContext.h>

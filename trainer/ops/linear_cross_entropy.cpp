@@ -1,12 +1,12 @@
 #include "trainer/ops/linear_cross_entropy.h"
 
-#include <torch/autograd.h>
-
 #include <algorithm>
 #include <stdexcept>
 #include <string>
 #include <tuple>
 #include <vector>
+
+#include <torch/autograd.h>
 
 namespace ringpilot::trainer::ops {
 namespace {

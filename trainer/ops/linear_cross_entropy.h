@@ -7,9 +7,9 @@
 // after it is formed (bert-tiny's MLM loss, batch 16 on one core: 110 vs 137 ms).
 #pragma once
 
-#include <ATen/ATen.h>
-
 #include <cstdint>
+
+#include <ATen/ATen.h>
 
 namespace ringpilot::trainer::ops {
 

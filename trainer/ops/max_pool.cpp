@@ -47,8 +47,9 @@ class MaxPoolFn : public torch::autograd::Function<MaxPoolFn> {
                              x.options().memory_format(at::MemoryFormat::ChannelsLast));
     // [n, oh, ow, c]: the output's memory order.
     at::Tensor offset = at::empty({s.n, s.oh, s.ow, s.c}, x.options().dtype(at::kByte));
-    const char* error = max_pool::Forward(x.data_ptr(), y.data_ptr(), offset.data_ptr<uint8_t>(), s,
-                                          ElementTypeOf(x.scalar_type()), at::cuda::getCurrentCUDAStream());
+    const char* error =
+        max_pool::Forward(x.data_ptr(), y.data_ptr(), offset.data_ptr<uint8_t>(), s,
+                          ElementTypeOf(x.scalar_type()), at::cuda::getCurrentCUDAStream());
     TORCH_CHECK(error == nullptr, "MaxPool2d forward: ", error);
     ctx->save_for_backward({offset});
     ctx->saved_data["shape"] = std::vector<int64_t>{s.n, s.c, s.h, s.w, kernel, stride, padding};
@@ -64,8 +65,9 @@ class MaxPoolFn : public torch::autograd::Function<MaxPoolFn> {
                               dy.options().memory_format(at::MemoryFormat::ChannelsLast));
     const max_pool::Shape s =
         ShapeOf(dx, static_cast<int>(d[4]), static_cast<int>(d[5]), static_cast<int>(d[6]));
-    const char* error = max_pool::Backward(dy.data_ptr(), offset.data_ptr<uint8_t>(), dx.data_ptr(),
-                                           s, ElementTypeOf(dy.scalar_type()), at::cuda::getCurrentCUDAStream());
+    const char* error =
+        max_pool::Backward(dy.data_ptr(), offset.data_ptr<uint8_t>(), dx.data_ptr(), s,
+                           ElementTypeOf(dy.scalar_type()), at::cuda::getCurrentCUDAStream());
     TORCH_CHECK(error == nullptr, "MaxPool2d backward: ", error);
     return {dx, at::Tensor(), at::Tensor(), at::Tensor()};
   }

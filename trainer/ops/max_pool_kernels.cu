@@ -1,11 +1,12 @@
-#include <cuda_bf16.h>
-#include <cuda_runtime.h>
+#include "trainer/ops/max_pool_kernels.h"
 
 #include <cstdint>
 #include <initializer_list>
 
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
 #include "trainer/ops/cuda_elements.cuh"
-#include "trainer/ops/max_pool_kernels.h"
 
 namespace ringpilot::trainer::ops::max_pool {
 namespace {

@@ -3,9 +3,9 @@
 // functions on raw pointers, no LibTorch (trainer/ops/max_pool.cpp is the LibTorch side).
 #pragma once
 
-#include <cuda_runtime_api.h>
-
 #include <cstdint>
+
+#include <cuda_runtime_api.h>
 
 #include "trainer/ops/element_type.h"
 

@@ -1,9 +1,9 @@
 #include "trainer/ops/mixed_linear.h"
 
-#include <torch/autograd.h>
-
 #include <string>
 #include <utility>
+
+#include <torch/autograd.h>
 
 #include "trainer/ops/grad_accumulation.h"
 

@@ -9,9 +9,9 @@
 // forward, and backward writes float32 gradients straight out of the GEMMs.
 #pragma once
 
-#include <ATen/ATen.h>
-
 #include <vector>
+
+#include <ATen/ATen.h>
 
 namespace ringpilot::trainer::ops {
 

@@ -1,10 +1,10 @@
 #include "trainer/ops/residual_norm.h"
 
-#include <torch/autograd.h>
-
 #include <cstdint>
 #include <mutex>
 #include <vector>
+
+#include <torch/autograd.h>
 
 #include "trainer/ops/grad_accumulation.h"
 #include "trainer/ops/layer_norm.h"

@@ -1,15 +1,16 @@
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
-#include <cuda_runtime.h>
-#include <curand_kernel.h>
+#include "trainer/ops/residual_norm_kernels.h"
 
 #include <algorithm>
 #include <cstdint>
 #include <type_traits>
 
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+#include <curand_kernel.h>
+
 #include "trainer/ops/column_sum_kernels.h"
 #include "trainer/ops/cuda_elements.cuh"
-#include "trainer/ops/residual_norm_kernels.h"
 
 namespace ringpilot::trainer::ops::residual_norm {
 namespace {

@@ -3,9 +3,9 @@
 // functions on raw pointers, no LibTorch (trainer/ops/residual_norm.cpp is the LibTorch side).
 #pragma once
 
-#include <cuda_runtime_api.h>
-
 #include <cstdint>
+
+#include <cuda_runtime_api.h>
 
 #include "trainer/ops/element_type.h"
 
@@ -34,8 +34,8 @@ bool Supported(int64_t cols);
 struct ForwardArgs {
   const void* branch = nullptr;  ///< rows x cols, ElementType
   const float* residual = nullptr;
-  const float* weight = nullptr;  ///< [cols]
-  const float* bias = nullptr;    ///< [cols]
+  const float* weight = nullptr;               ///< [cols]
+  const float* bias = nullptr;                 ///< [cols]
   ElementType dtype = ElementType::kBFloat16;  ///< kBFloat16 or kFloat16
   int64_t rows = 0;
   int64_t cols = 0;
@@ -64,7 +64,7 @@ struct BackwardArgs {
   const float* mean = nullptr;
   const float* rstd = nullptr;
   const float* weight = nullptr;
-  const uint8_t* keep_mask = nullptr;  ///< null: no dropout
+  const uint8_t* keep_mask = nullptr;          ///< null: no dropout
   ElementType dtype = ElementType::kBFloat16;  ///< kBFloat16 or kFloat16
   int64_t rows = 0;
   int64_t cols = 0;

@@ -1,11 +1,11 @@
 #include "trainer/telemetry/kernel_profile.h"
 
-#include <torch/csrc/autograd/profiler_kineto.h>
-
 #include <cstdio>
 #include <cstdlib>
 #include <set>
 #include <stdexcept>
+
+#include <torch/csrc/autograd/profiler_kineto.h>
 
 #include "trainer/telemetry/device.h"
 

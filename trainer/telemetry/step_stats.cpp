@@ -4,10 +4,11 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cstdio>
 #include <cmath>
-#include <nlohmann/json.hpp>
+#include <cstdio>
 #include <stdexcept>
+
+#include <nlohmann/json.hpp>
 
 #include "base/files.h"
 

@@ -38,7 +38,8 @@ class TrainingMetrics : public comm::CollectiveObserver {
   /// The bound port, or 0 when not serving.
   int port() const;
 
-  /// `ringpilot_build_info` 1 with `version` and LABELS (trainer/telemetry/versions.h BuildInfoLabels).
+  /// `ringpilot_build_info` 1 with `version` and LABELS (trainer/telemetry/versions.h
+  /// BuildInfoLabels).
   void SetBuildInfo(const std::vector<std::pair<std::string, std::string>>& labels);
   void SetRestarts(int restarts);
   /// The topology model's expected bus bandwidth of the job (trainer/bootstrap.h), for

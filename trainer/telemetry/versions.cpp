@@ -3,11 +3,11 @@
 #include <dlfcn.h>
 #include <mpi.h>
 
+#include <memory>
+
 #include <ATen/detail/CUDAHooksInterface.h>
 #include <c10/util/Exception.h>
 #include <torch/version.h>
-
-#include <memory>
 
 #include "topology/nvml_api.h"
 

@@ -1,13 +1,12 @@
-#include "trainer/checkpoint/rng_state.h"
-
-#include <gtest/gtest.h>
-#include <torch/torch.h>
-
 #include <memory>
 #include <string>
 #include <vector>
 
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
 #include "tests/trainer/completed_work.h"
+#include "trainer/checkpoint/rng_state.h"
 
 namespace ringpilot::trainer::checkpoint {
 namespace {

@@ -1,10 +1,10 @@
-#include "trainer/checkpoint/sha256.h"
-
-#include <gtest/gtest.h>
-
 #include <cstdio>
 #include <string>
 #include <vector>
+
+#include <gtest/gtest.h>
+
+#include "trainer/checkpoint/sha256.h"
 
 namespace ringpilot::trainer::checkpoint {
 namespace {

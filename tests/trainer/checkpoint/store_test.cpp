@@ -1,15 +1,14 @@
-#include "trainer/checkpoint/store.h"
-
-#include <gtest/gtest.h>
-#include <torch/torch.h>
-
 #include <unistd.h>
 
 #include <fstream>
+
+#include <gtest/gtest.h>
+#include <torch/torch.h>
 #include <nlohmann/json.hpp>
 
 #include "base/files.h"
 #include "trainer/checkpoint/sha256.h"
+#include "trainer/checkpoint/store.h"
 
 namespace ringpilot::trainer::checkpoint {
 namespace {
@@ -96,7 +95,8 @@ TEST_F(CheckpointTest, CorruptNewestFallsBackToOlderAndIsKept) {
   EXPECT_FALSE(base::Exists(dir + "/step-00000010"));
   int aside = 0;
   for (const auto& n : base::ListDir(dir)) {
-    if (n.rfind("corrupt-step-00000010-", 0) == 0 && base::Exists(dir + "/" + n + "/state.pt")) ++aside;
+    if (n.rfind("corrupt-step-00000010-", 0) == 0 && base::Exists(dir + "/" + n + "/state.pt"))
+      ++aside;
   }
   EXPECT_EQ(aside, 1);
   EXPECT_NE(warnings[0].find("moved to"), std::string::npos) << warnings[0];

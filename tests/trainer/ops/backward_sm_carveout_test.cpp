@@ -1,10 +1,10 @@
-#include "trainer/ops/backward_sm_carveout.h"
+#include <optional>
+#include <stdexcept>
 
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
-#include <optional>
-#include <stdexcept>
+#include "trainer/ops/backward_sm_carveout.h"
 
 #ifdef RINGPILOT_WITH_CUDA
 #include <ATen/cuda/CUDAContext.h>

@@ -1,10 +1,10 @@
-#include "trainer/ops/fast_dropout.h"
+#include <stdexcept>
 
 #include <ATen/Parallel.h>
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
-#include <stdexcept>
+#include "trainer/ops/fast_dropout.h"
 
 namespace ringpilot::trainer::ops {
 namespace {

@@ -1,16 +1,15 @@
-#include "trainer/ops/fused_batch_norm.h"
-
-#include <gtest/gtest.h>
-#include <torch/torch.h>
-
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <functional>
 #include <string>
 
-#include "trainer/ops/batch_norm.h"
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
 #include "trainer/models/resnet.h"
+#include "trainer/ops/batch_norm.h"
+#include "trainer/ops/fused_batch_norm.h"
 
 #ifdef RINGPILOT_WITH_CUDA
 #include <ATen/autocast_mode.h>

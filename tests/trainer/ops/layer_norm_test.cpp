@@ -1,10 +1,10 @@
-#include "trainer/ops/layer_norm.h"
+#include <string>
+#include <vector>
 
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
-#include <string>
-#include <vector>
+#include "trainer/ops/layer_norm.h"
 
 #ifdef RINGPILOT_WITH_CUDA
 #include <c10/cuda/CUDAGuard.h>

@@ -1,10 +1,10 @@
-#include "trainer/ops/linear_cross_entropy.h"
+#include <stdexcept>
+#include <string>
 
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
-#include <stdexcept>
-#include <string>
+#include "trainer/ops/linear_cross_entropy.h"
 
 namespace ringpilot::trainer::ops {
 namespace {

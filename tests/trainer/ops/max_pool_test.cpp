@@ -1,11 +1,11 @@
-#include "trainer/ops/max_pool.h"
+#include <limits>
+#include <string>
+#include <vector>
 
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
-#include <limits>
-#include <string>
-#include <vector>
+#include "trainer/ops/max_pool.h"
 
 #ifdef RINGPILOT_WITH_CUDA
 #include <c10/cuda/CUDAGuard.h>

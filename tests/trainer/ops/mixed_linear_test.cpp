@@ -1,12 +1,12 @@
-#include "trainer/ops/mixed_linear.h"
+#include <stdexcept>
+#include <string>
+#include <vector>
 
 #include <gtest/gtest.h>
 #include <torch/csrc/autograd/utils/lambda_post_hook.h>
 #include <torch/torch.h>
 
-#include <stdexcept>
-#include <string>
-#include <vector>
+#include "trainer/ops/mixed_linear.h"
 
 #ifdef RINGPILOT_WITH_CUDA
 #include <ATen/autocast_mode.h>

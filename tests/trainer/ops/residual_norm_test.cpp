@@ -1,12 +1,12 @@
-#include "trainer/ops/residual_norm.h"
-
-#include <gtest/gtest.h>
-#include <torch/torch.h>
-
 #include <cmath>
 #include <string>
 #include <tuple>
 #include <vector>
+
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include "trainer/ops/residual_norm.h"
 
 #ifdef RINGPILOT_WITH_CUDA
 #include <c10/cuda/CUDAGuard.h>

@@ -1,13 +1,14 @@
-#include "trainer/telemetry/kernel_profile.h"
-
-#include <gtest/gtest.h>
 #include <stdlib.h>
-#include <torch/torch.h>
 
 #include <fstream>
-#include <nlohmann/json.hpp>
 #include <stdexcept>
 #include <string>
+
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+#include <nlohmann/json.hpp>
+
+#include "trainer/telemetry/kernel_profile.h"
 
 namespace ringpilot::trainer::telemetry {
 namespace {

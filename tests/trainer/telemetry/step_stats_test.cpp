@@ -1,7 +1,7 @@
 // Straggler attribution (trainer/telemetry/step_stats.h).
-#include "trainer/telemetry/step_stats.h"
-
 #include <gtest/gtest.h>
+
+#include "trainer/telemetry/step_stats.h"
 
 namespace ringpilot::trainer::telemetry {
 namespace {

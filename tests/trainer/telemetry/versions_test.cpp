@@ -1,9 +1,6 @@
 // trainer/telemetry/versions.h: version texts, the in-process query against the venv's torch (an
 // independent view of the same LibTorch, cuDNN and NCCL wheels), build-info labels, and
 // `ringpilot-trainer --versions` end to end.
-#include "trainer/telemetry/versions.h"
-
-#include <gtest/gtest.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -12,6 +9,10 @@
 #include <regex>
 #include <sstream>
 #include <string>
+
+#include <gtest/gtest.h>
+
+#include "trainer/telemetry/versions.h"
 
 namespace ringpilot::trainer::telemetry {
 namespace {
