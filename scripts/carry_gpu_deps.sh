@@ -5,8 +5,10 @@
 #                          (libs, -dev, and the server binary its CMake package names):
 #                          built against, and loaded at run time (LD_LIBRARY_PATH)
 #   .carry/deps-build/usr  libcurl and zlib development files: prometheus-cpp's CMake package
-#                          looks for them at configure time (find_dependency CURL, ZLIB); never
-#                          on LD_LIBRARY_PATH, and prometheus-cpp::push (curl) is never linked
+#                          looks for them at configure time (find_dependency CURL, ZLIB); used
+#                          only on an image without them (the Ubuntu 24.04 GPU image has them),
+#                          never on LD_LIBRARY_PATH; prometheus-cpp::push (curl) is never linked
+# OpenSSL (trainer/sha256.cpp) is the image's own: libssl-dev is there.
 # Run it here (it needs apt and the network), then carry .carry with the GPU command.
 # Packages and versions unpacked are listed in .carry/deps/VERSIONS.
 #

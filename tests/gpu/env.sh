@@ -20,9 +20,14 @@ export RP="$RINGPILOT_BUILD_DIR/bin/ringpilot"
 gpu_build() {
   local extra=()
   # find_package(prometheus-cpp) (cmake/RingpilotDeps.cmake) finds the carried package, and
-  # through it civetweb, CURL and ZLIB.
+  # through it civetweb; CURL and ZLIB from the image where it has them (Ubuntu 24.04 does),
+  # else from deps-build.
   if [[ -d "$DEPS/lib/x86_64-linux-gnu/cmake/prometheus-cpp" ]]; then
-    extra+=(-DCMAKE_PREFIX_PATH="$DEPS;$DEPS_BUILD")
+    local prefix="$DEPS"
+    if [[ ! -f /usr/include/x86_64-linux-gnu/curl/curl.h || ! -f /usr/include/zlib.h ]]; then
+      prefix+=";$DEPS_BUILD"
+    fi
+    extra+=(-DCMAKE_PREFIX_PATH="$prefix")
   fi
   local gen=()
   command -v ninja >/dev/null && gen=(-G Ninja)
