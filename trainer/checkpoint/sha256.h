@@ -1,28 +1,32 @@
-// SHA-256 (FIPS 180-4), for checkpoint checksums and the final-weights fingerprint.
+// SHA-256 (FIPS 180-4) through OpenSSL's libcrypto, for checkpoint checksums and the
+// final-weights fingerprint.
 #pragma once
 
-#include <array>
 #include <cstddef>
-#include <cstdint>
 #include <string>
 #include <vector>
 
+struct evp_md_ctx_st;  // OpenSSL's EVP_MD_CTX; <openssl/evp.h> stays out of this header
+
 namespace ringpilot::trainer::checkpoint {
 
-/// Incremental SHA-256. Not thread-safe.
+/// Incremental SHA-256 (OpenSSL libcrypto, EVP_sha256). Not thread-safe; movable, not
+/// copyable. Throws std::runtime_error if libcrypto fails (out of memory).
 class Sha256 {
  public:
   Sha256();
+  ~Sha256();
+  Sha256(Sha256&& other) noexcept;
+  Sha256& operator=(Sha256&& other) noexcept;
+  Sha256(const Sha256&) = delete;
+  Sha256& operator=(const Sha256&) = delete;
+
   void Update(const void* data, size_t size);
   /// Finishes and returns the lowercase hex digest; the object is spent afterwards.
   std::string HexDigest();
 
  private:
-  void Block(const uint8_t* p);
-  std::array<uint32_t, 8> h_;
-  std::array<uint8_t, 64> buf_{};
-  size_t buf_len_ = 0;
-  uint64_t total_ = 0;
+  evp_md_ctx_st* ctx_ = nullptr;  // EVP_MD_CTX
 };
 
 /// Digest of a whole file; throws std::runtime_error naming the file if unreadable.
