@@ -8,7 +8,7 @@
 #                          looks for them at configure time (find_dependency CURL, ZLIB); used
 #                          only on an image without them (the Ubuntu 24.04 GPU image has them),
 #                          never on LD_LIBRARY_PATH; prometheus-cpp::push (curl) is never linked
-# OpenSSL (trainer/sha256.cpp) is the image's own: libssl-dev is there.
+# OpenSSL (trainer/checkpoint/sha256.cpp) is the image's own: libssl-dev is there.
 # Run it here (it needs apt and the network), then carry .carry with the GPU command.
 # Packages and versions unpacked are listed in .carry/deps/VERSIONS.
 #
