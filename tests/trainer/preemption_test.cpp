@@ -9,7 +9,6 @@
 #include <torch/torch.h>
 
 #include "base/exit_status.h"
-#include "launcher/mpirun_command.h"
 #include "tests/trainer/completed_work.h"
 #include "trainer/preemption.h"
 
