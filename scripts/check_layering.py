@@ -14,6 +14,7 @@ import sys
 ALLOWED = {
     "base": set(),
     "config": {"base"},
+    "data": {"base"},
     "topology": {"base"},
     "metrics": {"topology", "base"},
     "comm": {"base"},
@@ -28,7 +29,7 @@ ALLOWED = {
     "trainer/models": {"trainer/ops", "comm", "config", "base"},
     "trainer/checkpoint": {"comm", "base"},
     "trainer/telemetry": {"comm", "metrics", "topology", "config", "base"},
-    "trainer": {"trainer/ops", "trainer/models", "trainer/checkpoint", "trainer/telemetry",
+    "trainer": {"data", "trainer/ops", "trainer/models", "trainer/checkpoint", "trainer/telemetry",
                 "comm", "metrics", "topology", "config", "base"},
     "cli": {"launcher", "doctor", "diagnose", "commbench", "slurm", "k8s", "mpirun",
             "topology", "metrics", "comm", "config", "base"},

@@ -17,6 +17,7 @@ APT_PACKAGES=(
   clang-format shellcheck
   iproute2 procps
   prometheus
+  dataset-fashion-mnist
   python3-venv
   slurm-wlm munge
 )

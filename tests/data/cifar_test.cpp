@@ -1,0 +1,99 @@
+// data/cifar.h on real images: Fashion-MNIST written in the CIFAR-10 layout at test time
+// (fixture data_cifar_fashion, tests/data/make_cifar_fashion.py), and every bad-file case.
+#include <cstdlib>
+#include <fstream>
+#include <set>
+#include <string>
+
+#include <gtest/gtest.h>
+
+#include "base/files.h"
+#include "data/cifar.h"
+
+namespace ringpilot::data {
+namespace {
+
+std::string FashionDir() {
+  const char* build = std::getenv("RINGPILOT_BUILD_DIR");
+  return std::string(build ? build : "build") + "/tests/data/fashion-cifar";
+}
+
+TEST(Cifar, ReadsRealImagesFromAFolder) {
+  const std::vector<std::string> train = CifarFiles(FashionDir(), CifarVariant::kCifar10, true);
+  ASSERT_EQ(train.size(), 1u);
+  EXPECT_EQ(base::DirName(train[0]), FashionDir());
+  const CifarSet set = ReadCifar(train, CifarVariant::kCifar10);
+  ASSERT_EQ(set.size(), 2000);
+  EXPECT_EQ(set.num_classes, 10);
+  std::set<int> classes(set.labels.begin(), set.labels.end());
+  EXPECT_EQ(classes.size(), 10u);  // all ten garments among the first 2000
+  // Real photos: the padding is black, the garments are not, and R = G = B (grey).
+  const uint8_t* img = set.image(0);
+  EXPECT_EQ(img[0], 0);
+  int lit = 0;
+  for (int i = 0; i < 1024; ++i) {
+    lit += img[i] > 0;
+    ASSERT_EQ(img[i], img[1024 + i]);
+    ASSERT_EQ(img[i], img[2048 + i]);
+  }
+  EXPECT_GT(lit, 100);
+  const CifarSet val =
+      ReadCifar(CifarFiles(FashionDir(), CifarVariant::kCifar10, false), CifarVariant::kCifar10);
+  EXPECT_EQ(val.size(), 500);
+}
+
+class CifarBadFiles : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = ::testing::TempDir() + "/cifar_bad";
+    base::RemoveTree(dir_);
+    base::MakeDirs(dir_);
+    good_ = base::ReadFile(FashionDir() + "/test_batch.bin");
+  }
+  void TearDown() override { base::RemoveTree(dir_); }
+  std::string Write(const std::string& name, const std::string& bytes) {
+    const std::string path = dir_ + "/" + name;
+    std::ofstream(path, std::ios::binary) << bytes;
+    return path;
+  }
+  // One line naming `path`.
+  void ExpectError(const std::vector<std::string>& files, CifarVariant v, const std::string& path,
+                   const std::string& what) {
+    try {
+      ReadCifar(files, v);
+      ADD_FAILURE() << "no error for " << path;
+    } catch (const DataError& e) {
+      const std::string msg = e.what();
+      EXPECT_EQ(msg.rfind(path + ": ", 0), 0u) << msg;
+      EXPECT_NE(msg.find(what), std::string::npos) << msg;
+      EXPECT_EQ(msg.find('\n'), std::string::npos) << msg;
+    }
+  }
+  std::string dir_, good_;
+};
+
+TEST_F(CifarBadFiles, TruncatedEmptyMissingAndBadLabels) {
+  const std::string truncated = Write("truncated.bin", good_.substr(0, good_.size() - 100));
+  ExpectError({truncated}, CifarVariant::kCifar10, truncated, "not a whole number");
+  const std::string empty = Write("empty.bin", "");
+  ExpectError({empty}, CifarVariant::kCifar10, empty, "empty");
+  ExpectError({dir_ + "/none.bin"}, CifarVariant::kCifar10, dir_ + "/none.bin", "cannot read");
+  std::string relabelled = good_;
+  relabelled[3073 * 7] = 42;  // the 8th record's label
+  const std::string bad_label = Write("label.bin", relabelled);
+  ExpectError({bad_label}, CifarVariant::kCifar10, bad_label, "record 7 has label 42");
+  // CIFAR-10 records read as CIFAR-100 (3074-byte records) do not divide the file.
+  const std::string good = Write("good.bin", good_);
+  ExpectError({good}, CifarVariant::kCifar100, good, "3074-byte CIFAR-100 records");
+}
+
+TEST_F(CifarBadFiles, FoldersWithoutBatchesAndMissingPaths) {
+  EXPECT_THROW(CifarFiles(dir_, CifarVariant::kCifar10, true), DataError);
+  EXPECT_THROW(CifarFiles(dir_ + "/missing", CifarVariant::kCifar10, true), DataError);
+  Write("train.bin", good_);
+  EXPECT_EQ(CifarFiles(dir_, CifarVariant::kCifar100, true),
+            (std::vector<std::string>{dir_ + "/train.bin"}));
+}
+
+}  // namespace
+}  // namespace ringpilot::data
