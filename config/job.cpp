@@ -324,6 +324,23 @@ void Loader::CrossCheck() {
               "fault.crash_step " + std::to_string(c.fault.crash_step) +
                   " is after the last step (train.steps " + std::to_string(c.train.steps) + ")");
   }
+  if (c.data.kind == DataKind::kCifar) {
+    if (c.data.train.empty())
+      CrossFail({"data.kind", "data.train"}, "data.kind cifar needs data.train");
+    if (c.model.name != ModelName::kResnet18Cifar) {
+      CrossFail({"data.kind", "model.name"}, std::string("data.kind cifar (32x32 images) needs ") +
+                                                 "model.name resnet18-cifar, not " +
+                                                 ToString(c.model.name));
+    }
+    if (c.model.num_classes != 10 && c.model.num_classes != 100) {
+      CrossFail({"data.kind", "model.num_classes"},
+                "data.kind cifar has 10 (CIFAR-10) or 100 (CIFAR-100) classes, not " +
+                    std::to_string(c.model.num_classes));
+    }
+  } else if (!c.data.train.empty() || !c.data.val.empty()) {
+    CrossFail({"data.kind", c.data.train.empty() ? "data.val" : "data.train"},
+              "data.train and data.val are read only by data.kind cifar, not synthetic");
+  }
   if (MetricsPort(c.metrics, world - 1) > 65535) {
     CrossFail(with_world("metrics.port_base"), "metrics.port_base " +
                                                    std::to_string(c.metrics.port_base) + " + " +

@@ -23,7 +23,7 @@ enum class NcclBufferRegistration { kNone, kRegister, kSymmetric };
 /// The models the trainer builds (model.name).
 enum class ModelName { kResnet18Cifar, kResnet50, kBertTiny, kBertBase };
 /// Where training samples come from (data.kind).
-enum class DataKind { kSynthetic };
+enum class DataKind { kSynthetic, kCifar };
 /// CPU binding of each rank (docs/topology.md): `auto` is `numa` for GPU ranks and `cores`
 /// for CPU ranks.
 enum class BindMode { kAuto, kNuma, kCores, kNone };
@@ -64,8 +64,16 @@ struct ModelConfig {
 };
 
 struct DataConfig {
-  DataKind kind = DataKind::kSynthetic;  ///< synthetic (only kind implemented so far)
+  DataKind kind = DataKind::kSynthetic;
   int batch_per_rank = 32;
+  std::string train;  ///< kind cifar: a batch file or the folder of the distribution's files
+  std::string val;    ///< kind cifar: test batch file or folder; "" = no evaluation
+};
+
+/// Evaluation on data.val (image models: top-1, top-5 and loss).
+struct EvalConfig {
+  int64_t every_steps = 0;  ///< 0: only after the last step
+  int batch_per_rank = 0;   ///< 0: data.batch_per_rank
 };
 
 struct TrainConfig {
@@ -162,6 +170,7 @@ struct JobConfig {
   CommConfig comm;
   CheckpointConfig checkpoint;
   MetricsConfig metrics;
+  EvalConfig eval;
   TraceConfig trace;
   PlacementConfig placement;
   FaultConfig fault;

@@ -28,7 +28,7 @@ constexpr const char* kCtaPolicyNames[] = {"default", "efficiency", "zero"};
 constexpr const char* kBufferRegistrationNames[] = {"none", "register", "symmetric"};
 constexpr const char* kBindNames[] = {"auto", "numa", "cores", "none"};
 constexpr const char* kModelNames[] = {"resnet18-cifar", "resnet50", "bert-tiny", "bert-base"};
-constexpr const char* kDataKinds[] = {"synthetic"};
+constexpr const char* kDataKinds[] = {"synthetic", "cifar"};
 
 template <size_t N>
 std::vector<std::string> Names(const char* const (&names)[N]) {
@@ -475,9 +475,23 @@ std::vector<KeySpec> BuildSchema() {
   s.push_back(std::move(classes));
 
   s.push_back(EnumKey("data.kind", Member(&JC::data, &DataConfig::kind), Names(kDataKinds),
-                      "input data (only synthetic is implemented)"));
+                      "input: `synthetic` (generated), `cifar` (CIFAR-10/100 binary batches)"));
   s.push_back(IntKey("data.batch_per_rank", Member(&JC::data, &DataConfig::batch_per_rank), 1,
                      65536, "samples per rank per step"));
+  auto any_path = [](const std::string&) { return std::string(); };
+  s.push_back(StringKey("data.train", Member(&JC::data, &DataConfig::train), any_path, "path",
+                        "kind cifar: a batch file, or the folder holding data_batch_*.bin "
+                        "(CIFAR-10) or train.bin (CIFAR-100); each epoch a seeded shuffle, "
+                        "a disjoint part per rank"));
+  s.push_back(StringKey("data.val", Member(&JC::data, &DataConfig::val), any_path, "path",
+                        "kind cifar: test_batch.bin / test.bin or its folder; \"\" = no "
+                        "evaluation"));
+  s.push_back(IntKey<int64_t>("eval.every_steps", Member(&JC::eval, &EvalConfig::every_steps), 0,
+                              kMaxSteps,
+                              "evaluate on data.val every N steps; 0 = after the last "
+                              "step only"));
+  s.push_back(IntKey("eval.batch_per_rank", Member(&JC::eval, &EvalConfig::batch_per_rank), 0,
+                     65536, "samples per rank per evaluation batch; 0 = data.batch_per_rank"));
 
   s.push_back(IntKey<int64_t>("train.steps", Member(&JC::train, &TrainConfig::steps), 1, kMaxSteps,
                               "optimizer steps"));

@@ -47,7 +47,7 @@ def room(path):
 
 def main():
     root = pathlib.Path(__file__).resolve().parent.parent
-    files = subprocess.run(["git", "ls-files", "*.h", "*.cpp", "*.cu", "*.cuh"], cwd=root,
+    files = subprocess.run(["git", "ls-files", "--cached", "--others", "--exclude-standard", "*.h", "*.cpp", "*.cu", "*.cuh"], cwd=root,
                            capture_output=True, text=True, check=False).stdout.split()
     if not files:  # not a git checkout (a source tarball): every file on disk
         files = [str(p.relative_to(root)) for ext in ("h", "cpp", "cu", "cuh")

@@ -1,10 +1,52 @@
 #include "trainer/input_feed.h"
 
 #include <chrono>
+#include <cstring>
 
 #include "base/time.h"
 
 namespace ringpilot::trainer {
+namespace {
+
+constexpr int kCropPadding = 4;
+
+uint64_t Mix(uint64_t x) {
+  x ^= x >> 33;
+  x *= 0xFF51AFD7ED558CCDULL;
+  x ^= x >> 33;
+  x *= 0xC4CEB9FE1A85EC53ULL;
+  return x ^ (x >> 33);
+}
+
+// The 4-pixel padded random crop and horizontal flip of CIFAR training, drawn from (seed,
+// epoch, sample): the same pixels on every run and every rank count.
+void AugmentCifar(const uint8_t* src, uint8_t* dst, uint64_t seed, int64_t epoch, int64_t sample) {
+  const uint64_t r = Mix(seed ^ Mix(static_cast<uint64_t>(epoch) * 0x9E3779B97F4A7C15ULL ^
+                                    static_cast<uint64_t>(sample)));
+  const int span = 2 * kCropPadding + 1;
+  const int dx = static_cast<int>(r % span) - kCropPadding;
+  const int dy = static_cast<int>((r / span) % span) - kCropPadding;
+  const bool flip = ((r >> 32) & 1) != 0;
+  constexpr int kSide = data::kCifarSide;
+  for (int c = 0; c < 3; ++c) {
+    const uint8_t* in = src + c * kSide * kSide;
+    uint8_t* out = dst + c * kSide * kSide;
+    for (int y = 0; y < kSide; ++y) {
+      const int sy = y + dy;
+      for (int x = 0; x < kSide; ++x) {
+        const int sx = (flip ? kSide - 1 - x : x) + dx;
+        out[y * kSide + x] =
+            sy >= 0 && sy < kSide && sx >= 0 && sx < kSide ? in[sy * kSide + sx] : 0;
+      }
+    }
+  }
+}
+
+data::CifarVariant CifarVariantFor(int num_classes) {
+  return num_classes == 100 ? data::CifarVariant::kCifar100 : data::CifarVariant::kCifar10;
+}
+
+}  // namespace
 
 InputFeed::InputFeed(const config::JobConfig& job, const models::Model& model,
                      const RankPlace& place, const RankDevice& device,
@@ -19,7 +61,18 @@ InputFeed::InputFeed(const config::JobConfig& job, const models::Model& model,
       metrics_(metrics),
       copied_(device.cuda) {
   image_spec_.workers = device.threads;
-  if (images_) PrepareImages(seed_, image_spec_);
+  switch (job.data.kind) {
+    case config::DataKind::kSynthetic:
+      if (images_) PrepareImages(seed_, image_spec_);
+      break;
+    case config::DataKind::kCifar: {
+      const data::CifarVariant variant = CifarVariantFor(job.model.num_classes);
+      cifar_ = std::make_unique<data::CifarSet>(
+          data::ReadCifar(data::CifarFiles(job.data.train, variant, /*train=*/true), variant));
+      sampler_ = std::make_unique<data::EpochSampler>(cifar_->size(), world_, batch_, seed_);
+      break;
+    }
+  }
   const auto pin = at::TensorOptions().pinned_memory(device.cuda);
   for (Batch& h : host_) {
     h.input = images_ ? at::empty({batch_, 3, image_spec_.height, image_spec_.width},
@@ -38,13 +91,31 @@ void InputFeed::Fill(int64_t step) {
   NvtxRange range("data");
   const auto t0 = std::chrono::steady_clock::now();
   const int64_t first = FirstSampleIndex(step, rank_, world_, batch_);
-  if (images_) {
+  if (sampler_) {
+    sampler_->Batch(step, rank_, &indices_);
+    const int64_t epoch = sampler_->PositionOf(step).epoch;
+    uint8_t* pixels = host_[slot].input.data_ptr<uint8_t>();
+    int64_t* labels = host_[slot].target.data_ptr<int64_t>();
+    for (int i = 0; i < batch_; ++i) {
+      AugmentCifar(cifar_->image(indices_[i]), pixels + i * data::kCifarImageBytes, seed_, epoch,
+                   indices_[i]);
+      labels[i] = cifar_->labels[indices_[i]];
+    }
+  } else if (images_) {
     FillImages(seed_, first, image_spec_, host_[slot]);
   } else {
     FillTokens(seed_, first, token_spec_, host_[slot]);
   }
   data_seconds_.push_back(base::Seconds(t0, std::chrono::steady_clock::now()));
   metrics_.OnPhase(telemetry::Phase::kData, data_seconds_.back());
+}
+
+void InputFeed::Resume(int64_t step, data::SamplePosition position) {
+  if (sampler_) sampler_->Resume(step, position);
+}
+
+data::SamplePosition InputFeed::PositionOf(int64_t step) const {
+  return sampler_ ? sampler_->PositionOf(step) : data::SamplePosition{};
 }
 
 void InputFeed::CopyToDevice(int64_t step) {

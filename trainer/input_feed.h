@@ -1,12 +1,18 @@
-// The input of the training step: synthetic batches (trainer/synthetic_data.h) generated
-// on the host into two pinned buffers, one filling while the other is copied, and a
-// device batch with stable addresses that the step (and its CUDA graph) reads.
+// The input of the training step: batches made on the host into two pinned buffers, one
+// filling while the other is copied, and a device batch with stable addresses that the
+// step (and its CUDA graph) reads. data.kind synthetic: generated (trainer/synthetic_data.h);
+// cifar: CIFAR batches in memory, sampled per epoch and rank (data/sampler.h), with the
+// usual augmentation (4-pixel padded random crop, horizontal flip) drawn from (seed, epoch,
+// sample), so a resumed run sees the same pixels.
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "config/job.h"
+#include "data/cifar.h"
+#include "data/sampler.h"
 #include "trainer/graphed_step.h"
 #include "trainer/models/model.h"
 #include "trainer/rank_setup.h"
@@ -19,8 +25,9 @@ namespace ringpilot::trainer {
 /// CopyToDevice(step), (step runs), Fill(step + 1).
 class InputFeed {
  public:
-  /// Shapes come from `model`; samples from train.seed, laid out so that any split of a
-  /// global batch over ranks sees the same samples (FirstSampleIndex). Data time is
+  /// Shapes come from `model`; synthetic samples from train.seed, laid out so that any
+  /// split of a global batch over ranks sees the same samples (FirstSampleIndex). Reads
+  /// data.train for kind cifar: throws data::DataError naming a bad file. Data time is
   /// reported to `metrics` (which must outlive the feed).
   InputFeed(const config::JobConfig& job, const models::Model& model, const RankPlace& place,
             const RankDevice& device, telemetry::TrainingMetrics& metrics);
@@ -30,6 +37,13 @@ class InputFeed {
   void Fill(int64_t step);
   /// Queues the copy of `step`'s host batch into device_batch() (asynchronous on CUDA).
   void CopyToDevice(int64_t step);
+
+  /// Dataset kinds: step `step` starts at `position` (a checkpoint's); no-op for synthetic.
+  void Resume(int64_t step, data::SamplePosition position);
+  /// Dataset kinds: where step `step` starts (for checkpoints); {0, 0} for synthetic.
+  data::SamplePosition PositionOf(int64_t step) const;
+  /// Dataset kinds: epochs started by step `step` (1-based); 0 for synthetic.
+  int64_t EpochOf(int64_t step) const { return sampler_ ? PositionOf(step).epoch : 0; }
 
   const Batch& device_batch() const { return device_; }
   bool images() const { return images_; }
@@ -49,6 +63,10 @@ class InputFeed {
   Batch device_;
   CopyFence copied_;
   std::vector<double> data_seconds_;
+  // data.kind cifar.
+  std::unique_ptr<data::CifarSet> cifar_;
+  std::unique_ptr<data::EpochSampler> sampler_;
+  std::vector<int64_t> indices_;
 };
 
 }  // namespace ringpilot::trainer

@@ -37,7 +37,7 @@ void WriteSummary(const config::JobConfig& job, const std::string& run_dir, int 
   using nlohmann::json;
   const int batch = job.data.batch_per_rank;
   const ParamFingerprint fp = FingerprintParams(params);
-  const json summary = {
+  json summary = {
       {"name", job.name},
       {"world_size", world},
       {"steps", job.train.steps},
@@ -61,6 +61,13 @@ void WriteSummary(const config::JobConfig& job, const std::string& run_dir, int 
       {"data_seconds_p50", telemetry::Percentile(totals.data_seconds, 0.5)},
       {"peak_mem_gb", peak_device_bytes / 1e9},
   };
+  if (totals.epochs > 0) summary["epochs"] = totals.epochs;
+  if (totals.eval) {
+    summary["eval"] = {{"top1", totals.eval->top1},
+                       {"top5", totals.eval->top5},
+                       {"loss", totals.eval->loss},
+                       {"samples", totals.eval->samples}};
+  }
   base::WriteFileAtomically(run_dir + "/summary.json", summary.dump(2) + "\n");
 }
 

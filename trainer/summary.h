@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -10,6 +11,7 @@
 
 #include "comm/communicator.h"
 #include "config/job.h"
+#include "trainer/evaluation.h"
 
 namespace ringpilot::trainer {
 
@@ -20,6 +22,9 @@ struct RunTotals {
   double timed_seconds = 0;  ///< wall time of the timed window, without checkpoints
   double first_step_s = 0;   ///< launch to end of the first step
   double checkpoint_seconds = 0;
+  double eval_seconds = 0;           ///< evaluations inside the timed window
+  int64_t epochs = 0;                ///< dataset kinds: epochs started (0: synthetic)
+  std::optional<EvalResult> eval;    ///< the last evaluation
   std::vector<double> step_seconds;  ///< timed steps
   std::vector<double> data_seconds;  ///< host time generating each batch
   int restarts = 0;

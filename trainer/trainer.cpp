@@ -14,8 +14,10 @@
 #include "base/run_variables.h"
 #include "base/time.h"
 #include "comm/gradient_reducer.h"
+#include "data/cifar.h"
 #include "trainer/bootstrap.h"
 #include "trainer/checkpoint/store.h"
+#include "trainer/evaluation.h"
 #include "trainer/graphed_step.h"
 #include "trainer/input_feed.h"
 #include "trainer/options.h"
@@ -65,6 +67,7 @@ struct LoopParts {
   telemetry::StepStats& stats;
   telemetry::RankLog& log;
   const PreemptionWatch& preemption;
+  const data::CifarSet* val;  // data.val, or null: no evaluation
 };
 
 // Steps start_step..train.steps: graph capture after the eager warm-up, the timed window,
@@ -99,6 +102,8 @@ class TrainingLoop {
       const bool preempt = !last && p_.preemption.AgreeToStop(*p_.comms.host);
       if (p_.place.rank == 0) LogProgress(step, step_s, last);
       const int64_t done = step + 1;
+      const int64_t eval_every = p_.job.eval.every_steps;
+      if (p_.val && (last || (eval_every > 0 && done % eval_every == 0))) Evaluate(step);
       const int every = p_.job.checkpoint.every_steps;
       if (last || preempt || (every > 0 && done % every == 0)) Checkpoint(step);
       if (preempt) return p_.preemption.Stop(p_.log, done);
@@ -193,12 +198,45 @@ class TrainingLoop {
                   "step %lld/%lld | loss %.4f | %.1f samples/s | %.3f s/step | eta %s",
                   static_cast<long long>(step + 1), static_cast<long long>(total_), loss, rate,
                   per_step, base::FormatDuration(per_step * (total_ - step - 1)).c_str());
-    p_.log.Info(line);
+    std::string text = line;
+    if (p_.job.data.kind != config::DataKind::kSynthetic) {
+      text += " | epoch " + std::to_string(p_.input.EpochOf(step) + 1);
+    }
+    if (totals_.eval) {
+      std::snprintf(line, sizeof(line), " | eval top1 %.4f", totals_.eval->top1);
+      text += line;
+    }
+    p_.log.Info(text);
   }
 
-  // Collective: every rank's RNG state to rank 0, which writes the checkpoint of `step`.
+  // Collective: every rank scores its part of data.val; the same result on every rank.
+  void Evaluate(int64_t step) {
+    const auto e0 = Clock::now();
+    telemetry::SynchronizeDevice(p_.device.cuda);  // the step's work first, then eager eval
+    const EvalResult r =
+        trainer::Evaluate(p_.job, p_.place, p_.device, p_.state, *p_.val, p_.comms);
+    totals_.eval = r;
+    p_.metrics.SetEval(r.top1, r.top5, r.loss, static_cast<double>(r.samples));
+    if (p_.place.rank == 0) {
+      char line[200];
+      std::snprintf(line, sizeof(line),
+                    "eval after step %lld (epoch %lld): top1 %.4f | top5 %.4f | loss %.4f | "
+                    "%lld samples",
+                    static_cast<long long>(step + 1),
+                    static_cast<long long>(p_.input.EpochOf(step) + 1), r.top1, r.top5, r.loss,
+                    static_cast<long long>(r.samples));
+      p_.log.Info(line);
+    }
+    if (step > warmup_end_) totals_.eval_seconds += base::Seconds(e0, Clock::now());
+  }
+
+  // Collective: every rank's RNG state to rank 0, which writes the checkpoint of `step`
+  // with the data position of the next step.
   void Checkpoint(int64_t step) {
     const auto c0 = Clock::now();
+    const data::SamplePosition next = p_.input.PositionOf(step + 1);
+    p_.state.data_position[0] = next.epoch;
+    p_.state.data_position[1] = next.offset;
     p_.state.rng->Gather(*p_.comms.host);
     if (p_.place.rank == 0) {
       const checkpoint::CheckpointInfo info =
@@ -216,7 +254,11 @@ class TrainingLoop {
     telemetry::SynchronizeDevice(p_.device.cuda);
     p_.reporter.Report(/*device_idle=*/true);
     // Throughput is training time only: checkpoints are reported separately.
-    totals_.timed_seconds = base::Seconds(timed_start_, Clock::now()) - totals_.checkpoint_seconds;
+    totals_.timed_seconds = base::Seconds(timed_start_, Clock::now()) - totals_.checkpoint_seconds -
+                            totals_.eval_seconds;
+    if (p_.job.data.kind != config::DataKind::kSynthetic) {
+      totals_.epochs = p_.input.EpochOf(total_ - 1) + 1;
+    }
     totals_.data_seconds = p_.input.data_seconds();
     p_.metrics.Refresh(p_.stats);
     const std::string& run_dir = p_.opts.run_dir;
@@ -335,12 +377,23 @@ int Trainer::Run() {
   }
 
   InputFeed input(job, *state.model, place, device, *metrics);
+  if (start_step > 0 && state.data_position[0].item<int64_t>() >= 0) {
+    input.Resume(start_step,
+                 {state.data_position[0].item<int64_t>(), state.data_position[1].item<int64_t>()});
+  }
+  std::unique_ptr<data::CifarSet> val;
+  if (job.data.kind == config::DataKind::kCifar && !job.data.val.empty()) {
+    const data::CifarVariant variant =
+        job.model.num_classes == 100 ? data::CifarVariant::kCifar100 : data::CifarVariant::kCifar10;
+    val = std::make_unique<data::CifarSet>(
+        data::ReadCifar(data::CifarFiles(job.data.val, variant, /*train=*/false), variant));
+  }
   TrainStep train_step(job, place, device, state, reducer, phases, input);
   PhaseReporter reporter(phases, *metrics, *comms.device, *comms.host, place.rank, place.world,
                          clock_offset);
-  const LoopParts parts{job,       s_->opts, place,      device,    comms,    state,
-                        store,     input,    train_step, phases,    reporter, *metrics,
-                        telemetry, stats,    log,        preemption};
+  const LoopParts parts{job,       s_->opts, place,      device,     comms,    state,
+                        store,     input,    train_step, phases,     reporter, *metrics,
+                        telemetry, stats,    log,        preemption, val.get()};
   return TrainingLoop(parts, start_step).Run();
 }
 

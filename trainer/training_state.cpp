@@ -44,6 +44,8 @@ TrainingState BuildTrainingState(const config::JobConfig& job, const RankPlace& 
   s.rng = std::make_unique<checkpoint::RankRngState>(job.train.seed, place.rank, place.world,
                                                      device.cuda);
   for (checkpoint::NamedTensor& entry : s.rng->Entries()) s.named.push_back(std::move(entry));
+  s.data_position = at::full({2}, -1, at::kLong);
+  s.named.push_back({"data/position", s.data_position, /*optional=*/true});
   return s;
 }
 
@@ -73,6 +75,7 @@ int64_t ResumeFromCheckpoint(const config::JobConfig& job, const RankPlace& plac
   const int64_t start_step = resume[0].item<int64_t>();
   comm::BroadcastCoalesced(*comms.device, state.broadcast, 0);
   if (start_step > 0) {
+    comms.host->Broadcast(state.data_position, 0)->Wait();
     state.rng->Restore(*comms.host, cuda_rng_loaded);
     state.optimizer->set_steps_done(start_step);
     if (place.rank == 0) {

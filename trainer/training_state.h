@@ -33,6 +33,9 @@ struct TrainingState {
   std::vector<checkpoint::NamedTensor> named;
   /// The model and optimizer tensors, in `named` order, that rank 0 broadcasts at start.
   std::vector<at::Tensor> broadcast;
+  /// int64 [epoch, offset] where the step after a checkpoint starts in the dataset
+  /// (data/sampler.h), entry "data/position"; [-1, -1] from a checkpoint without it.
+  at::Tensor data_position;
 };
 
 /// The model (seeded with train.seed on every rank), on `device`, in train mode, its
@@ -42,8 +45,8 @@ TrainingState BuildTrainingState(const config::JobConfig& job, const RankPlace& 
                                  const RankDevice& device, comm::Communicator* batch_norm_comm);
 
 /// Collective: rank 0 loads the newest valid checkpoint in `store` (warnings for the
-/// invalid ones it skips go to `log`), every rank receives rank 0's tensors and RNG
-/// state, and the optimizer's step count is restored. Returns the step to start from (0
+/// invalid ones it skips go to `log`), every rank receives rank 0's tensors, RNG state and
+/// data position, and the optimizer's step count is restored. Returns the step to start from (0
 /// without a checkpoint). Throws std::runtime_error for a checkpoint beyond train.steps.
 int64_t ResumeFromCheckpoint(const config::JobConfig& job, const RankPlace& place,
                              const RankCommunicators& comms, checkpoint::CheckpointStore& store,

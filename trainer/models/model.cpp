@@ -7,6 +7,10 @@
 
 namespace ringpilot::trainer::models {
 
+at::Tensor Model::Logits(const at::Tensor&) {
+  throw std::logic_error("this model has no class scores to evaluate");
+}
+
 std::shared_ptr<Model> MakeModel(const ModelOptions& o, comm::Communicator* sync_comm) {
   comm::Communicator* sync = o.sync_batchnorm ? sync_comm : nullptr;
   BertConfig bert;

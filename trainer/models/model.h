@@ -57,6 +57,9 @@ class Model : public torch::nn::Module {
   virtual ImageSpec image_spec() const { return {}; }
   virtual TokenSpec token_spec() const { return {}; }
   virtual at::Tensor Loss(const at::Tensor& input, const at::Tensor& target) = 0;
+  /// Image models: class scores [B, classes] of a device batch (for evaluation). Throws
+  /// std::logic_error for models without class scores.
+  virtual at::Tensor Logits(const at::Tensor& input);
 };
 
 /// Throws std::invalid_argument for options no model accepts. `sync_comm` is used only when

@@ -111,7 +111,7 @@ class ResNet : public Model {
     return {cfg_.image_size, cfg_.image_size, cfg_.num_classes};
   }
 
-  at::Tensor Logits(const at::Tensor& x) {
+  at::Tensor Logits(const at::Tensor& x) override {
     at::Tensor y = bn1->forward_act(conv1(x), nullptr, /*relu=*/true);
     if (!cfg_.cifar_stem) {
       y = cfg_.maxpool_kernel ? ops::MaxPool2d(y, 3, 2, 1)

@@ -20,6 +20,17 @@ TrainingMetrics::TrainingMetrics(const RankIdentity& id) {
       &r.AddCounter("ringpilot_samples_total", "Samples processed by this rank.").Add({});
   steps_total_ = &r.AddCounter("ringpilot_steps_total", "Training steps completed.").Add({});
   loss_ = &r.AddGauge("ringpilot_loss", "Loss of the last reported step on this rank.").Add({});
+  eval_top1_ = &r.AddGauge("ringpilot_eval_top1",
+                           "Top-1 accuracy of the last evaluation on data.val (0..1).")
+                    .Add({});
+  eval_top5_ = &r.AddGauge("ringpilot_eval_top5",
+                           "Top-5 accuracy of the last evaluation on data.val (0..1).")
+                    .Add({});
+  eval_loss_ =
+      &r.AddGauge("ringpilot_eval_loss", "Mean loss of the last evaluation on data.val.").Add({});
+  eval_samples_ = &r.AddGauge("ringpilot_eval_samples",
+                              "Validation samples of the last evaluation, all ranks together.")
+                       .Add({});
   checkpoint_seconds_ =
       &r.AddHistogram("ringpilot_checkpoint_seconds", "Time to write one checkpoint (rank 0).")
            .Add({}, metrics::ExponentialBuckets(0.01, 2.0, 14));
@@ -114,6 +125,13 @@ void TrainingMetrics::OnStep(double seconds, int64_t samples) {
 }
 
 void TrainingMetrics::SetLoss(double loss) { loss_->Set(loss); }
+
+void TrainingMetrics::SetEval(double top1, double top5, double loss, double samples) {
+  eval_top1_->Set(top1);
+  eval_top5_->Set(top5);
+  eval_loss_->Set(loss);
+  eval_samples_->Set(samples);
+}
 
 void TrainingMetrics::OnCheckpoint(double seconds) { checkpoint_seconds_->Observe(seconds); }
 

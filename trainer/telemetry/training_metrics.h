@@ -47,6 +47,8 @@ class TrainingMetrics : public comm::CollectiveObserver {
   void SetExpectedBusBandwidth(double bytes_per_second);
   void OnStep(double seconds, int64_t samples);
   void SetLoss(double loss);
+  /// The last evaluation on data.val (the same on every rank: results are all-reduced).
+  void SetEval(double top1, double top5, double loss, double samples);
   void OnCheckpoint(double seconds);
   void OnCollective(comm::CollectiveOp op, int64_t bytes, double seconds,
                     double start_unix) override;
@@ -82,6 +84,10 @@ class TrainingMetrics : public comm::CollectiveObserver {
   metrics::Counter* samples_total_;
   metrics::Counter* steps_total_;
   metrics::Gauge* loss_;
+  metrics::Gauge* eval_top1_;
+  metrics::Gauge* eval_top5_;
+  metrics::Gauge* eval_loss_;
+  metrics::Gauge* eval_samples_;
   metrics::Histogram* checkpoint_seconds_;
   metrics::Gauge* restarts_;
   std::array<metrics::Gauge*, kOps> expected_busbw_{};

@@ -1,0 +1,69 @@
+#include "trainer/evaluation.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include <ATen/autocast_mode.h>
+#include <torch/torch.h>
+
+#include "trainer/options.h"
+#include "trainer/synthetic_data.h"
+
+namespace ringpilot::trainer {
+
+EvalResult Evaluate(const config::JobConfig& job, const RankPlace& place, const RankDevice& device,
+                    TrainingState& state, const data::CifarSet& val,
+                    const RankCommunicators& comms) {
+  std::vector<at::Tensor> buffers;
+  for (const auto& b : state.model->named_buffers()) buffers.push_back(b.value());
+  comm::BroadcastCoalesced(*comms.device, buffers, 0);
+  const int64_t n = val.size();
+  const int64_t first = n * place.rank / place.world;
+  const int64_t last = n * (place.rank + 1) / place.world;
+  const int batch = job.eval.batch_per_rank > 0 ? job.eval.batch_per_rank : job.data.batch_per_rank;
+  const std::optional<c10::ScalarType> autocast = AutocastDtypeFor(job.train.precision);
+  const int classes = val.num_classes;
+  const int k = std::min(5, classes);
+  // correct@1, correct@5, loss sum, samples
+  at::Tensor totals = at::zeros({4}, at::kDouble);
+  double* t = totals.data_ptr<double>();
+  state.model->eval();
+  {
+    torch::NoGradGuard no_grad;
+    for (int64_t begin = first; begin < last; begin += batch) {
+      const int64_t count = std::min<int64_t>(batch, last - begin);
+      at::Tensor images = at::empty({count, 3, data::kCifarSide, data::kCifarSide}, at::kByte);
+      std::memcpy(images.data_ptr<uint8_t>(), val.image(begin), count * data::kCifarImageBytes);
+      at::Tensor labels =
+          at::from_blob(const_cast<int32_t*>(val.labels.data() + begin), {count}, at::kInt)
+              .to(at::kLong);
+      at::Tensor input = NormalizeImages(images.to(device.device), at::kFloat);
+      if (state.channels_last) input = input.contiguous(at::MemoryFormat::ChannelsLast);
+      labels = labels.to(device.device);
+      if (autocast) at::autocast::set_autocast_enabled(device.device.type(), true);
+      at::Tensor logits = state.model->Logits(input).to(at::kFloat);
+      if (autocast) {
+        at::autocast::set_autocast_enabled(device.device.type(), false);
+        at::autocast::clear_cache();
+      }
+      const at::Tensor top = std::get<1>(logits.topk(k, /*dim=*/1));
+      const at::Tensor hit = top.eq(labels.unsqueeze(1));
+      t[0] += hit.select(1, 0).sum().item<double>();
+      t[1] += hit.any(1).sum().item<double>();
+      t[2] += at::cross_entropy_loss(logits, labels, {}, at::Reduction::Sum).item<double>();
+      t[3] += static_cast<double>(count);
+    }
+  }
+  state.model->train();
+  comms.host->AllReduce(totals, comm::ReduceOp::kSum)->Wait();
+  EvalResult r;
+  r.samples = static_cast<int64_t>(t[3]);
+  if (r.samples > 0) {
+    r.top1 = t[0] / t[3];
+    r.top5 = t[1] / t[3];
+    r.loss = t[2] / t[3];
+  }
+  return r;
+}
+
+}  // namespace ringpilot::trainer

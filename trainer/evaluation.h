@@ -1,0 +1,32 @@
+// Evaluation of an image model on the validation set (data.val): every rank scores its
+// contiguous part, the counts are all-reduced, every rank gets the same result.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+
+#include "config/job.h"
+#include "data/cifar.h"
+#include "trainer/rank_setup.h"
+#include "trainer/training_state.h"
+
+namespace ringpilot::trainer {
+
+struct EvalResult {
+  double top1 = 0;  ///< fraction of samples whose top class is the label
+  double top5 = 0;  ///< ... whose label is among the 5 top classes
+  double loss = 0;  ///< mean cross-entropy
+  int64_t samples = 0;
+};
+
+/// Collective over `comms` (every rank calls it at the same step boundary). First every rank
+/// takes rank 0's buffers (BatchNorm running statistics, which each rank otherwise keeps from
+/// its own batches; DDP's broadcast_buffers), so the result does not depend on which rank
+/// scored which sample and a run resumed from rank 0's checkpoint evaluates as an unbroken
+/// one. The model runs in eval mode without gradients, under the job's autocast, and is back
+/// in train mode afterwards. Host-synchronous: evaluation is outside the timed steps.
+EvalResult Evaluate(const config::JobConfig& job, const RankPlace& place, const RankDevice& device,
+                    TrainingState& state, const data::CifarSet& val,
+                    const RankCommunicators& comms);
+
+}  // namespace ringpilot::trainer
