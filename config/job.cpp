@@ -575,6 +575,9 @@ Checked after all overrides, reported at the key given last:
 - `fault.straggler_rank` and `fault.crash_rank` are -1 or a rank below the world size
   (`world.nodes` x `world.procs_per_node`); `fault.crash_step` <= `train.steps`.
 - `metrics.port_base` + world size - 1 <= 65535 (unless `port_base` is 0).
+- `data.kind: cifar` needs `data.train`, `model.name: resnet18-cifar` and
+  `model.num_classes` 10 (CIFAR-10) or 100 (CIFAR-100); `data.train` / `data.val` are for
+  dataset kinds only.
 
 `model.num_classes` defaults to 1000 instead of 10 when `model.name` is `resnet50` and
 `num_classes` is not given.

@@ -619,6 +619,26 @@ std::vector<BadCase> BadCases() {
        {"name=a;rm -rf /"},
        "--set[1]:1:6: name:",
        "[A-Za-z0-9._-]"},
+      {"cifar without data.train",
+       kMinimal,
+       {"data.kind=cifar"},
+       "--set[1]:1:11: data.kind:",
+       "data.kind cifar needs data.train"},
+      {"cifar with a BERT model",
+       kMinimal,
+       {"data.kind=cifar", "data.train=/d", "model.name=bert-tiny"},
+       "--set[3]:1:12: model.name:",
+       "needs model.name resnet18-cifar, not bert-tiny"},
+      {"cifar with 1000 classes",
+       kMinimal,
+       {"data.kind=cifar", "data.train=/d", "model.num_classes=1000"},
+       "--set[3]:1:19: model.num_classes:",
+       "10 (CIFAR-10) or 100 (CIFAR-100) classes, not 1000"},
+      {"data.val with synthetic data",
+       kMinimal,
+       {"data.val=/d"},
+       "--set[1]:1:10: data.val:",
+       "read only by data.kind cifar"},
   };
 }
 
@@ -650,7 +670,8 @@ TEST(config, ReferenceListsEveryKey) {
   const std::string md = RenderConfigReference();
   for (const char* key :
        {"`name`", "`world.nodes`", "`launch.hosts`", "`model.num_classes`", "`train.seed`",
-        "`comm.grad_dtype`", "`checkpoint.keep`", "`metrics.bind`", "`fault.crash_step`"}) {
+        "`comm.grad_dtype`", "`checkpoint.keep`", "`metrics.bind`", "`fault.crash_step`",
+        "`data.train`", "`data.val`", "`eval.every_steps`", "`eval.batch_per_rank`"}) {
     EXPECT_NE(md.find(key), std::string::npos) << key;
   }
   EXPECT_NE(md.find("| key | type | default | allowed | meaning |"), std::string::npos);
