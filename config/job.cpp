@@ -319,7 +319,7 @@ void Loader::CrossCheck() {
                                                   std::to_string(c.fault.crash_rank) +
                                                   " is not a rank of " + world_text);
   }
-  if (c.fault.crash_step > c.train.steps) {
+  if (c.train.epochs == 0 && c.fault.crash_step > c.train.steps) {
     CrossFail({"fault.crash_step", "train.steps"},
               "fault.crash_step " + std::to_string(c.fault.crash_step) +
                   " is after the last step (train.steps " + std::to_string(c.train.steps) + ")");
@@ -337,6 +337,8 @@ void Loader::CrossCheck() {
                 "data.kind cifar has 10 (CIFAR-10) or 100 (CIFAR-100) classes, not " +
                     std::to_string(c.model.num_classes));
     }
+  } else if (c.train.epochs > 0) {
+    CrossFail({"train.epochs", "data.kind"}, "train.epochs needs a dataset (data.kind cifar)");
   } else if (!c.data.train.empty() || !c.data.val.empty()) {
     CrossFail({"data.kind", c.data.train.empty() ? "data.val" : "data.train"},
               "data.train and data.val are read only by data.kind cifar, not synthetic");
@@ -358,6 +360,7 @@ JobConfig Loader::Finish() {
   if (config_.model.name == ModelName::kResnet50 && !IsGiven("model.num_classes")) {
     config_.model.num_classes = 1000;
   }
+
   CrossCheck();
   return config_;
 }
@@ -575,6 +578,8 @@ Checked after all overrides, reported at the key given last:
 - `fault.straggler_rank` and `fault.crash_rank` are -1 or a rank below the world size
   (`world.nodes` x `world.procs_per_node`); `fault.crash_step` <= `train.steps`.
 - `metrics.port_base` + world size - 1 <= 65535 (unless `port_base` is 0).
+- `train.epochs` needs a dataset kind; when it is above 0 it sets the steps and
+  `train.steps` is not used.
 - `data.kind: cifar` needs `data.train`, `model.name: resnet18-cifar` and
   `model.num_classes` 10 (CIFAR-10) or 100 (CIFAR-100); `data.train` / `data.val` are for
   dataset kinds only.

@@ -78,6 +78,9 @@ struct EvalConfig {
 
 struct TrainConfig {
   int64_t steps = 100;
+  /// Dataset kinds: train this many epochs instead of `steps` (each rank works out epochs x
+  /// full global batches per epoch from the dataset and ignores `steps`); 0 = `steps`.
+  int64_t epochs = 0;
   int64_t warmup_steps = 0;  ///< untimed leading steps; 0 = automatic (see config.md)
   Optimizer optimizer = Optimizer::kSgd;
   double lr = 0.1;

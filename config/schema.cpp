@@ -495,6 +495,11 @@ std::vector<KeySpec> BuildSchema() {
 
   s.push_back(IntKey<int64_t>("train.steps", Member(&JC::train, &TrainConfig::steps), 1, kMaxSteps,
                               "optimizer steps"));
+  s.push_back(
+      IntKey<int64_t>("train.epochs", Member(&JC::train, &TrainConfig::epochs), 0, 1000000,
+                      "dataset kinds: passes over data.train instead of train.steps "
+                      "(steps = epochs x full global batches per epoch; train.steps is then not "
+                      "used); 0 = train.steps"));
   s.push_back(IntKey<int64_t>(
       "train.warmup_steps", Member(&JC::train, &TrainConfig::warmup_steps), 0, kMaxSteps,
       "leading steps of each attempt left out of samples_per_second and the step percentiles; "

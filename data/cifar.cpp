@@ -37,23 +37,39 @@ std::vector<std::string> CifarFiles(const std::string& path, CifarVariant varian
   return files;  // ListDir is sorted: data_batch_1 ... data_batch_5
 }
 
+namespace {
+
+// Records in `file`, checked against its size.
+int64_t RecordsIn(const std::string& file, CifarVariant variant) {
+  const int64_t record = LabelBytes(variant) + kCifarImageBytes;
+  const int64_t bytes = base::FileSize(file);
+  if (bytes < 0) throw DataError(file + ": cannot read: " + std::strerror(ENOENT));
+  if (bytes == 0) throw DataError(file + ": empty file, not a CIFAR batch");
+  if (bytes % record != 0) {
+    throw DataError(file + ": " + std::to_string(bytes) + " bytes is not a whole number of " +
+                    std::to_string(record) + "-byte CIFAR-" + std::to_string(Classes(variant)) +
+                    " records (truncated, or another format)");
+  }
+  return bytes / record;
+}
+
+}  // namespace
+
+int64_t CountCifarRecords(const std::vector<std::string>& files, CifarVariant variant) {
+  int64_t n = 0;
+  for (const std::string& file : files) n += RecordsIn(file, variant);
+  return n;
+}
+
 CifarSet ReadCifar(const std::vector<std::string>& files, CifarVariant variant) {
   CifarSet set;
   set.num_classes = Classes(variant);
   const int label_bytes = LabelBytes(variant);
   const int64_t record = label_bytes + kCifarImageBytes;
   for (const std::string& file : files) {
-    const int64_t bytes = base::FileSize(file);
-    if (bytes < 0) throw DataError(file + ": cannot read: " + std::strerror(ENOENT));
-    if (bytes == 0) throw DataError(file + ": empty file, not a CIFAR batch");
-    if (bytes % record != 0) {
-      throw DataError(file + ": " + std::to_string(bytes) + " bytes is not a whole number of " +
-                      std::to_string(record) + "-byte CIFAR-" + std::to_string(set.num_classes) +
-                      " records (truncated, or another format)");
-    }
+    const int64_t n = RecordsIn(file, variant);
     std::ifstream in(file, std::ios::binary);
     if (!in) throw DataError(file + ": cannot open: " + std::strerror(errno));
-    const int64_t n = bytes / record;
     const size_t first = set.labels.size();
     set.labels.resize(first + n);
     set.pixels.resize((first + n) * kCifarImageBytes);

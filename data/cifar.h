@@ -41,6 +41,11 @@ struct CifarSet {
 /// the path does not exist or a folder holds none of them.
 std::vector<std::string> CifarFiles(const std::string& path, CifarVariant variant, bool train);
 
+/// Records in `files`, from their sizes alone (what a job needs to know before it reads
+/// them, e.g. train.epochs). Throws DataError as ReadCifar does for a missing, empty or
+/// truncated file.
+int64_t CountCifarRecords(const std::vector<std::string>& files, CifarVariant variant);
+
 /// Reads `files` in order into one set. Throws DataError naming the file for one that is
 /// missing, unreadable, empty, not a whole number of records (truncated), or holds a label
 /// out of range.

@@ -2,6 +2,8 @@
 
 #include <chrono>
 #include <cstring>
+#include <stdexcept>
+#include <string>
 
 #include "base/time.h"
 
@@ -47,6 +49,20 @@ data::CifarVariant CifarVariantFor(int num_classes) {
 }
 
 }  // namespace
+
+int64_t StepsPerEpoch(const config::JobConfig& job, int world) {
+  const data::CifarVariant variant = CifarVariantFor(job.model.num_classes);
+  const int64_t samples =
+      data::CountCifarRecords(data::CifarFiles(job.data.train, variant, /*train=*/true), variant);
+  const int64_t global_batch = static_cast<int64_t>(world) * job.data.batch_per_rank;
+  if (samples < global_batch) {
+    throw std::runtime_error(job.data.train + ": " + std::to_string(samples) +
+                             " samples, fewer than one global batch (" + std::to_string(world) +
+                             " ranks x data.batch_per_rank " +
+                             std::to_string(job.data.batch_per_rank) + ")");
+  }
+  return samples / global_batch;
+}
 
 InputFeed::InputFeed(const config::JobConfig& job, const models::Model& model,
                      const RankPlace& place, const RankDevice& device,

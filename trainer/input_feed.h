@@ -21,6 +21,11 @@
 
 namespace ringpilot::trainer {
 
+/// Dataset kinds: full global batches (world x data.batch_per_rank) in one epoch of
+/// data.train, from the files' sizes. Throws data::DataError for a bad file, and
+/// std::runtime_error when one global batch does not fit in the dataset.
+int64_t StepsPerEpoch(const config::JobConfig& job, int world);
+
 /// Not thread-safe: the training thread calls every method, in the order
 /// CopyToDevice(step), (step runs), Fill(step + 1).
 class InputFeed {

@@ -335,6 +335,15 @@ int Trainer::Run() {
                              " but the job asks for " + std::to_string(job.world.size()) +
                              " (world.nodes x procs_per_node)");
   }
+  if (job.train.epochs > 0) {
+    const int64_t per_epoch = StepsPerEpoch(job, place.world);
+    s_->job.train.steps = job.train.epochs * per_epoch;
+    if (place.rank == 0) {
+      log.Info("train.epochs " + std::to_string(job.train.epochs) + ": " +
+               std::to_string(per_epoch) + " steps per epoch, " + std::to_string(job.train.steps) +
+               " steps");
+    }
+  }
   // Topology, cluster view, plan: NCCL NIC variables and CPU binding (trainer/bootstrap.h),
   // before CUDA, NCCL and compute threads start.
   const RankPlacement placement =

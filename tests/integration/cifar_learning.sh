@@ -2,8 +2,8 @@
 # data.kind cifar on real images: Fashion-MNIST (Debian dataset-fashion-mnist; photos of
 # 10 kinds of garment) written in the CIFAR-10 layout, 4000 training and 1000 held-out
 # test images. 2 CPU ranks train resnet18-cifar (batch 32 per rank, 62 steps per epoch):
-#   (a) 100 steps (1.6 epochs): held-out top-1 of the final evaluation >= 0.60 (chance
-#       0.10), summary.json `eval` and `epochs`, the rank-0 log's eval line.
+#   (a) train.epochs 2 (124 steps): held-out top-1 of the final evaluation >= 0.60 (chance
+#       0.10), summary.json `steps`, `eval` and `epochs`, the rank-0 log's eval line.
 #   (b) the same job with rank 1 crashing at step 90 (mid-epoch 2, checkpoints every 40
 #       steps, launch.max_restarts 1): resumes at step 80 and ends with the straight run's
 #       param_sha256 and eval result, bit for bit.
@@ -29,7 +29,7 @@ world: {nodes: 1, procs_per_node: 2, device: cpu}
 launch: {backend: local, max_restarts: 0}
 model: {name: resnet18-cifar, num_classes: 10}
 data: {kind: cifar, batch_per_rank: 32, train: "$data", val: "$data"}
-train: {steps: 100, optimizer: sgd, lr: 0.05, momentum: 0.9, weight_decay: 5.0e-4, seed: 3,
+train: {epochs: 2, optimizer: sgd, lr: 0.05, momentum: 0.9, weight_decay: 5.0e-4, seed: 3,
         threads_per_rank: 1, log_every_s: 30}
 eval: {every_steps: 0, batch_per_rank: 100}
 checkpoint: {every_steps: 40, keep: 3}
@@ -45,7 +45,7 @@ at_least() { python3 -c 'import sys; sys.exit(0 if float(sys.argv[1]) >= float(s
 a=$RP_TMP/straight
 rp_run "$JOB_LIMIT_S" "$a.out" "$a" "$job"
 top1=missing
-if rp_expect_ok "(a) 100 steps on real images" "$a.out" "$a"; then
+if rp_expect_ok "(a) 2 epochs on real images" "$a.out" "$a"; then
   top1=$(eval_of "$a" top1)
   samples=$(eval_of "$a" samples)
   if at_least "$top1" "$MIN_TOP1" && [[ $samples == 1000 ]]; then
@@ -54,8 +54,9 @@ if rp_expect_ok "(a) 100 steps on real images" "$a.out" "$a"; then
     rp_row "(a) held-out top-1" "$top1 on $samples images (want >= $MIN_TOP1 on 1000)" FAIL
   fi
   epochs=$(rp_json "$a/summary.json" epochs)
-  rp_check "(a) epochs in summary.json" "epochs $epochs" test "$epochs" = 2
-  if grep -q "eval after step 100 (epoch 2): top1" "$a/logs/rank-0.log"; then
+  steps=$(rp_json "$a/summary.json" steps)
+  rp_check "(a) 2 epochs = 124 steps" "epochs $epochs, steps $steps" test "$epochs/$steps" = 2/124
+  if grep -q "eval after step 124 (epoch 2): top1" "$a/logs/rank-0.log"; then
     rp_row "(a) eval line in the rank-0 log" "found" PASS
   else
     rp_row "(a) eval line in the rank-0 log" "missing" FAIL
@@ -83,7 +84,7 @@ c=$RP_TMP/truncated
 mkdir -p "$RP_TMP/bad"
 head -c 100000 "$data/data_batch_1.bin" >"$RP_TMP/bad/data_batch_1.bin"
 rp_run "$JOB_LIMIT_S" "$c.out" "$c" "$job" --set "data.train=\"$RP_TMP/bad\"" \
-  --set train.steps=5
+  --set train.epochs=0 --set train.steps=5
 fatal=$(grep -h "FATAL" "$c"/logs/rank-*.log 2>/dev/null | head -1 || true)
 if [[ $RP_RC -ne 0 && $fatal == *"$RP_TMP/bad/data_batch_1.bin: 100000 bytes is not a whole number"* ]]; then
   rp_row "(c) truncated data file" "exit $RP_RC, FATAL names the file" PASS
