@@ -1,6 +1,7 @@
 // data/cifar.h on real images: Fashion-MNIST written in the CIFAR-10 layout at test time
 // (fixture data_cifar_fashion, tests/data/make_cifar_fashion.py), and every bad-file case.
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <set>
 #include <string>
@@ -85,6 +86,29 @@ TEST_F(CifarBadFiles, TruncatedEmptyMissingAndBadLabels) {
   // CIFAR-10 records read as CIFAR-100 (3074-byte records) do not divide the file.
   const std::string good = Write("good.bin", good_);
   ExpectError({good}, CifarVariant::kCifar100, good, "3074-byte CIFAR-100 records");
+}
+
+TEST_F(CifarBadFiles, Cifar100RecordsCarryTheFineLabelSecond) {
+  // The same real images in CIFAR-100's layout: coarse label, fine label, pixels.
+  std::string records;
+  const int64_t n = static_cast<int64_t>(good_.size()) / 3073;
+  for (int64_t i = 0; i < n; ++i) {
+    const char fine = static_cast<char>(good_[i * 3073] * 10 + 7);  // 7..97
+    records += static_cast<char>(fine / 5);
+    records += fine;
+    records += good_.substr(i * 3073 + 1, 3072);
+  }
+  Write("train.bin", records);
+  const CifarSet set =
+      ReadCifar(CifarFiles(dir_, CifarVariant::kCifar100, true), CifarVariant::kCifar100);
+  ASSERT_EQ(set.size(), n);
+  EXPECT_EQ(set.num_classes, 100);
+  EXPECT_EQ(CountCifarRecords({dir_ + "/train.bin"}, CifarVariant::kCifar100), n);
+  const CifarSet ten = ReadCifar({FashionDir() + "/test_batch.bin"}, CifarVariant::kCifar10);
+  for (int64_t i = 0; i < n; ++i) {
+    ASSERT_EQ(set.labels[i], ten.labels[i] * 10 + 7);
+    ASSERT_EQ(0, std::memcmp(set.image(i), ten.image(i), kCifarImageBytes));
+  }
 }
 
 TEST_F(CifarBadFiles, FoldersWithoutBatchesAndMissingPaths) {
