@@ -44,14 +44,21 @@ void AugmentCifar(const uint8_t* src, uint8_t* dst, uint64_t seed, int64_t epoch
   }
 }
 
-data::CifarVariant CifarVariantFor(int num_classes) {
-  return num_classes == 100 ? data::CifarVariant::kCifar100 : data::CifarVariant::kCifar10;
-}
-
 }  // namespace
 
+data::CifarVariant CifarVariantFor(const config::ModelConfig& model) {
+  return model.num_classes == 100 ? data::CifarVariant::kCifar100 : data::CifarVariant::kCifar10;
+}
+
+std::unique_ptr<data::CifarSet> LoadValidationSet(const config::JobConfig& job) {
+  if (job.data.kind != config::DataKind::kCifar || job.data.val.empty()) return nullptr;
+  const data::CifarVariant variant = CifarVariantFor(job.model);
+  return std::make_unique<data::CifarSet>(
+      data::ReadCifar(data::CifarFiles(job.data.val, variant, /*train=*/false), variant));
+}
+
 int64_t StepsPerEpoch(const config::JobConfig& job, int world) {
-  const data::CifarVariant variant = CifarVariantFor(job.model.num_classes);
+  const data::CifarVariant variant = CifarVariantFor(job.model);
   const int64_t samples =
       data::CountCifarRecords(data::CifarFiles(job.data.train, variant, /*train=*/true), variant);
   const int64_t global_batch = static_cast<int64_t>(world) * job.data.batch_per_rank;
@@ -82,7 +89,7 @@ InputFeed::InputFeed(const config::JobConfig& job, const models::Model& model,
       if (images_) PrepareImages(seed_, image_spec_);
       break;
     case config::DataKind::kCifar: {
-      const data::CifarVariant variant = CifarVariantFor(job.model.num_classes);
+      const data::CifarVariant variant = CifarVariantFor(job.model);
       cifar_ = std::make_unique<data::CifarSet>(
           data::ReadCifar(data::CifarFiles(job.data.train, variant, /*train=*/true), variant));
       sampler_ = std::make_unique<data::EpochSampler>(cifar_->size(), world_, batch_, seed_);

@@ -21,6 +21,12 @@
 
 namespace ringpilot::trainer {
 
+/// data.kind cifar: CIFAR-100 for model.num_classes 100, else CIFAR-10 (config checks 10|100).
+data::CifarVariant CifarVariantFor(const config::ModelConfig& model);
+
+/// data.val as a dataset, or null when the job has none. Throws data::DataError.
+std::unique_ptr<data::CifarSet> LoadValidationSet(const config::JobConfig& job);
+
 /// Dataset kinds: full global batches (world x data.batch_per_rank) in one epoch of
 /// data.train, from the files' sizes. Throws data::DataError for a bad file, and
 /// std::runtime_error when one global batch does not fit in the dataset.

@@ -390,13 +390,7 @@ int Trainer::Run() {
     input.Resume(start_step,
                  {state.data_position[0].item<int64_t>(), state.data_position[1].item<int64_t>()});
   }
-  std::unique_ptr<data::CifarSet> val;
-  if (job.data.kind == config::DataKind::kCifar && !job.data.val.empty()) {
-    const data::CifarVariant variant =
-        job.model.num_classes == 100 ? data::CifarVariant::kCifar100 : data::CifarVariant::kCifar10;
-    val = std::make_unique<data::CifarSet>(
-        data::ReadCifar(data::CifarFiles(job.data.val, variant, /*train=*/false), variant));
-  }
+  const std::unique_ptr<data::CifarSet> val = LoadValidationSet(job);
   TrainStep train_step(job, place, device, state, reducer, phases, input);
   PhaseReporter reporter(phases, *metrics, *comms.device, *comms.host, place.rank, place.world,
                          clock_offset);
