@@ -343,6 +343,11 @@ void Loader::CrossCheck() {
     CrossFail({"data.kind", c.data.train.empty() ? "data.val" : "data.train"},
               "data.train and data.val are read only by data.kind cifar, not synthetic");
   }
+  if (c.train.label_smoothing > 0 && !IsImageModel(c.model.name)) {
+    CrossFail({"train.label_smoothing", "model.name"},
+              std::string("train.label_smoothing applies to image models, not ") +
+                  ToString(c.model.name));
+  }
   if (MetricsPort(c.metrics, world - 1) > 65535) {
     CrossFail(with_world("metrics.port_base"), "metrics.port_base " +
                                                    std::to_string(c.metrics.port_base) + " + " +
@@ -578,6 +583,7 @@ Checked after all overrides, reported at the key given last:
 - `fault.straggler_rank` and `fault.crash_rank` are -1 or a rank below the world size
   (`world.nodes` x `world.procs_per_node`); `fault.crash_step` <= `train.steps`.
 - `metrics.port_base` + world size - 1 <= 65535 (unless `port_base` is 0).
+- `train.label_smoothing` > 0 needs an image model (resnet18-cifar, resnet50).
 - `train.epochs` needs a dataset kind; when it is above 0 it sets the steps and
   `train.steps` is not used.
 - `data.kind: cifar` needs `data.train`, `model.name: resnet18-cifar` and

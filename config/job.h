@@ -84,11 +84,12 @@ struct TrainConfig {
   int64_t warmup_steps = 0;  ///< untimed leading steps; 0 = automatic (see config.md)
   Optimizer optimizer = Optimizer::kSgd;
   double lr = 0.1;
-  double momentum = 0.9;      ///< SGD momentum
-  double weight_decay = 0.0;  ///< SGD: L2 term; AdamW: decoupled decay
-  double beta1 = 0.9;         ///< AdamW
-  double beta2 = 0.999;       ///< AdamW
-  double eps = 1e-8;          ///< AdamW
+  double momentum = 0.9;       ///< SGD momentum
+  double weight_decay = 0.0;   ///< SGD: L2 term; AdamW: decoupled decay
+  double beta1 = 0.9;          ///< AdamW
+  double beta2 = 0.999;        ///< AdamW
+  double eps = 1e-8;           ///< AdamW
+  double label_smoothing = 0;  ///< image models: cross-entropy against smoothed targets
   Precision precision = Precision::kFp32;
   bool cuda_graphs = false;
   int host_lead_steps = 1;     ///< CUDA: steps the host may enqueue ahead of the GPU (1-4)

@@ -512,6 +512,10 @@ std::vector<KeySpec> BuildSchema() {
                        true, "SGD momentum"));
   s.push_back(FloatKey("train.weight_decay", Member(&JC::train, &TrainConfig::weight_decay), 0,
                        false, 10, false, "SGD: L2 term; AdamW: decoupled decay"));
+  s.push_back(FloatKey("train.label_smoothing", Member(&JC::train, &TrainConfig::label_smoothing),
+                       0, false, 1, true,
+                       "image models: targets (1 - x) on the label + x spread over all classes "
+                       "(torch's CrossEntropyLoss label_smoothing); evaluation loss is plain"));
   s.push_back(FloatKey("train.beta1", Member(&JC::train, &TrainConfig::beta1), 0, false, 1, true,
                        "AdamW beta1"));
   s.push_back(FloatKey("train.beta2", Member(&JC::train, &TrainConfig::beta2), 0, false, 1, true,

@@ -7,7 +7,8 @@ constexpr double kBytesPerMiB = 1 << 20;
 
 }  // namespace
 
-models::ModelOptions ModelOptionsFor(const config::ModelConfig& model) {
+models::ModelOptions ModelOptionsFor(const config::JobConfig& job) {
+  const config::ModelConfig& model = job.model;
   models::ModelOptions o;
   o.name = model.name;
   o.num_classes = model.num_classes;
@@ -19,6 +20,7 @@ models::ModelOptions ModelOptionsFor(const config::ModelConfig& model) {
   o.mixed_linear = model.mixed_linear;
   o.mixed_linear_accumulate = model.mixed_linear_accumulate;
   o.fused_residual_norm = model.fused_residual_norm;
+  o.label_smoothing = job.train.label_smoothing;
   return o;
 }
 

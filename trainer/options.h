@@ -22,7 +22,8 @@
 
 namespace ringpilot::trainer {
 
-models::ModelOptions ModelOptionsFor(const config::ModelConfig& model);
+/// model.* and the loss settings of train.* (label_smoothing).
+models::ModelOptions ModelOptionsFor(const config::JobConfig& job);
 
 OptimizerOptions OptimizerOptionsFor(const config::TrainConfig& train);
 

@@ -15,7 +15,7 @@ TrainingState BuildTrainingState(const config::JobConfig& job, const RankPlace& 
   TrainingState s;
   // The same seed everywhere, then rank 0's weights are broadcast anyway.
   torch::manual_seed(job.train.seed);
-  s.model = models::MakeModel(ModelOptionsFor(job.model), batch_norm_comm);
+  s.model = models::MakeModel(ModelOptionsFor(job), batch_norm_comm);
   s.model->to(device.device);
   // channels_last on the CPU too: oneDNN skips reorders (bench/results/*-cpu-ddp.md).
   s.channels_last = job.train.channels_last && s.model->input_kind() == models::InputKind::kImages;

@@ -27,7 +27,9 @@ TEST(Options, ModelAndOptimizerCarryEveryJobField) {
   job.model.seq_len = 64;
   job.model.dropout = 0.25;
   job.model.mixed_linear = false;
-  const models::ModelOptions m = ModelOptionsFor(job.model);
+  job.train.label_smoothing = 0.1;
+  const models::ModelOptions m = ModelOptionsFor(job);
+  EXPECT_DOUBLE_EQ(m.label_smoothing, 0.1);
   EXPECT_EQ(m.name, config::ModelName::kBertBase);
   EXPECT_EQ(m.seq_len, 64);
   EXPECT_DOUBLE_EQ(m.dropout, 0.25);

@@ -46,6 +46,7 @@ struct ModelOptions {
   bool mixed_linear = false;             ///< BERT under CUDA autocast: trainer/ops/mixed_linear.h
   bool mixed_linear_accumulate = false;  ///< ops::ShadowWeightsOptions::accumulate_into_grad
   bool fused_residual_norm = false;  ///< BERT with ops::MixedLinear: trainer/ops/residual_norm.h
+  double label_smoothing = 0;        ///< ResNet: Loss against smoothed targets
 };
 
 /// A trainable model with its own loss. `Loss` takes a device batch as produced by

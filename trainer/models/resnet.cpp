@@ -124,7 +124,8 @@ class ResNet : public Model {
 
   at::Tensor Loss(const at::Tensor& input, const at::Tensor& target) override {
     at::Tensor logits = Logits(input);
-    return at::cross_entropy_loss(logits.to(at::kFloat), target);
+    return at::cross_entropy_loss(logits.to(at::kFloat), target, /*weight=*/{}, at::Reduction::Mean,
+                                  /*ignore_index=*/-100, cfg_.label_smoothing);
   }
 
  private:

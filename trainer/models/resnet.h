@@ -15,6 +15,7 @@ struct ResNetConfig {
   int num_classes = 10;
   bool fused_batchnorm = true;  ///< ops::BatchNormOptions::fused of every BatchNorm
   bool maxpool_kernel = true;   ///< the stem max-pool by ops::MaxPool2d (trainer/ops/max_pool.h)
+  double label_smoothing = 0;   ///< Loss: cross-entropy against (1 - x) one-hot + x / classes
 };
 
 std::shared_ptr<Model> MakeResNet(const ResNetConfig& cfg, comm::Communicator* sync);
