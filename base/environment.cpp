@@ -56,14 +56,6 @@ std::string SelfExecutablePath() {
   return n > 0 ? std::string(buf, static_cast<std::size_t>(n)) : std::string();
 }
 
-std::string ParentDirectory(const std::string& path) {
-  // Plain string work: this library is also linked into the LibTorch trainer, where
-  // std::filesystem calls can resolve to libtorch's own copy.
-  const auto slash = path.rfind('/');
-  if (slash == std::string::npos) return "";
-  return slash == 0 ? "/" : path.substr(0, slash);
-}
-
 std::string HostName() {
   char buf[256] = {};
   return ::gethostname(buf, sizeof buf - 1) == 0 ? std::string(buf) : std::string();

@@ -32,7 +32,4 @@ std::string SelfExecutablePath();
 /// This machine's host name (gethostname); "" when unknown.
 std::string HostName();
 
-/// Directory part of `path` ("" when it has none).
-std::string ParentDirectory(const std::string& path);
-
 }  // namespace ringpilot::base

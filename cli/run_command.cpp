@@ -74,9 +74,8 @@ int RunJob(const RunArgs& args) {
   const base::Environment env = base::CurrentEnvironment();
   launcher::MpirunContext ctx;
   ctx.mpirun = base::Lookup(env, "RINGPILOT_MPIRUN", "mpirun");
-  const std::string self_dir = base::ParentDirectory(base::SelfExecutablePath());
-  ctx.trainer = base::Lookup(env, "RINGPILOT_TRAINER",
-                             (self_dir.empty() ? std::string(".") : self_dir) + "/" + kTrainerName);
+  const std::string self_dir = base::DirName(base::SelfExecutablePath());
+  ctx.trainer = base::Lookup(env, "RINGPILOT_TRAINER", self_dir + "/" + kTrainerName);
   // A relative path would be resolved against each rank's working directory; a bare name
   // is left for mpirun to find on PATH.
   if (ctx.trainer.find('/') != std::string::npos) {

@@ -20,6 +20,7 @@
 #include <stdexcept>
 
 #include "base/environment.h"
+#include "base/files.h"
 #include "base/shell.h"
 #include "mpirun/cma_probe.h"
 #include "mpirun/flags.h"
@@ -43,10 +44,7 @@ std::string Pad(const std::string& s, std::size_t width) {
   return s.size() >= width ? s : std::string(width - s.size(), ' ') + s;
 }
 
-std::string SelfDirectory() {
-  const std::string dir = base::ParentDirectory(base::SelfExecutablePath());
-  return dir.empty() ? "." : dir;
-}
+std::string SelfDirectory() { return base::DirName(base::SelfExecutablePath()); }
 
 // GPUs a CUDA job on this node can use: CUDA_VISIBLE_DEVICES when set, else NVML's count.
 int VisibleGpus(const base::Environment& env) {

@@ -13,6 +13,20 @@ namespace {
 int LabelBytes(CifarVariant v) { return v == CifarVariant::kCifar10 ? 1 : 2; }
 int Classes(CifarVariant v) { return v == CifarVariant::kCifar10 ? 10 : 100; }
 
+// Records in `file`, checked against its size.
+int64_t RecordsIn(const std::string& file, CifarVariant variant) {
+  const int64_t record = LabelBytes(variant) + kCifarImageBytes;
+  const int64_t bytes = base::FileSize(file);
+  if (bytes < 0) throw DataError(file + ": cannot read: " + std::strerror(ENOENT));
+  if (bytes == 0) throw DataError(file + ": empty file, not a CIFAR batch");
+  if (bytes % record != 0) {
+    throw DataError(file + ": " + std::to_string(bytes) + " bytes is not a whole number of " +
+                    std::to_string(record) + "-byte CIFAR-" + std::to_string(Classes(variant)) +
+                    " records (truncated, or another format)");
+  }
+  return bytes / record;
+}
+
 }  // namespace
 
 std::vector<std::string> CifarFiles(const std::string& path, CifarVariant variant, bool train) {
@@ -36,24 +50,6 @@ std::vector<std::string> CifarFiles(const std::string& path, CifarVariant varian
   }
   return files;  // ListDir is sorted: data_batch_1 ... data_batch_5
 }
-
-namespace {
-
-// Records in `file`, checked against its size.
-int64_t RecordsIn(const std::string& file, CifarVariant variant) {
-  const int64_t record = LabelBytes(variant) + kCifarImageBytes;
-  const int64_t bytes = base::FileSize(file);
-  if (bytes < 0) throw DataError(file + ": cannot read: " + std::strerror(ENOENT));
-  if (bytes == 0) throw DataError(file + ": empty file, not a CIFAR batch");
-  if (bytes % record != 0) {
-    throw DataError(file + ": " + std::to_string(bytes) + " bytes is not a whole number of " +
-                    std::to_string(record) + "-byte CIFAR-" + std::to_string(Classes(variant)) +
-                    " records (truncated, or another format)");
-  }
-  return bytes / record;
-}
-
-}  // namespace
 
 int64_t CountCifarRecords(const std::vector<std::string>& files, CifarVariant variant) {
   int64_t n = 0;

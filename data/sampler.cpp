@@ -26,22 +26,26 @@ uint64_t Below(uint64_t n, uint64_t& state) {
 
 }  // namespace
 
+int64_t FullStepsPerEpoch(int64_t dataset_size, int world, int batch_per_rank) {
+  const int64_t steps = world > 0 && batch_per_rank > 0
+                            ? dataset_size / (static_cast<int64_t>(world) * batch_per_rank)
+                            : 0;
+  if (steps < 1) {
+    throw std::invalid_argument("dataset of " + std::to_string(dataset_size) +
+                                " samples is smaller than one global batch (" +
+                                std::to_string(world) + " ranks x " +
+                                std::to_string(batch_per_rank) + ")");
+  }
+  return steps;
+}
+
 EpochSampler::EpochSampler(int64_t dataset_size, int world, int batch_per_rank, uint64_t seed)
     : size_(dataset_size),
       world_(world),
       batch_(batch_per_rank),
       global_batch_(static_cast<int64_t>(world) * batch_per_rank),
       seed_(seed),
-      steps_per_epoch_(world > 0 && batch_per_rank > 0
-                           ? dataset_size / (static_cast<int64_t>(world) * batch_per_rank)
-                           : 0) {
-  if (steps_per_epoch_ < 1) {
-    throw std::invalid_argument("dataset of " + std::to_string(dataset_size) +
-                                " samples is smaller than one global batch (" +
-                                std::to_string(world) + " ranks x " +
-                                std::to_string(batch_per_rank) + ")");
-  }
-}
+      steps_per_epoch_(FullStepsPerEpoch(dataset_size, world, batch_per_rank)) {}
 
 std::vector<int64_t> EpochSampler::Permutation(int64_t epoch) const {
   std::vector<int64_t> order(static_cast<size_t>(size_));
@@ -75,7 +79,7 @@ SamplePosition EpochSampler::PositionOf(int64_t step) const {
   return {start_.epoch + 1 + after / steps_per_epoch_, (after % steps_per_epoch_) * global_batch_};
 }
 
-void EpochSampler::Batch(int64_t step, int rank, std::vector<int64_t>* indices) {
+SamplePosition EpochSampler::Batch(int64_t step, int rank, std::vector<int64_t>* indices) {
   const SamplePosition at = PositionOf(step);
   if (at.epoch != cached_epoch_) {
     order_ = Permutation(at.epoch);
@@ -83,6 +87,7 @@ void EpochSampler::Batch(int64_t step, int rank, std::vector<int64_t>* indices) 
   }
   const int64_t first = at.offset + static_cast<int64_t>(rank) * batch_;
   indices->assign(order_.begin() + first, order_.begin() + first + batch_);
+  return at;
 }
 
 }  // namespace ringpilot::data

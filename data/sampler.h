@@ -21,6 +21,10 @@ struct SamplePosition {
   int64_t offset = 0;  ///< samples of the epoch's permutation already consumed
 };
 
+/// Full global batches (world x batch_per_rank) in one epoch of `dataset_size` samples.
+/// Throws std::invalid_argument when not even one fits.
+int64_t FullStepsPerEpoch(int64_t dataset_size, int world, int batch_per_rank);
+
 /// Not thread-safe (it caches the current epoch's permutation).
 class EpochSampler {
  public:
@@ -38,8 +42,9 @@ class EpochSampler {
   /// Where step `step` (>= the resumed step) starts.
   SamplePosition PositionOf(int64_t step) const;
 
-  /// Dataset indices of rank `rank`'s batch at global step `step`, in order.
-  void Batch(int64_t step, int rank, std::vector<int64_t>* indices);
+  /// Dataset indices of rank `rank`'s batch at global step `step`, in order. Returns the
+  /// step's position (PositionOf(step)).
+  SamplePosition Batch(int64_t step, int rank, std::vector<int64_t>* indices);
 
   /// The permutation of `epoch` (the same on every rank, machine and run).
   std::vector<int64_t> Permutation(int64_t epoch) const;

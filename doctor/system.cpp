@@ -18,6 +18,7 @@
 #include <memory>
 
 #include "base/environment.h"
+#include "base/files.h"
 #include "doctor/doctor.h"
 #include "topology/node_topology.h"
 #include "topology/nvml_api.h"
@@ -293,7 +294,7 @@ CommandResult RunWithTimeout(const base::Environment& vars, const std::vector<st
   return result;
 }
 
-std::string SelfDir() { return base::ParentDirectory(base::SelfExecutablePath()); }
+std::string SelfDir() { return base::DirName(base::SelfExecutablePath()); }
 
 }  // namespace
 

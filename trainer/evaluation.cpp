@@ -3,9 +3,9 @@
 #include <algorithm>
 #include <cstring>
 
-#include <ATen/autocast_mode.h>
 #include <torch/torch.h>
 
+#include "trainer/autocast_region.h"
 #include "trainer/options.h"
 #include "trainer/synthetic_data.h"
 
@@ -40,11 +40,10 @@ EvalResult Evaluate(const config::JobConfig& job, const RankPlace& place, const 
       at::Tensor input = NormalizeImages(images.to(device.device), at::kFloat);
       if (state.channels_last) input = input.contiguous(at::MemoryFormat::ChannelsLast);
       labels = labels.to(device.device);
-      if (autocast) at::autocast::set_autocast_enabled(device.device.type(), true);
-      at::Tensor logits = state.model->Logits(input).to(at::kFloat);
-      if (autocast) {
-        at::autocast::set_autocast_enabled(device.device.type(), false);
-        at::autocast::clear_cache();
+      at::Tensor logits;
+      {
+        const AutocastRegion region(device.device.type(), autocast);
+        logits = state.model->Logits(input).to(at::kFloat);
       }
       const at::Tensor top = std::get<1>(logits.topk(k, /*dim=*/1));
       const at::Tensor hit = top.eq(labels.unsqueeze(1));

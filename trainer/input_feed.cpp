@@ -61,14 +61,11 @@ int64_t StepsPerEpoch(const config::JobConfig& job, int world) {
   const data::CifarVariant variant = CifarVariantFor(job.model);
   const int64_t samples =
       data::CountCifarRecords(data::CifarFiles(job.data.train, variant, /*train=*/true), variant);
-  const int64_t global_batch = static_cast<int64_t>(world) * job.data.batch_per_rank;
-  if (samples < global_batch) {
-    throw std::runtime_error(job.data.train + ": " + std::to_string(samples) +
-                             " samples, fewer than one global batch (" + std::to_string(world) +
-                             " ranks x data.batch_per_rank " +
-                             std::to_string(job.data.batch_per_rank) + ")");
+  try {
+    return data::FullStepsPerEpoch(samples, world, job.data.batch_per_rank);
+  } catch (const std::invalid_argument& e) {
+    throw std::runtime_error(job.data.train + ": " + e.what());
   }
-  return samples / global_batch;
 }
 
 InputFeed::InputFeed(const config::JobConfig& job, const models::Model& model,
@@ -113,10 +110,8 @@ void InputFeed::Fill(int64_t step) {
   copied_.Wait(slot);
   NvtxRange range("data");
   const auto t0 = std::chrono::steady_clock::now();
-  const int64_t first = FirstSampleIndex(step, rank_, world_, batch_);
   if (sampler_) {
-    sampler_->Batch(step, rank_, &indices_);
-    const int64_t epoch = sampler_->PositionOf(step).epoch;
+    const int64_t epoch = sampler_->Batch(step, rank_, &indices_).epoch;
     uint8_t* pixels = host_[slot].input.data_ptr<uint8_t>();
     int64_t* labels = host_[slot].target.data_ptr<int64_t>();
     for (int i = 0; i < batch_; ++i) {
@@ -125,9 +120,9 @@ void InputFeed::Fill(int64_t step) {
       labels[i] = cifar_->labels[indices_[i]];
     }
   } else if (images_) {
-    FillImages(seed_, first, image_spec_, host_[slot]);
+    FillImages(seed_, FirstSampleIndex(step, rank_, world_, batch_), image_spec_, host_[slot]);
   } else {
-    FillTokens(seed_, first, token_spec_, host_[slot]);
+    FillTokens(seed_, FirstSampleIndex(step, rank_, world_, batch_), token_spec_, host_[slot]);
   }
   data_seconds_.push_back(base::Seconds(t0, std::chrono::steady_clock::now()));
   metrics_.OnPhase(telemetry::Phase::kData, data_seconds_.back());

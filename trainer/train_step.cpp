@@ -2,6 +2,7 @@
 
 #include <ATen/autocast_mode.h>
 
+#include "trainer/autocast_region.h"
 #include "trainer/options.h"
 
 namespace ringpilot::trainer {
@@ -35,11 +36,9 @@ void TrainStep::Run() {
       in = NormalizeImages(in, at::kFloat);
       if (state_.channels_last) in = in.contiguous(at::MemoryFormat::ChannelsLast);
     }
-    if (autocast_) at::autocast::set_autocast_enabled(device_type_, true);
-    loss = state_.model->Loss(in, input_.device_batch().target);
-    if (autocast_) {
-      at::autocast::set_autocast_enabled(device_type_, false);
-      at::autocast::clear_cache();
+    {
+      const AutocastRegion region(device_type_, autocast_);
+      loss = state_.model->Loss(in, input_.device_batch().target);
     }
     phases_.ForwardDone();
   }

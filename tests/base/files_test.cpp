@@ -54,6 +54,7 @@ TEST(Files, AtomicWriteReplacesWholeFileAndFailsCleanly) {
   EXPECT_THROW(ReadFile(root + "/nope"), FileError);
   EXPECT_EQ(DirName(root + "/f"), root);
   EXPECT_EQ(DirName("f"), ".");
+  EXPECT_EQ(DirName("/a/b/c"), "/a/b");
   EXPECT_EQ(DirName("/f"), "/");
   RemoveTree(root);
 }
