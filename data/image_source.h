@@ -1,0 +1,42 @@
+// Labelled sets of encoded images (JPEG or PNG bytes) that the image pipelines decode:
+// an image folder (data.kind image_folder) or WebDataset-style tar shards (image_shards).
+// A source only indexes and reads bytes; decoding and augmentation happen in the
+// pipelines (data/image_decode.h on CPU ranks, nvJPEG on GPU ranks).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace ringpilot::data {
+
+/// Thread-safe for concurrent Read/Describe/label calls once constructed (the index is
+/// immutable; reads use positional I/O).
+class ImageSource {
+ public:
+  virtual ~ImageSource() = default;
+
+  /// Samples in the set (its index order is fixed: the sampler's indices refer to it).
+  virtual int64_t size() const = 0;
+  /// Classes (image_folder: class folders; image_shards: 1 + the largest label seen).
+  virtual int num_classes() const = 0;
+  /// Class index of sample `index`, in [0, num_classes), or -1 when the sample has no
+  /// usable label (a shard member without its .cls): the pipelines treat it as bad.
+  virtual int32_t label(int64_t index) const = 0;
+  /// Where sample `index` lives, for warnings and the distinct bad-file count: a path, or
+  /// "SHARD.tar:KEY.jpg".
+  virtual std::string Describe(int64_t index) const = 0;
+  /// Replaces `*bytes` with sample `index`'s encoded image. Returns false and sets `*error`
+  /// (one line, no path: the caller adds Describe()) when it cannot be read.
+  virtual bool Read(int64_t index, std::vector<uint8_t>* bytes, std::string* error) const = 0;
+};
+
+/// data.kind image_folder: ROOT/<class>/<file> with extensions .jpg, .jpeg, .png (any
+/// case); class index = position of the folder name in byte-wise sorted order; files in a
+/// class sorted by name. Files with other extensions are skipped (counted in the log line
+/// the caller prints). Throws DataError (data/cifar.h) for a missing or unreadable root, a
+/// root with no class folders, and a class folder with no images, naming the path.
+std::unique_ptr<ImageSource> OpenImageFolder(const std::string& root);
+
+}  // namespace ringpilot::data
