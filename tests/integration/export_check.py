@@ -70,7 +70,7 @@ def main():
     diff = (out - expected).abs().max().item()
     rel = diff / max(scale, 1e-12)
     verdict = "match" if rel <= TOLERANCE else "MISMATCH"
-    print(f"{name}: {verdict}: max |diff| {diff:.3g} over outputs up to {scale:.3g} "
+    print(f"{name}: {verdict}: max abs diff {diff:.3g} over outputs up to {scale:.3g} "
           f"(relative {rel:.3g}, tolerance {TOLERANCE:g}), shape {tuple(out.shape)}")
     return 0 if rel <= TOLERANCE else 1
 

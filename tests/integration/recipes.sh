@@ -8,6 +8,8 @@
 #       vs a run whose rank 1 crashes at step 5 and restarts from the step-4 checkpoint:
 #       identical param_sha256; final_lr is the cosine's value at step 6; the progress line
 #       shows lr and grad norm; summary.json has a finite grad_norm.
+#   (c) the same with CIFAR-format data (Fashion-MNIST images) and train.epochs: steps =
+#       batches per epoch / micro-batches, and a mid-epoch crash resumes bit-identically.
 #
 # Usage: RINGPILOT_BUILD_DIR=build tests/integration/recipes.sh
 set -euo pipefail
@@ -89,7 +91,43 @@ if ((s_ok && c_ok)); then
   line=$(grep -m 1 ' | lr ' "$straight/logs/rank-0.log" || true)
   verdict=FAIL
   [[ $line == *"| grad norm "* ]] && verdict=PASS
-  rp_row "(b) progress line" "${line:-no line with lr}" "$verdict"
+  line=${line#* step }
+  rp_row "(b) progress line" "${line//|/;}" "$verdict"
+fi
+
+# (c) a dataset with train.epochs and micro-batches: 200 images, 2 ranks x 4 = 8 per
+# sampler step, 25 per epoch; 2 micro-batches make 12 optimizer steps. A crash mid-epoch
+# (step 7, checkpoint at 6) resumes at the sampler position of step 7's first micro-batch.
+data=$RP_TMP/fashion
+python3 "$(dirname "${BASH_SOURCE[0]}")/../data/make_cifar_fashion.py" "$data" --train 200 \
+  --test 40 >&2
+cifar=(--set model.name=resnet18-cifar --set data.kind=cifar
+  --set "data.train=\"$data\"" --set "data.val=\"$data\"" --set train.epochs=1
+  --set train.optimizer=sgd --set train.lr=0.05 --set train.grad_accum_steps=2
+  --set train.lr_schedule=cosine --set train.lr_warmup_steps=3 --set train.max_grad_norm=2
+  --set checkpoint.every_steps=3)
+c_straight=$RP_TMP/cifar-straight
+rp_run "$JOB_LIMIT_S" "$c_straight.out" "$c_straight" "$job" "${cifar[@]}"
+cs_ok=1
+rp_expect_ok "(c) cifar, 1 epoch straight" "$c_straight.out" "$c_straight" || cs_ok=0
+c_crashed=$RP_TMP/cifar-crashed
+rp_run "$JOB_LIMIT_S" "$c_crashed.out" "$c_crashed" "$job" "${cifar[@]}" \
+  --set launch.max_restarts=1 --set fault.crash_rank=1 --set fault.crash_step=7
+cc_ok=1
+rp_expect_ok "(c) cifar, crash at step 7" "$c_crashed.out" "$c_crashed" || cc_ok=0
+if ((cs_ok && cc_ok)); then
+  steps=$(rp_json "$c_straight/summary.json" steps)
+  epochs=$(rp_json "$c_straight/summary.json" epochs)
+  rp_check "(c) epochs to optimizer steps" "steps $steps (want 12), epochs $epochs (want 1)" \
+    test "$steps/$epochs" = 12/1
+  a=$(rp_json "$c_straight/summary.json" param_sha256)
+  b=$(rp_json "$c_crashed/summary.json" param_sha256)
+  from=$(rp_json "$c_crashed/summary.json" resumed_from_step)
+  if [[ $a == "$b" && $from == 6 ]]; then
+    rp_row "(c) resumed == straight" "resumed from step $from, param_sha256 ${a:0:16}... equal" PASS
+  else
+    rp_row "(c) resumed == straight" "resumed from $from; ${b:0:16}... vs ${a:0:16}..." FAIL
+  fi
 fi
 
 rp_finish
