@@ -7,6 +7,7 @@
 //       [--threads 8] [--prefetch 3] [--side 224] [--no-hardware]
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -15,7 +16,9 @@
 #include <vector>
 
 #include "data/cuda/image_pipeline.h"
+#include "data/image_decode.h"
 #include "data/image_source.h"
+#include "data/image_transform.h"
 #include "data/sampler.h"
 
 namespace {
@@ -75,6 +78,40 @@ int main(int argc, char** argv) {
       ++queued;
     };
     for (int i = 0; i < options.prefetch; ++i) enqueue();
+    // Agreement with the host path (libjpeg-turbo + data::ResampleCrop) on the first batch:
+    // JPEG decoders may differ by a few levels (IDCT, chroma upsampling), crops must not.
+    double mean_abs_diff = 0;
+    int max_abs_diff = 0;
+    std::vector<int64_t> first_indices;
+    const int64_t first_epoch = sampler.Batch(0, 0, &first_indices).epoch;
+    auto check_first = [&] {
+      const size_t image = static_cast<size_t>(3) * options.out_height * options.out_width;
+      std::vector<uint8_t> got(image * options.batch), want(image);
+      cudaStreamSynchronize(stream);
+      cudaMemcpy(got.data(), pixels, got.size(), cudaMemcpyDeviceToHost);
+      std::vector<uint8_t> bytes;
+      data::DecodedImage decoded;
+      std::string error;
+      double sum = 0;
+      int64_t count = 0;
+      for (int i = 0; i < options.batch; ++i) {
+        if (!source->Read(first_indices[i], &bytes, &error) ||
+            !data::DecodeImage(bytes.data(), bytes.size(), &decoded, &error)) {
+          continue;  // a bad sample: the pipeline substituted it
+        }
+        const data::CropBox box = data::TrainCropBox(decoded.width, decoded.height, options.seed,
+                                                     first_epoch, first_indices[i]);
+        data::ResampleCrop(decoded.rgb.data(), decoded.width, decoded.height, box,
+                           options.out_height, options.out_width, want.data());
+        for (size_t k = 0; k < image; ++k) {
+          const int d = std::abs(static_cast<int>(got[i * image + k]) - want[k]);
+          sum += d;
+          max_abs_diff = std::max(max_abs_diff, d);
+        }
+        count += static_cast<int64_t>(image);
+      }
+      mean_abs_diff = count ? sum / static_cast<double>(count) : -1;
+    };
     double waited = 0;
     auto start = std::chrono::steady_clock::now();
     data::cuda::ImagePipelineCounters at_start;
@@ -86,6 +123,7 @@ int main(int argc, char** argv) {
         waited = 0;
       }
       waited += pipeline.CopyNext(pixels, labels, stream);
+      if (b == 0) check_first();
       enqueue();
     }
     cudaStreamSynchronize(stream);
@@ -95,12 +133,13 @@ int main(int argc, char** argv) {
     std::printf(
         "{\"what\": \"pipeline\", \"images\": %lld, \"batch\": %d, \"side\": %d, \"threads\": %d, "
         "\"backend\": \"%s\", \"img_per_s\": %.1f, \"device_decoded\": %lld, "
-        "\"host_decoded\": %lld, \"bad_samples\": %lld, \"wait_share\": %.3f}\n",
+        "\"host_decoded\": %lld, \"bad_samples\": %lld, \"wait_share\": %.3f, "
+        "\"mean_abs_diff_vs_host\": %.3f, \"max_abs_diff_vs_host\": %d}\n",
         static_cast<long long>(source->size()), options.batch, options.out_height,
         options.threads, pipeline.backend().c_str(), batches * options.batch / wall,
         static_cast<long long>(end.hardware_images - at_start.hardware_images),
         static_cast<long long>(end.host_images - at_start.host_images),
-        static_cast<long long>(bad), waited / wall);
+        static_cast<long long>(bad), waited / wall, mean_abs_diff, max_abs_diff);
     return 0;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "ringpilot-bench-image-pipeline: %s\n", e.what());
