@@ -134,12 +134,15 @@ int main(int argc, char** argv) {
         "{\"what\": \"pipeline\", \"images\": %lld, \"batch\": %d, \"side\": %d, \"threads\": %d, "
         "\"backend\": \"%s\", \"img_per_s\": %.1f, \"device_decoded\": %lld, "
         "\"host_decoded\": %lld, \"bad_samples\": %lld, \"wait_share\": %.3f, "
-        "\"mean_abs_diff_vs_host\": %.3f, \"max_abs_diff_vs_host\": %d}\n",
+        "\"mean_abs_diff_vs_host\": %.3f, \"max_abs_diff_vs_host\": %d, "
+        "\"decode_gpu_ms_per_batch\": %.3f, \"resample_gpu_ms_per_batch\": %.3f}\n",
         static_cast<long long>(source->size()), options.batch, options.out_height,
         options.threads, pipeline.backend().c_str(), batches * options.batch / wall,
         static_cast<long long>(end.hardware_images - at_start.hardware_images),
         static_cast<long long>(end.host_images - at_start.host_images),
-        static_cast<long long>(bad), waited / wall, mean_abs_diff, max_abs_diff);
+        static_cast<long long>(bad), waited / wall, mean_abs_diff, max_abs_diff,
+        (end.decode_gpu_seconds - at_start.decode_gpu_seconds) * 1e3 / batches,
+        (end.resample_gpu_seconds - at_start.resample_gpu_seconds) * 1e3 / batches);
     return 0;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "ringpilot-bench-image-pipeline: %s\n", e.what());

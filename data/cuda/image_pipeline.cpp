@@ -158,6 +158,9 @@ struct ImagePipeline::Decoder {
   std::vector<nvjpegJpegStream_t> streams;  // one per worker, for header parsing
   int initialized_batch = -1;
   cudaStream_t stream = nullptr;
+  // Marks around the batch's GPU work, read back once the batch is done (the pipeline
+  // thread waits for it anyway): decode start, resample start, end.
+  cudaEvent_t marks[3] = {nullptr, nullptr, nullptr};
   std::unique_ptr<WorkerPool> pool;
   std::vector<Sample> samples;
   // Device arena of decoded images, grown stream-ordered (no device-wide synchronisation).
@@ -177,6 +180,9 @@ struct ImagePipeline::Decoder {
     if (arena) cudaFree(arena);
     if (device_jobs) cudaFree(device_jobs);
     for (nvjpegJpegStream_t s : streams) nvjpegJpegStreamDestroy(s);
+    for (cudaEvent_t e : marks) {
+      if (e) cudaEventDestroy(e);
+    }
     if (state) nvjpegJpegStateDestroy(state);
     if (handle) nvjpegDestroy(handle);
     if (stream) cudaStreamDestroy(stream);
@@ -194,6 +200,7 @@ ImagePipeline::ImagePipeline(const ImageSource& source, const ImagePipelineOptio
   decoder_ = std::make_unique<Decoder>();
   Decoder& d = *decoder_;
   PIPELINE_CUDA(cudaStreamCreateWithFlags(&d.stream, cudaStreamNonBlocking));
+  for (cudaEvent_t& e : d.marks) PIPELINE_CUDA(cudaEventCreate(&e));
   // The hardware engines where the GPU has them; nvJPEG answers NVJPEG_STATUS_ARCH_MISMATCH
   // (or "not supported") elsewhere, and the GPU backend takes over.
   nvjpegStatus_t created = NVJPEG_STATUS_ARCH_MISMATCH;
@@ -402,6 +409,7 @@ void ImagePipeline::MakeBatch(const BatchRequest& request, Slot& slot, bool slot
   auto* jobs = reinterpret_cast<ResampleJob*>(d.host_jobs.data);
   auto* labels = reinterpret_cast<int64_t*>(d.host_labels.data);
   int on_device = 0;
+  PIPELINE_CUDA(cudaEventRecord(d.marks[0], d.stream));
   for (bool decoded = false; !decoded;) {
     // 2. Arena layout: every decoded image at an aligned offset.
     size_t arena_bytes = 0;
@@ -481,6 +489,7 @@ void ImagePipeline::MakeBatch(const BatchRequest& request, Slot& slot, bool slot
 
   // 5. Crop, resize, flip into the slot once CopyNext has copied its previous batch out.
   if (slot_in_use) PIPELINE_CUDA(cudaStreamWaitEvent(d.stream, slot.consumed, 0));
+  PIPELINE_CUDA(cudaEventRecord(d.marks[1], d.stream));
   PIPELINE_CUDA(cudaMemcpyAsync(d.device_jobs, jobs, sizeof(ResampleJob) * n,
                                 cudaMemcpyHostToDevice, d.stream));
   PIPELINE_CUDA(cudaMemcpyAsync(slot.labels, labels, sizeof(int64_t) * n,
@@ -488,11 +497,17 @@ void ImagePipeline::MakeBatch(const BatchRequest& request, Slot& slot, bool slot
   PIPELINE_CUDA(LaunchResampleCrops(d.arena, d.device_jobs, n, options_.out_height,
                                     options_.out_width, slot.pixels, d.stream));
   PIPELINE_CUDA(cudaEventRecord(slot.ready, d.stream));
+  PIPELINE_CUDA(cudaEventRecord(d.marks[2], d.stream));
   // The host buffers (bitstreams, jobs, staging) are reused by the next batch: wait here,
   // on the pipeline's thread, never on the training stream.
   PIPELINE_CUDA(cudaStreamSynchronize(d.stream));
 
+  float decode_ms = 0, resample_ms = 0;
+  PIPELINE_CUDA(cudaEventElapsedTime(&decode_ms, d.marks[0], d.marks[1]));
+  PIPELINE_CUDA(cudaEventElapsedTime(&resample_ms, d.marks[1], d.marks[2]));
   std::lock_guard<std::mutex> lock(mutex_);
+  counters_.decode_gpu_seconds += decode_ms * 1e-3;
+  counters_.resample_gpu_seconds += resample_ms * 1e-3;
   counters_.images += n;
   counters_.hardware_images += on_device;
   counters_.host_images += n - on_device;

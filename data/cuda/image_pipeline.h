@@ -58,6 +58,8 @@ struct ImagePipelineCounters {
   int64_t hardware_images = 0;  ///< of which by nvJPEG (hardware or GPU backend)
   int64_t host_images = 0;      ///< of which on the host (PNG, progressive, fallback)
   double busy_seconds = 0;      ///< wall time the pipeline thread spent making batches
+  double decode_gpu_seconds = 0;    ///< GPU time of nvJPEG's batches (engines + kernels)
+  double resample_gpu_seconds = 0;  ///< GPU time of the crop-resize kernel (SM time)
   int ready_batches = 0;        ///< batches decoded and not yet taken (prefetch depth)
 };
 
