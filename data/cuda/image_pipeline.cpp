@@ -409,6 +409,9 @@ void ImagePipeline::MakeBatch(const BatchRequest& request, Slot& slot, bool slot
   auto* jobs = reinterpret_cast<ResampleJob*>(d.host_jobs.data);
   auto* labels = reinterpret_cast<int64_t*>(d.host_labels.data);
   int on_device = 0;
+  // The slot is written last, but waiting for CopyNext's copy out of it first keeps the
+  // marks free of that wait (it is normally long done).
+  if (slot_in_use) PIPELINE_CUDA(cudaStreamWaitEvent(d.stream, slot.consumed, 0));
   PIPELINE_CUDA(cudaEventRecord(d.marks[0], d.stream));
   for (bool decoded = false; !decoded;) {
     // 2. Arena layout: every decoded image at an aligned offset.
@@ -487,8 +490,7 @@ void ImagePipeline::MakeBatch(const BatchRequest& request, Slot& slot, bool slot
     decoded = true;
   }
 
-  // 5. Crop, resize, flip into the slot once CopyNext has copied its previous batch out.
-  if (slot_in_use) PIPELINE_CUDA(cudaStreamWaitEvent(d.stream, slot.consumed, 0));
+  // 5. Crop, resize, flip into the slot.
   PIPELINE_CUDA(cudaEventRecord(d.marks[1], d.stream));
   PIPELINE_CUDA(cudaMemcpyAsync(d.device_jobs, jobs, sizeof(ResampleJob) * n,
                                 cudaMemcpyHostToDevice, d.stream));
