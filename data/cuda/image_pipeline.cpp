@@ -264,17 +264,21 @@ void ImagePipeline::Enqueue(BatchRequest request) {
   changed_.notify_all();
 }
 
-double ImagePipeline::CopyNext(uint8_t* pixels, int64_t* labels, cudaStream_t stream) {
+double ImagePipeline::WaitNext() {
   const auto t0 = std::chrono::steady_clock::now();
+  std::unique_lock<std::mutex> lock(mutex_);
+  changed_.wait(lock, [this] { return error_ || made_ > taken_; });
+  if (made_ <= taken_ && error_) std::rethrow_exception(error_);
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+double ImagePipeline::CopyNext(uint8_t* pixels, int64_t* labels, cudaStream_t stream) {
+  const double waited = WaitNext();
   Slot* slot;
   {
-    std::unique_lock<std::mutex> lock(mutex_);
-    changed_.wait(lock, [this] { return error_ || made_ > taken_; });
-    if (made_ <= taken_ && error_) std::rethrow_exception(error_);
+    std::lock_guard<std::mutex> lock(mutex_);
     slot = slots_[taken_ % options_.prefetch].get();
   }
-  const double waited =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   // Hot path: enqueue only. A failure here is a broken device; the training step's own
   // checks report it on the same stream.
   const size_t bytes =

@@ -63,7 +63,7 @@ struct ImagePipelineCounters {
   int ready_batches = 0;        ///< batches decoded and not yet taken (prefetch depth)
 };
 
-/// Enqueue and CopyNext are called by one thread (the training thread); the rest is
+/// Enqueue, WaitNext and CopyNext are called by one thread (the training thread); the rest is
 /// internal. `source` and `on_bad` must outlive the pipeline. Setup errors (no CUDA
 /// device, nvJPEG unavailable) throw std::runtime_error naming the call.
 class ImagePipeline {
@@ -79,7 +79,11 @@ class ImagePipeline {
   /// order they are queued; queue up to `prefetch` ahead of the one being consumed.
   void Enqueue(BatchRequest request);
 
-  /// Waits until the oldest queued batch is made, then enqueues on `stream` the copies of
+  /// Waits until the oldest queued batch not yet copied is made; returns the seconds the
+  /// host waited. Rethrows an error of the pipeline thread (e.g. the BadSampleHandler's).
+  double WaitNext();
+
+  /// Waits as WaitNext (no wait when it already did), then enqueues on `stream` the copies of
   /// its pixels into `pixels` (uint8 [batch,3,out_height,out_width], device) and of its
   /// labels into `labels` (int64 [batch], device). Returns the seconds the host waited.
   /// Rethrows an error of the pipeline thread. The slot is reused only after the copies
