@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "data/bad_samples.h"
 #include "data/cuda/image_pipeline.h"
 #include "data/image_decode.h"
 #include "data/image_source.h"
@@ -56,12 +57,8 @@ int main(int argc, char** argv) {
     options.hardware = !Flag(argc, argv, "--no-hardware");
     const int batches = Arg(argc, argv, "--batches", 60);
     const int warmup = Arg(argc, argv, "--warmup", 5);
-    int64_t bad = 0;
-    data::cuda::ImagePipeline pipeline(*source, options, [&](int64_t index, const std::string& why) {
-      std::fprintf(stderr, "bad sample %s: %s\n", source->Describe(index).c_str(), why.c_str());
-      ++bad;
-      return (index + 1) % source->size();
-    });
+    data::BadSampleLog bad(*source, /*max_fraction=*/1.0);
+    data::cuda::ImagePipeline pipeline(*source, options, bad);
     data::EpochSampler sampler(source->size(), 1, options.batch, 0);
     uint8_t* pixels = nullptr;
     int64_t* labels = nullptr;
@@ -123,6 +120,7 @@ int main(int argc, char** argv) {
         waited = 0;
       }
       waited += pipeline.CopyNext(pixels, labels, stream);
+      for (const std::string& line : bad.TakeWarnings()) std::fprintf(stderr, "%s\n", line.c_str());
       if (b == 0) check_first();
       enqueue();
     }
@@ -140,7 +138,7 @@ int main(int argc, char** argv) {
         options.threads, pipeline.backend().c_str(), batches * options.batch / wall,
         static_cast<long long>(end.hardware_images - at_start.hardware_images),
         static_cast<long long>(end.host_images - at_start.host_images),
-        static_cast<long long>(bad), waited / wall, mean_abs_diff, max_abs_diff,
+        static_cast<long long>(bad.replaced()), waited / wall, mean_abs_diff, max_abs_diff,
         (end.decode_gpu_seconds - at_start.decode_gpu_seconds) * 1e3 / batches,
         (end.resample_gpu_seconds - at_start.resample_gpu_seconds) * 1e3 / batches);
     return 0;

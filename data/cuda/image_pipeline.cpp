@@ -6,9 +6,11 @@
 #include <atomic>
 #include <chrono>
 #include <cstring>
+#include <functional>
 #include <stdexcept>
 #include <utility>
 
+#include "data/cifar.h"
 #include "data/cuda/resample_kernels.h"
 #include "data/image_decode.h"
 #include "data/image_transform.h"
@@ -140,6 +142,8 @@ struct ImagePipeline::Sample {
   int width = 0;
   int height = 0;
   Route route = Route::kDevice;
+  bool black = false;                // no usable sample within kMaxSubstituteTries
+  std::vector<BadSample> failures;  // samples tried for this entry that were bad
   std::vector<uint8_t> bytes;
   DecodedImage decoded;  // Route::kHost
 };
@@ -190,8 +194,8 @@ struct ImagePipeline::Decoder {
 };
 
 ImagePipeline::ImagePipeline(const ImageSource& source, const ImagePipelineOptions& options,
-                             BadSampleHandler on_bad)
-    : source_(source), options_(options), on_bad_(std::move(on_bad)) {
+                             BadSampleLog& bad)
+    : source_(source), options_(options), bad_(bad) {
   if (options_.batch < 1 || options_.out_height < 1 || options_.out_width < 1 ||
       options_.prefetch < 1 || options_.threads < 1) {
     throw std::invalid_argument("ImagePipeline: batch, output size, prefetch, threads must be >= 1");
@@ -345,16 +349,19 @@ void ImagePipeline::Loop() {
   }
 }
 
-// Reads sample `index` into `s`, replacing it by the handler's choice until one is usable:
-// a JPEG that nvJPEG takes stays encoded (Route::kDevice, unless `host_only`), anything else
-// is decoded here.
-void ImagePipeline::ResolveSample(int thread, int64_t index, bool host_only, Sample& s) {
+// Loads the entry whose sample is `wanted` into `s`: the first of wanted, wanted + 1, ...
+// (wrapping, data/bad_samples.h's rule) that is usable. A JPEG that nvJPEG takes stays
+// encoded (Route::kDevice, unless `host_only`); anything else is decoded here.
+void ImagePipeline::ResolveSample(int thread, int64_t wanted, bool host_only, Sample& s) {
   Decoder& d = *decoder_;
-  for (;;) {
+  const int64_t n = source_.size();
+  s.black = false;
+  for (int t = 0; t <= kMaxSubstituteTries && t < n; ++t) {
+    const int64_t index = (wanted + t) % n;
     std::string why;
     const int32_t label = source_.label(index);
-    if (label < 0) {
-      why = "no label";
+    if (label < 0 || label >= source_.num_classes()) {
+      why = "no usable class label (.cls member)";
     } else if (source_.Read(index, &s.bytes, &why)) {
       s.label = label;
       const ImageFormat format = SniffImageFormat(s.bytes.data(), s.bytes.size());
@@ -368,7 +375,7 @@ void ImagePipeline::ResolveSample(int thread, int64_t index, bool host_only, Sam
               NVJPEG_STATUS_SUCCESS &&
           unsupported == 0 &&
           nvjpegJpegStreamGetFrameDimensions(stream, &w, &h) == NVJPEG_STATUS_SUCCESS && w > 0 &&
-          h > 0) {
+          h > 0 && static_cast<int64_t>(w) * h <= kMaxImagePixels) {
         s.route = Route::kDevice;
         s.width = static_cast<int>(w);
         s.height = static_cast<int>(h);
@@ -382,8 +389,15 @@ void ImagePipeline::ResolveSample(int thread, int64_t index, bool host_only, Sam
       s.index = index;
       return;
     }
-    index = on_bad_(index, why);
+    s.failures.push_back({index, why});
   }
+  // A run of bad samples: a black image of class 0 keeps the batch full.
+  s.black = true;
+  s.route = Route::kHost;
+  s.index = wanted;
+  s.label = 0;
+  s.width = 0;
+  s.height = 0;
 }
 
 void ImagePipeline::MakeBatch(const BatchRequest& request, Slot& slot, bool slot_in_use) {
@@ -394,6 +408,7 @@ void ImagePipeline::MakeBatch(const BatchRequest& request, Slot& slot, bool slot
   //    decoded there on the host; bad samples are replaced by the handler's choice.
   std::mutex error_mutex;
   std::exception_ptr worker_error;
+  for (Sample& s : d.samples) s.failures.clear();
   auto resolve_all = [&](const std::vector<int>* subset, bool host_only) {
     const int count = subset ? static_cast<int>(subset->size()) : n;
     d.pool->Run(count, [&](int thread, int k) {
@@ -423,9 +438,10 @@ void ImagePipeline::MakeBatch(const BatchRequest& request, Slot& slot, bool slot
     size_t staging_bytes = 0;
     for (int i = 0; i < n; ++i) {
       const Sample& s = d.samples[i];
-      const CropBox box = options_.train ? TrainCropBox(s.width, s.height, options_.seed,
-                                                        request.epoch, s.index)
-                                         : EvalCropBox(s.width, s.height);
+      const CropBox box = s.black         ? CropBox{}
+                          : options_.train ? TrainCropBox(s.width, s.height, options_.seed,
+                                                          request.epoch, s.index)
+                                           : EvalCropBox(s.width, s.height);
       jobs[i] = ResampleJob{arena_bytes, s.width, s.height, box.x, box.y, box.width, box.height,
                             box.flip ? 1 : 0};
       labels[i] = s.label;
@@ -447,7 +463,7 @@ void ImagePipeline::MakeBatch(const BatchRequest& request, Slot& slot, bool slot
       size_t at = 0;
       for (int i = 0; i < n; ++i) {
         const Sample& s = d.samples[i];
-        if (s.route != Route::kHost) continue;
+        if (s.route != Route::kHost || s.black) continue;
         const size_t image_bytes = static_cast<size_t>(s.width) * s.height * 3;
         std::memcpy(d.staging.data + at, s.decoded.rgb.data(), image_bytes);
         PIPELINE_CUDA(cudaMemcpyAsync(d.arena + jobs[i].source_offset, d.staging.data + at,
@@ -493,6 +509,15 @@ void ImagePipeline::MakeBatch(const BatchRequest& request, Slot& slot, bool slot
     }
     decoded = true;
   }
+
+  std::vector<BadSample> failures;
+  int64_t replaced = 0;
+  for (const Sample& s : d.samples) {
+    if (s.failures.empty()) continue;
+    ++replaced;
+    failures.insert(failures.end(), s.failures.begin(), s.failures.end());
+  }
+  if (!bad_.Record(n, replaced, failures)) throw DataError(bad_.fatal());
 
   // 5. Crop, resize, flip into the slot.
   PIPELINE_CUDA(cudaEventRecord(d.marks[1], d.stream));

@@ -3,7 +3,8 @@
 // else on nvJPEG's GPU backend; then one kernel crops, resizes and flips every image of the
 // batch into the planar uint8 [B,3,H,W] layout the models read. What nvJPEG cannot take
 // (PNG, progressive or truncated JPEGs) is decoded on the host (data/image_decode.h) and
-// uploaded; what nobody can decode is a bad sample, replaced as the BadSampleHandler says.
+// uploaded; what nobody can decode is a bad sample, replaced and reported as
+// data/bad_samples.h says (the same rule as the host loader's).
 //
 // Batches are made ahead of the training step on a thread of their own, on their own CUDA
 // stream, into `prefetch` device slots. The training thread only waits for a slot to be
@@ -16,13 +17,13 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
-#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "data/bad_samples.h"
 #include "data/image_source.h"
 
 namespace ringpilot::data::cuda {
@@ -45,13 +46,6 @@ struct BatchRequest {
   std::vector<int64_t> indices;
 };
 
-/// Called on the pipeline's threads for a sample that cannot be used (unreadable file,
-/// undecodable or truncated image, no label): `index`, and one line saying why. Returns the
-/// dataset index to use instead (it is tried the same way). Must be thread-safe; may
-/// throw (e.g. past data.max_bad_fraction), which stops the pipeline: the exception is
-/// rethrown to the training thread by the next CopyNext.
-using BadSampleHandler = std::function<int64_t(int64_t index, const std::string& why)>;
-
 /// Decode-rate counters since construction (read from any thread).
 struct ImagePipelineCounters {
   int64_t images = 0;           ///< decoded and resampled
@@ -64,12 +58,12 @@ struct ImagePipelineCounters {
 };
 
 /// Enqueue, WaitNext and CopyNext are called by one thread (the training thread); the rest is
-/// internal. `source` and `on_bad` must outlive the pipeline. Setup errors (no CUDA
-/// device, nvJPEG unavailable) throw std::runtime_error naming the call.
+/// internal. `source` and `bad` must outlive the pipeline. Setup errors (no CUDA device,
+/// nvJPEG unavailable) throw std::runtime_error naming the call.
 class ImagePipeline {
  public:
   ImagePipeline(const ImageSource& source, const ImagePipelineOptions& options,
-                BadSampleHandler on_bad);
+                BadSampleLog& bad);
   /// Stops the pipeline thread and waits for its GPU work; queued batches are dropped.
   ~ImagePipeline();
   ImagePipeline(const ImagePipeline&) = delete;
@@ -80,7 +74,8 @@ class ImagePipeline {
   void Enqueue(BatchRequest request);
 
   /// Waits until the oldest queued batch not yet copied is made; returns the seconds the
-  /// host waited. Rethrows an error of the pipeline thread (e.g. the BadSampleHandler's).
+  /// host waited. Rethrows an error of the pipeline thread: data::DataError with
+  /// BadSampleLog::fatal() once bad samples pass data.max_bad_fraction.
   double WaitNext();
 
   /// Waits as WaitNext (no wait when it already did), then enqueues on `stream` the copies of
@@ -100,11 +95,11 @@ class ImagePipeline {
   struct Sample;
   void Loop();
   void MakeBatch(const BatchRequest& request, Slot& slot, bool slot_in_use);
-  void ResolveSample(int thread, int64_t index, bool host_only, Sample& sample);
+  void ResolveSample(int thread, int64_t wanted, bool host_only, Sample& sample);
 
   const ImageSource& source_;
   const ImagePipelineOptions options_;
-  const BadSampleHandler on_bad_;
+  BadSampleLog& bad_;
   std::string backend_name_;
   std::unique_ptr<Decoder> decoder_;
   std::vector<std::unique_ptr<Slot>> slots_;

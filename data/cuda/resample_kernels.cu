@@ -12,6 +12,11 @@ __global__ void ResampleCropsKernel(const uint8_t* __restrict__ arena,
   const int plane = out_height * out_width;
   if (pixel >= plane) return;
   const ResampleJob job = jobs[blockIdx.y];
+  uint8_t* dst = out + static_cast<size_t>(blockIdx.y) * 3 * plane + pixel;
+  if (job.width == 0) {  // an entry with no usable sample: black
+    dst[0] = dst[plane] = dst[2 * plane] = 0;
+    return;
+  }
   const int oy = pixel / out_width;
   const int ox = pixel - oy * out_width;
   const int sx_index = job.flip ? out_width - 1 - ox : ox;
@@ -31,7 +36,6 @@ __global__ void ResampleCropsKernel(const uint8_t* __restrict__ arena,
   const uint8_t* src = arena + job.source_offset;
   const uint8_t* r0 = src + static_cast<size_t>(y0) * pitch;
   const uint8_t* r1 = src + static_cast<size_t>(y1) * pitch;
-  uint8_t* dst = out + static_cast<size_t>(blockIdx.y) * 3 * plane + pixel;
 #pragma unroll
   for (int c = 0; c < 3; ++c) {
     const float top = r0[x0 * 3 + c] + fx * (r0[x1 * 3 + c] - r0[x0 * 3 + c]);

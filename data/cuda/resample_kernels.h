@@ -11,7 +11,7 @@ namespace ringpilot::data::cuda {
 /// One decoded image of a batch and the box of it to resample (data::CropBox's fields).
 struct ResampleJob {
   uint64_t source_offset = 0;  ///< bytes from the arena start: interleaved RGB, row pitch 3 x width
-  int width = 0;
+  int width = 0;  ///< 0: no image, the output is black
   int height = 0;
   float box_x = 0;
   float box_y = 0;
