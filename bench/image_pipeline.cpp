@@ -43,8 +43,10 @@ bool Flag(int argc, char** argv, const char* name) {
 int main(int argc, char** argv) {
   using namespace ringpilot;
   if (argc < 2 || argv[1][0] == '-') {
-    std::fprintf(stderr, "usage: %s ROOT [--batch B] [--batches N] [--warmup W] [--threads T] "
-                         "[--prefetch P] [--side S] [--no-hardware]\n", argv[0]);
+    std::fprintf(stderr,
+                 "usage: %s ROOT [--batch B] [--batches N] [--warmup W] [--threads T] "
+                 "[--prefetch P] [--side S] [--no-hardware]\n",
+                 argv[0]);
     return 2;
   }
   try {
@@ -62,8 +64,8 @@ int main(int argc, char** argv) {
     data::EpochSampler sampler(source->size(), 1, options.batch, 0);
     uint8_t* pixels = nullptr;
     int64_t* labels = nullptr;
-    cudaMalloc(&pixels, static_cast<size_t>(options.batch) * 3 * options.out_height *
-                            options.out_width);
+    cudaMalloc(&pixels,
+               static_cast<size_t>(options.batch) * 3 * options.out_height * options.out_width);
     cudaMalloc(&labels, sizeof(int64_t) * options.batch);
     cudaStream_t stream;
     cudaStreamCreate(&stream);
@@ -134,8 +136,8 @@ int main(int argc, char** argv) {
         "\"host_decoded\": %lld, \"bad_samples\": %lld, \"wait_share\": %.3f, "
         "\"mean_abs_diff_vs_host\": %.3f, \"max_abs_diff_vs_host\": %d, "
         "\"decode_gpu_ms_per_batch\": %.3f, \"resample_gpu_ms_per_batch\": %.3f}\n",
-        static_cast<long long>(source->size()), options.batch, options.out_height,
-        options.threads, pipeline.backend().c_str(), batches * options.batch / wall,
+        static_cast<long long>(source->size()), options.batch, options.out_height, options.threads,
+        pipeline.backend().c_str(), batches * options.batch / wall,
         static_cast<long long>(end.hardware_images - at_start.hardware_images),
         static_cast<long long>(end.host_images - at_start.host_images),
         static_cast<long long>(bad.replaced()), waited / wall, mean_abs_diff, max_abs_diff,

@@ -23,19 +23,19 @@ namespace {
                            " failed: " + why);
 }
 
-#define PIPELINE_CUDA(call)                                                        \
-  do {                                                                             \
-    const cudaError_t e_ = (call);                                                 \
+#define PIPELINE_CUDA(call)                                                              \
+  do {                                                                                   \
+    const cudaError_t e_ = (call);                                                       \
     if (e_ != cudaSuccess) ThrowCall(#call, cudaGetErrorString(e_), __FILE__, __LINE__); \
   } while (0)
 
-#define PIPELINE_NVJPEG(call)                                                                \
-  do {                                                                                       \
-    const nvjpegStatus_t s_ = (call);                                                        \
-    if (s_ != NVJPEG_STATUS_SUCCESS) {                                                       \
+#define PIPELINE_NVJPEG(call)                                                              \
+  do {                                                                                     \
+    const nvjpegStatus_t s_ = (call);                                                      \
+    if (s_ != NVJPEG_STATUS_SUCCESS) {                                                     \
       ThrowCall(#call, "nvjpegStatus_t " + std::to_string(static_cast<int>(s_)), __FILE__, \
-                __LINE__);                                                                   \
-    }                                                                                        \
+                __LINE__);                                                                 \
+    }                                                                                      \
   } while (0)
 
 constexpr size_t kAlign = 256;
@@ -142,7 +142,7 @@ struct ImagePipeline::Sample {
   int width = 0;
   int height = 0;
   Route route = Route::kDevice;
-  bool black = false;                // no usable sample within kMaxSubstituteTries
+  bool black = false;               // no usable sample within kMaxSubstituteTries
   std::vector<BadSample> failures;  // samples tried for this entry that were bad
   std::vector<uint8_t> bytes;
   DecodedImage decoded;  // Route::kHost
@@ -198,7 +198,8 @@ ImagePipeline::ImagePipeline(const ImageSource& source, const ImagePipelineOptio
     : source_(source), options_(options), bad_(bad) {
   if (options_.batch < 1 || options_.out_height < 1 || options_.out_width < 1 ||
       options_.prefetch < 1 || options_.threads < 1) {
-    throw std::invalid_argument("ImagePipeline: batch, output size, prefetch, threads must be >= 1");
+    throw std::invalid_argument(
+        "ImagePipeline: batch, output size, prefetch, threads must be >= 1");
   }
   PIPELINE_CUDA(cudaSetDevice(options_.device));
   decoder_ = std::make_unique<Decoder>();
@@ -224,8 +225,8 @@ ImagePipeline::ImagePipeline(const ImageSource& source, const ImagePipelineOptio
   d.host_jobs.Reserve(sizeof(ResampleJob) * options_.batch);
   d.host_labels.Reserve(sizeof(int64_t) * options_.batch);
   PIPELINE_CUDA(cudaMalloc(&d.device_jobs, sizeof(ResampleJob) * options_.batch));
-  const size_t pixels = static_cast<size_t>(options_.batch) * 3 * options_.out_height *
-                        options_.out_width;
+  const size_t pixels =
+      static_cast<size_t>(options_.batch) * 3 * options_.out_height * options_.out_width;
   for (int i = 0; i < options_.prefetch; ++i) {
     auto slot = std::make_unique<Slot>();
     PIPELINE_CUDA(cudaMalloc(&slot->pixels, pixels));
@@ -289,8 +290,8 @@ double ImagePipeline::CopyNext(uint8_t* pixels, int64_t* labels, cudaStream_t st
       static_cast<size_t>(options_.batch) * 3 * options_.out_height * options_.out_width;
   cudaStreamWaitEvent(stream, slot->ready, 0);
   cudaMemcpyAsync(pixels, slot->pixels, bytes, cudaMemcpyDeviceToDevice, stream);
-  cudaMemcpyAsync(labels, slot->labels, sizeof(int64_t) * options_.batch,
-                  cudaMemcpyDeviceToDevice, stream);
+  cudaMemcpyAsync(labels, slot->labels, sizeof(int64_t) * options_.batch, cudaMemcpyDeviceToDevice,
+                  stream);
   cudaEventRecord(slot->consumed, stream);
   {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -371,8 +372,7 @@ void ImagePipeline::ResolveSample(int thread, int64_t wanted, bool host_only, Sa
       if (!host_only && format == ImageFormat::kJpeg && EndsWithEndOfImage(s.bytes) &&
           nvjpegJpegStreamParseHeader(d.handle, s.bytes.data(), s.bytes.size(), stream) ==
               NVJPEG_STATUS_SUCCESS &&
-          nvjpegDecodeBatchedSupported(d.handle, stream, &unsupported) ==
-              NVJPEG_STATUS_SUCCESS &&
+          nvjpegDecodeBatchedSupported(d.handle, stream, &unsupported) == NVJPEG_STATUS_SUCCESS &&
           unsupported == 0 &&
           nvjpegJpegStreamGetFrameDimensions(stream, &w, &h) == NVJPEG_STATUS_SUCCESS && w > 0 &&
           h > 0 && static_cast<int64_t>(w) * h <= kMaxImagePixels) {
@@ -438,12 +438,12 @@ void ImagePipeline::MakeBatch(const BatchRequest& request, Slot& slot, bool slot
     size_t staging_bytes = 0;
     for (int i = 0; i < n; ++i) {
       const Sample& s = d.samples[i];
-      const CropBox box = s.black         ? CropBox{}
-                          : options_.train ? TrainCropBox(s.width, s.height, options_.seed,
-                                                          request.epoch, s.index)
-                                           : EvalCropBox(s.width, s.height);
-      jobs[i] = ResampleJob{arena_bytes, s.width, s.height, box.x, box.y, box.width, box.height,
-                            box.flip ? 1 : 0};
+      const CropBox box =
+          s.black          ? CropBox{}
+          : options_.train ? TrainCropBox(s.width, s.height, options_.seed, request.epoch, s.index)
+                           : EvalCropBox(s.width, s.height);
+      jobs[i] = ResampleJob{arena_bytes, s.width,   s.height,   box.x,
+                            box.y,       box.width, box.height, box.flip ? 1 : 0};
       labels[i] = s.label;
       const size_t image_bytes = static_cast<size_t>(s.width) * s.height * 3;
       arena_bytes += AlignUp(image_bytes);
@@ -491,13 +491,12 @@ void ImagePipeline::MakeBatch(const BatchRequest& request, Slot& slot, bool slot
     on_device = static_cast<int>(d.device_samples.size());
     if (on_device > 0) {
       if (d.initialized_batch != on_device) {
-        PIPELINE_NVJPEG(nvjpegDecodeBatchedInitialize(d.handle, d.state, on_device,
-                                                      d.pool->size(), NVJPEG_OUTPUT_RGBI));
+        PIPELINE_NVJPEG(nvjpegDecodeBatchedInitialize(d.handle, d.state, on_device, d.pool->size(),
+                                                      NVJPEG_OUTPUT_RGBI));
         d.initialized_batch = on_device;
       }
-      const nvjpegStatus_t status =
-          nvjpegDecodeBatched(d.handle, d.state, d.bitstreams.data(), d.lengths.data(),
-                              d.outputs.data(), d.stream);
+      const nvjpegStatus_t status = nvjpegDecodeBatched(
+          d.handle, d.state, d.bitstreams.data(), d.lengths.data(), d.outputs.data(), d.stream);
       if (status != NVJPEG_STATUS_SUCCESS) {
         // nvJPEG does not say which image it choked on: this batch's share is decoded on the
         // host instead (bad ones are reported and replaced there), and laid out again.
@@ -523,8 +522,8 @@ void ImagePipeline::MakeBatch(const BatchRequest& request, Slot& slot, bool slot
   PIPELINE_CUDA(cudaEventRecord(d.marks[1], d.stream));
   PIPELINE_CUDA(cudaMemcpyAsync(d.device_jobs, jobs, sizeof(ResampleJob) * n,
                                 cudaMemcpyHostToDevice, d.stream));
-  PIPELINE_CUDA(cudaMemcpyAsync(slot.labels, labels, sizeof(int64_t) * n,
-                                cudaMemcpyHostToDevice, d.stream));
+  PIPELINE_CUDA(
+      cudaMemcpyAsync(slot.labels, labels, sizeof(int64_t) * n, cudaMemcpyHostToDevice, d.stream));
   PIPELINE_CUDA(LaunchResampleCrops(d.arena, d.device_jobs, n, options_.out_height,
                                     options_.out_width, slot.pixels, d.stream));
   PIPELINE_CUDA(cudaEventRecord(slot.ready, d.stream));

@@ -32,12 +32,12 @@ struct ImagePipelineOptions {
   int batch = 0;       ///< images per batch (a rank's data.batch_per_rank)
   int out_height = 0;  ///< model input size
   int out_width = 0;
-  int prefetch = 2;    ///< batches decoded ahead (device slots), >= 1
-  int threads = 4;     ///< host threads reading, parsing and decoding what nvJPEG cannot
-  int device = 0;      ///< CUDA device of the rank
-  bool hardware = true;    ///< use the hardware JPEG engines where the GPU has them
-  bool train = true;       ///< random resized crop + flip (train) or centre crop (eval)
-  uint64_t seed = 0;       ///< train.seed: crops are drawn from (seed, epoch, sample)
+  int prefetch = 2;      ///< batches decoded ahead (device slots), >= 1
+  int threads = 4;       ///< host threads reading, parsing and decoding what nvJPEG cannot
+  int device = 0;        ///< CUDA device of the rank
+  bool hardware = true;  ///< use the hardware JPEG engines where the GPU has them
+  bool train = true;     ///< random resized crop + flip (train) or centre crop (eval)
+  uint64_t seed = 0;     ///< train.seed: crops are drawn from (seed, epoch, sample)
 };
 
 /// The samples of one batch, in order: dataset indices and the epoch they belong to.
@@ -48,13 +48,13 @@ struct BatchRequest {
 
 /// Decode-rate counters since construction (read from any thread).
 struct ImagePipelineCounters {
-  int64_t images = 0;           ///< decoded and resampled
-  int64_t hardware_images = 0;  ///< of which by nvJPEG (hardware or GPU backend)
-  int64_t host_images = 0;      ///< of which on the host (PNG, progressive, fallback)
-  double busy_seconds = 0;      ///< wall time the pipeline thread spent making batches
+  int64_t images = 0;               ///< decoded and resampled
+  int64_t hardware_images = 0;      ///< of which by nvJPEG (hardware or GPU backend)
+  int64_t host_images = 0;          ///< of which on the host (PNG, progressive, fallback)
+  double busy_seconds = 0;          ///< wall time the pipeline thread spent making batches
   double decode_gpu_seconds = 0;    ///< GPU time of nvJPEG's batches (engines + kernels)
   double resample_gpu_seconds = 0;  ///< GPU time of the crop-resize kernel (SM time)
-  int ready_batches = 0;        ///< batches decoded and not yet taken (prefetch depth)
+  int ready_batches = 0;            ///< batches decoded and not yet taken (prefetch depth)
 };
 
 /// Enqueue, WaitNext and CopyNext are called by one thread (the training thread); the rest is
@@ -62,8 +62,7 @@ struct ImagePipelineCounters {
 /// nvJPEG unavailable) throw std::runtime_error naming the call.
 class ImagePipeline {
  public:
-  ImagePipeline(const ImageSource& source, const ImagePipelineOptions& options,
-                BadSampleLog& bad);
+  ImagePipeline(const ImageSource& source, const ImagePipelineOptions& options, BadSampleLog& bad);
   /// Stops the pipeline thread and waits for its GPU work; queued batches are dropped.
   ~ImagePipeline();
   ImagePipeline(const ImagePipeline&) = delete;

@@ -48,8 +48,7 @@ __global__ void ResampleCropsKernel(const uint8_t* __restrict__ arena,
 }  // namespace
 
 cudaError_t LaunchResampleCrops(const uint8_t* arena, const ResampleJob* jobs, int count,
-                                int out_height, int out_width, uint8_t* out,
-                                cudaStream_t stream) {
+                                int out_height, int out_width, uint8_t* out, cudaStream_t stream) {
   if (count == 0) return cudaSuccess;
   constexpr int kThreads = 256;
   const dim3 grid((out_height * out_width + kThreads - 1) / kThreads, count);

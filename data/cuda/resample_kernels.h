@@ -11,7 +11,7 @@ namespace ringpilot::data::cuda {
 /// One decoded image of a batch and the box of it to resample (data::CropBox's fields).
 struct ResampleJob {
   uint64_t source_offset = 0;  ///< bytes from the arena start: interleaved RGB, row pitch 3 x width
-  int width = 0;  ///< 0: no image, the output is black
+  int width = 0;               ///< 0: no image, the output is black
   int height = 0;
   float box_x = 0;
   float box_y = 0;
@@ -24,7 +24,6 @@ struct ResampleJob {
 /// resampling of the job's box, with data::ResampleCrop's arithmetic (sample points at
 /// pixel centres, edge clamp, round to nearest). `jobs` is in device memory.
 cudaError_t LaunchResampleCrops(const uint8_t* arena, const ResampleJob* jobs, int count,
-                                int out_height, int out_width, uint8_t* out,
-                                cudaStream_t stream);
+                                int out_height, int out_width, uint8_t* out, cudaStream_t stream);
 
 }  // namespace ringpilot::data::cuda
