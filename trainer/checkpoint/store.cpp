@@ -201,12 +201,13 @@ std::vector<std::string> CheckpointStore::Load(const CheckpointInfo& info,
         absent.push_back(nt.name);
         continue;
       }
-      throw CheckpointError(file + ": has no tensor '" + nt.name +
-                            "' (different model or optimizer?)");
+      throw CheckpointMismatchError(file + ": has no tensor '" + nt.name +
+                                    "' (different model or optimizer?)");
     }
     if (value.sizes() != nt.tensor.sizes()) {
-      throw CheckpointError(file + ": tensor '" + nt.name + "' has shape " +
-                            c10::str(value.sizes()) + ", expected " + c10::str(nt.tensor.sizes()));
+      throw CheckpointMismatchError(file + ": tensor '" + nt.name + "' has shape " +
+                                    c10::str(value.sizes()) + ", expected " +
+                                    c10::str(nt.tensor.sizes()));
     }
     nt.tensor.detach().copy_(value);
   }
