@@ -2,7 +2,9 @@
 # Checkpoint/resume and supervision on a 2-rank bert-tiny CPU job (dropout 0.1, so the
 # per-rank dropout RNG state must be restored too), checkpoint every 5 steps, keep 3:
 #   (a) 20 steps straight == 10 steps, then `ringpilot run` again on the same run dir with
-#       train.steps=20 (resumes at step 10): identical param_sha256.
+#       train.steps=20 (resumes at step 10): identical param_sha256; the 10-step summary
+#       kept as summary.json.prev; a third run with nothing left to train is refused
+#       (exit 2) and leaves summary.json as it was.
 #   (b) rank 1 crashes at step 13 (fault injection), launch.max_restarts=1: exit 0,
 #       restarts 1, resumed_from_step 10, the straight run's param_sha256, and
 #       logs/launcher.log tells of the restart.
@@ -87,6 +89,17 @@ if rp_expect_ok "(a) first 10 steps" "$b.out1" "$b"; then
   if rp_expect_ok "(a) rerun to 20 steps" "$b.out2" "$b"; then
     expect_eq "(a) resumed" "resumed_from_step" "$(rp_json "$b/summary.json" resumed_from_step)" 10
     same_sha "(a) resumed == straight" "$b"
+    expect_eq "(a) history" "summary.json.prev steps" "$(rp_json "$b/summary.json.prev" steps)" 10
+    # Nothing left to train: refused, the results untouched.
+    before=$(sha256sum "$b/summary.json")
+    rp_run "$JOB_LIMIT_S" "$b.out3" "$b" "$job" --set train.steps=20
+    if [[ $RP_RC -eq 2 && $(sha256sum "$b/summary.json") == "$before" ]] &&
+      grep -q "already finished 20 steps (summary.json); raise train.steps" "$b.out3"; then
+      rp_row "(a) finished run rerun" "exit 2, one line, summary.json untouched" PASS
+    else
+      rp_row "(a) finished run rerun" "exit $RP_RC; summary.json changed or no 'already finished' line" FAIL
+      rp_tail "$b.out3"
+    fi
   fi
 fi
 
