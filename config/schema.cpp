@@ -566,7 +566,10 @@ std::vector<KeySpec> BuildSchema() {
                       "update the parameters of reduced buckets while the last two buckets "
                       "are still being all-reduced"));
   s.push_back(FloatKey("comm.timeout_s", Member(&JC::comm, &CommConfig::timeout_s), 0, true, 86400,
-                       false, "collective timeout, seconds; then the communicator is aborted"));
+                       false,
+                       "collective timeout, seconds (MPI and NCCL): a rank that waits this long "
+                       "in one ends the job, and the failure report names the rank behind "
+                       "(docs/faults.md)"));
   s.push_back(EnumKey("comm.nccl_cta_policy", Member(&JC::comm, &CommConfig::nccl_cta_policy),
                       Names(kCtaPolicyNames),
                       "NCCL's CTA policy (NCCL >= 2.27): default (NCCL's choice), efficiency "
