@@ -77,6 +77,27 @@ if(TARGET c10_cuda)
   endif()
 endif()
 
+# nvJPEG (the GPU image pipeline, data/cuda/): the CUDA toolkit's where it has it (the GPU
+# machines' does), else the nvidia-nvjpeg wheel's (scripts/setup.sh installs it beside torch
+# on a toolkit without nvJPEG, so CI compiles the pipeline). Without it GPU ranks decode
+# images on the host.
+set(RINGPILOT_WITH_NVJPEG OFF)
+if(RINGPILOT_WITH_CUDA)
+  find_path(NVJPEG_INCLUDE_DIR nvjpeg.h HINTS ${CUDAToolkit_INCLUDE_DIRS} ${_site}/nvidia/cu13/include
+            NO_DEFAULT_PATH)
+  find_library(NVJPEG_LIBRARY NAMES nvjpeg libnvjpeg.so.13
+               HINTS ${CUDAToolkit_LIBRARY_DIR} ${_site}/nvidia/cu13/lib NO_DEFAULT_PATH)
+  if(NVJPEG_INCLUDE_DIR AND NVJPEG_LIBRARY)
+    set(RINGPILOT_WITH_NVJPEG ON)
+    add_library(ringpilot_nvjpeg UNKNOWN IMPORTED)
+    set_target_properties(ringpilot_nvjpeg PROPERTIES IMPORTED_LOCATION ${NVJPEG_LIBRARY}
+                          INTERFACE_INCLUDE_DIRECTORIES ${NVJPEG_INCLUDE_DIR})
+    message(STATUS "ringpilot: nvJPEG ${NVJPEG_LIBRARY}")
+  else()
+    message(STATUS "ringpilot: no nvJPEG; GPU ranks decode images on the host")
+  endif()
+endif()
+
 # One precompiled LibTorch header shared by every LibTorch target (REUSE_FROM):
 # torch/torch.h costs ~15 s per translation unit on two cores otherwise.
 add_library(ringpilot_torch_pch STATIC ${CMAKE_SOURCE_DIR}/cmake/torch_pch.cpp)

@@ -425,7 +425,9 @@ std::vector<KeySpec> BuildSchema() {
                       "how ranks start: this host, mpirun on `hosts`, Slurm, Kubeflow MPIJob"));
   s.push_back(HostsKey("launch.hosts", Member(&JC::launch, &LaunchConfig::hosts)));
   s.push_back(IntKey("launch.max_restarts", Member(&JC::launch, &LaunchConfig::max_restarts), 0,
-                     1000, "whole-job restarts from the last checkpoint after a failure"));
+                     1000,
+                     "whole-job restarts from the last checkpoint after a failure; never after "
+                     "exit 78 (a job file, port, checkpoint or data error that repeats)"));
   s.push_back(IntKey("launch.master_port", Member(&JC::launch, &LaunchConfig::master_port), 1,
                      65535, "MASTER_PORT given to `ringpilot exec` workers"));
   s.push_back(StringListKey("launch.mpirun_args", Member(&JC::launch, &LaunchConfig::mpirun_args),
@@ -598,7 +600,10 @@ std::vector<KeySpec> BuildSchema() {
                       "update the parameters of reduced buckets while the last two buckets "
                       "are still being all-reduced"));
   s.push_back(FloatKey("comm.timeout_s", Member(&JC::comm, &CommConfig::timeout_s), 0, true, 86400,
-                       false, "collective timeout, seconds; then the communicator is aborted"));
+                       false,
+                       "collective timeout, seconds (MPI and NCCL): a rank that waits this long "
+                       "in one ends the job, and the failure report names the rank behind "
+                       "(docs/faults.md)"));
   s.push_back(EnumKey("comm.nccl_cta_policy", Member(&JC::comm, &CommConfig::nccl_cta_policy),
                       Names(kCtaPolicyNames),
                       "NCCL's CTA policy (NCCL >= 2.27): default (NCCL's choice), efficiency "

@@ -15,6 +15,10 @@ enum class ImageFormat { kUnknown, kJpeg, kPng };
 /// JPEG (FF D8 FF) or PNG (89 50 4E 47 0D 0A 1A 0A) from the leading bytes; kUnknown else.
 ImageFormat SniffImageFormat(const uint8_t* data, size_t size);
 
+/// Largest image decoded (width x height): a header claiming more is an error, so a broken
+/// or hostile file cannot make a rank allocate gigabytes.
+inline constexpr int64_t kMaxImagePixels = int64_t{1} << 27;
+
 struct DecodedImage {
   int width = 0;
   int height = 0;

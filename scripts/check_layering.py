@@ -15,6 +15,7 @@ ALLOWED = {
     "base": set(),
     "config": {"base"},
     "data": {"base"},
+    "data/cuda": {"data", "base"},
     "topology": {"base"},
     "metrics": {"topology", "base"},
     "comm": {"base"},
@@ -29,7 +30,7 @@ ALLOWED = {
     "trainer/models": {"trainer/ops", "comm", "config", "base"},
     "trainer/checkpoint": {"comm", "base"},
     "trainer/telemetry": {"comm", "metrics", "topology", "config", "base"},
-    "trainer": {"data", "trainer/ops", "trainer/models", "trainer/checkpoint", "trainer/telemetry",
+    "trainer": {"data", "data/cuda", "trainer/ops", "trainer/models", "trainer/checkpoint", "trainer/telemetry",
                 "comm", "metrics", "topology", "config", "base"},
     "cli": {"launcher", "doctor", "diagnose", "commbench", "slurm", "k8s", "mpirun",
             "topology", "metrics", "comm", "config", "base"},
@@ -40,8 +41,8 @@ INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
 
 def room(path):
     parts = path.split("/")
-    if parts[0] == "trainer" and len(parts) > 2:
-        return "trainer/" + parts[1]
+    if parts[0] in ("trainer", "data") and len(parts) > 2:
+        return parts[0] + "/" + parts[1]
     return parts[0]
 
 

@@ -58,4 +58,12 @@ if ! "$VENV/bin/python" -c "import torchvision,transformers,safetensors,sys; sys
   echo "setup: installing torchvision==$TORCHVISION_VERSION, transformers, safetensors into $VENV"
   "$VENV/bin/python" -m pip install -q "torchvision==$TORCHVISION_VERSION" transformers safetensors
 fi
+# nvJPEG headers for the GPU image pipeline (data/cuda/): a CUDA toolkit without nvJPEG
+# (this one's) compiles it against the wheel's, pinned to the toolkit's 13.0 release so it
+# declares nothing the GPU machines' nvJPEG lacks.
+if [[ -x /usr/local/cuda/bin/nvcc && ! -f /usr/local/cuda/include/nvjpeg.h ]] &&
+  ! "$VENV/bin/python" -c "import importlib.metadata as m; m.version('nvidia-nvjpeg')" >/dev/null 2>&1; then
+  echo "setup: installing nvidia-nvjpeg==13.0.0.40 into $VENV (nvjpeg.h for the GPU image pipeline)"
+  "$VENV/bin/python" -m pip install -q --no-deps "nvidia-nvjpeg==13.0.0.40"
+fi
 echo "setup: ok (torch $("$VENV/bin/python" -c 'import torch;print(torch.__version__)'))"

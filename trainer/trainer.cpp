@@ -14,6 +14,7 @@
 #include "base/run_variables.h"
 #include "base/time.h"
 #include "comm/gradient_reducer.h"
+#include "comm/status.h"
 #include "data/cifar.h"
 #include "trainer/bootstrap.h"
 #include "trainer/checkpoint/store.h"
@@ -29,6 +30,7 @@
 #include "trainer/step_phases.h"
 #include "trainer/summary.h"
 #include "trainer/telemetry/device.h"
+#include "trainer/telemetry/heartbeat.h"
 #include "trainer/telemetry/kernel_profile.h"
 #include "trainer/telemetry/rank_log.h"
 #include "trainer/telemetry/rank_telemetry.h"
@@ -67,6 +69,7 @@ struct LoopParts {
   telemetry::RankTelemetry& telemetry;
   telemetry::StepStats& stats;
   telemetry::RankLog& log;
+  telemetry::Heartbeat& heartbeat;
   const PreemptionWatch& preemption;
   const data::CifarSet* val;  // data.val, or null: no evaluation
 };
@@ -100,6 +103,7 @@ class TrainingLoop {
     if (start_step_ < total_) p_.input.Fill(start_step_ * accum_);
     for (int64_t step = start_step_; step < total_; ++step) {
       NvtxRange step_range("step");
+      p_.heartbeat.Beat(step, "step");
       const double step_s = RunStep(step);
       Measure(step, step_s);
       const bool last = step + 1 == total_;
@@ -287,6 +291,7 @@ class TrainingLoop {
 
   // Collective: every rank scores its part of data.val; the same result on every rank.
   void Evaluate(int64_t step) {
+    p_.heartbeat.Beat(step, "eval");
     const auto e0 = Clock::now();
     telemetry::SynchronizeDevice(p_.device.cuda);  // the step's work first, then eager eval
     const EvalResult r =
@@ -309,6 +314,7 @@ class TrainingLoop {
   // Collective: every rank's RNG state to rank 0, which writes the checkpoint of `step`
   // with the data position of the next step.
   void Checkpoint(int64_t step) {
+    p_.heartbeat.Beat(step, "checkpoint");
     const auto c0 = Clock::now();
     const data::SamplePosition next = p_.input.PositionOf((step + 1) * accum_);
     p_.state.data_position[0] = next.epoch;
@@ -327,6 +333,7 @@ class TrainingLoop {
 
   // Last phases, per-rank stats file and the run summary.
   void Finish() {
+    p_.heartbeat.Beat(total_ - 1, "done");
     telemetry::SynchronizeDevice(p_.device.cuda);
     p_.reporter.Report(/*device_idle=*/true);
     // Throughput is training time only: checkpoints are reported separately.
@@ -393,6 +400,28 @@ void LogJobLine(const config::JobConfig& job, const RankPlace& place, const Rank
            (job.metrics.enabled ? ", metrics on port " + std::to_string(metrics.port()) : ""));
 }
 
+// The rank log behind comm::AbortJob (a collective that timed out, NCCL's watchdog): its
+// FATAL line names this rank to the launcher. Installed for Trainer::Run's lifetime.
+telemetry::RankLog* g_fatal_log = nullptr;
+
+void LogFatal(const std::string& message) {
+  if (g_fatal_log) g_fatal_log->Fatal(message);
+}
+
+class FatalReporterScope {
+ public:
+  explicit FatalReporterScope(telemetry::RankLog& log) {
+    g_fatal_log = &log;
+    comm::SetFatalReporter(&LogFatal);
+  }
+  ~FatalReporterScope() {
+    comm::SetFatalReporter(nullptr);
+    g_fatal_log = nullptr;
+  }
+  FatalReporterScope(const FatalReporterScope&) = delete;
+  FatalReporterScope& operator=(const FatalReporterScope&) = delete;
+};
+
 }  // namespace
 
 struct Trainer::State {
@@ -415,6 +444,7 @@ int Trainer::Run() {
   base::MakeDirs(run_dir + "/logs");
   telemetry::RankLog log(run_dir + "/logs/rank-" + std::to_string(place.rank) + ".log", place.rank,
                          place.rank == 0);
+  const FatalReporterScope fatal_reporter(log);
   log.Info("rank " + std::to_string(place.rank) + "/" + std::to_string(place.world) + " on " +
            place.node + " (local rank " + std::to_string(place.local_rank) + "/" +
            std::to_string(place.local_size) + ", pid " + std::to_string(::getpid()) + ", attempt " +
@@ -434,7 +464,8 @@ int Trainer::Run() {
                std::to_string(job.train.steps) + " steps");
     }
     if (job.train.steps < 1 || job.train.lr_warmup_steps >= job.train.steps) {
-      throw std::runtime_error(
+      // The job itself cannot work: a permanent failure (no restart).
+      throw config::ConfigError(
           job.source + ": train.epochs " + std::to_string(job.train.epochs) + " makes " +
           std::to_string(job.train.steps) + " optimizer step(s), " +
           (job.train.steps < 1 ? "none" : "no more than train.lr_warmup_steps") +
@@ -448,6 +479,9 @@ int Trainer::Run() {
   const RankDevice device = SetUpDevice(job, place, log);
   const TrainingStream stream(device);
   RankCommunicators comms = MakeCommunicators(job, place, device, run_dir);
+  telemetry::Heartbeat heartbeat(
+      run_dir + "/logs/rank-" + std::to_string(place.rank) + ".heartbeat", place.rank,
+      comms.device.get());
 
   // Metrics first, so a port clash fails fast, before the model is built. They outlive
   // the telemetry, which detaches from them when it ends.
@@ -491,9 +525,9 @@ int Trainer::Run() {
   TrainStep train_step(job, place, device, state, reducer, phases, input);
   PhaseReporter reporter(phases, *metrics, *comms.device, *comms.host, place.rank, place.world,
                          clock_offset);
-  const LoopParts parts{job,       s_->opts, place,      device,     comms,    state,
-                        store,     input,    train_step, phases,     reporter, *metrics,
-                        telemetry, stats,    log,        preemption, val.get()};
+  const LoopParts parts{job,       s_->opts, place,      device,    comms,      state,
+                        store,     input,    train_step, phases,    reporter,   *metrics,
+                        telemetry, stats,    log,        heartbeat, preemption, val.get()};
   return TrainingLoop(parts, start_step).Run();
 }
 
