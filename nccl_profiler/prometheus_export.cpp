@@ -1,8 +1,13 @@
 #include "nccl_profiler/prometheus_export.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
 
 namespace ringpilot::nccl_profiler {
 namespace {
@@ -11,6 +16,32 @@ metrics::Labels ConstLabels(const RankLabels& l) {
   metrics::Labels labels{{"job", l.job}, {"node", l.node}, {"rank", std::to_string(l.rank)}};
   if (l.local_rank >= 0) labels.emplace("local_rank", std::to_string(l.local_rank));
   return labels;
+}
+
+// When this process started, Unix seconds: /proc/self/stat's starttime (clock ticks after
+// boot, field 22) plus /proc/stat's btime; now when either cannot be read.
+double ProcessStartUnix() {
+  const double now =
+      std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+  std::ifstream stat("/proc/self/stat");
+  std::string line;
+  if (!std::getline(stat, line)) return now;
+  const auto comm_end = line.rfind(')');  // the command name may hold spaces
+  if (comm_end == std::string::npos) return now;
+  std::istringstream fields(line.substr(comm_end + 2));
+  std::string field;
+  unsigned long long start_ticks = 0;
+  for (int i = 3; i <= 22 && fields >> field; ++i) {
+    if (i == 22) start_ticks = std::strtoull(field.c_str(), nullptr, 10);
+  }
+  std::ifstream proc_stat("/proc/stat");
+  unsigned long long btime = 0;
+  while (std::getline(proc_stat, line)) {
+    if (line.rfind("btime ", 0) == 0) btime = std::strtoull(line.c_str() + 6, nullptr, 10);
+  }
+  const long ticks = ::sysconf(_SC_CLK_TCK);
+  if (btime == 0 || start_ticks == 0 || ticks <= 0) return now;
+  return static_cast<double>(btime) + static_cast<double>(start_ticks) / ticks;
 }
 
 std::vector<double> HistogramBounds() {
@@ -70,8 +101,7 @@ PrometheusExport::PrometheusExport(const RankLabels& labels, int api_version)
                            "Operations still in flight when the communicator was finalized.");
   r.AddGauge("ringpilot_process_start_time_seconds", "Start time of this rank, Unix seconds.")
       .Add({})
-      .Set(std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch())
-               .count());
+      .Set(ProcessStartUnix());
 }
 
 void PrometheusExport::Advance(metrics::Counter& c, double value) {

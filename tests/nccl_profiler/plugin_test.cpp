@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <ctime>
 #include <filesystem>
 #include <initializer_list>
 #include <string>
@@ -300,6 +301,11 @@ TEST(NcclProfilerPlugin, CollectivesAndP2pOnTwoCommunicatorsAreServedLive) {
                  ",comm_rank=\"5\",comm_size=\"8\",name=\"world\",nodes=\"1\",timing=\"gpu\""),
       1.0)
       << text;
+
+  const double started = series("ringpilot_process_start_time_seconds", "rank=\"5\"");
+  const double now = static_cast<double>(std::time(nullptr));
+  EXPECT_LE(started, now + 1);
+  EXPECT_GT(started, now - 3600) << "the test process started within the hour";
 
   // Live: one more all-reduce shows on the next scrape.
   void* t = world.Enqueue("AllReduce", 25 << 18, "ncclFloat32", 1);
