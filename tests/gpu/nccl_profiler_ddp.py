@@ -56,9 +56,13 @@ def main():
     p.add_argument("--width", type=int, default=2048)
     p.add_argument("--depth", type=int, default=8)
     p.add_argument("--batch", type=int, default=64)
+    p.add_argument("--stall-seconds", type=float, default=3.0,
+                   help="after the steps the last rank waits this long before one more "
+                        "all-reduce; the others scrape while they are stuck in it (0: off)")
     a = p.parse_args()
 
-    local_rank = int(os.environ["LOCAL_RANK"])
+    # Two ranks share the GPU on a one-GPU machine (tests/gpu/nccl_profiler.sh).
+    local_rank = int(os.environ["LOCAL_RANK"]) % torch.cuda.device_count()
     torch.cuda.set_device(local_rank)
     dist.init_process_group("nccl")
     rank, world = dist.get_rank(), dist.get_world_size()
@@ -114,6 +118,28 @@ def main():
             "timing": sorted({i.get("timing") for i in info}),
             "rank_label": sorted({l.get("rank") for l, _ in series(after, "ringpilot_nccl_inflight_ops")}),
         })
+    if port and a.stall_seconds > 0 and world > 1:
+        # The last rank stalls; the others enqueue an all-reduce and look at themselves
+        # while their kernel waits for it.
+        t = torch.ones(1 << 20, device="cuda")
+        dist.barrier()
+        torch.cuda.synchronize()
+        if rank == world - 1:
+            time.sleep(a.stall_seconds)
+            dist.all_reduce(t)
+        else:
+            dist.all_reduce(t)
+            time.sleep(a.stall_seconds / 2)
+            stuck = scrape(port)
+            ages = [(labels.get("op"), v) for labels, v in
+                    series(stuck, "ringpilot_nccl_oldest_inflight_seconds")]
+            result["stall"] = {
+                "inflight": total(stuck, "ringpilot_nccl_inflight_ops"),
+                "oldest": ages,
+                "started": total(stuck, "ringpilot_collective_last_started_seq"),
+                "completed": total(stuck, "ringpilot_collective_last_completed_seq"),
+            }
+        torch.cuda.synchronize()
     print("NCCLPROF " + json.dumps(result), flush=True)
     dist.destroy_process_group()
 
