@@ -128,8 +128,7 @@ Handle* CommStats::StartOp(const OpStart& op, uint64_t host_ns) {
   return &slot->op_handle;
 }
 
-void CommStats::StopOp(Slot* slot, uint64_t host_ns) {
-  (void)host_ns;
+void CommStats::StopOp(Slot* slot) {
   if (DropPending(slot->pending)) {
     Complete(slot);
     Release(slot);
@@ -139,13 +138,13 @@ void CommStats::StopOp(Slot* slot, uint64_t host_ns) {
 Handle* CommStats::StartChannel(Slot* slot, uint64_t gpu_ns, uint64_t host_ns) {
   slot->channels_started.fetch_add(1, std::memory_order_relaxed);
   if (gpu_ns != 0) AtomicMin(slot->gpu_first_start, gpu_ns);
-  AtomicMin(slot->host_first_channel, host_ns);
+  if (host_ns != 0) AtomicMin(slot->host_first_channel, host_ns);
   return &slot->channel_handle;
 }
 
 void CommStats::RecordChannelStop(Slot* slot, uint64_t gpu_ns, uint64_t host_ns) {
   if (gpu_ns != 0) AtomicMax(slot->gpu_last_stop, gpu_ns);
-  AtomicMax(slot->host_last_channel, host_ns);
+  if (host_ns != 0) AtomicMax(slot->host_last_channel, host_ns);
 }
 
 void CommStats::StopChannel(Slot* slot) {

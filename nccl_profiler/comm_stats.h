@@ -154,11 +154,13 @@ class CommStats {
   /// the handle to give NCCL, or null when the pool is full (counted as dropped).
   Handle* StartOp(const OpStart& op, uint64_t host_ns);
   /// NCCL's stopEvent of that handle (the operation is enqueued).
-  void StopOp(Slot* slot, uint64_t host_ns);
+  void StopOp(Slot* slot);
   /// A kernel channel of the operation started (v4/v5); gpu_ns its GPU timestamp (0 when
-  /// NCCL gave none). Returns the handle for the channel event.
+  /// NCCL gave none). host_ns: the host clock, needed only without a GPU timestamp (0 =
+  /// not taken: a clock read per channel event is most of the hook's cost). Returns the
+  /// handle for the channel event.
   Handle* StartChannel(Slot* slot, uint64_t gpu_ns, uint64_t host_ns);
-  /// recordEventState(KernelChStop): the channel's GPU stop timestamp.
+  /// recordEventState(KernelChStop): the channel's GPU stop timestamp; host_ns as above.
   void RecordChannelStop(Slot* slot, uint64_t gpu_ns, uint64_t host_ns);
   /// stopEvent of a channel handle.
   void StopChannel(Slot* slot);

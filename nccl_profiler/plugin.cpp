@@ -79,7 +79,7 @@ void* StartP2p(CommStats* comm, const char* func, size_t count, const char* data
 void* StartChannel(void* parent, uint64_t gpu_ns) {
   Handle* h = AsHandle(parent);
   if (h == nullptr || h->kind != HandleKind::kOp) return nullptr;
-  return h->slot->comm->StartChannel(h->slot, gpu_ns, MonotonicNs());
+  return h->slot->comm->StartChannel(h->slot, gpu_ns, gpu_ns != 0 ? 0 : MonotonicNs());
 }
 
 Result StopEvent(void* handle) {
@@ -87,7 +87,7 @@ Result StopEvent(void* handle) {
   if (h == nullptr) return abi::kSuccess;
   switch (h->kind) {
     case HandleKind::kOp:
-      h->slot->comm->StopOp(h->slot, MonotonicNs());
+      h->slot->comm->StopOp(h->slot);
       break;
     case HandleKind::kChannel:
       h->slot->comm->StopChannel(h->slot);
@@ -103,7 +103,8 @@ Result RecordV4(void* handle, int state, abi::EventStateArgsV4* args) {
   Handle* h = AsHandle(handle);
   if (h != nullptr && h->kind == HandleKind::kChannel && state == abi::kKernelChStop &&
       args != nullptr) {
-    h->slot->comm->RecordChannelStop(h->slot, args->kernelCh.pTimer, MonotonicNs());
+    const uint64_t gpu_ns = args->kernelCh.pTimer;
+    h->slot->comm->RecordChannelStop(h->slot, gpu_ns, gpu_ns != 0 ? 0 : MonotonicNs());
   }
   return abi::kSuccess;
 }

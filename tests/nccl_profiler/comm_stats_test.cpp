@@ -37,7 +37,7 @@ Slot* Enqueue(CommStats& c, const OpStart& o) {
   EXPECT_NE(h, nullptr);
   if (h == nullptr) return nullptr;
   EXPECT_EQ(h->kind, HandleKind::kOp);
-  c.StopOp(h->slot, MonotonicNs());
+  c.StopOp(h->slot);
   return h->slot;
 }
 
@@ -95,7 +95,7 @@ TEST(CommStats, ChannelsMayReportBeforeNcclStopsTheEnqueueEvent) {
   ASSERT_NE(h, nullptr);
   RunChannel(c, h->slot, 10, 2010);
   EXPECT_EQ(c.Snapshot().coll_completed, 0u);  // NCCL still holds the op handle
-  c.StopOp(h->slot, MonotonicNs());
+  c.StopOp(h->slot);
   const CommSnapshot s = c.Snapshot();
   EXPECT_EQ(s.coll_completed, 1u);
   ASSERT_EQ(s.cells.size(), 1u);
@@ -209,7 +209,7 @@ TEST(CommStats, ExtraEventsForACompletedOperationAreIgnored) {
   Slot* op = Enqueue(c, AllReduce(kMiB, 1));
   RunChannel(c, op, 0, 10);
   c.StopChannel(op);  // a stop NCCL should not send
-  c.StopOp(op, MonotonicNs());
+  c.StopOp(op);
   const CommSnapshot s = c.Snapshot();
   EXPECT_EQ(s.cells[0].count, 1u);
   EXPECT_EQ(s.in_flight, 0u);
@@ -264,7 +264,7 @@ TEST(CommStats, ConcurrentEnqueueCompletionAndSnapshotsCountEveryOperationOnce) 
   for (int i = 0; i < kOps; ++i) {
     Handle* h = c.StartOp(AllReduce(kMiB, 1), MonotonicNs());
     if (h != nullptr) {
-      c.StopOp(h->slot, MonotonicNs());
+      c.StopOp(h->slot);
       ++tracked;
     }
     queue[i] = h ? h->slot : nullptr;
