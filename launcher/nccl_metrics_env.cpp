@@ -31,8 +31,7 @@ std::string NcclProfilerPath(const base::Environment& env, const std::string& se
 base::Environment AddNcclMetricsEnv(const base::Environment& env, const std::string& plugin_path) {
   base::Environment out = env;
   if (base::Lookup(out, kPluginVar, "").empty()) out[kPluginVar] = plugin_path;
-  if (!base::Lookup(out, base::kMetricsPortVar, "").empty()) return out;
-  config::MetricsConfig metrics;
+  config::MetricsConfig metrics;  // the job default of port_base
   const std::string base_text = base::Lookup(out, base::kMetricsPortBaseVar, "");
   if (!base_text.empty()) {
     const long v = ParseWhole(base_text);
@@ -49,7 +48,7 @@ base::Environment AddNcclMetricsEnv(const base::Environment& env, const std::str
                        std::to_string(metrics.port_base) + " + RANK " + std::to_string(rank) +
                        " is past port 65535");
   }
-  out[base::kMetricsPortVar] = std::to_string(port);
+  out[base::kMetricsPortBaseVar] = std::to_string(metrics.port_base);
   return out;
 }
 

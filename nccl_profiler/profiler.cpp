@@ -46,9 +46,9 @@ void Profiler::Disable(const std::string& reason) {
 }
 
 void Profiler::Start(const CommIdentity& first, int api_version) {
-  settings_ = SettingsFromEnvironment(base::CurrentEnvironment());
+  settings_ = SettingsFromEnvironment(base::CurrentEnvironment(), first.rank);
   api_version_ = api_version;
-  rank_ = settings_.rank >= 0 ? settings_.rank : std::max(first.rank, 0);
+  rank_ = settings_.rank;
   RankLabels labels;
   labels.job = settings_.job;
   labels.node = base::HostName();

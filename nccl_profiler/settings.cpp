@@ -1,5 +1,6 @@
 #include "nccl_profiler/settings.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 
@@ -22,22 +23,30 @@ int ParseInt(const std::string& name, const std::string& value, int lo, int hi) 
 
 }  // namespace
 
-Settings SettingsFromEnvironment(const base::Environment& env) {
+Settings SettingsFromEnvironment(const base::Environment& env, int first_comm_rank) {
   Settings s;
+  const std::string rank = base::Lookup(env, "RANK", "");
+  s.rank = rank.empty() ? std::max(first_comm_rank, 0) : ParseInt("RANK", rank, 0, 1 << 24);
   const std::string port = base::Lookup(env, base::kMetricsPortVar, "");
-  if (!port.empty()) s.port = ParseInt(base::kMetricsPortVar, port, 0, 65535);
+  const std::string port_base = base::Lookup(env, base::kMetricsPortBaseVar, "");
+  if (!port.empty()) {
+    s.port = ParseInt(base::kMetricsPortVar, port, 0, 65535);
+  } else if (!port_base.empty()) {
+    s.port = base::MetricsPort(ParseInt(base::kMetricsPortBaseVar, port_base, 0, 65535), s.rank);
+    if (s.port > 65535) {
+      throw SettingsError(std::string(base::kMetricsPortBaseVar) + "=" + port_base + " + rank " +
+                          std::to_string(s.rank) + " is past port 65535");
+    }
+  }
   s.bind = base::Lookup(env, base::kMetricsBindVar, "");
   s.run_dir = base::Lookup(env, base::kRunDirVar, "");
-  const std::string rank = base::Lookup(env, "RANK", "");
-  if (!rank.empty()) s.rank = ParseInt("RANK", rank, 0, 1 << 24);
   const std::string local_rank = base::Lookup(env, "LOCAL_RANK", "");
   if (!local_rank.empty()) s.local_rank = ParseInt("LOCAL_RANK", local_rank, 0, 1 << 24);
   s.job = base::Lookup(env, base::kJobNameVar, "exec");
   if (s.port < 0 && s.run_dir.empty()) {
-    throw SettingsError(std::string("neither ") + base::kMetricsPortVar + " nor " +
-                        base::kRunDirVar +
-                        " is set: nothing to export to (run the program "
-                        "under `ringpilot exec`)");
+    throw SettingsError(std::string("none of ") + base::kMetricsPortBaseVar + ", " +
+                        base::kMetricsPortVar + ", " + base::kRunDirVar +
+                        " is set: nothing to export to (run the program under `ringpilot exec`)");
   }
   return s;
 }

@@ -16,24 +16,26 @@ class SettingsError : public std::runtime_error {
 };
 
 struct Settings {
-  /// RINGPILOT_METRICS_PORT: serve /metrics on this port (0 = any free port); -1 = unset,
-  /// no HTTP endpoint.
+  /// Serve /metrics on this port (0 = any free port): RINGPILOT_METRICS_PORT, else
+  /// base::MetricsPort(RINGPILOT_METRICS_PORT_BASE, rank); -1 = neither set, no HTTP
+  /// endpoint.
   int port = -1;
   /// RINGPILOT_METRICS_BIND; "" = the exporter's default (loopback).
   std::string bind;
   /// RINGPILOT_RUN_DIR: write RUN_DIR/logs/rank-RANK.nccl.json; "" = no file.
   std::string run_dir;
-  /// RANK and LOCAL_RANK (torchrun's contract); -1 = unset (then the rank of the first
-  /// communicator names the process).
-  int rank = -1;
+  /// RANK (torchrun's contract), else the rank of the process's first communicator.
+  int rank = 0;
+  /// LOCAL_RANK; -1 = unset (no label).
   int local_rank = -1;
   /// RINGPILOT_JOB_NAME, else "exec".
   std::string job = "exec";
 };
 
-/// Reads the variables above from `env`. Throws SettingsError for a malformed value
-/// (a port outside 0..65535, a rank that is not a number) and when neither a port nor a
-/// run directory is given (nothing to export to).
-Settings SettingsFromEnvironment(const base::Environment& env);
+/// Reads the variables above from `env`; `first_comm_rank` stands in for an unset RANK.
+/// Throws SettingsError for a malformed value (a port outside 0..65535, base + rank past
+/// it, a rank that is not a number) and when neither a port nor a run directory is given
+/// (nothing to export to).
+Settings SettingsFromEnvironment(const base::Environment& env, int first_comm_rank);
 
 }  // namespace ringpilot::nccl_profiler

@@ -82,11 +82,11 @@ std::map<std::string, std::string> OneOpenMpiRank(int rank, int size) {
 TEST(RingpilotExec, LoadsTheNcclProfilerBesideTheBinaryOnTheRanksMetricsPort) {
   const std::string plugin = base::DirName(RingpilotBinary()) + "/libringpilot-nccl-profiler.so";
   ASSERT_TRUE(testing::Exists(plugin)) << plugin;
-  const std::string show = "echo $NCCL_PROFILER_PLUGIN $RINGPILOT_METRICS_PORT";
+  const std::string show = "echo $NCCL_PROFILER_PLUGIN $RINGPILOT_METRICS_PORT_BASE";
   ProcessResult r =
       RunProcess({RingpilotBinary(), "exec", "--", "sh", "-c", show}, OneOpenMpiRank(2, 4));
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_EQ(r.out, plugin + " 9402\n");
+  EXPECT_EQ(r.out, plugin + " 9400\n");  // rank 2's plugin serves on 9402
   EXPECT_EQ(r.err, "");
 
   r = RunProcess({RingpilotBinary(), "exec", "--no-nccl-metrics", "--", "sh", "-c", show},

@@ -1,7 +1,8 @@
 """Stock PyTorch DDP, one process per GPU, for tests/gpu/nccl_profiler.sh: a user program
 that knows nothing of ringpilot. Run under `ringpilot exec` (env:// rendezvous from the
-torchrun contract exec sets). With the NCCL profiler plugin loaded
-(RINGPILOT_METRICS_PORT set), every rank scrapes its own port while it trains: after the
+torchrun contract exec sets). With the NCCL profiler plugin loaded (exec sets
+RINGPILOT_METRICS_PORT_BASE; the plugin serves on base + RANK), every rank scrapes its own
+port while it trains: after the
 warm-up and again after --steps more steps, and reports the all-reduce bytes the plugin
 counted per step next to the model's gradient bytes. Each rank prints one line
 "NCCLPROF {json}".
@@ -86,7 +87,8 @@ def main():
     for _ in range(a.warmup):
         step()
     torch.cuda.synchronize()
-    port = os.environ.get("RINGPILOT_METRICS_PORT")
+    base = os.environ.get("RINGPILOT_METRICS_PORT_BASE")
+    port = int(base) + rank if base and os.environ.get("NCCL_PROFILER_PLUGIN") else None
     before = settled(port) if port else None
     times = []
     for _ in range(a.steps):

@@ -8,21 +8,22 @@
 namespace ringpilot::launcher {
 namespace {
 
-TEST(NcclMetricsEnv, NamesThePluginAndTheRanksPortFromTheDefaultBase) {
+TEST(NcclMetricsEnv, NamesThePluginAndTheJobDefaultPortBase) {
   const base::Environment env = AddNcclMetricsEnv({{"RANK", "3"}, {"PATH", "/bin"}},
                                                   "/opt/rp/bin/libringpilot-nccl-profiler.so");
   EXPECT_EQ(env.at("NCCL_PROFILER_PLUGIN"), "/opt/rp/bin/libringpilot-nccl-profiler.so");
-  EXPECT_EQ(env.at("RINGPILOT_METRICS_PORT"), "9403");  // metrics.port_base 9400 + rank 3
+  EXPECT_EQ(env.at("RINGPILOT_METRICS_PORT_BASE"), "9400");  // rank 3 serves on 9403
+  EXPECT_EQ(env.count("RINGPILOT_METRICS_PORT"), 0u);
   EXPECT_EQ(env.at("PATH"), "/bin");
 }
 
 TEST(NcclMetricsEnv, TheLaunchersBaseAndTheCallersOwnValuesWin) {
   EXPECT_EQ(AddNcclMetricsEnv({{"RANK", "2"}, {"RINGPILOT_METRICS_PORT_BASE", "12000"}}, "/p.so")
-                .at("RINGPILOT_METRICS_PORT"),
-            "12002");
+                .at("RINGPILOT_METRICS_PORT_BASE"),
+            "12000");
   // port_base 0: the plugin picks a free port, as the trainer does.
   EXPECT_EQ(AddNcclMetricsEnv({{"RANK", "2"}, {"RINGPILOT_METRICS_PORT_BASE", "0"}}, "/p.so")
-                .at("RINGPILOT_METRICS_PORT"),
+                .at("RINGPILOT_METRICS_PORT_BASE"),
             "0");
   const base::Environment mine = AddNcclMetricsEnv(
       {{"RANK", "1"}, {"NCCL_PROFILER_PLUGIN", "inspector"}, {"RINGPILOT_METRICS_PORT", "7000"}},

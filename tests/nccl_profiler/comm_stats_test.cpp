@@ -322,23 +322,40 @@ TEST(Settings, ReadsPortBindRunDirRankAndJob) {
                                               {"RINGPILOT_RUN_DIR", "/runs/a"},
                                               {"RANK", "3"},
                                               {"LOCAL_RANK", "1"},
-                                              {"RINGPILOT_JOB_NAME", "llm"}});
+                                              {"RINGPILOT_JOB_NAME", "llm"}},
+                                             /*first_comm_rank=*/0);
   EXPECT_EQ(s.port, 9403);
   EXPECT_EQ(s.bind, "0.0.0.0");
   EXPECT_EQ(s.run_dir, "/runs/a");
   EXPECT_EQ(s.rank, 3);
   EXPECT_EQ(s.local_rank, 1);
   EXPECT_EQ(s.job, "llm");
-  const Settings file_only = SettingsFromEnvironment({{"RINGPILOT_RUN_DIR", "/r"}});
+  const Settings file_only = SettingsFromEnvironment({{"RINGPILOT_RUN_DIR", "/r"}}, 6);
   EXPECT_EQ(file_only.port, -1);
-  EXPECT_EQ(file_only.rank, -1);
+  EXPECT_EQ(file_only.rank, 6);  // the first communicator's rank stands in for RANK
+  EXPECT_EQ(file_only.local_rank, -1);
   EXPECT_EQ(file_only.job, "exec");
+}
+
+TEST(Settings, PortIsBasePlusRankUnlessGivenOutright) {
+  // What `ringpilot exec` passes: the base; each process adds its own RANK (the workers of
+  // a torchrun under exec have their own).
+  EXPECT_EQ(
+      SettingsFromEnvironment({{"RINGPILOT_METRICS_PORT_BASE", "9400"}, {"RANK", "5"}}, 0).port,
+      9405);
+  EXPECT_EQ(SettingsFromEnvironment({{"RINGPILOT_METRICS_PORT_BASE", "9400"}}, 2).port, 9402);
+  EXPECT_EQ(SettingsFromEnvironment({{"RINGPILOT_METRICS_PORT_BASE", "0"}, {"RANK", "5"}}, 0).port,
+            0);
+  EXPECT_EQ(SettingsFromEnvironment(
+                {{"RINGPILOT_METRICS_PORT_BASE", "9400"}, {"RINGPILOT_METRICS_PORT", "7"}}, 0)
+                .port,
+            7);
 }
 
 TEST(Settings, BadValuesAndNothingToExportAreOneLineErrors) {
   auto error = [](const base::Environment& env) {
     try {
-      SettingsFromEnvironment(env);
+      SettingsFromEnvironment(env, 0);
     } catch (const SettingsError& e) {
       return std::string(e.what());
     }
@@ -350,6 +367,8 @@ TEST(Settings, BadValuesAndNothingToExportAreOneLineErrors) {
             "RINGPILOT_METRICS_PORT='70000' is not a number in 0..65535");
   EXPECT_EQ(error({{"RINGPILOT_METRICS_PORT", "1"}, {"RANK", "-1"}}),
             "RANK='-1' is not a number in 0..16777216");
+  EXPECT_EQ(error({{"RINGPILOT_METRICS_PORT_BASE", "65530"}, {"RANK", "9"}}),
+            "RINGPILOT_METRICS_PORT_BASE=65530 + rank 9 is past port 65535");
   const std::string nothing = error({{"RANK", "0"}});
   EXPECT_NE(nothing.find("nothing to export to"), std::string::npos) << nothing;
   EXPECT_EQ(nothing.find('\n'), std::string::npos);

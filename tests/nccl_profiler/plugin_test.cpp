@@ -118,19 +118,21 @@ class Plugin {
 
 // The variables the plugin reads, set for one test.
 class ScopedEnv {
+  static constexpr const char* kVars[] = {"RINGPILOT_METRICS_PORT",
+                                          "RINGPILOT_METRICS_PORT_BASE",
+                                          "RINGPILOT_METRICS_BIND",
+                                          "RINGPILOT_RUN_DIR",
+                                          "RANK",
+                                          "LOCAL_RANK",
+                                          "RINGPILOT_JOB_NAME"};
+
  public:
   explicit ScopedEnv(std::initializer_list<std::pair<std::string, std::string>> vars) {
-    for (const char* name : {"RINGPILOT_METRICS_PORT", "RINGPILOT_METRICS_BIND",
-                             "RINGPILOT_RUN_DIR", "RANK", "LOCAL_RANK", "RINGPILOT_JOB_NAME"}) {
-      unsetenv(name);
-    }
+    for (const char* name : kVars) unsetenv(name);
     for (const auto& [k, v] : vars) setenv(k.c_str(), v.c_str(), 1);
   }
   ~ScopedEnv() {
-    for (const char* name : {"RINGPILOT_METRICS_PORT", "RINGPILOT_METRICS_BIND",
-                             "RINGPILOT_RUN_DIR", "RANK", "LOCAL_RANK", "RINGPILOT_JOB_NAME"}) {
-      unsetenv(name);
-    }
+    for (const char* name : kVars) unsetenv(name);
   }
 };
 
@@ -237,7 +239,8 @@ TEST(NcclProfilerPlugin, ExportsEveryVersionNcclLooksUpAndNoOther) {
 TEST(NcclProfilerPlugin, CollectivesAndP2pOnTwoCommunicatorsAreServedLive) {
   TempDir dir;
   const int port = FreePort();
-  ScopedEnv env({{"RINGPILOT_METRICS_PORT", std::to_string(port)},
+  // As `ringpilot exec` sets it up: the base, and the process's own RANK.
+  ScopedEnv env({{"RINGPILOT_METRICS_PORT_BASE", std::to_string(port - 5)},
                  {"RANK", "5"},
                  {"LOCAL_RANK", "1"},
                  {"RINGPILOT_JOB_NAME", "ddp"}});
