@@ -424,7 +424,9 @@ std::vector<KeySpec> BuildSchema() {
                       "how ranks start: this host, mpirun on `hosts`, Slurm, Kubeflow MPIJob"));
   s.push_back(HostsKey("launch.hosts", Member(&JC::launch, &LaunchConfig::hosts)));
   s.push_back(IntKey("launch.max_restarts", Member(&JC::launch, &LaunchConfig::max_restarts), 0,
-                     1000, "whole-job restarts from the last checkpoint after a failure"));
+                     1000,
+                     "whole-job restarts from the last checkpoint after a failure; never after "
+                     "exit 78 (a job file, port, checkpoint or data error that repeats)"));
   s.push_back(IntKey("launch.master_port", Member(&JC::launch, &LaunchConfig::master_port), 1,
                      65535, "MASTER_PORT given to `ringpilot exec` workers"));
   s.push_back(StringListKey("launch.mpirun_args", Member(&JC::launch, &LaunchConfig::mpirun_args),

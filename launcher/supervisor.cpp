@@ -446,7 +446,16 @@ JobOutcome Supervisor::Run(const SupervisedCommand& command) {
       return Preempted(attempt, outcome);
     }
     outcome.exit_status = attempt.term_signal != 0 ? 128 + attempt.term_signal : attempt.exit_code;
-    if (restart >= options_.max_restarts) {
+    // A rank that failed on something every attempt would meet again (the job file, a
+    // port in use, a checkpoint of another model, bad data) says so with its exit status:
+    // restarting would only repeat it.
+    const bool permanent = attempt.term_signal == 0 && attempt.exit_code == base::kExitPermanent;
+    if (permanent && restart < options_.max_restarts) {
+      Report("ringpilot: not restarting: the failure repeats on every attempt (exit " +
+             std::to_string(base::kExitPermanent) +
+             ": job file, metrics port, checkpoint or data; see the FATAL line)");
+    }
+    if (permanent || restart >= options_.max_restarts) {
       ReportFailure(attempt, outcome.attempts, &outcome);
       return outcome;
     }

@@ -11,10 +11,14 @@
 #include <c10/util/Exception.h>
 #include <CLI/CLI.hpp>
 
+#include "base/exit_status.h"
 #include "base/files.h"
 #include "base/run_variables.h"
 #include "comm/status.h"
 #include "config/job.h"
+#include "data/cifar.h"
+#include "metrics/exporter.h"
+#include "trainer/checkpoint/store.h"
 #include "trainer/preemption.h"
 #include "trainer/telemetry/rank_log.h"
 #include "trainer/telemetry/versions.h"
@@ -23,8 +27,10 @@
 namespace {
 
 // A failure on one rank must end every rank: the others may be blocked in a
-// collective with it. The FATAL line lets the front end name the first failing rank.
-[[noreturn]] void Die(const std::string& run_dir, const std::string& message) {
+// collective with it. The FATAL line lets the front end name the first failing rank; the
+// exit status (MPI_Abort's, which mpirun returns) tells it whether a restart can help.
+[[noreturn]] void Die(const std::string& run_dir, const std::string& message,
+                      int status = ringpilot::base::kExitFailure) {
   int rank = 0, initialized = 0;
   MPI_Initialized(&initialized);
   if (initialized) MPI_Comm_rank(MPI_COMM_WORLD, &rank);
@@ -36,8 +42,8 @@ namespace {
   ringpilot::trainer::telemetry::RankLog log(
       run_dir + "/logs/rank-" + std::to_string(rank) + ".log", rank, false);
   log.Fatal(message);
-  if (initialized) MPI_Abort(MPI_COMM_WORLD, 1);
-  std::exit(1);
+  if (initialized) MPI_Abort(MPI_COMM_WORLD, status);
+  std::exit(status);
 }
 
 }  // namespace
@@ -72,7 +78,17 @@ int main(int argc, char** argv) {
     ringpilot::trainer::Trainer trainer(std::move(config), options);
     rc = trainer.Run();
   } catch (const ringpilot::config::ConfigError& e) {
-    Die(run_dir, e.what());
+    Die(run_dir, e.what(), ringpilot::base::kExitPermanent);
+  } catch (const ringpilot::data::DataError& e) {
+    // Errors that every attempt would meet again: not worth a restart.
+    Die(run_dir, std::string(e.what()) + " (" + ringpilot::comm::ProcessLocation() + ")",
+        ringpilot::base::kExitPermanent);
+  } catch (const ringpilot::metrics::ExporterError& e) {
+    Die(run_dir, std::string(e.what()) + " (" + ringpilot::comm::ProcessLocation() + ")",
+        ringpilot::base::kExitPermanent);
+  } catch (const ringpilot::trainer::checkpoint::CheckpointMismatchError& e) {
+    Die(run_dir, std::string(e.what()) + " (" + ringpilot::comm::ProcessLocation() + ")",
+        ringpilot::base::kExitPermanent);
   } catch (const c10::Error& e) {
     Die(run_dir, std::string("LibTorch error: ") + e.what_without_backtrace() + " (" +
                      ringpilot::comm::ProcessLocation() + ")");
