@@ -118,8 +118,6 @@ std::vector<CommSnapshot> Profiler::Snapshots() {
   return SnapshotsLocked();
 }
 
-int Profiler::port() const { return exporter_ ? exporter_->port() : 0; }
-
 void Profiler::WriteStatsFile() {
   std::lock_guard<std::mutex> write_lock(write_mu_);
   if (stats_path_.empty()) return;

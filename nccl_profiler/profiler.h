@@ -56,9 +56,6 @@ class Profiler {
   std::vector<CommSnapshot> Snapshots();
   /// Writes RUN_DIR/logs/rank-N.nccl.json now (when a run directory is set).
   void WriteStatsFile();
-  /// The bound HTTP port, 0 when not serving.
-  int port() const;
-
   static constexpr size_t kMaxRetired = 256;
 
  private:

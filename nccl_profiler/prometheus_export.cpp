@@ -61,8 +61,9 @@ std::string CommLabel(uint64_t hash) {
 PrometheusExport::PrometheusExport(const RankLabels& labels, int api_version)
     : families_(ConstLabels(labels)), api_version_(api_version) {
   auto& r = families_;
-  coll_seconds_ = &r.AddHistogram("ringpilot_collective_seconds",
-                                  "Time from issue to observed completion of a collective.");
+  coll_seconds_ = &r.AddHistogram(
+      "ringpilot_collective_seconds",
+      "GPU time of one NCCL operation: first kernel channel start to last channel stop.");
   coll_bytes_ =
       &r.AddCounter("ringpilot_collective_bytes_total", "Payload bytes of collectives, per rank.");
   coll_busbw_ = &r.AddGauge("ringpilot_collective_bus_bandwidth_bytes_per_second",
