@@ -15,10 +15,12 @@
 #include <ctime>
 #include <filesystem>
 #include <initializer_list>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
@@ -98,9 +100,10 @@ double Series(const std::string& text, const std::string& name, const std::strin
 // ---- the library ----
 class Plugin {
  public:
-  explicit Plugin(const TempDir& dir) {
+  explicit Plugin(const TempDir& dir) : Plugin(dir.path()) {}
+  explicit Plugin(const std::string& dir) {
     static int copies = 0;
-    path_ = dir.path() + "/libringpilot-nccl-profiler-" + std::to_string(++copies) + ".so";
+    path_ = dir + "/libringpilot-nccl-profiler-" + std::to_string(++copies) + ".so";
     std::filesystem::copy_file(RINGPILOT_NCCL_PROFILER_SO, path_);
     lib_ = dlopen(path_.c_str(), RTLD_NOW | RTLD_LOCAL);
     EXPECT_NE(lib_, nullptr) << dlerror();
@@ -486,6 +489,45 @@ TEST(NcclProfilerPlugin, Version4AndVersion2TablesCount) {
   EXPECT_EQ(c2["operations"][0]["op"], "broadcast");
   EXPECT_EQ(c2["operations"][0]["count"], 1);
   EXPECT_EQ(c2["operations"][0]["timed_count"], 0);
+}
+
+// PyTorch programs often exit without destroying their communicators: NCCL's threads are
+// still there and no finalize comes. The process must exit with its own status, and the
+// stats file must hold what happened (written at exit).
+TEST(NcclProfilerPluginDeathTest, ExitWithoutFinalizeIsCleanAndLeavesTheStatsFile) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");  // a fresh process, not a fork
+  // The child re-runs this test from the start: it takes the parent's directory.
+  std::unique_ptr<TempDir> own;
+  const char* inherited = std::getenv("RINGPILOT_TEST_EXIT_DIR");
+  std::string dir = inherited ? inherited : "";
+  if (dir.empty()) {
+    own = std::make_unique<TempDir>();
+    dir = own->path();
+    setenv("RINGPILOT_TEST_EXIT_DIR", dir.c_str(), 1);
+  }
+  EXPECT_EXIT(
+      {
+        ScopedEnv env(
+            {{"RINGPILOT_RUN_DIR", dir}, {"RANK", "4"}, {"RINGPILOT_METRICS_PORT_BASE", "0"}});
+        Plugin plugin(dir);
+        Comm world(plugin.v5(), kWorld, 0, 2);
+        world.Channel(world.Enqueue("AllReduce", 1 << 20, "ncclFloat32", 1), 100, 200);
+        world.Enqueue("AllReduce", 1 << 20, "ncclFloat32", 1);  // still in flight at exit
+        std::exit(3);
+      },
+      ::testing::ExitedWithCode(3),
+      ::testing::Not(::testing::HasSubstr("ringpilot-nccl-profiler")));
+  unsetenv("RINGPILOT_TEST_EXIT_DIR");
+  const nlohmann::json j =
+      nlohmann::json::parse(ringpilot::testing::ReadFile(dir + "/logs/rank-4.nccl.json"));
+  ASSERT_EQ(j["communicators"].size(), 1u) << j.dump(2);
+  const auto& c = j["communicators"][0];
+  EXPECT_EQ(c["finalized"], false);
+  EXPECT_EQ(c["collective_seq"]["started"], 2);
+  EXPECT_EQ(c["collective_seq"]["completed"], 1);
+  EXPECT_EQ(c["in_flight"], 1);
+  EXPECT_EQ(c["oldest_in_flight"]["seq"], 2);
+  EXPECT_EQ(c["operations"][0]["count"], 1);
 }
 
 }  // namespace
