@@ -28,6 +28,15 @@ find_package(prometheus-cpp CONFIG REQUIRED)
 # OpenSSL's libcrypto: SHA-256 of checkpoints (trainer/sha256.cpp, bench/checkpoint_hash.cpp).
 find_package(OpenSSL REQUIRED COMPONENTS Crypto)
 
+# Image datasets (data/): libjpeg-turbo's TurboJPEG API, libpng, and stb_image_resize
+# (header-only, compiled into data/image_pack.cpp) for `ringpilot data pack --max-side`.
+pkg_check_modules(TURBOJPEG REQUIRED IMPORTED_TARGET libturbojpeg)
+find_package(PNG REQUIRED)
+find_path(STB_INCLUDE_DIR stb_image_resize.h PATH_SUFFIXES stb
+          HINTS ${CMAKE_SOURCE_DIR}/.carry/deps-build/usr/include REQUIRED)
+add_library(ringpilot_stb INTERFACE)
+target_include_directories(ringpilot_stb SYSTEM INTERFACE ${STB_INCLUDE_DIR})
+
 if(NOT RINGPILOT_TRAINER)
   return()
 endif()
