@@ -1,5 +1,7 @@
 #include "trainer/options.h"
 
+#include <algorithm>
+
 namespace ringpilot::trainer {
 namespace {
 
@@ -114,5 +116,24 @@ comm::NcclOptions NcclOptionsFor(const config::CommConfig& comm) {
   return o;
 }
 #endif
+
+data::ImageLoaderOptions ImageLoaderOptionsFor(const config::JobConfig& job, int batch,
+                                               const models::ImageSpec& image,
+                                               data::ImageTransform transform, int workers) {
+  data::ImageLoaderOptions o;
+  o.batch = batch;
+  o.out_height = image.height;
+  o.out_width = image.width;
+  o.transform = transform;
+  o.seed = job.train.seed;
+  o.workers = workers;
+  o.max_bad_fraction = job.data.max_bad_fraction;
+  return o;
+}
+
+int DecodeWorkersFor(const config::DataConfig& data, int bound_cores, bool cuda) {
+  if (data.workers > 0) return data.workers;
+  return std::max(1, cuda ? bound_cores - 1 : bound_cores / 4);
+}
 
 }  // namespace ringpilot::trainer
