@@ -337,11 +337,20 @@ void Loader::CrossCheck() {
                 "data.kind cifar has 10 (CIFAR-10) or 100 (CIFAR-100) classes, not " +
                     std::to_string(c.model.num_classes));
     }
+  } else if (c.data.kind == DataKind::kImageFolder || c.data.kind == DataKind::kImageShards) {
+    const std::string kind = std::string("data.kind ") + ToString(c.data.kind);
+    if (c.data.train.empty()) CrossFail({"data.kind", "data.train"}, kind + " needs data.train");
+    if (!IsImageModel(c.model.name)) {
+      CrossFail({"data.kind", "model.name"},
+                kind + " needs an image model (resnet18-cifar, resnet50), not " +
+                    ToString(c.model.name));
+    }
   } else if (c.train.epochs > 0) {
-    CrossFail({"train.epochs", "data.kind"}, "train.epochs needs a dataset (data.kind cifar)");
+    CrossFail({"train.epochs", "data.kind"},
+              "train.epochs needs a dataset (data.kind cifar, image_folder, image_shards)");
   } else if (!c.data.train.empty() || !c.data.val.empty()) {
     CrossFail({"data.kind", c.data.train.empty() ? "data.val" : "data.train"},
-              "data.train and data.val are read only by data.kind cifar, not synthetic");
+              "data.train and data.val are read only by the dataset kinds, not synthetic");
   }
   if (c.train.label_smoothing > 0 && !IsImageModel(c.model.name)) {
     CrossFail({"train.label_smoothing", "model.name"},
@@ -589,6 +598,9 @@ Checked after all overrides, reported at the key given last:
 - `data.kind: cifar` needs `data.train`, `model.name: resnet18-cifar` and
   `model.num_classes` 10 (CIFAR-10) or 100 (CIFAR-100); `data.train` / `data.val` are for
   dataset kinds only.
+- `data.kind: image_folder` and `image_shards` need `data.train` and an image model
+  (resnet18-cifar, resnet50); each rank checks at start that the set's classes fit
+  `model.num_classes`.
 
 `model.num_classes` defaults to 1000 instead of 10 when `model.name` is `resnet50` and
 `num_classes` is not given.

@@ -23,7 +23,7 @@ enum class NcclBufferRegistration { kNone, kRegister, kSymmetric };
 /// The models the trainer builds (model.name).
 enum class ModelName { kResnet18Cifar, kResnet50, kBertTiny, kBertBase };
 /// Where training samples come from (data.kind).
-enum class DataKind { kSynthetic, kCifar };
+enum class DataKind { kSynthetic, kCifar, kImageFolder, kImageShards };
 /// CPU binding of each rank (docs/topology.md): `auto` is `numa` for GPU ranks and `cores`
 /// for CPU ranks.
 enum class BindMode { kAuto, kNuma, kCores, kNone };
@@ -66,8 +66,14 @@ struct ModelConfig {
 struct DataConfig {
   DataKind kind = DataKind::kSynthetic;
   int batch_per_rank = 32;
-  std::string train;  ///< kind cifar: a batch file or the folder of the distribution's files
-  std::string val;    ///< kind cifar: test batch file or folder; "" = no evaluation
+  /// cifar: a batch file or the distribution's folder; image_folder: ROOT/<class>/<image>;
+  /// image_shards: comma-separated tar files or glob patterns.
+  std::string train;
+  std::string val;   ///< as train, the held-out set; "" = no evaluation
+  int prefetch = 2;  ///< image kinds: batches decoded ahead of the training step
+  int workers = 0;   ///< image kinds: decode threads per rank; 0 = from the rank's cores
+  double max_bad_fraction = 0.01;  ///< image kinds: bad samples tolerated per sample read
+  bool gpu_decode = true;          ///< image kinds on GPU ranks: nvJPEG decode and GPU crops
 };
 
 /// Evaluation on data.val (image models: top-1, top-5 and loss).

@@ -18,6 +18,7 @@ APT_PACKAGES=(
   iproute2 procps
   prometheus
   dataset-fashion-mnist
+  libturbojpeg0-dev libpng-dev libstb-dev
   python3-venv
   slurm-wlm munge
 )

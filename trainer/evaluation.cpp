@@ -1,7 +1,6 @@
 #include "trainer/evaluation.h"
 
 #include <algorithm>
-#include <cstring>
 
 #include <torch/torch.h>
 
@@ -12,7 +11,7 @@
 namespace ringpilot::trainer {
 
 EvalResult Evaluate(const config::JobConfig& job, const RankPlace& place, const RankDevice& device,
-                    TrainingState& state, const data::CifarSet& val,
+                    TrainingState& state, ValidationSet& val,
                     const RankCommunicators& comms) {
   std::vector<at::Tensor> buffers;
   for (const auto& b : state.model->named_buffers()) buffers.push_back(b.value());
@@ -22,24 +21,18 @@ EvalResult Evaluate(const config::JobConfig& job, const RankPlace& place, const 
   const int64_t last = n * (place.rank + 1) / place.world;
   const int batch = job.eval.batch_per_rank > 0 ? job.eval.batch_per_rank : job.data.batch_per_rank;
   const std::optional<c10::ScalarType> autocast = AutocastDtypeFor(job.train.precision);
-  const int classes = val.num_classes;
-  const int k = std::min(5, classes);
+  // The model scores model.num_classes classes (a set may use fewer).
+  const int k = std::min(5, job.model.num_classes);
   // correct@1, correct@5, loss sum, samples
   at::Tensor totals = at::zeros({4}, at::kDouble);
   double* t = totals.data_ptr<double>();
   state.model->eval();
   {
     torch::NoGradGuard no_grad;
-    for (int64_t begin = first; begin < last; begin += batch) {
-      const int64_t count = std::min<int64_t>(batch, last - begin);
-      at::Tensor images = at::empty({count, 3, data::kCifarSide, data::kCifarSide}, at::kByte);
-      std::memcpy(images.data_ptr<uint8_t>(), val.image(begin), count * data::kCifarImageBytes);
-      at::Tensor labels =
-          at::from_blob(const_cast<int32_t*>(val.labels.data() + begin), {count}, at::kInt)
-              .to(at::kLong);
+    val.ForEachBatch(first, last, batch, [&](const at::Tensor& images, const at::Tensor& cpu_labels) {
       at::Tensor input = NormalizeImages(images.to(device.device), at::kFloat);
       if (state.channels_last) input = input.contiguous(at::MemoryFormat::ChannelsLast);
-      labels = labels.to(device.device);
+      const at::Tensor labels = cpu_labels.to(device.device);
       at::Tensor logits;
       {
         const AutocastRegion region(device.device.type(), autocast);
@@ -50,8 +43,8 @@ EvalResult Evaluate(const config::JobConfig& job, const RankPlace& place, const 
       t[0] += hit.select(1, 0).sum().item<double>();
       t[1] += hit.any(1).sum().item<double>();
       t[2] += at::cross_entropy_loss(logits, labels, {}, at::Reduction::Sum).item<double>();
-      t[3] += static_cast<double>(count);
-    }
+      t[3] += static_cast<double>(images.size(0));
+    });
   }
   state.model->train();
   comms.host->AllReduce(totals, comm::ReduceOp::kSum)->Wait();

@@ -62,6 +62,7 @@ void WriteSummary(const config::JobConfig& job, const std::string& run_dir, int 
       {"peak_mem_gb", peak_device_bytes / 1e9},
   };
   if (totals.epochs > 0) summary["epochs"] = totals.epochs;
+  if (totals.bad_files) summary["data"] = {{"bad_files", *totals.bad_files}};
   if (totals.eval) {
     summary["eval"] = {{"top1", totals.eval->top1},
                        {"top5", totals.eval->top5},

@@ -28,6 +28,7 @@ struct RunTotals {
   std::vector<double> step_seconds;  ///< timed steps
   std::vector<double> data_seconds;  ///< host time generating each batch
   int restarts = 0;
+  std::optional<int64_t> bad_files;  ///< image kinds: distinct files skipped, all ranks
 };
 
 /// Fingerprint of the weights: L2 norm, sum of |x| (both in float64) and SHA-256 of the

@@ -20,6 +20,7 @@
 #include "trainer/checkpoint/store.h"
 #include "trainer/evaluation.h"
 #include "trainer/graphed_step.h"
+#include "trainer/image_pipeline.h"
 #include "trainer/input_feed.h"
 #include "trainer/options.h"
 #include "trainer/phase_report.h"
@@ -38,6 +39,7 @@
 #include "trainer/telemetry/versions.h"
 #include "trainer/train_step.h"
 #include "trainer/training_state.h"
+#include "trainer/validation_set.h"
 
 namespace ringpilot::trainer {
 namespace {
@@ -70,7 +72,8 @@ struct LoopParts {
   telemetry::RankLog& log;
   telemetry::Heartbeat& heartbeat;
   const PreemptionWatch& preemption;
-  const data::CifarSet* val;  // data.val, or null: no evaluation
+  ValidationSet* val;                     // data.val, or null: no evaluation
+  const data::ImageSource* train_images;  // image kinds' data.train, else null
 };
 
 // Steps start_step..train.steps: graph capture after the eager warm-up, the timed window,
@@ -221,6 +224,7 @@ class TrainingLoop {
     const EvalResult r =
         trainer::Evaluate(p_.job, p_.place, p_.device, p_.state, *p_.val, p_.comms);
     totals_.eval = r;
+    for (const std::string& w : p_.val->TakeWarnings()) p_.log.Warn(w);
     p_.metrics.SetEval(r.top1, r.top5, r.loss, static_cast<double>(r.samples));
     if (p_.place.rank == 0) {
       char line[200];
@@ -267,6 +271,7 @@ class TrainingLoop {
       totals_.epochs = p_.input.EpochOf(total_ - 1) + 1;
     }
     totals_.data_seconds = p_.input.data_seconds();
+    if (p_.train_images) totals_.bad_files = CountBadFiles();
     p_.metrics.Refresh(p_.stats);
     const std::string& run_dir = p_.opts.run_dir;
     p_.stats.WriteJson(run_dir + "/logs/rank-" + std::to_string(p_.place.rank) + ".stats.json",
@@ -281,6 +286,21 @@ class TrainingLoop {
                   "/summary.json");
     }
     p_.comms.host->Barrier();
+  }
+
+  // Collective: distinct bad files of data.train and data.val over all ranks (ranks meet
+  // the same training file in different epochs, so the sets are merged, not summed).
+  int64_t CountBadFiles() {
+    const int64_t train = p_.train_images->size();
+    const int64_t val = p_.val ? p_.val->size() : 0;
+    at::Tensor seen = at::zeros({train + val}, at::kByte);
+    uint8_t* s = seen.data_ptr<uint8_t>();
+    for (int64_t i : p_.input.bad_files()) s[i] = 1;
+    if (p_.val) {
+      for (int64_t i : p_.val->bad_files()) s[train + i] = 1;
+    }
+    p_.comms.host->AllReduce(seen, comm::ReduceOp::kMax)->Wait();
+    return seen.sum().item<int64_t>();
   }
 
   const LoopParts& p_;
@@ -365,8 +385,12 @@ int Trainer::Run() {
                              " but the job asks for " + std::to_string(job.world.size()) +
                              " (world.nodes x procs_per_node)");
   }
+  // The image set is indexed once, before anything else starts: a bad root or shard
+  // stops the rank here.
+  const std::unique_ptr<data::ImageSource> train_images = OpenImageSet(job, job.data.train);
+  if (train_images && place.rank == 0) log.Info("data.train: " + train_images->Summary());
   if (job.train.epochs > 0) {
-    const int64_t per_epoch = StepsPerEpoch(job, place.world);
+    const int64_t per_epoch = StepsPerEpoch(job, place.world, train_images.get());
     s_->job.train.steps = job.train.epochs * per_epoch;
     if (place.rank == 0) {
       log.Info("train.epochs " + std::to_string(job.train.epochs) + ": " +
@@ -418,18 +442,19 @@ int Trainer::Run() {
     LogJobLine(job, place, device, state, reducer, *comms.device, *metrics, log);
   }
 
-  InputFeed input(job, *state.model, place, device, *metrics);
+  InputFeed input(job, *state.model, place, device, *metrics, log, train_images.get());
   if (start_step > 0 && state.data_position[0].item<int64_t>() >= 0) {
     input.Resume(start_step,
                  {state.data_position[0].item<int64_t>(), state.data_position[1].item<int64_t>()});
   }
-  const std::unique_ptr<data::CifarSet> val = LoadValidationSet(job);
+  const std::unique_ptr<ValidationSet> val = LoadValidationSet(job, *state.model, device);
   TrainStep train_step(job, place, device, state, reducer, phases, input);
   PhaseReporter reporter(phases, *metrics, *comms.device, *comms.host, place.rank, place.world,
                          clock_offset);
-  const LoopParts parts{job,       s_->opts, place,      device,    comms,      state,
-                        store,     input,    train_step, phases,    reporter,   *metrics,
-                        telemetry, stats,    log,        heartbeat, preemption, val.get()};
+  const LoopParts parts{job,       s_->opts, place,     device,     comms,     state,
+                        store,     input,    train_step, phases,   reporter,  *metrics,
+                        telemetry, stats,    log,        heartbeat, preemption, val.get(),
+                        train_images.get()};
   return TrainingLoop(parts, start_step).Run();
 }
 
