@@ -1,6 +1,6 @@
 // `ringpilot`: the front end. Parses the command line and hands each subcommand to its
-// room: validate/run (cli/run_command.h), exec, slurm, k8s, topo, bench comm, doctor,
-// diagnose.
+// room: validate/run (cli/run_command.h), exec, slurm, k8s, topo, data tokenize, bench comm,
+// doctor, diagnose.
 #include <iostream>
 #include <string>
 #include <vector>
@@ -8,6 +8,7 @@
 #include <CLI/CLI.hpp>
 
 #include "base/exit_status.h"
+#include "cli/data_tokenize_command.h"
 #include "cli/exec_command.h"
 #include "cli/k8s_command.h"
 #include "cli/run_command.h"
@@ -57,6 +58,9 @@ int Main(int argc, char** argv) {
   AddSlurmCommand(app);
   AddK8sCommand(app);
   AddTopoCommand(app);
+  CLI::App* data = app.add_subcommand("data", "Prepare training data (data.kind tokens: tokenize)");
+  data->require_subcommand(1, 1);
+  AddTokenizeCommand(*data);
   commbench::AddBenchCommand(app);
   doctor::AddDoctorCommand(app);
   diagnose::AddDiagnoseCommand(app);

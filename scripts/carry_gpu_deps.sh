@@ -3,7 +3,9 @@
 # runner carries and tests/gpu/env.sh uses:
 #   .carry/deps/usr        prometheus-cpp 1.0.1 (core, pull, push, -dev) and civetweb 1.15
 #                          (libs, -dev, and the server binary its CMake package names):
-#                          built against, and loaded at run time (LD_LIBRARY_PATH)
+#                          built against, and loaded at run time (LD_LIBRARY_PATH);
+#                          SentencePiece 0.1.97 (libsentencepiece0, -dev) for `ringpilot
+#                          data tokenize`
 #   .carry/deps-build/usr  libcurl and zlib development files: prometheus-cpp's CMake package
 #                          looks for them at configure time (find_dependency CURL, ZLIB); used
 #                          only on an image without them (the Ubuntu 24.04 GPU image has them),
@@ -18,7 +20,7 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 DEPS="$ROOT/.carry/deps"
 DEPS_BUILD="$ROOT/.carry/deps-build"
 RUNTIME_PACKAGES=(libprometheus-cpp-core1.0 libprometheus-cpp-pull1.0 libprometheus-cpp-push1.0
-  prometheus-cpp-dev libcivetweb1 libcivetweb-dev civetweb)
+  prometheus-cpp-dev libcivetweb1 libcivetweb-dev civetweb libsentencepiece0 libsentencepiece-dev)
 BUILD_PACKAGES=(libcurl4-openssl-dev libcurl4 zlib1g-dev zlib1g)
 
 force=0
@@ -27,7 +29,8 @@ case "${1:-}" in
   "") ;;
   *) echo "usage: $0 [--force]" >&2; exit 2 ;;
 esac
-if ((!force)) && [[ -f "$DEPS/VERSIONS" && -d "$DEPS/usr/lib/x86_64-linux-gnu/cmake/prometheus-cpp" ]]; then
+if ((!force)) && [[ -f "$DEPS/VERSIONS" && -d "$DEPS/usr/lib/x86_64-linux-gnu/cmake/prometheus-cpp" &&
+  -f "$DEPS/usr/include/sentencepiece_processor.h" ]]; then
   echo "carry_gpu_deps: $DEPS already unpacked (--force to redo):"
   cat "$DEPS/VERSIONS"
   exit 0

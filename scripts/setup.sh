@@ -18,6 +18,7 @@ APT_PACKAGES=(
   iproute2 procps
   prometheus
   dataset-fashion-mnist
+  libsentencepiece-dev sentencepiece
   python3-venv
   slurm-wlm munge
 )

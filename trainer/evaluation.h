@@ -1,32 +1,37 @@
-// Evaluation of an image model on the validation set (data.val): every rank scores its
-// contiguous part, the counts are all-reduced, every rank gets the same result.
+// Evaluation on the validation set (data.val): every rank scores its contiguous part, the
+// counts are all-reduced, every rank gets the same result. Image models: top-1, top-5 and
+// loss; BERT on token shards: masked-LM accuracy and loss over positions masked with a
+// fixed key (kEvalMaskSeed), the same in every evaluation of every run.
 #pragma once
 
 #include <cstdint>
 #include <optional>
 
 #include "config/job.h"
-#include "data/cifar.h"
+#include "trainer/input_feed.h"
 #include "trainer/rank_setup.h"
 #include "trainer/training_state.h"
 
 namespace ringpilot::trainer {
 
 struct EvalResult {
-  double top1 = 0;  ///< fraction of samples whose top class is the label
-  double top5 = 0;  ///< ... whose label is among the 5 top classes
-  double loss = 0;  ///< mean cross-entropy
-  int64_t samples = 0;
+  bool mlm = false;         ///< a masked-LM evaluation: mlm_accuracy, not top1/top5
+  double top1 = 0;          ///< fraction of samples whose top class is the label
+  double top5 = 0;          ///< ... whose label is among the 5 top classes
+  double mlm_accuracy = 0;  ///< fraction of masked positions whose top id is the original
+  double loss = 0;          ///< mean cross-entropy (per sample; masked-LM: per masked position)
+  int64_t samples = 0;      ///< images or packed sequences
 };
 
 /// Collective over `comms` (every rank calls it at the same step boundary). First every rank
 /// takes rank 0's buffers (BatchNorm running statistics, which each rank otherwise keeps from
 /// its own batches; DDP's broadcast_buffers), so the result does not depend on which rank
 /// scored which sample and a run resumed from rank 0's checkpoint evaluates as an unbroken
-/// one. The model runs in eval mode without gradients, under the job's autocast, and is back
-/// in train mode afterwards. Host-synchronous: evaluation is outside the timed steps.
+/// one. `tokens`: the run's ids (masked-LM only). The model runs in eval mode without gradients,
+/// under the job's autocast, and is back in train mode afterwards. Host-synchronous: evaluation is
+/// outside the timed steps.
 EvalResult Evaluate(const config::JobConfig& job, const RankPlace& place, const RankDevice& device,
-                    TrainingState& state, const data::CifarSet& val,
+                    TrainingState& state, const ValidationSet& val, const models::TokenSpec& tokens,
                     const RankCommunicators& comms);
 
 }  // namespace ringpilot::trainer

@@ -3,7 +3,10 @@
 // step (and its CUDA graph) reads. data.kind synthetic: generated (trainer/synthetic_data.h);
 // cifar: CIFAR batches in memory, sampled per epoch and rank (data/sampler.h), with the
 // usual augmentation (4-pixel padded random crop, horizontal flip) drawn from (seed, epoch,
-// sample), so a resumed run sees the same pixels.
+// sample), so a resumed run sees the same pixels; tokens: sequences packed from a mapped
+// token shard (data/token_shards.h), sampled the same way, with one masking key per
+// sequence from (seed, epoch, sample): the step masks them on the device
+// (trainer/mlm_masking.h).
 #pragma once
 
 #include <cstdint>
@@ -13,6 +16,7 @@
 #include "config/job.h"
 #include "data/cifar.h"
 #include "data/sampler.h"
+#include "data/token_shards.h"
 #include "trainer/graphed_step.h"
 #include "trainer/models/model.h"
 #include "trainer/rank_setup.h"
@@ -24,8 +28,23 @@ namespace ringpilot::trainer {
 /// data.kind cifar: CIFAR-100 for model.num_classes 100, else CIFAR-10 (config checks 10|100).
 data::CifarVariant CifarVariantFor(const config::ModelConfig& model);
 
+/// The run's token ids: data.kind tokens: the vocabulary and special ids of data.train's
+/// shard header (data.val's must be the same), with model.vocab_size rows (0: the shards'
+/// vocabulary size); synthetic: kSynthetic* ids and model.vocab_size (0: 30522). Reads
+/// headers only. Throws data::DataError naming the file for a bad header, a data.val shard
+/// of another vocabulary, or a model.vocab_size below the shards' vocabulary.
+models::TokenSpec TokenSpecFor(const config::JobConfig& job);
+
+/// data.val: CIFAR images or packed token sequences. Immutable once loaded.
+struct ValidationSet {
+  std::unique_ptr<data::CifarSet> images;            ///< data.kind cifar
+  std::unique_ptr<data::TokenShard> shard;           ///< data.kind tokens
+  std::unique_ptr<data::PackedSequences> sequences;  ///< ... packed to model.seq_len
+  int64_t size() const { return images ? images->size() : sequences->size(); }
+};
+
 /// data.val as a dataset, or null when the job has none. Throws data::DataError.
-std::unique_ptr<data::CifarSet> LoadValidationSet(const config::JobConfig& job);
+std::unique_ptr<ValidationSet> LoadValidationSet(const config::JobConfig& job);
 
 /// Dataset kinds: full global batches (world x data.batch_per_rank) in one epoch of
 /// data.train, from the files' sizes. Throws data::DataError for a bad file, and
@@ -38,7 +57,7 @@ class InputFeed {
  public:
   /// Shapes come from `model`; synthetic samples from train.seed, laid out so that any
   /// split of a global batch over ranks sees the same samples (FirstSampleIndex). Reads
-  /// data.train for kind cifar: throws data::DataError naming a bad file. Data time is
+  /// data.train for kinds cifar and tokens: throws data::DataError naming a bad file. Data time is
   /// reported to `metrics` (which must outlive the feed).
   InputFeed(const config::JobConfig& job, const models::Model& model, const RankPlace& place,
             const RankDevice& device, telemetry::TrainingMetrics& metrics);
@@ -58,6 +77,8 @@ class InputFeed {
 
   const Batch& device_batch() const { return device_; }
   bool images() const { return images_; }
+  /// Token models: the run's ids (TokenSpecFor).
+  const models::TokenSpec& token_spec() const { return token_spec_; }
   /// Host seconds generating each batch so far.
   const std::vector<double>& data_seconds() const { return data_seconds_; }
 
@@ -76,6 +97,10 @@ class InputFeed {
   std::vector<double> data_seconds_;
   // data.kind cifar.
   std::unique_ptr<data::CifarSet> cifar_;
+  // data.kind tokens.
+  std::unique_ptr<data::TokenShard> shard_;
+  std::unique_ptr<data::PackedSequences> sequences_;
+  // Dataset kinds.
   std::unique_ptr<data::EpochSampler> sampler_;
   std::vector<int64_t> indices_;
 };

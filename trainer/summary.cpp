@@ -62,7 +62,11 @@ void WriteSummary(const config::JobConfig& job, const std::string& run_dir, int 
       {"peak_mem_gb", peak_device_bytes / 1e9},
   };
   if (totals.epochs > 0) summary["epochs"] = totals.epochs;
-  if (totals.eval) {
+  if (totals.eval && totals.eval->mlm) {
+    summary["eval"] = {{"mlm_accuracy", totals.eval->mlm_accuracy},
+                       {"loss", totals.eval->loss},
+                       {"samples", totals.eval->samples}};
+  } else if (totals.eval) {
     summary["eval"] = {{"top1", totals.eval->top1},
                        {"top5", totals.eval->top5},
                        {"loss", totals.eval->loss},

@@ -67,7 +67,7 @@ struct LoopParts {
   telemetry::StepStats& stats;
   telemetry::RankLog& log;
   const PreemptionWatch& preemption;
-  const data::CifarSet* val;  // data.val, or null: no evaluation
+  const ValidationSet* val;  // data.val, or null: no evaluation
 };
 
 // Steps start_step..train.steps: graph capture after the eager warm-up, the timed window,
@@ -203,7 +203,11 @@ class TrainingLoop {
       text += " | epoch " + std::to_string(p_.input.EpochOf(step) + 1);
     }
     if (totals_.eval) {
-      std::snprintf(line, sizeof(line), " | eval top1 %.4f", totals_.eval->top1);
+      if (totals_.eval->mlm) {
+        std::snprintf(line, sizeof(line), " | eval mlm_acc %.4f", totals_.eval->mlm_accuracy);
+      } else {
+        std::snprintf(line, sizeof(line), " | eval top1 %.4f", totals_.eval->top1);
+      }
       text += line;
     }
     p_.log.Info(text);
@@ -213,18 +217,27 @@ class TrainingLoop {
   void Evaluate(int64_t step) {
     const auto e0 = Clock::now();
     telemetry::SynchronizeDevice(p_.device.cuda);  // the step's work first, then eager eval
-    const EvalResult r =
-        trainer::Evaluate(p_.job, p_.place, p_.device, p_.state, *p_.val, p_.comms);
+    const EvalResult r = trainer::Evaluate(p_.job, p_.place, p_.device, p_.state, *p_.val,
+                                           p_.input.token_spec(), p_.comms);
     totals_.eval = r;
-    p_.metrics.SetEval(r.top1, r.top5, r.loss, static_cast<double>(r.samples));
+    const double samples = static_cast<double>(r.samples);
+    if (r.mlm) {
+      p_.metrics.SetMlmEval(r.mlm_accuracy, r.loss, samples);
+    } else {
+      p_.metrics.SetEval(r.top1, r.top5, r.loss, samples);
+    }
     if (p_.place.rank == 0) {
-      char line[200];
-      std::snprintf(line, sizeof(line),
-                    "eval after step %lld (epoch %lld): top1 %.4f | top5 %.4f | loss %.4f | "
-                    "%lld samples",
-                    static_cast<long long>(step + 1),
-                    static_cast<long long>(p_.input.EpochOf(step) + 1), r.top1, r.top5, r.loss,
-                    static_cast<long long>(r.samples));
+      char scores[120];
+      if (r.mlm) {
+        std::snprintf(scores, sizeof(scores), "mlm_accuracy %.4f", r.mlm_accuracy);
+      } else {
+        std::snprintf(scores, sizeof(scores), "top1 %.4f | top5 %.4f", r.top1, r.top5);
+      }
+      char line[240];
+      std::snprintf(
+          line, sizeof(line), "eval after step %lld (epoch %lld): %s | loss %.4f | %lld samples",
+          static_cast<long long>(step + 1), static_cast<long long>(p_.input.EpochOf(step) + 1),
+          scores, r.loss, static_cast<long long>(r.samples));
       p_.log.Info(line);
     }
     if (step > warmup_end_) totals_.eval_seconds += base::Seconds(e0, Clock::now());
@@ -335,6 +348,11 @@ int Trainer::Run() {
                              " but the job asks for " + std::to_string(job.world.size()) +
                              " (world.nodes x procs_per_node)");
   }
+  if (!config::IsImageModel(job.model.name)) {
+    // model.vocab_size 0 follows the data (the shards' header, or synthetic's 30522); a
+    // value below the shards' vocabulary stops here, before anything else starts.
+    s_->job.model.vocab_size = static_cast<int>(TokenSpecFor(job).vocab);
+  }
   if (job.train.epochs > 0) {
     const int64_t per_epoch = StepsPerEpoch(job, place.world);
     s_->job.train.steps = job.train.epochs * per_epoch;
@@ -390,7 +408,7 @@ int Trainer::Run() {
     input.Resume(start_step,
                  {state.data_position[0].item<int64_t>(), state.data_position[1].item<int64_t>()});
   }
-  const std::unique_ptr<data::CifarSet> val = LoadValidationSet(job);
+  const std::unique_ptr<ValidationSet> val = LoadValidationSet(job);
   TrainStep train_step(job, place, device, state, reducer, phases, input);
   PhaseReporter reporter(phases, *metrics, *comms.device, *comms.host, place.rank, place.world,
                          clock_offset);

@@ -49,6 +49,8 @@ class TrainingMetrics : public comm::CollectiveObserver {
   void SetLoss(double loss);
   /// The last evaluation on data.val (the same on every rank: results are all-reduced).
   void SetEval(double top1, double top5, double loss, double samples);
+  /// The same for a masked-LM model: accuracy over the masked positions of data.val.
+  void SetMlmEval(double accuracy, double loss, double samples);
   void OnCheckpoint(double seconds);
   void OnCollective(comm::CollectiveOp op, int64_t bytes, double seconds,
                     double start_unix) override;
@@ -86,6 +88,7 @@ class TrainingMetrics : public comm::CollectiveObserver {
   metrics::Gauge* loss_;
   metrics::Gauge* eval_top1_;
   metrics::Gauge* eval_top5_;
+  metrics::Gauge* eval_mlm_accuracy_;
   metrics::Gauge* eval_loss_;
   metrics::Gauge* eval_samples_;
   metrics::Histogram* checkpoint_seconds_;
