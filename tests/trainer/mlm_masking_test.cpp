@@ -10,6 +10,12 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#ifdef RINGPILOT_WITH_CUDA
+#include <ATen/cuda/CUDAGraph.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
+#endif
+
 namespace ringpilot::trainer {
 namespace {
 
@@ -155,6 +161,44 @@ TEST(MlmMasking, SpecialTokensOnlyWhenARowHasTooFewWords) {
   EXPECT_EQ(m.target.ne(models::TokenSpec::kIgnore).sum().item<int64_t>(), 2);
   EXPECT_EQ(m.target[0][5].item<int64_t>(), 100);  // the word first
 }
+
+#ifdef RINGPILOT_WITH_CUDA
+// The same masks on a GPU, eager and replayed from a CUDA graph that reads new tokens and
+// keys from its static inputs (as the graphed training step does).
+TEST(MlmMasking, CudaEagerAndGraphEqualTheCpu) {
+  if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device";
+  const models::TokenSpec spec = Spec(128);
+  const at::Tensor tokens = Rows(64, 128, 17, 9), keys = Keys(64, 11, 2);
+  const MaskedTokens cpu = MaskTokens(tokens, keys, spec);
+  const MaskedTokens eager = MaskTokens(tokens.cuda(), keys.cuda(), spec);
+  EXPECT_TRUE(eager.input.cpu().equal(cpu.input));
+  EXPECT_TRUE(eager.target.cpu().equal(cpu.target));
+
+  at::Tensor static_tokens = at::zeros_like(tokens).cuda(), static_keys = keys.cuda().zero_();
+  MaskedTokens graphed;
+  torch::cuda::synchronize();
+  c10::cuda::CUDAStream side = c10::cuda::getStreamFromPool();
+  at::cuda::CUDAGraph graph;
+  {
+    c10::cuda::CUDAStreamGuard guard(side);
+    graphed = MaskTokens(static_tokens, static_keys, spec);  // warm-up outside capture
+    graph.capture_begin();
+    graphed = MaskTokens(static_tokens, static_keys, spec);
+    graph.capture_end();
+  }
+  torch::cuda::synchronize();
+  for (uint64_t seed : {11, 12}) {
+    const at::Tensor k = Keys(64, seed, 2);
+    static_tokens.copy_(tokens);
+    static_keys.copy_(k);
+    graph.replay();
+    torch::cuda::synchronize();
+    const MaskedTokens want = MaskTokens(tokens, k, spec);
+    EXPECT_TRUE(graphed.input.cpu().equal(want.input)) << "seed " << seed;
+    EXPECT_TRUE(graphed.target.cpu().equal(want.target)) << "seed " << seed;
+  }
+}
+#endif  // RINGPILOT_WITH_CUDA
 
 }  // namespace
 }  // namespace ringpilot::trainer
