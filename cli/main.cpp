@@ -1,5 +1,5 @@
 // `ringpilot`: the front end. Parses the command line and hands each subcommand to its
-// room: validate/run (cli/run_command.h), exec, slurm, k8s, topo, data pack, bench comm,
+// room: validate/run (cli/run_command.h), exec, slurm, k8s, topo, data pack|tokenize, bench comm,
 // doctor, diagnose.
 #include <iostream>
 #include <string>
@@ -9,6 +9,7 @@
 
 #include "base/exit_status.h"
 #include "cli/data_command.h"
+#include "cli/data_tokenize_command.h"
 #include "cli/exec_command.h"
 #include "cli/k8s_command.h"
 #include "cli/run_command.h"
@@ -58,7 +59,9 @@ int Main(int argc, char** argv) {
   AddSlurmCommand(app);
   AddK8sCommand(app);
   AddTopoCommand(app);
-  AddPackCommand(*AddDataCommand(app));
+  CLI::App* data = AddDataCommand(app);
+  AddPackCommand(*data);
+  AddTokenizeCommand(*data);
   commbench::AddBenchCommand(app);
   doctor::AddDoctorCommand(app);
   diagnose::AddDiagnoseCommand(app);

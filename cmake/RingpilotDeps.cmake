@@ -17,6 +17,15 @@ find_package(nlohmann_json 3.10 REQUIRED)
 find_package(Threads REQUIRED)
 find_package(PkgConfig REQUIRED)
 pkg_check_modules(HWLOC REQUIRED IMPORTED_TARGET hwloc)
+# `ringpilot data tokenize` (cli/): SentencePiece's C++ API (Debian libsentencepiece-dev).
+# Found by path, not pkg-config: its .pc names prefix /usr, which is wrong for the copy
+# scripts/carry_gpu_deps.sh unpacks under .carry/deps (on CMAKE_PREFIX_PATH).
+find_path(SENTENCEPIECE_INCLUDE_DIR sentencepiece_processor.h REQUIRED)
+find_library(SENTENCEPIECE_LIBRARY sentencepiece REQUIRED)
+add_library(ringpilot_sentencepiece INTERFACE)
+add_library(ringpilot::sentencepiece ALIAS ringpilot_sentencepiece)
+target_include_directories(ringpilot_sentencepiece SYSTEM INTERFACE ${SENTENCEPIECE_INCLUDE_DIR})
+target_link_libraries(ringpilot_sentencepiece INTERFACE ${SENTENCEPIECE_LIBRARY})
 
 # prometheus-cpp (Debian prometheus-cpp-dev 1.0.1): metric families, the text exposition and
 # the HTTP exposer, which runs civetweb. Its CMake package also finds civetweb

@@ -28,7 +28,8 @@ constexpr const char* kCtaPolicyNames[] = {"default", "efficiency", "zero"};
 constexpr const char* kBufferRegistrationNames[] = {"none", "register", "symmetric"};
 constexpr const char* kBindNames[] = {"auto", "numa", "cores", "none"};
 constexpr const char* kModelNames[] = {"resnet18-cifar", "resnet50", "bert-tiny", "bert-base"};
-constexpr const char* kDataKinds[] = {"synthetic", "cifar", "image_folder", "image_shards"};
+constexpr const char* kDataKinds[] = {"synthetic", "cifar", "image_folder", "image_shards",
+                                     "tokens"};
 
 template <size_t N>
 std::vector<std::string> Names(const char* const (&names)[N]) {
@@ -471,6 +472,13 @@ std::vector<KeySpec> BuildSchema() {
                        true, "BERT dropout probability (0 makes runs comparable)"));
   s.push_back(IntKey("model.seq_len", Member(&JC::model, &ModelConfig::seq_len), 8, 8192,
                      "BERT sequence length"));
+  KeySpec vocab =
+      IntKey("model.vocab_size", Member(&JC::model, &ModelConfig::vocab_size), 0, 1 << 30,
+             "BERT vocabulary (embedding and decoder rows); 0 = the data's: "
+             "data.kind tokens the shards' vocabulary (a smaller value stops the "
+             "job before the first step), synthetic 30522");
+  vocab.allowed = "0 or 1024..1073741824 (synthetic), >= the shards' vocabulary (tokens)";
+  s.push_back(std::move(vocab));
   KeySpec classes = IntKey("model.num_classes", Member(&JC::model, &ModelConfig::num_classes), 2,
                            100000, "ResNet output classes");
   classes.default_doc = "`10` (`1000` for resnet50)";
@@ -479,7 +487,8 @@ std::vector<KeySpec> BuildSchema() {
   s.push_back(EnumKey("data.kind", Member(&JC::data, &DataConfig::kind), Names(kDataKinds),
                       "input: `synthetic` (generated), `cifar` (CIFAR-10/100 binary batches), "
                       "`image_folder` (ROOT/<class>/<image>.jpg|.png), `image_shards` "
-                      "(WebDataset tar shards); see data.md"));
+                      "(WebDataset tar shards), `tokens` (pre-tokenised text shards for BERT "
+                      "MLM); see data.md"));
   s.push_back(IntKey("data.batch_per_rank", Member(&JC::data, &DataConfig::batch_per_rank), 1,
                      65536, "samples per rank per step"));
   auto any_path = [](const std::string&) { return std::string(); };
@@ -487,11 +496,13 @@ std::vector<KeySpec> BuildSchema() {
                         "cifar: a batch file, or the folder holding data_batch_*.bin "
                         "(CIFAR-10) or train.bin (CIFAR-100); image_folder: the root of "
                         "<class>/<image> folders; image_shards: comma-separated tar files or "
-                        "glob patterns (`/d/train-*.tar,/e/x.tar`); each epoch a seeded "
-                        "shuffle, a disjoint part per rank"));
+                        "glob patterns (`/d/train-*.tar,/e/x.tar`); tokens: the shard prefix P "
+                        "of P.tokens and P.index (`ringpilot data tokenize --out P`); each "
+                        "epoch a seeded shuffle, a disjoint part per rank"));
   s.push_back(StringKey("data.val", Member(&JC::data, &DataConfig::val), any_path, "path",
                         "held-out set, as data.train (cifar: test_batch.bin / test.bin or its "
-                        "folder); \"\" = no evaluation"));
+                        "folder; tokens: a shard prefix, MLM accuracy and loss); \"\" = no "
+                        "evaluation"));
   s.push_back(IntKey("data.prefetch", Member(&JC::data, &DataConfig::prefetch), 1, 64,
                      "image kinds: batches decoded ahead of the training step (host memory: "
                      "prefetch + 2 batches per rank)"));
@@ -517,11 +528,11 @@ std::vector<KeySpec> BuildSchema() {
 
   s.push_back(IntKey<int64_t>("train.steps", Member(&JC::train, &TrainConfig::steps), 1, kMaxSteps,
                               "optimizer steps"));
-  s.push_back(
-      IntKey<int64_t>("train.epochs", Member(&JC::train, &TrainConfig::epochs), 0, 1000000,
-                      "dataset kinds: passes over data.train instead of train.steps "
-                      "(steps = epochs x full global batches per epoch; train.steps is then not "
-                      "used); 0 = train.steps"));
+  s.push_back(IntKey<int64_t>(
+      "train.epochs", Member(&JC::train, &TrainConfig::epochs), 0, 1000000,
+      "dataset kinds (cifar, tokens): passes over data.train instead of train.steps "
+      "(steps = epochs x full global batches per epoch; train.steps is then not "
+      "used); 0 = train.steps"));
   s.push_back(IntKey<int64_t>(
       "train.warmup_steps", Member(&JC::train, &TrainConfig::warmup_steps), 0, kMaxSteps,
       "leading steps of each attempt left out of samples_per_second and the step percentiles; "

@@ -19,6 +19,7 @@ APT_PACKAGES=(
   prometheus
   dataset-fashion-mnist
   libturbojpeg0-dev libpng-dev libstb-dev
+  libsentencepiece-dev sentencepiece
   python3-venv
   slurm-wlm munge
 )

@@ -15,6 +15,7 @@ models::ModelOptions ModelOptionsFor(const config::JobConfig& job) {
   o.name = model.name;
   o.num_classes = model.num_classes;
   o.seq_len = model.seq_len;
+  o.vocab_size = model.vocab_size;  // resolved by Trainer::Run (0: the data's)
   o.dropout = model.dropout;
   o.sync_batchnorm = model.sync_batchnorm;
   o.fused_batchnorm = model.fused_batchnorm;

@@ -26,6 +26,11 @@ TrainingMetrics::TrainingMetrics(const RankIdentity& id) {
   eval_top5_ = &r.AddGauge("ringpilot_eval_top5",
                            "Top-5 accuracy of the last evaluation on data.val (0..1).")
                     .Add({});
+  eval_mlm_accuracy_ =
+      &r.AddGauge("ringpilot_eval_mlm_accuracy",
+                  "Masked-LM accuracy of the last evaluation on data.val (0..1): masked "
+                  "positions whose top-scored id is the original token.")
+           .Add({});
   eval_loss_ =
       &r.AddGauge("ringpilot_eval_loss", "Mean loss of the last evaluation on data.val.").Add({});
   eval_samples_ = &r.AddGauge("ringpilot_eval_samples",
@@ -141,6 +146,12 @@ void TrainingMetrics::SetLoss(double loss) { loss_->Set(loss); }
 void TrainingMetrics::SetEval(double top1, double top5, double loss, double samples) {
   eval_top1_->Set(top1);
   eval_top5_->Set(top5);
+  eval_loss_->Set(loss);
+  eval_samples_->Set(samples);
+}
+
+void TrainingMetrics::SetMlmEval(double accuracy, double loss, double samples) {
+  eval_mlm_accuracy_->Set(accuracy);
   eval_loss_->Set(loss);
   eval_samples_->Set(samples);
 }

@@ -49,6 +49,8 @@ class TrainingMetrics : public comm::CollectiveObserver {
   void SetLoss(double loss);
   /// The last evaluation on data.val (the same on every rank: results are all-reduced).
   void SetEval(double top1, double top5, double loss, double samples);
+  /// The same for a masked-LM model: accuracy over the masked positions of data.val.
+  void SetMlmEval(double accuracy, double loss, double samples);
   void OnCheckpoint(double seconds);
   /// Image kinds, once per step: images decoded and bad samples since the last call, and
   /// the batches ready ahead of the training step.
@@ -89,6 +91,7 @@ class TrainingMetrics : public comm::CollectiveObserver {
   metrics::Gauge* loss_;
   metrics::Gauge* eval_top1_;
   metrics::Gauge* eval_top5_;
+  metrics::Gauge* eval_mlm_accuracy_;
   metrics::Gauge* eval_loss_;
   metrics::Gauge* eval_samples_;
   metrics::Histogram* checkpoint_seconds_;
