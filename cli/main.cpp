@@ -1,5 +1,6 @@
 // `ringpilot`: the front end. Parses the command line and hands each subcommand to its
-// room: validate/run (cli/run_command.h), exec, slurm, k8s, topo, data pack|tokenize, bench comm,
+// room: validate/run (cli/run_command.h), exec, export, slurm, k8s, topo, data pack|tokenize,
+// bench comm,
 // doctor, diagnose.
 #include <iostream>
 #include <string>
@@ -11,6 +12,7 @@
 #include "cli/data_command.h"
 #include "cli/data_tokenize_command.h"
 #include "cli/exec_command.h"
+#include "cli/export_command.h"
 #include "cli/k8s_command.h"
 #include "cli/run_command.h"
 #include "cli/slurm_command.h"
@@ -62,6 +64,7 @@ int Main(int argc, char** argv) {
   CLI::App* data = AddDataCommand(app);
   AddPackCommand(*data);
   AddTokenizeCommand(*data);
+  AddExportCommand(app);
   commbench::AddBenchCommand(app);
   doctor::AddDoctorCommand(app);
   diagnose::AddDiagnoseCommand(app);

@@ -378,6 +378,17 @@ void Loader::CrossCheck() {
               std::string("train.label_smoothing applies to image models, not ") +
                   ToString(c.model.name));
   }
+  if (c.train.lr_schedule == LrSchedule::kStep && c.train.lr_step_every == 0) {
+    CrossFail({"train.lr_schedule", "train.lr_step_every"},
+              "train.lr_schedule step needs train.lr_step_every > 0");
+  }
+  if (c.train.epochs == 0 && c.train.lr_warmup_steps >= c.train.steps &&
+      c.train.lr_warmup_steps > 0) {
+    CrossFail({"train.lr_warmup_steps", "train.steps"},
+              "train.lr_warmup_steps " + std::to_string(c.train.lr_warmup_steps) +
+                  " leaves no step after the warm-up (train.steps " +
+                  std::to_string(c.train.steps) + ")");
+  }
   if (MetricsPort(c.metrics, world - 1) > 65535) {
     CrossFail(with_world("metrics.port_base"), "metrics.port_base " +
                                                    std::to_string(c.metrics.port_base) + " + " +
@@ -614,6 +625,9 @@ Checked after all overrides, reported at the key given last:
   (`world.nodes` x `world.procs_per_node`); `fault.crash_step` <= `train.steps`.
 - `metrics.port_base` + world size - 1 <= 65535 (unless `port_base` is 0).
 - `train.label_smoothing` > 0 needs an image model (resnet18-cifar, resnet50).
+- `train.lr_schedule: step` needs `train.lr_step_every` > 0.
+- `train.lr_warmup_steps` < `train.steps` (with `train.epochs`, checked by each rank once
+  the steps are known).
 - `train.epochs` needs a dataset kind; when it is above 0 it sets the steps and
   `train.steps` is not used.
 - `data.kind: cifar` needs `data.train`, `model.name: resnet18-cifar` and

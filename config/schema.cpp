@@ -23,6 +23,7 @@ constexpr const char* kDeviceNames[] = {"cpu", "cuda", "auto"};
 constexpr const char* kBackendNames[] = {"local", "mpi", "slurm", "k8s"};
 constexpr const char* kPrecisionNames[] = {"fp32", "bf16"};
 constexpr const char* kOptimizerNames[] = {"sgd", "adamw"};
+constexpr const char* kLrScheduleNames[] = {"constant", "cosine", "step", "polynomial"};
 constexpr const char* kGradDtypeNames[] = {"fp32", "bf16"};
 constexpr const char* kCtaPolicyNames[] = {"default", "efficiency", "zero"};
 constexpr const char* kBufferRegistrationNames[] = {"none", "register", "symmetric"};
@@ -549,6 +550,39 @@ std::vector<KeySpec> BuildSchema() {
                        0, false, 1, true,
                        "image models: targets (1 - x) on the label + x spread over all classes "
                        "(torch's CrossEntropyLoss label_smoothing); evaluation loss is plain"));
+  s.push_back(EnumKey("train.lr_schedule", Member(&JC::train, &TrainConfig::lr_schedule),
+                      Names(kLrScheduleNames),
+                      "learning rate over the optimizer steps after train.lr_warmup_steps: "
+                      "constant, cosine (to lr x lr_min_ratio at the last step), step (x lr_gamma "
+                      "every lr_step_every steps), polynomial (power lr_power to lr x "
+                      "lr_min_ratio); docs/recipes.md"));
+  s.push_back(IntKey<int64_t>("train.lr_warmup_steps",
+                              Member(&JC::train, &TrainConfig::lr_warmup_steps), 0, kMaxSteps,
+                              "linear warm-up: step s < N trains at lr x s / N (any schedule)"));
+  s.push_back(FloatKey("train.lr_min_ratio", Member(&JC::train, &TrainConfig::lr_min_ratio), 0,
+                       false, 1, false,
+                       "cosine and polynomial: the final learning rate as a fraction of train.lr"));
+  s.push_back(IntKey<int64_t>("train.lr_step_every",
+                              Member(&JC::train, &TrainConfig::lr_step_every), 0, kMaxSteps,
+                              "step schedule: steps between decays (required there, > 0)"));
+  s.push_back(FloatKey("train.lr_gamma", Member(&JC::train, &TrainConfig::lr_gamma), 0, true, 1,
+                       false, "step schedule: factor of each decay"));
+  s.push_back(FloatKey("train.lr_power", Member(&JC::train, &TrainConfig::lr_power), 0, true, 16,
+                       false, "polynomial schedule: exponent (1 = linear decay)"));
+  s.push_back(BoolKey("train.decay_norm_and_bias",
+                      Member(&JC::train, &TrainConfig::decay_norm_and_bias),
+                      "weight decay on 1-D parameters too (biases, BatchNorm and LayerNorm "
+                      "weights), as torch.optim without parameter groups; false: only on "
+                      "weights of 2 or more dimensions (convolutions, linear layers, embeddings)"));
+  s.push_back(IntKey("train.grad_accum_steps", Member(&JC::train, &TrainConfig::grad_accum_steps),
+                     1, 1024,
+                     "micro-batches per optimizer step (each its own data.batch_per_rank batch; "
+                     "one all-reduce per optimizer step); global batch = world x batch_per_rank "
+                     "x grad_accum_steps"));
+  s.push_back(FloatKey("train.max_grad_norm", Member(&JC::train, &TrainConfig::max_grad_norm), 0,
+                       false, 1e6, false,
+                       "clip the gradients' global L2 norm (after the all-reduce) to this, as "
+                       "torch.nn.utils.clip_grad_norm_; 0 = off"));
   s.push_back(FloatKey("train.beta1", Member(&JC::train, &TrainConfig::beta1), 0, false, 1, true,
                        "AdamW beta1"));
   s.push_back(FloatKey("train.beta2", Member(&JC::train, &TrainConfig::beta2), 0, false, 1, true,
@@ -787,6 +821,9 @@ const char* ToString(Precision p) {
 }
 const char* ToString(Optimizer o) {
   return detail::NameOf(detail::kOptimizerNames, static_cast<int>(o));
+}
+const char* ToString(LrSchedule s) {
+  return detail::NameOf(detail::kLrScheduleNames, static_cast<int>(s));
 }
 const char* ToString(GradDtype g) {
   return detail::NameOf(detail::kGradDtypeNames, static_cast<int>(g));

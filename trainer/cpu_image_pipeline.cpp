@@ -34,7 +34,7 @@ CpuImagePipeline::CpuImagePipeline(const config::JobConfig& job, const data::Ima
                                    const RankDevice& device, int workers)
     : source_(source),
       cuda_(device.cuda),
-      end_step_(job.train.steps),
+      end_step_(job.train.steps * job.train.grad_accum_steps),  // input batches, not steps
       options_(ImageLoaderOptionsFor(job, job.data.batch_per_rank, image,
                                      data::ImageTransform::kTrain, workers)),
       plan_(std::make_unique<SamplerPlan>(source.size(), place.rank, place.world,

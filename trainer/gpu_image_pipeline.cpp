@@ -10,7 +10,7 @@ GpuImagePipeline::GpuImagePipeline(const config::JobConfig& job, const data::Ima
                                    const models::ImageSpec& image, const RankPlace& place,
                                    const RankDevice& device, int threads)
     : rank_(place.rank),
-      end_step_(job.train.steps),
+      end_step_(job.train.steps * job.train.grad_accum_steps),  // input batches, not steps
       prefetch_(job.data.prefetch),
       sampler_(source.size(), place.world, job.data.batch_per_rank, job.train.seed),
       bad_(source, job.data.max_bad_fraction) {

@@ -36,6 +36,21 @@ OptimizerOptions OptimizerOptionsFor(const config::TrainConfig& train) {
   o.beta1 = train.beta1;
   o.beta2 = train.beta2;
   o.eps = train.eps;
+  o.exempt_1d_from_decay = !train.decay_norm_and_bias;
+  o.lr_on_device = !IsConstant(LrScheduleOptionsFor(train));
+  return o;
+}
+
+LrScheduleOptions LrScheduleOptionsFor(const config::TrainConfig& train) {
+  LrScheduleOptions o;
+  o.kind = train.lr_schedule;
+  o.lr = train.lr;
+  o.total_steps = train.steps;
+  o.warmup_steps = train.lr_warmup_steps;
+  o.min_ratio = train.lr_min_ratio;
+  o.step_every = train.lr_step_every;
+  o.gamma = train.lr_gamma;
+  o.power = train.lr_power;
   return o;
 }
 

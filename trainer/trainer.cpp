@@ -22,6 +22,7 @@
 #include "trainer/graphed_step.h"
 #include "trainer/image_pipeline.h"
 #include "trainer/input_feed.h"
+#include "trainer/lr_schedule.h"
 #include "trainer/options.h"
 #include "trainer/phase_report.h"
 #include "trainer/preemption.h"
@@ -85,6 +86,9 @@ class TrainingLoop {
       : p_(p),
         start_step_(start_step),
         total_(p.job.train.steps),
+        accum_(p.job.train.grad_accum_steps),
+        schedule_(LrScheduleOptionsFor(p.job.train)),
+        varying_lr_(!IsConstant(schedule_)),
         clock_(p.device.cuda, p.job.train.host_lead_steps),
         profile_(p.place.rank, p.device.cuda) {
     // The clock reports a step `host_lead_steps` steps late: the window shifts with it.
@@ -100,7 +104,7 @@ class TrainingLoop {
 
   // The exit status: base::kExitOk, or base::kExitPreempted after SIGUSR1.
   int Run() {
-    if (start_step_ < total_) p_.input.Fill(start_step_);
+    if (start_step_ < total_) p_.input.Fill(start_step_ * accum_);
     for (int64_t step = start_step_; step < total_; ++step) {
       NvtxRange step_range("step");
       p_.heartbeat.Beat(step, "step");
@@ -129,6 +133,11 @@ class TrainingLoop {
     const config::JobConfig& job = p_.job;
     profile_.BeforeStep(step - start_step_);
     clock_.Begin();
+    // The step's learning rate: a host formula; on CUDA a fill of the optimizer's device
+    // lr, queued before the step (or its replay) that reads it.
+    lr_ = varying_lr_ ? LearningRateAt(schedule_, step) : schedule_.lr;
+    if (varying_lr_) p_.state.optimizer->set_lr(lr_);
+    if (accum_ > 1) return RunAccumulatedStep(step);
     p_.input.CopyToDevice(step);
     if (p_.place.rank == job.fault.crash_rank && step + 1 == job.fault.crash_step &&
         p_.opts.restart == 0) {
@@ -151,6 +160,60 @@ class TrainingLoop {
     }
     // Generate the next batch while the device works on this one.
     if (step + 1 < total_) p_.input.Fill(step + 1);
+    return EndStep(step);
+  }
+
+  // train.grad_accum_steps k > 1: micro-batches step x k .. step x k + k - 1, each copied in
+  // and run in turn (the next one generated while the device works). With CUDA graphs two
+  // graphs, captured at the same step as the single-batch graph would be: the micro-batch
+  // (forward + backward, no communication), replayed k - 1 times, and the last micro-batch
+  // with the all-reduces and the update. Zeroing the gradients and the loss runs eagerly
+  // before them (two small kernels).
+  double RunAccumulatedStep(int64_t step) {
+    const config::JobConfig& job = p_.job;
+    if (p_.place.rank == job.fault.crash_rank && step + 1 == job.fault.crash_step &&
+        p_.opts.restart == 0) {
+      p_.log.Fatal("fault injection: crashing at step " + std::to_string(step + 1) +
+                   " (fault.crash_rank=" + std::to_string(job.fault.crash_rank) + ")");
+      std::_Exit(kInjectedCrashStatus);
+    }
+    const bool graphed = job.train.cuda_graphs && step - start_step_ >= kGraphWarmupSteps;
+    if (graphed && !graph_.captured()) p_.comms.device->Barrier();  // as in RunStep
+    p_.step.BeginAccumulation();
+    for (int m = 0; m < accum_; ++m) {
+      const int64_t batch = step * accum_ + m;
+      const bool last = m + 1 == accum_;
+      p_.input.CopyToDevice(batch);
+      if (graphed) {
+        GraphedStep& graph = last ? graph_ : micro_graph_;
+        if (!graph.captured()) {
+          graph.Capture([this, last] {
+            if (last) {
+              p_.step.RunLastMicroBatch();
+            } else {
+              p_.step.RunMicroBatch();
+            }
+          });
+          if (p_.place.rank == 0 && last) {
+            p_.log.Info("captured the training step in CUDA graphs (micro-batch and last)");
+          }
+        }
+        graph.Replay();
+      } else if (last) {
+        p_.step.RunLastMicroBatch();
+      } else {
+        p_.step.RunMicroBatch();
+      }
+      if (batch + 1 < total_ * accum_) p_.input.Fill(batch + 1);
+    }
+    p_.phases.Launched(/*replay=*/graphed);
+    if (graphed) p_.comms.device->OnReplayLaunched();
+    return EndStep(step);
+  }
+
+  // After a step's work is queued: the step clock, profiles, phase report, and the first
+  // step's launch-to-end time. Returns the step's time.
+  double EndStep(int64_t step) {
     const double step_s = clock_.End();
     if (const std::string path = profile_.AfterStep(step - start_step_); !path.empty()) {
       p_.log.Info("kernel profile " + path);
@@ -184,7 +247,8 @@ class TrainingLoop {
       totals_.step_seconds.push_back(step_s);
       ++totals_.timed_steps;
     }
-    p_.metrics.OnStep(step_s, p_.job.data.batch_per_rank);
+    p_.metrics.OnStep(step_s, static_cast<int64_t>(p_.job.data.batch_per_rank) * accum_);
+    p_.metrics.SetLearningRate(lr_);
     p_.telemetry.AfterStep(step - start_step_ + 1);
     p_.stats.AddStep(step_s);
   }
@@ -196,11 +260,17 @@ class TrainingLoop {
     last_report_ = now;
     const double loss = p_.step.loss().item<double>();
     p_.metrics.SetLoss(loss);
+    // The pre-clip norm comes back with the loss (one synchronisation per line).
+    if (const at::Tensor norm = p_.step.grad_norm(); norm.defined()) {
+      totals_.grad_norm = norm.item<double>();
+      p_.metrics.SetGradNorm(*totals_.grad_norm);
+    }
     p_.metrics.Refresh(p_.stats);
     const double elapsed = base::Seconds(timed_start_, now);
     const int64_t timed = totals_.timed_steps;
     const double rate = timed > 0 && elapsed > 0
-                            ? timed * p_.job.data.batch_per_rank * p_.place.world / elapsed
+                            ? static_cast<double>(timed) * p_.job.data.batch_per_rank * accum_ *
+                                  p_.place.world / elapsed
                             : 0;
     const double per_step = timed > 0 ? elapsed / timed : step_s;
     char line[256];
@@ -209,8 +279,14 @@ class TrainingLoop {
                   static_cast<long long>(step + 1), static_cast<long long>(total_), loss, rate,
                   per_step, base::FormatDuration(per_step * (total_ - step - 1)).c_str());
     std::string text = line;
+    std::snprintf(line, sizeof(line), " | lr %.4g", lr_);
+    text += line;
+    if (totals_.grad_norm) {
+      std::snprintf(line, sizeof(line), " | grad norm %.4g", *totals_.grad_norm);
+      text += line;
+    }
     if (p_.job.data.kind != config::DataKind::kSynthetic) {
-      text += " | epoch " + std::to_string(p_.input.EpochOf(step) + 1);
+      text += " | epoch " + std::to_string(p_.input.EpochOf(LastBatchOf(step)) + 1);
     }
     if (totals_.eval) {
       if (totals_.eval->mlm) {
@@ -252,7 +328,7 @@ class TrainingLoop {
       char line[240];
       std::snprintf(
           line, sizeof(line), "eval after step %lld (epoch %lld): %s | loss %.4f | %lld samples",
-          static_cast<long long>(step + 1), static_cast<long long>(p_.input.EpochOf(step) + 1),
+          static_cast<long long>(step + 1), static_cast<long long>(p_.input.EpochOf(LastBatchOf(step)) + 1),
           scores, r.loss, static_cast<long long>(r.samples));
       p_.log.Info(line);
     }
@@ -264,7 +340,7 @@ class TrainingLoop {
   void Checkpoint(int64_t step) {
     p_.heartbeat.Beat(step, "checkpoint");
     const auto c0 = Clock::now();
-    const data::SamplePosition next = p_.input.PositionOf(step + 1);
+    const data::SamplePosition next = p_.input.PositionOf((step + 1) * accum_);
     p_.state.data_position[0] = next.epoch;
     p_.state.data_position[1] = next.offset;
     p_.state.rng->Gather(*p_.comms.host);
@@ -288,7 +364,11 @@ class TrainingLoop {
     totals_.timed_seconds = base::Seconds(timed_start_, Clock::now()) - totals_.checkpoint_seconds -
                             totals_.eval_seconds;
     if (p_.job.data.kind != config::DataKind::kSynthetic) {
-      totals_.epochs = p_.input.EpochOf(total_ - 1) + 1;
+      totals_.epochs = p_.input.EpochOf(LastBatchOf(total_ - 1)) + 1;
+    }
+    totals_.final_lr = lr_;
+    if (const at::Tensor norm = p_.step.grad_norm(); norm.defined()) {
+      totals_.grad_norm = norm.item<double>();
     }
     totals_.data_seconds = p_.input.data_seconds();
     if (p_.train_images) totals_.bad_files = CountBadFiles();
@@ -323,14 +403,23 @@ class TrainingLoop {
     return seen.sum().item<int64_t>();
   }
 
+  // The input batch index of `step`'s last micro-batch (the step itself without
+  // accumulation).
+  int64_t LastBatchOf(int64_t step) const { return (step + 1) * accum_ - 1; }
+
   const LoopParts& p_;
   const int64_t start_step_;
   const int64_t total_;
+  const int accum_;  // train.grad_accum_steps
+  const LrScheduleOptions schedule_;
+  const bool varying_lr_;
+  double lr_ = 0;  // the current step's learning rate
   int64_t warmup_end_ = 0;
   double launch_unix_ = 0;
   StepClock clock_;
   telemetry::KernelProfile profile_;  // RINGPILOT_KINETO_TRACE (developers)
-  GraphedStep graph_;
+  GraphedStep graph_;                 // the step, or with accumulation its last micro-batch
+  GraphedStep micro_graph_;           // accumulation: the other micro-batches
   RunTotals totals_;
   Clock::time_point timed_start_ = Clock::now();
   Clock::time_point last_report_ = Clock::now();
@@ -415,12 +504,21 @@ int Trainer::Run() {
     s_->job.model.vocab_size = static_cast<int>(TokenSpecFor(job).vocab);
   }
   if (job.train.epochs > 0) {
+    // Batches of world x data.batch_per_rank; an optimizer step takes grad_accum_steps.
     const int64_t per_epoch = StepsPerEpoch(job, place.world, train_images.get());
-    s_->job.train.steps = job.train.epochs * per_epoch;
+    s_->job.train.steps = job.train.epochs * per_epoch / job.train.grad_accum_steps;
     if (place.rank == 0) {
       log.Info("train.epochs " + std::to_string(job.train.epochs) + ": " +
-               std::to_string(per_epoch) + " steps per epoch, " + std::to_string(job.train.steps) +
-               " steps");
+               std::to_string(per_epoch) + " batches per epoch, " +
+               std::to_string(job.train.steps) + " steps");
+    }
+    if (job.train.steps < 1 || job.train.lr_warmup_steps >= job.train.steps) {
+      // The job itself cannot work: a permanent failure (no restart).
+      throw config::ConfigError(
+          job.source + ": train.epochs " + std::to_string(job.train.epochs) + " makes " +
+          std::to_string(job.train.steps) + " optimizer step(s), " +
+          (job.train.steps < 1 ? "none" : "no more than train.lr_warmup_steps") +
+          " (train.grad_accum_steps " + std::to_string(job.train.grad_accum_steps) + ")");
     }
   }
   // Topology, cluster view, plan: NCCL NIC variables and CPU binding (trainer/bootstrap.h),
@@ -469,7 +567,7 @@ int Trainer::Run() {
 
   InputFeed input(job, *state.model, place, device, *metrics, log, train_images.get());
   if (start_step > 0 && state.data_position[0].item<int64_t>() >= 0) {
-    input.Resume(start_step,
+    input.Resume(start_step * job.train.grad_accum_steps,
                  {state.data_position[0].item<int64_t>(), state.data_position[1].item<int64_t>()});
   }
   const std::unique_ptr<ValidationSet> val = LoadValidationSet(job, *state.model, device);

@@ -20,6 +20,13 @@ TrainingMetrics::TrainingMetrics(const RankIdentity& id) {
       &r.AddCounter("ringpilot_samples_total", "Samples processed by this rank.").Add({});
   steps_total_ = &r.AddCounter("ringpilot_steps_total", "Training steps completed.").Add({});
   loss_ = &r.AddGauge("ringpilot_loss", "Loss of the last reported step on this rank.").Add({});
+  learning_rate_ =
+      &r.AddGauge("ringpilot_learning_rate", "Learning rate of the last step (train.lr_schedule).")
+           .Add({});
+  grad_norm_ = &r.AddGauge("ringpilot_grad_norm",
+                           "Global L2 norm of the gradients before clipping, as of the last "
+                           "progress line (train.max_grad_norm > 0; else 0).")
+                    .Add({});
   eval_top1_ = &r.AddGauge("ringpilot_eval_top1",
                            "Top-1 accuracy of the last evaluation on data.val (0..1).")
                     .Add({});
@@ -142,6 +149,8 @@ void TrainingMetrics::OnStep(double seconds, int64_t samples) {
 }
 
 void TrainingMetrics::SetLoss(double loss) { loss_->Set(loss); }
+void TrainingMetrics::SetLearningRate(double lr) { learning_rate_->Set(lr); }
+void TrainingMetrics::SetGradNorm(double norm) { grad_norm_->Set(norm); }
 
 void TrainingMetrics::SetEval(double top1, double top5, double loss, double samples) {
   eval_top1_->Set(top1);
