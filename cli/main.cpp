@@ -55,6 +55,10 @@ int Main(int argc, char** argv) {
   // Everything after `--` is the worker's command line, verbatim (its own options and any
   // further `--` included).
   std::vector<std::string> exec_command;
+  bool no_nccl_metrics = false;
+  exec->add_flag("--no-nccl-metrics", no_nccl_metrics,
+                 "Do not load the NCCL profiler plugin (NCCL_PROFILER_PLUGIN, per-rank NCCL "
+                 "metrics on metrics.port_base + RANK)");
   exec->add_option("CMD", exec_command, "Command and its arguments, after --");
 
   // slurm render|submit, k8s render: their handlers run (and exit) from parse callbacks.
@@ -85,7 +89,7 @@ int Main(int argc, char** argv) {
 
   if (*validate) return RunValidate(validate_job, validate_sets, print);
   if (*run) return RunJob(run_args);
-  return RunExec(exec_command);
+  return RunExec(exec_command, !no_nccl_metrics);
 }
 
 }  // namespace

@@ -12,6 +12,7 @@
 #include <map>
 #include <sstream>
 
+#include "base/run_variables.h"
 #include "config/schema.h"
 
 namespace ringpilot::config {
@@ -660,7 +661,7 @@ Checked after all overrides, reported at the key given last:
 }
 
 int MetricsPort(const MetricsConfig& metrics, int rank) {
-  return metrics.port_base == 0 ? 0 : metrics.port_base + rank;
+  return base::MetricsPort(metrics.port_base, rank);
 }
 
 }  // namespace ringpilot::config

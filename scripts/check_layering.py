@@ -19,6 +19,7 @@ ALLOWED = {
     "topology": {"base"},
     "metrics": {"topology", "base"},
     "comm": {"base"},
+    "nccl_profiler": {"metrics", "comm", "base"},
     "slurm": {"config", "base"},
     "k8s": {"config", "base"},
     "mpirun": {"base"},
