@@ -1,6 +1,7 @@
 // `ringpilot`: the front end. Parses the command line and hands each subcommand to its
-// room: validate/run (cli/run_command.h), exec, slurm, k8s, topo, bench comm, doctor,
-// diagnose.
+// room: validate/run (cli/run_command.h), exec, export, slurm, k8s, topo, data pack|tokenize,
+// bench comm,
+// doctor, diagnose.
 #include <iostream>
 #include <string>
 #include <vector>
@@ -8,7 +9,10 @@
 #include <CLI/CLI.hpp>
 
 #include "base/exit_status.h"
+#include "cli/data_command.h"
+#include "cli/data_tokenize_command.h"
 #include "cli/exec_command.h"
+#include "cli/export_command.h"
 #include "cli/k8s_command.h"
 #include "cli/run_command.h"
 #include "cli/slurm_command.h"
@@ -61,6 +65,10 @@ int Main(int argc, char** argv) {
   AddSlurmCommand(app);
   AddK8sCommand(app);
   AddTopoCommand(app);
+  CLI::App* data = AddDataCommand(app);
+  AddPackCommand(*data);
+  AddTokenizeCommand(*data);
+  AddExportCommand(app);
   commbench::AddBenchCommand(app);
   doctor::AddDoctorCommand(app);
   diagnose::AddDiagnoseCommand(app);

@@ -44,6 +44,10 @@ FinishedRun ReadFinishedRun(const RunDirLayout& layout) {
   return run;
 }
 
+std::string RunDirLayout::AttemptFailureJson(int attempt) const {
+  return root + "/attempts/" + std::to_string(attempt) + "/failure.json";
+}
+
 std::string DefaultRunDirName(const std::string& job_name, std::time_t now,
                               const std::string& parent) {
   std::tm local{};

@@ -26,6 +26,9 @@ struct RunDirLayout {
   explicit RunDirLayout(const std::string& root_dir);
   /// root/logs/rank-N.log
   std::string RankLog(int rank) const;
+  /// root/attempts/N/failure.json: the report of failed attempt N (1-based) that was
+  /// restarted.
+  std::string AttemptFailureJson(int attempt) const;
 };
 
 /// `PARENT/<name>-YYYYmmdd-HHMMSS`, `now` in local time.

@@ -122,6 +122,11 @@ TEST(Supervisor, RestartsOnceThenSucceedsAndRelaysEverything) {
     EXPECT_NE(log.find(expected), std::string::npos) << expected;
   }
   EXPECT_FALSE(Exists(h.layout.failure_json));
+  // The failed attempt keeps its own report.
+  ASSERT_TRUE(Exists(h.layout.AttemptFailureJson(1)));
+  EXPECT_EQ(nlohmann::json::parse(ReadFile(h.layout.AttemptFailureJson(1)))["fatal_message"],
+            "injected crash at step 4");
+  EXPECT_TRUE(h.ProgressHas("ringpilot: attempt 1 failed (exit 3)"));
   EXPECT_EQ(ReadFile(h.layout.RankLog(0)), "rank 0 attempt 0\nrank 0 attempt 1\n");
 }
 

@@ -188,6 +188,12 @@ CheckpointInfo CheckpointStore::Verify(const std::string& path) {
   return {m["step"].get<int64_t>(), m.value("world_size", 0), path};
 }
 
+std::vector<std::string> CheckpointStore::StepPaths() const {
+  std::vector<std::string> paths;
+  for (const std::string& n : StepDirs(dir_)) paths.push_back(dir_ + "/" + n);
+  return paths;
+}
+
 std::optional<CheckpointInfo> CheckpointStore::FindNewestValid(
     std::vector<std::string>* warnings) const {
   auto names = StepDirs(dir_);

@@ -62,6 +62,9 @@ class CheckpointStore {
   std::vector<std::string> Load(const CheckpointInfo& info,
                                 const std::vector<NamedTensor>& tensors) const;
 
+  /// Paths of the step-* directories, oldest first (verified or not; read-only).
+  std::vector<std::string> StepPaths() const;
+
   /// Verifies one checkpoint directory; returns its info or throws CheckpointError.
   static CheckpointInfo Verify(const std::string& path);
 

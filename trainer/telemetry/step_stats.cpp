@@ -150,6 +150,7 @@ void StepStats::AddCollective(comm::CollectiveOp op, int64_t bytes, double secon
 
 void StepStats::StartTimedWindow() {
   phase_total_.fill(0.0);
+  input_waits_.clear();
   coll_.clear();
   comm_total_ = 0;
 }
@@ -207,6 +208,14 @@ void StepStats::WriteJson(const std::string& path, int64_t steps, double p50, do
       {"steps", steps},
       {"step_seconds", {{"p50", p50}, {"p99", p99}, {"mean", steps_ ? step_total_ / steps_ : 0}}},
       {"phase_seconds_total", phases},
+      {"input_wait_seconds",
+       {{"steps", input_waits_.size()},
+        {"total", phase_total_[static_cast<int>(Phase::kData)]},
+        {"p50", Percentile(input_waits_, 0.5)},
+        {"p99", Percentile(input_waits_, 0.99)},
+        {"max", input_waits_.empty()
+                    ? 0.0
+                    : *std::max_element(input_waits_.begin(), input_waits_.end())}}},
       {"overlap_ratio", overlap_ratio()},
       {"straggler",
        {{"wait_seconds_total", wait_total_},
