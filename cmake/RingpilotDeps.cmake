@@ -17,6 +17,15 @@ find_package(nlohmann_json 3.10 REQUIRED)
 find_package(Threads REQUIRED)
 find_package(PkgConfig REQUIRED)
 pkg_check_modules(HWLOC REQUIRED IMPORTED_TARGET hwloc)
+# `ringpilot data tokenize` (cli/): SentencePiece's C++ API (Debian libsentencepiece-dev).
+# Found by path, not pkg-config: its .pc names prefix /usr, which is wrong for the copy
+# scripts/carry_gpu_deps.sh unpacks under .carry/deps (on CMAKE_PREFIX_PATH).
+find_path(SENTENCEPIECE_INCLUDE_DIR sentencepiece_processor.h REQUIRED)
+find_library(SENTENCEPIECE_LIBRARY sentencepiece REQUIRED)
+add_library(ringpilot_sentencepiece INTERFACE)
+add_library(ringpilot::sentencepiece ALIAS ringpilot_sentencepiece)
+target_include_directories(ringpilot_sentencepiece SYSTEM INTERFACE ${SENTENCEPIECE_INCLUDE_DIR})
+target_link_libraries(ringpilot_sentencepiece INTERFACE ${SENTENCEPIECE_LIBRARY})
 
 # prometheus-cpp (Debian prometheus-cpp-dev 1.0.1): metric families, the text exposition and
 # the HTTP exposer, which runs civetweb. Its CMake package also finds civetweb
@@ -27,6 +36,20 @@ find_package(prometheus-cpp CONFIG REQUIRED)
 
 # OpenSSL's libcrypto: SHA-256 of checkpoints (trainer/sha256.cpp, bench/checkpoint_hash.cpp).
 find_package(OpenSSL REQUIRED COMPONENTS Crypto)
+
+# Image datasets (data/): libjpeg-turbo's TurboJPEG API, libpng, and stb_image_resize
+# (header-only, compiled into data/image_pack.cpp) for `ringpilot data pack --max-side`.
+# Found by path rather than pkg-config, so that the copies scripts/carry_gpu_deps.sh unpacks
+# (CMAKE_PREFIX_PATH) work where the image has none.
+find_path(TURBOJPEG_INCLUDE_DIR turbojpeg.h REQUIRED)
+find_library(TURBOJPEG_LIBRARY NAMES turbojpeg REQUIRED)
+add_library(ringpilot_turbojpeg INTERFACE)
+target_include_directories(ringpilot_turbojpeg SYSTEM INTERFACE ${TURBOJPEG_INCLUDE_DIR})
+target_link_libraries(ringpilot_turbojpeg INTERFACE ${TURBOJPEG_LIBRARY})
+find_package(PNG REQUIRED)
+find_path(STB_INCLUDE_DIR stb_image_resize.h PATH_SUFFIXES stb REQUIRED)
+add_library(ringpilot_stb INTERFACE)
+target_include_directories(ringpilot_stb SYSTEM INTERFACE ${STB_INCLUDE_DIR})
 
 if(NOT RINGPILOT_TRAINER)
   return()

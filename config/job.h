@@ -25,7 +25,7 @@ enum class NcclBufferRegistration { kNone, kRegister, kSymmetric };
 /// The models the trainer builds (model.name).
 enum class ModelName { kResnet18Cifar, kResnet50, kBertTiny, kBertBase };
 /// Where training samples come from (data.kind).
-enum class DataKind { kSynthetic, kCifar };
+enum class DataKind { kSynthetic, kCifar, kImageFolder, kImageShards, kTokens };
 /// CPU binding of each rank (docs/topology.md): `auto` is `numa` for GPU ranks and `cores`
 /// for CPU ranks.
 enum class BindMode { kAuto, kNuma, kCores, kNone };
@@ -52,6 +52,11 @@ struct LaunchConfig {
   bool preflight = true;  ///< `ringpilot run` runs a quick `doctor` first (docs/doctor.md)
 };
 
+/// model.vocab_size 0 with synthetic data: BERT's WordPiece vocabulary.
+inline constexpr int kSyntheticVocabSize = 30522;
+/// Synthetic token sequences use ids from 1000 up: the smallest model.vocab_size they take.
+inline constexpr int kMinSyntheticVocabSize = 1024;
+
 struct ModelConfig {
   ModelName name = ModelName::kResnet18Cifar;  ///< required in a job file
   bool sync_batchnorm = false;  ///< BatchNorm statistics over the whole world, not per rank
@@ -62,17 +67,26 @@ struct ModelConfig {
   bool fused_residual_norm = true;      ///< with mixed_linear: dropout + add + LayerNorm kernels
   double dropout = 0.1;                 ///< BERT dropout probability (0 makes runs comparable)
   int seq_len = 128;                    ///< BERT sequence length
-  int num_classes = 10;                 ///< ResNet classes (resnet50 uses 1000 unless set)
+  /// BERT vocabulary (embedding rows); 0 = the data's: data.kind tokens: the shards' vocab
+  /// size (a smaller value is an error), synthetic: 30522 (BERT's WordPiece).
+  int vocab_size = 0;
+  int num_classes = 10;  ///< ResNet classes (resnet50 uses 1000 unless set)
 };
 
 struct DataConfig {
   DataKind kind = DataKind::kSynthetic;
   int batch_per_rank = 32;
-  std::string train;  ///< kind cifar: a batch file or the folder of the distribution's files
-  std::string val;    ///< kind cifar: test batch file or folder; "" = no evaluation
+  /// cifar: a batch file or the distribution's folder; image_folder: ROOT/<class>/<image>;
+  /// image_shards: comma-separated tar files or glob patterns; tokens: a shard prefix.
+  std::string train;
+  std::string val;   ///< as train, the held-out set; "" = no evaluation
+  int prefetch = 2;  ///< image kinds: batches decoded ahead of the training step
+  int workers = 0;   ///< image kinds: decode threads per rank; 0 = from the rank's cores
+  double max_bad_fraction = 0.01;  ///< image kinds: bad samples tolerated per sample read
+  bool gpu_decode = true;          ///< image kinds on GPU ranks: nvJPEG decode and GPU crops
 };
 
-/// Evaluation on data.val (image models: top-1, top-5 and loss).
+/// Evaluation on data.val (image models: top-1, top-5 and loss; BERT: MLM accuracy and loss).
 struct EvalConfig {
   int64_t every_steps = 0;  ///< 0: only after the last step
   int batch_per_rank = 0;   ///< 0: data.batch_per_rank

@@ -29,7 +29,8 @@ constexpr const char* kCtaPolicyNames[] = {"default", "efficiency", "zero"};
 constexpr const char* kBufferRegistrationNames[] = {"none", "register", "symmetric"};
 constexpr const char* kBindNames[] = {"auto", "numa", "cores", "none"};
 constexpr const char* kModelNames[] = {"resnet18-cifar", "resnet50", "bert-tiny", "bert-base"};
-constexpr const char* kDataKinds[] = {"synthetic", "cifar"};
+constexpr const char* kDataKinds[] = {"synthetic", "cifar", "image_folder", "image_shards",
+                                     "tokens"};
 
 template <size_t N>
 std::vector<std::string> Names(const char* const (&names)[N]) {
@@ -472,23 +473,53 @@ std::vector<KeySpec> BuildSchema() {
                        true, "BERT dropout probability (0 makes runs comparable)"));
   s.push_back(IntKey("model.seq_len", Member(&JC::model, &ModelConfig::seq_len), 8, 8192,
                      "BERT sequence length"));
+  KeySpec vocab =
+      IntKey("model.vocab_size", Member(&JC::model, &ModelConfig::vocab_size), 0, 1 << 30,
+             "BERT vocabulary (embedding and decoder rows); 0 = the data's: "
+             "data.kind tokens the shards' vocabulary (a smaller value stops the "
+             "job before the first step), synthetic 30522");
+  vocab.allowed = "0 or 1024..1073741824 (synthetic), >= the shards' vocabulary (tokens)";
+  s.push_back(std::move(vocab));
   KeySpec classes = IntKey("model.num_classes", Member(&JC::model, &ModelConfig::num_classes), 2,
                            100000, "ResNet output classes");
   classes.default_doc = "`10` (`1000` for resnet50)";
   s.push_back(std::move(classes));
 
   s.push_back(EnumKey("data.kind", Member(&JC::data, &DataConfig::kind), Names(kDataKinds),
-                      "input: `synthetic` (generated), `cifar` (CIFAR-10/100 binary batches)"));
+                      "input: `synthetic` (generated), `cifar` (CIFAR-10/100 binary batches), "
+                      "`image_folder` (ROOT/<class>/<image>.jpg|.png), `image_shards` "
+                      "(WebDataset tar shards), `tokens` (pre-tokenised text shards for BERT "
+                      "MLM); see data.md"));
   s.push_back(IntKey("data.batch_per_rank", Member(&JC::data, &DataConfig::batch_per_rank), 1,
                      65536, "samples per rank per step"));
   auto any_path = [](const std::string&) { return std::string(); };
   s.push_back(StringKey("data.train", Member(&JC::data, &DataConfig::train), any_path, "path",
-                        "kind cifar: a batch file, or the folder holding data_batch_*.bin "
-                        "(CIFAR-10) or train.bin (CIFAR-100); each epoch a seeded shuffle, "
-                        "a disjoint part per rank"));
+                        "cifar: a batch file, or the folder holding data_batch_*.bin "
+                        "(CIFAR-10) or train.bin (CIFAR-100); image_folder: the root of "
+                        "<class>/<image> folders; image_shards: comma-separated tar files or "
+                        "glob patterns (`/d/train-*.tar,/e/x.tar`); tokens: the shard prefix P "
+                        "of P.tokens and P.index (`ringpilot data tokenize --out P`); each "
+                        "epoch a seeded shuffle, a disjoint part per rank"));
   s.push_back(StringKey("data.val", Member(&JC::data, &DataConfig::val), any_path, "path",
-                        "kind cifar: test_batch.bin / test.bin or its folder; \"\" = no "
+                        "held-out set, as data.train (cifar: test_batch.bin / test.bin or its "
+                        "folder; tokens: a shard prefix, MLM accuracy and loss); \"\" = no "
                         "evaluation"));
+  s.push_back(IntKey("data.prefetch", Member(&JC::data, &DataConfig::prefetch), 1, 64,
+                     "image kinds: batches decoded ahead of the training step (host memory: "
+                     "prefetch + 2 batches per rank)"));
+  s.push_back(IntKey("data.workers", Member(&JC::data, &DataConfig::workers), 0, 256,
+                     "image kinds: decode threads per rank; 0 = from the cores the rank is "
+                     "bound to (GPU ranks: all but one; CPU ranks: a quarter, at least 1)"));
+  s.push_back(FloatKey("data.max_bad_fraction", Member(&JC::data, &DataConfig::max_bad_fraction), 0,
+                       false, 1, false,
+                       "image kinds: the job fails when bad samples (replaced by substitutes) "
+                       "pass this fraction of the samples a rank read (judged over at least "
+                       "1000)"));
+  s.push_back(BoolKey("data.gpu_decode", Member(&JC::data, &DataConfig::gpu_decode),
+                      "image kinds on GPU ranks: decode JPEGs with nvJPEG (the hardware JPEG "
+                      "engines where the GPU has them) and crop on the GPU, data.workers host "
+                      "threads (0: 4) reading files; false: decode on data.workers host "
+                      "threads as CPU ranks do (docs/data.md)"));
   s.push_back(IntKey<int64_t>("eval.every_steps", Member(&JC::eval, &EvalConfig::every_steps), 0,
                               kMaxSteps,
                               "evaluate on data.val every N steps; 0 = after the last "
@@ -498,11 +529,11 @@ std::vector<KeySpec> BuildSchema() {
 
   s.push_back(IntKey<int64_t>("train.steps", Member(&JC::train, &TrainConfig::steps), 1, kMaxSteps,
                               "optimizer steps"));
-  s.push_back(
-      IntKey<int64_t>("train.epochs", Member(&JC::train, &TrainConfig::epochs), 0, 1000000,
-                      "dataset kinds: passes over data.train instead of train.steps "
-                      "(steps = epochs x full global batches per epoch; train.steps is then not "
-                      "used); 0 = train.steps"));
+  s.push_back(IntKey<int64_t>(
+      "train.epochs", Member(&JC::train, &TrainConfig::epochs), 0, 1000000,
+      "dataset kinds (cifar, tokens): passes over data.train instead of train.steps "
+      "(steps = epochs x full global batches per epoch; train.steps is then not "
+      "used); 0 = train.steps"));
   s.push_back(IntKey<int64_t>(
       "train.warmup_steps", Member(&JC::train, &TrainConfig::warmup_steps), 0, kMaxSteps,
       "leading steps of each attempt left out of samples_per_second and the step percentiles; "

@@ -19,6 +19,7 @@ ALLOWED = {
     "topology": {"base"},
     "metrics": {"topology", "base"},
     "comm": {"base"},
+    "nccl_profiler": {"metrics", "comm", "base"},
     "slurm": {"config", "base"},
     "k8s": {"config", "base"},
     "mpirun": {"base"},
@@ -33,7 +34,7 @@ ALLOWED = {
     "trainer": {"data", "data/cuda", "trainer/ops", "trainer/models", "trainer/checkpoint", "trainer/telemetry",
                 "comm", "metrics", "topology", "config", "base"},
     "cli": {"launcher", "doctor", "diagnose", "commbench", "slurm", "k8s", "mpirun",
-            "topology", "metrics", "comm", "config", "base"},
+            "topology", "metrics", "comm", "data", "config", "base"},
 }
 UNCHECKED = {"tests", "bench", "cmake", "deploy", "docs", "examples", "scripts"}
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)

@@ -19,6 +19,8 @@ APT_PACKAGES=(
   iproute2 procps
   prometheus
   dataset-fashion-mnist
+  libturbojpeg0-dev libpng-dev libstb-dev
+  libsentencepiece-dev sentencepiece
   python3-venv
   slurm-wlm munge
 )

@@ -1,5 +1,7 @@
 #include "trainer/options.h"
 
+#include <algorithm>
+
 namespace ringpilot::trainer {
 namespace {
 
@@ -13,6 +15,7 @@ models::ModelOptions ModelOptionsFor(const config::JobConfig& job) {
   o.name = model.name;
   o.num_classes = model.num_classes;
   o.seq_len = model.seq_len;
+  o.vocab_size = model.vocab_size;  // resolved by Trainer::Run (0: the data's)
   o.dropout = model.dropout;
   o.sync_batchnorm = model.sync_batchnorm;
   o.fused_batchnorm = model.fused_batchnorm;
@@ -129,5 +132,31 @@ comm::NcclOptions NcclOptionsFor(const config::CommConfig& comm) {
   return o;
 }
 #endif
+
+data::ImageLoaderOptions ImageLoaderOptionsFor(const config::JobConfig& job, int batch,
+                                               const models::ImageSpec& image,
+                                               data::ImageTransform transform, int workers) {
+  data::ImageLoaderOptions o;
+  o.batch = batch;
+  o.out_height = image.height;
+  o.out_width = image.width;
+  o.transform = transform;
+  o.seed = job.train.seed;
+  o.workers = workers;
+  o.max_bad_fraction = job.data.max_bad_fraction;
+  return o;
+}
+
+int DecodeWorkersFor(const config::DataConfig& data, int bound_cores, bool cuda) {
+  if (data.workers > 0) return data.workers;
+  return std::max(1, cuda ? bound_cores - 1 : bound_cores / 4);
+}
+
+int GpuDecodeThreadsFor(const config::DataConfig& data) {
+  // nvJPEG's engines do the decoding; the threads only read files and parse headers, and
+  // more than 4 contend inside nvJPEG (H100: 24k img/s with 4, 20k with 8, 11k with 12;
+  // bench/results/2026-11-25-nvidia-h100-x1-image-input.md).
+  return data.workers > 0 ? data.workers : 4;
+}
 
 }  // namespace ringpilot::trainer

@@ -11,6 +11,7 @@
 
 #include "comm/gradient_reducer.h"
 #include "config/job.h"
+#include "data/image_loader.h"
 #include "topology/plan.h"
 #include "trainer/gradient_update.h"
 #include "trainer/lr_schedule.h"
@@ -45,6 +46,18 @@ c10::ScalarType GradWireDtypeFor(config::GradDtype dtype);
 std::optional<c10::ScalarType> AutocastDtypeFor(config::Precision precision);
 
 topology::BindPolicy BindPolicyFor(config::BindMode mode);
+
+/// data.* and train.seed for an image batch loader: `batch` samples per slot, the model's
+/// image size, decode threads `workers` (DecodeWorkersFor).
+data::ImageLoaderOptions ImageLoaderOptionsFor(const config::JobConfig& job, int batch,
+                                               const models::ImageSpec& image,
+                                               data::ImageTransform transform, int workers);
+
+/// data.workers, 0 resolved from the cores the rank is bound to: GPU ranks all but one
+/// (the training thread's), CPU ranks a quarter (the compute threads take the rest).
+int DecodeWorkersFor(const config::DataConfig& data, int bound_cores, bool cuda);
+/// Host threads of the GPU image pipeline (data.gpu_decode): data.workers, else 4.
+int GpuDecodeThreadsFor(const config::DataConfig& data);
 
 #ifdef RINGPILOT_WITH_CUDA
 comm::NcclOptions NcclOptionsFor(const config::CommConfig& comm);

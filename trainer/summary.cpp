@@ -66,7 +66,12 @@ void WriteSummary(const config::JobConfig& job, const std::string& run_dir, int 
   };
   if (totals.epochs > 0) summary["epochs"] = totals.epochs;
   if (totals.grad_norm) summary["grad_norm"] = *totals.grad_norm;
-  if (totals.eval) {
+  if (totals.bad_files) summary["data"] = {{"bad_files", *totals.bad_files}};
+  if (totals.eval && totals.eval->mlm) {
+    summary["eval"] = {{"mlm_accuracy", totals.eval->mlm_accuracy},
+                       {"loss", totals.eval->loss},
+                       {"samples", totals.eval->samples}};
+  } else if (totals.eval) {
     summary["eval"] = {{"top1", totals.eval->top1},
                        {"top5", totals.eval->top5},
                        {"loss", totals.eval->loss},

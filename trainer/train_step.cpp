@@ -3,6 +3,7 @@
 #include <ATen/autocast_mode.h>
 
 #include "trainer/autocast_region.h"
+#include "trainer/mlm_masking.h"
 #include "trainer/options.h"
 
 namespace ringpilot::trainer {
@@ -66,14 +67,21 @@ at::Tensor TrainStep::ForwardBackward(double scale) {
   at::Tensor loss;
   {
     NvtxRange range("forward");
-    at::Tensor in = input_.device_batch().input;
+    const Batch& batch = input_.device_batch();
+    at::Tensor in = batch.input;
+    at::Tensor target = batch.target;
     if (input_.images()) {
       in = NormalizeImages(in, at::kFloat);
       if (state_.channels_last) in = in.contiguous(at::MemoryFormat::ChannelsLast);
+    } else if (batch.keys.defined()) {
+      // Real text: this step's masking, on the device (inside the graph when captured).
+      MaskedTokens masked = MaskTokens(in, batch.keys, input_.token_spec());
+      in = std::move(masked.input);
+      target = std::move(masked.target);
     }
     {
       const AutocastRegion region(device_type_, autocast_);
-      loss = state_.model->Loss(in, input_.device_batch().target);
+      loss = state_.model->Loss(in, target);
     }
     // Mean losses: 1/k of each of k equal micro-batches adds up to the gradient of the mean
     // over their union (BERT: every row masks as many tokens). BatchNorm still normalises

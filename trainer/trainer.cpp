@@ -20,6 +20,7 @@
 #include "trainer/checkpoint/store.h"
 #include "trainer/evaluation.h"
 #include "trainer/graphed_step.h"
+#include "trainer/image_pipeline.h"
 #include "trainer/input_feed.h"
 #include "trainer/lr_schedule.h"
 #include "trainer/options.h"
@@ -39,6 +40,7 @@
 #include "trainer/telemetry/versions.h"
 #include "trainer/train_step.h"
 #include "trainer/training_state.h"
+#include "trainer/validation_set.h"
 
 namespace ringpilot::trainer {
 namespace {
@@ -71,7 +73,9 @@ struct LoopParts {
   telemetry::RankLog& log;
   telemetry::Heartbeat& heartbeat;
   const PreemptionWatch& preemption;
-  const data::CifarSet* val;  // data.val, or null: no evaluation
+  ValidationSet* val;                     // image kinds' and cifar's data.val, or null
+  const TokenValidationSet* token_val;    // tokens' data.val, or null
+  const data::ImageSource* train_images;  // image kinds' data.train, else null
 };
 
 // Steps start_step..train.steps: graph capture after the eager warm-up, the timed window,
@@ -111,7 +115,9 @@ class TrainingLoop {
       if (p_.place.rank == 0) LogProgress(step, step_s, last);
       const int64_t done = step + 1;
       const int64_t eval_every = p_.job.eval.every_steps;
-      if (p_.val && (last || (eval_every > 0 && done % eval_every == 0))) Evaluate(step);
+      if ((p_.val || p_.token_val) && (last || (eval_every > 0 && done % eval_every == 0))) {
+        Evaluate(step);
+      }
       const int every = p_.job.checkpoint.every_steps;
       if (last || preempt || (every > 0 && done % every == 0)) Checkpoint(step);
       if (preempt) return p_.preemption.Stop(p_.log, done);
@@ -283,7 +289,11 @@ class TrainingLoop {
       text += " | epoch " + std::to_string(p_.input.EpochOf(LastBatchOf(step)) + 1);
     }
     if (totals_.eval) {
-      std::snprintf(line, sizeof(line), " | eval top1 %.4f", totals_.eval->top1);
+      if (totals_.eval->mlm) {
+        std::snprintf(line, sizeof(line), " | eval mlm_acc %.4f", totals_.eval->mlm_accuracy);
+      } else {
+        std::snprintf(line, sizeof(line), " | eval top1 %.4f", totals_.eval->top1);
+      }
       text += line;
     }
     p_.log.Info(text);
@@ -295,17 +305,31 @@ class TrainingLoop {
     const auto e0 = Clock::now();
     telemetry::SynchronizeDevice(p_.device.cuda);  // the step's work first, then eager eval
     const EvalResult r =
-        trainer::Evaluate(p_.job, p_.place, p_.device, p_.state, *p_.val, p_.comms);
+        p_.token_val ? EvaluateMaskedLm(p_.job, p_.place, p_.device, p_.state, *p_.token_val,
+                                        p_.input.token_spec(), p_.comms)
+                     : trainer::Evaluate(p_.job, p_.place, p_.device, p_.state, *p_.val, p_.comms);
     totals_.eval = r;
-    p_.metrics.SetEval(r.top1, r.top5, r.loss, static_cast<double>(r.samples));
+    if (p_.val) {
+      for (const std::string& w : p_.val->TakeWarnings()) p_.log.Warn(w);
+    }
+    const double samples = static_cast<double>(r.samples);
+    if (r.mlm) {
+      p_.metrics.SetMlmEval(r.mlm_accuracy, r.loss, samples);
+    } else {
+      p_.metrics.SetEval(r.top1, r.top5, r.loss, samples);
+    }
     if (p_.place.rank == 0) {
-      char line[200];
-      std::snprintf(line, sizeof(line),
-                    "eval after step %lld (epoch %lld): top1 %.4f | top5 %.4f | loss %.4f | "
-                    "%lld samples",
-                    static_cast<long long>(step + 1),
-                    static_cast<long long>(p_.input.EpochOf(LastBatchOf(step)) + 1), r.top1, r.top5,
-                    r.loss, static_cast<long long>(r.samples));
+      char scores[120];
+      if (r.mlm) {
+        std::snprintf(scores, sizeof(scores), "mlm_accuracy %.4f", r.mlm_accuracy);
+      } else {
+        std::snprintf(scores, sizeof(scores), "top1 %.4f | top5 %.4f", r.top1, r.top5);
+      }
+      char line[240];
+      std::snprintf(
+          line, sizeof(line), "eval after step %lld (epoch %lld): %s | loss %.4f | %lld samples",
+          static_cast<long long>(step + 1), static_cast<long long>(p_.input.EpochOf(LastBatchOf(step)) + 1),
+          scores, r.loss, static_cast<long long>(r.samples));
       p_.log.Info(line);
     }
     if (step > warmup_end_) totals_.eval_seconds += base::Seconds(e0, Clock::now());
@@ -347,6 +371,7 @@ class TrainingLoop {
       totals_.grad_norm = norm.item<double>();
     }
     totals_.data_seconds = p_.input.data_seconds();
+    if (p_.train_images) totals_.bad_files = CountBadFiles();
     p_.metrics.Refresh(p_.stats);
     const std::string& run_dir = p_.opts.run_dir;
     p_.stats.WriteJson(run_dir + "/logs/rank-" + std::to_string(p_.place.rank) + ".stats.json",
@@ -361,6 +386,21 @@ class TrainingLoop {
                   "/summary.json");
     }
     p_.comms.host->Barrier();
+  }
+
+  // Collective: distinct bad files of data.train and data.val over all ranks (ranks meet
+  // the same training file in different epochs, so the sets are merged, not summed).
+  int64_t CountBadFiles() {
+    const int64_t train = p_.train_images->size();
+    const int64_t val = p_.val ? p_.val->size() : 0;
+    at::Tensor seen = at::zeros({train + val}, at::kByte);
+    uint8_t* s = seen.data_ptr<uint8_t>();
+    for (int64_t i : p_.input.bad_files()) s[i] = 1;
+    if (p_.val) {
+      for (int64_t i : p_.val->bad_files()) s[train + i] = 1;
+    }
+    p_.comms.host->AllReduce(seen, comm::ReduceOp::kMax)->Wait();
+    return seen.sum().item<int64_t>();
   }
 
   // The input batch index of `step`'s last micro-batch (the step itself without
@@ -454,9 +494,18 @@ int Trainer::Run() {
                              " but the job asks for " + std::to_string(job.world.size()) +
                              " (world.nodes x procs_per_node)");
   }
+  // The image set is indexed once, before anything else starts: a bad root or shard
+  // stops the rank here.
+  const std::unique_ptr<data::ImageSource> train_images = OpenImageSet(job, job.data.train);
+  if (train_images && place.rank == 0) log.Info("data.train: " + train_images->Summary());
+  if (!config::IsImageModel(job.model.name)) {
+    // model.vocab_size 0 follows the data (the shards' header, or synthetic's 30522); a
+    // value below the shards' vocabulary stops here, before anything else starts.
+    s_->job.model.vocab_size = static_cast<int>(TokenSpecFor(job).vocab);
+  }
   if (job.train.epochs > 0) {
     // Batches of world x data.batch_per_rank; an optimizer step takes grad_accum_steps.
-    const int64_t per_epoch = StepsPerEpoch(job, place.world);
+    const int64_t per_epoch = StepsPerEpoch(job, place.world, train_images.get());
     s_->job.train.steps = job.train.epochs * per_epoch / job.train.grad_accum_steps;
     if (place.rank == 0) {
       log.Info("train.epochs " + std::to_string(job.train.epochs) + ": " +
@@ -516,18 +565,21 @@ int Trainer::Run() {
     LogJobLine(job, place, device, state, reducer, *comms.device, *metrics, log);
   }
 
-  InputFeed input(job, *state.model, place, device, *metrics);
+  InputFeed input(job, *state.model, place, device, *metrics, log, train_images.get());
   if (start_step > 0 && state.data_position[0].item<int64_t>() >= 0) {
     input.Resume(start_step * job.train.grad_accum_steps,
                  {state.data_position[0].item<int64_t>(), state.data_position[1].item<int64_t>()});
   }
-  const std::unique_ptr<data::CifarSet> val = LoadValidationSet(job);
+  const std::unique_ptr<ValidationSet> val = LoadValidationSet(job, *state.model, device);
+  const std::unique_ptr<TokenValidationSet> token_val = LoadTokenValidationSet(job);
   TrainStep train_step(job, place, device, state, reducer, phases, input);
   PhaseReporter reporter(phases, *metrics, *comms.device, *comms.host, place.rank, place.world,
                          clock_offset);
-  const LoopParts parts{job,       s_->opts, place,      device,    comms,      state,
-                        store,     input,    train_step, phases,    reporter,   *metrics,
-                        telemetry, stats,    log,        heartbeat, preemption, val.get()};
+  const LoopParts parts{job,       s_->opts, place,     device,     comms,     state,
+                        store,     input,    train_step, phases,   reporter,  *metrics,
+                        telemetry, stats,    log,        heartbeat, preemption, val.get(),
+                        token_val.get(),
+                        train_images.get()};
   return TrainingLoop(parts, start_step).Run();
 }
 

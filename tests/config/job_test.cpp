@@ -648,7 +648,32 @@ std::vector<BadCase> BadCases() {
        kMinimal,
        {"data.val=/d"},
        "--set[1]:1:10: data.val:",
-       "read only by data.kind cifar"},
+       "read only by the dataset kinds"},
+      {"tokens without data.train",
+       kMinimal,
+       {"model.name=bert-tiny", "data.kind=tokens"},
+       "--set[2]:1:11: data.kind:",
+       "data.kind tokens needs data.train"},
+      {"tokens with an image model",
+       kMinimal,
+       {"data.kind=tokens", "data.train=/d"},
+       "--set[1]:1:11: data.kind:",
+       "needs a BERT model, not resnet18-cifar"},
+      {"vocab_size for an image model",
+       kMinimal,
+       {"model.vocab_size=1000"},
+       "--set[1]:1:18: model.vocab_size:",
+       "applies to BERT models, not resnet18-cifar"},
+      {"synthetic vocab_size too small",
+       kMinimal,
+       {"model.name=bert-tiny", "model.vocab_size=500"},
+       "--set[2]:1:18: model.vocab_size:",
+       "model.vocab_size 0 or at least 1024, not 500"},
+      {"vocab_size negative",
+       kMinimal,
+       {"model.vocab_size=-1"},
+       "--set[1]:1:18: model.vocab_size:",
+       ""},
       {"step schedule without a period",
        kMinimal,
        {"train.lr_schedule=step"},
@@ -703,10 +728,10 @@ INSTANTIATE_TEST_SUITE_P(config, BadConfigTest, ::testing::ValuesIn(BadCases()),
 
 TEST(config, ReferenceListsEveryKey) {
   const std::string md = RenderConfigReference();
-  for (const char* key :
-       {"`name`", "`world.nodes`", "`launch.hosts`", "`model.num_classes`", "`train.seed`",
-        "`comm.grad_dtype`", "`checkpoint.keep`", "`metrics.bind`", "`fault.crash_step`",
-        "`data.train`", "`data.val`", "`eval.every_steps`", "`eval.batch_per_rank`"}) {
+  for (const char* key : {"`name`", "`world.nodes`", "`launch.hosts`", "`model.num_classes`",
+                          "`train.seed`", "`comm.grad_dtype`", "`checkpoint.keep`",
+                          "`metrics.bind`", "`fault.crash_step`", "`data.train`", "`data.val`",
+                          "`eval.every_steps`", "`eval.batch_per_rank`", "`model.vocab_size`"}) {
     EXPECT_NE(md.find(key), std::string::npos) << key;
   }
   EXPECT_NE(md.find("| key | type | default | allowed | meaning |"), std::string::npos);

@@ -1,5 +1,7 @@
 #include "trainer/models/model.h"
 
+#include <algorithm>
+#include <cmath>
 #include <stdexcept>
 #include <string>
 
@@ -8,8 +10,16 @@
 
 namespace ringpilot::trainer::models {
 
+int64_t TokenSpec::masked_per_row() const {
+  return std::max<int64_t>(1, std::lround(mask_fraction * (seq_len - 2)));
+}
+
 at::Tensor Model::Logits(const at::Tensor&) {
   throw std::logic_error("this model has no class scores to evaluate");
+}
+
+MlmScores Model::ScoreMasked(const at::Tensor&, const at::Tensor&) {
+  throw std::logic_error("this model has no masked-LM scores to evaluate");
 }
 
 std::shared_ptr<Model> MakeModel(const ModelOptions& o, comm::Communicator* sync_comm) {
@@ -52,7 +62,9 @@ BertConfig BertConfigFor(const ModelOptions& o) {
       throw std::invalid_argument(std::string("not a BERT model: ") + config::ToString(o.name));
   }
   if (o.seq_len < 3) throw std::invalid_argument("model.seq_len: must be at least 3");
+  if (o.vocab_size < 1) throw std::invalid_argument("BERT needs a vocabulary size above 0");
   bert.seq_len = o.seq_len;
+  bert.vocab = o.vocab_size;
   bert.dropout = o.dropout;
   bert.mixed_linear = o.mixed_linear;
   bert.mixed_linear_accumulate = o.mixed_linear_accumulate;

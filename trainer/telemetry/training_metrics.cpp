@@ -33,6 +33,11 @@ TrainingMetrics::TrainingMetrics(const RankIdentity& id) {
   eval_top5_ = &r.AddGauge("ringpilot_eval_top5",
                            "Top-5 accuracy of the last evaluation on data.val (0..1).")
                     .Add({});
+  eval_mlm_accuracy_ =
+      &r.AddGauge("ringpilot_eval_mlm_accuracy",
+                  "Masked-LM accuracy of the last evaluation on data.val (0..1): masked "
+                  "positions whose top-scored id is the original token.")
+           .Add({});
   eval_loss_ =
       &r.AddGauge("ringpilot_eval_loss", "Mean loss of the last evaluation on data.val.").Add({});
   eval_samples_ = &r.AddGauge("ringpilot_eval_samples",
@@ -42,6 +47,18 @@ TrainingMetrics::TrainingMetrics(const RankIdentity& id) {
       &r.AddHistogram("ringpilot_checkpoint_seconds", "Time to write one checkpoint (rank 0).")
            .Add({}, metrics::ExponentialBuckets(0.01, 2.0, 14));
   restarts_ = &r.AddGauge("ringpilot_restarts", "Restarts of this job so far.").Add({});
+  images_decoded_ = &r.AddCounter("ringpilot_data_images_decoded_total",
+                                  "Images the rank's input pipeline decoded (image kinds; "
+                                  "substitutes of bad samples included).")
+                         .Add({});
+  bad_samples_ = &r.AddCounter("ringpilot_data_bad_samples_total",
+                               "Training batch entries whose image could not be used and was "
+                               "replaced by a substitute (image kinds).")
+                      .Add({});
+  prefetch_batches_ = &r.AddGauge("ringpilot_data_prefetch_batches",
+                                  "Batches decoded and waiting ahead of the training step when "
+                                  "it took its batch (image kinds; up to data.prefetch).")
+                           .Add({});
   auto& expected = r.AddGauge("ringpilot_expected_bus_bandwidth_bytes_per_second",
                               "Bus bandwidth the topology model expects for this job's "
                               "collectives (docs/topology.md); 0 = no model.");
@@ -142,7 +159,19 @@ void TrainingMetrics::SetEval(double top1, double top5, double loss, double samp
   eval_samples_->Set(samples);
 }
 
+void TrainingMetrics::SetMlmEval(double accuracy, double loss, double samples) {
+  eval_mlm_accuracy_->Set(accuracy);
+  eval_loss_->Set(loss);
+  eval_samples_->Set(samples);
+}
+
 void TrainingMetrics::OnCheckpoint(double seconds) { checkpoint_seconds_->Observe(seconds); }
+
+void TrainingMetrics::OnImageInput(int64_t decoded, int64_t bad_samples, int ready_batches) {
+  if (decoded > 0) images_decoded_->Increment(static_cast<double>(decoded));
+  if (bad_samples > 0) bad_samples_->Increment(static_cast<double>(bad_samples));
+  prefetch_batches_->Set(ready_batches);
+}
 
 void TrainingMetrics::OnCollective(comm::CollectiveOp op, int64_t bytes, double seconds,
                                    double start_unix) {
