@@ -18,6 +18,7 @@ ModelOptions Options(config::ModelName name) {
   o.name = name;
   o.num_classes = 10;
   o.seq_len = 16;
+  o.vocab_size = 30522;  // BERT's WordPiece
   return o;
 }
 
@@ -68,7 +69,7 @@ TEST(ReferenceWeights, BertGetsBertForMaskedLMNamesAndConfig) {
     EXPECT_EQ(config["num_hidden_layers"], base ? 12 : 2);
     EXPECT_EQ(config["num_attention_heads"], base ? 12 : 2);
     EXPECT_EQ(config["intermediate_size"], base ? 3072 : 512);
-    EXPECT_EQ(config["vocab_size"], TokenSpec::kVocab);
+    EXPECT_EQ(config["vocab_size"], 30522);
     EXPECT_EQ(config["hidden_act"], "gelu");
   }
 }
