@@ -69,7 +69,7 @@ struct DataConfig {
   /// cifar: a batch file or the distribution's folder; image_folder: ROOT/<class>/<image>;
   /// image_shards: comma-separated tar files or glob patterns.
   std::string train;
-  std::string val;  ///< as train, the held-out set; "" = no evaluation
+  std::string val;   ///< as train, the held-out set; "" = no evaluation
   int prefetch = 2;  ///< image kinds: batches decoded ahead of the training step
   int workers = 0;   ///< image kinds: decode threads per rank; 0 = from the rank's cores
   double max_bad_fraction = 0.01;  ///< image kinds: bad samples tolerated per sample read

@@ -496,8 +496,8 @@ std::vector<KeySpec> BuildSchema() {
   s.push_back(IntKey("data.workers", Member(&JC::data, &DataConfig::workers), 0, 256,
                      "image kinds: decode threads per rank; 0 = from the cores the rank is "
                      "bound to (GPU ranks: all but one; CPU ranks: a quarter, at least 1)"));
-  s.push_back(FloatKey("data.max_bad_fraction",
-                       Member(&JC::data, &DataConfig::max_bad_fraction), 0, false, 1, false,
+  s.push_back(FloatKey("data.max_bad_fraction", Member(&JC::data, &DataConfig::max_bad_fraction), 0,
+                       false, 1, false,
                        "image kinds: the job fails when bad samples (replaced by substitutes) "
                        "pass this fraction of the samples a rank read (judged over at least "
                        "1000)"));

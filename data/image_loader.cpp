@@ -109,8 +109,8 @@ void ImageBatchLoader::Work() {
   std::unique_lock<std::mutex> lock(mu_);
   for (;;) {
     work_cv_.wait(lock, [&] {
-      return stop_ || (next_step_ < end_step_ &&
-                       next_step_ < low_ + static_cast<int64_t>(slots_.size()));
+      return stop_ ||
+             (next_step_ < end_step_ && next_step_ < low_ + static_cast<int64_t>(slots_.size()));
     });
     if (stop_) return;
     const int64_t step = next_step_;
@@ -161,8 +161,8 @@ void ImageBatchLoader::Work() {
           static_cast<double>(counts_.bad_samples) > options_.max_bad_fraction * floor) {
         fatal_ = "bad samples: " + std::to_string(counts_.bad_samples) + " of " +
                  std::to_string(counts_.samples) + " read exceed data.max_bad_fraction " +
-                 std::to_string(options_.max_bad_fraction) + " (last: " +
-                 source_.Describe(bad.front().first) + ": " + bad.front().second + ")";
+                 std::to_string(options_.max_bad_fraction) +
+                 " (last: " + source_.Describe(bad.front().first) + ": " + bad.front().second + ")";
         stop_ = true;
         work_cv_.notify_all();
         ready_cv_.notify_all();
@@ -208,8 +208,8 @@ int32_t ImageBatchLoader::Load(int64_t index, int64_t epoch, Scratch& scratch, u
     box.y *= fy;
     box.height *= fy;
   }
-  ResampleCrop(img.rgb.data(), img.width, img.height, box, options_.out_height,
-               options_.out_width, pixels);
+  ResampleCrop(img.rgb.data(), img.width, img.height, box, options_.out_height, options_.out_width,
+               pixels);
   return label;
 }
 

@@ -107,8 +107,7 @@ class ImageBatchLoader {
 
   void Work();
   // Loads sample `index` into `pixels` and returns its label, or returns -1 with `*error`.
-  int32_t Load(int64_t index, int64_t epoch, Scratch& scratch, uint8_t* pixels,
-               std::string* error);
+  int32_t Load(int64_t index, int64_t epoch, Scratch& scratch, uint8_t* pixels, std::string* error);
   // Under mu_: records a bad file (once) and its warning.
   void NoteBad(int64_t index, const std::string& error);
 

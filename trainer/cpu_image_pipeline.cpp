@@ -62,8 +62,8 @@ double CpuImagePipeline::Fill(int64_t step) {
     for (Batch& s : slots_) {
       buffers.push_back({s.input.data_ptr<uint8_t>(), s.target.data_ptr<int64_t>()});
     }
-    loader_ = std::make_unique<data::ImageBatchLoader>(source_, *plan_, std::move(buffers),
-                                                       options_);
+    loader_ =
+        std::make_unique<data::ImageBatchLoader>(source_, *plan_, std::move(buffers), options_);
     loader_->Start(step, end_step_);
   } else {
     // The copy that last read step - 2's slot is done: the loader may reuse it.

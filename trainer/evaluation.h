@@ -49,7 +49,6 @@ struct EvalResult {
 /// one. The model runs in eval mode without gradients, under the job's autocast, and is back
 /// in train mode afterwards. Host-synchronous: evaluation is outside the timed steps.
 EvalResult Evaluate(const config::JobConfig& job, const RankPlace& place, const RankDevice& device,
-                    TrainingState& state, ValidationSet& val,
-                    const RankCommunicators& comms);
+                    TrainingState& state, ValidationSet& val, const RankCommunicators& comms);
 
 }  // namespace ringpilot::trainer

@@ -56,8 +56,8 @@ int64_t StepsPerEpoch(const config::JobConfig& job, int world, const data::Image
     samples = images->size();
   } else {
     const data::CifarVariant variant = CifarVariantFor(job.model);
-    samples = data::CountCifarRecords(data::CifarFiles(job.data.train, variant, /*train=*/true),
-                                      variant);
+    samples =
+        data::CountCifarRecords(data::CifarFiles(job.data.train, variant, /*train=*/true), variant);
   }
   try {
     return data::FullStepsPerEpoch(samples, world, job.data.batch_per_rank);

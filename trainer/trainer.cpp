@@ -418,10 +418,9 @@ int Trainer::Run() {
   TrainStep train_step(job, place, device, state, reducer, phases, input);
   PhaseReporter reporter(phases, *metrics, *comms.device, *comms.host, place.rank, place.world,
                          clock_offset);
-  const LoopParts parts{job,       s_->opts, place,      device,     comms,    state,
-                        store,     input,    train_step, phases,     reporter, *metrics,
-                        telemetry, stats,    log,        preemption, val.get(),
-                        train_images.get()};
+  const LoopParts parts{job,       s_->opts, place,      device,     comms,     state,
+                        store,     input,    train_step, phases,     reporter,  *metrics,
+                        telemetry, stats,    log,        preemption, val.get(), train_images.get()};
   return TrainingLoop(parts, start_step).Run();
 }
 

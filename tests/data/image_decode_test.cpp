@@ -40,8 +40,7 @@ std::vector<uint8_t> TurboCompress(const std::vector<uint8_t>& pixels, int width
   tjhandle h = tjInitCompress();
   unsigned char* buf = nullptr;
   unsigned long size = 0;
-  EXPECT_EQ(tjCompress2(h, pixels.data(), width, 0, height, format, &buf, &size, subsamp, 95, 0),
-            0)
+  EXPECT_EQ(tjCompress2(h, pixels.data(), width, 0, height, format, &buf, &size, subsamp, 95, 0), 0)
       << tjGetErrorStr2(h);
   std::vector<uint8_t> out(buf, buf + size);
   tjFree(buf);
@@ -158,6 +157,18 @@ TEST(ImageDecode, BrokenInputIsAnError) {
   std::vector<uint8_t> garbled = jpeg;  // a JPEG marker, then noise
   for (size_t i = 3; i < garbled.size(); ++i) garbled[i] = static_cast<uint8_t>(i * 31 + 7);
   EXPECT_FALSE(DecodeImage(garbled.data(), garbled.size(), &img, &error));
+
+  // Each failure reports its own cause, not the previous image's: noise, then a JPEG cut
+  // after its header (libjpeg-turbo's "premature end" warning), then noise again.
+  error.clear();
+  EXPECT_FALSE(DecodeImage(garbled.data(), garbled.size(), &img, &error));
+  const std::string noise_error = error;
+  const std::vector<uint8_t> cut(jpeg.begin(), jpeg.begin() + jpeg.size() * 3 / 4);
+  error.clear();
+  EXPECT_FALSE(DecodeImage(cut.data(), cut.size(), &img, &error));
+  EXPECT_NE(error, noise_error);
+  EXPECT_NE(error.find("Premature end of JPEG file"), std::string::npos) << error;
+  ASSERT_TRUE(DecodeImage(jpeg.data(), jpeg.size(), &img, &error)) << error;
 
   const std::vector<uint8_t> short_png(png.begin(), png.begin() + png.size() / 2);
   error.clear();
