@@ -21,8 +21,8 @@ set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 rp_init image_learning
 
-readonly JOB_LIMIT_S=400
-readonly MIN_TOP1=0.55
+readonly JOB_LIMIT_S=600
+readonly MIN_TOP1=0.30
 data=$RP_TMP/fashion
 python3 "$(dirname "${BASH_SOURCE[0]}")/../data/make_image_folder_fashion.py" "$data" \
   --train 2000 --val 1000 >&2
