@@ -45,7 +45,8 @@ CLI::App* AddDataCommand(CLI::App& app) {
   for (CLI::App* sub : app.get_subcommands({})) {
     if (sub->get_name() == "data") return sub;
   }
-  CLI::App* data = app.add_subcommand("data", "Dataset tools: pack an image folder into shards");
+  CLI::App* data =
+      app.add_subcommand("data", "Dataset tools: pack an image folder into shards, tokenize text");
   data->require_subcommand(1, 1);
   return data;
 }

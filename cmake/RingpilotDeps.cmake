@@ -17,6 +17,15 @@ find_package(nlohmann_json 3.10 REQUIRED)
 find_package(Threads REQUIRED)
 find_package(PkgConfig REQUIRED)
 pkg_check_modules(HWLOC REQUIRED IMPORTED_TARGET hwloc)
+# `ringpilot data tokenize` (cli/): SentencePiece's C++ API (Debian libsentencepiece-dev).
+# Found by path, not pkg-config: its .pc names prefix /usr, which is wrong for the copy
+# scripts/carry_gpu_deps.sh unpacks under .carry/deps (on CMAKE_PREFIX_PATH).
+find_path(SENTENCEPIECE_INCLUDE_DIR sentencepiece_processor.h REQUIRED)
+find_library(SENTENCEPIECE_LIBRARY sentencepiece REQUIRED)
+add_library(ringpilot_sentencepiece INTERFACE)
+add_library(ringpilot::sentencepiece ALIAS ringpilot_sentencepiece)
+target_include_directories(ringpilot_sentencepiece SYSTEM INTERFACE ${SENTENCEPIECE_INCLUDE_DIR})
+target_link_libraries(ringpilot_sentencepiece INTERFACE ${SENTENCEPIECE_LIBRARY})
 
 # prometheus-cpp (Debian prometheus-cpp-dev 1.0.1): metric families, the text exposition and
 # the HTTP exposer, which runs civetweb. Its CMake package also finds civetweb
@@ -88,6 +97,27 @@ if(TARGET c10_cuda)
     message(STATUS "ringpilot: CUDA ${CUDAToolkit_VERSION}, NCCL ${NCCL_LIBRARY}")
   else()
     message(WARNING "ringpilot: CUDA LibTorch but no CUDA toolkit/NCCL headers; GPU code skipped")
+  endif()
+endif()
+
+# nvJPEG (the GPU image pipeline, data/cuda/): the CUDA toolkit's where it has it (the GPU
+# machines' does), else the nvidia-nvjpeg wheel's (scripts/setup.sh installs it beside torch
+# on a toolkit without nvJPEG, so CI compiles the pipeline). Without it GPU ranks decode
+# images on the host.
+set(RINGPILOT_WITH_NVJPEG OFF)
+if(RINGPILOT_WITH_CUDA)
+  find_path(NVJPEG_INCLUDE_DIR nvjpeg.h HINTS ${CUDAToolkit_INCLUDE_DIRS} ${_site}/nvidia/cu13/include
+            NO_DEFAULT_PATH)
+  find_library(NVJPEG_LIBRARY NAMES nvjpeg libnvjpeg.so.13
+               HINTS ${CUDAToolkit_LIBRARY_DIR} ${_site}/nvidia/cu13/lib NO_DEFAULT_PATH)
+  if(NVJPEG_INCLUDE_DIR AND NVJPEG_LIBRARY)
+    set(RINGPILOT_WITH_NVJPEG ON)
+    add_library(ringpilot_nvjpeg UNKNOWN IMPORTED)
+    set_target_properties(ringpilot_nvjpeg PROPERTIES IMPORTED_LOCATION ${NVJPEG_LIBRARY}
+                          INTERFACE_INCLUDE_DIRECTORIES ${NVJPEG_INCLUDE_DIR})
+    message(STATUS "ringpilot: nvJPEG ${NVJPEG_LIBRARY}")
+  else()
+    message(STATUS "ringpilot: no nvJPEG; GPU ranks decode images on the host")
   endif()
 endif()
 

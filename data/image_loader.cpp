@@ -24,7 +24,7 @@ ImageBatchLoader::ImageBatchLoader(const ImageSource& source, StepPlan& plan,
       options_(options),
       image_bytes_(static_cast<size_t>(3) * options.out_height * options.out_width),
       slots_(buffers_.size()),
-      bad_seen_(static_cast<size_t>(source.size()), 0) {
+      bad_(source, options.max_bad_fraction) {
   for (Slot& s : slots_) s.indices.reserve(static_cast<size_t>(options.batch));
 }
 
@@ -73,12 +73,7 @@ void ImageBatchLoader::Release(int64_t step) {
   work_cv_.notify_all();
 }
 
-std::vector<std::string> ImageBatchLoader::TakeWarnings() {
-  std::lock_guard<std::mutex> lock(mu_);
-  std::vector<std::string> out;
-  out.swap(warnings_);
-  return out;
-}
+std::vector<std::string> ImageBatchLoader::TakeWarnings() { return bad_.TakeWarnings(); }
 
 LoaderCounts ImageBatchLoader::counts() const {
   std::lock_guard<std::mutex> lock(mu_);
@@ -90,22 +85,12 @@ LoaderCounts ImageBatchLoader::counts() const {
   return c;
 }
 
-std::vector<int64_t> ImageBatchLoader::bad_files() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return bad_files_;
-}
-
-void ImageBatchLoader::NoteBad(int64_t index, const std::string& error) {
-  if (bad_seen_[index]) return;
-  bad_seen_[index] = 1;
-  bad_files_.push_back(index);
-  warnings_.push_back("skipping bad sample " + source_.Describe(index) + ": " + error);
-}
+std::vector<int64_t> ImageBatchLoader::bad_files() const { return bad_.files(); }
 
 void ImageBatchLoader::Work() {
   Scratch scratch;
   std::string error;
-  std::vector<std::pair<int64_t, std::string>> bad;  // this sample's failed tries
+  std::vector<BadSample> bad;  // this sample's failed tries
   std::unique_lock<std::mutex> lock(mu_);
   for (;;) {
     work_cv_.wait(lock, [&] {
@@ -138,13 +123,13 @@ void ImageBatchLoader::Work() {
     int64_t decoded = 1;
     const int64_t n = source_.size();
     for (int t = 1; label < 0 && t <= kMaxSubstituteTries && t < n; ++t) {
-      bad.emplace_back(index, error);
+      bad.push_back({index, error});
       index = (wanted + t) % n;
       label = Load(index, epoch, scratch, pixels, &error);
       ++decoded;
     }
     if (label < 0) {  // a run of bad samples: a black image keeps the batch full
-      bad.emplace_back(index, error);
+      bad.push_back({index, error});
       std::memset(pixels, 0, image_bytes_);
       label = 0;
     }
@@ -153,21 +138,14 @@ void ImageBatchLoader::Work() {
     lock.lock();
     counts_.samples += 1;
     counts_.decoded += decoded;
-    if (!bad.empty()) {
-      counts_.bad_samples += 1;
-      for (const auto& [i, e] : bad) NoteBad(i, e);
-      const double floor = static_cast<double>(std::max(counts_.samples, kBadFractionFloor));
-      if (fatal_.empty() &&
-          static_cast<double>(counts_.bad_samples) > options_.max_bad_fraction * floor) {
-        fatal_ = "bad samples: " + std::to_string(counts_.bad_samples) + " of " +
-                 std::to_string(counts_.samples) + " read exceed data.max_bad_fraction " +
-                 std::to_string(options_.max_bad_fraction) +
-                 " (last: " + source_.Describe(bad.front().first) + ": " + bad.front().second + ")";
-        stop_ = true;
-        work_cv_.notify_all();
-        ready_cv_.notify_all();
-        return;
-      }
+    if (!bad.empty()) counts_.bad_samples += 1;
+    // The shared log (data/bad_samples.h) warns once per file and keeps the limit.
+    if (!bad_.Record(1, bad.empty() ? 0 : 1, bad) && fatal_.empty()) {
+      fatal_ = bad_.fatal();
+      stop_ = true;
+      work_cv_.notify_all();
+      ready_cv_.notify_all();
+      return;
     }
     // The slot may have been reassigned only after this step was released, which needs
     // this entry done first: `slot` is still this step's.

@@ -18,6 +18,7 @@
 #include <thread>
 #include <vector>
 
+#include "data/bad_samples.h"
 #include "data/image_source.h"
 
 namespace ringpilot::data {
@@ -36,11 +37,6 @@ enum class ImageTransform {
   kTrain,  ///< TrainCropBox (random resized crop + flip from seed, epoch, sample)
   kEval,   ///< EvalCropBox (centre crop of 0.875 x the short side)
 };
-
-/// Samples whose bad fraction is not judged before: the denominator is at least this.
-inline constexpr int64_t kBadFractionFloor = 1000;
-/// Substitutes tried for one bad sample before its batch entry is left black (label 0).
-inline constexpr int kMaxSubstituteTries = 64;
 
 struct ImageLoaderOptions {
   int batch = 0;       ///< samples a slot holds
@@ -108,8 +104,6 @@ class ImageBatchLoader {
   void Work();
   // Loads sample `index` into `pixels` and returns its label, or returns -1 with `*error`.
   int32_t Load(int64_t index, int64_t epoch, Scratch& scratch, uint8_t* pixels, std::string* error);
-  // Under mu_: records a bad file (once) and its warning.
-  void NoteBad(int64_t index, const std::string& error);
 
   const ImageSource& source_;
   StepPlan& plan_;
@@ -129,9 +123,7 @@ class ImageBatchLoader {
   int64_t waited_ = -1;
   LoaderCounts counts_;
   std::string fatal_;
-  std::vector<uint8_t> bad_seen_;  // per dataset index
-  std::vector<int64_t> bad_files_;
-  std::vector<std::string> warnings_;
+  BadSampleLog bad_;
   std::vector<std::thread> threads_;
 };
 

@@ -4,7 +4,8 @@
 #   .carry/deps/usr        prometheus-cpp 1.0.1 (core, pull, push, -dev) and civetweb 1.15
 #                          (libs, -dev, and the server binary its CMake package names),
 #                          libjpeg-turbo's TurboJPEG, libpng and stb_image_resize (data/'s
-#                          image datasets): built against, and loaded at run time
+#                          image datasets), SentencePiece 0.1.97 (libsentencepiece0, -dev) for
+#                          `ringpilot data tokenize`: built against, and loaded at run time
 #                          (LD_LIBRARY_PATH)
 #   .carry/deps-build/usr  libcurl and zlib development files: prometheus-cpp's CMake package
 #                          looks for them at configure time (find_dependency CURL, ZLIB); used
@@ -21,7 +22,8 @@ DEPS="$ROOT/.carry/deps"
 DEPS_BUILD="$ROOT/.carry/deps-build"
 RUNTIME_PACKAGES=(libprometheus-cpp-core1.0 libprometheus-cpp-pull1.0 libprometheus-cpp-push1.0
   prometheus-cpp-dev libcivetweb1 libcivetweb-dev civetweb
-  libturbojpeg0 libturbojpeg0-dev libpng16-16 libpng-dev libstb-dev)
+  libturbojpeg0 libturbojpeg0-dev libpng16-16 libpng-dev libstb-dev
+  libsentencepiece0 libsentencepiece-dev)
 BUILD_PACKAGES=(libcurl4-openssl-dev libcurl4 zlib1g-dev zlib1g)
 
 force=0
@@ -31,7 +33,7 @@ case "${1:-}" in
   *) echo "usage: $0 [--force]" >&2; exit 2 ;;
 esac
 if ((!force)) && [[ -f "$DEPS/VERSIONS" && -d "$DEPS/usr/lib/x86_64-linux-gnu/cmake/prometheus-cpp" &&
-  -f "$DEPS/usr/include/turbojpeg.h" ]]; then
+  -f "$DEPS/usr/include/turbojpeg.h" && -f "$DEPS/usr/include/sentencepiece_processor.h" ]]; then
   echo "carry_gpu_deps: $DEPS already unpacked (--force to redo):"
   cat "$DEPS/VERSIONS"
   exit 0

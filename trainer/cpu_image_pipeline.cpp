@@ -7,6 +7,9 @@
 #include "base/time.h"
 #include "data/cifar.h"
 #include "trainer/options.h"
+#ifdef RINGPILOT_WITH_NVJPEG
+#include "trainer/gpu_image_pipeline.h"
+#endif
 
 namespace ringpilot::trainer {
 
@@ -31,7 +34,7 @@ CpuImagePipeline::CpuImagePipeline(const config::JobConfig& job, const data::Ima
                                    const RankDevice& device, int workers)
     : source_(source),
       cuda_(device.cuda),
-      end_step_(job.train.steps),
+      end_step_(job.train.steps * job.train.grad_accum_steps),  // input batches, not steps
       options_(ImageLoaderOptionsFor(job, job.data.batch_per_rank, image,
                                      data::ImageTransform::kTrain, workers)),
       plan_(std::make_unique<SamplerPlan>(source.size(), place.rank, place.world,
@@ -108,6 +111,12 @@ std::unique_ptr<ImagePipeline> MakeImagePipeline(const config::JobConfig& job,
                                                  const data::ImageSource& source,
                                                  const models::ImageSpec& image,
                                                  const RankPlace& place, const RankDevice& device) {
+#ifdef RINGPILOT_WITH_NVJPEG
+  if (device.cuda && job.data.gpu_decode) {
+    return std::make_unique<GpuImagePipeline>(job, source, image, place, device,
+                                              GpuDecodeThreadsFor(job.data));
+  }
+#endif
   const int workers = DecodeWorkersFor(job.data, BoundCores(), device.cuda);
   return std::make_unique<CpuImagePipeline>(job, source, image, place, device, workers);
 }

@@ -5,20 +5,61 @@
 #include <torch/torch.h>
 
 #include "trainer/autocast_region.h"
+#include "trainer/mlm_masking.h"
 #include "trainer/options.h"
 #include "trainer/synthetic_data.h"
 
 namespace ringpilot::trainer {
+namespace {
 
-EvalResult Evaluate(const config::JobConfig& job, const RankPlace& place, const RankDevice& device,
-                    TrainingState& state, ValidationSet& val, const RankCommunicators& comms) {
+// Rank 0's buffers (BatchNorm statistics) on every rank, so scores do not depend on which
+// rank scored which sample.
+void ShareBuffers(TrainingState& state, const RankCommunicators& comms) {
   std::vector<at::Tensor> buffers;
   for (const auto& b : state.model->named_buffers()) buffers.push_back(b.value());
   comm::BroadcastCoalesced(*comms.device, buffers, 0);
+}
+
+int EvalBatch(const config::JobConfig& job) {
+  return job.eval.batch_per_rank > 0 ? job.eval.batch_per_rank : job.data.batch_per_rank;
+}
+
+// data.val's token sequences [first, last), masked with evaluation keys: accuracy and loss
+// sums over the masked positions into `t` (correct, loss sum, positions, sequences).
+void ScoreTokens(const data::PackedSequences& val, const models::TokenSpec& tokens, int64_t first,
+                 int64_t last, int batch, const RankDevice& device,
+                 const std::optional<c10::ScalarType>& autocast, TrainingState& state, double* t) {
+  const int len = val.seq_len();
+  for (int64_t begin = first; begin < last; begin += batch) {
+    const int64_t count = std::min<int64_t>(batch, last - begin);
+    at::Tensor ids = at::empty({count, len}, at::kLong);
+    at::Tensor keys = at::empty({count}, at::kLong);
+    for (int64_t i = 0; i < count; ++i) {
+      val.Fill(begin + i, ids.data_ptr<int64_t>() + i * len);
+      keys.data_ptr<int64_t>()[i] = SequenceKey(kEvalMaskSeed, /*epoch=*/0, begin + i);
+    }
+    const MaskedTokens masked = MaskTokens(ids.to(device.device), keys.to(device.device), tokens);
+    models::MlmScores scores;
+    {
+      const AutocastRegion region(device.device.type(), autocast);
+      scores = state.model->ScoreMasked(masked.input, masked.target);
+    }
+    t[0] += scores.correct.item<double>();
+    t[1] += scores.loss_sum.item<double>();
+    t[2] += static_cast<double>(scores.count);
+    t[3] += static_cast<double>(count);
+  }
+}
+
+}  // namespace
+
+EvalResult Evaluate(const config::JobConfig& job, const RankPlace& place, const RankDevice& device,
+                    TrainingState& state, ValidationSet& val, const RankCommunicators& comms) {
+  ShareBuffers(state, comms);
   const int64_t n = val.size();
   const int64_t first = n * place.rank / place.world;
   const int64_t last = n * (place.rank + 1) / place.world;
-  const int batch = job.eval.batch_per_rank > 0 ? job.eval.batch_per_rank : job.data.batch_per_rank;
+  const int batch = EvalBatch(job);
   const std::optional<c10::ScalarType> autocast = AutocastDtypeFor(job.train.precision);
   // The model scores model.num_classes classes (a set may use fewer).
   const int k = std::min(5, job.model.num_classes);
@@ -54,6 +95,35 @@ EvalResult Evaluate(const config::JobConfig& job, const RankPlace& place, const 
     r.top1 = t[0] / t[3];
     r.top5 = t[1] / t[3];
     r.loss = t[2] / t[3];
+  }
+  return r;
+}
+
+EvalResult EvaluateMaskedLm(const config::JobConfig& job, const RankPlace& place,
+                            const RankDevice& device, TrainingState& state,
+                            const TokenValidationSet& val, const models::TokenSpec& tokens,
+                            const RankCommunicators& comms) {
+  ShareBuffers(state, comms);
+  const int64_t n = val.size();
+  const int64_t first = n * place.rank / place.world;
+  const int64_t last = n * (place.rank + 1) / place.world;
+  // correct, loss sum, masked positions, sequences
+  at::Tensor totals = at::zeros({4}, at::kDouble);
+  double* t = totals.data_ptr<double>();
+  state.model->eval();
+  {
+    torch::NoGradGuard no_grad;
+    ScoreTokens(*val.sequences, tokens, first, last, EvalBatch(job), device,
+                AutocastDtypeFor(job.train.precision), state, t);
+  }
+  state.model->train();
+  comms.host->AllReduce(totals, comm::ReduceOp::kSum)->Wait();
+  EvalResult r;
+  r.mlm = true;
+  r.samples = static_cast<int64_t>(t[3]);
+  if (t[2] > 0) {
+    r.mlm_accuracy = t[0] / t[2];
+    r.loss = t[1] / t[2];
   }
   return r;
 }

@@ -1,9 +1,12 @@
-// Evaluation of an image model on the validation set (data.val): every rank scores its
-// contiguous part, the counts are all-reduced, every rank gets the same result.
+// Evaluation on the validation set (data.val): every rank scores its contiguous part, the
+// counts are all-reduced, every rank gets the same result. Image models: top-1, top-5 and
+// loss; BERT on token shards: masked-LM accuracy and loss over positions masked with a
+// fixed key (kEvalMaskSeed), the same in every evaluation of every run.
 #pragma once
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -11,6 +14,8 @@
 #include <ATen/core/TensorBody.h>
 
 #include "config/job.h"
+#include "data/token_shards.h"
+#include "trainer/models/model.h"
 #include "trainer/rank_setup.h"
 #include "trainer/training_state.h"
 
@@ -35,11 +40,20 @@ class ValidationSet {
   virtual std::vector<int64_t> bad_files() const { return {}; }
 };
 
+/// data.val of data.kind tokens: a mapped shard's sequences packed to model.seq_len.
+struct TokenValidationSet {
+  std::unique_ptr<data::TokenShard> shard;
+  std::unique_ptr<data::PackedSequences> sequences;
+  int64_t size() const { return sequences->size(); }
+};
+
 struct EvalResult {
-  double top1 = 0;  ///< fraction of samples whose top class is the label
-  double top5 = 0;  ///< ... whose label is among the 5 top classes
-  double loss = 0;  ///< mean cross-entropy
-  int64_t samples = 0;
+  bool mlm = false;         ///< a masked-LM evaluation: mlm_accuracy, not top1/top5
+  double top1 = 0;          ///< fraction of samples whose top class is the label
+  double top5 = 0;          ///< ... whose label is among the 5 top classes
+  double mlm_accuracy = 0;  ///< fraction of masked positions whose top id is the original
+  double loss = 0;          ///< mean cross-entropy (per sample; masked-LM: per masked position)
+  int64_t samples = 0;      ///< images or packed sequences
 };
 
 /// Collective over `comms` (every rank calls it at the same step boundary). First every rank
@@ -50,5 +64,11 @@ struct EvalResult {
 /// in train mode afterwards. Host-synchronous: evaluation is outside the timed steps.
 EvalResult Evaluate(const config::JobConfig& job, const RankPlace& place, const RankDevice& device,
                     TrainingState& state, ValidationSet& val, const RankCommunicators& comms);
+
+/// As Evaluate, for BERT on token shards: `tokens` are the run's ids.
+EvalResult EvaluateMaskedLm(const config::JobConfig& job, const RankPlace& place,
+                            const RankDevice& device, TrainingState& state,
+                            const TokenValidationSet& val, const models::TokenSpec& tokens,
+                            const RankCommunicators& comms);
 
 }  // namespace ringpilot::trainer

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "base/time.h"
+#include "trainer/mlm_masking.h"
 
 namespace ringpilot::trainer {
 namespace {
@@ -50,10 +51,54 @@ data::CifarVariant CifarVariantFor(const config::ModelConfig& model) {
   return model.num_classes == 100 ? data::CifarVariant::kCifar100 : data::CifarVariant::kCifar10;
 }
 
+models::TokenSpec TokenSpecFor(const config::JobConfig& job) {
+  if (job.data.kind != config::DataKind::kTokens) {
+    const int vocab = job.model.vocab_size > 0 ? job.model.vocab_size : config::kSyntheticVocabSize;
+    return SyntheticTokenSpec(vocab, job.model.seq_len);
+  }
+  const data::TokenShardInfo train = data::ReadTokenShardInfo(job.data.train);
+  const data::TokenVocab& v = train.vocab;
+  if (!job.data.val.empty()) {
+    const data::TokenShardInfo val = data::ReadTokenShardInfo(job.data.val);
+    const data::TokenVocab& w = val.vocab;
+    if (w.size != v.size || w.cls != v.cls || w.sep != v.sep || w.mask != v.mask ||
+        w.pad != v.pad) {
+      throw data::DataError(data::TokenFilePath(job.data.val) +
+                            ": another vocabulary than data.train's " +
+                            data::TokenFilePath(job.data.train) + " (size or special ids differ)");
+    }
+  }
+  if (job.model.vocab_size > 0 && job.model.vocab_size < v.size) {
+    throw data::DataError(data::TokenFilePath(job.data.train) + ": model.vocab_size " +
+                          std::to_string(job.model.vocab_size) +
+                          " is smaller than the shard's vocabulary of " + std::to_string(v.size) +
+                          " ids (leave it 0 to follow the shards)");
+  }
+  models::TokenSpec spec;
+  spec.vocab = job.model.vocab_size > 0 ? job.model.vocab_size : v.size;
+  spec.cls = v.cls;
+  spec.sep = v.sep;
+  spec.mask = v.mask;
+  spec.pad = v.pad;
+  spec.seq_len = job.model.seq_len;
+  return spec;
+}
+
+std::unique_ptr<TokenValidationSet> LoadTokenValidationSet(const config::JobConfig& job) {
+  if (job.data.kind != config::DataKind::kTokens || job.data.val.empty()) return nullptr;
+  auto set = std::make_unique<TokenValidationSet>();
+  set->shard = std::make_unique<data::TokenShard>(job.data.val);
+  set->sequences = std::make_unique<data::PackedSequences>(*set->shard, job.model.seq_len);
+  return set;
+}
+
 int64_t StepsPerEpoch(const config::JobConfig& job, int world, const data::ImageSource* images) {
   int64_t samples = 0;
   if (images) {
     samples = images->size();
+  } else if (job.data.kind == config::DataKind::kTokens) {
+    samples =
+        data::PackedSequenceCount(data::ReadTokenShardInfo(job.data.train), job.model.seq_len);
   } else {
     const data::CifarVariant variant = CifarVariantFor(job.model);
     samples =
@@ -76,7 +121,7 @@ InputFeed::InputFeed(const config::JobConfig& job, const models::Model& model,
       batch_(job.data.batch_per_rank),
       images_(model.input_kind() == models::InputKind::kImages),
       image_spec_(model.image_spec()),
-      token_spec_(model.token_spec()),
+      token_spec_(images_ ? models::TokenSpec{} : TokenSpecFor(job)),
       metrics_(metrics),
       copied_(device.cuda),
       log_(log) {
@@ -96,6 +141,11 @@ InputFeed::InputFeed(const config::JobConfig& job, const models::Model& model,
     case config::DataKind::kImageShards:
       image_ = MakeImagePipeline(job, *images, image_spec_, place, device);
       break;
+    case config::DataKind::kTokens:
+      shard_ = std::make_unique<data::TokenShard>(job.data.train);
+      sequences_ = std::make_unique<data::PackedSequences>(*shard_, token_spec_.seq_len);
+      sampler_ = std::make_unique<data::EpochSampler>(sequences_->size(), world_, batch_, seed_);
+      break;
   }
   const std::vector<int64_t> input_shape =
       images_ ? std::vector<int64_t>{batch_, 3, image_spec_.height, image_spec_.width}
@@ -107,12 +157,20 @@ InputFeed::InputFeed(const config::JobConfig& job, const models::Model& model,
     const auto pin = at::TensorOptions().pinned_memory(device.cuda);
     for (Batch& h : host_) {
       h.input = at::empty(input_shape, pin.dtype(input_dtype));
-      h.target = at::empty(target_shape, pin.dtype(at::kLong));
+      if (sequences_) {
+        h.keys = at::empty({batch_}, pin.dtype(at::kLong));  // masked on the device
+      } else {
+        h.target = at::empty(target_shape, pin.dtype(at::kLong));
+      }
     }
   }
   const auto on_device = at::TensorOptions().device(device.device);
   device_.input = at::empty(input_shape, on_device.dtype(input_dtype));
-  device_.target = at::empty(target_shape, on_device.dtype(at::kLong));
+  if (sequences_) {
+    device_.keys = at::empty({batch_}, on_device.dtype(at::kLong));
+  } else {
+    device_.target = at::empty(target_shape, on_device.dtype(at::kLong));
+  }
 }
 
 void InputFeed::Fill(int64_t step) {
@@ -131,7 +189,15 @@ void InputFeed::Fill(int64_t step) {
   copied_.Wait(slot);
   NvtxRange range("data");
   const auto t0 = std::chrono::steady_clock::now();
-  if (sampler_) {
+  if (sequences_) {
+    const int64_t epoch = sampler_->Batch(step, rank_, &indices_).epoch;
+    int64_t* ids = host_[slot].input.data_ptr<int64_t>();
+    int64_t* keys = host_[slot].keys.data_ptr<int64_t>();
+    for (int i = 0; i < batch_; ++i) {
+      sequences_->Fill(indices_[i], ids + static_cast<int64_t>(i) * token_spec_.seq_len);
+      keys[i] = SequenceKey(seed_, epoch, indices_[i]);
+    }
+  } else if (sampler_) {
     const int64_t epoch = sampler_->Batch(step, rank_, &indices_).epoch;
     uint8_t* pixels = host_[slot].input.data_ptr<uint8_t>();
     int64_t* labels = host_[slot].target.data_ptr<int64_t>();
@@ -170,7 +236,8 @@ void InputFeed::CopyToDevice(int64_t step) {
   }
   const int slot = static_cast<int>(step % 2);
   device_.input.copy_(host_[slot].input, /*non_blocking=*/true);
-  device_.target.copy_(host_[slot].target, /*non_blocking=*/true);
+  if (device_.target.defined()) device_.target.copy_(host_[slot].target, /*non_blocking=*/true);
+  if (device_.keys.defined()) device_.keys.copy_(host_[slot].keys, /*non_blocking=*/true);
   copied_.Record(slot);
 }
 

@@ -6,7 +6,9 @@
 // sample), so a resumed run sees the same pixels. image_folder / image_shards: an
 // ImagePipeline (trainer/image_pipeline.h) decodes data.prefetch batches ahead; the data
 // phase is then the time the step waited for its batch. On CPU ranks the device batch is
-// the host buffer itself (no copy).
+// the host buffer itself (no copy). tokens: sequences packed from a mapped token shard
+// (data/token_shards.h), sampled the same way, with one masking key per sequence from
+// (seed, epoch, sample): the step masks them on the device (trainer/mlm_masking.h).
 #pragma once
 
 #include <cstdint>
@@ -17,6 +19,8 @@
 #include "data/cifar.h"
 #include "data/image_source.h"
 #include "data/sampler.h"
+#include "data/token_shards.h"
+#include "trainer/evaluation.h"
 #include "trainer/graphed_step.h"
 #include "trainer/image_pipeline.h"
 #include "trainer/models/model.h"
@@ -30,6 +34,17 @@ namespace ringpilot::trainer {
 /// data.kind cifar: CIFAR-100 for model.num_classes 100, else CIFAR-10 (config checks 10|100).
 data::CifarVariant CifarVariantFor(const config::ModelConfig& model);
 
+/// The run's token ids: data.kind tokens: the vocabulary and special ids of data.train's
+/// shard header (data.val's must be the same), with model.vocab_size rows (0: the shards'
+/// vocabulary size); synthetic: kSynthetic* ids and model.vocab_size (0: 30522). Reads
+/// headers only. Throws data::DataError naming the file for a bad header, a data.val shard
+/// of another vocabulary, or a model.vocab_size below the shards' vocabulary.
+models::TokenSpec TokenSpecFor(const config::JobConfig& job);
+
+/// data.kind tokens' data.val, or null (another kind, or no data.val). Throws
+/// data::DataError naming a bad file.
+std::unique_ptr<TokenValidationSet> LoadTokenValidationSet(const config::JobConfig& job);
+
 /// Dataset kinds: full global batches (world x data.batch_per_rank) in one epoch of
 /// data.train: CIFAR from the files' sizes, image kinds from `images` (OpenImageSet of
 /// data.train). Throws data::DataError for a bad file, and std::runtime_error when one
@@ -42,9 +57,9 @@ class InputFeed {
  public:
   /// Shapes come from `model`; synthetic samples from train.seed, laid out so that any
   /// split of a global batch over ranks sees the same samples (FirstSampleIndex). Reads
-  /// data.train for kind cifar: throws data::DataError naming a bad file. Image kinds read
-  /// `images` (data.train opened by OpenImageSet; it must outlive the feed). Data time is
-  /// reported to `metrics`, bad image files to `log` (both must outlive the feed).
+  /// data.train for kinds cifar and tokens: throws data::DataError naming a bad file. Image
+  /// kinds read `images` (data.train opened by OpenImageSet; it must outlive the feed). Data
+  /// time is reported to `metrics`, bad image files to `log` (both must outlive the feed).
   InputFeed(const config::JobConfig& job, const models::Model& model, const RankPlace& place,
             const RankDevice& device, telemetry::TrainingMetrics& metrics, telemetry::RankLog& log,
             const data::ImageSource* images);
@@ -67,6 +82,8 @@ class InputFeed {
 
   const Batch& device_batch() const { return device_; }
   bool images() const { return images_; }
+  /// Token models: the run's ids (TokenSpecFor).
+  const models::TokenSpec& token_spec() const { return token_spec_; }
   /// Host seconds generating each batch so far.
   const std::vector<double>& data_seconds() const { return data_seconds_; }
 
@@ -85,6 +102,10 @@ class InputFeed {
   std::vector<double> data_seconds_;
   // data.kind cifar.
   std::unique_ptr<data::CifarSet> cifar_;
+  // data.kind tokens.
+  std::unique_ptr<data::TokenShard> shard_;
+  std::unique_ptr<data::PackedSequences> sequences_;
+  // Dataset kinds.
   std::unique_ptr<data::EpochSampler> sampler_;
   std::vector<int64_t> indices_;
   // Image kinds.

@@ -157,16 +157,28 @@ void FillImages(uint64_t seed, int64_t first_index, const ImageSpec& spec, Batch
   });
 }
 
+TokenSpec SyntheticTokenSpec(int64_t vocab, int seq_len) {
+  TokenSpec spec;
+  spec.vocab = vocab;
+  spec.cls = kSyntheticCls;
+  spec.sep = kSyntheticSep;
+  spec.mask = kSyntheticMask;
+  spec.pad = kSyntheticPad;
+  spec.seq_len = seq_len;
+  return spec;
+}
+
 void FillTokens(uint64_t seed, int64_t first_index, const TokenSpec& spec, Batch& out) {
   CheckBatch(out, at::kLong, "FillTokens");
   const int64_t batch = out.input.size(0);
   const int len = spec.seq_len;
   const int body = len - 2;
-  const int masked = std::max(1, static_cast<int>(std::lround(spec.mask_fraction * body)));
+  const int masked = static_cast<int>(spec.masked_per_row());
   int64_t* ids = out.input.data_ptr<int64_t>();
   int64_t* labels = out.target.data_ptr<int64_t>();
-  constexpr int64_t kFirstWord = 1000;
-  const int64_t range = TokenSpec::kVocab - kFirstWord;
+  constexpr int64_t kFirstWord = kSyntheticFirstWord;
+  const int64_t range = spec.vocab - kFirstWord;
+  if (range < 1) throw std::invalid_argument("FillTokens: vocabulary too small");
   at::parallel_for(0, batch, 1, [&](int64_t begin, int64_t end) {
     std::vector<int> positions(body);
     for (int64_t b = begin; b < end; ++b) {
@@ -175,8 +187,8 @@ void FillTokens(uint64_t seed, int64_t first_index, const TokenSpec& spec, Batch
       const int64_t stride = 1 + static_cast<int64_t>(rng.Next() % 7);
       int64_t* row = ids + b * len;
       int64_t* lab = labels + b * len;
-      row[0] = TokenSpec::kCls;
-      row[len - 1] = TokenSpec::kSep;
+      row[0] = spec.cls;
+      row[len - 1] = spec.sep;
       for (int i = 0; i < body; ++i) row[1 + i] = kFirstWord + (start + i * stride) % range;
       for (int i = 0; i < len; ++i) lab[i] = TokenSpec::kIgnore;
       // Partial Fisher-Yates: the first `masked` entries are a uniform sample.
@@ -186,7 +198,7 @@ void FillTokens(uint64_t seed, int64_t first_index, const TokenSpec& spec, Batch
         std::swap(positions[i], positions[j]);
         const int p = positions[i];
         lab[p] = row[p];
-        row[p] = TokenSpec::kMask;
+        row[p] = spec.mask;
       }
     }
   });

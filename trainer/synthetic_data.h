@@ -17,7 +17,9 @@ using models::TokenSpec;
 /// One rank's batch. Tensors are on the CPU (pinned when requested).
 struct Batch {
   at::Tensor input;   ///< images: uint8 [B,3,H,W]; tokens: int64 [B,L]
-  at::Tensor target;  ///< images: int64 [B]; tokens: int64 [B,L], -100 where not masked
+  at::Tensor target;  ///< images: int64 [B]; synthetic tokens: int64 [B,L], -100 where not
+                      ///< masked; undefined for data.kind tokens (masked on the device)
+  at::Tensor keys;    ///< data.kind tokens: int64 [B] masking keys (trainer/mlm_masking.h)
 };
 
 /// Global index of this rank's first sample at `step`: samples are laid out step by
@@ -35,10 +37,20 @@ void PrepareImages(uint64_t seed, const ImageSpec& spec);
 /// task is learnable and the loss falls as training proceeds.
 void FillImages(uint64_t seed, int64_t first_index, const ImageSpec& spec, Batch& out);
 
-/// Masked-LM sequences: [CLS] + an arithmetic progression of token ids + [SEP], with
-/// exactly round(mask_fraction * (seq_len - 2)) positions replaced by [MASK]. A fixed
-/// mask count per sequence makes the mean loss of a split batch equal the loss of the
-/// whole batch.
+/// Special ids of synthetic sequences (BERT's WordPiece ones); ids from 1000 up are words.
+inline constexpr int64_t kSyntheticCls = 101;
+inline constexpr int64_t kSyntheticSep = 102;
+inline constexpr int64_t kSyntheticMask = 103;
+inline constexpr int64_t kSyntheticPad = 0;
+inline constexpr int64_t kSyntheticFirstWord = 1000;
+
+/// The TokenSpec of synthetic sequences of `seq_len` ids over `vocab` ids.
+TokenSpec SyntheticTokenSpec(int64_t vocab, int seq_len);
+
+/// Masked-LM sequences over spec.vocab ids (> kSyntheticFirstWord): [CLS] + an arithmetic
+/// progression of token ids + [SEP], with exactly round(mask_fraction * (seq_len - 2)) positions
+/// replaced by [MASK]. A fixed mask count per sequence makes the mean loss of a split batch equal
+/// the loss of the whole batch.
 void FillTokens(uint64_t seed, int64_t first_index, const TokenSpec& spec, Batch& out);
 
 /// Images as the model sees them: float, normalised to roughly zero mean, unit variance.

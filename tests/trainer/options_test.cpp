@@ -27,11 +27,13 @@ TEST(Options, ModelAndOptimizerCarryEveryJobField) {
   job.model.seq_len = 64;
   job.model.dropout = 0.25;
   job.model.mixed_linear = false;
+  job.model.vocab_size = 2048;
   job.train.label_smoothing = 0.1;
   const models::ModelOptions m = ModelOptionsFor(job);
   EXPECT_DOUBLE_EQ(m.label_smoothing, 0.1);
   EXPECT_EQ(m.name, config::ModelName::kBertBase);
   EXPECT_EQ(m.seq_len, 64);
+  EXPECT_EQ(m.vocab_size, 2048);
   EXPECT_DOUBLE_EQ(m.dropout, 0.25);
   EXPECT_FALSE(m.mixed_linear);
   EXPECT_EQ(m.fused_residual_norm, job.model.fused_residual_norm);

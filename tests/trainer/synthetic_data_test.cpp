@@ -7,15 +7,14 @@ namespace ringpilot::trainer {
 namespace {
 
 Batch Images(int batch, int64_t first, uint64_t seed = 3) {
-  Batch b{at::empty({batch, 3, 32, 32}, at::kByte), at::empty({batch}, at::kLong)};
+  Batch b{at::empty({batch, 3, 32, 32}, at::kByte), at::empty({batch}, at::kLong), {}};
   FillImages(seed, first, ImageSpec{}, b);
   return b;
 }
 
 Batch Tokens(int batch, int64_t first, int len = 32) {
-  Batch b{at::empty({batch, len}, at::kLong), at::empty({batch, len}, at::kLong)};
-  TokenSpec spec;
-  spec.seq_len = len;
+  Batch b{at::empty({batch, len}, at::kLong), at::empty({batch, len}, at::kLong), {}};
+  const TokenSpec spec = SyntheticTokenSpec(config::kSyntheticVocabSize, len);
   FillTokens(5, first, spec, b);
   return b;
 }
@@ -46,17 +45,17 @@ TEST(SyntheticData, TokensHaveAFixedMaskCountPerRow) {
   for (int r = 0; r < 6; ++r) {
     at::Tensor labels = t.target[r];
     EXPECT_EQ(labels.ne(TokenSpec::kIgnore).sum().item<int64_t>(), masked);
-    EXPECT_EQ(t.input[r].eq(TokenSpec::kMask).sum().item<int64_t>(), masked);
-    EXPECT_EQ(t.input[r][0].item<int64_t>(), TokenSpec::kCls);
-    EXPECT_EQ(t.input[r][31].item<int64_t>(), TokenSpec::kSep);
+    EXPECT_EQ(t.input[r].eq(kSyntheticMask).sum().item<int64_t>(), masked);
+    EXPECT_EQ(t.input[r][0].item<int64_t>(), kSyntheticCls);
+    EXPECT_EQ(t.input[r][31].item<int64_t>(), kSyntheticSep);
   }
-  EXPECT_LT(t.input.max().item<int64_t>(), TokenSpec::kVocab);
+  EXPECT_LT(t.input.max().item<int64_t>(), config::kSyntheticVocabSize);
   Batch whole = Tokens(6, 10), part = Tokens(3, 13);
   EXPECT_TRUE(at::equal(whole.input.narrow(0, 3, 3), part.input));
 }
 
 TEST(SyntheticData, RejectsWrongBuffers) {
-  Batch bad{at::empty({2, 3, 32, 32}, at::kFloat), at::empty({2}, at::kLong)};
+  Batch bad{at::empty({2, 3, 32, 32}, at::kFloat), at::empty({2}, at::kLong), {}};
   EXPECT_THROW(FillImages(0, 0, ImageSpec{}, bad), std::invalid_argument);
 }
 

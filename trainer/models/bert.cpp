@@ -1,6 +1,6 @@
 // BertForMaskedLM with Hugging Face's maths (post-LayerNorm, exact GELU, MLM head with
-// decoder tied to the word embeddings) and SDPA attention. The synthetic batch names
-// the masked positions, so the MLM head runs on those rows only: the loss is the one
+// decoder tied to the word embeddings) and SDPA attention. The batch names the masked
+// positions (a fixed count per row), so the MLM head runs on those rows only: the loss is the one
 // BertForMaskedLM computes with -100 labels elsewhere, without the wasted logits.
 #include "trainer/models/bert.h"
 
@@ -162,6 +162,7 @@ class Bert : public Model {
   InputKind input_kind() const override { return InputKind::kTokens; }
   TokenSpec token_spec() const override {
     TokenSpec s;
+    s.vocab = cfg_.vocab;
     s.seq_len = cfg_.seq_len;
     return s;
   }
@@ -179,9 +180,17 @@ class Bert : public Model {
     return hidden.x;
   }
 
+  // The MLM head at every position, float32 and without MixedLinear's shadows.
+  at::Tensor Logits(const at::Tensor& ids) override {
+    const at::Tensor hidden = Encode(ids, nullptr);
+    const at::Tensor t = ApplyNorm(
+        head_norm, at::gelu(ApplyLinear(head_transform, head_group_, hidden, nullptr)), nullptr);
+    return at::linear(t, word->weight, decoder_bias);
+  }
+
   // target: int64 [B, L] with -100 at unmasked positions, and exactly the same number
-  // of masked positions in every row (synthetic data guarantees it), so the rows to
-  // score are found without a host synchronisation.
+  // of masked positions in every row (synthetic data and trainer/mlm_masking.h guarantee
+  // it), so the rows to score are found without a host synchronisation.
   at::Tensor Loss(const at::Tensor& ids, const at::Tensor& target) override {
     // Under CUDA autocast the linear layers use low-precision shadows of the weights,
     // refreshed here once per forward (the optimizer changed the masters since).
@@ -190,32 +199,49 @@ class Bert : public Model {
       shadows_.Refresh(at::autocast::get_autocast_dtype(at::kCUDA));
       mixed = &shadows_;
     }
-    at::Tensor hidden = Encode(ids, mixed);
-    const int64_t b = ids.size(0), l = ids.size(1), h = hidden.size(2);
-    const int64_t m = MaskedPerRow();
-    at::Tensor masked = target.ne(TokenSpec::kIgnore);
-    // Stable descending sort puts the masked positions first, in position order.
-    at::Tensor pos =
-        std::get<1>(masked.to(at::kByte).sort(/*stable=*/true, 1, true)).narrow(1, 0, m);
-    at::Tensor rows = hidden.gather(1, pos.unsqueeze(-1).expand({b, m, h})).reshape({b * m, h});
-    at::Tensor labels = target.gather(1, pos).reshape({b * m});
-    at::Tensor t = ApplyNorm(
-        head_norm, at::gelu(ApplyLinear(head_transform, head_group_, rows, mixed)), mixed);
-    (void)l;
+    const MaskedRows m = HeadRows(Encode(ids, mixed), target, mixed);
     // float32 (CPU; CUDA without autocast): logits, softmax and their gradient in one
     // buffer. Under bf16 autocast the decoder GEMM runs in bf16 and the loss in float32.
-    if (t.scalar_type() == at::kFloat && !at::autocast::is_autocast_enabled(t.device().type())) {
-      return ops::LinearCrossEntropy(t, word->weight, decoder_bias, labels);
+    if (m.rows.scalar_type() == at::kFloat &&
+        !at::autocast::is_autocast_enabled(m.rows.device().type())) {
+      return ops::LinearCrossEntropy(m.rows, word->weight, decoder_bias, m.labels);
     }
-    at::Tensor logits = mixed != nullptr ? mixed->Forward(decoder_group_, t)
-                                         : at::linear(t, word->weight, decoder_bias);
-    return at::cross_entropy_loss(logits.to(at::kFloat), labels);
+    at::Tensor logits = mixed != nullptr ? mixed->Forward(decoder_group_, m.rows)
+                                         : at::linear(m.rows, word->weight, decoder_bias);
+    return at::cross_entropy_loss(logits.to(at::kFloat), m.labels);
+  }
+
+  MlmScores ScoreMasked(const at::Tensor& ids, const at::Tensor& target) override {
+    const MaskedRows m = HeadRows(Encode(ids, nullptr), target, nullptr);
+    const at::Tensor logits = at::linear(m.rows, word->weight, decoder_bias).to(at::kFloat);
+    MlmScores s;
+    s.loss_sum = at::cross_entropy_loss(logits, m.labels, {}, at::Reduction::Sum).to(at::kDouble);
+    s.correct = logits.argmax(1).eq(m.labels).sum().to(at::kDouble);
+    s.count = m.labels.numel();
+    return s;
   }
 
  private:
-  int64_t MaskedPerRow() const {
-    TokenSpec s = token_spec();
-    return std::max<int64_t>(1, std::lround(s.mask_fraction * (s.seq_len - 2)));
+  struct MaskedRows {
+    at::Tensor rows;    ///< [B x masked_per_row, H]: the MLM head's transform of them
+    at::Tensor labels;  ///< [B x masked_per_row]
+  };
+
+  // The masked positions of every row (a stable descending sort puts them first, in
+  // position order) through the MLM head's transform.
+  MaskedRows HeadRows(const at::Tensor& hidden, const at::Tensor& target,
+                      const ops::ShadowWeights* mixed) {
+    const int64_t b = hidden.size(0), h = hidden.size(2);
+    const int64_t m = token_spec().masked_per_row();
+    at::Tensor masked = target.ne(TokenSpec::kIgnore);
+    at::Tensor pos =
+        std::get<1>(masked.to(at::kByte).sort(/*stable=*/true, 1, true)).narrow(1, 0, m);
+    at::Tensor rows = hidden.gather(1, pos.unsqueeze(-1).expand({b, m, h})).reshape({b * m, h});
+    MaskedRows out;
+    out.labels = target.gather(1, pos).reshape({b * m});
+    out.rows = ApplyNorm(head_norm, at::gelu(ApplyLinear(head_transform, head_group_, rows, mixed)),
+                         mixed);
+    return out;
   }
 
   BertConfig cfg_;

@@ -13,7 +13,7 @@ struct BertConfig {
   int heads = 2;
   int intermediate = 512;
   int max_positions = 512;
-  int vocab = static_cast<int>(TokenSpec::kVocab);
+  int64_t vocab = 0;  ///< MakeModel: ModelOptions::vocab_size
   int seq_len = 128;
   double dropout = 0.1;
   double layer_norm_eps = 1e-12;
@@ -28,5 +28,9 @@ struct BertConfig {
 };
 
 std::shared_ptr<Model> MakeBert(const BertConfig& cfg);
+
+/// The BERT sizes of model.name bert-tiny / bert-base with the rest of `options`. Throws
+/// std::invalid_argument for another model or a seq_len below 3.
+BertConfig BertConfigFor(const ModelOptions& options);
 
 }  // namespace ringpilot::trainer::models

@@ -22,15 +22,20 @@ struct ImageSpec {
   int workers = 1;  ///< threads that generate one batch (trainer/synthetic_data.h)
 };
 
-/// Token input of a masked-LM model: int64 [B,L] ids, targets -100 where not masked.
+/// Token input of a masked-LM model: int64 [B,L] ids, targets -100 where not masked. The
+/// vocabulary and special ids are the run's: the shards' (data.kind tokens) or synthetic
+/// data's (trainer/input_feed.h TokenSpecFor fills them).
 struct TokenSpec {
-  static constexpr int64_t kVocab = 30522;
-  static constexpr int64_t kCls = 101;
-  static constexpr int64_t kSep = 102;
-  static constexpr int64_t kMask = 103;
   static constexpr int64_t kIgnore = -100;
+  int64_t vocab = 0;  ///< ids are below this (model.vocab_size)
+  int64_t cls = 0;
+  int64_t sep = 0;
+  int64_t mask = 0;
+  int64_t pad = 0;
   int seq_len = 128;
   double mask_fraction = 0.15;
+  /// Masked positions in every sequence: round(mask_fraction x (seq_len - 2)), at least 1.
+  int64_t masked_per_row() const;
 };
 
 /// What to build. No job defaults here: trainer/options.cpp fills every field from the
@@ -39,6 +44,7 @@ struct ModelOptions {
   config::ModelName name = config::ModelName::kResnet18Cifar;
   int num_classes = 0;                   ///< ResNet
   int seq_len = 0;                       ///< BERT (at least 3: [CLS] ... [SEP])
+  int64_t vocab_size = 0;                ///< BERT: embedding and decoder rows
   double dropout = 0.0;                  ///< BERT
   bool sync_batchnorm = false;           ///< ResNet: BatchNorm statistics over `sync_comm`
   bool fused_batchnorm = false;          ///< ResNet: fused BatchNorm+add+ReLU CUDA kernels
@@ -47,6 +53,14 @@ struct ModelOptions {
   bool mixed_linear_accumulate = false;  ///< ops::ShadowWeightsOptions::accumulate_into_grad
   bool fused_residual_norm = false;  ///< BERT with ops::MixedLinear: trainer/ops/residual_norm.h
   double label_smoothing = 0;        ///< ResNet: Loss against smoothed targets
+};
+
+/// Sums over the masked positions of a batch (evaluation of masked-LM models), as device
+/// scalars: no host synchronisation until the caller reads them.
+struct MlmScores {
+  at::Tensor loss_sum;  ///< float64: cross-entropy summed over the masked positions
+  at::Tensor correct;   ///< float64: masked positions whose top-scored id is the target
+  int64_t count = 0;    ///< masked positions scored
 };
 
 /// A trainable model with its own loss. `Loss` takes a device batch as produced by
@@ -58,9 +72,15 @@ class Model : public torch::nn::Module {
   virtual ImageSpec image_spec() const { return {}; }
   virtual TokenSpec token_spec() const { return {}; }
   virtual at::Tensor Loss(const at::Tensor& input, const at::Tensor& target) = 0;
-  /// Image models: class scores [B, classes] of a device batch (for evaluation). Throws
-  /// std::logic_error for models without class scores.
+  /// Image models: class scores [B, classes] of a device batch (for evaluation). Masked-LM
+  /// models: token scores [B, L, vocab] at every position of token ids [B, L] (what
+  /// BertForMaskedLM returns; for checking an export). Throws std::logic_error for models
+  /// without scores.
   virtual at::Tensor Logits(const at::Tensor& input);
+  /// Masked-LM models: MlmScores of a device batch (input ids, target -100 where not
+  /// masked, the same count of masked positions in every row); logits scored in float32.
+  /// Throws std::logic_error for other models.
+  virtual MlmScores ScoreMasked(const at::Tensor& input, const at::Tensor& target);
 };
 
 /// Throws std::invalid_argument for options no model accepts. `sync_comm` is used only when

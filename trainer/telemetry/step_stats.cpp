@@ -30,15 +30,6 @@ const char* ToString(Phase p) {
   return "unknown";
 }
 
-const char* SizeBucket(int64_t bytes) {
-  if (bytes < (64 << 10)) return "lt64KiB";
-  if (bytes < (1 << 20)) return "64KiB-1MiB";
-  if (bytes < (4 << 20)) return "1MiB-4MiB";
-  if (bytes < (16 << 20)) return "4MiB-16MiB";
-  if (bytes < (64 << 20)) return "16MiB-64MiB";
-  return "ge64MiB";
-}
-
 StragglerStep AttributeStraggler(const std::vector<ArrivalSample>& samples, int rank) {
   StragglerStep s;
   if (samples.empty() || rank < 0 || rank >= static_cast<int>(samples.size())) return s;

@@ -19,9 +19,9 @@ enum class Phase { kData, kForward, kBackward, kOptimizer, kCommExposed };
 constexpr int kNumPhases = 5;
 const char* ToString(Phase p);
 
-/// Size classes of the `size_bucket` label: few and fixed, so label cardinality stays
-/// bounded whatever the bucket sizes of a job.
-const char* SizeBucket(int64_t bytes);
+/// Size classes of the `size_bucket` label (comm/collective_op.h, shared with the NCCL
+/// profiler plugin).
+using comm::SizeBucket;
 
 /// Outcome of one step's straggler exchange, from this rank's point of view.
 struct StragglerStep {

@@ -20,12 +20,24 @@ TrainingMetrics::TrainingMetrics(const RankIdentity& id) {
       &r.AddCounter("ringpilot_samples_total", "Samples processed by this rank.").Add({});
   steps_total_ = &r.AddCounter("ringpilot_steps_total", "Training steps completed.").Add({});
   loss_ = &r.AddGauge("ringpilot_loss", "Loss of the last reported step on this rank.").Add({});
+  learning_rate_ =
+      &r.AddGauge("ringpilot_learning_rate", "Learning rate of the last step (train.lr_schedule).")
+           .Add({});
+  grad_norm_ = &r.AddGauge("ringpilot_grad_norm",
+                           "Global L2 norm of the gradients before clipping, as of the last "
+                           "progress line (train.max_grad_norm > 0; else 0).")
+                    .Add({});
   eval_top1_ = &r.AddGauge("ringpilot_eval_top1",
                            "Top-1 accuracy of the last evaluation on data.val (0..1).")
                     .Add({});
   eval_top5_ = &r.AddGauge("ringpilot_eval_top5",
                            "Top-5 accuracy of the last evaluation on data.val (0..1).")
                     .Add({});
+  eval_mlm_accuracy_ =
+      &r.AddGauge("ringpilot_eval_mlm_accuracy",
+                  "Masked-LM accuracy of the last evaluation on data.val (0..1): masked "
+                  "positions whose top-scored id is the original token.")
+           .Add({});
   eval_loss_ =
       &r.AddGauge("ringpilot_eval_loss", "Mean loss of the last evaluation on data.val.").Add({});
   eval_samples_ = &r.AddGauge("ringpilot_eval_samples",
@@ -137,10 +149,18 @@ void TrainingMetrics::OnStep(double seconds, int64_t samples) {
 }
 
 void TrainingMetrics::SetLoss(double loss) { loss_->Set(loss); }
+void TrainingMetrics::SetLearningRate(double lr) { learning_rate_->Set(lr); }
+void TrainingMetrics::SetGradNorm(double norm) { grad_norm_->Set(norm); }
 
 void TrainingMetrics::SetEval(double top1, double top5, double loss, double samples) {
   eval_top1_->Set(top1);
   eval_top5_->Set(top5);
+  eval_loss_->Set(loss);
+  eval_samples_->Set(samples);
+}
+
+void TrainingMetrics::SetMlmEval(double accuracy, double loss, double samples) {
+  eval_mlm_accuracy_->Set(accuracy);
   eval_loss_->Set(loss);
   eval_samples_->Set(samples);
 }

@@ -47,8 +47,15 @@ class TrainingMetrics : public comm::CollectiveObserver {
   void SetExpectedBusBandwidth(double bytes_per_second);
   void OnStep(double seconds, int64_t samples);
   void SetLoss(double loss);
+  /// The learning rate of the last step (train.lr_schedule), set every step (host value).
+  void SetLearningRate(double lr);
+  /// train.max_grad_norm: the gradients' global norm before clipping, as of the last
+  /// progress line (read from the device with it).
+  void SetGradNorm(double norm);
   /// The last evaluation on data.val (the same on every rank: results are all-reduced).
   void SetEval(double top1, double top5, double loss, double samples);
+  /// The same for a masked-LM model: accuracy over the masked positions of data.val.
+  void SetMlmEval(double accuracy, double loss, double samples);
   void OnCheckpoint(double seconds);
   /// Image kinds, once per step: images decoded and bad samples since the last call, and
   /// the batches ready ahead of the training step.
@@ -87,8 +94,11 @@ class TrainingMetrics : public comm::CollectiveObserver {
   metrics::Counter* samples_total_;
   metrics::Counter* steps_total_;
   metrics::Gauge* loss_;
+  metrics::Gauge* learning_rate_;
+  metrics::Gauge* grad_norm_;
   metrics::Gauge* eval_top1_;
   metrics::Gauge* eval_top5_;
+  metrics::Gauge* eval_mlm_accuracy_;
   metrics::Gauge* eval_loss_;
   metrics::Gauge* eval_samples_;
   metrics::Histogram* checkpoint_seconds_;
