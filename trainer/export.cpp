@@ -101,7 +101,7 @@ ExportResult ExportCheckpoint(const ExportOptions& options) {
       input = torch::randn({kReferenceBatch, 3, spec.height, spec.width});
     } else {
       const int64_t tokens = std::min<int64_t>(kReferenceTokens, model->token_spec().seq_len);
-      input = torch::randint(models::TokenSpec::kVocab, {kReferenceBatch, tokens}, at::kLong);
+      input = torch::randint(model->token_spec().vocab, {kReferenceBatch, tokens}, at::kLong);
     }
     const at::Tensor output = model->Logits(input);
     r.reference = options.reference;
