@@ -12,8 +12,15 @@ constexpr uint8_t kPngSignature[8] = {0x89, 'P', 'N', 'G', 0x0D, 0x0A, 0x1A, 0x0
 
 // One decompressor and one compressor per thread, made on first use and kept until the
 // thread ends: tjInit* allocates, and the loader decodes thousands of images per second.
+// After a failed call the handle is replaced: TurboJPEG 2.1 returns from libjpeg's error
+// longjmp without resetting the decompressor, and the next image's error would otherwise
+// read the previous one's message.
 class TurboHandles {
  public:
+  void DropDecompress() {
+    if (decompress_) tjDestroy(decompress_);
+    decompress_ = nullptr;
+  }
   ~TurboHandles() {
     if (decompress_) tjDestroy(decompress_);
     if (compress_) tjDestroy(compress_);
@@ -77,6 +84,7 @@ bool JpegHeader(tjhandle handle, const uint8_t* data, size_t size, int* width, i
   if (tjDecompressHeader3(handle, data, static_cast<unsigned long>(size), width, height, &subsamp,
                           colorspace) != 0) {
     *error = std::string("JPEG: ") + tjGetErrorStr2(handle);
+    Handles().DropDecompress();
     return false;
   }
   return SizeOk(*width, *height, error);
@@ -111,6 +119,7 @@ bool DecodeJpeg(const uint8_t* data, size_t size, DecodedImage* out, std::string
   if (tjDecompress2(handle, data, static_cast<unsigned long>(size), out->rgb.data(), w, 0, h,
                     cmyk ? TJPF_CMYK : TJPF_RGB, TJFLAG_STOPONWARNING) != 0) {
     *error = std::string("JPEG: ") + tjGetErrorStr2(handle);
+    Handles().DropDecompress();
     return false;
   }
   if (cmyk) {

@@ -158,6 +158,18 @@ TEST(ImageDecode, BrokenInputIsAnError) {
   for (size_t i = 3; i < garbled.size(); ++i) garbled[i] = static_cast<uint8_t>(i * 31 + 7);
   EXPECT_FALSE(DecodeImage(garbled.data(), garbled.size(), &img, &error));
 
+  // Each failure reports its own cause, not the previous image's: noise, then a JPEG cut
+  // after its header (libjpeg-turbo's "premature end" warning), then noise again.
+  error.clear();
+  EXPECT_FALSE(DecodeImage(garbled.data(), garbled.size(), &img, &error));
+  const std::string noise_error = error;
+  const std::vector<uint8_t> cut(jpeg.begin(), jpeg.begin() + jpeg.size() * 3 / 4);
+  error.clear();
+  EXPECT_FALSE(DecodeImage(cut.data(), cut.size(), &img, &error));
+  EXPECT_NE(error, noise_error);
+  EXPECT_NE(error.find("Premature end of JPEG file"), std::string::npos) << error;
+  ASSERT_TRUE(DecodeImage(jpeg.data(), jpeg.size(), &img, &error)) << error;
+
   const std::vector<uint8_t> short_png(png.begin(), png.begin() + png.size() / 2);
   error.clear();
   EXPECT_FALSE(DecodeImage(short_png.data(), short_png.size(), &img, &error));
