@@ -14,6 +14,10 @@ inline constexpr int kExitUsage = 2;
 /// and `ringpilot run` for a job stopped that way (EX_TEMPFAIL: run the same run directory
 /// again to resume; the Slurm script requeues on it; docs/slurm.md).
 inline constexpr int kExitPreempted = 75;
+/// A rank failed in a way that repeats on every attempt (EX_CONFIG): the job file, a metrics
+/// port in use, a checkpoint this job cannot resume (another model or optimizer), unusable
+/// data. `ringpilot run` does not restart such a job and exits with this status too.
+inline constexpr int kExitPermanent = 78;
 /// `ringpilot exec`: the program exists but cannot be executed (as a shell does).
 inline constexpr int kExitNotExecutable = 126;
 /// `ringpilot exec`: the program was not found (as a shell does).

@@ -15,4 +15,23 @@ inline constexpr const char* kMasterPortVar = "RINGPILOT_MASTER_PORT";
 /// time-to-first-step from it.
 inline constexpr const char* kLaunchTimeVar = "RINGPILOT_LAUNCH_UNIX";
 
+/// Metrics of a program that `ringpilot exec` runs (the NCCL profiler plugin,
+/// docs/nccl-profiler.md): `metrics.port_base` (exec sets the job default when unset), the
+/// bind address and the job label, the same for all ranks. Each process serves on
+/// MetricsPort(base, its RANK), so the workers a `torchrun` under exec starts get their
+/// own ports.
+inline constexpr const char* kMetricsPortBaseVar = "RINGPILOT_METRICS_PORT_BASE";
+inline constexpr const char* kMetricsBindVar = "RINGPILOT_METRICS_BIND";
+inline constexpr const char* kJobNameVar = "RINGPILOT_JOB_NAME";
+/// An explicit port for one process (instead of base + RANK); never forward it to all ranks.
+inline constexpr const char* kMetricsPortVar = "RINGPILOT_METRICS_PORT";
+/// Path of the NCCL profiler plugin `ringpilot exec` names in NCCL_PROFILER_PLUGIN; by
+/// default libringpilot-nccl-profiler.so next to the ringpilot executable.
+inline constexpr const char* kNcclProfilerVar = "RINGPILOT_NCCL_PROFILER";
+
+/// The metrics port of `rank`: port_base + rank, or 0 (pick a free port) when port_base is
+/// 0. The one place that rule is written (config::MetricsPort for jobs, the NCCL profiler
+/// plugin for programs under `ringpilot exec`).
+inline int MetricsPort(int port_base, int rank) { return port_base == 0 ? 0 : port_base + rank; }
+
 }  // namespace ringpilot::base

@@ -8,11 +8,13 @@
 
 #include "base/environment.h"
 #include "base/exit_status.h"
+#include "base/files.h"
+#include "launcher/nccl_metrics_env.h"
 #include "launcher/torchrun_env.h"
 
 namespace ringpilot::cli {
 
-int RunExec(const std::vector<std::string>& command) {
+int RunExec(const std::vector<std::string>& command, bool nccl_metrics) {
   if (command.empty()) {
     std::cerr << "ringpilot exec: no command given (usage: ringpilot exec -- CMD ARGS...)\n";
     return base::kExitUsage;
@@ -20,6 +22,16 @@ int RunExec(const std::vector<std::string>& command) {
   base::Environment env;
   try {
     env = launcher::ComputeTorchrunEnv(base::CurrentEnvironment());
+    if (nccl_metrics) {
+      const std::string plugin =
+          launcher::NcclProfilerPath(env, base::DirName(base::SelfExecutablePath()));
+      if (base::Exists(plugin)) {
+        env = launcher::AddNcclMetricsEnv(env, plugin);
+      } else {
+        std::cerr << "ringpilot exec: no NCCL metrics: " << plugin
+                  << " not found (--no-nccl-metrics turns them off)\n";
+      }
+    }
   } catch (const launcher::RankEnvError& e) {
     std::cerr << e.what() << "\n";
     return base::kExitUsage;

@@ -1,5 +1,6 @@
 // `ringpilot`: the front end. Parses the command line and hands each subcommand to its
-// room: validate/run (cli/run_command.h), exec, slurm, k8s, topo, data tokenize, bench comm,
+// room: validate/run (cli/run_command.h), exec, export, slurm, k8s, topo, data pack|tokenize,
+// bench comm,
 // doctor, diagnose.
 #include <iostream>
 #include <string>
@@ -8,8 +9,10 @@
 #include <CLI/CLI.hpp>
 
 #include "base/exit_status.h"
+#include "cli/data_command.h"
 #include "cli/data_tokenize_command.h"
 #include "cli/exec_command.h"
+#include "cli/export_command.h"
 #include "cli/k8s_command.h"
 #include "cli/run_command.h"
 #include "cli/slurm_command.h"
@@ -52,15 +55,20 @@ int Main(int argc, char** argv) {
   // Everything after `--` is the worker's command line, verbatim (its own options and any
   // further `--` included).
   std::vector<std::string> exec_command;
+  bool no_nccl_metrics = false;
+  exec->add_flag("--no-nccl-metrics", no_nccl_metrics,
+                 "Do not load the NCCL profiler plugin (NCCL_PROFILER_PLUGIN, per-rank NCCL "
+                 "metrics on metrics.port_base + RANK)");
   exec->add_option("CMD", exec_command, "Command and its arguments, after --");
 
   // slurm render|submit, k8s render: their handlers run (and exit) from parse callbacks.
   AddSlurmCommand(app);
   AddK8sCommand(app);
   AddTopoCommand(app);
-  CLI::App* data = app.add_subcommand("data", "Prepare training data (data.kind tokens: tokenize)");
-  data->require_subcommand(1, 1);
+  CLI::App* data = AddDataCommand(app);
+  AddPackCommand(*data);
   AddTokenizeCommand(*data);
+  AddExportCommand(app);
   commbench::AddBenchCommand(app);
   doctor::AddDoctorCommand(app);
   diagnose::AddDiagnoseCommand(app);
@@ -81,7 +89,7 @@ int Main(int argc, char** argv) {
 
   if (*validate) return RunValidate(validate_job, validate_sets, print);
   if (*run) return RunJob(run_args);
-  return RunExec(exec_command);
+  return RunExec(exec_command, !no_nccl_metrics);
 }
 
 }  // namespace

@@ -126,6 +126,19 @@ int RunJob(const RunArgs& args) {
     return base::kExitOk;
   }
 
+  // A finished run's results are history: running it again with nothing left to train
+  // would only overwrite them. Training on (more steps or epochs) keeps the old summary.
+  const launcher::FinishedRun finished = launcher::ReadFinishedRun(layout);
+  if (finished.finished && (config.train.epochs > 0 ? finished.epochs >= config.train.epochs
+                                                    : finished.steps >= config.train.steps)) {
+    const std::string done = config.train.epochs > 0 ? std::to_string(finished.epochs) + " epochs"
+                                                     : std::to_string(finished.steps) + " steps";
+    std::cerr << "ringpilot: " << layout.root << " already finished " << done
+              << " (summary.json); raise "
+              << (config.train.epochs > 0 ? "train.epochs" : "train.steps")
+              << " to train on from its last checkpoint, or choose another --run-dir\n";
+    return base::kExitUsage;
+  }
   std::string resume_note;
   try {
     const launcher::PreparedRunDir prepared =
@@ -134,6 +147,9 @@ int RunJob(const RunArgs& args) {
       resume_note = "; resuming, previous config kept as job.yaml.prev";
     } else if (prepared.resumed) {
       resume_note = "; resuming with the same config";
+    }
+    if (finished.finished && launcher::KeepPrevious(layout.summary_json)) {
+      resume_note += "; the finished run's summary kept as summary.json.prev";
     }
     if (!cmd.hostfile_path.empty())
       base::WriteFileAtomically(cmd.hostfile_path, cmd.hostfile_content);

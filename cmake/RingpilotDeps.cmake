@@ -37,6 +37,20 @@ find_package(prometheus-cpp CONFIG REQUIRED)
 # OpenSSL's libcrypto: SHA-256 of checkpoints (trainer/sha256.cpp, bench/checkpoint_hash.cpp).
 find_package(OpenSSL REQUIRED COMPONENTS Crypto)
 
+# Image datasets (data/): libjpeg-turbo's TurboJPEG API, libpng, and stb_image_resize
+# (header-only, compiled into data/image_pack.cpp) for `ringpilot data pack --max-side`.
+# Found by path rather than pkg-config, so that the copies scripts/carry_gpu_deps.sh unpacks
+# (CMAKE_PREFIX_PATH) work where the image has none.
+find_path(TURBOJPEG_INCLUDE_DIR turbojpeg.h REQUIRED)
+find_library(TURBOJPEG_LIBRARY NAMES turbojpeg REQUIRED)
+add_library(ringpilot_turbojpeg INTERFACE)
+target_include_directories(ringpilot_turbojpeg SYSTEM INTERFACE ${TURBOJPEG_INCLUDE_DIR})
+target_link_libraries(ringpilot_turbojpeg INTERFACE ${TURBOJPEG_LIBRARY})
+find_package(PNG REQUIRED)
+find_path(STB_INCLUDE_DIR stb_image_resize.h PATH_SUFFIXES stb REQUIRED)
+add_library(ringpilot_stb INTERFACE)
+target_include_directories(ringpilot_stb SYSTEM INTERFACE ${STB_INCLUDE_DIR})
+
 if(NOT RINGPILOT_TRAINER)
   return()
 endif()
@@ -83,6 +97,27 @@ if(TARGET c10_cuda)
     message(STATUS "ringpilot: CUDA ${CUDAToolkit_VERSION}, NCCL ${NCCL_LIBRARY}")
   else()
     message(WARNING "ringpilot: CUDA LibTorch but no CUDA toolkit/NCCL headers; GPU code skipped")
+  endif()
+endif()
+
+# nvJPEG (the GPU image pipeline, data/cuda/): the CUDA toolkit's where it has it (the GPU
+# machines' does), else the nvidia-nvjpeg wheel's (scripts/setup.sh installs it beside torch
+# on a toolkit without nvJPEG, so CI compiles the pipeline). Without it GPU ranks decode
+# images on the host.
+set(RINGPILOT_WITH_NVJPEG OFF)
+if(RINGPILOT_WITH_CUDA)
+  find_path(NVJPEG_INCLUDE_DIR nvjpeg.h HINTS ${CUDAToolkit_INCLUDE_DIRS} ${_site}/nvidia/cu13/include
+            NO_DEFAULT_PATH)
+  find_library(NVJPEG_LIBRARY NAMES nvjpeg libnvjpeg.so.13
+               HINTS ${CUDAToolkit_LIBRARY_DIR} ${_site}/nvidia/cu13/lib NO_DEFAULT_PATH)
+  if(NVJPEG_INCLUDE_DIR AND NVJPEG_LIBRARY)
+    set(RINGPILOT_WITH_NVJPEG ON)
+    add_library(ringpilot_nvjpeg UNKNOWN IMPORTED)
+    set_target_properties(ringpilot_nvjpeg PROPERTIES IMPORTED_LOCATION ${NVJPEG_LIBRARY}
+                          INTERFACE_INCLUDE_DIRECTORIES ${NVJPEG_INCLUDE_DIR})
+    message(STATUS "ringpilot: nvJPEG ${NVJPEG_LIBRARY}")
+  else()
+    message(STATUS "ringpilot: no nvJPEG; GPU ranks decode images on the host")
   endif()
 endif()
 

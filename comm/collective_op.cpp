@@ -49,4 +49,21 @@ double BusBandwidthFactor(CollectiveOp op, int ranks) {
   return 1.0;
 }
 
+int SizeBucketIndex(int64_t bytes) {
+  if (bytes < (64 << 10)) return 0;
+  if (bytes < (1 << 20)) return 1;
+  if (bytes < (4 << 20)) return 2;
+  if (bytes < (16 << 20)) return 3;
+  if (bytes < (64 << 20)) return 4;
+  return 5;
+}
+
+const char* SizeBucketName(int index) {
+  static constexpr const char* kNames[kSizeBuckets] = {"lt64KiB",    "64KiB-1MiB",  "1MiB-4MiB",
+                                                       "4MiB-16MiB", "16MiB-64MiB", "ge64MiB"};
+  return index >= 0 && index < kSizeBuckets ? kNames[index] : "unknown";
+}
+
+const char* SizeBucket(int64_t bytes) { return SizeBucketName(SizeBucketIndex(bytes)); }
+
 }  // namespace ringpilot::comm

@@ -3,6 +3,7 @@
 // benchmark program and the launcher side can use it without LibTorch.
 #pragma once
 
+#include <cstdint>
 #include <optional>
 #include <string>
 
@@ -35,5 +36,15 @@ std::optional<CollectiveOp> ParseCollectiveOp(const std::string& name);
 /// (n-1)/n; broadcast, send/recv and barrier 1. One rank moves nothing over a bus: 0 for
 /// the n-dependent ops.
 double BusBandwidthFactor(CollectiveOp op, int ranks);
+
+/// The `size_bucket` label of a message of `bytes`: "lt64KiB", "64KiB-1MiB", "1MiB-4MiB",
+/// "4MiB-16MiB", "16MiB-64MiB", "ge64MiB". Few and fixed, so label cardinality stays bounded
+/// whatever the bucket sizes of a job; shared by the trainer and the NCCL profiler plugin.
+const char* SizeBucket(int64_t bytes);
+/// How many classes SizeBucket has, and the index of `bytes`' class (0 = "lt64KiB").
+inline constexpr int kSizeBuckets = 6;
+int SizeBucketIndex(int64_t bytes);
+/// The label of class `index` (0..kSizeBuckets-1).
+const char* SizeBucketName(int index);
 
 }  // namespace ringpilot::comm

@@ -118,9 +118,17 @@ void GradientReducer::BuildBuckets(const std::vector<size_t>& order) {
 }
 
 void GradientReducer::PrepareForBackward() {
+  ZeroGradients();
+  ArmForBackward();
+}
+
+void GradientReducer::ZeroGradients() {
   if (rebuild_pending_) RebuildFromObservedOrder();
+  for (auto& b : buckets_) b->storage.zero_();
+}
+
+void GradientReducer::ArmForBackward() {
   for (auto& b : buckets_) {
-    b->storage.zero_();
     b->pending = 0;
     b->launched = false;
     b->work.reset();

@@ -66,8 +66,11 @@ struct BucketLayout {
 /// issued strictly in bucket order, so every rank issues the same collective sequence
 /// whatever order its hooks fire in.
 ///
-/// Per step: PrepareForBackward(), loss.backward(), FinishBackward(). Not thread-safe:
-/// hooks run on the autograd thread, which for CPU tensors is the caller's thread.
+/// Per step: PrepareForBackward(), loss.backward(), FinishBackward(). Accumulating a step
+/// over several backward passes (micro-batches): ZeroGradients(), the earlier backward
+/// passes (the hooks stay idle, autograd only adds into `.grad`), ArmForBackward(), the last
+/// backward, FinishBackward(): one all-reduce of the sum per step. Not thread-safe: hooks
+/// run on the autograd thread, which for CPU tensors is the caller's thread.
 class GradientReducer {
  public:
   /// `params` must be unique leaf tensors requiring grad, on one device, in
@@ -81,8 +84,14 @@ class GradientReducer {
   GradientReducer& operator=(const GradientReducer&) = delete;
 
   /// Zeroes the gradient buckets and re-arms the hooks. Rebuilds buckets first when
-  /// the observed order from the first step is pending.
+  /// the observed order from the first step is pending. Same as ZeroGradients(),
+  /// ArmForBackward().
   void PrepareForBackward();
+  /// Zeroes the gradient buckets (rebuilding them first when pending), hooks left idle.
+  void ZeroGradients();
+  /// Re-arms the hooks without touching the gradients: the next backward adds to them
+  /// and its hooks issue the buckets' all-reduces.
+  void ArmForBackward();
 
   /// Issues every bucket not yet issued (parameters without a gradient contribute
   /// zeros), waits for all of them and leaves the world-average gradient in `.grad`.

@@ -18,8 +18,6 @@ namespace ringpilot::comm {
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
 // MPI has no bfloat16; sum through float32. The layout is the upper half of an IEEE
 // float, so widening is a shift and narrowing rounds to nearest even like ATen does.
 void Bf16Sum(void* in, void* inout, int* len, MPI_Datatype*) {
@@ -129,6 +127,8 @@ bool ChooseSpinWaits(MPI_Comm comm) {
 }  // namespace
 
 class MpiWork : public Work {
+  using Clock = MpiCommunicator::Clock;
+
  public:
   MpiWork(MpiCommunicator* owner, CollectiveOp op, int64_t bytes, at::Tensor keep_alive,
           double scale = 1.0)
@@ -146,7 +146,7 @@ class MpiWork : public Work {
   MPI_Request* request() { return &request_; }
   void Register() {
     owner_->inflight_.push_back(this);
-    owner_->started_seq_.fetch_add(1, std::memory_order_relaxed);
+    seq_ = owner_->started_seq_.fetch_add(1, std::memory_order_relaxed) + 1;
   }
 
   bool Test() override {
@@ -159,19 +159,7 @@ class MpiWork : public Work {
 
   void Wait() override {
     if (done_) return;
-    // Oversubscribed ranks that busy-poll take CPU from the peer they are waiting for, so
-    // they sleep between polls after a short spin; with a core each, sleeping only adds
-    // wake-up latency to every collective (8-10% of a CPU step, bench/results).
-    const bool spin = owner_->spin_waits_;
-    const auto spin_until = Clock::now() + std::chrono::microseconds(200);
-    int flag = 0;
-    while (true) {
-      MPI_CHECK_FATAL(MPI_Test(&request_, &flag, MPI_STATUS_IGNORE));
-      if (flag) break;
-      if (!spin && Clock::now() > spin_until) {
-        std::this_thread::sleep_for(std::chrono::microseconds(50));
-      }
-    }
+    owner_->WaitFor(&request_, op_, seq_, start_);
     Complete();
   }
 
@@ -196,8 +184,39 @@ class MpiWork : public Work {
   double scale_;
   Clock::time_point start_;
   MPI_Request request_ = MPI_REQUEST_NULL;
+  uint64_t seq_ = 0;  // 1-based issue order on this communicator
   bool done_ = false;
 };
+
+void MpiCommunicator::WaitFor(MPI_Request* request, CollectiveOp op, uint64_t seq,
+                              Clock::time_point start) {
+  // Oversubscribed ranks that busy-poll take CPU from the peer they are waiting for, so
+  // they sleep between polls after a short spin; with a core each, sleeping only adds
+  // wake-up latency to every collective (8-10% of a CPU step, bench/results).
+  const auto spin_until = Clock::now() + std::chrono::microseconds(200);
+  // MPI waits forever for a peer that stopped: the deadline is ours to keep.
+  const bool timed = timeout_s_ > 0;
+  const auto deadline = start + std::chrono::duration_cast<Clock::duration>(
+                                    std::chrono::duration<double>(timeout_s_));
+  int flag = 0;
+  for (uint64_t polls = 0;; ++polls) {
+    MPI_CHECK_FATAL(MPI_Test(request, &flag, MPI_STATUS_IGNORE));
+    if (flag) return;
+    const bool check_clock = !spin_waits_ || (polls & 1023) == 0;
+    if (!check_clock) continue;
+    const auto now = Clock::now();
+    if (timed && now > deadline) {
+      AbortJob(std::string(ToString(op)) + " #" + std::to_string(seq) + " not complete after " +
+                   std::to_string(std::chrono::duration<double>(now - start).count()) +
+                   " s (comm.timeout_s " + std::to_string(timeout_s_) +
+                   "); a peer rank is stopped, hung or dead",
+               1);
+    }
+    if (!spin_waits_ && now > spin_until) {
+      std::this_thread::sleep_for(std::chrono::microseconds(50));
+    }
+  }
+}
 
 MpiCommunicator::MpiCommunicator(MPI_Comm parent) {
   spin_waits_ = ChooseSpinWaits(parent);  // first: it may throw, before we own anything
@@ -257,7 +276,11 @@ std::unique_ptr<Work> MpiCommunicator::AllGather(const at::Tensor& input,
   return work;
 }
 
-void MpiCommunicator::Barrier() { MPI_CHECK_FATAL(MPI_Barrier(comm_)); }
+void MpiCommunicator::Barrier() {
+  MPI_Request request = MPI_REQUEST_NULL;
+  MPI_CHECK_FATAL(MPI_Ibarrier(comm_, &request));
+  WaitFor(&request, CollectiveOp::kBarrier, started_seq() + 1, Clock::now());
+}
 
 void MpiCommunicator::Progress() {
   // OpenMPI has no asynchronous progress thread for these collectives: they only

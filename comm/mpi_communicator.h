@@ -4,6 +4,7 @@
 
 #include <mpi.h>
 
+#include <chrono>
 #include <vector>
 
 #include "comm/communicator.h"
@@ -42,12 +43,24 @@ class MpiCommunicator : public Communicator {
   /// Whether waits spin (true) or poll politely (false); see the constructor.
   bool spin_waits() const { return spin_waits_; }
 
+  /// comm.timeout_s: a Work::Wait or Barrier that has waited this long ends the job through
+  /// AbortJob (comm/status.h), naming the collective, its sequence number and the wait: a
+  /// peer is stopped, hung or dead, and MPI itself would wait forever. 0 (the default):
+  /// wait forever. Set it before the first collective.
+  void set_timeout(double seconds) { timeout_s_ = seconds; }
+
  private:
   friend class MpiWork;
+  using Clock = std::chrono::steady_clock;
+  // Polls `request` to completion, politely or not (spin_waits_), and ends the job past
+  // timeout_s_ since `start`.
+  void WaitFor(MPI_Request* request, CollectiveOp op, uint64_t seq, Clock::time_point start);
+
   MPI_Comm comm_ = MPI_COMM_NULL;
   int rank_ = 0;
   int size_ = 1;
   bool spin_waits_ = false;
+  double timeout_s_ = 0;
   // Works still in flight, so Progress() can advance and time all of them.
   std::vector<MpiWork*> inflight_;
 };

@@ -339,12 +339,8 @@ void NcclCommunicator::WatchdogLoop() {
 }
 
 void NcclCommunicator::AbortJob(const std::string& why) {
-  std::fprintf(stderr, "ringpilot: FATAL nccl communicator: %s (%s); aborting the communicator\n",
-               why.c_str(), ProcessLocation().c_str());
-  std::fflush(stderr);
   if (comm_) ncclCommAbort(comm_);
-  MPI_Abort(MPI_COMM_WORLD, 3);
-  std::_Exit(3);
+  ::ringpilot::comm::AbortJob("nccl communicator: " + why, 3);
 }
 
 }  // namespace ringpilot::comm

@@ -3,6 +3,7 @@
 #include <mpi.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 
@@ -41,10 +42,34 @@ void ThrowMpiError(const char* call, int rc, const char* file, int line) {
 }
 
 void AbortOnMpiError(const char* call, int rc, const char* file, int line) {
-  std::fprintf(stderr, "ringpilot: FATAL %s\n", MpiMessage(call, rc, file, line).c_str());
-  std::fflush(stderr);
-  MPI_Abort(MPI_COMM_WORLD, 1);
-  std::abort();
+  AbortJob(MpiMessage(call, rc, file, line), 1);
+}
+
+namespace {
+std::atomic<FatalReporter> g_fatal_reporter{nullptr};
+std::atomic_flag g_aborting = ATOMIC_FLAG_INIT;
+}  // namespace
+
+void SetFatalReporter(FatalReporter reporter) { g_fatal_reporter.store(reporter); }
+
+void AbortJob(const std::string& message, int status) {
+  // Two threads may give up at once (the training thread in a collective, the NCCL
+  // watchdog): the first one speaks, the other waits to be killed with the job.
+  if (g_aborting.test_and_set()) {
+    for (;;) ::pause();
+  }
+  const std::string line = message + " (" + ProcessLocation() + ")";
+  if (FatalReporter reporter = g_fatal_reporter.load()) {
+    reporter(line);  // the rank log's FATAL line, echoed to stderr
+  } else {
+    std::fprintf(stderr, "ringpilot: FATAL %s\n", line.c_str());
+    std::fflush(stderr);
+  }
+  int initialized = 0, finalized = 0;
+  MPI_Initialized(&initialized);
+  MPI_Finalized(&finalized);
+  if (initialized && !finalized) MPI_Abort(MPI_COMM_WORLD, status);
+  std::_Exit(status);
 }
 
 }  // namespace ringpilot::comm

@@ -25,6 +25,19 @@ std::string ProcessLocation();
 /// Hot-path variant: prints the message and aborts the whole MPI job (no throwing).
 [[noreturn]] void AbortOnMpiError(const char* call, int rc, const char* file, int line);
 
+/// Where a rank's last words go before a hot-path abort, besides stderr: the trainer's
+/// rank log (its FATAL line names the first failing rank to the launcher). Called at most
+/// once, from whichever thread aborts (the training thread, NCCL's watchdog).
+using FatalReporter = void (*)(const std::string& message);
+/// Installs `reporter` (nullptr: stderr only). Not synchronised with AbortJob: install it
+/// before the communicators start.
+void SetFatalReporter(FatalReporter reporter);
+
+/// Ends the whole job from a hot path (no throwing): `message` + " (rank R on HOST)" to
+/// the FatalReporter (else stderr), then MPI_Abort(MPI_COMM_WORLD, status) and
+/// _Exit(status).
+[[noreturn]] void AbortJob(const std::string& message, int status);
+
 }  // namespace ringpilot::comm
 
 #define MPI_CHECK(call)                                                           \

@@ -12,6 +12,7 @@
 #include <map>
 #include <sstream>
 
+#include "base/run_variables.h"
 #include "config/schema.h"
 
 namespace ringpilot::config {
@@ -337,6 +338,14 @@ void Loader::CrossCheck() {
                 "data.kind cifar has 10 (CIFAR-10) or 100 (CIFAR-100) classes, not " +
                     std::to_string(c.model.num_classes));
     }
+  } else if (c.data.kind == DataKind::kImageFolder || c.data.kind == DataKind::kImageShards) {
+    const std::string kind = std::string("data.kind ") + ToString(c.data.kind);
+    if (c.data.train.empty()) CrossFail({"data.kind", "data.train"}, kind + " needs data.train");
+    if (!IsImageModel(c.model.name)) {
+      CrossFail({"data.kind", "model.name"},
+                kind + " needs an image model (resnet18-cifar, resnet50), not " +
+                    ToString(c.model.name));
+    }
   } else if (c.data.kind == DataKind::kTokens) {
     if (c.data.train.empty())
       CrossFail({"data.kind", "data.train"}, "data.kind tokens needs data.train");
@@ -347,11 +356,11 @@ void Loader::CrossCheck() {
     }
   } else if (c.train.epochs > 0) {
     CrossFail({"train.epochs", "data.kind"},
-              "train.epochs needs a dataset (data.kind cifar or tokens)");
+              "train.epochs needs a dataset (data.kind cifar, image_folder, image_shards, "
+              "tokens)");
   } else if (!c.data.train.empty() || !c.data.val.empty()) {
     CrossFail({"data.kind", c.data.train.empty() ? "data.val" : "data.train"},
-              "data.train and data.val are read only by data.kind cifar and tokens, not "
-              "synthetic");
+              "data.train and data.val are read only by the dataset kinds, not synthetic");
   }
   if (c.model.vocab_size != 0 && IsImageModel(c.model.name)) {
     CrossFail(
@@ -369,6 +378,17 @@ void Loader::CrossCheck() {
     CrossFail({"train.label_smoothing", "model.name"},
               std::string("train.label_smoothing applies to image models, not ") +
                   ToString(c.model.name));
+  }
+  if (c.train.lr_schedule == LrSchedule::kStep && c.train.lr_step_every == 0) {
+    CrossFail({"train.lr_schedule", "train.lr_step_every"},
+              "train.lr_schedule step needs train.lr_step_every > 0");
+  }
+  if (c.train.epochs == 0 && c.train.lr_warmup_steps >= c.train.steps &&
+      c.train.lr_warmup_steps > 0) {
+    CrossFail({"train.lr_warmup_steps", "train.steps"},
+              "train.lr_warmup_steps " + std::to_string(c.train.lr_warmup_steps) +
+                  " leaves no step after the warm-up (train.steps " +
+                  std::to_string(c.train.steps) + ")");
   }
   if (MetricsPort(c.metrics, world - 1) > 65535) {
     CrossFail(with_world("metrics.port_base"), "metrics.port_base " +
@@ -606,11 +626,18 @@ Checked after all overrides, reported at the key given last:
   (`world.nodes` x `world.procs_per_node`); `fault.crash_step` <= `train.steps`.
 - `metrics.port_base` + world size - 1 <= 65535 (unless `port_base` is 0).
 - `train.label_smoothing` > 0 needs an image model (resnet18-cifar, resnet50).
+- `train.lr_schedule: step` needs `train.lr_step_every` > 0.
+- `train.lr_warmup_steps` < `train.steps` (with `train.epochs`, checked by each rank once
+  the steps are known).
 - `train.epochs` needs a dataset kind; when it is above 0 it sets the steps and
   `train.steps` is not used.
 - `data.kind: cifar` needs `data.train`, `model.name: resnet18-cifar` and
-  `model.num_classes` 10 (CIFAR-10) or 100 (CIFAR-100); `data.kind: tokens` needs
-  `data.train` and a BERT model; `data.train` / `data.val` are for dataset kinds only.
+  `model.num_classes` 10 (CIFAR-10) or 100 (CIFAR-100); `data.train` / `data.val` are for
+  dataset kinds only.
+- `data.kind: image_folder` and `image_shards` need `data.train` and an image model
+  (resnet18-cifar, resnet50); each rank checks at start that the set's classes fit
+  `model.num_classes`.
+- `data.kind: tokens` needs `data.train` and a BERT model.
 - `model.vocab_size` is for BERT models; with synthetic data it is 0 or at least 1024.
   With `data.kind: tokens` a value below the shards' vocabulary stops the job before the
   first step (the shards are read by the ranks, not by `validate`).
@@ -634,7 +661,7 @@ Checked after all overrides, reported at the key given last:
 }
 
 int MetricsPort(const MetricsConfig& metrics, int rank) {
-  return metrics.port_base == 0 ? 0 : metrics.port_base + rank;
+  return base::MetricsPort(metrics.port_base, rank);
 }
 
 }  // namespace ringpilot::config

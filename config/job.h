@@ -16,6 +16,8 @@ enum class Device { kCpu, kCuda, kAuto };
 enum class Backend { kLocal, kMpi, kSlurm, kK8s };
 enum class Precision { kFp32, kBf16 };
 enum class Optimizer { kSgd, kAdamW };
+/// How the learning rate changes over the optimizer steps (train.lr_schedule; docs/recipes.md).
+enum class LrSchedule { kConstant, kCosine, kStep, kPolynomial };
 enum class GradDtype { kFp32, kBf16 };
 /// NCCL's CTA policy (ncclConfig_t::CTAPolicy, NCCL >= 2.27): how many SMs its kernels take.
 enum class NcclCtaPolicy { kDefault, kEfficiency, kZero };
@@ -23,7 +25,7 @@ enum class NcclBufferRegistration { kNone, kRegister, kSymmetric };
 /// The models the trainer builds (model.name).
 enum class ModelName { kResnet18Cifar, kResnet50, kBertTiny, kBertBase };
 /// Where training samples come from (data.kind).
-enum class DataKind { kSynthetic, kCifar, kTokens };
+enum class DataKind { kSynthetic, kCifar, kImageFolder, kImageShards, kTokens };
 /// CPU binding of each rank (docs/topology.md): `auto` is `numa` for GPU ranks and `cores`
 /// for CPU ranks.
 enum class BindMode { kAuto, kNuma, kCores, kNone };
@@ -74,8 +76,14 @@ struct ModelConfig {
 struct DataConfig {
   DataKind kind = DataKind::kSynthetic;
   int batch_per_rank = 32;
-  std::string train;  ///< cifar: a batch file or the distribution's folder; tokens: a shard prefix
-  std::string val;    ///< cifar: test batch file or folder; tokens: a shard prefix; "" = no eval
+  /// cifar: a batch file or the distribution's folder; image_folder: ROOT/<class>/<image>;
+  /// image_shards: comma-separated tar files or glob patterns; tokens: a shard prefix.
+  std::string train;
+  std::string val;   ///< as train, the held-out set; "" = no evaluation
+  int prefetch = 2;  ///< image kinds: batches decoded ahead of the training step
+  int workers = 0;   ///< image kinds: decode threads per rank; 0 = from the rank's cores
+  double max_bad_fraction = 0.01;  ///< image kinds: bad samples tolerated per sample read
+  bool gpu_decode = true;          ///< image kinds on GPU ranks: nvJPEG decode and GPU crops
 };
 
 /// Evaluation on data.val (image models: top-1, top-5 and loss; BERT: MLM accuracy and loss).
@@ -98,6 +106,15 @@ struct TrainConfig {
   double beta2 = 0.999;        ///< AdamW
   double eps = 1e-8;           ///< AdamW
   double label_smoothing = 0;  ///< image models: cross-entropy against smoothed targets
+  LrSchedule lr_schedule = LrSchedule::kConstant;
+  int64_t lr_warmup_steps = 0;      ///< linear warm-up from 0 to lr (any schedule)
+  double lr_min_ratio = 0;          ///< cosine, polynomial: final lr as a fraction of lr
+  int64_t lr_step_every = 0;        ///< step: multiply by lr_gamma every this many steps
+  double lr_gamma = 0.1;            ///< step
+  double lr_power = 1.0;            ///< polynomial
+  bool decay_norm_and_bias = true;  ///< false: no weight decay on 1-D parameters
+  int grad_accum_steps = 1;         ///< micro-batches per optimizer step
+  double max_grad_norm = 0;         ///< clip the global gradient L2 norm; 0 = off
   Precision precision = Precision::kFp32;
   bool cuda_graphs = false;
   int host_lead_steps = 1;     ///< CUDA: steps the host may enqueue ahead of the GPU (1-4)
@@ -222,6 +239,7 @@ const char* ToString(Device d);
 const char* ToString(Backend b);
 const char* ToString(Precision p);
 const char* ToString(Optimizer o);
+const char* ToString(LrSchedule s);
 const char* ToString(GradDtype g);
 const char* ToString(NcclCtaPolicy p);
 const char* ToString(NcclBufferRegistration r);

@@ -23,12 +23,14 @@ constexpr const char* kDeviceNames[] = {"cpu", "cuda", "auto"};
 constexpr const char* kBackendNames[] = {"local", "mpi", "slurm", "k8s"};
 constexpr const char* kPrecisionNames[] = {"fp32", "bf16"};
 constexpr const char* kOptimizerNames[] = {"sgd", "adamw"};
+constexpr const char* kLrScheduleNames[] = {"constant", "cosine", "step", "polynomial"};
 constexpr const char* kGradDtypeNames[] = {"fp32", "bf16"};
 constexpr const char* kCtaPolicyNames[] = {"default", "efficiency", "zero"};
 constexpr const char* kBufferRegistrationNames[] = {"none", "register", "symmetric"};
 constexpr const char* kBindNames[] = {"auto", "numa", "cores", "none"};
 constexpr const char* kModelNames[] = {"resnet18-cifar", "resnet50", "bert-tiny", "bert-base"};
-constexpr const char* kDataKinds[] = {"synthetic", "cifar", "tokens"};
+constexpr const char* kDataKinds[] = {"synthetic", "cifar", "image_folder", "image_shards",
+                                     "tokens"};
 
 template <size_t N>
 std::vector<std::string> Names(const char* const (&names)[N]) {
@@ -424,7 +426,9 @@ std::vector<KeySpec> BuildSchema() {
                       "how ranks start: this host, mpirun on `hosts`, Slurm, Kubeflow MPIJob"));
   s.push_back(HostsKey("launch.hosts", Member(&JC::launch, &LaunchConfig::hosts)));
   s.push_back(IntKey("launch.max_restarts", Member(&JC::launch, &LaunchConfig::max_restarts), 0,
-                     1000, "whole-job restarts from the last checkpoint after a failure"));
+                     1000,
+                     "whole-job restarts from the last checkpoint after a failure; never after "
+                     "exit 78 (a job file, port, checkpoint or data error that repeats)"));
   s.push_back(IntKey("launch.master_port", Member(&JC::launch, &LaunchConfig::master_port), 1,
                      65535, "MASTER_PORT given to `ringpilot exec` workers"));
   s.push_back(StringListKey("launch.mpirun_args", Member(&JC::launch, &LaunchConfig::mpirun_args),
@@ -483,18 +487,39 @@ std::vector<KeySpec> BuildSchema() {
 
   s.push_back(EnumKey("data.kind", Member(&JC::data, &DataConfig::kind), Names(kDataKinds),
                       "input: `synthetic` (generated), `cifar` (CIFAR-10/100 binary batches), "
-                      "`tokens` (pre-tokenised text shards for BERT MLM, docs/data.md)"));
+                      "`image_folder` (ROOT/<class>/<image>.jpg|.png), `image_shards` "
+                      "(WebDataset tar shards), `tokens` (pre-tokenised text shards for BERT "
+                      "MLM); see data.md"));
   s.push_back(IntKey("data.batch_per_rank", Member(&JC::data, &DataConfig::batch_per_rank), 1,
                      65536, "samples per rank per step"));
   auto any_path = [](const std::string&) { return std::string(); };
   s.push_back(StringKey("data.train", Member(&JC::data, &DataConfig::train), any_path, "path",
-                        "kind cifar: a batch file, or the folder holding data_batch_*.bin "
-                        "(CIFAR-10) or train.bin (CIFAR-100); kind tokens: the shard prefix P "
+                        "cifar: a batch file, or the folder holding data_batch_*.bin "
+                        "(CIFAR-10) or train.bin (CIFAR-100); image_folder: the root of "
+                        "<class>/<image> folders; image_shards: comma-separated tar files or "
+                        "glob patterns (`/d/train-*.tar,/e/x.tar`); tokens: the shard prefix P "
                         "of P.tokens and P.index (`ringpilot data tokenize --out P`); each "
                         "epoch a seeded shuffle, a disjoint part per rank"));
   s.push_back(StringKey("data.val", Member(&JC::data, &DataConfig::val), any_path, "path",
-                        "kind cifar: test_batch.bin / test.bin or its folder; kind tokens: a "
-                        "shard prefix (MLM accuracy and loss); \"\" = no evaluation"));
+                        "held-out set, as data.train (cifar: test_batch.bin / test.bin or its "
+                        "folder; tokens: a shard prefix, MLM accuracy and loss); \"\" = no "
+                        "evaluation"));
+  s.push_back(IntKey("data.prefetch", Member(&JC::data, &DataConfig::prefetch), 1, 64,
+                     "image kinds: batches decoded ahead of the training step (host memory: "
+                     "prefetch + 2 batches per rank)"));
+  s.push_back(IntKey("data.workers", Member(&JC::data, &DataConfig::workers), 0, 256,
+                     "image kinds: decode threads per rank; 0 = from the cores the rank is "
+                     "bound to (GPU ranks: all but one; CPU ranks: a quarter, at least 1)"));
+  s.push_back(FloatKey("data.max_bad_fraction", Member(&JC::data, &DataConfig::max_bad_fraction), 0,
+                       false, 1, false,
+                       "image kinds: the job fails when bad samples (replaced by substitutes) "
+                       "pass this fraction of the samples a rank read (judged over at least "
+                       "1000)"));
+  s.push_back(BoolKey("data.gpu_decode", Member(&JC::data, &DataConfig::gpu_decode),
+                      "image kinds on GPU ranks: decode JPEGs with nvJPEG (the hardware JPEG "
+                      "engines where the GPU has them) and crop on the GPU, data.workers host "
+                      "threads (0: 4) reading files; false: decode on data.workers host "
+                      "threads as CPU ranks do (docs/data.md)"));
   s.push_back(IntKey<int64_t>("eval.every_steps", Member(&JC::eval, &EvalConfig::every_steps), 0,
                               kMaxSteps,
                               "evaluate on data.val every N steps; 0 = after the last "
@@ -525,6 +550,39 @@ std::vector<KeySpec> BuildSchema() {
                        0, false, 1, true,
                        "image models: targets (1 - x) on the label + x spread over all classes "
                        "(torch's CrossEntropyLoss label_smoothing); evaluation loss is plain"));
+  s.push_back(EnumKey("train.lr_schedule", Member(&JC::train, &TrainConfig::lr_schedule),
+                      Names(kLrScheduleNames),
+                      "learning rate over the optimizer steps after train.lr_warmup_steps: "
+                      "constant, cosine (to lr x lr_min_ratio at the last step), step (x lr_gamma "
+                      "every lr_step_every steps), polynomial (power lr_power to lr x "
+                      "lr_min_ratio); docs/recipes.md"));
+  s.push_back(IntKey<int64_t>("train.lr_warmup_steps",
+                              Member(&JC::train, &TrainConfig::lr_warmup_steps), 0, kMaxSteps,
+                              "linear warm-up: step s < N trains at lr x s / N (any schedule)"));
+  s.push_back(FloatKey("train.lr_min_ratio", Member(&JC::train, &TrainConfig::lr_min_ratio), 0,
+                       false, 1, false,
+                       "cosine and polynomial: the final learning rate as a fraction of train.lr"));
+  s.push_back(IntKey<int64_t>("train.lr_step_every",
+                              Member(&JC::train, &TrainConfig::lr_step_every), 0, kMaxSteps,
+                              "step schedule: steps between decays (required there, > 0)"));
+  s.push_back(FloatKey("train.lr_gamma", Member(&JC::train, &TrainConfig::lr_gamma), 0, true, 1,
+                       false, "step schedule: factor of each decay"));
+  s.push_back(FloatKey("train.lr_power", Member(&JC::train, &TrainConfig::lr_power), 0, true, 16,
+                       false, "polynomial schedule: exponent (1 = linear decay)"));
+  s.push_back(BoolKey("train.decay_norm_and_bias",
+                      Member(&JC::train, &TrainConfig::decay_norm_and_bias),
+                      "weight decay on 1-D parameters too (biases, BatchNorm and LayerNorm "
+                      "weights), as torch.optim without parameter groups; false: only on "
+                      "weights of 2 or more dimensions (convolutions, linear layers, embeddings)"));
+  s.push_back(IntKey("train.grad_accum_steps", Member(&JC::train, &TrainConfig::grad_accum_steps),
+                     1, 1024,
+                     "micro-batches per optimizer step (each its own data.batch_per_rank batch; "
+                     "one all-reduce per optimizer step); global batch = world x batch_per_rank "
+                     "x grad_accum_steps"));
+  s.push_back(FloatKey("train.max_grad_norm", Member(&JC::train, &TrainConfig::max_grad_norm), 0,
+                       false, 1e6, false,
+                       "clip the gradients' global L2 norm (after the all-reduce) to this, as "
+                       "torch.nn.utils.clip_grad_norm_; 0 = off"));
   s.push_back(FloatKey("train.beta1", Member(&JC::train, &TrainConfig::beta1), 0, false, 1, true,
                        "AdamW beta1"));
   s.push_back(FloatKey("train.beta2", Member(&JC::train, &TrainConfig::beta2), 0, false, 1, true,
@@ -573,7 +631,10 @@ std::vector<KeySpec> BuildSchema() {
                       "update the parameters of reduced buckets while the last two buckets "
                       "are still being all-reduced"));
   s.push_back(FloatKey("comm.timeout_s", Member(&JC::comm, &CommConfig::timeout_s), 0, true, 86400,
-                       false, "collective timeout, seconds; then the communicator is aborted"));
+                       false,
+                       "collective timeout, seconds (MPI and NCCL): a rank that waits this long "
+                       "in one ends the job, and the failure report names the rank behind "
+                       "(docs/faults.md)"));
   s.push_back(EnumKey("comm.nccl_cta_policy", Member(&JC::comm, &CommConfig::nccl_cta_policy),
                       Names(kCtaPolicyNames),
                       "NCCL's CTA policy (NCCL >= 2.27): default (NCCL's choice), efficiency "
@@ -760,6 +821,9 @@ const char* ToString(Precision p) {
 }
 const char* ToString(Optimizer o) {
   return detail::NameOf(detail::kOptimizerNames, static_cast<int>(o));
+}
+const char* ToString(LrSchedule s) {
+  return detail::NameOf(detail::kLrScheduleNames, static_cast<int>(s));
 }
 const char* ToString(GradDtype g) {
   return detail::NameOf(detail::kGradDtypeNames, static_cast<int>(g));

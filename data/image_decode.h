@@ -1,6 +1,6 @@
 // CPU decoding of the images in image datasets: JPEG through libjpeg-turbo (TurboJPEG API),
 // PNG through libpng. Used by CPU ranks and as the GPU pipeline's fallback for what nvJPEG
-// cannot decode.
+// cannot decode. Also the encoders `ringpilot data pack` re-encodes with.
 #pragma once
 
 #include <cstddef>
@@ -15,6 +15,10 @@ enum class ImageFormat { kUnknown, kJpeg, kPng };
 /// JPEG (FF D8 FF) or PNG (89 50 4E 47 0D 0A 1A 0A) from the leading bytes; kUnknown else.
 ImageFormat SniffImageFormat(const uint8_t* data, size_t size);
 
+/// Largest image decoded (width x height): a header claiming more is an error, so a broken
+/// or hostile file cannot make a rank allocate gigabytes.
+inline constexpr int64_t kMaxImagePixels = int64_t{1} << 27;
+
 struct DecodedImage {
   int width = 0;
   int height = 0;
@@ -25,10 +29,26 @@ struct DecodedImage {
 /// Returns false and sets `*error` (one line) for a non-image or a broken header.
 bool ReadImageSize(const uint8_t* data, size_t size, int* width, int* height, std::string* error);
 
-/// Decodes a JPEG or PNG to 8-bit RGB (greyscale, CMYK, palette and alpha converted).
-/// Returns false and sets `*error` for a non-image, an undecodable or a truncated image
-/// (libjpeg-turbo's "premature end of data" warning counts as an error). Thread-safe (each
-/// call uses its own decoder state); `out`'s buffer is reused across calls.
-bool DecodeImage(const uint8_t* data, size_t size, DecodedImage* out, std::string* error);
+/// Decodes a JPEG or PNG to 8-bit RGB (greyscale, CMYK, palette and alpha converted; alpha is
+/// dropped, as PIL's convert("RGB")). Returns false and sets `*error` for a non-image, an
+/// undecodable or a truncated image (libjpeg-turbo's warnings, "premature end of data"
+/// included, count as errors). When `min_width` and `min_height` are both > 0, a JPEG is
+/// decoded at the smallest of libjpeg-turbo's DCT scales (n/8, never above 1) whose size is
+/// still at least min_width x min_height (out->width/height tell which); PNG and the
+/// default decode at full size. Thread-safe: each thread keeps one TurboJPEG handle for
+/// all its calls; `out`'s buffer is reused across calls (no allocation once it is large
+/// enough).
+bool DecodeImage(const uint8_t* data, size_t size, DecodedImage* out, std::string* error,
+                 int min_width = 0, int min_height = 0);
+
+/// Encodes `height` x `width` interleaved RGB as a baseline JPEG (4:2:0) of `quality`
+/// (1-100) into `*out`. Returns false and sets `*error` on failure. Thread-safe.
+bool EncodeJpeg(const uint8_t* rgb, int width, int height, int quality, std::vector<uint8_t>* out,
+                std::string* error);
+
+/// Encodes `height` x `width` pixels of `channels` (1 grey, 3 RGB, 4 RGBA) 8-bit samples as a
+/// PNG into `*out`. Returns false and sets `*error` on failure. Thread-safe.
+bool EncodePng(const uint8_t* pixels, int width, int height, int channels,
+               std::vector<uint8_t>* out, std::string* error);
 
 }  // namespace ringpilot::data

@@ -30,6 +30,9 @@ class ImageSource {
   /// Replaces `*bytes` with sample `index`'s encoded image. Returns false and sets `*error`
   /// (one line, no path: the caller adds Describe()) when it cannot be read.
   virtual bool Read(int64_t index, std::vector<uint8_t>* bytes, std::string* error) const = 0;
+  /// One line for the rank log: where the set is, samples, classes, and what was skipped
+  /// while indexing (files with other extensions; shard keys without an image).
+  virtual std::string Summary() const = 0;
 };
 
 /// data.kind image_folder: ROOT/<class>/<file> with extensions .jpg, .jpeg, .png (any
@@ -38,5 +41,20 @@ class ImageSource {
 /// the caller prints). Throws DataError (data/cifar.h) for a missing or unreadable root, a
 /// root with no class folders, and a class folder with no images, naming the path.
 std::unique_ptr<ImageSource> OpenImageFolder(const std::string& root);
+
+/// data.kind image_shards: tar files in the WebDataset convention. Members are grouped by
+/// key (the member path up to the first '.' of its last component); a key's image is its
+/// .jpg/.jpeg/.png member (any case), its label the decimal text of its .cls member. Samples
+/// are the keys with an image, in shard order, then member order; a key with an image and
+/// no (or an unreadable) .cls has label -1. Headers (ustar, GNU long names, pax path and
+/// size records) are indexed once here; images are read later with pread. Throws DataError
+/// naming the file for a missing or unreadable shard, one that is not a tar (bad header
+/// checksum) or is truncated, and for shards holding no image.
+std::unique_ptr<ImageSource> OpenImageShards(const std::vector<std::string>& shards);
+
+/// The shard list of a data.train / data.val value: comma-separated paths, each a file or a
+/// glob(3) pattern (its matches sorted), in the order given. Throws DataError for an empty
+/// list or a pattern that matches nothing.
+std::vector<std::string> ExpandShardList(const std::string& spec);
 
 }  // namespace ringpilot::data

@@ -123,6 +123,11 @@ RankStats ParseRankStats(const json& j, const std::string& file, int file_rank) 
   s.step_p99 = step.Number("p99");
   s.step_mean = step.Number("mean");
   s.phase_seconds_total = f.NumberMap("phase_seconds_total");
+  if (f.Has("input_wait_seconds")) {
+    const Fields wait = f.Object("input_wait_seconds");
+    s.input_wait_p50 = wait.Number("p50");
+    s.input_wait_p99 = wait.Number("p99");
+  }
   if (f.Has("overlap_ratio")) s.overlap_ratio = f.Number("overlap_ratio");
   const Fields strag = f.Object("straggler");
   s.wait_seconds_total = strag.Number("wait_seconds_total");
@@ -326,6 +331,11 @@ Diagnosis Analyze(RunData data) {
     if (step_total <= 0) {
       for (const auto& [phase, s] : r.phase_seconds_total) step_total += s;
     }
+    const auto data_it = r.phase_seconds_total.find("data");
+    if (data_it != r.phase_seconds_total.end() && step_total > 0) {
+      d.input_share[r.rank] = data_it->second / step_total;
+      if (data_it->second / step_total > kInputBoundShare) d.input_bound_ranks.push_back(r.rank);
+    }
     const auto it = r.phase_seconds_total.find("comm_exposed");
     if (it != r.phase_seconds_total.end() && step_total > 0) {
       d.exposed_share[r.rank] = it->second / step_total;
@@ -407,6 +417,19 @@ Diagnosis Analyze(RunData data) {
                          Fixed(row.busbw_mean / 1e9, 3) + " GB/s is " +
                          Fixed(100 * row.busbw_mean / row.expected, 1) + "% of the expected " +
                          Fixed(row.expected / 1e9, 3) + " GB/s (under 50%)");
+  }
+  for (int rank : d.input_bound_ranks) {
+    const RankStats& r = *std::find_if(run.ranks.begin(), run.ranks.end(),
+                                       [rank](const RankStats& x) { return x.rank == rank; });
+    std::string per_step;
+    if (r.input_wait_p50) {
+      per_step = "; per step p50 " + Fixed(*r.input_wait_p50, 4) + " s, p99 " +
+                 Fixed(r.input_wait_p99.value_or(0), 4) + " s";
+    }
+    d.warnings.push_back("input-bound on rank " + std::to_string(rank) + ": waiting for input is " +
+                         Fixed(100 * d.input_share[rank], 1) + "% of its step time" + per_step +
+                         " (more data.workers or data.prefetch, faster storage, or smaller "
+                         "images would help)");
   }
   if (d.mean_exposed_share && *d.mean_exposed_share > 0.3) {
     d.warnings.push_back("exposed communication is " + Fixed(100 * *d.mean_exposed_share, 1) +

@@ -42,6 +42,8 @@ struct RankStats {
   double steps = 0;
   double step_p50 = 0, step_p99 = 0, step_mean = 0;
   std::map<std::string, double> phase_seconds_total;  ///< data, forward, ..., comm_exposed
+  /// Per-step wait for the input batch (the data phase), when the file has it.
+  std::optional<double> input_wait_p50, input_wait_p99;
   std::optional<double> overlap_ratio;
   double wait_seconds_total = 0;
   std::map<int, double> culprit_steps;    ///< culprit rank -> steps it was last
@@ -106,12 +108,17 @@ struct Diagnosis {
   std::optional<CulpritTotal> straggler;
   double wait_per_rank_step = 0;        ///< straggler's wait / steps of the ranks that waited
   std::map<int, double> exposed_share;  ///< rank -> comm_exposed / total step time
+  std::map<int, double> input_share;    ///< rank -> input wait (data phase) / total step time
+  std::vector<int> input_bound_ranks;   ///< ranks whose input share is above kInputBoundShare
   std::optional<double> mean_exposed_share;
   std::optional<double> mean_overlap;
   std::vector<CollectiveRow> collectives;  ///< by op, then bucket size
   std::vector<std::string> warnings;
   std::vector<std::string> missing;  ///< what this run directory lacks
 };
+
+/// A rank whose input wait is above this share of its step time is input-bound.
+inline constexpr double kInputBoundShare = 0.2;
 
 Diagnosis Analyze(RunData data);
 

@@ -199,6 +199,8 @@ json DiagnosisToJson(const Diagnosis& d) {
         {"phase_seconds_total", r.phase_seconds_total},
         {"comm_exposed_share",
          share == d.exposed_share.end() ? json(nullptr) : json(share->second)},
+        {"input_wait_share", d.input_share.count(r.rank) ? json(d.input_share.at(r.rank))
+                                                         : json(nullptr)},
         {"overlap_ratio", r.overlap_ratio ? json(*r.overlap_ratio) : json(nullptr)},
         {"wait_seconds_total", r.wait_seconds_total},
         {"compute_skew_seconds_mean", r.compute_skew_mean},
@@ -220,6 +222,7 @@ json DiagnosisToJson(const Diagnosis& d) {
         {"below_half_of_expected", row.low},
     });
   }
+  j["input_bound_ranks"] = d.input_bound_ranks;
   j["comm"] = {
       {"exposed_share", d.mean_exposed_share ? json(*d.mean_exposed_share) : json(nullptr)},
       {"overlap_ratio", d.mean_overlap ? json(*d.mean_overlap) : json(nullptr)},

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cctype>
 #include <csignal>
+#include <cstdio>
 #include <fstream>
 #include <regex>
 #include <stdexcept>
@@ -160,6 +161,58 @@ std::map<int, std::vector<std::string>> RankLogTails(const std::string& logs_dir
   return tails;
 }
 
+std::map<int, RankHeartbeat> ReadHeartbeats(const std::string& logs_dir, double since_unix) {
+  std::map<int, RankHeartbeat> beats;
+  static const std::regex kBeat(R"(rank-(\d{1,9})\.heartbeat)");
+  std::vector<std::string> names;
+  try {
+    names = base::ListDir(logs_dir);
+  } catch (const base::FileError&) {
+    return beats;
+  }
+  for (const std::string& name : names) {
+    std::smatch m;
+    if (!std::regex_match(name, m, kBeat)) continue;
+    std::ifstream in(logs_dir + "/" + name);
+    const nlohmann::json j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+    if (!j.is_object()) continue;
+    RankHeartbeat b;
+    b.rank = std::stoi(m[1].str());
+    b.step = j.value("step", int64_t{0});
+    b.phase = j.value("phase", std::string());
+    b.unix = j.value("unix", 0.0);
+    b.collectives_started = j.value("collectives_started", uint64_t{0});
+    b.collectives_completed = j.value("collectives_completed", uint64_t{0});
+    if (b.unix >= since_unix) beats.emplace(b.rank, b);
+  }
+  return beats;
+}
+
+int RankBehind(const std::map<int, RankHeartbeat>& heartbeats) {
+  if (heartbeats.size() < 2) return -1;
+  // Fewer collectives done, then fewer begun (the others wait in one it never reached),
+  // then fewer steps, then silence (a stopped rank's heartbeat thread stops too).
+  const auto behind = [](const RankHeartbeat& a, const RankHeartbeat& b) {
+    if (a.collectives_completed != b.collectives_completed) {
+      return a.collectives_completed < b.collectives_completed;
+    }
+    if (a.collectives_started != b.collectives_started) {
+      return a.collectives_started < b.collectives_started;
+    }
+    if (a.step != b.step) return a.step < b.step;
+    return a.unix < b.unix;
+  };
+  const RankHeartbeat* last = nullptr;
+  for (const auto& [rank, beat] : heartbeats) {
+    if (!last || behind(beat, *last)) last = &beat;
+  }
+  // Everyone level: nobody is behind.
+  for (const auto& [rank, beat] : heartbeats) {
+    if (rank != last->rank && behind(*last, beat)) return last->rank;
+  }
+  return -1;
+}
+
 FailureReport AnalyzeFailure(const std::string& logs_dir, int64_t attempt_start_ns,
                              const std::vector<std::string>& mpirun_output, int attempts,
                              int exit_code, int term_signal) {
@@ -176,6 +229,12 @@ FailureReport AnalyzeFailure(const std::string& logs_dir, int64_t attempt_start_
     report.rank_source = report.first_failing_rank >= 0 ? "mpirun_output" : "unknown";
   }
   report.last_lines = RankLogTails(logs_dir, kFailureTailLines);
+  report.heartbeats = ReadHeartbeats(logs_dir, static_cast<double>(attempt_start_ns) * 1e-9);
+  // A rank that gave up waiting (its collective timed out) is not the one to blame: the
+  // heartbeats say which rank the others waited for.
+  if (report.fatal && report.fatal->message.find("comm.timeout_s") != std::string::npos) {
+    report.rank_behind = RankBehind(report.heartbeats);
+  }
   const std::size_t keep = std::min<std::size_t>(mpirun_output.size(), kFailureTailLines);
   report.mpirun_last_lines.assign(mpirun_output.end() - static_cast<std::ptrdiff_t>(keep),
                                   mpirun_output.end());
@@ -198,6 +257,16 @@ std::string FailureJson(const FailureReport& report) {
     j["fatal_message"] = report.fatal->message;
     j["fatal_time_ns"] = report.fatal->time_ns;
   }
+  if (report.rank_behind >= 0) j["rank_behind"] = report.rank_behind;
+  json ranks = json::object();
+  for (const auto& [rank, b] : report.heartbeats) {
+    ranks[std::to_string(rank)] = {{"step", b.step},
+                                   {"phase", b.phase},
+                                   {"unix", b.unix},
+                                   {"collectives_started", b.collectives_started},
+                                   {"collectives_completed", b.collectives_completed}};
+  }
+  j["ranks"] = ranks;
   json tails = json::object();
   for (const auto& [rank, lines] : report.last_lines) tails[std::to_string(rank)] = lines;
   j["last_lines"] = tails;
@@ -207,13 +276,15 @@ std::string FailureJson(const FailureReport& report) {
 }
 
 std::vector<std::string> FailureSummary(const FailureReport& report,
-                                        const std::string& failure_json_path) {
+                                        const std::string& failure_json_path, bool final) {
   std::vector<std::string> out;
   const std::string how = report.term_signal != 0
                               ? "mpirun killed by " + SignalName(report.term_signal)
                               : "exit " + std::to_string(report.exit_code);
-  out.push_back("ringpilot: job failed for good after " + std::to_string(report.attempts) +
-                " attempt(s) (" + how + ")");
+  out.push_back(final ? "ringpilot: job failed for good after " + std::to_string(report.attempts) +
+                            " attempt(s) (" + how + ")"
+                      : "ringpilot: attempt " + std::to_string(report.attempts) + " failed (" +
+                            how + ")");
   std::vector<std::string> shown;
   std::string shown_from;
   if (report.first_failing_rank >= 0) {
@@ -236,6 +307,24 @@ std::vector<std::string> FailureSummary(const FailureReport& report,
         "none named by mpirun)");
     shown = report.mpirun_last_lines;
     shown_from = "mpirun";
+  }
+  if (report.rank_behind >= 0) {
+    const RankHeartbeat& b = report.heartbeats.at(report.rank_behind);
+    double newest = b.unix;
+    uint64_t most = b.collectives_completed;
+    for (const auto& [rank, other] : report.heartbeats) {
+      newest = std::max(newest, other.unix);
+      most = std::max(most, other.collectives_completed);
+    }
+    char line[256];
+    std::snprintf(line, sizeof line,
+                  "ringpilot: rank behind: %d (the others waited for it): last heard %.1f s "
+                  "before the others, in %s at step %lld, %llu of %llu collectives done",
+                  report.rank_behind, newest - b.unix, b.phase.c_str(),
+                  static_cast<long long>(b.step + 1),
+                  static_cast<unsigned long long>(b.collectives_completed),
+                  static_cast<unsigned long long>(most));
+    out.push_back(line);
   }
   if (shown.size() > static_cast<std::size_t>(kSummaryLines)) {
     shown.erase(shown.begin(), shown.end() - kSummaryLines);

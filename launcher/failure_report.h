@@ -40,6 +40,26 @@ std::vector<std::string> TailLines(const std::string& path, int n);
 /// Last lines of every rank-N.log in `logs_dir`, by rank.
 std::map<int, std::vector<std::string>> RankLogTails(const std::string& logs_dir, int n);
 
+/// A rank's last heartbeat (RUN_DIR/logs/rank-N.heartbeat, written by the trainer once a
+/// second: trainer/telemetry/heartbeat.h): where it was when the job failed.
+struct RankHeartbeat {
+  int rank = -1;
+  int64_t step = 0;   ///< 0-based step it was running (or had just run)
+  std::string phase;  ///< "step", "eval", "checkpoint", "done"
+  double unix = 0;    ///< when it wrote the beat (its host's clock)
+  uint64_t collectives_started = 0;
+  uint64_t collectives_completed = 0;
+};
+
+/// Every rank's heartbeat in `logs_dir` written at or after `since_unix` (older ones are
+/// an earlier attempt's), by rank. Unreadable or malformed files are left out.
+std::map<int, RankHeartbeat> ReadHeartbeats(const std::string& logs_dir, double since_unix);
+
+/// The rank the others waited for, from heartbeats: the fewest collectives completed, then
+/// begun, then the fewest steps, then the oldest beat; -1 with fewer than two heartbeats or
+/// when no rank is behind another.
+int RankBehind(const std::map<int, RankHeartbeat>& heartbeats);
+
 /// How a job ended for good.
 struct FailureReport {
   int attempts = 0;
@@ -50,23 +70,28 @@ struct FailureReport {
   std::optional<FatalLine> fatal;
   std::map<int, std::vector<std::string>> last_lines;  ///< rank -> last log lines
   std::vector<std::string> mpirun_last_lines;
+  std::map<int, RankHeartbeat> heartbeats;  ///< what every rank was doing
+  /// After a hang (a FATAL line naming comm.timeout_s): the rank behind, else -1.
+  int rank_behind = -1;
 };
 
 /// Finds the first failing rank (FATAL lines since `attempt_start_ns`, else mpirun's
-/// output, else -1) and collects the log tails.
+/// output, else -1), collects the log tails and heartbeats, and after a hang names the rank
+/// behind.
 FailureReport AnalyzeFailure(const std::string& logs_dir, int64_t attempt_start_ns,
                              const std::vector<std::string>& mpirun_output, int attempts,
                              int exit_code, int term_signal);
 
 /// failure.json: {attempts, exit_code | signal + signal_name, first_failing_rank,
-/// first_failing_rank_source, fatal_message, fatal_time_ns, last_lines: {"R": [...]},
-/// mpirun_last_lines}.
+/// first_failing_rank_source, fatal_message, fatal_time_ns, rank_behind (after a hang),
+/// ranks: {"R": heartbeat}, last_lines: {"R": [...]}, mpirun_last_lines}.
 std::string FailureJson(const FailureReport& report);
 
 /// A few `ringpilot: ...` lines for the terminal; `failure_json_path` is where the
-/// details are.
+/// details are; `final`: the job failed for good (else this attempt failed and the job
+/// restarts).
 std::vector<std::string> FailureSummary(const FailureReport& report,
-                                        const std::string& failure_json_path);
+                                        const std::string& failure_json_path, bool final = true);
 
 /// "SIGKILL" for 9 etc.; "signal N" when unnamed.
 std::string SignalName(int sig);

@@ -5,6 +5,10 @@
 
 #include <cerrno>
 
+#include <fstream>
+
+#include <nlohmann/json.hpp>
+
 #include "base/files.h"
 
 namespace ringpilot::launcher {
@@ -17,10 +21,31 @@ RunDirLayout::RunDirLayout(const std::string& root_dir)
       job_yaml(root_dir + "/job.yaml"),
       launcher_log(root_dir + "/logs/launcher.log"),
       failure_json(root_dir + "/failure.json"),
+      summary_json(root_dir + "/summary.json"),
       hostfile(root_dir + "/hostfile") {}
 
 std::string RunDirLayout::RankLog(int rank) const {
   return logs + "/rank-" + std::to_string(rank) + ".log";
+}
+
+FinishedRun ReadFinishedRun(const RunDirLayout& layout) {
+  FinishedRun run;
+  std::ifstream in(layout.summary_json);
+  if (!in) return run;
+  const nlohmann::json summary = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+  if (!summary.is_object() || !summary.contains("steps") || !summary["steps"].is_number_integer()) {
+    return run;
+  }
+  run.finished = true;
+  run.steps = summary["steps"].get<int64_t>();
+  if (summary.contains("epochs") && summary["epochs"].is_number_integer()) {
+    run.epochs = summary["epochs"].get<int64_t>();
+  }
+  return run;
+}
+
+std::string RunDirLayout::AttemptFailureJson(int attempt) const {
+  return root + "/attempts/" + std::to_string(attempt) + "/failure.json";
 }
 
 std::string DefaultRunDirName(const std::string& job_name, std::time_t now,

@@ -2,6 +2,7 @@
 // written through base::WriteFileAtomically (never truncated in place).
 #pragma once
 
+#include <cstdint>
 #include <ctime>
 #include <string>
 
@@ -19,11 +20,15 @@ struct RunDirLayout {
   std::string job_yaml;      ///< root/job.yaml: the resolved config every rank reads
   std::string launcher_log;  ///< root/logs/launcher.log
   std::string failure_json;  ///< root/failure.json: root cause of a job that failed for good
+  std::string summary_json;  ///< root/summary.json: results of a job that finished (trainer)
   std::string hostfile;      ///< root/hostfile (backend mpi)
 
   explicit RunDirLayout(const std::string& root_dir);
   /// root/logs/rank-N.log
   std::string RankLog(int rank) const;
+  /// root/attempts/N/failure.json: the report of failed attempt N (1-based) that was
+  /// restarted.
+  std::string AttemptFailureJson(int attempt) const;
 };
 
 /// `PARENT/<name>-YYYYmmdd-HHMMSS`, `now` in local time.
@@ -50,6 +55,16 @@ struct PreparedRunDir {
 /// job.yaml.prev (an older job.yaml.prev moves to job.yaml.prev.N first); nothing that
 /// exists is truncated. Throws base::FileError naming the path and the system error.
 PreparedRunDir PrepareRunDir(const RunDirLayout& layout, const std::string& job_yaml);
+
+/// What a finished run left in its directory (summary.json).
+struct FinishedRun {
+  bool finished = false;  ///< summary.json exists and names its steps
+  int64_t steps = 0;      ///< its "steps"
+  int64_t epochs = 0;     ///< its "epochs" (dataset runs with train.epochs), else 0
+};
+
+/// Reads root/summary.json; `finished` false when there is none or it is unreadable.
+FinishedRun ReadFinishedRun(const RunDirLayout& layout);
 
 /// When `path` exists, keeps its content as `path.prev` (hard link, so `path` can then be
 /// replaced atomically); an existing `path.prev` first moves to the first free

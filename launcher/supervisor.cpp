@@ -393,19 +393,25 @@ bool Supervisor::WaitForRestart() {
   }
 }
 
-void Supervisor::ReportFailure(const Attempt& last, int attempts, JobOutcome* outcome) {
+void Supervisor::ReportFailure(const Attempt& last, int attempts, JobOutcome* outcome, bool final) {
   const RunDirLayout layout(options_.run_dir);
   const FailureReport report =
       AnalyzeFailure(layout.logs, last.start_ns - kFatalClockSlackNs, last.output, attempts,
                      last.exit_code, last.term_signal);
-  outcome->first_failing_rank = report.first_failing_rank;
+  if (outcome) outcome->first_failing_rank = report.first_failing_rank;
+  // Every failed attempt keeps its own report; the job's final one is failure.json.
+  const std::string path = final ? layout.failure_json : layout.AttemptFailureJson(attempts);
   try {
-    KeepPrevious(layout.failure_json);  // a failure of an earlier run in this directory
-    base::WriteFileAtomically(layout.failure_json, FailureJson(report));
+    if (final) {
+      KeepPrevious(layout.failure_json);  // a failure of an earlier run in this directory
+    } else {
+      base::MakeDirs(base::DirName(path));
+    }
+    base::WriteFileAtomically(path, FailureJson(report));
   } catch (const base::FileError& e) {
     Report(std::string("ringpilot: ") + e.what());
   }
-  for (const std::string& line : FailureSummary(report, layout.failure_json)) Report(line);
+  for (const std::string& line : FailureSummary(report, path, final)) Report(line);
 }
 
 JobOutcome Supervisor::Run(const SupervisedCommand& command) {
@@ -446,10 +452,20 @@ JobOutcome Supervisor::Run(const SupervisedCommand& command) {
       return Preempted(attempt, outcome);
     }
     outcome.exit_status = attempt.term_signal != 0 ? 128 + attempt.term_signal : attempt.exit_code;
-    if (restart >= options_.max_restarts) {
-      ReportFailure(attempt, outcome.attempts, &outcome);
+    // A rank that failed on something every attempt would meet again (the job file, a
+    // port in use, a checkpoint of another model, bad data) says so with its exit status:
+    // restarting would only repeat it.
+    const bool permanent = attempt.term_signal == 0 && attempt.exit_code == base::kExitPermanent;
+    if (permanent && restart < options_.max_restarts) {
+      Report("ringpilot: not restarting: the failure repeats on every attempt (exit " +
+             std::to_string(base::kExitPermanent) +
+             ": job file, metrics port, checkpoint or data; see the FATAL line)");
+    }
+    if (permanent || restart >= options_.max_restarts) {
+      ReportFailure(attempt, outcome.attempts, &outcome, /*final=*/true);
       return outcome;
     }
+    ReportFailure(attempt, outcome.attempts, nullptr, /*final=*/false);
     const std::string how = attempt.term_signal != 0
                                 ? "killed by " + SignalName(attempt.term_signal)
                                 : "exit " + std::to_string(attempt.exit_code);

@@ -101,7 +101,9 @@ class Supervisor {
   bool WaitForRestart();  // false when a signal came in during the pause
   void OnSignal(int sig, pid_t pid, int64_t* kill_deadline);  // pid -1: no job running
   JobOutcome Preempted(const Attempt& last, JobOutcome outcome);
-  void ReportFailure(const Attempt& last, int attempts, JobOutcome* outcome);
+  // Analyses the attempt that just failed and writes its report: failure.json when the job
+  // failed for good (`final`), else attempts/N/failure.json before the restart.
+  void ReportFailure(const Attempt& last, int attempts, JobOutcome* outcome, bool final);
 
   SupervisorOptions options_;
   int log_fd_ = -1;

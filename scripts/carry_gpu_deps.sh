@@ -2,10 +2,11 @@
 # Unpacks the Debian packages the GPU image lacks into .carry/ (git-ignored), which the GPU
 # runner carries and tests/gpu/env.sh uses:
 #   .carry/deps/usr        prometheus-cpp 1.0.1 (core, pull, push, -dev) and civetweb 1.15
-#                          (libs, -dev, and the server binary its CMake package names):
-#                          built against, and loaded at run time (LD_LIBRARY_PATH);
-#                          SentencePiece 0.1.97 (libsentencepiece0, -dev) for `ringpilot
-#                          data tokenize`
+#                          (libs, -dev, and the server binary its CMake package names),
+#                          libjpeg-turbo's TurboJPEG, libpng and stb_image_resize (data/'s
+#                          image datasets), SentencePiece 0.1.97 (libsentencepiece0, -dev) for
+#                          `ringpilot data tokenize`: built against, and loaded at run time
+#                          (LD_LIBRARY_PATH)
 #   .carry/deps-build/usr  libcurl and zlib development files: prometheus-cpp's CMake package
 #                          looks for them at configure time (find_dependency CURL, ZLIB); used
 #                          only on an image without them (the Ubuntu 24.04 GPU image has them),
@@ -20,7 +21,9 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 DEPS="$ROOT/.carry/deps"
 DEPS_BUILD="$ROOT/.carry/deps-build"
 RUNTIME_PACKAGES=(libprometheus-cpp-core1.0 libprometheus-cpp-pull1.0 libprometheus-cpp-push1.0
-  prometheus-cpp-dev libcivetweb1 libcivetweb-dev civetweb libsentencepiece0 libsentencepiece-dev)
+  prometheus-cpp-dev libcivetweb1 libcivetweb-dev civetweb
+  libturbojpeg0 libturbojpeg0-dev libpng16-16 libpng-dev libstb-dev
+  libsentencepiece0 libsentencepiece-dev)
 BUILD_PACKAGES=(libcurl4-openssl-dev libcurl4 zlib1g-dev zlib1g)
 
 force=0
@@ -30,7 +33,7 @@ case "${1:-}" in
   *) echo "usage: $0 [--force]" >&2; exit 2 ;;
 esac
 if ((!force)) && [[ -f "$DEPS/VERSIONS" && -d "$DEPS/usr/lib/x86_64-linux-gnu/cmake/prometheus-cpp" &&
-  -f "$DEPS/usr/include/sentencepiece_processor.h" ]]; then
+  -f "$DEPS/usr/include/turbojpeg.h" && -f "$DEPS/usr/include/sentencepiece_processor.h" ]]; then
   echo "carry_gpu_deps: $DEPS already unpacked (--force to redo):"
   cat "$DEPS/VERSIONS"
   exit 0
@@ -76,7 +79,8 @@ for dir in "$DEPS/usr/lib/x86_64-linux-gnu" "$DEPS_BUILD/usr/lib/x86_64-linux-gn
 done
 for f in "$DEPS/usr/lib/x86_64-linux-gnu/cmake/prometheus-cpp/prometheus-cpp-config.cmake" \
   "$DEPS/usr/lib/x86_64-linux-gnu/cmake/civetweb/civetweb-config.cmake" \
-  "$DEPS/usr/bin/civetweb" "$DEPS_BUILD/usr/include/x86_64-linux-gnu/curl/curl.h" \
+  "$DEPS/usr/bin/civetweb" "$DEPS/usr/include/turbojpeg.h" "$DEPS/usr/include/stb/stb_image_resize.h" \
+  "$DEPS/usr/lib/x86_64-linux-gnu/libturbojpeg.so" "$DEPS_BUILD/usr/include/x86_64-linux-gnu/curl/curl.h" \
   "$DEPS_BUILD/usr/include/zlib.h" "$DEPS_BUILD/usr/lib/x86_64-linux-gnu/libz.so" \
   "$DEPS_BUILD/usr/lib/x86_64-linux-gnu/libcurl.so"; do
   [[ -e $f ]] || { echo "carry_gpu_deps: $f missing after unpacking" >&2; exit 1; }

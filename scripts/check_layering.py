@@ -15,9 +15,11 @@ ALLOWED = {
     "base": set(),
     "config": {"base"},
     "data": {"base"},
+    "data/cuda": {"data", "base"},
     "topology": {"base"},
     "metrics": {"topology", "base"},
     "comm": {"base"},
+    "nccl_profiler": {"metrics", "comm", "base"},
     "slurm": {"config", "base"},
     "k8s": {"config", "base"},
     "mpirun": {"base"},
@@ -29,7 +31,7 @@ ALLOWED = {
     "trainer/models": {"trainer/ops", "comm", "config", "base"},
     "trainer/checkpoint": {"comm", "base"},
     "trainer/telemetry": {"comm", "metrics", "topology", "config", "base"},
-    "trainer": {"data", "trainer/ops", "trainer/models", "trainer/checkpoint", "trainer/telemetry",
+    "trainer": {"data", "data/cuda", "trainer/ops", "trainer/models", "trainer/checkpoint", "trainer/telemetry",
                 "comm", "metrics", "topology", "config", "base"},
     "cli": {"launcher", "doctor", "diagnose", "commbench", "slurm", "k8s", "mpirun",
             "topology", "metrics", "comm", "data", "config", "base"},
@@ -40,8 +42,8 @@ INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
 
 def room(path):
     parts = path.split("/")
-    if parts[0] == "trainer" and len(parts) > 2:
-        return "trainer/" + parts[1]
+    if parts[0] in ("trainer", "data") and len(parts) > 2:
+        return parts[0] + "/" + parts[1]
     return parts[0]
 
 

@@ -5,6 +5,7 @@
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 TORCH_VERSION="${RINGPILOT_TORCH_VERSION:-2.11.0}"
+TORCHVISION_VERSION="${RINGPILOT_TORCHVISION_VERSION:-0.26.0}"  # the torchvision of that torch
 VENV="${RINGPILOT_VENV:-$ROOT/.venv}"
 
 APT_PACKAGES=(
@@ -18,6 +19,7 @@ APT_PACKAGES=(
   iproute2 procps
   prometheus
   dataset-fashion-mnist
+  libturbojpeg0-dev libpng-dev libstb-dev
   libsentencepiece-dev sentencepiece
   python3-venv
   slurm-wlm munge
@@ -51,5 +53,19 @@ if ! "$VENV/bin/python" -c "import torch,sys; sys.exit(0 if torch.__version__.sp
   echo "setup: installing torch==$TORCH_VERSION into $VENV (LibTorch for the trainer)"
   "$VENV/bin/python" -m pip install -q --upgrade pip
   "$VENV/bin/python" -m pip install -q "torch==$TORCH_VERSION" numpy
+fi
+# The reference implementations `ringpilot export` is checked against
+# (tests/integration/export_models.sh): torchvision built for this torch, transformers.
+if ! "$VENV/bin/python" -c "import torchvision,transformers,safetensors,sys; sys.exit(0 if torchvision.__version__.split('+')[0]=='$TORCHVISION_VERSION' else 1)" 2>/dev/null; then
+  echo "setup: installing torchvision==$TORCHVISION_VERSION, transformers, safetensors into $VENV"
+  "$VENV/bin/python" -m pip install -q "torchvision==$TORCHVISION_VERSION" transformers safetensors
+fi
+# nvJPEG headers for the GPU image pipeline (data/cuda/): a CUDA toolkit without nvJPEG
+# (this one's) compiles it against the wheel's, pinned to the toolkit's 13.0 release so it
+# declares nothing the GPU machines' nvJPEG lacks.
+if [[ -x /usr/local/cuda/bin/nvcc && ! -f /usr/local/cuda/include/nvjpeg.h ]] &&
+  ! "$VENV/bin/python" -c "import importlib.metadata as m; m.version('nvidia-nvjpeg')" >/dev/null 2>&1; then
+  echo "setup: installing nvidia-nvjpeg==13.0.0.40 into $VENV (nvjpeg.h for the GPU image pipeline)"
+  "$VENV/bin/python" -m pip install -q --no-deps "nvidia-nvjpeg==13.0.0.40"
 fi
 echo "setup: ok (torch $("$VENV/bin/python" -c 'import torch;print(torch.__version__)'))"

@@ -1,7 +1,6 @@
 #include "trainer/evaluation.h"
 
 #include <algorithm>
-#include <cstring>
 
 #include <torch/torch.h>
 
@@ -11,8 +10,19 @@
 #include "trainer/synthetic_data.h"
 
 namespace ringpilot::trainer {
-
 namespace {
+
+// Rank 0's buffers (BatchNorm statistics) on every rank, so scores do not depend on which
+// rank scored which sample.
+void ShareBuffers(TrainingState& state, const RankCommunicators& comms) {
+  std::vector<at::Tensor> buffers;
+  for (const auto& b : state.model->named_buffers()) buffers.push_back(b.value());
+  comm::BroadcastCoalesced(*comms.device, buffers, 0);
+}
+
+int EvalBatch(const config::JobConfig& job) {
+  return job.eval.batch_per_rank > 0 ? job.eval.batch_per_rank : job.data.batch_per_rank;
+}
 
 // data.val's token sequences [first, last), masked with evaluation keys: accuracy and loss
 // sums over the masked positions into `t` (correct, loss sum, positions, sequences).
@@ -44,52 +54,25 @@ void ScoreTokens(const data::PackedSequences& val, const models::TokenSpec& toke
 }  // namespace
 
 EvalResult Evaluate(const config::JobConfig& job, const RankPlace& place, const RankDevice& device,
-                    TrainingState& state, const ValidationSet& val, const models::TokenSpec& tokens,
-                    const RankCommunicators& comms) {
-  std::vector<at::Tensor> buffers;
-  for (const auto& b : state.model->named_buffers()) buffers.push_back(b.value());
-  comm::BroadcastCoalesced(*comms.device, buffers, 0);
+                    TrainingState& state, ValidationSet& val, const RankCommunicators& comms) {
+  ShareBuffers(state, comms);
   const int64_t n = val.size();
   const int64_t first = n * place.rank / place.world;
   const int64_t last = n * (place.rank + 1) / place.world;
-  const int batch = job.eval.batch_per_rank > 0 ? job.eval.batch_per_rank : job.data.batch_per_rank;
+  const int batch = EvalBatch(job);
   const std::optional<c10::ScalarType> autocast = AutocastDtypeFor(job.train.precision);
-  // Images: correct@1, correct@5, loss sum, samples. Tokens: correct, loss sum, masked
-  // positions, sequences.
+  // The model scores model.num_classes classes (a set may use fewer).
+  const int k = std::min(5, job.model.num_classes);
+  // correct@1, correct@5, loss sum, samples
   at::Tensor totals = at::zeros({4}, at::kDouble);
   double* t = totals.data_ptr<double>();
   state.model->eval();
-  if (val.sequences) {
-    torch::NoGradGuard no_grad;
-    ScoreTokens(*val.sequences, tokens, first, last, batch, device, autocast, state, t);
-    state.model->train();
-    comms.host->AllReduce(totals, comm::ReduceOp::kSum)->Wait();
-    EvalResult r;
-    r.mlm = true;
-    r.samples = static_cast<int64_t>(t[3]);
-    if (t[2] > 0) {
-      r.mlm_accuracy = t[0] / t[2];
-      r.loss = t[1] / t[2];
-    }
-    return r;
-  }
-  const data::CifarSet& images = *val.images;
-  const int classes = images.num_classes;
-  const int k = std::min(5, classes);
   {
     torch::NoGradGuard no_grad;
-    for (int64_t begin = first; begin < last; begin += batch) {
-      const int64_t count = std::min<int64_t>(batch, last - begin);
-      at::Tensor batch_images =
-          at::empty({count, 3, data::kCifarSide, data::kCifarSide}, at::kByte);
-      std::memcpy(batch_images.data_ptr<uint8_t>(), images.image(begin),
-                  count * data::kCifarImageBytes);
-      at::Tensor labels =
-          at::from_blob(const_cast<int32_t*>(images.labels.data() + begin), {count}, at::kInt)
-              .to(at::kLong);
-      at::Tensor input = NormalizeImages(batch_images.to(device.device), at::kFloat);
+    val.ForEachBatch(first, last, batch, [&](const at::Tensor& images, const at::Tensor& cpu_labels) {
+      at::Tensor input = NormalizeImages(images.to(device.device), at::kFloat);
       if (state.channels_last) input = input.contiguous(at::MemoryFormat::ChannelsLast);
-      labels = labels.to(device.device);
+      const at::Tensor labels = cpu_labels.to(device.device);
       at::Tensor logits;
       {
         const AutocastRegion region(device.device.type(), autocast);
@@ -100,8 +83,8 @@ EvalResult Evaluate(const config::JobConfig& job, const RankPlace& place, const 
       t[0] += hit.select(1, 0).sum().item<double>();
       t[1] += hit.any(1).sum().item<double>();
       t[2] += at::cross_entropy_loss(logits, labels, {}, at::Reduction::Sum).item<double>();
-      t[3] += static_cast<double>(count);
-    }
+      t[3] += static_cast<double>(images.size(0));
+    });
   }
   state.model->train();
   comms.host->AllReduce(totals, comm::ReduceOp::kSum)->Wait();
@@ -111,6 +94,35 @@ EvalResult Evaluate(const config::JobConfig& job, const RankPlace& place, const 
     r.top1 = t[0] / t[3];
     r.top5 = t[1] / t[3];
     r.loss = t[2] / t[3];
+  }
+  return r;
+}
+
+EvalResult EvaluateMaskedLm(const config::JobConfig& job, const RankPlace& place,
+                            const RankDevice& device, TrainingState& state,
+                            const TokenValidationSet& val, const models::TokenSpec& tokens,
+                            const RankCommunicators& comms) {
+  ShareBuffers(state, comms);
+  const int64_t n = val.size();
+  const int64_t first = n * place.rank / place.world;
+  const int64_t last = n * (place.rank + 1) / place.world;
+  // correct, loss sum, masked positions, sequences
+  at::Tensor totals = at::zeros({4}, at::kDouble);
+  double* t = totals.data_ptr<double>();
+  state.model->eval();
+  {
+    torch::NoGradGuard no_grad;
+    ScoreTokens(*val.sequences, tokens, first, last, EvalBatch(job), device,
+                AutocastDtypeFor(job.train.precision), state, t);
+  }
+  state.model->train();
+  comms.host->AllReduce(totals, comm::ReduceOp::kSum)->Wait();
+  EvalResult r;
+  r.mlm = true;
+  r.samples = static_cast<int64_t>(t[3]);
+  if (t[2] > 0) {
+    r.mlm_accuracy = t[0] / t[2];
+    r.loss = t[1] / t[2];
   }
   return r;
 }

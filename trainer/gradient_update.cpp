@@ -12,11 +12,12 @@ std::vector<size_t> BucketParams(const comm::GradientReducer& reducer, size_t be
 }
 
 void ReduceAndUpdate(comm::GradientReducer& reducer, FusedOptimizer& optimizer, StepPhases& phases,
-                     const GradientUpdateOptions& options) {
+                     const GradientUpdateOptions& options, GradientClipper* clipper) {
   const size_t n = reducer.buckets().size();
-  if (!options.overlap || n <= GradientUpdateOptions::kTailBuckets) {
+  if (clipper != nullptr || !options.overlap || n <= GradientUpdateOptions::kTailBuckets) {
     reducer.FinishBackward();
     phases.CommDone();
+    if (clipper != nullptr) clipper->Clip();
     optimizer.Step();
     phases.OptimizerDone();
     return;

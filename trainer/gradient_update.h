@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "comm/gradient_reducer.h"
+#include "trainer/gradient_clipping.h"
 #include "trainer/optimizer.h"
 #include "trainer/step_phases.h"
 
@@ -28,8 +29,10 @@ std::vector<size_t> BucketParams(const comm::GradientReducer& reducer, size_t be
 /// Called after loss.backward() and phases.BackwardDone(): issues the buckets still
 /// unissued, waits for them and updates the parameters, stamping EarlyUpdateDone (when it
 /// overlaps), CommDone and OptimizerDone. `reducer` and `optimizer` hold the same
-/// parameters in the same order. Host-sync free on CUDA (stream waits), so capturable.
+/// parameters in the same order. With `clipper` (train.max_grad_norm) every bucket is
+/// waited for, the gradients are clipped to the global norm, then one update (no overlap:
+/// the norm needs every gradient). Host-sync free on CUDA (stream waits), so capturable.
 void ReduceAndUpdate(comm::GradientReducer& reducer, FusedOptimizer& optimizer, StepPhases& phases,
-                     const GradientUpdateOptions& options);
+                     const GradientUpdateOptions& options, GradientClipper* clipper = nullptr);
 
 }  // namespace ringpilot::trainer

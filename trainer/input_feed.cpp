@@ -84,29 +84,19 @@ models::TokenSpec TokenSpecFor(const config::JobConfig& job) {
   return spec;
 }
 
-std::unique_ptr<ValidationSet> LoadValidationSet(const config::JobConfig& job) {
-  if (job.data.val.empty()) return nullptr;
-  auto set = std::make_unique<ValidationSet>();
-  switch (job.data.kind) {
-    case config::DataKind::kSynthetic:
-      return nullptr;
-    case config::DataKind::kCifar: {
-      const data::CifarVariant variant = CifarVariantFor(job.model);
-      set->images = std::make_unique<data::CifarSet>(
-          data::ReadCifar(data::CifarFiles(job.data.val, variant, /*train=*/false), variant));
-      break;
-    }
-    case config::DataKind::kTokens:
-      set->shard = std::make_unique<data::TokenShard>(job.data.val);
-      set->sequences = std::make_unique<data::PackedSequences>(*set->shard, job.model.seq_len);
-      break;
-  }
+std::unique_ptr<TokenValidationSet> LoadTokenValidationSet(const config::JobConfig& job) {
+  if (job.data.kind != config::DataKind::kTokens || job.data.val.empty()) return nullptr;
+  auto set = std::make_unique<TokenValidationSet>();
+  set->shard = std::make_unique<data::TokenShard>(job.data.val);
+  set->sequences = std::make_unique<data::PackedSequences>(*set->shard, job.model.seq_len);
   return set;
 }
 
-int64_t StepsPerEpoch(const config::JobConfig& job, int world) {
+int64_t StepsPerEpoch(const config::JobConfig& job, int world, const data::ImageSource* images) {
   int64_t samples = 0;
-  if (job.data.kind == config::DataKind::kTokens) {
+  if (images) {
+    samples = images->size();
+  } else if (job.data.kind == config::DataKind::kTokens) {
     samples =
         data::PackedSequenceCount(data::ReadTokenShardInfo(job.data.train), job.model.seq_len);
   } else {
@@ -123,7 +113,8 @@ int64_t StepsPerEpoch(const config::JobConfig& job, int world) {
 
 InputFeed::InputFeed(const config::JobConfig& job, const models::Model& model,
                      const RankPlace& place, const RankDevice& device,
-                     telemetry::TrainingMetrics& metrics)
+                     telemetry::TrainingMetrics& metrics, telemetry::RankLog& log,
+                     const data::ImageSource* images)
     : seed_(job.train.seed),
       rank_(place.rank),
       world_(place.world),
@@ -132,7 +123,8 @@ InputFeed::InputFeed(const config::JobConfig& job, const models::Model& model,
       image_spec_(model.image_spec()),
       token_spec_(images_ ? models::TokenSpec{} : TokenSpecFor(job)),
       metrics_(metrics),
-      copied_(device.cuda) {
+      copied_(device.cuda),
+      log_(log) {
   image_spec_.workers = device.threads;
   switch (job.data.kind) {
     case config::DataKind::kSynthetic:
@@ -145,31 +137,54 @@ InputFeed::InputFeed(const config::JobConfig& job, const models::Model& model,
       sampler_ = std::make_unique<data::EpochSampler>(cifar_->size(), world_, batch_, seed_);
       break;
     }
+    case config::DataKind::kImageFolder:
+    case config::DataKind::kImageShards:
+      image_ = MakeImagePipeline(job, *images, image_spec_, place, device);
+      break;
     case config::DataKind::kTokens:
       shard_ = std::make_unique<data::TokenShard>(job.data.train);
       sequences_ = std::make_unique<data::PackedSequences>(*shard_, token_spec_.seq_len);
       sampler_ = std::make_unique<data::EpochSampler>(sequences_->size(), world_, batch_, seed_);
       break;
   }
-  const auto pin = at::TensorOptions().pinned_memory(device.cuda);
-  for (Batch& h : host_) {
-    h.input = images_ ? at::empty({batch_, 3, image_spec_.height, image_spec_.width},
-                                  pin.dtype(at::kByte))
-                      : at::empty({batch_, token_spec_.seq_len}, pin.dtype(at::kLong));
-    if (sequences_) {
-      h.keys = at::empty({batch_}, pin.dtype(at::kLong));  // masked on the device
-    } else {
-      h.target = images_ ? at::empty({batch_}, pin.dtype(at::kLong))
-                         : at::empty({batch_, token_spec_.seq_len}, pin.dtype(at::kLong));
+  const std::vector<int64_t> input_shape =
+      images_ ? std::vector<int64_t>{batch_, 3, image_spec_.height, image_spec_.width}
+              : std::vector<int64_t>{batch_, token_spec_.seq_len};
+  const std::vector<int64_t> target_shape =
+      images_ ? std::vector<int64_t>{batch_} : std::vector<int64_t>{batch_, token_spec_.seq_len};
+  const at::ScalarType input_dtype = images_ ? at::kByte : at::kLong;
+  if (!image_) {  // the image pipeline has host buffers of its own
+    const auto pin = at::TensorOptions().pinned_memory(device.cuda);
+    for (Batch& h : host_) {
+      h.input = at::empty(input_shape, pin.dtype(input_dtype));
+      if (sequences_) {
+        h.keys = at::empty({batch_}, pin.dtype(at::kLong));  // masked on the device
+      } else {
+        h.target = at::empty(target_shape, pin.dtype(at::kLong));
+      }
     }
   }
   const auto on_device = at::TensorOptions().device(device.device);
-  device_.input = at::empty_like(host_[0].input, on_device);
-  if (host_[0].target.defined()) device_.target = at::empty_like(host_[0].target, on_device);
-  if (host_[0].keys.defined()) device_.keys = at::empty_like(host_[0].keys, on_device);
+  device_.input = at::empty(input_shape, on_device.dtype(input_dtype));
+  if (sequences_) {
+    device_.keys = at::empty({batch_}, on_device.dtype(at::kLong));
+  } else {
+    device_.target = at::empty(target_shape, on_device.dtype(at::kLong));
+  }
 }
 
 void InputFeed::Fill(int64_t step) {
+  if (image_) {
+    const double wait = image_->Fill(step);
+    data_seconds_.push_back(wait);
+    metrics_.OnPhase(telemetry::Phase::kData, wait);
+    const ImageInputCounts c = image_->counts();
+    metrics_.OnImageInput(c.decoded - reported_.decoded, c.bad_samples - reported_.bad_samples,
+                          c.ready_batches);
+    reported_ = c;
+    for (const std::string& w : image_->TakeWarnings()) log_.Warn(w);
+    return;
+  }
   const int slot = static_cast<int>(step % 2);
   copied_.Wait(slot);
   NvtxRange range("data");
@@ -202,13 +217,23 @@ void InputFeed::Fill(int64_t step) {
 
 void InputFeed::Resume(int64_t step, data::SamplePosition position) {
   if (sampler_) sampler_->Resume(step, position);
+  if (image_) image_->Resume(step, position);
 }
 
 data::SamplePosition InputFeed::PositionOf(int64_t step) const {
+  if (image_) return image_->PositionOf(step);
   return sampler_ ? sampler_->PositionOf(step) : data::SamplePosition{};
 }
 
+std::vector<int64_t> InputFeed::bad_files() const {
+  return image_ ? image_->bad_files() : std::vector<int64_t>{};
+}
+
 void InputFeed::CopyToDevice(int64_t step) {
+  if (image_) {
+    image_->CopyToDevice(step, device_);
+    return;
+  }
   const int slot = static_cast<int>(step % 2);
   device_.input.copy_(host_[slot].input, /*non_blocking=*/true);
   if (device_.target.defined()) device_.target.copy_(host_[slot].target, /*non_blocking=*/true);

@@ -3,10 +3,12 @@
 // step (and its CUDA graph) reads. data.kind synthetic: generated (trainer/synthetic_data.h);
 // cifar: CIFAR batches in memory, sampled per epoch and rank (data/sampler.h), with the
 // usual augmentation (4-pixel padded random crop, horizontal flip) drawn from (seed, epoch,
-// sample), so a resumed run sees the same pixels; tokens: sequences packed from a mapped
-// token shard (data/token_shards.h), sampled the same way, with one masking key per
-// sequence from (seed, epoch, sample): the step masks them on the device
-// (trainer/mlm_masking.h).
+// sample), so a resumed run sees the same pixels. image_folder / image_shards: an
+// ImagePipeline (trainer/image_pipeline.h) decodes data.prefetch batches ahead; the data
+// phase is then the time the step waited for its batch. On CPU ranks the device batch is
+// the host buffer itself (no copy). tokens: sequences packed from a mapped token shard
+// (data/token_shards.h), sampled the same way, with one masking key per sequence from
+// (seed, epoch, sample): the step masks them on the device (trainer/mlm_masking.h).
 #pragma once
 
 #include <cstdint>
@@ -15,12 +17,16 @@
 
 #include "config/job.h"
 #include "data/cifar.h"
+#include "data/image_source.h"
 #include "data/sampler.h"
 #include "data/token_shards.h"
+#include "trainer/evaluation.h"
 #include "trainer/graphed_step.h"
+#include "trainer/image_pipeline.h"
 #include "trainer/models/model.h"
 #include "trainer/rank_setup.h"
 #include "trainer/synthetic_data.h"
+#include "trainer/telemetry/rank_log.h"
 #include "trainer/telemetry/training_metrics.h"
 
 namespace ringpilot::trainer {
@@ -35,21 +41,15 @@ data::CifarVariant CifarVariantFor(const config::ModelConfig& model);
 /// of another vocabulary, or a model.vocab_size below the shards' vocabulary.
 models::TokenSpec TokenSpecFor(const config::JobConfig& job);
 
-/// data.val: CIFAR images or packed token sequences. Immutable once loaded.
-struct ValidationSet {
-  std::unique_ptr<data::CifarSet> images;            ///< data.kind cifar
-  std::unique_ptr<data::TokenShard> shard;           ///< data.kind tokens
-  std::unique_ptr<data::PackedSequences> sequences;  ///< ... packed to model.seq_len
-  int64_t size() const { return images ? images->size() : sequences->size(); }
-};
-
-/// data.val as a dataset, or null when the job has none. Throws data::DataError.
-std::unique_ptr<ValidationSet> LoadValidationSet(const config::JobConfig& job);
+/// data.kind tokens' data.val, or null (another kind, or no data.val). Throws
+/// data::DataError naming a bad file.
+std::unique_ptr<TokenValidationSet> LoadTokenValidationSet(const config::JobConfig& job);
 
 /// Dataset kinds: full global batches (world x data.batch_per_rank) in one epoch of
-/// data.train, from the files' sizes. Throws data::DataError for a bad file, and
-/// std::runtime_error when one global batch does not fit in the dataset.
-int64_t StepsPerEpoch(const config::JobConfig& job, int world);
+/// data.train: CIFAR from the files' sizes, image kinds from `images` (OpenImageSet of
+/// data.train). Throws data::DataError for a bad file, and std::runtime_error when one
+/// global batch does not fit in the dataset.
+int64_t StepsPerEpoch(const config::JobConfig& job, int world, const data::ImageSource* images);
 
 /// Not thread-safe: the training thread calls every method, in the order
 /// CopyToDevice(step), (step runs), Fill(step + 1).
@@ -57,13 +57,16 @@ class InputFeed {
  public:
   /// Shapes come from `model`; synthetic samples from train.seed, laid out so that any
   /// split of a global batch over ranks sees the same samples (FirstSampleIndex). Reads
-  /// data.train for kinds cifar and tokens: throws data::DataError naming a bad file. Data time is
-  /// reported to `metrics` (which must outlive the feed).
+  /// data.train for kinds cifar and tokens: throws data::DataError naming a bad file. Image
+  /// kinds read `images` (data.train opened by OpenImageSet; it must outlive the feed). Data
+  /// time is reported to `metrics`, bad image files to `log` (both must outlive the feed).
   InputFeed(const config::JobConfig& job, const models::Model& model, const RankPlace& place,
-            const RankDevice& device, telemetry::TrainingMetrics& metrics);
+            const RankDevice& device, telemetry::TrainingMetrics& metrics,
+            telemetry::RankLog& log, const data::ImageSource* images);
 
   /// Generates `step`'s batch into its host buffer, after the copy that last read that
-  /// buffer (two steps ago) is done.
+  /// buffer (two steps ago) is done; image kinds wait for the pipeline's batch instead.
+  /// Throws data::DataError when the image kinds' bad-sample limit is passed.
   void Fill(int64_t step);
   /// Queues the copy of `step`'s host batch into device_batch() (asynchronous on CUDA).
   void CopyToDevice(int64_t step);
@@ -73,7 +76,11 @@ class InputFeed {
   /// Dataset kinds: where step `step` starts (for checkpoints); {0, 0} for synthetic.
   data::SamplePosition PositionOf(int64_t step) const;
   /// Dataset kinds: epochs started by step `step` (1-based); 0 for synthetic.
-  int64_t EpochOf(int64_t step) const { return sampler_ ? PositionOf(step).epoch : 0; }
+  int64_t EpochOf(int64_t step) const {
+    return sampler_ || image_ ? PositionOf(step).epoch : 0;
+  }
+  /// Image kinds: training-set indices of the distinct bad files this rank skipped.
+  std::vector<int64_t> bad_files() const;
 
   const Batch& device_batch() const { return device_; }
   bool images() const { return images_; }
@@ -103,6 +110,10 @@ class InputFeed {
   // Dataset kinds.
   std::unique_ptr<data::EpochSampler> sampler_;
   std::vector<int64_t> indices_;
+  // Image kinds.
+  telemetry::RankLog& log_;
+  std::unique_ptr<ImagePipeline> image_;
+  ImageInputCounts reported_;  // counts already passed to the metrics
 };
 
 }  // namespace ringpilot::trainer

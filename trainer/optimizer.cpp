@@ -48,6 +48,18 @@ void MatchLayoutsAndFlatten(std::vector<at::Tensor>& params, std::vector<at::Ten
 FusedOptimizer::FusedOptimizer(std::vector<at::Tensor> params, OptimizerOptions options)
     : params_(std::move(params)), options_(options) {
   at::NoGradGuard no_grad;
+  for (size_t i = 0; i < params_.size(); ++i) {
+    all_.push_back(i);
+    const bool exempt =
+        options_.exempt_1d_from_decay && options_.weight_decay != 0.0 && params_[i].dim() < 2;
+    exempt_.push_back(exempt ? 1 : 0);
+    any_exempt_ = any_exempt_ || exempt;
+  }
+  // The CUDA kernels read a float32 lr through a device pointer. On the CPU (no graphs)
+  // the tensor overloads would only read the value back: the scalar path does the same.
+  if (options_.lr_on_device && !params_.empty() && params_.front().is_cuda()) {
+    lr_tensor_ = at::full({}, options_.lr, params_.front().options().dtype(at::kFloat));
+  }
   for (const auto& p : params_) {
     if (options_.kind == config::Optimizer::kSgd) {
       if (options_.momentum != 0.0) momentum_.push_back(at::zeros_like(p));
@@ -59,29 +71,50 @@ FusedOptimizer::FusedOptimizer(std::vector<at::Tensor> params, OptimizerOptions 
   }
 }
 
+void FusedOptimizer::set_lr(double lr) {
+  options_.lr = lr;
+  if (lr_tensor_.defined()) lr_tensor_.fill_(lr);
+}
+
 void FusedOptimizer::Step() {
-  Apply(params_, momentum_, exp_avg_, exp_avg_sq_, step_);
+  if (any_exempt_) {
+    Update(all_);
+  } else {
+    Apply(params_, momentum_, exp_avg_, exp_avg_sq_, step_, options_.weight_decay);
+  }
   EndStep();
 }
 
 void FusedOptimizer::StepParams(const std::vector<size_t>& indices) {
-  if (indices.empty()) return;
-  // The fused kernels take parallel lists: pick this subset out of each.
-  auto pick = [&indices](const std::vector<at::Tensor>& from) {
-    std::vector<at::Tensor> out;
-    if (from.empty()) return out;
-    out.reserve(indices.size());
-    for (size_t i : indices) out.push_back(from.at(i));
-    return out;
+  if (!indices.empty()) Update(indices);
+}
+
+void FusedOptimizer::Update(const std::vector<size_t>& indices) {
+  // The fused kernels take parallel lists and one weight decay: pick each group's subset.
+  auto run = [this](const std::vector<size_t>& group, double weight_decay) {
+    if (group.empty()) return;
+    auto pick = [&group](const std::vector<at::Tensor>& from) {
+      std::vector<at::Tensor> out;
+      if (from.empty()) return out;
+      out.reserve(group.size());
+      for (size_t i : group) out.push_back(from.at(i));
+      return out;
+    };
+    Apply(pick(params_), pick(momentum_), pick(exp_avg_), pick(exp_avg_sq_), pick(step_),
+          weight_decay);
   };
-  Apply(pick(params_), pick(momentum_), pick(exp_avg_), pick(exp_avg_sq_), pick(step_));
+  if (!any_exempt_) return run(indices, options_.weight_decay);
+  std::vector<size_t> decayed, exempt;
+  for (size_t i : indices) (exempt_.at(i) ? exempt : decayed).push_back(i);
+  run(decayed, options_.weight_decay);
+  run(exempt, 0.0);
 }
 
 void FusedOptimizer::Apply(const std::vector<at::Tensor>& params,
                            const std::vector<at::Tensor>& momentum,
                            const std::vector<at::Tensor>& exp_avg,
                            const std::vector<at::Tensor>& exp_avg_sq,
-                           const std::vector<at::Tensor>& step) {
+                           const std::vector<at::Tensor>& step, double weight_decay) {
   at::NoGradGuard no_grad;
   std::vector<at::Tensor> p = params, grads;
   grads.reserve(params.size());
@@ -90,18 +123,30 @@ void FusedOptimizer::Apply(const std::vector<at::Tensor>& params,
     std::vector<at::Tensor> m = momentum;
     MatchLayoutsAndFlatten(p, grads, {&m});
     // is_first_step makes the momentum buffer start as the gradient, as torch.optim.SGD.
-    at::_fused_sgd_(p, grads, m, options_.weight_decay, options_.momentum, options_.lr,
-                    /*dampening=*/0.0, /*nesterov=*/false, /*maximize=*/false,
-                    /*is_first_step=*/steps_done_ == 0);
+    if (lr_tensor_.defined()) {
+      at::_fused_sgd_(p, grads, m, weight_decay, options_.momentum, lr_tensor_,
+                      /*dampening=*/0.0, /*nesterov=*/false, /*maximize=*/false,
+                      /*is_first_step=*/steps_done_ == 0);
+    } else {
+      at::_fused_sgd_(p, grads, m, weight_decay, options_.momentum, options_.lr,
+                      /*dampening=*/0.0, /*nesterov=*/false, /*maximize=*/false,
+                      /*is_first_step=*/steps_done_ == 0);
+    }
   } else {
     std::vector<at::Tensor> m1 = exp_avg, m2 = exp_avg_sq;
     MatchLayoutsAndFlatten(p, grads, {&m1, &m2});
     // The fused kernel reads the step count but leaves incrementing it to the caller,
     // as torch.optim.AdamW does.
     at::_foreach_add_(step, 1.0);
-    at::_fused_adamw_(p, grads, m1, m2, /*max_exp_avg_sqs=*/{}, step, options_.lr, options_.beta1,
-                      options_.beta2, options_.weight_decay, options_.eps,
-                      /*amsgrad=*/false, /*maximize=*/false);
+    if (lr_tensor_.defined()) {
+      at::_fused_adamw_(p, grads, m1, m2, /*max_exp_avg_sqs=*/{}, step, lr_tensor_, options_.beta1,
+                        options_.beta2, weight_decay, options_.eps,
+                        /*amsgrad=*/false, /*maximize=*/false);
+    } else {
+      at::_fused_adamw_(p, grads, m1, m2, /*max_exp_avg_sqs=*/{}, step, options_.lr, options_.beta1,
+                        options_.beta2, weight_decay, options_.eps,
+                        /*amsgrad=*/false, /*maximize=*/false);
+    }
   }
 }
 

@@ -1,5 +1,7 @@
 #include "trainer/options.h"
 
+#include <algorithm>
+
 namespace ringpilot::trainer {
 namespace {
 
@@ -34,6 +36,21 @@ OptimizerOptions OptimizerOptionsFor(const config::TrainConfig& train) {
   o.beta1 = train.beta1;
   o.beta2 = train.beta2;
   o.eps = train.eps;
+  o.exempt_1d_from_decay = !train.decay_norm_and_bias;
+  o.lr_on_device = !IsConstant(LrScheduleOptionsFor(train));
+  return o;
+}
+
+LrScheduleOptions LrScheduleOptionsFor(const config::TrainConfig& train) {
+  LrScheduleOptions o;
+  o.kind = train.lr_schedule;
+  o.lr = train.lr;
+  o.total_steps = train.steps;
+  o.warmup_steps = train.lr_warmup_steps;
+  o.min_ratio = train.lr_min_ratio;
+  o.step_every = train.lr_step_every;
+  o.gamma = train.lr_gamma;
+  o.power = train.lr_power;
   return o;
 }
 
@@ -115,5 +132,31 @@ comm::NcclOptions NcclOptionsFor(const config::CommConfig& comm) {
   return o;
 }
 #endif
+
+data::ImageLoaderOptions ImageLoaderOptionsFor(const config::JobConfig& job, int batch,
+                                               const models::ImageSpec& image,
+                                               data::ImageTransform transform, int workers) {
+  data::ImageLoaderOptions o;
+  o.batch = batch;
+  o.out_height = image.height;
+  o.out_width = image.width;
+  o.transform = transform;
+  o.seed = job.train.seed;
+  o.workers = workers;
+  o.max_bad_fraction = job.data.max_bad_fraction;
+  return o;
+}
+
+int DecodeWorkersFor(const config::DataConfig& data, int bound_cores, bool cuda) {
+  if (data.workers > 0) return data.workers;
+  return std::max(1, cuda ? bound_cores - 1 : bound_cores / 4);
+}
+
+int GpuDecodeThreadsFor(const config::DataConfig& data) {
+  // nvJPEG's engines do the decoding; the threads only read files and parse headers, and
+  // more than 4 contend inside nvJPEG (H100: 24k img/s with 4, 20k with 8, 11k with 12;
+  // bench/results/2026-11-25-nvidia-h100-x1-image-input.md).
+  return data.workers > 0 ? data.workers : 4;
+}
 
 }  // namespace ringpilot::trainer

@@ -11,8 +11,10 @@
 
 #include "comm/gradient_reducer.h"
 #include "config/job.h"
+#include "data/image_loader.h"
 #include "topology/plan.h"
 #include "trainer/gradient_update.h"
+#include "trainer/lr_schedule.h"
 #include "trainer/models/model.h"
 #include "trainer/optimizer.h"
 
@@ -25,7 +27,11 @@ namespace ringpilot::trainer {
 /// model.* and the loss settings of train.* (label_smoothing).
 models::ModelOptions ModelOptionsFor(const config::JobConfig& job);
 
+/// train.optimizer and its settings; the lr lives on the device when the schedule varies it.
 OptimizerOptions OptimizerOptionsFor(const config::TrainConfig& train);
+
+/// train.lr_*; `train.steps` must already be resolved (train.epochs).
+LrScheduleOptions LrScheduleOptionsFor(const config::TrainConfig& train);
 
 /// Bucket caps from comm.bucket_mb / comm.first_bucket_mb (MiB), the wire dtype from
 /// comm.grad_dtype. on_first_launch is left to the caller.
@@ -40,6 +46,18 @@ c10::ScalarType GradWireDtypeFor(config::GradDtype dtype);
 std::optional<c10::ScalarType> AutocastDtypeFor(config::Precision precision);
 
 topology::BindPolicy BindPolicyFor(config::BindMode mode);
+
+/// data.* and train.seed for an image batch loader: `batch` samples per slot, the model's
+/// image size, decode threads `workers` (DecodeWorkersFor).
+data::ImageLoaderOptions ImageLoaderOptionsFor(const config::JobConfig& job, int batch,
+                                               const models::ImageSpec& image,
+                                               data::ImageTransform transform, int workers);
+
+/// data.workers, 0 resolved from the cores the rank is bound to: GPU ranks all but one
+/// (the training thread's), CPU ranks a quarter (the compute threads take the rest).
+int DecodeWorkersFor(const config::DataConfig& data, int bound_cores, bool cuda);
+/// Host threads of the GPU image pipeline (data.gpu_decode): data.workers, else 4.
+int GpuDecodeThreadsFor(const config::DataConfig& data);
 
 #ifdef RINGPILOT_WITH_CUDA
 comm::NcclOptions NcclOptionsFor(const config::CommConfig& comm);

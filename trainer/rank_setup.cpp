@@ -129,10 +129,18 @@ RankCommunicators MakeCommunicators(const config::JobConfig& job, const RankPlac
   (void)place;
   (void)run_dir;
 #endif
-  if (!c.device) c.device = std::make_unique<comm::MpiCommunicator>(MPI_COMM_WORLD);
+  if (!c.device) {
+    auto mpi = std::make_unique<comm::MpiCommunicator>(MPI_COMM_WORLD);
+    mpi->set_timeout(job.comm.timeout_s);
+    c.device = std::move(mpi);
+  }
   if (!device.cuda && job.model.sync_batchnorm) {
     c.norm = std::make_unique<comm::MpiCommunicator>(MPI_COMM_WORLD);
+    c.norm->set_timeout(job.comm.timeout_s);
   }
+  // MPI waits forever for a stopped peer: every MPI communicator keeps comm.timeout_s
+  // (NCCL's has its own watchdog).
+  c.host->set_timeout(job.comm.timeout_s);
   return c;
 }
 

@@ -35,7 +35,8 @@ void WriteSummary(const config::JobConfig& job, const std::string& run_dir, int 
   host.AllReduce(loss_sum, comm::ReduceOp::kAvg)->Wait();
   if (rank != 0) return;
   using nlohmann::json;
-  const int batch = job.data.batch_per_rank;
+  // Samples per optimizer step and rank: every micro-batch counts.
+  const int64_t batch = static_cast<int64_t>(job.data.batch_per_rank) * job.train.grad_accum_steps;
   const ParamFingerprint fp = FingerprintParams(params);
   json summary = {
       {"name", job.name},
@@ -55,13 +56,17 @@ void WriteSummary(const config::JobConfig& job, const std::string& run_dir, int 
       {"resumed_from_step", totals.start_step},
       {"device", cuda ? "cuda" : "cpu"},
       {"model", config::ToString(job.model.name)},
-      {"batch_per_rank", batch},
+      {"batch_per_rank", job.data.batch_per_rank},
+      {"grad_accum_steps", job.train.grad_accum_steps},
+      {"final_lr", totals.final_lr},
       {"first_step_s", totals.first_step_s},
       {"checkpoint_seconds", totals.checkpoint_seconds},
       {"data_seconds_p50", telemetry::Percentile(totals.data_seconds, 0.5)},
       {"peak_mem_gb", peak_device_bytes / 1e9},
   };
   if (totals.epochs > 0) summary["epochs"] = totals.epochs;
+  if (totals.grad_norm) summary["grad_norm"] = *totals.grad_norm;
+  if (totals.bad_files) summary["data"] = {{"bad_files", *totals.bad_files}};
   if (totals.eval && totals.eval->mlm) {
     summary["eval"] = {{"mlm_accuracy", totals.eval->mlm_accuracy},
                        {"loss", totals.eval->loss},

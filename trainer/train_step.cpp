@@ -20,7 +20,9 @@ TrainStep::TrainStep(const config::JobConfig& job, const RankPlace& place, const
       autocast_(AutocastDtypeFor(job.train.precision)),
       update_options_(GradientUpdateOptionsFor(job.comm)),
       carveout_(job.comm.backward_sm_carveout, device.cuda),
-      straggle_s_(place.rank == job.fault.straggler_rank ? job.fault.straggler_ms / 1000.0 : 0.0) {
+      straggle_s_(place.rank == job.fault.straggler_rank ? job.fault.straggler_ms / 1000.0 : 0.0),
+      micro_scale_(1.0 / job.train.grad_accum_steps) {
+  if (job.train.max_grad_norm > 0) clipper_.emplace(state.params, job.train.max_grad_norm);
   if (autocast_) at::autocast::set_autocast_dtype(device_type_, *autocast_);
   // The autocast weight cache would hold tensors from the capture's memory pool.
   if (job.train.cuda_graphs) at::autocast::set_autocast_cache_enabled(false);
@@ -29,6 +31,39 @@ TrainStep::TrainStep(const config::JobConfig& job, const RankPlace& place, const
 void TrainStep::Run() {
   phases_.Begin();
   reducer_.PrepareForBackward();
+  const at::Tensor loss = ForwardBackward(1.0);
+  {
+    NvtxRange range("reduce+update");
+    ReduceAndUpdate(reducer_, *state_.optimizer, phases_, update_options_,
+                    clipper_ ? &*clipper_ : nullptr);
+  }
+  if (!loss_.defined()) loss_ = at::empty_like(loss);  // before any capture
+  loss_.copy_(loss);
+}
+
+void TrainStep::BeginAccumulation() {
+  phases_.Begin();
+  reducer_.ZeroGradients();
+  if (!loss_.defined()) {
+    loss_ = at::zeros({}, state_.params.front().options().dtype(at::kFloat).requires_grad(false));
+  }
+  loss_.zero_();
+}
+
+void TrainStep::RunMicroBatch() { loss_.add_(ForwardBackward(micro_scale_)); }
+
+void TrainStep::RunLastMicroBatch() {
+  reducer_.ArmForBackward();
+  const at::Tensor loss = ForwardBackward(micro_scale_);
+  {
+    NvtxRange range("reduce+update");
+    ReduceAndUpdate(reducer_, *state_.optimizer, phases_, update_options_,
+                    clipper_ ? &*clipper_ : nullptr);
+  }
+  loss_.add_(loss);
+}
+
+at::Tensor TrainStep::ForwardBackward(double scale) {
   at::Tensor loss;
   {
     NvtxRange range("forward");
@@ -48,6 +83,10 @@ void TrainStep::Run() {
       const AutocastRegion region(device_type_, autocast_);
       loss = state_.model->Loss(in, target);
     }
+    // Mean losses: 1/k of each of k equal micro-batches adds up to the gradient of the mean
+    // over their union (BERT: every row masks as many tokens). BatchNorm still normalises
+    // each micro-batch by its own statistics, as any accumulation does.
+    if (scale != 1.0) loss = loss * scale;
     phases_.ForwardDone();
   }
   {
@@ -63,12 +102,7 @@ void TrainStep::Run() {
     if (!cuda_) phases_.SlowDown(straggle_s_);
     phases_.BackwardDone();
   }
-  {
-    NvtxRange range("reduce+update");
-    ReduceAndUpdate(reducer_, *state_.optimizer, phases_, update_options_);
-  }
-  if (!loss_.defined()) loss_ = at::empty_like(loss);  // before any capture
-  loss_.copy_(loss.detach());
+  return loss.detach();
 }
 
 }  // namespace ringpilot::trainer

@@ -9,6 +9,7 @@
 
 #include "comm/gradient_reducer.h"
 #include "config/job.h"
+#include "trainer/gradient_clipping.h"
 #include "trainer/gradient_update.h"
 #include "trainer/input_feed.h"
 #include "trainer/ops/backward_sm_carveout.h"
@@ -25,12 +26,26 @@ class TrainStep {
             TrainingState& state, comm::GradientReducer& reducer, StepPhases& phases,
             const InputFeed& input);
 
-  /// Runs (or, inside GraphedStep::Capture, records) one step. The loss lands in loss().
+  /// Runs (or, inside GraphedStep::Capture, records) one step on one batch
+  /// (train.grad_accum_steps 1). The loss lands in loss().
   void Run();
 
+  /// train.grad_accum_steps k > 1, per optimizer step: BeginAccumulation() (eager: zeroes
+  /// the gradients and the loss, starts the step's phases), then one call per micro-batch,
+  /// each after its batch was copied in: RunMicroBatch() k - 1 times (forward and backward
+  /// of loss / k, gradients add up, no communication) and RunLastMicroBatch() (the same,
+  /// with the reducer's hooks armed, then reduce-and-update). Each of the two may be
+  /// recorded once in its own CUDA graph and replayed; loss() is the micro-batches' mean.
+  void BeginAccumulation();
+  void RunMicroBatch();
+  void RunLastMicroBatch();
+
   /// The last step's loss, on the device (a stable tensor: graph replays write into it);
-  /// undefined before the first Run().
+  /// undefined before the first Run() or BeginAccumulation().
   const at::Tensor& loss() const { return loss_; }
+  /// train.max_grad_norm > 0: the last step's gradient norm before clipping (a device
+  /// scalar written in place); undefined otherwise.
+  at::Tensor grad_norm() const { return clipper_ ? clipper_->norm() : at::Tensor(); }
 
  private:
   TrainingState& state_;
@@ -44,7 +59,14 @@ class TrainStep {
   const ops::BackwardSmCarveout carveout_;
   /// fault.straggler_*: extra compute seconds on this rank (0 elsewhere).
   const double straggle_s_;
+  /// 1 / train.grad_accum_steps: each micro-batch's share of the step's gradient.
+  const double micro_scale_;
+  std::optional<GradientClipper> clipper_;
   at::Tensor loss_;
+
+  // Forward and backward of one batch (of loss x `scale` when scale != 1); returns the
+  // scaled loss, detached.
+  at::Tensor ForwardBackward(double scale);
 };
 
 }  // namespace ringpilot::trainer

@@ -14,12 +14,15 @@
 #include "base/run_variables.h"
 #include "base/time.h"
 #include "comm/gradient_reducer.h"
+#include "comm/status.h"
 #include "data/cifar.h"
 #include "trainer/bootstrap.h"
 #include "trainer/checkpoint/store.h"
 #include "trainer/evaluation.h"
 #include "trainer/graphed_step.h"
+#include "trainer/image_pipeline.h"
 #include "trainer/input_feed.h"
+#include "trainer/lr_schedule.h"
 #include "trainer/options.h"
 #include "trainer/phase_report.h"
 #include "trainer/preemption.h"
@@ -28,6 +31,7 @@
 #include "trainer/step_phases.h"
 #include "trainer/summary.h"
 #include "trainer/telemetry/device.h"
+#include "trainer/telemetry/heartbeat.h"
 #include "trainer/telemetry/kernel_profile.h"
 #include "trainer/telemetry/rank_log.h"
 #include "trainer/telemetry/rank_telemetry.h"
@@ -36,6 +40,7 @@
 #include "trainer/telemetry/versions.h"
 #include "trainer/train_step.h"
 #include "trainer/training_state.h"
+#include "trainer/validation_set.h"
 
 namespace ringpilot::trainer {
 namespace {
@@ -66,8 +71,11 @@ struct LoopParts {
   telemetry::RankTelemetry& telemetry;
   telemetry::StepStats& stats;
   telemetry::RankLog& log;
+  telemetry::Heartbeat& heartbeat;
   const PreemptionWatch& preemption;
-  const ValidationSet* val;  // data.val, or null: no evaluation
+  ValidationSet* val;                     // image kinds' and cifar's data.val, or null
+  const TokenValidationSet* token_val;    // tokens' data.val, or null
+  const data::ImageSource* train_images;  // image kinds' data.train, else null
 };
 
 // Steps start_step..train.steps: graph capture after the eager warm-up, the timed window,
@@ -78,6 +86,9 @@ class TrainingLoop {
       : p_(p),
         start_step_(start_step),
         total_(p.job.train.steps),
+        accum_(p.job.train.grad_accum_steps),
+        schedule_(LrScheduleOptionsFor(p.job.train)),
+        varying_lr_(!IsConstant(schedule_)),
         clock_(p.device.cuda, p.job.train.host_lead_steps),
         profile_(p.place.rank, p.device.cuda) {
     // The clock reports a step `host_lead_steps` steps late: the window shifts with it.
@@ -93,9 +104,10 @@ class TrainingLoop {
 
   // The exit status: base::kExitOk, or base::kExitPreempted after SIGUSR1.
   int Run() {
-    if (start_step_ < total_) p_.input.Fill(start_step_);
+    if (start_step_ < total_) p_.input.Fill(start_step_ * accum_);
     for (int64_t step = start_step_; step < total_; ++step) {
       NvtxRange step_range("step");
+      p_.heartbeat.Beat(step, "step");
       const double step_s = RunStep(step);
       Measure(step, step_s);
       const bool last = step + 1 == total_;
@@ -103,7 +115,9 @@ class TrainingLoop {
       if (p_.place.rank == 0) LogProgress(step, step_s, last);
       const int64_t done = step + 1;
       const int64_t eval_every = p_.job.eval.every_steps;
-      if (p_.val && (last || (eval_every > 0 && done % eval_every == 0))) Evaluate(step);
+      if ((p_.val || p_.token_val) && (last || (eval_every > 0 && done % eval_every == 0))) {
+        Evaluate(step);
+      }
       const int every = p_.job.checkpoint.every_steps;
       if (last || preempt || (every > 0 && done % every == 0)) Checkpoint(step);
       if (preempt) return p_.preemption.Stop(p_.log, done);
@@ -119,6 +133,11 @@ class TrainingLoop {
     const config::JobConfig& job = p_.job;
     profile_.BeforeStep(step - start_step_);
     clock_.Begin();
+    // The step's learning rate: a host formula; on CUDA a fill of the optimizer's device
+    // lr, queued before the step (or its replay) that reads it.
+    lr_ = varying_lr_ ? LearningRateAt(schedule_, step) : schedule_.lr;
+    if (varying_lr_) p_.state.optimizer->set_lr(lr_);
+    if (accum_ > 1) return RunAccumulatedStep(step);
     p_.input.CopyToDevice(step);
     if (p_.place.rank == job.fault.crash_rank && step + 1 == job.fault.crash_step &&
         p_.opts.restart == 0) {
@@ -141,6 +160,60 @@ class TrainingLoop {
     }
     // Generate the next batch while the device works on this one.
     if (step + 1 < total_) p_.input.Fill(step + 1);
+    return EndStep(step);
+  }
+
+  // train.grad_accum_steps k > 1: micro-batches step x k .. step x k + k - 1, each copied in
+  // and run in turn (the next one generated while the device works). With CUDA graphs two
+  // graphs, captured at the same step as the single-batch graph would be: the micro-batch
+  // (forward + backward, no communication), replayed k - 1 times, and the last micro-batch
+  // with the all-reduces and the update. Zeroing the gradients and the loss runs eagerly
+  // before them (two small kernels).
+  double RunAccumulatedStep(int64_t step) {
+    const config::JobConfig& job = p_.job;
+    if (p_.place.rank == job.fault.crash_rank && step + 1 == job.fault.crash_step &&
+        p_.opts.restart == 0) {
+      p_.log.Fatal("fault injection: crashing at step " + std::to_string(step + 1) +
+                   " (fault.crash_rank=" + std::to_string(job.fault.crash_rank) + ")");
+      std::_Exit(kInjectedCrashStatus);
+    }
+    const bool graphed = job.train.cuda_graphs && step - start_step_ >= kGraphWarmupSteps;
+    if (graphed && !graph_.captured()) p_.comms.device->Barrier();  // as in RunStep
+    p_.step.BeginAccumulation();
+    for (int m = 0; m < accum_; ++m) {
+      const int64_t batch = step * accum_ + m;
+      const bool last = m + 1 == accum_;
+      p_.input.CopyToDevice(batch);
+      if (graphed) {
+        GraphedStep& graph = last ? graph_ : micro_graph_;
+        if (!graph.captured()) {
+          graph.Capture([this, last] {
+            if (last) {
+              p_.step.RunLastMicroBatch();
+            } else {
+              p_.step.RunMicroBatch();
+            }
+          });
+          if (p_.place.rank == 0 && last) {
+            p_.log.Info("captured the training step in CUDA graphs (micro-batch and last)");
+          }
+        }
+        graph.Replay();
+      } else if (last) {
+        p_.step.RunLastMicroBatch();
+      } else {
+        p_.step.RunMicroBatch();
+      }
+      if (batch + 1 < total_ * accum_) p_.input.Fill(batch + 1);
+    }
+    p_.phases.Launched(/*replay=*/graphed);
+    if (graphed) p_.comms.device->OnReplayLaunched();
+    return EndStep(step);
+  }
+
+  // After a step's work is queued: the step clock, profiles, phase report, and the first
+  // step's launch-to-end time. Returns the step's time.
+  double EndStep(int64_t step) {
     const double step_s = clock_.End();
     if (const std::string path = profile_.AfterStep(step - start_step_); !path.empty()) {
       p_.log.Info("kernel profile " + path);
@@ -174,7 +247,8 @@ class TrainingLoop {
       totals_.step_seconds.push_back(step_s);
       ++totals_.timed_steps;
     }
-    p_.metrics.OnStep(step_s, p_.job.data.batch_per_rank);
+    p_.metrics.OnStep(step_s, static_cast<int64_t>(p_.job.data.batch_per_rank) * accum_);
+    p_.metrics.SetLearningRate(lr_);
     p_.telemetry.AfterStep(step - start_step_ + 1);
     p_.stats.AddStep(step_s);
   }
@@ -186,11 +260,17 @@ class TrainingLoop {
     last_report_ = now;
     const double loss = p_.step.loss().item<double>();
     p_.metrics.SetLoss(loss);
+    // The pre-clip norm comes back with the loss (one synchronisation per line).
+    if (const at::Tensor norm = p_.step.grad_norm(); norm.defined()) {
+      totals_.grad_norm = norm.item<double>();
+      p_.metrics.SetGradNorm(*totals_.grad_norm);
+    }
     p_.metrics.Refresh(p_.stats);
     const double elapsed = base::Seconds(timed_start_, now);
     const int64_t timed = totals_.timed_steps;
     const double rate = timed > 0 && elapsed > 0
-                            ? timed * p_.job.data.batch_per_rank * p_.place.world / elapsed
+                            ? static_cast<double>(timed) * p_.job.data.batch_per_rank * accum_ *
+                                  p_.place.world / elapsed
                             : 0;
     const double per_step = timed > 0 ? elapsed / timed : step_s;
     char line[256];
@@ -199,8 +279,14 @@ class TrainingLoop {
                   static_cast<long long>(step + 1), static_cast<long long>(total_), loss, rate,
                   per_step, base::FormatDuration(per_step * (total_ - step - 1)).c_str());
     std::string text = line;
+    std::snprintf(line, sizeof(line), " | lr %.4g", lr_);
+    text += line;
+    if (totals_.grad_norm) {
+      std::snprintf(line, sizeof(line), " | grad norm %.4g", *totals_.grad_norm);
+      text += line;
+    }
     if (p_.job.data.kind != config::DataKind::kSynthetic) {
-      text += " | epoch " + std::to_string(p_.input.EpochOf(step) + 1);
+      text += " | epoch " + std::to_string(p_.input.EpochOf(LastBatchOf(step)) + 1);
     }
     if (totals_.eval) {
       if (totals_.eval->mlm) {
@@ -215,11 +301,17 @@ class TrainingLoop {
 
   // Collective: every rank scores its part of data.val; the same result on every rank.
   void Evaluate(int64_t step) {
+    p_.heartbeat.Beat(step, "eval");
     const auto e0 = Clock::now();
     telemetry::SynchronizeDevice(p_.device.cuda);  // the step's work first, then eager eval
-    const EvalResult r = trainer::Evaluate(p_.job, p_.place, p_.device, p_.state, *p_.val,
-                                           p_.input.token_spec(), p_.comms);
+    const EvalResult r =
+        p_.token_val ? EvaluateMaskedLm(p_.job, p_.place, p_.device, p_.state, *p_.token_val,
+                                        p_.input.token_spec(), p_.comms)
+                     : trainer::Evaluate(p_.job, p_.place, p_.device, p_.state, *p_.val, p_.comms);
     totals_.eval = r;
+    if (p_.val) {
+      for (const std::string& w : p_.val->TakeWarnings()) p_.log.Warn(w);
+    }
     const double samples = static_cast<double>(r.samples);
     if (r.mlm) {
       p_.metrics.SetMlmEval(r.mlm_accuracy, r.loss, samples);
@@ -236,7 +328,7 @@ class TrainingLoop {
       char line[240];
       std::snprintf(
           line, sizeof(line), "eval after step %lld (epoch %lld): %s | loss %.4f | %lld samples",
-          static_cast<long long>(step + 1), static_cast<long long>(p_.input.EpochOf(step) + 1),
+          static_cast<long long>(step + 1), static_cast<long long>(p_.input.EpochOf(LastBatchOf(step)) + 1),
           scores, r.loss, static_cast<long long>(r.samples));
       p_.log.Info(line);
     }
@@ -246,8 +338,9 @@ class TrainingLoop {
   // Collective: every rank's RNG state to rank 0, which writes the checkpoint of `step`
   // with the data position of the next step.
   void Checkpoint(int64_t step) {
+    p_.heartbeat.Beat(step, "checkpoint");
     const auto c0 = Clock::now();
-    const data::SamplePosition next = p_.input.PositionOf(step + 1);
+    const data::SamplePosition next = p_.input.PositionOf((step + 1) * accum_);
     p_.state.data_position[0] = next.epoch;
     p_.state.data_position[1] = next.offset;
     p_.state.rng->Gather(*p_.comms.host);
@@ -264,15 +357,21 @@ class TrainingLoop {
 
   // Last phases, per-rank stats file and the run summary.
   void Finish() {
+    p_.heartbeat.Beat(total_ - 1, "done");
     telemetry::SynchronizeDevice(p_.device.cuda);
     p_.reporter.Report(/*device_idle=*/true);
     // Throughput is training time only: checkpoints are reported separately.
     totals_.timed_seconds = base::Seconds(timed_start_, Clock::now()) - totals_.checkpoint_seconds -
                             totals_.eval_seconds;
     if (p_.job.data.kind != config::DataKind::kSynthetic) {
-      totals_.epochs = p_.input.EpochOf(total_ - 1) + 1;
+      totals_.epochs = p_.input.EpochOf(LastBatchOf(total_ - 1)) + 1;
+    }
+    totals_.final_lr = lr_;
+    if (const at::Tensor norm = p_.step.grad_norm(); norm.defined()) {
+      totals_.grad_norm = norm.item<double>();
     }
     totals_.data_seconds = p_.input.data_seconds();
+    if (p_.train_images) totals_.bad_files = CountBadFiles();
     p_.metrics.Refresh(p_.stats);
     const std::string& run_dir = p_.opts.run_dir;
     p_.stats.WriteJson(run_dir + "/logs/rank-" + std::to_string(p_.place.rank) + ".stats.json",
@@ -289,14 +388,38 @@ class TrainingLoop {
     p_.comms.host->Barrier();
   }
 
+  // Collective: distinct bad files of data.train and data.val over all ranks (ranks meet
+  // the same training file in different epochs, so the sets are merged, not summed).
+  int64_t CountBadFiles() {
+    const int64_t train = p_.train_images->size();
+    const int64_t val = p_.val ? p_.val->size() : 0;
+    at::Tensor seen = at::zeros({train + val}, at::kByte);
+    uint8_t* s = seen.data_ptr<uint8_t>();
+    for (int64_t i : p_.input.bad_files()) s[i] = 1;
+    if (p_.val) {
+      for (int64_t i : p_.val->bad_files()) s[train + i] = 1;
+    }
+    p_.comms.host->AllReduce(seen, comm::ReduceOp::kMax)->Wait();
+    return seen.sum().item<int64_t>();
+  }
+
+  // The input batch index of `step`'s last micro-batch (the step itself without
+  // accumulation).
+  int64_t LastBatchOf(int64_t step) const { return (step + 1) * accum_ - 1; }
+
   const LoopParts& p_;
   const int64_t start_step_;
   const int64_t total_;
+  const int accum_;  // train.grad_accum_steps
+  const LrScheduleOptions schedule_;
+  const bool varying_lr_;
+  double lr_ = 0;  // the current step's learning rate
   int64_t warmup_end_ = 0;
   double launch_unix_ = 0;
   StepClock clock_;
   telemetry::KernelProfile profile_;  // RINGPILOT_KINETO_TRACE (developers)
-  GraphedStep graph_;
+  GraphedStep graph_;                 // the step, or with accumulation its last micro-batch
+  GraphedStep micro_graph_;           // accumulation: the other micro-batches
   RunTotals totals_;
   Clock::time_point timed_start_ = Clock::now();
   Clock::time_point last_report_ = Clock::now();
@@ -316,6 +439,28 @@ void LogJobLine(const config::JobConfig& job, const RankPlace& place, const Rank
            " gradient bucket(s), comm " + device_comm.backend() +
            (job.metrics.enabled ? ", metrics on port " + std::to_string(metrics.port()) : ""));
 }
+
+// The rank log behind comm::AbortJob (a collective that timed out, NCCL's watchdog): its
+// FATAL line names this rank to the launcher. Installed for Trainer::Run's lifetime.
+telemetry::RankLog* g_fatal_log = nullptr;
+
+void LogFatal(const std::string& message) {
+  if (g_fatal_log) g_fatal_log->Fatal(message);
+}
+
+class FatalReporterScope {
+ public:
+  explicit FatalReporterScope(telemetry::RankLog& log) {
+    g_fatal_log = &log;
+    comm::SetFatalReporter(&LogFatal);
+  }
+  ~FatalReporterScope() {
+    comm::SetFatalReporter(nullptr);
+    g_fatal_log = nullptr;
+  }
+  FatalReporterScope(const FatalReporterScope&) = delete;
+  FatalReporterScope& operator=(const FatalReporterScope&) = delete;
+};
 
 }  // namespace
 
@@ -339,6 +484,7 @@ int Trainer::Run() {
   base::MakeDirs(run_dir + "/logs");
   telemetry::RankLog log(run_dir + "/logs/rank-" + std::to_string(place.rank) + ".log", place.rank,
                          place.rank == 0);
+  const FatalReporterScope fatal_reporter(log);
   log.Info("rank " + std::to_string(place.rank) + "/" + std::to_string(place.world) + " on " +
            place.node + " (local rank " + std::to_string(place.local_rank) + "/" +
            std::to_string(place.local_size) + ", pid " + std::to_string(::getpid()) + ", attempt " +
@@ -348,18 +494,31 @@ int Trainer::Run() {
                              " but the job asks for " + std::to_string(job.world.size()) +
                              " (world.nodes x procs_per_node)");
   }
+  // The image set is indexed once, before anything else starts: a bad root or shard
+  // stops the rank here.
+  const std::unique_ptr<data::ImageSource> train_images = OpenImageSet(job, job.data.train);
+  if (train_images && place.rank == 0) log.Info("data.train: " + train_images->Summary());
   if (!config::IsImageModel(job.model.name)) {
     // model.vocab_size 0 follows the data (the shards' header, or synthetic's 30522); a
     // value below the shards' vocabulary stops here, before anything else starts.
     s_->job.model.vocab_size = static_cast<int>(TokenSpecFor(job).vocab);
   }
   if (job.train.epochs > 0) {
-    const int64_t per_epoch = StepsPerEpoch(job, place.world);
-    s_->job.train.steps = job.train.epochs * per_epoch;
+    // Batches of world x data.batch_per_rank; an optimizer step takes grad_accum_steps.
+    const int64_t per_epoch = StepsPerEpoch(job, place.world, train_images.get());
+    s_->job.train.steps = job.train.epochs * per_epoch / job.train.grad_accum_steps;
     if (place.rank == 0) {
       log.Info("train.epochs " + std::to_string(job.train.epochs) + ": " +
-               std::to_string(per_epoch) + " steps per epoch, " + std::to_string(job.train.steps) +
-               " steps");
+               std::to_string(per_epoch) + " batches per epoch, " +
+               std::to_string(job.train.steps) + " steps");
+    }
+    if (job.train.steps < 1 || job.train.lr_warmup_steps >= job.train.steps) {
+      // The job itself cannot work: a permanent failure (no restart).
+      throw config::ConfigError(
+          job.source + ": train.epochs " + std::to_string(job.train.epochs) + " makes " +
+          std::to_string(job.train.steps) + " optimizer step(s), " +
+          (job.train.steps < 1 ? "none" : "no more than train.lr_warmup_steps") +
+          " (train.grad_accum_steps " + std::to_string(job.train.grad_accum_steps) + ")");
     }
   }
   // Topology, cluster view, plan: NCCL NIC variables and CPU binding (trainer/bootstrap.h),
@@ -369,6 +528,9 @@ int Trainer::Run() {
   const RankDevice device = SetUpDevice(job, place, log);
   const TrainingStream stream(device);
   RankCommunicators comms = MakeCommunicators(job, place, device, run_dir);
+  telemetry::Heartbeat heartbeat(
+      run_dir + "/logs/rank-" + std::to_string(place.rank) + ".heartbeat", place.rank,
+      comms.device.get());
 
   // Metrics first, so a port clash fails fast, before the model is built. They outlive
   // the telemetry, which detaches from them when it ends.
@@ -403,18 +565,21 @@ int Trainer::Run() {
     LogJobLine(job, place, device, state, reducer, *comms.device, *metrics, log);
   }
 
-  InputFeed input(job, *state.model, place, device, *metrics);
+  InputFeed input(job, *state.model, place, device, *metrics, log, train_images.get());
   if (start_step > 0 && state.data_position[0].item<int64_t>() >= 0) {
-    input.Resume(start_step,
+    input.Resume(start_step * job.train.grad_accum_steps,
                  {state.data_position[0].item<int64_t>(), state.data_position[1].item<int64_t>()});
   }
-  const std::unique_ptr<ValidationSet> val = LoadValidationSet(job);
+  const std::unique_ptr<ValidationSet> val = LoadValidationSet(job, *state.model, device);
+  const std::unique_ptr<TokenValidationSet> token_val = LoadTokenValidationSet(job);
   TrainStep train_step(job, place, device, state, reducer, phases, input);
   PhaseReporter reporter(phases, *metrics, *comms.device, *comms.host, place.rank, place.world,
                          clock_offset);
-  const LoopParts parts{job,       s_->opts, place,      device,     comms,    state,
-                        store,     input,    train_step, phases,     reporter, *metrics,
-                        telemetry, stats,    log,        preemption, val.get()};
+  const LoopParts parts{job,       s_->opts, place,     device,     comms,     state,
+                        store,     input,    train_step, phases,   reporter,  *metrics,
+                        telemetry, stats,    log,        heartbeat, preemption, val.get(),
+                        token_val.get(),
+                        train_images.get()};
   return TrainingLoop(parts, start_step).Run();
 }
 

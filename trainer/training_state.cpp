@@ -52,7 +52,9 @@ TrainingState BuildTrainingState(const config::JobConfig& job, const RankPlace& 
 int64_t ResumeFromCheckpoint(const config::JobConfig& job, const RankPlace& place,
                              const RankCommunicators& comms, checkpoint::CheckpointStore& store,
                              TrainingState& state, telemetry::RankLog& log) {
-  at::Tensor resume = at::zeros({1}, at::kLong);
+  // Rank 0's word: the step to resume at, and whether the checkpoint's per-rank random
+  // streams were loaded (not when it was written by another number of ranks).
+  at::Tensor resume = at::zeros({2}, at::kLong);
   std::optional<checkpoint::CheckpointInfo> found;
   bool cuda_rng_loaded = true;  // rank 0: the checkpoint had CUDA generator states
   if (place.rank == 0) {
@@ -61,14 +63,26 @@ int64_t ResumeFromCheckpoint(const config::JobConfig& job, const RankPlace& plac
     for (const std::string& w : warnings) log.Warn(w);
     if (found) {
       if (found->step > job.train.steps) {
-        throw std::runtime_error(found->path + ": checkpoint is at step " +
-                                 std::to_string(found->step) + ", beyond train.steps " +
-                                 std::to_string(job.train.steps));
+        throw checkpoint::CheckpointMismatchError(
+            found->path + ": checkpoint is at step " + std::to_string(found->step) +
+            ", beyond train.steps " + std::to_string(job.train.steps));
       }
-      for (const std::string& name : store.Load(*found, state.named)) {
+      const bool same_world = found->world_size == place.world;
+      std::vector<checkpoint::NamedTensor> wanted;
+      for (const checkpoint::NamedTensor& nt : state.named) {
+        if (same_world || !checkpoint::RankRngState::IsEntry(nt.name)) wanted.push_back(nt);
+      }
+      for (const std::string& name : store.Load(*found, wanted)) {
         cuda_rng_loaded = cuda_rng_loaded && name != checkpoint::RankRngState::kCudaEntry;
       }
+      if (!same_world) {
+        log.Warn(found->path + " was written by " + std::to_string(found->world_size) +
+                 " ranks, this run has " + std::to_string(place.world) +
+                 ": the epoch goes on from the recorded data position, re-sharded over the "
+                 "ranks; per-rank random streams restart from (train.seed, rank, step)");
+      }
       resume[0] = found->step;
+      resume[1] = same_world ? 1 : 0;
     }
   }
   comms.host->Broadcast(resume, 0)->Wait();
@@ -76,7 +90,11 @@ int64_t ResumeFromCheckpoint(const config::JobConfig& job, const RankPlace& plac
   comm::BroadcastCoalesced(*comms.device, state.broadcast, 0);
   if (start_step > 0) {
     comms.host->Broadcast(state.data_position, 0)->Wait();
-    state.rng->Restore(*comms.host, cuda_rng_loaded);
+    if (resume[1].item<int64_t>() == 1) {
+      state.rng->Restore(*comms.host, cuda_rng_loaded);
+    } else {
+      state.rng->Reseed(job.train.seed, start_step);
+    }
     state.optimizer->set_steps_done(start_step);
     if (place.rank == 0) {
       log.Info("resumed from " + found->path + " at step " + std::to_string(start_step));

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include "base/environment.h"
+#include "base/files.h"
 #include "tests/test_util.h"
 
 namespace ringpilot::cli {
@@ -25,8 +26,10 @@ std::map<std::string, std::string> CleanLauncherEnv() {
          {"OMPI_", "PMI_", "PMIX_", "SLURM_", "RINGPILOT_MASTER_", "MPI_LOCAL"}) {
       if (name.rfind(prefix, 0) == 0) unset[name] = "";
     }
-    for (const char* exact : {"RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "NODE_RANK",
-                              "GROUP_RANK", "MASTER_ADDR", "MASTER_PORT"}) {
+    for (const char* exact :
+         {"RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "NODE_RANK", "GROUP_RANK",
+          "MASTER_ADDR", "MASTER_PORT", "NCCL_PROFILER_PLUGIN", "RINGPILOT_METRICS_PORT",
+          "RINGPILOT_METRICS_PORT_BASE", "RINGPILOT_NCCL_PROFILER"}) {
       if (name == exact) unset[name] = "";
     }
   }
@@ -65,6 +68,40 @@ TEST(RingpilotExec, SlurmVariablesWithoutMpirun) {
                  env);
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(r.out, "3 4 1 2 1 1 n1 4444\n");
+}
+
+std::map<std::string, std::string> OneOpenMpiRank(int rank, int size) {
+  auto env = CleanLauncherEnv();
+  env.insert({{"OMPI_COMM_WORLD_RANK", std::to_string(rank)},
+              {"OMPI_COMM_WORLD_SIZE", std::to_string(size)},
+              {"OMPI_COMM_WORLD_LOCAL_RANK", std::to_string(rank)},
+              {"OMPI_COMM_WORLD_LOCAL_SIZE", std::to_string(size)}});
+  return env;
+}
+
+TEST(RingpilotExec, LoadsTheNcclProfilerBesideTheBinaryOnTheRanksMetricsPort) {
+  const std::string plugin = base::DirName(RingpilotBinary()) + "/libringpilot-nccl-profiler.so";
+  ASSERT_TRUE(testing::Exists(plugin)) << plugin;
+  const std::string show = "echo $NCCL_PROFILER_PLUGIN $RINGPILOT_METRICS_PORT_BASE";
+  ProcessResult r =
+      RunProcess({RingpilotBinary(), "exec", "--", "sh", "-c", show}, OneOpenMpiRank(2, 4));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, plugin + " 9400\n");  // rank 2's plugin serves on 9402
+  EXPECT_EQ(r.err, "");
+
+  r = RunProcess({RingpilotBinary(), "exec", "--no-nccl-metrics", "--", "sh", "-c", show},
+                 OneOpenMpiRank(2, 4));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "\n");
+
+  auto env = OneOpenMpiRank(1, 4);
+  env["RINGPILOT_NCCL_PROFILER"] = "/nonexistent/libringpilot-nccl-profiler.so";
+  r = RunProcess({RingpilotBinary(), "exec", "--", "sh", "-c", show}, env);
+  ASSERT_EQ(r.exit_code, 0) << r.err;  // the program runs, without NCCL metrics
+  EXPECT_EQ(r.out, "\n");
+  EXPECT_EQ(r.err,
+            "ringpilot exec: no NCCL metrics: /nonexistent/libringpilot-nccl-profiler.so not "
+            "found (--no-nccl-metrics turns them off)\n");
 }
 
 TEST(RingpilotExec, NoLauncherEnvironmentIsExit2) {

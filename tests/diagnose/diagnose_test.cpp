@@ -1,6 +1,7 @@
 // `ringpilot diagnose` against the run directories in tests/fixtures/diagnose/, its
 // parsers, the binary end to end, and the Grafana dashboard in deploy/grafana/.
 #include <cstdlib>
+#include <filesystem>
 #include <set>
 #include <sstream>
 #include <string>
@@ -316,6 +317,55 @@ TEST(GrafanaDashboard, IsValidWithTheExpectedPanels) {
     }
   }
   EXPECT_TRUE(stacked);
+}
+
+// Input wait (the data phase) over kInputBoundShare of a rank's step time: "input-bound on
+// rank N", in the warnings and the JSON; a rank that waits little is not named.
+TEST(Diagnose, NamesAnInputBoundRank) {
+  TempDir run;
+  ASSERT_FALSE(run.path().empty());
+  std::filesystem::create_directories(run.path() + "/logs");
+  WriteFile(run.path() + "/summary.json",
+            R"({"name": "diag-input", "world_size": 2, "steps": 10, "restarts": 0})");
+  auto stats = [&](int rank, double data_total, double p50, double p99) {
+    const json j = {
+        {"rank", rank},
+        {"node", "host-a"},
+        {"local_rank", rank},
+        {"world_size", 2},
+        {"steps", 10},
+        {"step_seconds", {{"p50", 0.1}, {"p99", 0.12}, {"mean", 0.1}}},
+        {"phase_seconds_total",
+         {{"data", data_total}, {"forward", 0.2}, {"backward", 0.3}, {"optimizer", 0.05},
+          {"comm_exposed", 0.01}}},
+        {"input_wait_seconds",
+         {{"steps", 10}, {"total", data_total}, {"p50", p50}, {"p99", p99}, {"max", p99}}},
+        {"straggler",
+         {{"wait_seconds_total", 0},
+          {"culprit_steps", json::object()},
+          {"wait_by_culprit_seconds", json::object()},
+          {"compute_skew_seconds_mean", 0}}},
+        {"collectives", json::array()},
+        {"expected_busbw_bytes_per_second", {{"allreduce", 0}}}};
+    WriteFile(run.path() + "/logs/rank-" + std::to_string(rank) + ".stats.json", j.dump());
+  };
+  stats(0, 0.05, 0.005, 0.006);  // 5% of 1 s
+  stats(1, 0.45, 0.044, 0.06);   // 45% of 1 s
+  const Result r = Diagnose(run.path(), true);
+  ASSERT_EQ(r.status, 0) << r.err;
+  const json j = json::parse(r.out);
+  EXPECT_EQ(j["input_bound_ranks"], json::array({1}));
+  EXPECT_NEAR(j["ranks"][1]["input_wait_share"].get<double>(), 0.45, 1e-9);
+  EXPECT_NEAR(j["ranks"][0]["input_wait_share"].get<double>(), 0.05, 1e-9);
+  std::string warnings;
+  for (const json& w : j["warnings"]) warnings += w.get<std::string>() + "\n";
+  EXPECT_NE(warnings.find("input-bound on rank 1: waiting for input is 45.0% of its step time; "
+                          "per step p50 0.0440 s, p99 0.0600 s"),
+            std::string::npos)
+      << warnings;
+  EXPECT_EQ(warnings.find("input-bound on rank 0"), std::string::npos) << warnings;
+  const Result text = Diagnose(run.path(), false);
+  EXPECT_NE(text.out.find("input-bound on rank 1"), std::string::npos) << text.out;
 }
 
 }  // namespace

@@ -6,6 +6,8 @@
 #   2 GPUs x batch B == 1 GPU x batch 2B after 5 fp32 steps (rel diff <= 1e-4)
 #   cuda_graphs on == off after 10 fp32 steps (rel diff <= 1e-5)
 #   BERT-base with dropout: 12 steps == 6 steps + resume to 12 (rel diff <= 1e-6)
+#   recipes (schedule, accumulation, clipping, no-decay groups): graphs on == off (1e-5),
+#   2 micro-batches x 8 == batch 16 (1e-4)
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/env.sh"
 [[ -x "$RP" ]] || gpu_build
@@ -74,6 +76,18 @@ for kv in "${bert_dropout[@]}" train.steps=12; do resume_sets+=(--set "$kv"); do
 grep -q "resumed from" "$OUT"/bert_resumed/logs/rank-0.log ||
   { echo "correctness: bert_resumed did not resume"; fail=1; }
 check "bert-base dropout 12 steps vs 6 + resume" bert_straight bert_resumed 1e-6
+# Recipes (docs/recipes.md) on one GPU, graphs on vs off: the device-resident learning rate
+# under a cosine schedule with warm-up, 2 micro-batches (two graphs), clipping, no decay on
+# norms and biases; and 2 micro-batches of 8 vs one batch of 16 (eager).
+recipe=(model.name=bert-base model.dropout=0 train.optimizer=adamw train.lr=1e-4
+        world.procs_per_node=1 train.steps=10 train.grad_accum_steps=2 train.lr_schedule=cosine
+        train.lr_warmup_steps=3 train.max_grad_norm=1.0 train.weight_decay=0.01
+        train.decay_norm_and_bias=false)
+run recipe_eager "${recipe[@]}" train.cuda_graphs=false
+run recipe_graph "${recipe[@]}" train.cuda_graphs=true
+check "bert-base recipe cuda_graphs on vs off" recipe_eager recipe_graph 1e-5
+run recipe_big "${recipe[@]}" train.cuda_graphs=false train.grad_accum_steps=1 data.batch_per_rank=16
+check "bert-base 2 micro-batches x 8 vs batch 16" recipe_eager recipe_big 1e-4
 grep -h "captured the training step" "$OUT"/*_graph/logs/rank-0.log >/dev/null ||
   { echo "correctness: no CUDA graph was captured"; fail=1; }
 printf '%-44s %-14s %10s %8s %s\n' check metric rel_diff limit result

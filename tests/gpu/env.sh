@@ -35,7 +35,7 @@ gpu_build() {
     -DRINGPILOT_TESTS=OFF -DRINGPILOT_PYTHON="$(command -v python3)" \
     -DTORCH_CUDA_ARCH_LIST=9.0 "${extra[@]}" >"$RINGPILOT_BUILD_DIR.configure.log" 2>&1 ||
     { tail -30 "$RINGPILOT_BUILD_DIR.configure.log"; return 1; }
-  cmake --build "$RINGPILOT_BUILD_DIR" --parallel "$(nproc)" --target ringpilot ringpilot-trainer ringpilot-commbench
+  cmake --build "$RINGPILOT_BUILD_DIR" --parallel "$(nproc)" --target ringpilot ringpilot-trainer ringpilot-commbench ringpilot_nccl_profiler
 }
 
 # json_field FILE KEY

@@ -2,7 +2,9 @@
 # Checkpoint/resume and supervision on a 2-rank bert-tiny CPU job (dropout 0.1, so the
 # per-rank dropout RNG state must be restored too), checkpoint every 5 steps, keep 3:
 #   (a) 20 steps straight == 10 steps, then `ringpilot run` again on the same run dir with
-#       train.steps=20 (resumes at step 10): identical param_sha256.
+#       train.steps=20 (resumes at step 10): identical param_sha256; the 10-step summary
+#       kept as summary.json.prev; a third run with nothing left to train is refused
+#       (exit 2) and leaves summary.json as it was.
 #   (b) rank 1 crashes at step 13 (fault injection), launch.max_restarts=1: exit 0,
 #       restarts 1, resumed_from_step 10, the straight run's param_sha256, and
 #       logs/launcher.log tells of the restart.
@@ -14,6 +16,11 @@
 #   (e) nothing already written is lost: the corrupt checkpoint's bytes are still in the
 #       run directory afterwards (left in place or set aside), as keep (10 here) prunes
 #       nothing in that run.
+#   (f) another world size: the 2-rank run's step-10 checkpoint resumed on 1 rank to step
+#       20: exit 0, resumed_from_step 10, a WARN line saying the random streams restart.
+#   (g) failures that repeat are not retried (max_restarts 2): resuming that checkpoint
+#       as another model, and a metrics port already in use, each end after 1 attempt
+#       with exit 78 and "not restarting" in launcher.log.
 #
 # Usage: RINGPILOT_BUILD_DIR=build tests/integration/resume.sh
 set -euo pipefail
@@ -82,6 +89,17 @@ if rp_expect_ok "(a) first 10 steps" "$b.out1" "$b"; then
   if rp_expect_ok "(a) rerun to 20 steps" "$b.out2" "$b"; then
     expect_eq "(a) resumed" "resumed_from_step" "$(rp_json "$b/summary.json" resumed_from_step)" 10
     same_sha "(a) resumed == straight" "$b"
+    expect_eq "(a) history" "summary.json.prev steps" "$(rp_json "$b/summary.json.prev" steps)" 10
+    # Nothing left to train: refused, the results untouched.
+    before=$(sha256sum "$b/summary.json")
+    rp_run "$JOB_LIMIT_S" "$b.out3" "$b" "$job" --set train.steps=20
+    if [[ $RP_RC -eq 2 && $(sha256sum "$b/summary.json") == "$before" ]] &&
+      grep -q "already finished 20 steps (summary.json); raise train.steps" "$b.out3"; then
+      rp_row "(a) finished run rerun" "exit 2, one line, summary.json untouched" PASS
+    else
+      rp_row "(a) finished run rerun" "exit $RP_RC; summary.json changed or no 'already finished' line" FAIL
+      rp_tail "$b.out3"
+    fi
   fi
 fi
 
@@ -169,6 +187,57 @@ EOF
   fi
 else
   rp_row "(d) corrupt checkpoint" "$bad_ckpt/state.pt not written by the 10-step run" FAIL
+fi
+
+# --- (f) resume on another world size -------------------------------------------------------
+if [[ -d $b/checkpoints/step-00000010 ]]; then
+  f=$RP_TMP/f-world
+  mkdir -p "$f"
+  cp -r "$b/checkpoints" "$f/"
+  rm -rf "$f"/checkpoints/step-00000015 "$f"/checkpoints/step-00000020
+  rp_run "$JOB_LIMIT_S" "$f.out" "$f" "$job" --set world.procs_per_node=1
+  if rp_expect_ok "(f) 2 ranks -> 1 rank" "$f.out" "$f"; then
+    expect_eq "(f) resumed" "resumed_from_step" "$(rp_json "$f/summary.json" resumed_from_step)" 10
+    check_finite "(f) weights finite" "$f"
+    if grep -q 'WARN .*written by 2 ranks, this run has 1' "$f/logs/rank-0.log"; then
+      rp_row "(f) warning" "rank-0.log says the world size changed" PASS
+    else
+      rp_row "(f) warning" "no 'written by 2 ranks, this run has 1' WARN line" FAIL
+    fi
+  fi
+
+  # --- (g) permanent failures: another model, a port in use -----------------------------
+  g=$RP_TMP/g-model
+  mkdir -p "$g"
+  cp -r "$b/checkpoints" "$g/"
+  rp_run "$JOB_LIMIT_S" "$g.out" "$g" "$job" --set model.name=resnet18-cifar \
+    --set launch.max_restarts=2
+  expect_eq "(g) another model" "exit" "$RP_RC" 78
+  if grep -q 'not restarting: the failure repeats' "$g/logs/launcher.log" 2>/dev/null &&
+    ! grep -q 'restarting from the last checkpoint' "$g/logs/launcher.log"; then
+    rp_row "(g) another model" "one attempt, launcher.log says why" PASS
+  else
+    rp_row "(g) another model" "restarted, or no 'not restarting' line" FAIL
+    rp_tail "$g.out"
+  fi
+else
+  rp_row "(f) another world size" "no step-10 checkpoint from (a)" FAIL
+fi
+port=$(python3 -c 'import socket;s=socket.socket();s.bind(("127.0.0.1",0));print(s.getsockname()[1])')
+python3 -c 'import socket,sys,time;s=socket.socket();s.setsockopt(socket.SOL_SOCKET,socket.SO_REUSEADDR,1);s.bind(("0.0.0.0",int(sys.argv[1])));s.listen();time.sleep(600)' "$port" &
+holder=$!
+sleep 0.5
+h=$RP_TMP/h-port
+rp_run "$JOB_LIMIT_S" "$h.out" "$h" "$job" --set metrics.enabled=true \
+  --set metrics.port_base="$port" --set launch.max_restarts=2
+kill "$holder" 2>/dev/null || true
+expect_eq "(g) port in use" "exit" "$RP_RC" 78
+if grep -q 'not restarting: the failure repeats' "$h/logs/launcher.log" 2>/dev/null &&
+  grep -q 'FATAL .*Address already in use' "$h"/logs/rank-*.log; then
+  rp_row "(g) port in use" "one attempt, FATAL names the port" PASS
+else
+  rp_row "(g) port in use" "restarted, or no FATAL 'Address already in use'" FAIL
+  rp_tail "$h.out"
 fi
 
 rp_finish

@@ -1,4 +1,5 @@
 #include <csignal>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -109,6 +110,60 @@ TEST(FailureReport, SignalAndUnknownRank) {
   EXPECT_FALSE(j.contains("exit_code"));
   EXPECT_EQ(FailureSummary(r, "f")[0],
             "ringpilot: job failed for good after 1 attempt(s) (mpirun killed by SIGKILL)");
+}
+
+TEST(FailureReport, HangNamesTheRankBehindFromHeartbeats) {
+  TempDir tmp;
+  // Ranks 0 and 2 waited in all-reduce #41 until comm.timeout_s; rank 1 stopped at step 13
+  // after 38 collectives (its beat is older). Rank 3's beat is an earlier attempt's.
+  WriteFile(tmp.path() + "/rank-0.log",
+            "FATAL 2000000000000 allreduce #41 not complete after 15.0 s (comm.timeout_s 15); a "
+            "peer rank is stopped, hung or dead (rank 0 on a)\n");
+  WriteFile(tmp.path() + "/rank-0.heartbeat",
+            R"({"rank": 0, "step": 13, "phase": "step", "unix": 2000.5, )"
+            R"("collectives_started": 41, "collectives_completed": 40})");
+  WriteFile(tmp.path() + "/rank-1.heartbeat",
+            R"({"rank": 1, "step": 12, "phase": "step", "unix": 1985.0, )"
+            R"("collectives_started": 38, "collectives_completed": 38})");
+  WriteFile(tmp.path() + "/rank-2.heartbeat",
+            R"({"rank": 2, "step": 13, "phase": "step", "unix": 2000.4, )"
+            R"("collectives_started": 41, "collectives_completed": 40})");
+  WriteFile(tmp.path() + "/rank-3.heartbeat",
+            R"({"rank": 3, "step": 1, "phase": "step", "unix": 100.0, )"
+            R"("collectives_started": 1, "collectives_completed": 1})");
+  WriteFile(tmp.path() + "/rank-4.heartbeat", "not json");
+  const FailureReport r = AnalyzeFailure(tmp.path(), 1'000'000'000'000, {}, 2, 1, 0);
+  EXPECT_EQ(r.first_failing_rank, 0);
+  ASSERT_EQ(r.heartbeats.size(), 3u);
+  EXPECT_EQ(r.rank_behind, 1);
+  const auto j = nlohmann::json::parse(FailureJson(r));
+  EXPECT_EQ(j["rank_behind"], 1);
+  EXPECT_EQ(j["ranks"]["1"]["collectives_completed"], 38);
+  EXPECT_EQ(j["ranks"]["0"]["step"], 13);
+  EXPECT_FALSE(j["ranks"].contains("3"));
+  const auto summary = FailureSummary(r, "/r/attempts/2/failure.json", /*final=*/false);
+  EXPECT_EQ(summary[0], "ringpilot: attempt 2 failed (exit 1)");
+  bool named = false;
+  for (const std::string& line : summary) {
+    named = named || line ==
+                         "ringpilot: rank behind: 1 (the others waited for it): last heard "
+                         "15.5 s before the others, in step at step 13, 38 of 40 "
+                         "collectives done";
+  }
+  EXPECT_TRUE(named);
+}
+
+TEST(FailureReport, NoRankBehindWhenLevelOrNotAHang) {
+  std::map<int, RankHeartbeat> level;
+  level[0] = {0, 5, "step", 10.0, 20, 20};
+  level[1] = {1, 5, "step", 10.0, 20, 20};
+  EXPECT_EQ(RankBehind(level), -1);
+  EXPECT_EQ(RankBehind({{0, level[0]}}), -1);
+  TempDir tmp;
+  WriteFile(tmp.path() + "/rank-1.log", "FATAL 100 injected crash\n");
+  WriteFile(tmp.path() + "/rank-0.heartbeat", R"({"rank": 0, "step": 9, "unix": 5.0})");
+  WriteFile(tmp.path() + "/rank-1.heartbeat", R"({"rank": 1, "step": 3, "unix": 5.0})");
+  EXPECT_EQ(AnalyzeFailure(tmp.path(), 0, {}, 1, 1, 0).rank_behind, -1);  // a crash, not a hang
 }
 
 }  // namespace

@@ -122,6 +122,11 @@ TEST(Supervisor, RestartsOnceThenSucceedsAndRelaysEverything) {
     EXPECT_NE(log.find(expected), std::string::npos) << expected;
   }
   EXPECT_FALSE(Exists(h.layout.failure_json));
+  // The failed attempt keeps its own report.
+  ASSERT_TRUE(Exists(h.layout.AttemptFailureJson(1)));
+  EXPECT_EQ(nlohmann::json::parse(ReadFile(h.layout.AttemptFailureJson(1)))["fatal_message"],
+            "injected crash at step 4");
+  EXPECT_TRUE(h.ProgressHas("ringpilot: attempt 1 failed (exit 3)"));
   EXPECT_EQ(ReadFile(h.layout.RankLog(0)), "rank 0 attempt 0\nrank 0 attempt 1\n");
 }
 
@@ -148,6 +153,26 @@ TEST(Supervisor, NoRestartsLeftWritesFailureJson) {
   EXPECT_TRUE(h.ProgressHas("ringpilot: first failing rank: 1: injected crash at step 4"));
   EXPECT_TRUE(h.ProgressHas("ringpilot: details in " + h.layout.failure_json));
   EXPECT_NE(ReadFile(h.layout.launcher_log).find("first failing rank: 1"), std::string::npos);
+}
+
+TEST(Supervisor, PermanentFailureIsNotRestarted) {
+  Harness h;
+  Supervisor sup(h.Options(3));
+  const JobOutcome outcome = sup.Run(h.Script(R"(#!/bin/sh
+echo "FATAL $(date +%s%N) metrics exporter: cannot listen on 0.0.0.0:9400: Address already in use" >> "$RINGPILOT_RUN_DIR/logs/rank-0.log"
+exit 78
+)"));
+  EXPECT_EQ(outcome.attempts, 1);
+  EXPECT_EQ(outcome.exit_status, base::kExitPermanent);
+  EXPECT_EQ(outcome.first_failing_rank, 0);
+  EXPECT_TRUE(h.ProgressHas(
+      "ringpilot: not restarting: the failure repeats on every attempt (exit 78: job file, "
+      "metrics port, checkpoint or data; see the FATAL line)"));
+  ASSERT_TRUE(Exists(h.layout.failure_json));
+  const auto j = nlohmann::json::parse(ReadFile(h.layout.failure_json));
+  EXPECT_EQ(j["exit_code"], 78);
+  EXPECT_EQ(j["fatal_message"],
+            "metrics exporter: cannot listen on 0.0.0.0:9400: Address already in use");
 }
 
 TEST(Supervisor, FailingRankFromMpirunOutputWhenNoFatalLine) {

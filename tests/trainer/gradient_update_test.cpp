@@ -178,5 +178,80 @@ TEST(ReduceAndUpdate, BucketParamsCoverEveryParameterOnce) {
   EXPECT_TRUE(BucketParams(r, 2, 2).empty());
 }
 
+// train.grad_accum_steps: two micro-batches of 8 (ZeroGradients, backward of loss / 2,
+// ArmForBackward, backward of loss / 2, FinishBackward) leave the gradient of one batch of
+// 16, up to float rounding, and the buckets go on the wire once, during the last backward.
+TEST(GradientAccumulation, TwoMicroBatchesGiveTheGradientOfOneBatchOfTwice) {
+  torch::manual_seed(9);
+  Mlp micro, whole;
+  {
+    auto src = micro.parameters(), dst = whole.parameters();
+    torch::NoGradGuard no_grad;
+    for (size_t i = 0; i < src.size(); ++i) dst[i].copy_(src[i]);
+  }
+  RecordingComm cm, cw;
+  comm::GradientReducer rm(micro.parameters(), cm, SmallBuckets());
+  comm::GradientReducer rw(whole.parameters(), cw, SmallBuckets());
+  const size_t buckets = rm.buckets().size();
+  for (int step = 0; step < 3; ++step) {  // the first rebuilds the buckets from the order
+    const at::Tensor x = torch::randn({16, 32});
+    const int issued_before = cm.issued;
+    rm.ZeroGradients();
+    (micro.forward(x.narrow(0, 0, 8)) * 0.5).backward();
+    EXPECT_EQ(cm.issued, issued_before) << "an all-reduce during an idle micro-batch";
+    rm.ArmForBackward();
+    (micro.forward(x.narrow(0, 8, 8)) * 0.5).backward();
+    rm.FinishBackward();
+    EXPECT_EQ(cm.issued - issued_before, static_cast<int>(buckets)) << "step " << step;
+    rw.PrepareForBackward();
+    whole.forward(x).backward();
+    rw.FinishBackward();
+    const auto pm = micro.parameters(), pw = whole.parameters();
+    for (size_t i = 0; i < pm.size(); ++i) {
+      EXPECT_TRUE(at::allclose(pm[i].grad(), pw[i].grad(), 1e-5, 1e-7))
+          << "step " << step << ", param " << i << ": max diff "
+          << (pm[i].grad() - pw[i].grad()).abs().max().item<float>();
+    }
+  }
+}
+
+// train.max_grad_norm through ReduceAndUpdate (overlap asked for, and skipped): the same
+// parameters as FinishBackward, torch's clip_grad_norm_, Step.
+TEST(ReduceAndUpdate, ClipsTheReducedGradientsBeforeTheUpdate) {
+  torch::manual_seed(4);
+  Mlp a, b;
+  {
+    auto src = a.parameters(), dst = b.parameters();
+    torch::NoGradGuard no_grad;
+    for (size_t i = 0; i < src.size(); ++i) dst[i].copy_(src[i]);
+  }
+  RecordingComm ca, cb;
+  comm::GradientReducer ra(a.parameters(), ca, SmallBuckets());
+  comm::GradientReducer rb(b.parameters(), cb, SmallBuckets());
+  OptimizerOptions oo = OptimizerOptionsFor(config::TrainConfig{});  // job defaults
+  oo.lr = 0.1;
+  FusedOptimizer oa(a.parameters(), oo), ob(b.parameters(), oo);
+  StepPhases pa(-1, nullptr);
+  const double max_norm = 1e-3;  // well below these gradients' norm: every step clips
+  GradientClipper clipper(a.parameters(), max_norm);
+  for (int step = 0; step < 3; ++step) {
+    const at::Tensor x = torch::randn({8, 32});
+    ra.PrepareForBackward();
+    a.forward(x).backward();
+    ReduceAndUpdate(ra, oa, pa, GradientUpdateOptions{}, &clipper);
+    rb.PrepareForBackward();
+    b.forward(x).backward();
+    rb.FinishBackward();
+    const double norm = torch::nn::utils::clip_grad_norm_(b.parameters(), max_norm);
+    EXPECT_GT(norm, max_norm);
+    EXPECT_NEAR(clipper.norm().item<double>(), norm, 1e-6 * norm);
+    ob.Step();
+  }
+  const auto pa_ = a.parameters(), pb_ = b.parameters();
+  for (size_t i = 0; i < pa_.size(); ++i) {
+    EXPECT_TRUE(at::allclose(pa_[i], pb_[i], 1e-6, 1e-8)) << "param " << i;
+  }
+}
+
 }  // namespace
 }  // namespace ringpilot::trainer

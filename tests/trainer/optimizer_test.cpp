@@ -127,5 +127,74 @@ TEST(FusedOptimizer, ChannelsLastParametersUpdateLikeContiguousOnes) {
   }
 }
 
+// train.decay_norm_and_bias false: the 1-D parameters (bias, norm weights) are updated as by
+// an optimizer without weight decay, the others as with it; bit for bit, whole step or split.
+void ExpectOneDimensionalParametersUndecayed(config::Optimizer kind) {
+  torch::manual_seed(11);
+  const at::Tensor w0 = torch::randn({4, 3}), b0 = torch::randn({3}), n0 = torch::randn({4});
+  auto clone = [](const at::Tensor& t) { return t.clone().requires_grad_(); };
+  at::Tensor w = clone(w0), b = clone(b0), n = clone(n0);     // exempting, Step()
+  at::Tensor ws = clone(w0), bs = clone(b0), ns = clone(n0);  // exempting, StepParams
+  at::Tensor wr = clone(w0), br = clone(b0), nr = clone(n0);  // references
+  OptimizerOptions o = WithDecay(kind);
+  o.exempt_1d_from_decay = true;
+  FusedOptimizer opt({w, b, n}, o), split({ws, bs, ns}, o);
+  OptimizerOptions plain = WithDecay(kind);
+  FusedOptimizer decayed({wr}, plain);
+  plain.weight_decay = 0;
+  FusedOptimizer undecayed({br, nr}, plain);
+  for (int step = 0; step < 3; ++step) {
+    const at::Tensor gw = torch::randn({4, 3}), gb = torch::randn({3}), gn = torch::randn({4});
+    for (auto* set : {&w, &ws, &wr}) set->mutable_grad() = gw.clone();
+    for (auto* set : {&b, &bs, &br}) set->mutable_grad() = gb.clone();
+    for (auto* set : {&n, &ns, &nr}) set->mutable_grad() = gn.clone();
+    opt.Step();
+    split.StepParams({1, 0});
+    split.StepParams({2});
+    split.EndStep();
+    decayed.Step();
+    undecayed.Step();
+  }
+  EXPECT_TRUE(at::equal(w, wr));
+  EXPECT_TRUE(at::equal(b, br));
+  EXPECT_TRUE(at::equal(n, nr));
+  EXPECT_TRUE(at::equal(ws, wr));
+  EXPECT_TRUE(at::equal(bs, br));
+  EXPECT_TRUE(at::equal(ns, nr));
+  EXPECT_FALSE(at::equal(b, b0));
+}
+
+TEST(FusedOptimizer, SgdLeavesOneDimensionalParametersUndecayedWhenAsked) {
+  ExpectOneDimensionalParametersUndecayed(config::Optimizer::kSgd);
+}
+
+TEST(FusedOptimizer, AdamWLeavesOneDimensionalParametersUndecayedWhenAsked) {
+  ExpectOneDimensionalParametersUndecayed(config::Optimizer::kAdamW);
+}
+
+// set_lr (train.lr_schedule): each step uses the rate set before it, in the momentum formula.
+TEST(FusedOptimizer, SetLrAppliesToTheFollowingSteps) {
+  for (bool on_device : {false, true}) {
+    at::Tensor p = at::tensor({1.0f, -2.0f, 3.0f}).requires_grad_();
+    OptimizerOptions o = OptimizerOptionsFor(config::TrainConfig{});  // job defaults
+    o.lr = 0.1;
+    o.momentum = 0.9;
+    o.lr_on_device = on_device;  // CPU: the scalar path either way
+    FusedOptimizer opt({p}, o);
+    at::Tensor ref = p.detach().clone(), buf;
+    const double rates[] = {0.0, 0.05, 0.2};
+    for (int step = 0; step < 3; ++step) {
+      const at::Tensor g = at::tensor({0.5f, 0.25f, -1.0f}) * (step + 1);
+      p.mutable_grad() = g.clone();
+      opt.set_lr(rates[step]);
+      EXPECT_DOUBLE_EQ(opt.lr(), rates[step]);
+      opt.Step();
+      buf = step == 0 ? g.clone() : buf * 0.9 + g;
+      ref = ref - rates[step] * buf;
+      EXPECT_TRUE(at::allclose(p.detach(), ref, 1e-6, 1e-7)) << "step " << step;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace ringpilot::trainer

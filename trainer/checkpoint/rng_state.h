@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include <ATen/ATen.h>
@@ -37,6 +38,15 @@ class RankRngState {
   /// generators; collective over `host`. `cuda_loaded` is rank 0's word for whether the
   /// checkpoint had CUDA states; without them the CUDA generator keeps its fresh seed.
   void Restore(comm::Communicator& host, bool cuda_loaded);
+
+  /// Instead of Restore, for a checkpoint written by another number of ranks (whose
+  /// streams do not map onto this run's ranks): seeds this rank's generators from (seed,
+  /// rank, step), so the resumed run neither repeats the streams of step 0 nor depends on
+  /// the old world size. Local; every rank calls it.
+  void Reseed(uint64_t seed, int64_t step);
+
+  /// True for the entries Entries() returns (checkpoint names starting with "rng/").
+  static bool IsEntry(const std::string& name);
 
  private:
   int rank_;

@@ -62,6 +62,39 @@ static std::vector<std::string> StepDirs(const std::string& dir) {
   return names;
 }
 
+namespace {
+
+// Streams `archive` into `path` through our own writes. LibTorch's save_to(path) finishes
+// the zip file in its writer's destructor and throws there when a write came up short (a
+// full disk): std::terminate, and a rank that dies without a word. The writer must never
+// see a short write, so a failed write is remembered, later ones are skipped, and the
+// error is raised here once the writer is done.
+void WriteArchive(torch::serialize::OutputArchive& archive, const std::string& path) {
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) {
+    throw base::FileError(path + ": cannot create: " + std::strerror(errno));
+  }
+  int error = 0;
+  archive.save_to([&](const void* data, size_t n) -> size_t {
+    const auto* p = static_cast<const char*>(data);
+    for (size_t done = 0; error == 0 && done < n;) {
+      const ssize_t w = ::write(fd, p + done, n - done);
+      if (w < 0 && errno == EINTR) continue;
+      if (w <= 0) {
+        error = w < 0 ? errno : EIO;
+        break;
+      }
+      done += static_cast<size_t>(w);
+    }
+    return n;
+  });
+  if (error == 0 && ::fsync(fd) != 0) error = errno;
+  if (::close(fd) != 0 && error == 0) error = errno;
+  if (error != 0) throw base::FileError(path + ": cannot write: " + std::strerror(error));
+}
+
+}  // namespace
+
 CheckpointInfo CheckpointStore::Save(int64_t step, int world_size, const std::string& job,
                                      const std::vector<NamedTensor>& tensors) const {
   const std::string final_path = dir_ + "/" + StepName(step);
@@ -74,8 +107,7 @@ CheckpointInfo CheckpointStore::Save(int64_t step, int world_size, const std::st
     for (const auto& nt : tensors) archive.write(nt.name, nt.tensor.detach().cpu());
     archive.write("ringpilot/step", at::tensor({step}, at::kLong));
     const std::string state = tmp + "/" + kStateFile;
-    archive.save_to(state);
-    base::FsyncPath(state);
+    WriteArchive(archive, state);
     nlohmann::json manifest = {
         {"format", kFormat},
         {"step", step},
@@ -156,6 +188,12 @@ CheckpointInfo CheckpointStore::Verify(const std::string& path) {
   return {m["step"].get<int64_t>(), m.value("world_size", 0), path};
 }
 
+std::vector<std::string> CheckpointStore::StepPaths() const {
+  std::vector<std::string> paths;
+  for (const std::string& n : StepDirs(dir_)) paths.push_back(dir_ + "/" + n);
+  return paths;
+}
+
 std::optional<CheckpointInfo> CheckpointStore::FindNewestValid(
     std::vector<std::string>* warnings) const {
   auto names = StepDirs(dir_);
@@ -201,12 +239,13 @@ std::vector<std::string> CheckpointStore::Load(const CheckpointInfo& info,
         absent.push_back(nt.name);
         continue;
       }
-      throw CheckpointError(file + ": has no tensor '" + nt.name +
-                            "' (different model or optimizer?)");
+      throw CheckpointMismatchError(file + ": has no tensor '" + nt.name +
+                                    "' (different model or optimizer?)");
     }
     if (value.sizes() != nt.tensor.sizes()) {
-      throw CheckpointError(file + ": tensor '" + nt.name + "' has shape " +
-                            c10::str(value.sizes()) + ", expected " + c10::str(nt.tensor.sizes()));
+      throw CheckpointMismatchError(file + ": tensor '" + nt.name + "' has shape " +
+                                    c10::str(value.sizes()) + ", expected " +
+                                    c10::str(nt.tensor.sizes()));
     }
     nt.tensor.detach().copy_(value);
   }

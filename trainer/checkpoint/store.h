@@ -32,6 +32,13 @@ class CheckpointError : public std::runtime_error {
   explicit CheckpointError(const std::string& what) : std::runtime_error(what) {}
 };
 
+/// A valid checkpoint that does not fit the job (a tensor it lacks or of another shape:
+/// another model or optimizer). Every attempt would fail the same way.
+class CheckpointMismatchError : public CheckpointError {
+ public:
+  explicit CheckpointMismatchError(const std::string& what) : CheckpointError(what) {}
+};
+
 class CheckpointStore {
  public:
   static constexpr const char* kFormat = "ringpilot-checkpoint-v1";
@@ -49,10 +56,14 @@ class CheckpointStore {
   std::optional<CheckpointInfo> FindNewestValid(std::vector<std::string>* warnings) const;
 
   /// Loads `info` into `tensors` (matched by name, shapes must agree; copied to each
-  /// tensor's device and dtype). Throws CheckpointError naming the file and tensor; an
-  /// optional tensor the checkpoint lacks is left as it is and its name returned.
+  /// tensor's device and dtype). Throws CheckpointMismatchError naming the file and tensor
+  /// for a tensor that is missing or of another shape, CheckpointError for an unreadable
+  /// file; an optional tensor the checkpoint lacks is left as it is and its name returned.
   std::vector<std::string> Load(const CheckpointInfo& info,
                                 const std::vector<NamedTensor>& tensors) const;
+
+  /// Paths of the step-* directories, oldest first (verified or not; read-only).
+  std::vector<std::string> StepPaths() const;
 
   /// Verifies one checkpoint directory; returns its info or throws CheckpointError.
   static CheckpointInfo Verify(const std::string& path);

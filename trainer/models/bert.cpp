@@ -180,6 +180,14 @@ class Bert : public Model {
     return hidden.x;
   }
 
+  // The MLM head at every position, float32 and without MixedLinear's shadows.
+  at::Tensor Logits(const at::Tensor& ids) override {
+    const at::Tensor hidden = Encode(ids, nullptr);
+    const at::Tensor t = ApplyNorm(
+        head_norm, at::gelu(ApplyLinear(head_transform, head_group_, hidden, nullptr)), nullptr);
+    return at::linear(t, word->weight, decoder_bias);
+  }
+
   // target: int64 [B, L] with -100 at unmasked positions, and exactly the same number
   // of masked positions in every row (synthetic data and trainer/mlm_masking.h guarantee
   // it), so the rows to score are found without a host synchronisation.

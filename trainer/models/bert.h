@@ -29,4 +29,8 @@ struct BertConfig {
 
 std::shared_ptr<Model> MakeBert(const BertConfig& cfg);
 
+/// The BERT sizes of model.name bert-tiny / bert-base with the rest of `options`. Throws
+/// std::invalid_argument for another model or a seq_len below 3.
+BertConfig BertConfigFor(const ModelOptions& options);
+
 }  // namespace ringpilot::trainer::models

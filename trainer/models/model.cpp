@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <stdexcept>
+#include <string>
 
 #include "trainer/models/bert.h"
 #include "trainer/models/resnet.h"
@@ -23,7 +24,6 @@ MlmScores Model::ScoreMasked(const at::Tensor&, const at::Tensor&) {
 
 std::shared_ptr<Model> MakeModel(const ModelOptions& o, comm::Communicator* sync_comm) {
   comm::Communicator* sync = o.sync_batchnorm ? sync_comm : nullptr;
-  BertConfig bert;
   switch (o.name) {
     case config::ModelName::kResnet18Cifar: {
       ResNetConfig c;
@@ -40,6 +40,16 @@ std::shared_ptr<Model> MakeModel(const ModelOptions& o, comm::Communicator* sync
       return MakeResNet(c, sync);
     }
     case config::ModelName::kBertBase:
+    case config::ModelName::kBertTiny:
+      break;
+  }
+  return MakeBert(BertConfigFor(o));
+}
+
+BertConfig BertConfigFor(const ModelOptions& o) {
+  BertConfig bert;
+  switch (o.name) {
+    case config::ModelName::kBertBase:
       bert.layers = 12;
       bert.hidden = 768;
       bert.heads = 12;
@@ -47,6 +57,9 @@ std::shared_ptr<Model> MakeModel(const ModelOptions& o, comm::Communicator* sync
       break;
     case config::ModelName::kBertTiny:
       break;
+    case config::ModelName::kResnet18Cifar:
+    case config::ModelName::kResnet50:
+      throw std::invalid_argument(std::string("not a BERT model: ") + config::ToString(o.name));
   }
   if (o.seq_len < 3) throw std::invalid_argument("model.seq_len: must be at least 3");
   if (o.vocab_size < 1) throw std::invalid_argument("BERT needs a vocabulary size above 0");
@@ -56,7 +69,7 @@ std::shared_ptr<Model> MakeModel(const ModelOptions& o, comm::Communicator* sync
   bert.mixed_linear = o.mixed_linear;
   bert.mixed_linear_accumulate = o.mixed_linear_accumulate;
   bert.fused_residual_norm = o.fused_residual_norm;
-  return MakeBert(bert);
+  return bert;
 }
 
 }  // namespace ringpilot::trainer::models

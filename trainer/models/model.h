@@ -72,8 +72,10 @@ class Model : public torch::nn::Module {
   virtual ImageSpec image_spec() const { return {}; }
   virtual TokenSpec token_spec() const { return {}; }
   virtual at::Tensor Loss(const at::Tensor& input, const at::Tensor& target) = 0;
-  /// Image models: class scores [B, classes] of a device batch (for evaluation). Throws
-  /// std::logic_error for models without class scores.
+  /// Image models: class scores [B, classes] of a device batch (for evaluation). Masked-LM
+  /// models: token scores [B, L, vocab] at every position of token ids [B, L] (what
+  /// BertForMaskedLM returns; for checking an export). Throws std::logic_error for models
+  /// without scores.
   virtual at::Tensor Logits(const at::Tensor& input);
   /// Masked-LM models: MlmScores of a device batch (input ids, target -100 where not
   /// masked, the same count of masked positions in every row); logits scored in float32.

@@ -30,15 +30,6 @@ const char* ToString(Phase p) {
   return "unknown";
 }
 
-const char* SizeBucket(int64_t bytes) {
-  if (bytes < (64 << 10)) return "lt64KiB";
-  if (bytes < (1 << 20)) return "64KiB-1MiB";
-  if (bytes < (4 << 20)) return "1MiB-4MiB";
-  if (bytes < (16 << 20)) return "4MiB-16MiB";
-  if (bytes < (64 << 20)) return "16MiB-64MiB";
-  return "ge64MiB";
-}
-
 StragglerStep AttributeStraggler(const std::vector<ArrivalSample>& samples, int rank) {
   StragglerStep s;
   if (samples.empty() || rank < 0 || rank >= static_cast<int>(samples.size())) return s;
@@ -159,6 +150,7 @@ void StepStats::AddCollective(comm::CollectiveOp op, int64_t bytes, double secon
 
 void StepStats::StartTimedWindow() {
   phase_total_.fill(0.0);
+  input_waits_.clear();
   coll_.clear();
   comm_total_ = 0;
 }
@@ -216,6 +208,14 @@ void StepStats::WriteJson(const std::string& path, int64_t steps, double p50, do
       {"steps", steps},
       {"step_seconds", {{"p50", p50}, {"p99", p99}, {"mean", steps_ ? step_total_ / steps_ : 0}}},
       {"phase_seconds_total", phases},
+      {"input_wait_seconds",
+       {{"steps", input_waits_.size()},
+        {"total", phase_total_[static_cast<int>(Phase::kData)]},
+        {"p50", Percentile(input_waits_, 0.5)},
+        {"p99", Percentile(input_waits_, 0.99)},
+        {"max", input_waits_.empty()
+                    ? 0.0
+                    : *std::max_element(input_waits_.begin(), input_waits_.end())}}},
       {"overlap_ratio", overlap_ratio()},
       {"straggler",
        {{"wait_seconds_total", wait_total_},

@@ -19,9 +19,9 @@ enum class Phase { kData, kForward, kBackward, kOptimizer, kCommExposed };
 constexpr int kNumPhases = 5;
 const char* ToString(Phase p);
 
-/// Size classes of the `size_bucket` label: few and fixed, so label cardinality stays
-/// bounded whatever the bucket sizes of a job.
-const char* SizeBucket(int64_t bytes);
+/// Size classes of the `size_bucket` label (comm/collective_op.h, shared with the NCCL
+/// profiler plugin).
+using comm::SizeBucket;
 
 /// Outcome of one step's straggler exchange, from this rank's point of view.
 struct StragglerStep {
@@ -62,7 +62,13 @@ class StepStats {
  public:
   StepStats(int rank, int world, std::string node, int local_rank);
 
-  void AddPhase(Phase p, double seconds) { phase_total_[static_cast<int>(p)] += seconds; }
+  /// A step's phase time; kData once per step is also the step's input wait (the time the
+  /// training thread spent getting its batch), kept per step for the JSON's
+  /// input_wait_seconds percentiles.
+  void AddPhase(Phase p, double seconds) {
+    phase_total_[static_cast<int>(p)] += seconds;
+    if (p == Phase::kData) input_waits_.push_back(seconds);
+  }
   void AddStraggler(const StragglerStep& s);
   void AddStep(double seconds);
   void AddCollective(comm::CollectiveOp op, int64_t bytes, double seconds);
@@ -91,6 +97,7 @@ class StepStats {
   int rank_, world_, local_rank_;
   std::string node_;
   std::array<double, kNumPhases> phase_total_{};
+  std::vector<double> input_waits_;  // kData per step, timed window
   double step_total_ = 0;
   int64_t steps_ = 0;
   double comm_since_take_ = 0;

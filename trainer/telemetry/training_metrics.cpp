@@ -20,6 +20,13 @@ TrainingMetrics::TrainingMetrics(const RankIdentity& id) {
       &r.AddCounter("ringpilot_samples_total", "Samples processed by this rank.").Add({});
   steps_total_ = &r.AddCounter("ringpilot_steps_total", "Training steps completed.").Add({});
   loss_ = &r.AddGauge("ringpilot_loss", "Loss of the last reported step on this rank.").Add({});
+  learning_rate_ =
+      &r.AddGauge("ringpilot_learning_rate", "Learning rate of the last step (train.lr_schedule).")
+           .Add({});
+  grad_norm_ = &r.AddGauge("ringpilot_grad_norm",
+                           "Global L2 norm of the gradients before clipping, as of the last "
+                           "progress line (train.max_grad_norm > 0; else 0).")
+                    .Add({});
   eval_top1_ = &r.AddGauge("ringpilot_eval_top1",
                            "Top-1 accuracy of the last evaluation on data.val (0..1).")
                     .Add({});
@@ -40,6 +47,18 @@ TrainingMetrics::TrainingMetrics(const RankIdentity& id) {
       &r.AddHistogram("ringpilot_checkpoint_seconds", "Time to write one checkpoint (rank 0).")
            .Add({}, metrics::ExponentialBuckets(0.01, 2.0, 14));
   restarts_ = &r.AddGauge("ringpilot_restarts", "Restarts of this job so far.").Add({});
+  images_decoded_ = &r.AddCounter("ringpilot_data_images_decoded_total",
+                                  "Images the rank's input pipeline decoded (image kinds; "
+                                  "substitutes of bad samples included).")
+                         .Add({});
+  bad_samples_ = &r.AddCounter("ringpilot_data_bad_samples_total",
+                               "Training batch entries whose image could not be used and was "
+                               "replaced by a substitute (image kinds).")
+                      .Add({});
+  prefetch_batches_ = &r.AddGauge("ringpilot_data_prefetch_batches",
+                                  "Batches decoded and waiting ahead of the training step when "
+                                  "it took its batch (image kinds; up to data.prefetch).")
+                           .Add({});
   auto& expected = r.AddGauge("ringpilot_expected_bus_bandwidth_bytes_per_second",
                               "Bus bandwidth the topology model expects for this job's "
                               "collectives (docs/topology.md); 0 = no model.");
@@ -130,6 +149,8 @@ void TrainingMetrics::OnStep(double seconds, int64_t samples) {
 }
 
 void TrainingMetrics::SetLoss(double loss) { loss_->Set(loss); }
+void TrainingMetrics::SetLearningRate(double lr) { learning_rate_->Set(lr); }
+void TrainingMetrics::SetGradNorm(double norm) { grad_norm_->Set(norm); }
 
 void TrainingMetrics::SetEval(double top1, double top5, double loss, double samples) {
   eval_top1_->Set(top1);
@@ -145,6 +166,12 @@ void TrainingMetrics::SetMlmEval(double accuracy, double loss, double samples) {
 }
 
 void TrainingMetrics::OnCheckpoint(double seconds) { checkpoint_seconds_->Observe(seconds); }
+
+void TrainingMetrics::OnImageInput(int64_t decoded, int64_t bad_samples, int ready_batches) {
+  if (decoded > 0) images_decoded_->Increment(static_cast<double>(decoded));
+  if (bad_samples > 0) bad_samples_->Increment(static_cast<double>(bad_samples));
+  prefetch_batches_->Set(ready_batches);
+}
 
 void TrainingMetrics::OnCollective(comm::CollectiveOp op, int64_t bytes, double seconds,
                                    double start_unix) {

@@ -47,11 +47,19 @@ class TrainingMetrics : public comm::CollectiveObserver {
   void SetExpectedBusBandwidth(double bytes_per_second);
   void OnStep(double seconds, int64_t samples);
   void SetLoss(double loss);
+  /// The learning rate of the last step (train.lr_schedule), set every step (host value).
+  void SetLearningRate(double lr);
+  /// train.max_grad_norm: the gradients' global norm before clipping, as of the last
+  /// progress line (read from the device with it).
+  void SetGradNorm(double norm);
   /// The last evaluation on data.val (the same on every rank: results are all-reduced).
   void SetEval(double top1, double top5, double loss, double samples);
   /// The same for a masked-LM model: accuracy over the masked positions of data.val.
   void SetMlmEval(double accuracy, double loss, double samples);
   void OnCheckpoint(double seconds);
+  /// Image kinds, once per step: images decoded and bad samples since the last call, and
+  /// the batches ready ahead of the training step.
+  void OnImageInput(int64_t decoded, int64_t bad_samples, int ready_batches);
   void OnCollective(comm::CollectiveOp op, int64_t bytes, double seconds,
                     double start_unix) override;
   /// `start_unix`: when the phase began (Unix seconds, this host's clock; GPU phases come
@@ -86,6 +94,8 @@ class TrainingMetrics : public comm::CollectiveObserver {
   metrics::Counter* samples_total_;
   metrics::Counter* steps_total_;
   metrics::Gauge* loss_;
+  metrics::Gauge* learning_rate_;
+  metrics::Gauge* grad_norm_;
   metrics::Gauge* eval_top1_;
   metrics::Gauge* eval_top5_;
   metrics::Gauge* eval_mlm_accuracy_;
@@ -93,6 +103,9 @@ class TrainingMetrics : public comm::CollectiveObserver {
   metrics::Gauge* eval_samples_;
   metrics::Histogram* checkpoint_seconds_;
   metrics::Gauge* restarts_;
+  metrics::Counter* images_decoded_;
+  metrics::Counter* bad_samples_;
+  metrics::Gauge* prefetch_batches_;
   std::array<metrics::Gauge*, kOps> expected_busbw_{};
   std::array<std::array<metrics::Histogram*, kSizeBuckets>, kOps> collective_seconds_{};
   std::array<metrics::Histogram*, kNumPhases> phase_seconds_{};

@@ -1,0 +1,151 @@
+// The GPU image pipeline alone (data/cuda/image_pipeline.h): decode + crop + resize + flip
+// of an image folder into model-ready batches on one GPU, with no training step, as fast as
+// it goes. Prints one JSON line: img_per_s, the nvJPEG backend, images decoded on the
+// device and on the host, and the resample kernel's share.
+//
+//   ringpilot-bench-image-pipeline ROOT [--batch 256] [--batches 60] [--warmup 5]
+//       [--threads 8] [--prefetch 3] [--side 224] [--no-hardware]
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "data/bad_samples.h"
+#include "data/cuda/image_pipeline.h"
+#include "data/image_decode.h"
+#include "data/image_source.h"
+#include "data/image_transform.h"
+#include "data/sampler.h"
+
+namespace {
+
+int Arg(int argc, char** argv, const char* name, int fallback) {
+  for (int i = 1; i + 1 < argc; ++i) {
+    if (std::strcmp(argv[i], name) == 0) return std::atoi(argv[i + 1]);
+  }
+  return fallback;
+}
+
+bool Flag(int argc, char** argv, const char* name) {
+  for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], name) == 0) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  using namespace ringpilot;
+  if (argc < 2 || argv[1][0] == '-') {
+    std::fprintf(stderr,
+                 "usage: %s ROOT [--batch B] [--batches N] [--warmup W] [--threads T] "
+                 "[--prefetch P] [--side S] [--no-hardware]\n",
+                 argv[0]);
+    return 2;
+  }
+  try {
+    const auto source = data::OpenImageFolder(argv[1]);
+    data::cuda::ImagePipelineOptions options;
+    options.batch = Arg(argc, argv, "--batch", 256);
+    options.out_height = options.out_width = Arg(argc, argv, "--side", 224);
+    options.threads = Arg(argc, argv, "--threads", 8);
+    options.prefetch = Arg(argc, argv, "--prefetch", 3);
+    options.hardware = !Flag(argc, argv, "--no-hardware");
+    const int batches = Arg(argc, argv, "--batches", 60);
+    const int warmup = Arg(argc, argv, "--warmup", 5);
+    data::BadSampleLog bad(*source, /*max_fraction=*/1.0);
+    data::cuda::ImagePipeline pipeline(*source, options, bad);
+    data::EpochSampler sampler(source->size(), 1, options.batch, 0);
+    uint8_t* pixels = nullptr;
+    int64_t* labels = nullptr;
+    cudaMalloc(&pixels,
+               static_cast<size_t>(options.batch) * 3 * options.out_height * options.out_width);
+    cudaMalloc(&labels, sizeof(int64_t) * options.batch);
+    cudaStream_t stream;
+    cudaStreamCreate(&stream);
+    int64_t queued = 0;
+    auto enqueue = [&] {
+      data::cuda::BatchRequest request;
+      request.epoch = sampler.Batch(queued, 0, &request.indices).epoch;
+      pipeline.Enqueue(std::move(request));
+      ++queued;
+    };
+    for (int i = 0; i < options.prefetch; ++i) enqueue();
+    // Agreement with the host path (libjpeg-turbo + data::ResampleCrop) on the first batch:
+    // JPEG decoders may differ by a few levels (IDCT, chroma upsampling), crops must not.
+    double mean_abs_diff = 0;
+    int max_abs_diff = 0;
+    std::vector<int64_t> first_indices;
+    const int64_t first_epoch = sampler.Batch(0, 0, &first_indices).epoch;
+    auto check_first = [&] {
+      const size_t image = static_cast<size_t>(3) * options.out_height * options.out_width;
+      std::vector<uint8_t> got(image * options.batch), want(image);
+      cudaStreamSynchronize(stream);
+      cudaMemcpy(got.data(), pixels, got.size(), cudaMemcpyDeviceToHost);
+      std::vector<uint8_t> bytes;
+      data::DecodedImage decoded;
+      std::string error;
+      double sum = 0;
+      int64_t count = 0;
+      for (int i = 0; i < options.batch; ++i) {
+        if (!source->Read(first_indices[i], &bytes, &error) ||
+            !data::DecodeImage(bytes.data(), bytes.size(), &decoded, &error)) {
+          continue;  // a bad sample: the pipeline substituted it
+        }
+        const data::CropBox box = data::TrainCropBox(decoded.width, decoded.height, options.seed,
+                                                     first_epoch, first_indices[i]);
+        data::ResampleCrop(decoded.rgb.data(), decoded.width, decoded.height, box,
+                           options.out_height, options.out_width, want.data());
+        for (size_t k = 0; k < image; ++k) {
+          const int d = std::abs(static_cast<int>(got[i * image + k]) - want[k]);
+          sum += d;
+          max_abs_diff = std::max(max_abs_diff, d);
+        }
+        count += static_cast<int64_t>(image);
+      }
+      mean_abs_diff = count ? sum / static_cast<double>(count) : -1;
+    };
+    double waited = 0;
+    auto start = std::chrono::steady_clock::now();
+    data::cuda::ImagePipelineCounters at_start;
+    for (int b = 0; b < warmup + batches; ++b) {
+      if (b == warmup) {
+        cudaStreamSynchronize(stream);
+        start = std::chrono::steady_clock::now();
+        at_start = pipeline.counters();
+        waited = 0;
+      }
+      waited += pipeline.CopyNext(pixels, labels, stream);
+      for (const std::string& line : bad.TakeWarnings()) std::fprintf(stderr, "%s\n", line.c_str());
+      if (b == 0) check_first();
+      enqueue();
+    }
+    cudaStreamSynchronize(stream);
+    const double wall =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    const data::cuda::ImagePipelineCounters end = pipeline.counters();
+    std::printf(
+        "{\"what\": \"pipeline\", \"images\": %lld, \"batch\": %d, \"side\": %d, \"threads\": %d, "
+        "\"backend\": \"%s\", \"img_per_s\": %.1f, \"device_decoded\": %lld, "
+        "\"host_decoded\": %lld, \"bad_samples\": %lld, \"wait_share\": %.3f, "
+        "\"mean_abs_diff_vs_host\": %.3f, \"max_abs_diff_vs_host\": %d, "
+        "\"decode_gpu_ms_per_batch\": %.3f, \"resample_gpu_ms_per_batch\": %.3f}\n",
+        static_cast<long long>(source->size()), options.batch, options.out_height, options.threads,
+        pipeline.backend().c_str(), batches * options.batch / wall,
+        static_cast<long long>(end.hardware_images - at_start.hardware_images),
+        static_cast<long long>(end.host_images - at_start.host_images),
+        static_cast<long long>(bad.replaced()), waited / wall, mean_abs_diff, max_abs_diff,
+        (end.decode_gpu_seconds - at_start.decode_gpu_seconds) * 1e3 / batches,
+        (end.resample_gpu_seconds - at_start.resample_gpu_seconds) * 1e3 / batches);
+    return 0;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "ringpilot-bench-image-pipeline: %s\n", e.what());
+    return 1;
+  }
+}

@@ -1,0 +1,67 @@
+// The bad samples of an image set on one rank: what both image pipelines (the host loader,
+// data/image_loader.h, and the GPU pipeline, data/cuda/image_pipeline.h) report when a
+// sample cannot be used (unreadable, not an image, undecodable or truncated, no label), so
+// that warnings, the distinct bad-file count and the data.max_bad_fraction limit mean the
+// same on CPU and GPU ranks.
+//
+// The rule both pipelines follow: a batch entry whose sample is bad takes the next sample
+// of the set in index order (wrapping) that loads, with that sample's own crop; after
+// kMaxSubstituteTries bad ones in a row the entry is a black image of class 0.
+#pragma once
+
+#include <cstdint>
+#include <mutex>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "data/image_source.h"
+
+namespace ringpilot::data {
+
+/// Samples whose bad fraction is not judged before: the denominator is at least this.
+inline constexpr int64_t kBadFractionFloor = 1000;
+/// Substitutes tried for one bad sample before its batch entry is left black (label 0).
+inline constexpr int kMaxSubstituteTries = 64;
+
+/// A sample that could not be used, and one line saying why (no path).
+struct BadSample {
+  int64_t index = 0;
+  std::string why;
+};
+
+/// Thread-safe.
+class BadSampleLog {
+ public:
+  /// `source` must outlive the log. max_fraction: data.max_bad_fraction.
+  BadSampleLog(const ImageSource& source, double max_fraction);
+
+  /// Records `entries` batch entries produced, `replaced` of which needed a substitute, and
+  /// the samples that failed for them. Returns false once the bad entries exceed
+  /// max_fraction x max(entries so far, kBadFractionFloor): fatal() then says so in one line.
+  bool Record(int64_t entries, int64_t replaced, const std::vector<BadSample>& failures);
+
+  /// "" until the limit is passed; then one line naming the counts, the limit and the last
+  /// bad file.
+  std::string fatal() const;
+  /// One line per bad file seen for the first time since the last call ("skipping bad
+  /// sample PATH: why").
+  std::vector<std::string> TakeWarnings();
+  /// Indices of the distinct bad samples (files) seen so far.
+  std::vector<int64_t> files() const;
+  int64_t entries() const;
+  int64_t replaced() const;
+
+ private:
+  const ImageSource& source_;
+  const double max_fraction_;
+  mutable std::mutex mutex_;
+  std::vector<uint8_t> seen_;  // per dataset index
+  std::vector<int64_t> files_;
+  std::vector<std::string> warnings_;
+  int64_t entries_ = 0;
+  int64_t replaced_ = 0;
+  std::string fatal_;
+};
+
+}  // namespace ringpilot::data

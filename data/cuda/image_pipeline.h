@@ -1,0 +1,117 @@
+// GPU image input of GPU ranks (data.kind image_folder / image_shards): nvJPEG batched
+// decode on the GPU's hardware JPEG engines (A100, H100, H200: NVJPEG_BACKEND_HARDWARE),
+// else on nvJPEG's GPU backend; then one kernel crops, resizes and flips every image of the
+// batch into the planar uint8 [B,3,H,W] layout the models read. What nvJPEG cannot take
+// (PNG, progressive or truncated JPEGs) is decoded on the host (data/image_decode.h) and
+// uploaded; what nobody can decode is a bad sample, replaced and reported as
+// data/bad_samples.h says (the same rule as the host loader's).
+//
+// Batches are made ahead of the training step on a thread of their own, on their own CUDA
+// stream, into `prefetch` device slots. The training thread only waits for a slot to be
+// ready (the input wait) and enqueues a device-to-device copy on its stream, ordered by
+// events: no host synchronisation of the training stream.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "data/bad_samples.h"
+#include "data/image_source.h"
+
+namespace ringpilot::data::cuda {
+
+struct ImagePipelineOptions {
+  int batch = 0;       ///< images per batch (a rank's data.batch_per_rank)
+  int out_height = 0;  ///< model input size
+  int out_width = 0;
+  int prefetch = 2;      ///< batches decoded ahead (device slots), >= 1
+  int threads = 4;       ///< host threads reading, parsing and decoding what nvJPEG cannot
+  int device = 0;        ///< CUDA device of the rank
+  bool hardware = true;  ///< use the hardware JPEG engines where the GPU has them
+  bool train = true;     ///< random resized crop + flip (train) or centre crop (eval)
+  uint64_t seed = 0;     ///< train.seed: crops are drawn from (seed, epoch, sample)
+};
+
+/// The samples of one batch, in order: dataset indices and the epoch they belong to.
+struct BatchRequest {
+  int64_t epoch = 0;
+  std::vector<int64_t> indices;
+};
+
+/// Decode-rate counters since construction (read from any thread).
+struct ImagePipelineCounters {
+  int64_t images = 0;               ///< decoded and resampled
+  int64_t hardware_images = 0;      ///< of which by nvJPEG (hardware or GPU backend)
+  int64_t host_images = 0;          ///< of which on the host (PNG, progressive, fallback)
+  double busy_seconds = 0;          ///< wall time the pipeline thread spent making batches
+  double decode_gpu_seconds = 0;    ///< GPU time of nvJPEG's batches (engines + kernels)
+  double resample_gpu_seconds = 0;  ///< GPU time of the crop-resize kernel (SM time)
+  int ready_batches = 0;            ///< batches decoded and not yet taken (prefetch depth)
+};
+
+/// Enqueue, WaitNext and CopyNext are called by one thread (the training thread); the rest is
+/// internal. `source` and `bad` must outlive the pipeline. Setup errors (no CUDA device,
+/// nvJPEG unavailable) throw std::runtime_error naming the call.
+class ImagePipeline {
+ public:
+  ImagePipeline(const ImageSource& source, const ImagePipelineOptions& options, BadSampleLog& bad);
+  /// Stops the pipeline thread and waits for its GPU work; queued batches are dropped.
+  ~ImagePipeline();
+  ImagePipeline(const ImagePipeline&) = delete;
+  ImagePipeline& operator=(const ImagePipeline&) = delete;
+
+  /// Queues a batch (request.indices.size() == options.batch). Batches are made in the
+  /// order they are queued; queue up to `prefetch` ahead of the one being consumed.
+  void Enqueue(BatchRequest request);
+
+  /// Waits until the oldest queued batch not yet copied is made; returns the seconds the
+  /// host waited. Rethrows an error of the pipeline thread: data::DataError with
+  /// BadSampleLog::fatal() once bad samples pass data.max_bad_fraction.
+  double WaitNext();
+
+  /// Waits as WaitNext (no wait when it already did), then enqueues on `stream` the copies of
+  /// its pixels into `pixels` (uint8 [batch,3,out_height,out_width], device) and of its
+  /// labels into `labels` (int64 [batch], device). Returns the seconds the host waited.
+  /// Rethrows an error of the pipeline thread. The slot is reused only after the copies
+  /// have run on `stream` (an event orders it; the host does not wait for it).
+  double CopyNext(uint8_t* pixels, int64_t* labels, cudaStream_t stream);
+
+  /// "hardware" or "gpu" (nvJPEG backend in use).
+  const std::string& backend() const { return backend_name_; }
+  ImagePipelineCounters counters() const;
+
+ private:
+  struct Slot;
+  struct Decoder;
+  struct Sample;
+  void Loop();
+  void MakeBatch(const BatchRequest& request, Slot& slot, bool slot_in_use);
+  void ResolveSample(int thread, int64_t wanted, bool host_only, Sample& sample);
+
+  const ImageSource& source_;
+  const ImagePipelineOptions options_;
+  BadSampleLog& bad_;
+  std::string backend_name_;
+  std::unique_ptr<Decoder> decoder_;
+  std::vector<std::unique_ptr<Slot>> slots_;
+
+  mutable std::mutex mutex_;
+  std::condition_variable changed_;
+  std::deque<BatchRequest> requests_;  // queued, not yet started
+  int64_t made_ = 0;                   // batches made (slot = made % prefetch)
+  int64_t taken_ = 0;                  // batches taken by CopyNext
+  bool stopping_ = false;
+  std::exception_ptr error_;
+  ImagePipelineCounters counters_;
+  std::thread thread_;
+};
+
+}  // namespace ringpilot::data::cuda

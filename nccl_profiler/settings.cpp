@@ -1,0 +1,54 @@
+#include "nccl_profiler/settings.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdlib>
+
+#include "base/run_variables.h"
+
+namespace ringpilot::nccl_profiler {
+namespace {
+
+// The whole value as a decimal integer in [lo, hi], else SettingsError naming `name`.
+int ParseInt(const std::string& name, const std::string& value, int lo, int hi) {
+  errno = 0;
+  char* end = nullptr;
+  const long v = std::strtol(value.c_str(), &end, 10);
+  if (value.empty() || errno != 0 || end == nullptr || *end != '\0' || v < lo || v > hi) {
+    throw SettingsError(name + "='" + value + "' is not a number in " + std::to_string(lo) + ".." +
+                        std::to_string(hi));
+  }
+  return static_cast<int>(v);
+}
+
+}  // namespace
+
+Settings SettingsFromEnvironment(const base::Environment& env, int first_comm_rank) {
+  Settings s;
+  const std::string rank = base::Lookup(env, "RANK", "");
+  s.rank = rank.empty() ? std::max(first_comm_rank, 0) : ParseInt("RANK", rank, 0, 1 << 24);
+  const std::string port = base::Lookup(env, base::kMetricsPortVar, "");
+  const std::string port_base = base::Lookup(env, base::kMetricsPortBaseVar, "");
+  if (!port.empty()) {
+    s.port = ParseInt(base::kMetricsPortVar, port, 0, 65535);
+  } else if (!port_base.empty()) {
+    s.port = base::MetricsPort(ParseInt(base::kMetricsPortBaseVar, port_base, 0, 65535), s.rank);
+    if (s.port > 65535) {
+      throw SettingsError(std::string(base::kMetricsPortBaseVar) + "=" + port_base + " + rank " +
+                          std::to_string(s.rank) + " is past port 65535");
+    }
+  }
+  s.bind = base::Lookup(env, base::kMetricsBindVar, "");
+  s.run_dir = base::Lookup(env, base::kRunDirVar, "");
+  const std::string local_rank = base::Lookup(env, "LOCAL_RANK", "");
+  if (!local_rank.empty()) s.local_rank = ParseInt("LOCAL_RANK", local_rank, 0, 1 << 24);
+  s.job = base::Lookup(env, base::kJobNameVar, "exec");
+  if (s.port < 0 && s.run_dir.empty()) {
+    throw SettingsError(std::string("none of ") + base::kMetricsPortBaseVar + ", " +
+                        base::kMetricsPortVar + ", " + base::kRunDirVar +
+                        " is set: nothing to export to (run the program under `ringpilot exec`)");
+  }
+  return s;
+}
+
+}  // namespace ringpilot::nccl_profiler

@@ -1,0 +1,41 @@
+// What the NCCL profiler plugin exports and where, from its process environment
+// (docs/nccl-profiler.md): `ringpilot exec` sets these variables.
+#pragma once
+
+#include <stdexcept>
+#include <string>
+
+#include "base/environment.h"
+
+namespace ringpilot::nccl_profiler {
+
+/// A variable with a value the plugin cannot use. `what()` is one line naming it.
+class SettingsError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+struct Settings {
+  /// Serve /metrics on this port (0 = any free port): RINGPILOT_METRICS_PORT, else
+  /// base::MetricsPort(RINGPILOT_METRICS_PORT_BASE, rank); -1 = neither set, no HTTP
+  /// endpoint.
+  int port = -1;
+  /// RINGPILOT_METRICS_BIND; "" = the exporter's default (loopback).
+  std::string bind;
+  /// RINGPILOT_RUN_DIR: write RUN_DIR/logs/rank-RANK.nccl.json; "" = no file.
+  std::string run_dir;
+  /// RANK (torchrun's contract), else the rank of the process's first communicator.
+  int rank = 0;
+  /// LOCAL_RANK; -1 = unset (no label).
+  int local_rank = -1;
+  /// RINGPILOT_JOB_NAME, else "exec".
+  std::string job = "exec";
+};
+
+/// Reads the variables above from `env`; `first_comm_rank` stands in for an unset RANK.
+/// Throws SettingsError for a malformed value (a port outside 0..65535, base + rank past
+/// it, a rank that is not a number) and when neither a port nor a run directory is given
+/// (nothing to export to).
+Settings SettingsFromEnvironment(const base::Environment& env, int first_comm_rank);
+
+}  // namespace ringpilot::nccl_profiler

@@ -1,0 +1,100 @@
+#!/usr/bin/env bash
+# A hang on CPU ranks (issue 21): a 2-rank bert-tiny job, comm.timeout_s 8, checkpoint every
+# 10 steps, launch.max_restarts 1. Once rank 1 has passed step 20, it is stopped with
+# SIGSTOP (outside or inside a collective, wherever it happens to be):
+#   (a) rank 0 gives up within comm.timeout_s + a few seconds: a FATAL line naming the
+#       collective, its sequence number and comm.timeout_s;
+#   (b) the failed attempt's report (attempts/1/failure.json) names rank 1 as the rank
+#       behind, and every rank's last heartbeat; the launcher prints "rank behind: 1";
+#   (c) the job restarts from the last checkpoint and finishes (exit 0, restarts 1);
+#   (d) the stopped rank does not outlive the job.
+#
+# Usage: RINGPILOT_BUILD_DIR=build tests/integration/hang.sh
+set -euo pipefail
+# shellcheck source-path=SCRIPTDIR source=lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+rp_init hang
+
+readonly JOB_LIMIT_S=300 TIMEOUT_S=8 SLACK_S=10
+job=$RP_TMP/job.yaml
+cat >"$job" <<EOF
+name: it-hang
+world: {nodes: 1, procs_per_node: 2, device: cpu}
+launch: {backend: local, max_restarts: 1}
+model: {name: bert-tiny, dropout: 0.1, seq_len: 64}
+data: {kind: synthetic, batch_per_rank: 2}
+train: {steps: 100, optimizer: sgd, lr: 0.01, momentum: 0.9, seed: 7, threads_per_rank: 1,
+        log_every_s: 60}
+comm: {timeout_s: $TIMEOUT_S}
+checkpoint: {every_steps: 10, keep: 2}
+metrics: {enabled: false}
+EOF
+
+run=$RP_TMP/run
+rp_run "$JOB_LIMIT_S" "$RP_TMP/out" "$run" "$job" &
+runner=$!
+# Stop rank 1 once it is past step 20 of the first attempt.
+stopped_pid="" stop_s=""
+for _ in $(seq 1 600); do
+  beat=$run/logs/rank-1.heartbeat
+  if [[ -f $beat ]] && (($(python3 -c 'import json,sys;print(json.load(open(sys.argv[1]))["step"])' "$beat" 2>/dev/null || echo 0) >= 20)); then
+    stopped_pid=$(sed -n 's/.*pid \([0-9]*\), attempt 0).*/\1/p' "$run/logs/rank-1.log" | head -n 1)
+    if [[ -n $stopped_pid ]] && kill -STOP "$stopped_pid" 2>/dev/null; then
+      stop_s=$(date +%s.%N)
+      rp_log "stopped rank 1 (pid $stopped_pid)"
+    fi
+    break
+  fi
+  sleep 0.1
+done
+wait "$runner" || true
+# rp_run ran in a subshell: its status is in the output's last lines, not RP_RC.
+if [[ -z $stop_s ]]; then
+  rp_row "setup" "rank 1 never reached step 20 (or its pid was not found)" FAIL
+  rp_tail "$RP_TMP/out"
+  rp_finish
+fi
+
+report=$run/attempts/1/failure.json
+fatal=$(grep -h '^FATAL ' "$run"/logs/rank-0.log | head -n 1 || true)
+if [[ $fatal == *"not complete after"*"comm.timeout_s"* ]]; then
+  rp_row "(a) FATAL line" "${fatal#FATAL * }" PASS
+else
+  rp_row "(a) FATAL line" "rank-0.log has no timeout FATAL: '${fatal}'" FAIL
+fi
+if [[ -f $report ]]; then
+  took=$(python3 -c 'import os,sys;print(round(os.path.getmtime(sys.argv[1]) - float(sys.argv[2]), 1))' "$report" "$stop_s")
+  if python3 -c 'import sys;sys.exit(0 if float(sys.argv[1]) <= float(sys.argv[2]) else 1)' "$took" "$((TIMEOUT_S + SLACK_S))"; then
+    rp_row "(a) detected" "report ${took} s after SIGSTOP (timeout ${TIMEOUT_S} s)" PASS
+  else
+    rp_row "(a) detected" "report ${took} s after SIGSTOP (> ${TIMEOUT_S} + ${SLACK_S} s)" FAIL
+  fi
+  behind=$(rp_json "$report" rank_behind)
+  ranks=$(python3 -c 'import json,sys;print(",".join(sorted(json.load(open(sys.argv[1]))["ranks"])))' "$report")
+  if [[ $behind == 1 && $ranks == "0,1" ]]; then
+    rp_row "(b) rank behind" "rank_behind 1, heartbeats of ranks $ranks" PASS
+  else
+    rp_row "(b) rank behind" "rank_behind '$behind', heartbeats of ranks '$ranks'" FAIL
+  fi
+else
+  rp_row "(a) detected" "no $report" FAIL
+fi
+if grep -q 'ringpilot: rank behind: 1 ' "$RP_TMP/out"; then
+  rp_row "(b) launcher" "prints 'rank behind: 1'" PASS
+else
+  rp_row "(b) launcher" "no 'rank behind: 1' line" FAIL
+fi
+if [[ -s $run/summary.json ]] && [[ $(rp_json "$run/summary.json" restarts) == 1 ]]; then
+  rp_row "(c) restarted and finished" "summary.json: restarts 1, resumed_from_step $(rp_json "$run/summary.json" resumed_from_step)" PASS
+else
+  rp_row "(c) restarted and finished" "no summary.json with restarts 1" FAIL
+  rp_tail "$RP_TMP/out"
+fi
+if kill -0 "$stopped_pid" 2>/dev/null; then
+  kill -KILL "$stopped_pid" 2>/dev/null || true
+  rp_row "(d) no orphan" "the stopped rank (pid $stopped_pid) outlived the job" FAIL
+else
+  rp_row "(d) no orphan" "the stopped rank is gone" PASS
+fi
+
+rp_finish

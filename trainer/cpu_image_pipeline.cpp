@@ -1,0 +1,154 @@
+#include "trainer/cpu_image_pipeline.h"
+
+#include <sched.h>
+
+#include <chrono>
+
+#include "base/time.h"
+#include "data/cifar.h"
+#include "trainer/options.h"
+#ifdef RINGPILOT_WITH_NVJPEG
+#include "trainer/gpu_image_pipeline.h"
+#endif
+
+namespace ringpilot::trainer {
+
+// The loader's plan for training: the rank's slice of each step's global batch.
+class CpuImagePipeline::SamplerPlan : public data::StepPlan {
+ public:
+  SamplerPlan(int64_t size, int rank, int world, int batch, uint64_t seed)
+      : sampler_(size, world, batch, seed), rank_(rank) {}
+  int64_t Indices(int64_t step, std::vector<int64_t>* indices) override {
+    return sampler_.Batch(step, rank_, indices).epoch;
+  }
+  data::EpochSampler& sampler() { return sampler_; }
+  const data::EpochSampler& sampler() const { return sampler_; }
+
+ private:
+  data::EpochSampler sampler_;
+  const int rank_;
+};
+
+CpuImagePipeline::CpuImagePipeline(const config::JobConfig& job, const data::ImageSource& source,
+                                   const models::ImageSpec& image, const RankPlace& place,
+                                   const RankDevice& device, int workers)
+    : source_(source),
+      cuda_(device.cuda),
+      end_step_(job.train.steps * job.train.grad_accum_steps),  // input batches, not steps
+      options_(ImageLoaderOptionsFor(job, job.data.batch_per_rank, image,
+                                     data::ImageTransform::kTrain, workers)),
+      plan_(std::make_unique<SamplerPlan>(source.size(), place.rank, place.world,
+                                          job.data.batch_per_rank, job.train.seed)),
+      copied_(device.cuda) {
+  const auto pin = at::TensorOptions().pinned_memory(device.cuda);
+  const int batch = job.data.batch_per_rank;
+  slots_.resize(static_cast<size_t>(job.data.prefetch) + 2);
+  for (Batch& s : slots_) {
+    s.input = at::empty({batch, 3, image.height, image.width}, pin.dtype(at::kByte));
+    s.target = at::empty({batch}, pin.dtype(at::kLong));
+  }
+}
+
+CpuImagePipeline::~CpuImagePipeline() = default;
+
+void CpuImagePipeline::Resume(int64_t step, data::SamplePosition position) {
+  plan_->sampler().Resume(step, position);
+}
+
+data::SamplePosition CpuImagePipeline::PositionOf(int64_t step) const {
+  return plan_->sampler().PositionOf(step);
+}
+
+double CpuImagePipeline::Fill(int64_t step) {
+  if (!loader_) {
+    std::vector<data::BatchSlot> buffers;
+    for (Batch& s : slots_) {
+      buffers.push_back({s.input.data_ptr<uint8_t>(), s.target.data_ptr<int64_t>()});
+    }
+    loader_ =
+        std::make_unique<data::ImageBatchLoader>(source_, *plan_, std::move(buffers), options_);
+    loader_->Start(step, end_step_);
+  } else {
+    // The copy that last read step - 2's slot is done: the loader may reuse it.
+    copied_.Wait(static_cast<int>(step % 2));
+    loader_->Release(step - 2);
+  }
+  const auto t0 = std::chrono::steady_clock::now();
+  int count = 0;
+  std::string fatal;
+  const int slot = loader_->Wait(step, &count, &fatal);
+  if (slot < 0) throw data::DataError(fatal);
+  slot_of_[step % 2] = slot;
+  return base::Seconds(t0, std::chrono::steady_clock::now());
+}
+
+void CpuImagePipeline::CopyToDevice(int64_t step, Batch& device) {
+  const Batch& host = slots_[static_cast<size_t>(slot_of_[step % 2])];
+  if (!cuda_) {  // the device batch is the host slot: no copy
+    device = host;
+    return;
+  }
+  device.input.copy_(host.input, /*non_blocking=*/true);
+  device.target.copy_(host.target, /*non_blocking=*/true);
+  copied_.Record(static_cast<int>(step % 2));
+}
+
+ImageInputCounts CpuImagePipeline::counts() const {
+  if (!loader_) return {};
+  const data::LoaderCounts c = loader_->counts();
+  return {c.samples, c.decoded, c.bad_samples, c.ready_batches};
+}
+
+std::vector<std::string> CpuImagePipeline::TakeWarnings() {
+  return loader_ ? loader_->TakeWarnings() : std::vector<std::string>{};
+}
+
+std::vector<int64_t> CpuImagePipeline::bad_files() const {
+  return loader_ ? loader_->bad_files() : std::vector<int64_t>{};
+}
+
+std::unique_ptr<ImagePipeline> MakeImagePipeline(const config::JobConfig& job,
+                                                 const data::ImageSource& source,
+                                                 const models::ImageSpec& image,
+                                                 const RankPlace& place, const RankDevice& device) {
+#ifdef RINGPILOT_WITH_NVJPEG
+  if (device.cuda && job.data.gpu_decode) {
+    return std::make_unique<GpuImagePipeline>(job, source, image, place, device,
+                                              GpuDecodeThreadsFor(job.data));
+  }
+#endif
+  const int workers = DecodeWorkersFor(job.data, BoundCores(), device.cuda);
+  return std::make_unique<CpuImagePipeline>(job, source, image, place, device, workers);
+}
+
+int BoundCores() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (::sched_getaffinity(0, sizeof(set), &set) != 0) return 1;
+  return std::max(1, CPU_COUNT(&set));
+}
+
+std::unique_ptr<data::ImageSource> OpenImageSet(const config::JobConfig& job,
+                                                const std::string& path) {
+  if (path.empty()) return nullptr;
+  std::unique_ptr<data::ImageSource> source;
+  switch (job.data.kind) {
+    case config::DataKind::kSynthetic:
+    case config::DataKind::kCifar:
+      return nullptr;
+    case config::DataKind::kImageFolder:
+      source = data::OpenImageFolder(path);
+      break;
+    case config::DataKind::kImageShards:
+      source = data::OpenImageShards(data::ExpandShardList(path));
+      break;
+  }
+  if (source->num_classes() > job.model.num_classes) {
+    throw data::DataError(path + ": " + std::to_string(source->num_classes()) +
+                          " classes, more than model.num_classes " +
+                          std::to_string(job.model.num_classes));
+  }
+  return source;
+}
+
+}  // namespace ringpilot::trainer

@@ -1,0 +1,114 @@
+#include "trainer/export.h"
+
+#include <cstdio>
+#include <map>
+#include <stdexcept>
+#include <vector>
+
+#include <torch/torch.h>
+
+#include "base/files.h"
+#include "config/job.h"
+#include "trainer/checkpoint/safetensors.h"
+#include "trainer/checkpoint/store.h"
+#include "trainer/models/reference_weights.h"
+#include "trainer/options.h"
+
+namespace ringpilot::trainer {
+namespace {
+
+// The reference input: two samples, from a fixed seed (any input will do to compare two
+// implementations of the same function).
+constexpr int64_t kReferenceBatch = 2;
+constexpr int64_t kReferenceTokens = 16;
+constexpr uint64_t kReferenceSeed = 1234;
+
+std::string StepDirName(int64_t step) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "step-%08lld", static_cast<long long>(step));
+  return buf;
+}
+
+// The asked-for step, or the newest checkpoint that verifies (read-only: unlike resume,
+// export moves no corrupt checkpoint aside).
+checkpoint::CheckpointInfo ChooseCheckpoint(const checkpoint::CheckpointStore& store,
+                                            int64_t step) {
+  if (step > 0) return checkpoint::CheckpointStore::Verify(store.dir() + "/" + StepDirName(step));
+  const std::vector<std::string> paths = store.StepPaths();
+  std::string problems;
+  for (auto it = paths.rbegin(); it != paths.rend(); ++it) {
+    try {
+      return checkpoint::CheckpointStore::Verify(*it);
+    } catch (const checkpoint::CheckpointError& e) {
+      problems += std::string(problems.empty() ? " (" : "; ") + e.what();
+    }
+  }
+  throw checkpoint::CheckpointError(store.dir() + ": no valid checkpoint" +
+                                    (problems.empty() ? "" : problems + ")"));
+}
+
+}  // namespace
+
+ExportResult ExportCheckpoint(const ExportOptions& options) {
+  const std::string job_path = options.run_dir + "/job.yaml";
+  const config::JobConfig job = config::LoadJobConfig(job_path);
+  const checkpoint::CheckpointStore store(options.run_dir + "/checkpoints", job.checkpoint.keep);
+  const checkpoint::CheckpointInfo info = ChooseCheckpoint(store, options.step);
+
+  // The model on the CPU, as the checkpoint's ranks built it (a plain BatchNorm stands in
+  // for a synchronised one: same parameters and buffers).
+  const models::ModelOptions model_options = ModelOptionsFor(job);
+  const std::shared_ptr<models::Model> model = models::MakeModel(model_options, nullptr);
+  std::vector<checkpoint::NamedTensor> named;
+  for (auto& p : model->named_parameters()) named.push_back({"model/" + p.key(), p.value()});
+  for (auto& b : model->named_buffers()) named.push_back({"model/" + b.key(), b.value()});
+  store.Load(info, named);
+
+  const models::ReferenceWeights weights = models::ToReferenceWeights(model_options, *model);
+  ExportResult r;
+  r.step = info.step;
+  r.checkpoint = info.path;
+  r.library = weights.library;
+  r.architecture = weights.architecture;
+  r.tensors = static_cast<int64_t>(weights.tensors.size());
+  r.weights = options.out.empty()
+                  ? options.run_dir + "/export/" + StepDirName(info.step) + "/model.safetensors"
+                  : options.out;
+  const std::string folder = base::DirName(r.weights);
+  base::MakeDirs(folder);
+  std::vector<checkpoint::NamedTensor> out;
+  for (const auto& [name, tensor] : weights.tensors) out.push_back({name, tensor});
+  // "format: pt" is what transformers' from_pretrained asks of a safetensors file.
+  const std::map<std::string, std::string> metadata = {
+      {"format", "pt"},
+      {"ringpilot_model", config::ToString(job.model.name)},
+      {"ringpilot_step", std::to_string(info.step)},
+      {"reference", weights.library + " " + weights.architecture},
+  };
+  checkpoint::WriteSafetensors(r.weights, out, metadata);
+  if (!weights.config_json.empty()) {
+    r.config = folder + "/config.json";
+    base::WriteFileAtomically(r.config, weights.config_json);
+  }
+
+  if (!options.reference.empty()) {
+    torch::NoGradGuard no_grad;
+    torch::manual_seed(kReferenceSeed);
+    model->eval();
+    at::Tensor input;
+    if (model->input_kind() == models::InputKind::kImages) {
+      const models::ImageSpec spec = model->image_spec();
+      input = torch::randn({kReferenceBatch, 3, spec.height, spec.width});
+    } else {
+      const int64_t tokens = std::min<int64_t>(kReferenceTokens, model->token_spec().seq_len);
+      input = torch::randint(models::TokenSpec::kVocab, {kReferenceBatch, tokens}, at::kLong);
+    }
+    const at::Tensor output = model->Logits(input);
+    r.reference = options.reference;
+    base::MakeDirs(base::DirName(r.reference));
+    checkpoint::WriteSafetensors(r.reference, {{"input", input}, {"output", output}}, metadata);
+  }
+  return r;
+}
+
+}  // namespace ringpilot::trainer

@@ -1,0 +1,62 @@
+#include "trainer/gpu_image_pipeline.h"
+
+#include <ATen/cuda/CUDAContext.h>
+
+#include <algorithm>
+
+namespace ringpilot::trainer {
+
+GpuImagePipeline::GpuImagePipeline(const config::JobConfig& job, const data::ImageSource& source,
+                                   const models::ImageSpec& image, const RankPlace& place,
+                                   const RankDevice& device, int threads)
+    : rank_(place.rank),
+      end_step_(job.train.steps * job.train.grad_accum_steps),  // input batches, not steps
+      prefetch_(job.data.prefetch),
+      sampler_(source.size(), place.world, job.data.batch_per_rank, job.train.seed),
+      bad_(source, job.data.max_bad_fraction) {
+  data::cuda::ImagePipelineOptions options;
+  options.batch = job.data.batch_per_rank;
+  options.out_height = image.height;
+  options.out_width = image.width;
+  options.prefetch = job.data.prefetch;
+  options.threads = threads;
+  options.device = device.device.index();
+  options.train = true;
+  options.seed = job.train.seed;
+  pipeline_ = std::make_unique<data::cuda::ImagePipeline>(source, options, bad_);
+}
+
+void GpuImagePipeline::Resume(int64_t step, data::SamplePosition position) {
+  sampler_.Resume(step, position);
+}
+
+data::SamplePosition GpuImagePipeline::PositionOf(int64_t step) const {
+  return sampler_.PositionOf(step);
+}
+
+double GpuImagePipeline::Fill(int64_t step) {
+  if (next_queued_ < 0) next_queued_ = step;
+  // Keep data.prefetch steps queued ahead: the pipeline makes them while the device trains.
+  for (; next_queued_ < std::min(end_step_, step + prefetch_); ++next_queued_) {
+    data::cuda::BatchRequest request;
+    request.epoch = sampler_.Batch(next_queued_, rank_, &request.indices).epoch;
+    pipeline_->Enqueue(std::move(request));
+  }
+  return pipeline_->WaitNext();
+}
+
+void GpuImagePipeline::CopyToDevice(int64_t step, Batch& device) {
+  pipeline_->CopyNext(device.input.data_ptr<uint8_t>(), device.target.data_ptr<int64_t>(),
+                      at::cuda::getCurrentCUDAStream().stream());
+}
+
+ImageInputCounts GpuImagePipeline::counts() const {
+  const data::cuda::ImagePipelineCounters c = pipeline_->counters();
+  return {bad_.entries(), c.images, bad_.replaced(), c.ready_batches};
+}
+
+std::vector<std::string> GpuImagePipeline::TakeWarnings() { return bad_.TakeWarnings(); }
+
+std::vector<int64_t> GpuImagePipeline::bad_files() const { return bad_.files(); }
+
+}  // namespace ringpilot::trainer

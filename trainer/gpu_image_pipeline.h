@@ -1,0 +1,44 @@
+// The GPU image pipeline of GPU ranks (data/cuda/image_pipeline.h: nvJPEG on the hardware
+// JPEG engines, one crop-resize kernel per batch) behind InputFeed's ImagePipeline
+// interface: the training thread queues the next data.prefetch steps' samples (from the
+// same EpochSampler as the CPU pipeline), waits for its step's batch in Fill (the input
+// wait) and enqueues a device-to-device copy into the step's batch in CopyToDevice.
+#pragma once
+
+#include <memory>
+
+#include "data/bad_samples.h"
+#include "data/cuda/image_pipeline.h"
+#include "trainer/image_pipeline.h"
+
+namespace ringpilot::trainer {
+
+class GpuImagePipeline : public ImagePipeline {
+ public:
+  /// `threads` host threads (reading, header parsing, host decode of what nvJPEG cannot
+  /// take). Throws std::runtime_error when nvJPEG cannot start on the rank's device.
+  GpuImagePipeline(const config::JobConfig& job, const data::ImageSource& source,
+                   const models::ImageSpec& image, const RankPlace& place, const RankDevice& device,
+                   int threads);
+
+  void Resume(int64_t step, data::SamplePosition position) override;
+  data::SamplePosition PositionOf(int64_t step) const override;
+  double Fill(int64_t step) override;
+  void CopyToDevice(int64_t step, Batch& device) override;
+  ImageInputCounts counts() const override;
+  std::vector<std::string> TakeWarnings() override;
+  std::vector<int64_t> bad_files() const override;
+  /// "hardware" or "gpu": the nvJPEG backend in use.
+  const std::string& backend() const { return pipeline_->backend(); }
+
+ private:
+  const int rank_;
+  const int64_t end_step_;
+  const int prefetch_;
+  data::EpochSampler sampler_;
+  data::BadSampleLog bad_;
+  std::unique_ptr<data::cuda::ImagePipeline> pipeline_;
+  int64_t next_queued_ = -1;  // first step not yet queued; -1 before the first Fill
+};
+
+}  // namespace ringpilot::trainer

@@ -1,0 +1,66 @@
+// The image input of data.kind image_folder / image_shards: a pipeline turns the training
+// set's encoded images into each step's device batch. The CPU pipeline
+// (cpu_image_pipeline.h) decodes on host threads into pinned buffers and copies them in;
+// a GPU pipeline (nvJPEG) implements the same interface beside it. InputFeed drives it.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "config/job.h"
+#include "data/image_source.h"
+#include "data/sampler.h"
+#include "trainer/models/model.h"
+#include "trainer/rank_setup.h"
+#include "trainer/synthetic_data.h"
+
+namespace ringpilot::trainer {
+
+/// Counts since the pipeline started (for the metrics and the log).
+struct ImageInputCounts {
+  int64_t samples = 0;      ///< batch entries produced
+  int64_t decoded = 0;      ///< images decoded, substitutes included
+  int64_t bad_samples = 0;  ///< batch entries replaced by a substitute
+  int ready_batches = 0;    ///< batches ready ahead of the training step now
+};
+
+/// Not thread-safe: the training thread calls every method, in the order Resume (optional,
+/// once), then per step Fill(step), CopyToDevice(step) with increasing steps.
+class ImagePipeline {
+ public:
+  virtual ~ImagePipeline() = default;
+  /// Step `step` starts at `position` (a checkpoint's).
+  virtual void Resume(int64_t step, data::SamplePosition position) = 0;
+  /// Where step `step` starts (for checkpoints).
+  virtual data::SamplePosition PositionOf(int64_t step) const = 0;
+  /// Makes `step`'s batch ready, blocking only while it is not; returns the seconds it
+  /// blocked (the step's input wait). Throws data::DataError (one line) when the job's
+  /// bad-sample limit is passed.
+  virtual double Fill(int64_t step) = 0;
+  /// Puts `step`'s batch into `device` (whose tensors keep their addresses on CUDA).
+  virtual void CopyToDevice(int64_t step, Batch& device) = 0;
+  virtual ImageInputCounts counts() const = 0;
+  /// One line per bad file seen since the last call.
+  virtual std::vector<std::string> TakeWarnings() = 0;
+  /// Training-set indices of the distinct bad files seen so far.
+  virtual std::vector<int64_t> bad_files() const = 0;
+};
+
+/// The rank's pipeline for `source` (which must outlive it): batches of data.batch_per_rank
+/// at the model's image size, training crops, data.prefetch batches ahead.
+std::unique_ptr<ImagePipeline> MakeImagePipeline(const config::JobConfig& job,
+                                                 const data::ImageSource& source,
+                                                 const models::ImageSpec& image,
+                                                 const RankPlace& place, const RankDevice& device);
+
+/// Cores this thread may run on (its affinity mask; the rank's binding), at least 1.
+int BoundCores();
+
+/// data.train (or data.val) of an image kind as a source: null for other kinds or an empty
+/// path. Checks that its classes fit model.num_classes. Throws data::DataError.
+std::unique_ptr<data::ImageSource> OpenImageSet(const config::JobConfig& job,
+                                                const std::string& path);
+
+}  // namespace ringpilot::trainer

@@ -1,0 +1,53 @@
+// Where a rank is, for the launcher's failure report: RUN_DIR/logs/rank-N.heartbeat, one
+// JSON object rewritten (write + rename) once a second by a thread of its own, so a rank
+// blocked in a collective keeps beating while a stopped one (SIGSTOP, a dead host) does
+// not. After a hang the ranks that timed out name the collective they waited in, and the
+// heartbeats say which rank was behind (fewer collectives completed or started, or silent)
+// and what each was doing. The format is read by launcher/failure_report.h.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "comm/communicator.h"
+
+namespace ringpilot::trainer::telemetry {
+
+/// Beat is called by the training thread; the file is written by the heartbeat's thread.
+class Heartbeat {
+ public:
+  /// Starts beating. `comm` (the gradient communicator, may be null) must outlive the
+  /// heartbeat: its started/completed collective counts go into each beat.
+  Heartbeat(std::string path, int rank, const comm::Communicator* comm);
+  /// Writes a last beat and stops the thread.
+  ~Heartbeat();
+  Heartbeat(const Heartbeat&) = delete;
+  Heartbeat& operator=(const Heartbeat&) = delete;
+
+  /// Records that this rank is at `step` (0-based, the step being run) doing `phase` (a
+  /// string literal: "step", "eval", "checkpoint", "done"). Two atomic stores.
+  void Beat(int64_t step, const char* phase);
+
+ private:
+  void Loop();
+  // Writes the file now. A failed write is ignored: the heartbeat is a diagnosis aid and
+  // the run must not stop for it.
+  void Write();
+
+  const std::string path_;
+  const std::string tmp_path_;
+  const int rank_;
+  const comm::Communicator* comm_;
+  std::atomic<int64_t> step_{0};
+  std::atomic<const char*> phase_{"start"};
+  std::mutex mutex_;
+  std::condition_variable stop_cv_;
+  bool stop_ = false;
+  std::thread thread_;
+};
+
+}  // namespace ringpilot::trainer::telemetry
