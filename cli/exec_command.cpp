@@ -1,5 +1,6 @@
 #include "cli/exec_command.h"
 
+#include <dlfcn.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -25,11 +26,13 @@ int RunExec(const std::vector<std::string>& command, bool nccl_metrics) {
     if (nccl_metrics) {
       const std::string plugin =
           launcher::NcclProfilerPath(env, base::DirName(base::SelfExecutablePath()));
-      if (base::Exists(plugin)) {
+      // NCCL would skip a plugin it cannot load without a word (an INFO line at most):
+      // load it here first, so a missing file or library costs one visible line.
+      if (::dlopen(plugin.c_str(), RTLD_NOW | RTLD_LOCAL) != nullptr) {
         env = launcher::AddNcclMetricsEnv(env, plugin);
       } else {
-        std::cerr << "ringpilot exec: no NCCL metrics: " << plugin
-                  << " not found (--no-nccl-metrics turns them off)\n";
+        std::cerr << "ringpilot exec: no NCCL metrics: " << ::dlerror()
+                  << " (--no-nccl-metrics turns them off)\n";
       }
     }
   } catch (const launcher::RankEnvError& e) {

@@ -10,8 +10,8 @@ namespace ringpilot::cli {
 /// execve's `command` with launcher::ComputeTorchrunEnv's environment and, unless
 /// `nccl_metrics` is false, the NCCL profiler plugin's (launcher/nccl_metrics_env.h: NCCL
 /// loads libringpilot-nccl-profiler.so, which serves the rank's NCCL metrics); a plugin
-/// that is not there costs one warning line, not the run. Returns only on failure:
-/// base::kExitUsage (no command, bad rank environment), base::kExitNotFound,
+/// that cannot be loaded (checked with dlopen) costs one warning line, not the run. Returns only on
+/// failure: base::kExitUsage (no command, bad rank environment), base::kExitNotFound,
 /// base::kExitNotExecutable.
 int RunExec(const std::vector<std::string>& command, bool nccl_metrics = true);
 

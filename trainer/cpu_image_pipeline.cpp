@@ -135,6 +135,7 @@ std::unique_ptr<data::ImageSource> OpenImageSet(const config::JobConfig& job,
   switch (job.data.kind) {
     case config::DataKind::kSynthetic:
     case config::DataKind::kCifar:
+    case config::DataKind::kTokens:
       return nullptr;
     case config::DataKind::kImageFolder:
       source = data::OpenImageFolder(path);

@@ -112,6 +112,7 @@ std::unique_ptr<ValidationSet> LoadValidationSet(const config::JobConfig& job,
   if (job.data.val.empty()) return nullptr;
   switch (job.data.kind) {
     case config::DataKind::kSynthetic:
+    case config::DataKind::kTokens:  // LoadTokenValidationSet (input_feed.h)
       return nullptr;
     case config::DataKind::kCifar: {
       const data::CifarVariant variant = CifarVariantFor(job.model);

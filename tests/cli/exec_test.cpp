@@ -100,8 +100,19 @@ TEST(RingpilotExec, LoadsTheNcclProfilerBesideTheBinaryOnTheRanksMetricsPort) {
   ASSERT_EQ(r.exit_code, 0) << r.err;  // the program runs, without NCCL metrics
   EXPECT_EQ(r.out, "\n");
   EXPECT_EQ(r.err,
-            "ringpilot exec: no NCCL metrics: /nonexistent/libringpilot-nccl-profiler.so not "
-            "found (--no-nccl-metrics turns them off)\n");
+            "ringpilot exec: no NCCL metrics: /nonexistent/libringpilot-nccl-profiler.so: cannot "
+            "open shared object file: No such file or directory (--no-nccl-metrics turns them "
+            "off)\n");
+  // A file that is not a library (or one whose dependencies are missing) likewise.
+  const testing::TempDir dir;
+  testing::WriteFile(dir.path() + "/libringpilot-nccl-profiler.so", "not an ELF file\n");
+  env["RINGPILOT_NCCL_PROFILER"] = dir.path() + "/libringpilot-nccl-profiler.so";
+  r = RunProcess({RingpilotBinary(), "exec", "--", "sh", "-c", show}, env);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "\n");
+  EXPECT_EQ(testing::SplitLines(r.err).size(), 1u) << r.err;
+  EXPECT_NE(r.err.find("ringpilot exec: no NCCL metrics: " + dir.path()), std::string::npos)
+      << r.err;
 }
 
 TEST(RingpilotExec, NoLauncherEnvironmentIsExit2) {

@@ -16,7 +16,8 @@
 # RP_COMM_HIGH_PRIORITY=true|false comm.high_priority_stream, RP_BACKWARD_CARVEOUT=N
 # comm.backward_sm_carveout, RP_FIRST_BUCKET_MB=X comm.first_bucket_mb,
 # RP_NCCL_REGISTRATION=none|register|symmetric comm.nccl_buffer_registration, RP_DATA="kind:
-# image_folder, train: DIR" more ResNet data keys (bench/gpu_image_input.sh).
+# image_folder, train: DIR" more data keys (bench/gpu_image_input.sh), RP_VOCAB=N BERT's
+# model.vocab_size.
 # Writes one JSON object per line (model, world, batch_per_gpu, impl, per_gpu_rate,
 # step_ms, step_p99_ms, first_step_s, peak_mem_gb; sm_clock_mhz, power_w and
 # power_capped_share from nvidia-smi during the run (tests/gpu/gpu_watch.py); ringpilot rows
@@ -82,8 +83,8 @@ YAML
     cat >"$job" <<YAML
 name: bench-$model-$world
 world: {nodes: 1, procs_per_node: $world, device: cuda}
-model: {name: bert-base, seq_len: 128, mixed_linear: ${RP_MIXED_LINEAR:-true}, mixed_linear_accumulate: ${RP_MIXED_ACCUMULATE:-true}${RP_FUSED_RESIDUAL:+, fused_residual_norm: $RP_FUSED_RESIDUAL}}
-data: {batch_per_rank: $batch}
+model: {name: bert-base, seq_len: 128, mixed_linear: ${RP_MIXED_LINEAR:-true}, mixed_linear_accumulate: ${RP_MIXED_ACCUMULATE:-true}${RP_FUSED_RESIDUAL:+, fused_residual_norm: $RP_FUSED_RESIDUAL}${RP_VOCAB:+, vocab_size: $RP_VOCAB}}
+data: {batch_per_rank: $batch${RP_DATA:+, $RP_DATA}}
 train: {steps: $STEPS, warmup_steps: ${RP_WARMUP:-15}, optimizer: adamw, lr: 1.0e-4, precision: bf16, cuda_graphs: true, log_every_s: 10${RP_HOST_LEAD:+, host_lead_steps: $RP_HOST_LEAD}}
 comm: {bucket_mb: ${RP_BERT_BUCKET_MB:-25}, ${RP_FIRST_BUCKET_MB:+first_bucket_mb: $RP_FIRST_BUCKET_MB, }grad_dtype: ${RP_GRAD_DTYPE:-fp32}, overlap_optimizer: ${RP_OVERLAP:-true}${RP_CTA_POLICY:+, nccl_cta_policy: $RP_CTA_POLICY}${RP_COMM_HIGH_PRIORITY:+, high_priority_stream: $RP_COMM_HIGH_PRIORITY}${RP_BACKWARD_CARVEOUT:+, backward_sm_carveout: $RP_BACKWARD_CARVEOUT}${RP_NCCL_REGISTRATION:+, nccl_buffer_registration: $RP_NCCL_REGISTRATION}}
 checkpoint: {every_steps: 0, keep: 1}
