@@ -11,6 +11,7 @@
 #include "config/job.h"
 #include "trainer/checkpoint/safetensors.h"
 #include "trainer/checkpoint/store.h"
+#include "trainer/input_feed.h"
 #include "trainer/models/reference_weights.h"
 #include "trainer/options.h"
 
@@ -51,7 +52,11 @@ checkpoint::CheckpointInfo ChooseCheckpoint(const checkpoint::CheckpointStore& s
 
 ExportResult ExportCheckpoint(const ExportOptions& options) {
   const std::string job_path = options.run_dir + "/job.yaml";
-  const config::JobConfig job = config::LoadJobConfig(job_path);
+  config::JobConfig job = config::LoadJobConfig(job_path);
+  // model.vocab_size 0 follows the data, as the trainer resolved it (Trainer::Run).
+  if (!config::IsImageModel(job.model.name)) {
+    job.model.vocab_size = static_cast<int>(TokenSpecFor(job).vocab);
+  }
   const checkpoint::CheckpointStore store(options.run_dir + "/checkpoints", job.checkpoint.keep);
   const checkpoint::CheckpointInfo info = ChooseCheckpoint(store, options.step);
 
@@ -101,7 +106,7 @@ ExportResult ExportCheckpoint(const ExportOptions& options) {
       input = torch::randn({kReferenceBatch, 3, spec.height, spec.width});
     } else {
       const int64_t tokens = std::min<int64_t>(kReferenceTokens, model->token_spec().seq_len);
-      input = torch::randint(models::TokenSpec::kVocab, {kReferenceBatch, tokens}, at::kLong);
+      input = torch::randint(model->token_spec().vocab, {kReferenceBatch, tokens}, at::kLong);
     }
     const at::Tensor output = model->Logits(input);
     r.reference = options.reference;

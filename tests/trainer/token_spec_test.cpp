@@ -2,17 +2,33 @@
 // shard header (tokens) or synthetic data's constants, model.vocab_size follows them, and
 // a smaller vocab_size or a data.val shard of another vocabulary is a one-line error naming
 // the file.
+#include <cstdlib>
 #include <string>
 
 #include <gtest/gtest.h>
 
+#include "base/files.h"
 #include "data/token_shards.h"
-#include "tests/test_util.h"
 #include "trainer/input_feed.h"
 #include "trainer/synthetic_data.h"
 
 namespace ringpilot::trainer {
 namespace {
+
+// A fresh folder, removed at scope exit (base::RemoveTree: LibTorch shadows
+// std::filesystem, which tests/test_util.h's TempDir uses).
+class ScratchDir {
+ public:
+  ScratchDir() {
+    std::string pattern = "/tmp/ringpilot-token-spec-XXXXXX";
+    path_ = ::mkdtemp(pattern.data()) ? pattern : "";
+  }
+  ~ScratchDir() { base::RemoveTree(path_); }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
 
 std::string Shard(const std::string& prefix, const data::TokenVocab& vocab) {
   data::TokenShardWriter w(prefix, vocab);
@@ -55,7 +71,7 @@ TEST(TokenSpecFor, SyntheticUsesBertsIdsAndVocabSize) {
 }
 
 TEST(TokenSpecFor, TokensFollowTheShardHeader) {
-  testing::TempDir dir;
+  ScratchDir dir;
   const std::string train = Shard(dir.path() + "/train", {1200, 5, 6, 7, 0});
   config::JobConfig job = TokensJob(train, Shard(dir.path() + "/val", {1200, 5, 6, 7, 0}));
   models::TokenSpec s = TokenSpecFor(job);
