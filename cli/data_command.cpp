@@ -45,7 +45,8 @@ CLI::App* AddDataCommand(CLI::App& app) {
   for (CLI::App* sub : app.get_subcommands({})) {
     if (sub->get_name() == "data") return sub;
   }
-  CLI::App* data = app.add_subcommand("data", "Dataset tools: pack an image folder into shards, tokenize text");
+  CLI::App* data =
+      app.add_subcommand("data", "Dataset tools: pack an image folder into shards, tokenize text");
   data->require_subcommand(1, 1);
   return data;
 }
@@ -58,8 +59,7 @@ void AddPackCommand(CLI::App& data) {
       ->required();
   pack->add_option("OUT_DIR", args->out_dir, "Where shard-NNNNNN.tar and classes.txt go")
       ->required();
-  pack->add_option("--shard-size", args->shard_size,
-                   "Per shard: N samples, or N MB (e.g. 256MB)")
+  pack->add_option("--shard-size", args->shard_size, "Per shard: N samples, or N MB (e.g. 256MB)")
       ->capture_default_str();
   pack->add_option("--max-side", args->max_side,
                    "Shrink images whose short side is above N px to N, re-encode all as JPEG")

@@ -342,9 +342,9 @@ void Loader::CrossCheck() {
     const std::string kind = std::string("data.kind ") + ToString(c.data.kind);
     if (c.data.train.empty()) CrossFail({"data.kind", "data.train"}, kind + " needs data.train");
     if (!IsImageModel(c.model.name)) {
-      CrossFail({"data.kind", "model.name"},
-                kind + " needs an image model (resnet18-cifar, resnet50), not " +
-                    ToString(c.model.name));
+      CrossFail(
+          {"data.kind", "model.name"},
+          kind + " needs an image model (resnet18-cifar, resnet50), not " + ToString(c.model.name));
     }
   } else if (c.data.kind == DataKind::kTokens) {
     if (c.data.train.empty())

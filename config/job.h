@@ -83,7 +83,7 @@ struct DataConfig {
   int prefetch = 2;  ///< image kinds: batches decoded ahead of the training step
   int workers = 0;   ///< image kinds: decode threads per rank; 0 = from the rank's cores
   double max_bad_fraction = 0.01;  ///< image kinds: bad samples tolerated per sample read
-  bool gpu_decode = true;          ///< image kinds on GPU ranks: nvJPEG decode and GPU crops
+  bool gpu_decode = false;         ///< image kinds on GPU ranks: nvJPEG decode and GPU crops
 };
 
 /// Evaluation on data.val (image models: top-1, top-5 and loss; BERT: MLM accuracy and loss).

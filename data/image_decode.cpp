@@ -120,7 +120,8 @@ bool DecodeJpeg(const uint8_t* data, size_t size, DecodedImage* out, std::string
     const size_t pixels = static_cast<size_t>(w) * h;
     for (size_t i = 0; i < pixels; ++i) {
       const unsigned k = p[4 * i + 3];
-      for (int c = 0; c < 3; ++c) p[3 * i + c] = static_cast<uint8_t>((p[4 * i + c] * k + 127) / 255);
+      for (int c = 0; c < 3; ++c)
+        p[3 * i + c] = static_cast<uint8_t>((p[4 * i + c] * k + 127) / 255);
     }
     out->rgb.resize(pixels * 3);
   }
@@ -232,9 +233,15 @@ bool EncodePng(const uint8_t* pixels, int width, int height, int channels,
   image.width = static_cast<png_uint_32>(width);
   image.height = static_cast<png_uint_32>(height);
   switch (channels) {
-    case 1: image.format = PNG_FORMAT_GRAY; break;
-    case 3: image.format = PNG_FORMAT_RGB; break;
-    case 4: image.format = PNG_FORMAT_RGBA; break;
+    case 1:
+      image.format = PNG_FORMAT_GRAY;
+      break;
+    case 3:
+      image.format = PNG_FORMAT_RGB;
+      break;
+    case 4:
+      image.format = PNG_FORMAT_RGBA;
+      break;
     default:
       *error = "PNG: " + std::to_string(channels) + " channels (1, 3 or 4)";
       return false;

@@ -37,8 +37,8 @@ bool ReadWholeFile(const std::string& path, std::vector<uint8_t>* bytes, std::st
   bytes->resize(static_cast<size_t>(st.st_size));
   size_t done = 0;
   while (done < bytes->size()) {
-    const ssize_t n = ::pread(fd, bytes->data() + done, bytes->size() - done,
-                              static_cast<off_t>(done));
+    const ssize_t n =
+        ::pread(fd, bytes->data() + done, bytes->size() - done, static_cast<off_t>(done));
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) {
       *error = n == 0 ? std::string("file shrank while reading")

@@ -37,7 +37,8 @@ constexpr int64_t kChunk = 256;  // images handed to the threads at a time
 // One ustar archive, written to PATH.partial and renamed to PATH by Close.
 class TarWriter {
  public:
-  explicit TarWriter(std::string path) : path_(std::move(path)), out_(path_ + ".partial", std::ios::binary) {
+  explicit TarWriter(std::string path)
+      : path_(std::move(path)), out_(path_ + ".partial", std::ios::binary) {
     if (!out_) throw DataError(path_ + ".partial: cannot be written");
   }
   void Add(const std::string& name, const uint8_t* data, size_t size) {
@@ -110,7 +111,8 @@ void Prepare(const ImageSource& source, int64_t index, const PackOptions& option
   int width = 0, height = 0;
   if (!ReadImageSize(bytes.data(), bytes.size(), &width, &height, &out->error)) return;
   const int short_side = std::min(width, height);
-  const double scale = short_side > options.max_side ? static_cast<double>(options.max_side) / short_side : 1.0;
+  const double scale =
+      short_side > options.max_side ? static_cast<double>(options.max_side) / short_side : 1.0;
   const int w = std::max(1, static_cast<int>(std::lround(width * scale)));
   const int h = std::max(1, static_cast<int>(std::lround(height * scale)));
   DecodedImage image;
@@ -170,7 +172,8 @@ PackResult PackImageFolder(const std::string& folder, const std::string& out_dir
     std::vector<std::thread> pool;
     for (int t = 0; t < threads; ++t) {
       pool.emplace_back([&, t] {
-        for (int64_t i = t; i < count; i += threads) Prepare(*source, first + i, options, &chunk[i]);
+        for (int64_t i = t; i < count; i += threads)
+          Prepare(*source, first + i, options, &chunk[i]);
       });
     }
     for (std::thread& t : pool) t.join();

@@ -125,9 +125,9 @@ class ImageShards : public ImageSource {
     return true;
   }
   std::string Summary() const override {
-    std::string line = std::to_string(paths_.size()) + " shard(s) from " + paths_.front() +
-                       ": " + std::to_string(size()) + " images, " +
-                       std::to_string(num_classes_) + " classes";
+    std::string line = std::to_string(paths_.size()) + " shard(s) from " + paths_.front() + ": " +
+                       std::to_string(size()) + " images, " + std::to_string(num_classes_) +
+                       " classes";
     if (unlabelled_ > 0) line += ", " + std::to_string(unlabelled_) + " without a .cls label";
     if (orphans_ > 0) line += ", " + std::to_string(orphans_) + " keys without an image skipped";
     return line;
@@ -168,8 +168,8 @@ class ImageShards : public ImageSource {
     for (;;) {
       if (off + kBlock > file_size || !ReadAt(fd, off, block, kBlock)) {
         if (off == 0) Fail(shard, "not a tar file (shorter than one header)");
-        Fail(shard, "truncated tar (no end-of-archive blocks after offset " +
-                        std::to_string(off) + ")");
+        Fail(shard,
+             "truncated tar (no end-of-archive blocks after offset " + std::to_string(off) + ")");
       }
       if (std::all_of(block, block + kBlock, [](char c) { return c == 0; })) break;
       int64_t sum = 0;
@@ -275,7 +275,9 @@ std::vector<std::string> ExpandShardList(const std::string& spec) {
     if (comma == std::string::npos) comma = spec.size();
     std::string item = spec.substr(pos, comma - pos);
     const size_t first = item.find_first_not_of(" \t");
-    item = first == std::string::npos ? "" : item.substr(first, item.find_last_not_of(" \t") - first + 1);
+    item = first == std::string::npos
+               ? ""
+               : item.substr(first, item.find_last_not_of(" \t") - first + 1);
     pos = comma + 1;
     if (item.empty()) continue;
     if (item.find_first_of("*?[") == std::string::npos) {

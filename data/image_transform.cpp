@@ -101,9 +101,8 @@ void ResampleCrop(const uint8_t* rgb, int width, int height, const CropBox& box,
   const float sy = box.height / static_cast<float>(out_height);
   for (int x = 0; x < out_width; ++x) {
     const int from = box.flip ? out_width - 1 - x : x;
-    const float fx =
-        std::clamp(box.x + (static_cast<float>(from) + 0.5f) * sx - 0.5f, 0.0f,
-                   static_cast<float>(width - 1));
+    const float fx = std::clamp(box.x + (static_cast<float>(from) + 0.5f) * sx - 0.5f, 0.0f,
+                                static_cast<float>(width - 1));
     const int x0 = static_cast<int>(fx);
     left[x] = 3 * x0;
     right[x] = 3 * std::min(x0 + 1, width - 1);

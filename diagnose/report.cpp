@@ -199,8 +199,8 @@ json DiagnosisToJson(const Diagnosis& d) {
         {"phase_seconds_total", r.phase_seconds_total},
         {"comm_exposed_share",
          share == d.exposed_share.end() ? json(nullptr) : json(share->second)},
-        {"input_wait_share", d.input_share.count(r.rank) ? json(d.input_share.at(r.rank))
-                                                         : json(nullptr)},
+        {"input_wait_share",
+         d.input_share.count(r.rank) ? json(d.input_share.at(r.rank)) : json(nullptr)},
         {"overlap_ratio", r.overlap_ratio ? json(*r.overlap_ratio) : json(nullptr)},
         {"wait_seconds_total", r.wait_seconds_total},
         {"compute_skew_seconds_mean", r.compute_skew_mean},

@@ -16,8 +16,8 @@ class CpuImagePipeline : public ImagePipeline {
  public:
   /// `workers` decode threads (DecodeWorkersFor). Allocates data.prefetch + 2 slots.
   CpuImagePipeline(const config::JobConfig& job, const data::ImageSource& source,
-                   const models::ImageSpec& image, const RankPlace& place,
-                   const RankDevice& device, int workers);
+                   const models::ImageSpec& image, const RankPlace& place, const RankDevice& device,
+                   int workers);
   ~CpuImagePipeline() override;
 
   void Resume(int64_t step, data::SamplePosition position) override;

@@ -69,22 +69,23 @@ EvalResult Evaluate(const config::JobConfig& job, const RankPlace& place, const 
   state.model->eval();
   {
     torch::NoGradGuard no_grad;
-    val.ForEachBatch(first, last, batch, [&](const at::Tensor& images, const at::Tensor& cpu_labels) {
-      at::Tensor input = NormalizeImages(images.to(device.device), at::kFloat);
-      if (state.channels_last) input = input.contiguous(at::MemoryFormat::ChannelsLast);
-      const at::Tensor labels = cpu_labels.to(device.device);
-      at::Tensor logits;
-      {
-        const AutocastRegion region(device.device.type(), autocast);
-        logits = state.model->Logits(input).to(at::kFloat);
-      }
-      const at::Tensor top = std::get<1>(logits.topk(k, /*dim=*/1));
-      const at::Tensor hit = top.eq(labels.unsqueeze(1));
-      t[0] += hit.select(1, 0).sum().item<double>();
-      t[1] += hit.any(1).sum().item<double>();
-      t[2] += at::cross_entropy_loss(logits, labels, {}, at::Reduction::Sum).item<double>();
-      t[3] += static_cast<double>(images.size(0));
-    });
+    val.ForEachBatch(
+        first, last, batch, [&](const at::Tensor& images, const at::Tensor& cpu_labels) {
+          at::Tensor input = NormalizeImages(images.to(device.device), at::kFloat);
+          if (state.channels_last) input = input.contiguous(at::MemoryFormat::ChannelsLast);
+          const at::Tensor labels = cpu_labels.to(device.device);
+          at::Tensor logits;
+          {
+            const AutocastRegion region(device.device.type(), autocast);
+            logits = state.model->Logits(input).to(at::kFloat);
+          }
+          const at::Tensor top = std::get<1>(logits.topk(k, /*dim=*/1));
+          const at::Tensor hit = top.eq(labels.unsqueeze(1));
+          t[0] += hit.select(1, 0).sum().item<double>();
+          t[1] += hit.any(1).sum().item<double>();
+          t[2] += at::cross_entropy_loss(logits, labels, {}, at::Reduction::Sum).item<double>();
+          t[3] += static_cast<double>(images.size(0));
+        });
   }
   state.model->train();
   comms.host->AllReduce(totals, comm::ReduceOp::kSum)->Wait();

@@ -61,8 +61,8 @@ class InputFeed {
   /// kinds read `images` (data.train opened by OpenImageSet; it must outlive the feed). Data
   /// time is reported to `metrics`, bad image files to `log` (both must outlive the feed).
   InputFeed(const config::JobConfig& job, const models::Model& model, const RankPlace& place,
-            const RankDevice& device, telemetry::TrainingMetrics& metrics,
-            telemetry::RankLog& log, const data::ImageSource* images);
+            const RankDevice& device, telemetry::TrainingMetrics& metrics, telemetry::RankLog& log,
+            const data::ImageSource* images);
 
   /// Generates `step`'s batch into its host buffer, after the copy that last read that
   /// buffer (two steps ago) is done; image kinds wait for the pipeline's batch instead.
@@ -76,9 +76,7 @@ class InputFeed {
   /// Dataset kinds: where step `step` starts (for checkpoints); {0, 0} for synthetic.
   data::SamplePosition PositionOf(int64_t step) const;
   /// Dataset kinds: epochs started by step `step` (1-based); 0 for synthetic.
-  int64_t EpochOf(int64_t step) const {
-    return sampler_ || image_ ? PositionOf(step).epoch : 0;
-  }
+  int64_t EpochOf(int64_t step) const { return sampler_ || image_ ? PositionOf(step).epoch : 0; }
   /// Image kinds: training-set indices of the distinct bad files this rank skipped.
   std::vector<int64_t> bad_files() const;
 

@@ -29,8 +29,8 @@ struct RunTotals {
   std::vector<double> data_seconds;  ///< host time generating each batch
   int restarts = 0;
   std::optional<int64_t> bad_files;  ///< image kinds: distinct files skipped, all ranks
-  double final_lr = 0;              ///< learning rate of the last step
-  std::optional<double> grad_norm;  ///< train.max_grad_norm: last step's pre-clip norm
+  double final_lr = 0;               ///< learning rate of the last step
+  std::optional<double> grad_norm;   ///< train.max_grad_norm: last step's pre-clip norm
 };
 
 /// Fingerprint of the weights: L2 norm, sum of |x| (both in float64) and SHA-256 of the

@@ -326,10 +326,11 @@ class TrainingLoop {
         std::snprintf(scores, sizeof(scores), "top1 %.4f | top5 %.4f", r.top1, r.top5);
       }
       char line[240];
-      std::snprintf(
-          line, sizeof(line), "eval after step %lld (epoch %lld): %s | loss %.4f | %lld samples",
-          static_cast<long long>(step + 1), static_cast<long long>(p_.input.EpochOf(LastBatchOf(step)) + 1),
-          scores, r.loss, static_cast<long long>(r.samples));
+      std::snprintf(line, sizeof(line),
+                    "eval after step %lld (epoch %lld): %s | loss %.4f | %lld samples",
+                    static_cast<long long>(step + 1),
+                    static_cast<long long>(p_.input.EpochOf(LastBatchOf(step)) + 1), scores, r.loss,
+                    static_cast<long long>(r.samples));
       p_.log.Info(line);
     }
     if (step > warmup_end_) totals_.eval_seconds += base::Seconds(e0, Clock::now());
@@ -575,11 +576,10 @@ int Trainer::Run() {
   TrainStep train_step(job, place, device, state, reducer, phases, input);
   PhaseReporter reporter(phases, *metrics, *comms.device, *comms.host, place.rank, place.world,
                          clock_offset);
-  const LoopParts parts{job,       s_->opts, place,     device,     comms,     state,
-                        store,     input,    train_step, phases,   reporter,  *metrics,
-                        telemetry, stats,    log,        heartbeat, preemption, val.get(),
-                        token_val.get(),
-                        train_images.get()};
+  const LoopParts parts{job,       s_->opts,   place,     device,          comms,
+                        state,     store,      input,     train_step,      phases,
+                        reporter,  *metrics,   telemetry, stats,           log,
+                        heartbeat, preemption, val.get(), token_val.get(), train_images.get()};
   return TrainingLoop(parts, start_step).Run();
 }
 

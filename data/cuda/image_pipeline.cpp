@@ -204,7 +204,13 @@ ImagePipeline::ImagePipeline(const ImageSource& source, const ImagePipelineOptio
   PIPELINE_CUDA(cudaSetDevice(options_.device));
   decoder_ = std::make_unique<Decoder>();
   Decoder& d = *decoder_;
-  PIPELINE_CUDA(cudaStreamCreateWithFlags(&d.stream, cudaStreamNonBlocking));
+  // The highest priority: the decode's own kernels (nvJPEG's colour conversion, the crop
+  // kernel) are small, and at the training stream's priority they would queue behind a
+  // whole graphed step's kernels, starving the next batch (H100, ResNet-50: 4.7k img/s
+  // instead of the step's 5.3k).
+  int least_priority = 0, greatest_priority = 0;
+  PIPELINE_CUDA(cudaDeviceGetStreamPriorityRange(&least_priority, &greatest_priority));
+  PIPELINE_CUDA(cudaStreamCreateWithPriority(&d.stream, cudaStreamNonBlocking, greatest_priority));
   for (cudaEvent_t& e : d.marks) PIPELINE_CUDA(cudaEventCreate(&e));
   // The hardware engines where the GPU has them; nvJPEG answers NVJPEG_STATUS_ARCH_MISMATCH
   // (or "not supported") elsewhere, and the GPU backend takes over.

@@ -40,8 +40,7 @@ std::vector<uint8_t> TurboCompress(const std::vector<uint8_t>& pixels, int width
   tjhandle h = tjInitCompress();
   unsigned char* buf = nullptr;
   unsigned long size = 0;
-  EXPECT_EQ(tjCompress2(h, pixels.data(), width, 0, height, format, &buf, &size, subsamp, 95, 0),
-            0)
+  EXPECT_EQ(tjCompress2(h, pixels.data(), width, 0, height, format, &buf, &size, subsamp, 95, 0), 0)
       << tjGetErrorStr2(h);
   std::vector<uint8_t> out(buf, buf + size);
   tjFree(buf);

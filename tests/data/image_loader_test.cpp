@@ -63,8 +63,8 @@ struct Loaded {
 };
 
 // Steps first..end-1 of rank `rank` of 2.
-Loaded Load(const ImageSource& source, int workers, int64_t first, int64_t end, double max_bad = 0.5,
-         int rank = 0) {
+Loaded Load(const ImageSource& source, int workers, int64_t first, int64_t end,
+            double max_bad = 0.5, int rank = 0) {
   SamplerPlan plan(source.size(), rank, 2);
   if (first > 0) plan.sampler_.Resume(first, plan.sampler_.PositionOf(first));
   std::vector<std::vector<uint8_t>> px(kSlots, std::vector<uint8_t>(kBatch * 3 * kSide * kSide));
@@ -149,8 +149,9 @@ TEST(ImageBatchLoader, BadFilesAreReplacedWarnedOnceAndCounted) {
     EXPECT_EQ(r.warnings[0],
               "skipping bad sample " + root + "/class1/img3.jpg: not a JPEG or PNG image");
     // The substitute, index 14, is class 1 too: labels as on a clean copy of the set.
-    const Loaded clean = Load(*OpenImageFolder(MakeSet(tmp.path() + "/clean" + std::to_string(rank))),
-                           2, 0, 12, 0.5, rank);
+    const Loaded clean =
+        Load(*OpenImageFolder(MakeSet(tmp.path() + "/clean" + std::to_string(rank))), 2, 0, 12, 0.5,
+             rank);
     EXPECT_EQ(r.labels, clean.labels);
     EXPECT_NE(r.pixels, clean.pixels);  // the bad entry holds image 14, not image 13
   }

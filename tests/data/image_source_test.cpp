@@ -48,7 +48,8 @@ std::string Bytes(const ImageSource& s, int64_t i) {
 
 // ROOT/{cat,ant}/...: classes sorted by name (ant = 0), files by name, other files skipped.
 std::string MakeFolder(const std::string& root) {
-  for (const char* d : {"cat", "ant", "cat/nested"}) std::filesystem::create_directories(root + "/" + d);
+  for (const char* d : {"cat", "ant", "cat/nested"})
+    std::filesystem::create_directories(root + "/" + d);
   WriteFile(root + "/cat/b.PNG", Png(5, 4, 10));
   WriteFile(root + "/cat/a.jpeg", Jpeg(6, 6, 20));
   WriteFile(root + "/cat/nested/z.jpg", Jpeg(7, 3, 30));
@@ -132,7 +133,7 @@ TEST(ImageShards, GnuAndPaxLongNamesAndMissingLabels) {
   WriteFile(src + "/" + long_key + ".cls", "1");
   WriteFile(src + "/nolabel.jpeg", Jpeg(3, 3, 9));
   WriteFile(src + "/onlylabel.cls", "2");
-  const std::vector<std::string> members = {"a.jpg", "a.cls", long_key + ".png",
+  const std::vector<std::string> members = {"a.jpg",           "a.cls",        long_key + ".png",
                                             long_key + ".cls", "nolabel.jpeg", "onlylabel.cls"};
   for (const std::string format : {"gnu", "pax", "ustar"}) {
     if (format == "ustar") {  // ustar splits names into prefix + name, up to 255 characters
@@ -187,8 +188,7 @@ TEST(ImageShards, NotATarAndTruncatedAreOneLineErrors) {
     OpenImageShards({tmp.path() + "/cut.tar"});
     FAIL() << "no error";
   } catch (const DataError& e) {
-    EXPECT_NE(std::string(e.what()).find(tmp.path() + "/cut.tar: truncated tar"),
-              std::string::npos)
+    EXPECT_NE(std::string(e.what()).find(tmp.path() + "/cut.tar: truncated tar"), std::string::npos)
         << e.what();
   }
   EXPECT_THROW(OpenImageShards({tmp.path() + "/missing.tar"}), DataError);
