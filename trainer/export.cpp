@@ -53,7 +53,8 @@ checkpoint::CheckpointInfo ChooseCheckpoint(const checkpoint::CheckpointStore& s
 ExportResult ExportCheckpoint(const ExportOptions& options) {
   const std::string job_path = options.run_dir + "/job.yaml";
   config::JobConfig job = config::LoadJobConfig(job_path);
-  // model.vocab_size 0 follows the data, as the trainer resolved it (Trainer::Run).
+  // model.vocab_size 0 follows the data, as in Trainer::Run (token shards: their header,
+  // so data.train must be readable; synthetic: BERT's WordPiece size).
   if (!config::IsImageModel(job.model.name)) {
     job.model.vocab_size = static_cast<int>(TokenSpecFor(job).vocab);
   }
