@@ -10,6 +10,7 @@
 
 #include "base/files.h"
 #include "data/cifar.h"
+#include "tests/test_util.h"
 
 namespace ringpilot::data {
 namespace {
@@ -45,13 +46,11 @@ TEST(Cifar, ReadsRealImagesFromAFolder) {
 
 class CifarBadFiles : public ::testing::Test {
  protected:
+  // A directory of its own: ctest runs this fixture's tests as parallel processes.
   void SetUp() override {
-    dir_ = ::testing::TempDir() + "/cifar_bad";
-    base::RemoveTree(dir_);
-    base::MakeDirs(dir_);
+    dir_ = tmp_.path();
     good_ = base::ReadFile(FashionDir() + "/test_batch.bin");
   }
-  void TearDown() override { base::RemoveTree(dir_); }
   std::string Write(const std::string& name, const std::string& bytes) {
     const std::string path = dir_ + "/" + name;
     std::ofstream(path, std::ios::binary) << bytes;
@@ -70,6 +69,7 @@ class CifarBadFiles : public ::testing::Test {
       EXPECT_EQ(msg.find('\n'), std::string::npos) << msg;
     }
   }
+  testing::TempDir tmp_;
   std::string dir_, good_;
 };
 
