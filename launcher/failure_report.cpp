@@ -181,6 +181,7 @@ std::map<int, RankHeartbeat> ReadHeartbeats(const std::string& logs_dir, double 
     b.step = j.value("step", int64_t{0});
     b.phase = j.value("phase", std::string());
     b.unix = j.value("unix", 0.0);
+    b.max_silence_s = j.value("max_silence_s", 0.0);
     b.collectives_started = j.value("collectives_started", uint64_t{0});
     b.collectives_completed = j.value("collectives_completed", uint64_t{0});
     if (b.unix >= since_unix) beats.emplace(b.rank, b);
@@ -193,6 +194,10 @@ int RankBehind(const std::map<int, RankHeartbeat>& heartbeats) {
   // Fewer collectives done, then fewer begun (the others wait in one it never reached),
   // then fewer steps, then silence (a stopped rank's heartbeat thread stops too).
   const auto behind = [](const RankHeartbeat& a, const RankHeartbeat& b) {
+    const bool a_silent = a.max_silence_s > kStoppedSilenceSeconds;
+    const bool b_silent = b.max_silence_s > kStoppedSilenceSeconds;
+    if (a_silent != b_silent) return a_silent;
+    if (a_silent && a.max_silence_s != b.max_silence_s) return a.max_silence_s > b.max_silence_s;
     if (a.collectives_completed != b.collectives_completed) {
       return a.collectives_completed < b.collectives_completed;
     }
@@ -263,6 +268,7 @@ std::string FailureJson(const FailureReport& report) {
     ranks[std::to_string(rank)] = {{"step", b.step},
                                    {"phase", b.phase},
                                    {"unix", b.unix},
+                                   {"max_silence_s", b.max_silence_s},
                                    {"collectives_started", b.collectives_started},
                                    {"collectives_completed", b.collectives_completed}};
   }

@@ -44,9 +44,10 @@ std::map<int, std::vector<std::string>> RankLogTails(const std::string& logs_dir
 /// second: trainer/telemetry/heartbeat.h): where it was when the job failed.
 struct RankHeartbeat {
   int rank = -1;
-  int64_t step = 0;   ///< 0-based step it was running (or had just run)
-  std::string phase;  ///< "step", "eval", "checkpoint", "done"
-  double unix = 0;    ///< when it wrote the beat (its host's clock)
+  int64_t step = 0;          ///< 0-based step it was running (or had just run)
+  std::string phase;         ///< "step", "eval", "checkpoint", "done"
+  double unix = 0;           ///< when it wrote the beat (its host's clock)
+  double max_silence_s = 0;  ///< longest gap between its beats: a stopped rank's is long
   uint64_t collectives_started = 0;
   uint64_t collectives_completed = 0;
 };
@@ -55,9 +56,11 @@ struct RankHeartbeat {
 /// an earlier attempt's), by rank. Unreadable or malformed files are left out.
 std::map<int, RankHeartbeat> ReadHeartbeats(const std::string& logs_dir, double since_unix);
 
-/// The rank the others waited for, from heartbeats: the fewest collectives completed, then
-/// begun, then the fewest steps, then the oldest beat; -1 with fewer than two heartbeats or
-/// when no rank is behind another.
+/// The rank the others waited for, from heartbeats: one that fell silent (max_silence_s
+/// above kStoppedSilenceSeconds: stopped, then revived by mpirun's SIGCONT), the longest
+/// silence first; else the fewest collectives completed, then begun, then the fewest steps,
+/// then the oldest beat; -1 with fewer than two heartbeats or when no rank is behind another.
+inline constexpr double kStoppedSilenceSeconds = 3.0;
 int RankBehind(const std::map<int, RankHeartbeat>& heartbeats);
 
 /// How a job ended for good.

@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -444,10 +445,22 @@ void LogJobLine(const config::JobConfig& job, const RankPlace& place, const Rank
 // The rank log behind comm::AbortJob (a collective that timed out, NCCL's watchdog): its
 // FATAL line names this rank to the launcher. Installed for Trainer::Run's lifetime.
 telemetry::RankLog* g_fatal_log = nullptr;
+// And the heartbeat, so the rank that gives up leaves the newest beat (Heartbeat::BeatNow).
+std::atomic<telemetry::Heartbeat*> g_fatal_heartbeat{nullptr};
 
 void LogFatal(const std::string& message) {
+  if (telemetry::Heartbeat* beat = g_fatal_heartbeat.load()) beat->BeatNow("abort");
   if (g_fatal_log) g_fatal_log->Fatal(message);
 }
+
+// Keeps g_fatal_heartbeat pointing at a live heartbeat.
+class FatalHeartbeatScope {
+ public:
+  explicit FatalHeartbeatScope(telemetry::Heartbeat& beat) { g_fatal_heartbeat.store(&beat); }
+  ~FatalHeartbeatScope() { g_fatal_heartbeat.store(nullptr); }
+  FatalHeartbeatScope(const FatalHeartbeatScope&) = delete;
+  FatalHeartbeatScope& operator=(const FatalHeartbeatScope&) = delete;
+};
 
 class FatalReporterScope {
  public:
@@ -532,6 +545,7 @@ int Trainer::Run() {
   telemetry::Heartbeat heartbeat(
       run_dir + "/logs/rank-" + std::to_string(place.rank) + ".heartbeat", place.rank,
       comms.device.get());
+  const FatalHeartbeatScope fatal_heartbeat(heartbeat);
 
   // Metrics first, so a port clash fails fast, before the model is built. They outlive
   // the telemetry, which detaches from them when it ends.

@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <utility>
@@ -32,6 +33,11 @@ void Heartbeat::Beat(int64_t step, const char* phase) {
   phase_.store(phase, std::memory_order_relaxed);
 }
 
+void Heartbeat::BeatNow(const char* phase) {
+  phase_.store(phase, std::memory_order_relaxed);
+  Write();
+}
+
 void Heartbeat::Loop() {
   std::unique_lock<std::mutex> lock(mutex_);
   while (!stop_cv_.wait_for(lock, std::chrono::seconds(1), [this] { return stop_; })) {
@@ -42,6 +48,7 @@ void Heartbeat::Loop() {
 }
 
 void Heartbeat::Write() {
+  const std::lock_guard<std::mutex> lock(write_mutex_);
   char line[384];
   const int n = std::snprintf(line, sizeof line,
                               "{\"rank\": %d, \"step\": %lld, \"phase\": \"%s\", \"unix\": %.3f, "

@@ -32,6 +32,11 @@ class Heartbeat {
   /// string literal: "step", "eval", "checkpoint", "done"). Two atomic stores.
   void Beat(int64_t step, const char* phase);
 
+  /// Writes a beat now with `phase` (a string literal), from any thread: the last word of a
+  /// rank that gives up (comm::AbortJob's reporter), so the rank that waited always has a
+  /// newer beat than the one it waited for, even if its heartbeat thread was starved.
+  void BeatNow(const char* phase);
+
  private:
   void Loop();
   // Writes the file now. A failed write is ignored: the heartbeat is a diagnosis aid and
@@ -45,6 +50,9 @@ class Heartbeat {
   std::atomic<int64_t> step_{0};
   std::atomic<const char*> phase_{"start"};
   std::mutex mutex_;
+  std::mutex write_mutex_;  // one writer of the file at a time; guards the two below
+  double last_write_unix_ = 0;
+  double max_gap_s_ = 0;  // longest silence between two beats: a stopped (SIGSTOP) rank's
   std::condition_variable stop_cv_;
   bool stop_ = false;
   std::thread thread_;
