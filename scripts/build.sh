@@ -13,8 +13,11 @@ export CCACHE_BASEDIR="$ROOT" CCACHE_NOHASHDIR=1
 JOBS="${RINGPILOT_JOBS:-$(nproc)}"
 GEN=()
 command -v ninja >/dev/null && GEN=(-G Ninja)
+# setup.sh's venv elsewhere (RINGPILOT_VENV): CMake looks in ROOT/.venv unless told.
+PY=()
+[[ -n ${RINGPILOT_VENV:-} ]] && PY=(-DRINGPILOT_PYTHON="$RINGPILOT_VENV/bin/python")
 if [[ ! -f "$BUILD/CMakeCache.txt" ]]; then
-  cmake -S "$ROOT" -B "$BUILD" "${GEN[@]}" -DCMAKE_BUILD_TYPE=RelWithDebInfo "$@"
+  cmake -S "$ROOT" -B "$BUILD" "${GEN[@]}" -DCMAKE_BUILD_TYPE=RelWithDebInfo "${PY[@]}" "$@"
 elif (($#)); then
   cmake -S "$ROOT" -B "$BUILD" "$@"
 fi
