@@ -4,6 +4,13 @@
 
 namespace ringpilot::data {
 
+int32_t UsableLabel(const ImageSource& source, int64_t index, std::string* why) {
+  const int32_t label = source.label(index);
+  if (label >= 0 && label < source.num_classes()) return label;
+  *why = "no usable class label (.cls member)";
+  return -1;
+}
+
 BadSampleLog::BadSampleLog(const ImageSource& source, double max_fraction)
     : source_(source), max_fraction_(max_fraction), seen_(static_cast<size_t>(source.size()), 0) {}
 

@@ -24,6 +24,10 @@ inline constexpr int64_t kBadFractionFloor = 1000;
 /// Substitutes tried for one bad sample before its batch entry is left black (label 0).
 inline constexpr int kMaxSubstituteTries = 64;
 
+/// Sample `index`'s class, or -1 with `*why` set when it has no usable one (a shard key
+/// without its .cls, a class outside [0, num_classes)): the first check of both pipelines.
+int32_t UsableLabel(const ImageSource& source, int64_t index, std::string* why);
+
 /// A sample that could not be used, and one line saying why (no path).
 struct BadSample {
   int64_t index = 0;

@@ -155,11 +155,8 @@ void ImageBatchLoader::Work() {
 
 int32_t ImageBatchLoader::Load(int64_t index, int64_t epoch, Scratch& scratch, uint8_t* pixels,
                                std::string* error) {
-  const int32_t label = source_.label(index);
-  if (label < 0 || label >= source_.num_classes()) {
-    *error = "no usable class label (.cls member)";
-    return -1;
-  }
+  const int32_t label = UsableLabel(source_, index, error);
+  if (label < 0) return -1;
   if (!source_.Read(index, &scratch.bytes, error)) return -1;
   int width = 0, height = 0;
   if (!ReadImageSize(scratch.bytes.data(), scratch.bytes.size(), &width, &height, error)) {

@@ -366,10 +366,8 @@ void ImagePipeline::ResolveSample(int thread, int64_t wanted, bool host_only, Sa
   for (int t = 0; t <= kMaxSubstituteTries && t < n; ++t) {
     const int64_t index = (wanted + t) % n;
     std::string why;
-    const int32_t label = source_.label(index);
-    if (label < 0 || label >= source_.num_classes()) {
-      why = "no usable class label (.cls member)";
-    } else if (source_.Read(index, &s.bytes, &why)) {
+    const int32_t label = UsableLabel(source_, index, &why);
+    if (label >= 0 && source_.Read(index, &s.bytes, &why)) {
       s.label = label;
       const ImageFormat format = SniffImageFormat(s.bytes.data(), s.bytes.size());
       unsigned w = 0, h = 0;
