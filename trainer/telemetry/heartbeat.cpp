@@ -49,12 +49,18 @@ void Heartbeat::Loop() {
 
 void Heartbeat::Write() {
   const std::lock_guard<std::mutex> lock(write_mutex_);
-  char line[384];
+  const double now = base::UnixNow();
+  // A stopped process's thread misses its beats; the gap shows in the first beat after it
+  // runs again (mpirun revives stopped ranks with SIGCONT before it kills them).
+  if (last_write_unix_ > 0) max_gap_s_ = std::max(max_gap_s_, now - last_write_unix_);
+  last_write_unix_ = now;
+  char line[448];
   const int n = std::snprintf(line, sizeof line,
                               "{\"rank\": %d, \"step\": %lld, \"phase\": \"%s\", \"unix\": %.3f, "
+                              "\"max_silence_s\": %.3f, "
                               "\"collectives_started\": %llu, \"collectives_completed\": %llu}\n",
                               rank_, static_cast<long long>(step_.load(std::memory_order_relaxed)),
-                              phase_.load(std::memory_order_relaxed), base::UnixNow(),
+                              phase_.load(std::memory_order_relaxed), now, max_gap_s_,
                               static_cast<unsigned long long>(comm_ ? comm_->started_seq() : 0),
                               static_cast<unsigned long long>(comm_ ? comm_->completed_seq() : 0));
   if (n <= 0 || n >= static_cast<int>(sizeof line)) return;
