@@ -17,9 +17,9 @@ inline constexpr const char* kLaunchTimeVar = "RINGPILOT_LAUNCH_UNIX";
 
 /// Metrics of a program that `ringpilot exec` runs (the NCCL profiler plugin,
 /// docs/nccl-profiler.md): `metrics.port_base` (exec sets the job default when unset), the
-/// bind address and the job label, the same for all ranks. Each process serves on
-/// MetricsPort(base, its RANK), so the workers a `torchrun` under exec starts get their
-/// own ports.
+/// bind address and the job name, the same for all ranks. Each process serves on
+/// MetricsPort(base, its LOCAL_RANK), so the workers a `torchrun` under exec starts get
+/// their own ports.
 inline constexpr const char* kMetricsPortBaseVar = "RINGPILOT_METRICS_PORT_BASE";
 inline constexpr const char* kMetricsBindVar = "RINGPILOT_METRICS_BIND";
 inline constexpr const char* kJobNameVar = "RINGPILOT_JOB_NAME";
@@ -29,9 +29,22 @@ inline constexpr const char* kMetricsPortVar = "RINGPILOT_METRICS_PORT";
 /// default libringpilot-nccl-profiler.so next to the ringpilot executable.
 inline constexpr const char* kNcclProfilerVar = "RINGPILOT_NCCL_PROFILER";
 
-/// The metrics port of `rank`: port_base + rank, or 0 (pick a free port) when port_base is
-/// 0. The one place that rule is written (config::MetricsPort for jobs, the NCCL profiler
-/// plugin for programs under `ringpilot exec`).
-inline int MetricsPort(int port_base, int rank) { return port_base == 0 ? 0 : port_base + rank; }
+/// `metrics.bind` (and RINGPILOT_METRICS_BIND) value that lets each process choose: the
+/// node's address under Slurm or Kubernetes, loopback elsewhere (metrics::ResolveBind).
+inline constexpr const char* kMetricsBindAuto = "auto";
+
+/// RUN_DIR/<this>: the Prometheus file_sd list of the job's exporters, which rank 0 writes
+/// at start and empties ("[]") when the job ends on purpose; the launcher empties it when
+/// the user stops the job (docs/metrics.md, "Discovery").
+inline constexpr const char* kScrapeTargetsFile = "prometheus-targets.json";
+
+/// The metrics port of the process with node-local rank `local_rank`: port_base +
+/// local_rank, or 0 (pick a free port) when port_base is 0. Ports repeat on every node, so
+/// a node's exporters sit on one small known range. The one place that rule is written
+/// (config::MetricsPort for jobs, the NCCL profiler plugin for programs under
+/// `ringpilot exec`).
+inline int MetricsPort(int port_base, int local_rank) {
+  return port_base == 0 ? 0 : port_base + local_rank;
+}
 
 }  // namespace ringpilot::base

@@ -390,10 +390,16 @@ void Loader::CrossCheck() {
                   " leaves no step after the warm-up (train.steps " +
                   std::to_string(c.train.steps) + ")");
   }
-  if (MetricsPort(c.metrics, world - 1) > 65535) {
-    CrossFail(with_world("metrics.port_base"), "metrics.port_base " +
-                                                   std::to_string(c.metrics.port_base) + " + " +
-                                                   world_text + " - 1 exceeds port 65535");
+  if (MetricsPort(c.metrics, c.world.procs_per_node - 1) > 65535) {
+    CrossFail({"metrics.port_base", "world.procs_per_node"},
+              "metrics.port_base " + std::to_string(c.metrics.port_base) +
+                  " + world.procs_per_node " + std::to_string(c.world.procs_per_node) +
+                  " - 1 exceeds port 65535");
+  }
+  if (c.metrics.basic_auth_user.empty() != c.metrics.basic_auth_password_file.empty()) {
+    CrossFail({"metrics.basic_auth_user", "metrics.basic_auth_password_file"},
+              "metrics basic auth needs both metrics.basic_auth_user and "
+              "metrics.basic_auth_password_file");
   }
 }
 
@@ -624,7 +630,8 @@ Checked after all overrides, reported at the key given last:
   each with at least `world.procs_per_node` slots.
 - `fault.straggler_rank` and `fault.crash_rank` are -1 or a rank below the world size
   (`world.nodes` x `world.procs_per_node`); `fault.crash_step` <= `train.steps`.
-- `metrics.port_base` + world size - 1 <= 65535 (unless `port_base` is 0).
+- `metrics.port_base` + `world.procs_per_node` - 1 <= 65535 (unless `port_base` is 0).
+- `metrics.basic_auth_user` and `metrics.basic_auth_password_file`: both or neither.
 - `train.label_smoothing` > 0 needs an image model (resnet18-cifar, resnet50).
 - `train.lr_schedule: step` needs `train.lr_step_every` > 0.
 - `train.lr_warmup_steps` < `train.steps` (with `train.epochs`, checked by each rank once
@@ -660,8 +667,8 @@ Checked after all overrides, reported at the key given last:
   return md.str();
 }
 
-int MetricsPort(const MetricsConfig& metrics, int rank) {
-  return base::MetricsPort(metrics.port_base, rank);
+int MetricsPort(const MetricsConfig& metrics, int local_rank) {
+  return base::MetricsPort(metrics.port_base, local_rank);
 }
 
 }  // namespace ringpilot::config

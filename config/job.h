@@ -146,9 +146,21 @@ struct CheckpointConfig {
 
 struct MetricsConfig {
   bool enabled = true;
-  std::string bind = "127.0.0.1";
-  int port_base = 9400;             ///< rank r serves on port_base + r; 0 picks free ports
+  /// Address the exporters listen on; "auto" (base::kMetricsBindAuto): the node's address
+  /// under Slurm or Kubernetes, else 127.0.0.1 (decided by each rank at start).
+  std::string bind = "auto";
+  /// Local rank l serves on port_base + l (the same ports on every node); 0 picks free
+  /// ports. 18400: clear of the Prometheus exporter range 9100-9999 (node_exporter 9100,
+  /// dcgm-exporter 9400, ...), of Kubernetes (10250-10259, NodePorts 30000-32767), of
+  /// PyTorch's rendezvous ports (29400, 29500) and of Linux's ephemeral range.
+  int port_base = 18400;
   double gpu_sample_seconds = 5.0;  ///< NVML sampling period of the rank's GPU; 0 = off
+  /// HTTP basic auth: both set, or neither. The password is read from the file (its first
+  /// line) by each rank at start, so it appears in no job file, ConfigMap or log.
+  std::string basic_auth_user;
+  std::string basic_auth_password_file;
+  /// PEM file with the certificate and its private key: serve HTTPS; "" = HTTP.
+  std::string tls_cert_file;
 };
 
 struct TraceConfig {
@@ -231,9 +243,10 @@ std::string EmitJobConfig(const JobConfig& config);
 /// Markdown reference of every key (type, default, range, meaning): docs/config.md is this.
 std::string RenderConfigReference();
 
-/// The metrics port of `rank`: metrics.port_base + rank, or 0 (pick a free port) when
-/// port_base is 0. The one place that rule is written (trainer, k8s manifests, checks).
-int MetricsPort(const MetricsConfig& metrics, int rank);
+/// The metrics port of the rank with node-local rank `local_rank`: metrics.port_base +
+/// local_rank, or 0 (pick a free port) when port_base is 0 (base::MetricsPort). The one
+/// place the job's rule is written (trainer, k8s manifests, checks).
+int MetricsPort(const MetricsConfig& metrics, int local_rank);
 
 const char* ToString(Device d);
 const char* ToString(Backend b);

@@ -11,6 +11,7 @@
 #include <set>
 #include <type_traits>
 
+#include "base/run_variables.h"
 #include "config/value_rules.h"
 
 namespace ringpilot::config {
@@ -282,7 +283,8 @@ std::vector<std::string> Split(const std::string& s, char sep) {
 }
 
 std::string CheckBind(const std::string& s) {
-  const std::string problem = "must be an IPv4 address or a host name, got " + Quote(s);
+  const std::string problem = "must be auto, an IPv4 address or a host name, got " + Quote(s);
+  if (s == base::kMetricsBindAuto) return "";
   if (!IsHostChars(s)) return problem;
   const auto parts = Split(s, '.');
   const bool numeric = std::all_of(s.begin(), s.end(), [](char ch) {
@@ -666,13 +668,36 @@ std::vector<KeySpec> BuildSchema() {
   s.push_back(BoolKey("metrics.enabled", Member(&JC::metrics, &MetricsConfig::enabled),
                       "per-rank Prometheus exporter"));
   s.push_back(StringKey("metrics.bind", Member(&JC::metrics, &MetricsConfig::bind), CheckBind,
-                        "IPv4 address or host name", "address the exporters listen on"));
+                        "`auto`, IPv4 address or host name",
+                        "address the exporters listen on; `auto`: the node's address (its host "
+                        "name's first non-loopback IPv4, else 0.0.0.0) for a job on several "
+                        "nodes or a rank under Slurm (SLURM_JOB_ID) or Kubernetes "
+                        "(KUBERNETES_SERVICE_HOST), else 127.0.0.1; `0.0.0.0`: every interface"));
   s.push_back(IntKey("metrics.port_base", Member(&JC::metrics, &MetricsConfig::port_base), 0, 65535,
-                     "rank r serves on port_base + r; 0 picks free ports",
-                     "0..65535; port_base + world size - 1 <= 65535"));
+                     "local rank l serves on port_base + l (the same ports on every node); 0 "
+                     "picks free ports (RUN_DIR/prometheus-targets.json lists them)",
+                     "0..65535; port_base + world.procs_per_node - 1 <= 65535"));
   s.push_back(FloatKey(
       "metrics.gpu_sample_seconds", Member(&JC::metrics, &MetricsConfig::gpu_sample_seconds), 0,
       false, 3600, false, "NVML sampling period of each rank's GPU (ringpilot_gpu_*); 0 = off"));
+  s.push_back(StringKey(
+      "metrics.basic_auth_user", Member(&JC::metrics, &MetricsConfig::basic_auth_user),
+      [](const std::string& v) {
+        return v.find(':') == std::string::npos ? std::string()
+                                                : "may not contain ':' (RFC 7617), got " + Quote(v);
+      },
+      "user name without `:`",
+      "HTTP basic auth on every exporter (with metrics.basic_auth_password_file); \"\" = none"));
+  s.push_back(StringKey(
+      "metrics.basic_auth_password_file",
+      Member(&JC::metrics, &MetricsConfig::basic_auth_password_file), any_path, "path",
+      "file whose first line is the basic auth password, read by each rank at start (so the "
+      "password is in no job file or ConfigMap)"));
+  s.push_back(StringKey("metrics.tls_cert_file",
+                        Member(&JC::metrics, &MetricsConfig::tls_cert_file), any_path, "path",
+                        "PEM file with the certificate and its private key: the exporters "
+                        "serve HTTPS (needs a civetweb that can load the system's OpenSSL; "
+                        "docs/metrics.md); \"\" = HTTP"));
   s.push_back(BoolKey("trace.enabled", Member(&JC::trace, &TraceConfig::enabled),
                       "per-rank Chrome trace RUN_DIR/trace-rank-N.json (docs/metrics.md)"));
   s.push_back(IntKey("trace.max_events", Member(&JC::trace, &TraceConfig::max_events), 1000,

@@ -201,8 +201,10 @@ std::string MpiJobDoc(const JobConfig& c, const Names& n) {
   return e.c_str();
 }
 
-// Rank r serves on port_base + r, and worker pod I runs ranks I*K..I*K+K-1 (K =
-// procs_per_node): one endpoint per rank, kept only for its own pod.
+// Local rank l serves on port_base + l on every worker pod: one endpoint per local rank,
+// scraped on each worker pod's IP. The target labels name the job and the run directory
+// as RUN_DIR/prometheus-targets.json does (docs/metrics.md, "Discovery"); the series carry
+// no label of those names, so no honorLabels is needed.
 std::string PodMonitorDoc(const JobConfig& c, const Names& n) {
   YAML::Emitter e;
   e << YAML::BeginMap;
@@ -218,27 +220,28 @@ std::string PodMonitorDoc(const JobConfig& c, const Names& n) {
   e << YAML::Key << "matchNames" << YAML::Value << YAML::BeginSeq << YAML::DoubleQuoted
     << c.k8s.namespace_ << YAML::EndSeq << YAML::EndMap;
   e << YAML::Key << "podMetricsEndpoints" << YAML::Value << YAML::BeginSeq;
-  const int k = c.world.procs_per_node;
-  for (int rank = 0; rank < c.world.size(); ++rank) {
+  for (int local = 0; local < c.world.procs_per_node; ++local) {
     e << YAML::BeginMap;
     Str(e, "path", "/metrics");
     Str(e, "interval", "15s");
-    e << YAML::Key << "honorLabels" << YAML::Value << true;  // keep our `job` label
+    if (!c.metrics.tls_cert_file.empty()) Str(e, "scheme", "https");
     e << YAML::Key << "relabelings" << YAML::Value << YAML::BeginSeq;
-    e << YAML::BeginMap;
-    Str(e, "action", "keep");
-    e << YAML::Key << "sourceLabels" << YAML::Value << YAML::BeginSeq
-      << "__meta_kubernetes_pod_name" << YAML::EndSeq;
-    Str(e, "regex", n.mpijob + "-worker-" + std::to_string(rank / k));
-    e << YAML::EndMap;
     e << YAML::BeginMap;
     Str(e, "action", "replace");
     e << YAML::Key << "sourceLabels" << YAML::Value << YAML::BeginSeq << "__meta_kubernetes_pod_ip"
       << YAML::EndSeq;
     Str(e, "regex", "(.+)");
-    Str(e, "replacement", "$1:" + std::to_string(config::MetricsPort(c.metrics, rank)));
+    Str(e, "replacement", "$1:" + std::to_string(config::MetricsPort(c.metrics, local)));
     Str(e, "targetLabel", "__address__");
     e << YAML::EndMap;
+    for (const char* label : {"ringpilot_job", "ringpilot_run"}) {
+      // The run directory is kCheckpointDir/NAME: its last component is the job's name.
+      e << YAML::BeginMap;
+      Str(e, "action", "replace");
+      Str(e, "replacement", c.name);
+      Str(e, "targetLabel", label);
+      e << YAML::EndMap;
+    }
     e << YAML::EndSeq << YAML::EndMap;
   }
   e << YAML::EndSeq << YAML::EndMap << YAML::EndMap;

@@ -14,14 +14,15 @@ inline constexpr const char* kDefaultRunsDir = "runs";
 /// Paths inside a run directory (design brief: user interface contract).
 struct RunDirLayout {
   std::string root;
-  std::string logs;          ///< root/logs: rank-N.log (trainer), launcher.log (supervisor)
-  std::string checkpoints;   ///< root/checkpoints: step-NNNNNNNN/ (trainer)
-  std::string trace;         ///< root/trace: rank-N.json (trainer)
-  std::string job_yaml;      ///< root/job.yaml: the resolved config every rank reads
-  std::string launcher_log;  ///< root/logs/launcher.log
-  std::string failure_json;  ///< root/failure.json: root cause of a job that failed for good
-  std::string summary_json;  ///< root/summary.json: results of a job that finished (trainer)
-  std::string hostfile;      ///< root/hostfile (backend mpi)
+  std::string logs;                ///< root/logs: rank-N.log (trainer), launcher.log (supervisor)
+  std::string checkpoints;         ///< root/checkpoints: step-NNNNNNNN/ (trainer)
+  std::string trace;               ///< root/trace: rank-N.json (trainer)
+  std::string job_yaml;            ///< root/job.yaml: the resolved config every rank reads
+  std::string launcher_log;        ///< root/logs/launcher.log
+  std::string failure_json;        ///< root/failure.json: root cause of a job that failed for good
+  std::string summary_json;        ///< root/summary.json: results of a job that finished (trainer)
+  std::string hostfile;            ///< root/hostfile (backend mpi)
+  std::string prometheus_targets;  ///< root/prometheus-targets.json (trainer's rank 0)
 
   explicit RunDirLayout(const std::string& root_dir);
   /// root/logs/rank-N.log

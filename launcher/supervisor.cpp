@@ -393,6 +393,17 @@ bool Supervisor::WaitForRestart() {
   }
 }
 
+void Supervisor::WithdrawScrapeTargets() {
+  // The user stopped the job: its ranks are gone on purpose, and Prometheus should stop
+  // scraping (and alerting on) them. file_sd reads "[]" as no targets.
+  const std::string path = RunDirLayout(options_.run_dir).prometheus_targets;
+  try {
+    if (base::Exists(path)) base::WriteFileAtomically(path, "[]\n");
+  } catch (const base::FileError& e) {
+    Report(std::string("ringpilot: ") + e.what());
+  }
+}
+
 void Supervisor::ReportFailure(const Attempt& last, int attempts, JobOutcome* outcome, bool final) {
   const RunDirLayout layout(options_.run_dir);
   const FailureReport report =
@@ -424,6 +435,7 @@ JobOutcome Supervisor::Run(const SupervisedCommand& command) {
     outcome.exit_status = 128 + interrupt_signal_;
     Report("ringpilot: job interrupted by " + SignalName(interrupt_signal_) + " after " +
            std::to_string(outcome.attempts) + " attempt(s); not restarting");
+    WithdrawScrapeTargets();
     return outcome;
   };
   int64_t unused_deadline = 0;

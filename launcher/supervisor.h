@@ -104,6 +104,8 @@ class Supervisor {
   // Analyses the attempt that just failed and writes its report: failure.json when the job
   // failed for good (`final`), else attempts/N/failure.json before the restart.
   void ReportFailure(const Attempt& last, int attempts, JobOutcome* outcome, bool final);
+  // RUN_DIR/prometheus-targets.json, when there is one, becomes an empty list.
+  void WithdrawScrapeTargets();
 
   SupervisorOptions options_;
   int log_fd_ = -1;

@@ -5,8 +5,6 @@
 #include <algorithm>
 #include <utility>
 
-#include "metrics/families.h"
-
 namespace ringpilot::nccl_profiler {
 namespace {
 
@@ -50,11 +48,8 @@ int HistogramIndex(double seconds) {
 }  // namespace
 
 double HistogramBound(int i) {
-  // The trainer's layout (trainer/telemetry/training_metrics.cpp), so that both write the
-  // same `le` values.
-  static const std::vector<double> bounds =
-      metrics::ExponentialBuckets(1e-5, 2.0, kHistogramBounds);
-  return bounds[static_cast<size_t>(i)];
+  // The trainer's layout, so that both write the same `le` values.
+  return metrics::kCollectiveSecondsBounds[static_cast<size_t>(i)];
 }
 
 uint64_t MonotonicNs() {

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "comm/collective_op.h"
+#include "metrics/buckets.h"
 #include "nccl_profiler/op_table.h"
 
 namespace ringpilot::nccl_profiler {
@@ -40,9 +41,9 @@ enum class Timing {
   kEnqueueOnly,
 };
 
-/// Seconds bounds of the `ringpilot_collective_seconds` histogram (the trainer's: 10 us
-/// doubling 22 times, to ~21 s); one more bucket for +Inf.
-inline constexpr int kHistogramBounds = 22;
+/// Seconds bounds of the `ringpilot_collective_seconds` histogram: the trainer's
+/// (metrics/buckets.h kCollectiveSecondsBounds); one more bucket for +Inf.
+inline constexpr int kHistogramBounds = static_cast<int>(metrics::kCollectiveSecondsBounds.size());
 double HistogramBound(int i);
 
 /// What NCCL's Coll/P2p descriptor says about one operation.

@@ -10,6 +10,7 @@
 #include "base/environment.h"
 #include "base/files.h"
 #include "metrics/exporter.h"
+#include "metrics/scrape_targets.h"
 #include "nccl_profiler/prometheus_export.h"
 #include "nccl_profiler/stats_file.h"
 
@@ -25,6 +26,13 @@ std::atomic<bool> g_exiting{false};
 void WriteAtExit() {
   g_exiting.store(true);
   Profiler::Instance().WriteStatsFile();
+  Profiler::Instance().WithdrawScrapeTarget();
+}
+
+std::string LastComponent(std::string path) {
+  while (path.size() > 1 && path.back() == '/') path.pop_back();
+  const auto slash = path.rfind('/');
+  return slash == std::string::npos ? path : path.substr(slash + 1);
 }
 
 }  // namespace
@@ -57,7 +65,7 @@ void Profiler::Start(const CommIdentity& first, int api_version) {
   export_ = std::make_unique<PrometheusExport>(labels, api_version);
   if (settings_.port >= 0) {
     metrics::ExporterOptions o;
-    if (!settings_.bind.empty()) o.bind = settings_.bind;
+    o.bind = metrics::ResolveBind(settings_.bind, base::CurrentEnvironment());
     o.port = settings_.port;
     exporter_ = std::make_unique<metrics::Exporter>(export_->families().registry(), o);
     exporter_->SetScrapeCallback([this] { export_->Refresh(Snapshots()); });
@@ -65,6 +73,19 @@ void Profiler::Start(const CommIdentity& first, int api_version) {
   if (!settings_.run_dir.empty()) {
     stats_path_ = StatsPath(settings_.run_dir, rank_);
     base::MakeDirs(base::DirName(stats_path_));
+    if (exporter_) {
+      // No MPI here to gather the ranks into one file: each process lists itself, and
+      // a file_sd glob RUN_DIR/prometheus-targets*.json finds them all.
+      metrics::TargetGroup group;
+      group.targets = {metrics::TargetHost(exporter_->address()) + ":" +
+                       std::to_string(exporter_->port())};
+      group.labels = {{"ringpilot_job", settings_.job},
+                      {"ringpilot_run", LastComponent(settings_.run_dir)}};
+      const std::string path =
+          settings_.run_dir + "/prometheus-targets-rank-" + std::to_string(rank_) + ".json";
+      base::WriteFileAtomically(path, metrics::FileSdJson({group}));
+      targets_path_ = path;
+    }
     writer_ = std::thread([this] { WriterLoop(); });
     std::atexit(WriteAtExit);
   }
@@ -143,6 +164,16 @@ void Profiler::WriteStatsFile() {
       std::fprintf(stderr, "ringpilot-nccl-profiler: stats file off: %s\n", reason.c_str());
       std::fflush(stderr);
     }
+  }
+}
+
+void Profiler::WithdrawScrapeTarget() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (targets_path_.empty()) return;
+  try {
+    base::WriteFileAtomically(targets_path_, metrics::FileSdJson({}));
+  } catch (const std::exception&) {
+    // The target stays listed (and reported down): exit goes on.
   }
 }
 

@@ -17,10 +17,11 @@ class SettingsError : public std::runtime_error {
 
 struct Settings {
   /// Serve /metrics on this port (0 = any free port): RINGPILOT_METRICS_PORT, else
-  /// base::MetricsPort(RINGPILOT_METRICS_PORT_BASE, rank); -1 = neither set, no HTTP
-  /// endpoint.
+  /// base::MetricsPort(RINGPILOT_METRICS_PORT_BASE, LOCAL_RANK) (RANK when LOCAL_RANK is
+  /// unset); -1 = neither set, no HTTP endpoint.
   int port = -1;
-  /// RINGPILOT_METRICS_BIND; "" = the exporter's default (loopback).
+  /// RINGPILOT_METRICS_BIND, else "auto" (metrics::ResolveBind: the node's address under
+  /// Slurm or Kubernetes, else loopback).
   std::string bind;
   /// RINGPILOT_RUN_DIR: write RUN_DIR/logs/rank-RANK.nccl.json; "" = no file.
   std::string run_dir;

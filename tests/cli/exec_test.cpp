@@ -86,7 +86,7 @@ TEST(RingpilotExec, LoadsTheNcclProfilerBesideTheBinaryOnTheRanksMetricsPort) {
   ProcessResult r =
       RunProcess({RingpilotBinary(), "exec", "--", "sh", "-c", show}, OneOpenMpiRank(2, 4));
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_EQ(r.out, plugin + " 9400\n");  // rank 2's plugin serves on 9402
+  EXPECT_EQ(r.out, plugin + " 18400\n");  // local rank 2's plugin serves on 18402
   EXPECT_EQ(r.err, "");
 
   r = RunProcess({RingpilotBinary(), "exec", "--no-nccl-metrics", "--", "sh", "-c", show},

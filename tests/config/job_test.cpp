@@ -25,7 +25,7 @@ data:       {kind: synthetic, batch_per_rank: 32}           # synthetic | image-
 train:      {steps: 100, optimizer: sgd, lr: 0.1, precision: fp32, cuda_graphs: false, seed: 0}
 comm:       {bucket_mb: 25, first_bucket_mb: 1, grad_dtype: fp32, timeout_s: 300}
 checkpoint: {every_steps: 50, keep: 3}
-metrics:    {enabled: true, bind: 127.0.0.1, port_base: 9400}
+metrics:    {enabled: true, bind: 127.0.0.1, port_base: 18400}
 fault:      {straggler_rank: -1, straggler_ms: 0, crash_rank: -1, crash_step: -1}   # test injection
 )";
 
@@ -216,7 +216,9 @@ TEST(config, DefaultsApply) {
   EXPECT_EQ(c.world.device, Device::kAuto);
   EXPECT_EQ(c.launch.backend, Backend::kLocal);
   EXPECT_EQ(c.model.num_classes, 10);
-  EXPECT_EQ(c.metrics.bind, "127.0.0.1");
+  EXPECT_EQ(c.metrics.bind, "auto");
+  EXPECT_EQ(c.metrics.port_base, 18400);
+  EXPECT_EQ(MetricsPort(c.metrics, 3), 18403);  // base + local rank
 }
 
 TEST(config, BriefExampleParses) {
@@ -226,7 +228,7 @@ TEST(config, BriefExampleParses) {
   EXPECT_TRUE(c.launch.hosts.empty());
   EXPECT_EQ(c.train.steps, 100);
   EXPECT_EQ(c.comm.bucket_mb, 25.0);
-  EXPECT_EQ(c.metrics.port_base, 9400);
+  EXPECT_EQ(c.metrics.port_base, 18400);
   EXPECT_EQ(c.fault.crash_step, -1);
 }
 
@@ -564,6 +566,21 @@ std::vector<BadCase> BadCases() {
        {},
        "f.yaml:3:17: metrics.bind:",
        "IPv4 address or a host name"},
+      {"port range past 65535 by the ranks of a node",
+       With("metrics: {port_base: 65530}\n"),
+       {"world.procs_per_node=8"},
+       "--set[1]:1:22: world.procs_per_node:",
+       "metrics.port_base 65530 + world.procs_per_node 8 - 1 exceeds port 65535"},
+      {"basic auth user without password file",
+       With("metrics: {basic_auth_user: prom}\n"),
+       {},
+       "f.yaml:3:28: metrics.basic_auth_user:",
+       "needs both metrics.basic_auth_user and metrics.basic_auth_password_file"},
+      {"basic auth user with a colon",
+       With("metrics: {basic_auth_user: 'a:b', basic_auth_password_file: /p}\n"),
+       {},
+       "f.yaml:3:28: metrics.basic_auth_user:",
+       "may not contain ':'"},
       {"bad override key",
        kMinimal,
        {"train.stpes=5"},

@@ -110,8 +110,13 @@ TEST(K8sManifest, ConfigMapHoldsTheResolvedJobForBackendMpi) {
   ASSERT_EQ(pod.launch.hosts.size(), 2u);
   EXPECT_EQ(pod.launch.hosts[1].host, "demo-worker-1.demo-worker.train.svc");
   EXPECT_EQ(pod.launch.hosts[1].slots, 4);
-  EXPECT_EQ(pod.metrics.bind, "0.0.0.0");  // scraped over the pod network
+  // "auto": each rank binds its pod's IP (KUBERNETES_SERVICE_HOST is set in the pod).
+  EXPECT_EQ(pod.metrics.bind, "auto");
   EXPECT_EQ(pod.model.name, config::ModelName::kResnet50);
+  // A loopback address could not be scraped over the pod network.
+  const YAML::Node loopback =
+      FindKind(Render(Job({"metrics.bind=127.0.0.1"})), "ConfigMap")["data"]["job.yaml"];
+  EXPECT_EQ(ParseJobConfig(loopback.as<std::string>(), "configmap").metrics.bind, "0.0.0.0");
 }
 
 TEST(K8sManifest, PvcUsesStorageClassAndSize) {
@@ -122,19 +127,27 @@ TEST(K8sManifest, PvcUsesStorageClassAndSize) {
   EXPECT_EQ(pvc["spec"]["accessModes"][0].as<std::string>(), "ReadWriteMany");
 }
 
-TEST(K8sManifest, PodMonitorScrapesEveryRankOnItsOwnPod) {
+TEST(K8sManifest, PodMonitorScrapesEveryLocalRankOnEveryWorkerPod) {
   const YAML::Node pm = FindKind(Render(Job()), "PodMonitor");
   EXPECT_EQ(pm["apiVersion"].as<std::string>(), "monitoring.coreos.com/v1");
   EXPECT_EQ(pm["spec"]["selector"]["matchLabels"]["ringpilot.io/role"].as<std::string>(), "worker");
   const YAML::Node eps = pm["spec"]["podMetricsEndpoints"];
-  ASSERT_EQ(eps.size(), 8u);
-  for (size_t r = 0; r < eps.size(); ++r) {
-    EXPECT_TRUE(eps[r]["honorLabels"].as<bool>());
-    EXPECT_EQ(eps[r]["relabelings"][0]["regex"].as<std::string>(),
-              "demo-worker-" + std::to_string(r / 4));
-    EXPECT_EQ(eps[r]["relabelings"][1]["replacement"].as<std::string>(),
-              "$1:" + std::to_string(9400 + r));
+  ASSERT_EQ(eps.size(), 4u);  // procs_per_node: ports repeat on every pod
+  for (size_t l = 0; l < eps.size(); ++l) {
+    EXPECT_FALSE(eps[l]["honorLabels"]) << "our series carry no job label to keep";
+    EXPECT_FALSE(eps[l]["scheme"]);
+    const YAML::Node relabel = eps[l]["relabelings"];
+    ASSERT_EQ(relabel.size(), 3u);
+    EXPECT_EQ(relabel[0]["sourceLabels"][0].as<std::string>(), "__meta_kubernetes_pod_ip");
+    EXPECT_EQ(relabel[0]["replacement"].as<std::string>(), "$1:" + std::to_string(18400 + l));
+    EXPECT_EQ(relabel[0]["targetLabel"].as<std::string>(), "__address__");
+    EXPECT_EQ(relabel[1]["targetLabel"].as<std::string>(), "ringpilot_job");
+    EXPECT_EQ(relabel[1]["replacement"].as<std::string>(), "demo");
+    EXPECT_EQ(relabel[2]["targetLabel"].as<std::string>(), "ringpilot_run");
   }
+  const YAML::Node tls = FindKind(Render(Job({"metrics.tls_cert_file=/etc/rp/tls.pem"})),
+                                  "PodMonitor")["spec"]["podMetricsEndpoints"][0];
+  EXPECT_EQ(tls["scheme"].as<std::string>(), "https");
 }
 
 TEST(K8sManifest, NoPodMonitorWithoutMetrics) {
