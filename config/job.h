@@ -161,6 +161,9 @@ struct MetricsConfig {
   std::string basic_auth_password_file;
   /// PEM file with the certificate and its private key: serve HTTPS; "" = HTTP.
   std::string tls_cert_file;
+  /// A directory that Prometheus' file_sd globs (`DIR/*.json`): rank 0 links
+  /// DIR/<run directory name>.json to RUN_DIR/prometheus-targets.json; "" = no link.
+  std::string file_sd_dir;
 };
 
 struct TraceConfig {

@@ -698,6 +698,11 @@ std::vector<KeySpec> BuildSchema() {
                         "PEM file with the certificate and its private key: the exporters "
                         "serve HTTPS (needs a civetweb that can load the system's OpenSSL; "
                         "docs/metrics.md); \"\" = HTTP"));
+  s.push_back(StringKey("metrics.file_sd_dir", Member(&JC::metrics, &MetricsConfig::file_sd_dir),
+                        any_path, "path",
+                        "directory for Prometheus' file_sd (`files: [DIR/*.json]`, one glob for "
+                        "every run): rank 0 links DIR/<run directory name>.json to "
+                        "RUN_DIR/prometheus-targets.json; \"\" = none"));
   s.push_back(BoolKey("trace.enabled", Member(&JC::trace, &TraceConfig::enabled),
                       "per-rank Chrome trace RUN_DIR/trace-rank-N.json (docs/metrics.md)"));
   s.push_back(IntKey("trace.max_events", Member(&JC::trace, &TraceConfig::max_events), 1000,

@@ -557,7 +557,8 @@ int Trainer::Run() {
     metrics->Serve(
         ExporterOptionsFor(job.metrics, place.local_rank, multi_node, base::CurrentEnvironment()));
     // Every rank's real address and port (free ones with port_base 0) for Prometheus.
-    telemetry::PublishScrapeTargets(*comms.host, metrics->exporter(), job.name, run_dir);
+    telemetry::PublishScrapeTargets(*comms.host, metrics->exporter(), job.name, run_dir,
+                                    job.metrics.file_sd_dir);
   }
   comms.device->set_observer(metrics.get());
   telemetry::StepStats stats(place.rank, place.world, place.node, place.local_rank);

@@ -2,14 +2,14 @@
 # Live metrics of a running 4-rank bert-tiny CPU job, checked four ways:
 #   - discovery: with metrics.port_base 0 every rank picks a free port, and
 #     RUN_DIR/prometheus-targets.json (Prometheus file_sd) lists all four with the target
-#     labels ringpilot_job and ringpilot_run;
+#     labels ringpilot_job and ringpilot_run; metrics.file_sd_dir holds a link to it;
 #   - each rank's /metrics passes `promtool check metrics`, has at most 300 series (the
 #     budget of docs/metrics.md), and has the documented series, labelled Hostname, rank,
 #     local_rank and no `job`: step and collective histograms, samples, progress
 #     (ringpilot_step, ringpilot_steps_target), the rank's own loss (set on every rank),
 #     ringpilot_job_info, the process_* series, build info;
-#   - a real Prometheus server (loopback, temp storage, scrape_interval 1s, file_sd over a
-#     glob of run directories, no honor_labels) answers ringpilot_samples_total for every
+#   - a real Prometheus server (loopback, temp storage, scrape_interval 1s, file_sd over
+#     FILE_SD_DIR/*.json, no honor_labels) answers ringpilot_samples_total for every
 #     rank with ringpilot_job/Hostname/rank and no exported_* label;
 #   - SIGTERM to `ringpilot run` stops the job: exit 143, nothing left running, ports
 #     closed, the targets file emptied (a job stopped on purpose is not "down").
@@ -28,6 +28,7 @@ done
 prom_port=$(rp_free_ports 1)
 node=$(hostname)
 run=$RP_TMP/runs/metrics-live
+file_sd=$RP_TMP/file_sd
 mkdir -p "$RP_TMP/runs"
 rp_log "metrics ports picked by the ranks (port_base 0); prometheus on $prom_port"
 
@@ -40,7 +41,7 @@ model: {name: bert-tiny, dropout: 0.1}
 data: {kind: synthetic, batch_per_rank: 2}
 train: {steps: 3000, optimizer: sgd, lr: 0.01, threads_per_rank: 1, log_every_s: 2}
 checkpoint: {every_steps: 0, keep: 1}
-metrics: {enabled: true, bind: 127.0.0.1, port_base: 0}
+metrics: {enabled: true, bind: 127.0.0.1, port_base: 0, file_sd_dir: $file_sd}
 EOF
 
 # fetch URL OUT: one HTTP GET with a short timeout; exit status 0 on HTTP 200.
@@ -67,7 +68,7 @@ global: {scrape_interval: 1s, scrape_timeout: 1s, evaluation_interval: 1s}
 scrape_configs:
   - job_name: ringpilot
     file_sd_configs:
-      - files: ['$RP_TMP/runs/*/prometheus-targets*.json']
+      - files: ['$file_sd/*.json']
         refresh_interval: 1s
 EOF
 prometheus --config.file="$prom_dir/prometheus.yml" --storage.tsdb.path="$prom_dir/data" \
@@ -122,10 +123,10 @@ EOF
   ports=()
   sleep 0.5
 done
-if ((${#ports[@]} == NRANKS)); then
-  rp_row "file_sd targets" "$targets_file: ${NRANKS} ranks on ports ${ports[*]}, labels ringpilot_job, ringpilot_run" PASS
+if ((${#ports[@]} == NRANKS)) && [[ $(readlink "$file_sd/metrics-live.json") == "$targets_file" ]]; then
+  rp_row "file_sd targets" "$targets_file: ${NRANKS} ranks on ports ${ports[*]}, labels ringpilot_job, ringpilot_run; linked from $file_sd/metrics-live.json" PASS
 else
-  rp_row "file_sd targets" "no valid $targets_file with $NRANKS targets within ${UP_WAIT_S} s: $(head -c 300 "$targets_file" 2>/dev/null | tr '\n' ' ')" FAIL
+  rp_row "file_sd targets" "no valid $targets_file with $NRANKS targets (linked from $file_sd/metrics-live.json) within ${UP_WAIT_S} s: $(head -c 300 "$targets_file" 2>/dev/null | tr '\n' ' ')" FAIL
   rp_tail "$RP_TMP/job.out"
   rp_finish
 fi

@@ -1,5 +1,8 @@
 #include "trainer/telemetry/scrape_targets.h"
 
+#include <unistd.h>
+
+#include <cerrno>
 #include <cstring>
 #include <vector>
 
@@ -7,6 +10,7 @@
 
 #include "base/files.h"
 #include "base/run_variables.h"
+#include "config/job.h"
 #include "metrics/scrape_targets.h"
 
 namespace ringpilot::trainer::telemetry {
@@ -22,6 +26,23 @@ std::string LastComponent(const std::string& path) {
   return slash == std::string::npos ? p : p.substr(slash + 1);
 }
 
+// FILE_SD_DIR/<run>.json -> RUN_DIR/prometheus-targets.json, made beside and renamed over,
+// so Prometheus never reads a missing link.
+void LinkIntoFileSdDir(const std::string& dir, const std::string& run_dir) {
+  const std::string link = dir + "/" + LastComponent(run_dir) + ".json";
+  const std::string tmp = link + ".tmp." + std::to_string(::getpid());
+  try {
+    base::MakeDirs(dir);
+    ::unlink(tmp.c_str());
+    if (::symlink(ScrapeTargetsPath(run_dir).c_str(), tmp.c_str()) != 0) {
+      base::ThrowFileError(tmp, "create a symlink", errno);
+    }
+    base::Rename(tmp, link);
+  } catch (const base::FileError& e) {
+    throw config::ConfigError(std::string("metrics.file_sd_dir: ") + e.what());
+  }
+}
+
 }  // namespace
 
 std::string ScrapeTargetsPath(const std::string& run_dir) {
@@ -29,7 +50,8 @@ std::string ScrapeTargetsPath(const std::string& run_dir) {
 }
 
 void PublishScrapeTargets(comm::Communicator& host, const metrics::Exporter* exporter,
-                          const std::string& job, const std::string& run_dir) {
+                          const std::string& job, const std::string& run_dir,
+                          const std::string& file_sd_dir) {
   std::string mine;
   if (exporter) {
     mine = metrics::TargetHost(exporter->address()) + ":" + std::to_string(exporter->port());
@@ -51,6 +73,7 @@ void PublishScrapeTargets(comm::Communicator& host, const metrics::Exporter* exp
   group.labels = {{"ringpilot_job", job}, {"ringpilot_run", LastComponent(run_dir)}};
   if (exporter && exporter->tls()) group.labels["__scheme__"] = "https";
   base::WriteFileAtomically(ScrapeTargetsPath(run_dir), metrics::FileSdJson({group}));
+  if (!file_sd_dir.empty()) LinkIntoFileSdDir(file_sd_dir, run_dir);
 }
 
 void WithdrawScrapeTargets(const std::string& run_dir) {

@@ -6,9 +6,9 @@
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <stdlib.h>
 #include <sys/socket.h>
 #include <sys/time.h>
-#include <stdlib.h>
 #include <unistd.h>
 
 #include <cstdio>
