@@ -100,20 +100,26 @@ std::optional<FatalLine> ParseFatalLine(const std::string& line) {
   return fatal;
 }
 
-std::optional<FatalLine> FindFirstFatal(const std::string& logs_dir, int64_t since_ns) {
-  std::optional<FatalLine> first;
+std::map<int, FatalLine> FindFatals(const std::string& logs_dir, int64_t since_ns) {
+  std::map<int, FatalLine> fatals;
   for (const auto& [rank, path] : RankLogs(logs_dir)) {
     std::ifstream in(path);
     std::string line;
     while (std::getline(in, line)) {
       std::optional<FatalLine> fatal = ParseFatalLine(line);
       if (!fatal || fatal->time_ns < since_ns) continue;
-      // Ties go to the lower rank (map order), which keeps the answer deterministic.
-      if (!first || fatal->time_ns < first->time_ns) {
-        fatal->rank = rank;
-        first = std::move(fatal);
-      }
+      fatal->rank = rank;
+      fatals.emplace(rank, std::move(*fatal));  // a rank's first one stays
     }
+  }
+  return fatals;
+}
+
+std::optional<FatalLine> FindFirstFatal(const std::string& logs_dir, int64_t since_ns) {
+  std::optional<FatalLine> first;
+  // Ties go to the lower rank (map order), which keeps the answer deterministic.
+  for (auto& [rank, fatal] : FindFatals(logs_dir, since_ns)) {
+    if (!first || fatal.time_ns < first->time_ns) first = fatal;
   }
   return first;
 }
@@ -205,7 +211,9 @@ int RankBehind(const std::map<int, RankHeartbeat>& heartbeats) {
       return a.collectives_started < b.collectives_started;
     }
     if (a.step != b.step) return a.step < b.step;
-    return a.unix < b.unix;
+    // Beats a moment apart say nothing (each rank writes once a second, the one that gave
+    // up once more); a rank whose beats stopped well before the others' is behind.
+    return a.unix + kStoppedSilenceSeconds < b.unix;
   };
   const RankHeartbeat* last = nullptr;
   for (const auto& [rank, beat] : heartbeats) {
@@ -225,7 +233,10 @@ FailureReport AnalyzeFailure(const std::string& logs_dir, int64_t attempt_start_
   report.attempts = attempts;
   report.exit_code = exit_code;
   report.term_signal = term_signal;
-  report.fatal = FindFirstFatal(logs_dir, attempt_start_ns);
+  const std::map<int, FatalLine> fatals = FindFatals(logs_dir, attempt_start_ns);
+  for (const auto& [rank, fatal] : fatals) {
+    if (!report.fatal || fatal.time_ns < report.fatal->time_ns) report.fatal = fatal;
+  }
   if (report.fatal) {
     report.first_failing_rank = report.fatal->rank;
     report.rank_source = "fatal_line";
@@ -239,6 +250,14 @@ FailureReport AnalyzeFailure(const std::string& logs_dir, int64_t attempt_start_
   // heartbeats say which rank the others waited for.
   if (report.fatal && report.fatal->message.find("comm.timeout_s") != std::string::npos) {
     report.rank_behind = RankBehind(report.heartbeats);
+    for (const auto& [rank, fatal] : fatals) {
+      if (fatal.message.find("comm.timeout_s") != std::string::npos) {
+        report.timed_out_ranks.push_back(rank);
+      }
+    }
+    // Every rank that gave up was waiting for another one that was itself waiting: no
+    // rank stopped, the messages between them were lost.
+    report.lost_contact = report.rank_behind < 0 && report.timed_out_ranks.size() >= 2;
   }
   const std::size_t keep = std::min<std::size_t>(mpirun_output.size(), kFailureTailLines);
   report.mpirun_last_lines.assign(mpirun_output.end() - static_cast<std::ptrdiff_t>(keep),
@@ -263,6 +282,11 @@ std::string FailureJson(const FailureReport& report) {
     j["fatal_time_ns"] = report.fatal->time_ns;
   }
   if (report.rank_behind >= 0) j["rank_behind"] = report.rank_behind;
+  if (!report.timed_out_ranks.empty()) j["timed_out_ranks"] = report.timed_out_ranks;
+  if (report.lost_contact) j["lost_contact"] = true;
+  if (!report.mpirun_stopped_because.empty()) {
+    j["mpirun_stopped_because"] = report.mpirun_stopped_because;
+  }
   json ranks = json::object();
   for (const auto& [rank, b] : report.heartbeats) {
     ranks[std::to_string(rank)] = {{"step", b.step},
@@ -331,6 +355,16 @@ std::vector<std::string> FailureSummary(const FailureReport& report,
                   static_cast<unsigned long long>(b.collectives_completed),
                   static_cast<unsigned long long>(most));
     out.push_back(line);
+  }
+  if (report.lost_contact) {
+    std::string ranks;
+    for (const int r : report.timed_out_ranks) ranks += (ranks.empty() ? "" : ", ") + std::to_string(r);
+    out.push_back("ringpilot: ranks " + ranks +
+                  " all timed out waiting for each other while every rank kept beating: "
+                  "they lost contact (the network between their hosts?)");
+  }
+  if (!report.mpirun_stopped_because.empty()) {
+    out.push_back("ringpilot: " + report.mpirun_stopped_because + "; ringpilot stopped it");
   }
   if (shown.size() > static_cast<std::size_t>(kSummaryLines)) {
     shown.erase(shown.begin(), shown.end() - kSummaryLines);

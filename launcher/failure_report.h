@@ -29,6 +29,9 @@ std::optional<FatalLine> ParseFatalLine(const std::string& line);
 /// lines before `since_ns` belong to an earlier attempt and are ignored.
 std::optional<FatalLine> FindFirstFatal(const std::string& logs_dir, int64_t since_ns);
 
+/// Each rank's first FATAL line at or after `since_ns`, by rank (ranks without one absent).
+std::map<int, FatalLine> FindFatals(const std::string& logs_dir, int64_t since_ns);
+
 /// The failing rank named in mpirun's own output: OpenMPI's "Process name: [[J,S],R]"
 /// first, else the first "rank R" phrase (e.g. "MPI_ABORT was invoked on rank R",
 /// "process rank R ... exited on signal"); -1 when neither occurs.
@@ -59,7 +62,8 @@ std::map<int, RankHeartbeat> ReadHeartbeats(const std::string& logs_dir, double 
 /// The rank the others waited for, from heartbeats: one that fell silent (max_silence_s
 /// above kStoppedSilenceSeconds: stopped, then revived by mpirun's SIGCONT), the longest
 /// silence first; else the fewest collectives completed, then begun, then the fewest steps,
-/// then the oldest beat; -1 with fewer than two heartbeats or when no rank is behind another.
+/// then a beat older than the others' by over kStoppedSilenceSeconds (a host gone quiet);
+/// -1 with fewer than two heartbeats or when no rank is behind another.
 inline constexpr double kStoppedSilenceSeconds = 3.0;
 int RankBehind(const std::map<int, RankHeartbeat>& heartbeats);
 
@@ -76,6 +80,14 @@ struct FailureReport {
   std::map<int, RankHeartbeat> heartbeats;  ///< what every rank was doing
   /// After a hang (a FATAL line naming comm.timeout_s): the rank behind, else -1.
   int rank_behind = -1;
+  /// Ranks whose FATAL line says a collective timed out (comm.timeout_s), in rank order.
+  std::vector<int> timed_out_ranks;
+  /// Several ranks timed out waiting for each other and none was behind (every one kept
+  /// beating and had started and completed as many collectives): they lost contact, which
+  /// points at the network between their hosts rather than at a rank.
+  bool lost_contact = false;
+  /// Set by the Supervisor when it stopped mpirun itself (launch's abort grace ran out).
+  std::string mpirun_stopped_because;
 };
 
 /// Finds the first failing rank (FATAL lines since `attempt_start_ns`, else mpirun's
@@ -87,6 +99,7 @@ FailureReport AnalyzeFailure(const std::string& logs_dir, int64_t attempt_start_
 
 /// failure.json: {attempts, exit_code | signal + signal_name, first_failing_rank,
 /// first_failing_rank_source, fatal_message, fatal_time_ns, rank_behind (after a hang),
+/// timed_out_ranks and lost_contact (after a hang), mpirun_stopped_because (when set),
 /// ranks: {"R": heartbeat}, last_lines: {"R": [...]}, mpirun_last_lines}.
 std::string FailureJson(const FailureReport& report);
 

@@ -21,6 +21,7 @@ struct SupervisorOptions {
   static constexpr int kDefaultMaxRestarts = 2;
   static constexpr double kDefaultRestartDelayS = 1.0;
   static constexpr double kDefaultKillGraceS = 30.0;
+  static constexpr double kDefaultAbortGraceS = 20.0;
 
   /// Whole-job restarts after a failure (attempts = 1 + max_restarts at most).
   int max_restarts = kDefaultMaxRestarts;
@@ -40,6 +41,12 @@ struct SupervisorOptions {
   /// After forwarding SIGINT/SIGTERM, how long mpirun may take to stop before its process
   /// group is killed.
   double kill_grace_s = kDefaultKillGraceS;
+  /// After a rank gave up (its heartbeat says "abort": it called MPI_Abort), how long
+  /// mpirun may take to end the job. mpirun waits for the daemons of every host, and one it
+  /// cannot reach (a cut link, a dead switch) holds it until TCP gives up, many minutes:
+  /// past this it is stopped (SIGTERM, then SIGKILL 5 s later), the attempt reported and
+  /// restarted. 0: wait for mpirun however long it takes.
+  double abort_grace_s = kDefaultAbortGraceS;
   /// Catch SIGINT/SIGTERM/SIGUSR1 while running (and forward them). A signal the process
   /// started with ignored stays ignored (a background job of a script).
   bool handle_signals = true;
@@ -93,9 +100,21 @@ class Supervisor {
     bool exec_failed = false;
     int64_t start_ns = 0;
     std::vector<std::string> output;  // the last lines mpirun printed (both streams)
+    /// Why ringpilot stopped mpirun itself (abort_grace_s ran out); empty otherwise.
+    std::string stopped_because;
+  };
+
+  // A rank that gave up (heartbeat phase "abort") and when mpirun was told to stop.
+  struct AbortWatch {
+    int64_t next_check_ns = 0;
+    int64_t seen_ns = 0;
+    int rank = -1;
+    int64_t term_ns = 0;
   };
 
   Attempt RunAttempt(const SupervisedCommand& command, int restart);
+  // Stops mpirun (SIGTERM, then SIGKILL setting *killed) abort_grace_s after a rank gave up.
+  void WatchForAbort(pid_t pid, AbortWatch* watch, Attempt* attempt, bool* killed);
   void Relay(int out_fd, const std::string& line, Attempt* attempt);
   void AppendToLog(const std::string& line);
   bool WaitForRestart();  // false when a signal came in during the pause

@@ -153,6 +153,48 @@ TEST(FailureReport, HangNamesTheRankBehindFromHeartbeats) {
   EXPECT_TRUE(named);
 }
 
+// A link cut between two hosts (tests/integration/link_cut.sh): both ranks waited in the
+// same all-reduce until comm.timeout_s and kept beating; neither is behind.
+TEST(FailureReport, RanksThatTimedOutWaitingForEachOtherLostContact) {
+  TempDir tmp;
+  WriteFile(tmp.path() + "/rank-0.log",
+            "FATAL 2000000000000 allreduce #54 not complete after 8.0 s (comm.timeout_s 8); a "
+            "peer rank is stopped, hung or dead (rank 0 on n1)\n");
+  WriteFile(tmp.path() + "/rank-1.log",
+            "FATAL 2000012000000 allreduce #54 not complete after 8.0 s (comm.timeout_s 8); a "
+            "peer rank is stopped, hung or dead (rank 1 on n2)\n");
+  const auto beat = [&](int rank, double unix) {
+    WriteFile(tmp.path() + "/rank-" + std::to_string(rank) + ".heartbeat",
+              R"({"rank": )" + std::to_string(rank) +
+                  R"(, "step": 25, "phase": "abort", "unix": )" + std::to_string(unix) +
+                  R"(, "max_silence_s": 1.0, "collectives_started": 54, )"
+                  R"("collectives_completed": 53})");
+  };
+  beat(0, 2000.0);
+  beat(1, 2000.6);  // a beat later, as the heartbeat thread happened to write
+  FailureReport r = AnalyzeFailure(tmp.path(), 1'000'000'000'000, {}, 1, 1, 0);
+  EXPECT_EQ(r.first_failing_rank, 0);
+  EXPECT_EQ(r.rank_behind, -1);
+  EXPECT_EQ(r.timed_out_ranks, (std::vector<int>{0, 1}));
+  EXPECT_TRUE(r.lost_contact);
+  auto j = nlohmann::json::parse(FailureJson(r));
+  EXPECT_EQ(j["lost_contact"], true);
+  EXPECT_EQ(j["timed_out_ranks"], nlohmann::json({0, 1}));
+  EXPECT_FALSE(j.contains("rank_behind"));
+  bool said = false;
+  for (const std::string& line : FailureSummary(r, "f", false)) {
+    said = said || line ==
+                       "ringpilot: ranks 0, 1 all timed out waiting for each other while every "
+                       "rank kept beating: they lost contact (the network between their hosts?)";
+  }
+  EXPECT_TRUE(said);
+  // Rank 1's beats stopped 10 s before rank 0's (its host went quiet): it is behind.
+  beat(1, 1990.0);
+  r = AnalyzeFailure(tmp.path(), 1'000'000'000'000, {}, 1, 1, 0);
+  EXPECT_EQ(r.rank_behind, 1);
+  EXPECT_FALSE(r.lost_contact);
+}
+
 TEST(FailureReport, NoRankBehindWhenLevelOrNotAHang) {
   std::map<int, RankHeartbeat> level;
   level[0] = {0, 5, "step", 10.0, 20, 20};
