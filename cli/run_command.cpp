@@ -14,6 +14,7 @@
 #include "base/shell.h"
 #include "config/job.h"
 #include "doctor/command.h"
+#include "launcher/failure_report.h"
 #include "launcher/mpirun_command.h"
 #include "launcher/run_dir.h"
 #include "launcher/supervisor.h"

@@ -284,8 +284,8 @@ void Loader::CrossCheck() {
     if (first != nullptr) {
       Fail(first->where, first_key,
            "only the built-in trainer reads " + first_key +
-               ", but launch.command runs your own program (pass it as the program's "
-               "argument, or leave launch.command out to train model.name)");
+               ", but launch.command runs your own program (give your program the setting "
+               "as an argument, or leave launch.command out to train model.name)");
     }
   }
   const int64_t world = static_cast<int64_t>(c.world.nodes) * c.world.procs_per_node;

@@ -198,11 +198,13 @@ Diagnosis Analyze(RunData data) {
   if (!run.summary && !program) {
     d.missing.push_back("summary.json (the run did not finish, or rank 0 died)");
   }
-  if (run.ranks.empty() && !program) {
-    d.missing.push_back(
-        "logs/rank-<N>.stats.json (a run from before per-rank statistics, or its ranks did not "
-        "reach the end): no straggler ranking, per-rank step times, exposed communication or "
-        "bus bandwidth");
+  if (run.ranks.empty()) {
+    if (!program) {
+      d.missing.push_back(
+          "logs/rank-<N>.stats.json (a run from before per-rank statistics, or its ranks did "
+          "not reach the end): no straggler ranking, per-rank step times, exposed communication "
+          "or bus bandwidth");
+    }
   } else {
     world = std::max(world, run.ranks.front().world_size);
     std::set<int> have;

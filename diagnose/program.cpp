@@ -3,6 +3,7 @@
 // the topology's, the rank the others wait for, and a hang (see diagnose.h).
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <filesystem>
 #include <set>
 

@@ -1,4 +1,5 @@
 // The program part of the text report and of `--json` (see diagnose.h).
+#include <algorithm>
 #include <cstdio>
 #include <sstream>
 
@@ -25,6 +26,7 @@ void Row(std::ostream& out, const std::vector<std::string>& cells,
     }
     if (i + 1 < cells.size()) line += "  ";
   }
+  while (!line.empty() && line.back() == ' ') line.pop_back();
   out << line << "\n";
 }
 
@@ -67,7 +69,7 @@ std::string RenderProgramText(const Diagnosis& d) {
       {"rank", "node", "comm_s", "elapsed_s", "comm_share", "started", "completed", "heard"}};
   for (const ProgramRankRow& r : p.ranks) {
     rows.push_back({std::to_string(r.rank), r.node.empty() ? "-" : r.node, Fmt(r.comm_seconds, 3),
-                    Fmt(r.elapsed_seconds, 1),
+                    Fmt(r.elapsed_seconds, 2),
                     r.elapsed_seconds > 0 ? Fmt(100 * r.comm_share, 1) + "%" : "-",
                     std::to_string(r.started), std::to_string(r.completed),
                     Fmt(r.silent_seconds, 0) + " s ago"});

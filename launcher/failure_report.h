@@ -52,10 +52,10 @@ struct RankHeartbeat {
   uint64_t collectives_completed = 0;
   /// A launch.command rank's beat comes from its NCCL profiler file (ReadNcclHeartbeats):
   /// its largest communicator, and the collective it was in, if any.
-  std::string comm;          ///< communicator hash; "" for the trainer's heartbeat
-  std::string stuck_op;      ///< "" when no collective was in flight
-  uint64_t stuck_seq = 0;    ///< that collective's sequence number
-  double stuck_seconds = 0;  ///< how long it had been in flight when the file was written
+  std::string comm = {};      ///< communicator hash; "" for the trainer's heartbeat
+  std::string stuck_op = {};  ///< "" when no collective was in flight
+  uint64_t stuck_seq = 0;     ///< that collective's sequence number
+  double stuck_seconds = 0;   ///< how long it had been in flight when the file was written
 };
 
 /// Every rank's heartbeat in `logs_dir` written at or after `since_unix` (older ones are

@@ -61,6 +61,9 @@ TEST(DiagnoseProgram, StragglerIsTheRankWhoseKernelsAreShortestAndBandwidthIsJud
   EXPECT_EQ(p.ranks[0].completed, 30u);
   EXPECT_GT(p.ranks[0].elapsed_seconds, 0);
   ASSERT_TRUE(p.comm_share.has_value());
+  // 30 x 3 ms of kernels in the 30 x 10 ms the rank ran.
+  EXPECT_GT(p.ranks[0].comm_share, 0.1);
+  EXPECT_LT(p.ranks[0].comm_share, 0.9);
   EXPECT_FALSE(p.hang.has_value());
   // 4 MiB all-reduces; NVLink between the snapshot's two GPUs expects far more than a 4 MiB
   // all-reduce in 1-3 ms gives.

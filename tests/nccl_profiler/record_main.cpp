@@ -8,16 +8,19 @@
 // Every rank enqueues COLLECTIVES all-reduces of 4 MiB (fp32) on one world communicator,
 // each on 2 kernel channels with GPU timestamps 10 ms apart per sequence number. Rank R of
 // --late arrives 2 ms after the others at every one: its kernel runs 1 ms, the others' 3 ms
-// (they wait for it inside the kernel). With --stuck R, the other ranks enqueue one more
+// (they wait for it inside the kernel); 10 ms pass on the wall clock between collectives too.
+// With --stuck R, the other ranks enqueue one more
 // all-reduce that never completes (rank R never arrives). --abort finalizes the
 // communicator at the end (as ncclCommAbort does); otherwise the process exits with the
 // communicator alive, and the plugin writes the file at exit.
 #include <dlfcn.h>
 
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <string>
+#include <thread>
 
 #include "nccl_profiler/profiler_abi.h"
 
@@ -113,6 +116,9 @@ int main(int argc, char** argv) {
     void* task = enqueue();
     channel(task, start, stop);
     channel(task, start + 1000, stop);
+    // The 10 ms between collectives pass on the wall clock too, so that the kernel time
+    // is a share of the process's time as in a real program.
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
   if (stuck >= 0 && rank != stuck) enqueue();  // the peers wait in it for the stuck rank
   if (abort) p->finalize(ctx);

@@ -137,7 +137,8 @@ TEST(SlurmRender, CommandJobEmbedsTheProgramAndRunsFromTheSubmitDirectory) {
   const auto from = s.find(begin) + begin.size();
   const std::string embedded =
       s.substr(from, s.find(std::string("\n") + kJobHeredocDelimiter + "\n", from) - from + 1);
-  const config::JobConfig back = config::ParseJobConfig(embedded, "embedded");
+  const config::JobConfig back =
+      config::ParseJobConfig(embedded, "embedded", {"launch.backend=slurm"});
   EXPECT_EQ(back.launch.command, job.launch.command);
   // A trainer job does not change directory.
   EXPECT_EQ(RenderSbatch(Spec()).find("SLURM_SUBMIT_DIR"), std::string::npos);
