@@ -177,9 +177,10 @@ int RunJob(const RunArgs& args) {
   }
 
   // Quick doctor of this host (docs/doctor.md): RUN_DIR/doctor.json and doctor.prom.
+  doctor::DoctorEnv doctor_env = doctor::SystemDoctorEnv();
+  doctor_env.program = runs_command;
   if (config.launch.preflight &&
-      !doctor::RunPreflight(doctor::SystemDoctorEnv(), config.world.device, layout.root, args.force,
-                            std::cerr)) {
+      !doctor::RunPreflight(doctor_env, config.world.device, layout.root, args.force, std::cerr)) {
     return base::kExitFailure;
   }
 

@@ -3,7 +3,8 @@
 
 Stock PyTorch DDP on Fashion-MNIST (Debian's dataset-fashion-mnist, photos of 10 kinds of
 garment): a small CNN, SGD with momentum, a seeded shuffle per epoch with a disjoint share
-per rank, and its own checkpoints, from which every attempt resumes. Nothing in it is
+per rank, and its own checkpoints (in RINGPILOT_RUN_DIR/checkpoints under `ringpilot run`,
+else runs/ddp_fashion_mnist/), from which every start resumes. Nothing in it is
 ringpilot-specific besides reading RINGPILOT_RUN_DIR and RINGPILOT_ATTEMPT when they are
 there; it runs the same under torchrun.
 
@@ -46,8 +47,9 @@ def parse_args():
     p.add_argument("--momentum", type=float, default=0.9)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--checkpoint-every", type=int, default=100, help="steps between checkpoints")
-    p.add_argument("--checkpoint-dir", default="",
-                   help="default: $RINGPILOT_RUN_DIR/checkpoints, else ./checkpoints")
+    p.add_argument("--out", default="",
+                   help="checkpoints/ and result.json go here; default: $RINGPILOT_RUN_DIR, "
+                   "else runs/ddp_fashion_mnist")
     p.add_argument("--log-every", type=int, default=50, help="steps between progress lines")
     p.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto")
     # Fault injection for tests: rank R fails at step S, on the first attempt only unless
@@ -130,8 +132,8 @@ def main():
     local_rank = int(os.environ.get("LOCAL_RANK", "0"))
     restarts = int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0"))
     attempt = os.environ.get("RINGPILOT_ATTEMPT", str(restarts + 1))
-    run_dir = os.environ.get("RINGPILOT_RUN_DIR", "")
-    ckpt_dir = args.checkpoint_dir or os.path.join(run_dir or ".", "checkpoints")
+    out_dir = args.out or os.environ.get("RINGPILOT_RUN_DIR") or "runs/ddp_fashion_mnist"
+    ckpt_dir = os.path.join(out_dir, "checkpoints")
 
     use_cuda = args.device == "cuda" or (args.device == "auto" and torch.cuda.is_available())
     if use_cuda:
@@ -230,7 +232,7 @@ def main():
                                                                   args.steps), flush=True)
         result = {"steps": args.steps, "resumed_from_step": start_step, "attempt": attempt,
                   "world_size": world, "final_loss": loss_value, "test_accuracy": accuracy}
-        with open(os.path.join(run_dir or ".", "result.json"), "w") as f:
+        with open(os.path.join(out_dir, "result.json"), "w") as f:
             json.dump(result, f, indent=2)
             f.write("\n")
     dist.destroy_process_group()

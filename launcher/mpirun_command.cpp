@@ -26,7 +26,8 @@ void AddCommonFlags(const MpirunContext& ctx, bool cma, const std::vector<std::s
 
 // A program's interpreter and packages on the other hosts: what an activated venv or conda
 // environment sets besides PATH.
-constexpr const char* kProgramVariables[] = {"PYTHONPATH", "VIRTUAL_ENV", "CONDA_PREFIX"};
+constexpr const char* kProgramVariables[] = {"PYTHONPATH", "VIRTUAL_ENV", "CONDA_PREFIX",
+                                             "PYTHONUNBUFFERED"};
 
 }  // namespace
 

@@ -56,7 +56,8 @@ base::Environment CommandJobEnv(const config::JobConfig& config, const base::Env
 /// OMPI_MCA_btl_vader_single_copy_mechanism chooses it) + `-x` for the RINGPILOT_* variables
 /// and each forwarded variable set in `ctx.env` (name order) + launch.mpirun_args verbatim +
 /// `TRAINER --config RUN_DIR/job.yaml --run-dir RUN_DIR`; for a launch.command job instead
-/// `-x` for CommandJobEnv's variables and PYTHONPATH, VIRTUAL_ENV, CONDA_PREFIX when set,
+/// `-x` for CommandJobEnv's variables and PYTHONPATH, VIRTUAL_ENV, CONDA_PREFIX,
+/// PYTHONUNBUFFERED when set,
 /// then `RINGPILOT exec --log-dir RUN_DIR/logs --bind placement.bind --device world.device
 /// [--no-nccl-metrics (metrics.enabled false)] -- COMMAND...`.
 /// config::Backend slurm is backend mpi over the allocation in `ctx.env` (slurm::AllocationHosts:
