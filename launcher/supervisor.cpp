@@ -186,6 +186,8 @@ Supervisor::Attempt Supervisor::RunAttempt(const SupervisedCommand& command, int
   base::Environment env = command.env;
   env[base::kRunDirVar] = options_.run_dir;
   env[base::kRestartVar] = std::to_string(restart);
+  env[base::kAttemptVar] = std::to_string(restart + 1);  // attempts/N/ numbering
+  env[base::kMaxRestartsVar] = std::to_string(options_.max_restarts);
   {
     char stamp[32];
     std::snprintf(
@@ -276,6 +278,8 @@ Supervisor::Attempt Supervisor::RunAttempt(const SupervisedCommand& command, int
   int status = 0;
   int64_t drain_deadline = 0;
   int64_t kill_deadline = 0;
+  const auto hang_period_ns = static_cast<int64_t>(options_.hang_check_period_s * 1e9);
+  int64_t next_hang_check = ClockNs(CLOCK_MONOTONIC) + hang_period_ns;
   char buf[16384];
   while (true) {
     if (!exited) {
@@ -326,7 +330,19 @@ Supervisor::Attempt Supervisor::RunAttempt(const SupervisedCommand& command, int
       if (!exited) OnSignal(sig, pid, &kill_deadline);
     }
     if (!exited && !killed) WatchForAbort(pid, &abort_watch, &attempt, &killed);
-    if (interrupt_signal_ != 0 && !exited && !killed && ClockNs(CLOCK_MONOTONIC) > kill_deadline) {
+    if (options_.hang_check && !exited && attempt.hang.empty() && interrupt_signal_ == 0 &&
+        ClockNs(CLOCK_MONOTONIC) > next_hang_check) {
+      next_hang_check = ClockNs(CLOCK_MONOTONIC) + hang_period_ns;
+      attempt.hang = options_.hang_check(static_cast<double>(attempt.start_ns) * 1e-9);
+      if (!attempt.hang.empty()) {
+        Report("ringpilot: job hung: " + attempt.hang + "; stopping this attempt");
+        kill_deadline =
+            ClockNs(CLOCK_MONOTONIC) + static_cast<int64_t>(options_.kill_grace_s * 1e9);
+        ::kill(-pid, SIGTERM);
+      }
+    }
+    if ((interrupt_signal_ != 0 || !attempt.hang.empty()) && !exited && !killed &&
+        ClockNs(CLOCK_MONOTONIC) > kill_deadline) {
       Report("ringpilot: mpirun did not stop within " + std::to_string(options_.kill_grace_s) +
              " s; killing its process group");
       ::kill(-pid, SIGKILL);
@@ -439,6 +455,15 @@ void Supervisor::ReportFailure(const Attempt& last, int attempts, JobOutcome* ou
       AnalyzeFailure(layout.logs, last.start_ns - kFatalClockSlackNs, last.output, attempts,
                      last.exit_code, last.term_signal);
   report.mpirun_stopped_because = last.stopped_because;
+  if (!last.hang.empty()) {
+    // We stopped it: the ranks' own lines say "stopped", and the rank to blame is the one
+    // the others waited for.
+    report.hang = last.hang;
+    if (report.rank_behind >= 0) {
+      report.first_failing_rank = report.rank_behind;
+      report.rank_source = "hang";
+    }
+  }
   if (outcome) outcome->first_failing_rank = report.first_failing_rank;
   // Every failed attempt keeps its own report; the job's final one is failure.json.
   const std::string path = final ? layout.failure_json : layout.AttemptFailureJson(attempts);
@@ -479,7 +504,7 @@ JobOutcome Supervisor::Run(const SupervisedCommand& command) {
       outcome.exit_status = 127;
       return outcome;
     }
-    if (attempt.term_signal == 0 && attempt.exit_code == 0) {
+    if (attempt.term_signal == 0 && attempt.exit_code == 0 && attempt.hang.empty()) {
       if (restart > 0) {
         Report("ringpilot: job finished after " + std::to_string(restart) + " restart(s)");
       }
@@ -493,6 +518,7 @@ JobOutcome Supervisor::Run(const SupervisedCommand& command) {
       return Preempted(attempt, outcome);
     }
     outcome.exit_status = attempt.term_signal != 0 ? 128 + attempt.term_signal : attempt.exit_code;
+    if (outcome.exit_status == 0) outcome.exit_status = base::kExitFailure;  // hung, stopped
     // A rank that failed on something every attempt would meet again (the job file, a
     // port in use, a checkpoint of another model, bad data) says so with its exit status:
     // restarting would only repeat it.

@@ -50,10 +50,17 @@ struct SupervisorOptions {
   /// Catch SIGINT/SIGTERM/SIGUSR1 while running (and forward them). A signal the process
   /// started with ignored stays ignored (a background job of a script).
   bool handle_signals = true;
+  /// Called every hang_check_period_s while an attempt runs, with the attempt's start (Unix
+  /// seconds). A non-empty answer (one line: why the job is stuck) stops the attempt as
+  /// failed: SIGTERM to mpirun's process group, SIGKILL after kill_grace_s; its failure
+  /// report is a hang naming the rank behind, and the usual restarts follow. Empty: never.
+  std::function<std::string(double attempt_start_unix)> hang_check;
+  double hang_check_period_s = 5.0;
 };
 
-/// The command of every attempt. The Supervisor adds RINGPILOT_RUN_DIR and
-/// RINGPILOT_RESTART (0 for the first attempt, then 1, 2, ...) to `env`.
+/// The command of every attempt. The Supervisor adds RINGPILOT_RUN_DIR, RINGPILOT_RESTART
+/// (0 for the first attempt, then 1, 2, ...), RINGPILOT_ATTEMPT (1, 2, ...: the N of
+/// attempts/N/), RINGPILOT_MAX_RESTARTS and RINGPILOT_LAUNCH_UNIX to `env`.
 struct SupervisedCommand {
   std::vector<std::string> argv;  ///< argv[0] is resolved on env's PATH; no shell
   base::Environment env;
@@ -98,6 +105,7 @@ class Supervisor {
     int exit_code = -1;   // when it exited
     int term_signal = 0;  // when a signal killed it
     bool exec_failed = false;
+    std::string hang;  // hang_check's reason, when it stopped the attempt
     int64_t start_ns = 0;
     std::vector<std::string> output;  // the last lines mpirun printed (both streams)
     /// Why ringpilot stopped mpirun itself (abort_grace_s ran out); empty otherwise.

@@ -341,5 +341,42 @@ TEST(Supervisor, StopsMpirunThatOutlivesAnAbortAndRestarts) {
   EXPECT_EQ(report["first_failing_rank"], 0);
 }
 
+// The hang watch of a launch.command job: a first attempt that never ends is stopped as
+// hung (its process group gets SIGTERM) and restarted; the attempt's report says why, and
+// every attempt sees RINGPILOT_ATTEMPT and RINGPILOT_MAX_RESTARTS.
+TEST(Supervisor, HangCheckStopsTheAttemptAndRestarts) {
+  Harness h;
+  SupervisorOptions o = h.Options(1);
+  o.hang_check_period_s = 0.1;
+  o.kill_grace_s = 5;
+  int checks = 0;
+  double seen_start = 0;
+  o.hang_check = [&](double attempt_start_unix) {
+    seen_start = attempt_start_unix;
+    return ++checks == 2 ? std::string("rank 1 has waited 301 s in allreduce #8") : "";
+  };
+  Supervisor sup(o);
+  const auto t0 = std::chrono::steady_clock::now();
+  const JobOutcome outcome = sup.Run(h.Script(R"(#!/bin/sh
+echo "attempt $RINGPILOT_ATTEMPT of $(($RINGPILOT_MAX_RESTARTS + 1))"
+if [ "$RINGPILOT_ATTEMPT" = 1 ]; then
+  trap 'echo stopped; exit 143' TERM
+  while :; do sleep 0.05; done
+fi
+exit 0
+)"));
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(5));
+  EXPECT_EQ(outcome.exit_status, 0);
+  EXPECT_EQ(outcome.attempts, 2);
+  EXPECT_GT(seen_start, 1.7e9);
+  EXPECT_TRUE(h.ProgressHas(
+      "ringpilot: job hung: rank 1 has waited 301 s in allreduce #8; stopping this attempt"));
+  const std::string out = ReadFile(h.out_path);
+  EXPECT_NE(out.find("attempt 1 of 2\nstopped\nattempt 2 of 2\n"), std::string::npos) << out;
+  const nlohmann::json report = nlohmann::json::parse(ReadFile(h.layout.AttemptFailureJson(1)));
+  EXPECT_EQ(report["hang"], "rank 1 has waited 301 s in allreduce #8");
+  EXPECT_EQ(report["exit_code"], 143);
+}
+
 }  // namespace
 }  // namespace ringpilot::launcher
