@@ -357,14 +357,14 @@ TEST(Supervisor, HangCheckStopsTheAttemptAndRestarts) {
   };
   Supervisor sup(o);
   const auto t0 = std::chrono::steady_clock::now();
-  const JobOutcome outcome = sup.Run(h.Script(R"(#!/bin/sh
+  const JobOutcome outcome = sup.Run(h.Script(R"sh(#!/bin/sh
 echo "attempt $RINGPILOT_ATTEMPT of $(($RINGPILOT_MAX_RESTARTS + 1))"
 if [ "$RINGPILOT_ATTEMPT" = 1 ]; then
   trap 'echo stopped; exit 143' TERM
   while :; do sleep 0.05; done
 fi
 exit 0
-)"));
+)sh"));
   EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(5));
   EXPECT_EQ(outcome.exit_status, 0);
   EXPECT_EQ(outcome.attempts, 2);
