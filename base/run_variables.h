@@ -6,8 +6,14 @@ namespace ringpilot::base {
 
 /// The run directory (absolute, so ranks on other hosts find it too).
 inline constexpr const char* kRunDirVar = "RINGPILOT_RUN_DIR";
-/// Attempt number: 0 for the first attempt, then 1, 2, ... after restarts.
+/// Restarts before this attempt: 0 for the first attempt, then 1, 2, ... (a program under
+/// `ringpilot exec` also gets it as torchrun's TORCHELASTIC_RESTART_COUNT).
 inline constexpr const char* kRestartVar = "RINGPILOT_RESTART";
+/// The attempt, numbered as RUN_DIR/attempts/N/ is: 1 for the first, then 2, 3, ... (always
+/// RINGPILOT_RESTART + 1). For programs that resume from their own checkpoints.
+inline constexpr const char* kAttemptVar = "RINGPILOT_ATTEMPT";
+/// launch.max_restarts of the job (torchrun's TORCHELASTIC_MAX_RESTARTS under exec).
+inline constexpr const char* kMaxRestartsVar = "RINGPILOT_MAX_RESTARTS";
 /// Rendezvous address and port for `ringpilot exec` workers (torchrun's MASTER_ADDR/PORT).
 inline constexpr const char* kMasterAddrVar = "RINGPILOT_MASTER_ADDR";
 inline constexpr const char* kMasterPortVar = "RINGPILOT_MASTER_PORT";
@@ -23,6 +29,8 @@ inline constexpr const char* kLaunchTimeVar = "RINGPILOT_LAUNCH_UNIX";
 inline constexpr const char* kMetricsPortBaseVar = "RINGPILOT_METRICS_PORT_BASE";
 inline constexpr const char* kMetricsBindVar = "RINGPILOT_METRICS_BIND";
 inline constexpr const char* kJobNameVar = "RINGPILOT_JOB_NAME";
+/// `metrics.file_sd_dir`: where each process links its file_sd file for Prometheus.
+inline constexpr const char* kMetricsFileSdDirVar = "RINGPILOT_METRICS_FILE_SD_DIR";
 /// An explicit port for one process (instead of base + RANK); never forward it to all ranks.
 inline constexpr const char* kMetricsPortVar = "RINGPILOT_METRICS_PORT";
 /// Path of the NCCL profiler plugin `ringpilot exec` names in NCCL_PROFILER_PLUGIN; by

@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <chrono>
 #include <ctime>
 #include <filesystem>
 #include <iostream>
@@ -13,6 +14,7 @@
 #include "base/shell.h"
 #include "config/job.h"
 #include "doctor/command.h"
+#include "launcher/failure_report.h"
 #include "launcher/mpirun_command.h"
 #include "launcher/run_dir.h"
 #include "launcher/supervisor.h"
@@ -42,9 +44,11 @@ int RunValidate(const std::string& job_path, const std::vector<std::string>& set
     std::cerr << e.what() << "\n";
     return base::kExitUsage;
   }
+  const std::string what = config::RunsCommand(config)
+                               ? "command " + base::ShellJoin(config.launch.command)
+                               : std::string("model ") + config::ToString(config.model.name);
   const std::string verdict = job_path + ": valid (" + config.name + ", world size " +
-                              std::to_string(config.world.size()) + ", model " +
-                              config::ToString(config.model.name) + ")";
+                              std::to_string(config.world.size()) + ", " + what + ")";
   if (print) {
     // stdout carries only the YAML, so that `--print > resolved.yaml` works.
     std::cout << config::EmitJobConfig(config);
@@ -81,13 +85,25 @@ int RunJob(const RunArgs& args) {
   if (ctx.trainer.find('/') != std::string::npos) {
     ctx.trainer = std::filesystem::absolute(ctx.trainer).lexically_normal().string();
   }
+  ctx.ringpilot = base::SelfExecutablePath();
+  if (ctx.ringpilot.empty()) ctx.ringpilot = "ringpilot";
   ctx.euid = static_cast<unsigned>(::geteuid());
   ctx.env = env;
   if (backend == config::Backend::kLocal) ctx.cma_works = mpirun::CrossMemoryAttachWorks();
   // A dry run only shows the command, so it works on a machine without the binaries.
+  const bool runs_command = config::RunsCommand(config);
   if (!args.dry_run) {
     const std::string path_var = base::Lookup(env, "PATH", "");
-    if (base::ResolveExecutable(ctx.trainer, path_var).empty()) {
+    const std::string program = config.launch.command.empty() ? "" : config.launch.command[0];
+    // On this host a missing program is known now; other hosts' are their own.
+    if (runs_command && backend == config::Backend::kLocal &&
+        base::ResolveExecutable(program, path_var).empty()) {
+      std::cerr << args.job_path << ": launch.command: '" << program
+                << "' not found or not executable"
+                << (program.find('/') == std::string::npos ? " on PATH" : "") << "\n";
+      return base::kExitUsage;
+    }
+    if (!runs_command && base::ResolveExecutable(ctx.trainer, path_var).empty()) {
       std::cerr << "ringpilot: trainer '" << ctx.trainer << "' not found or not executable (build "
                 << kTrainerName << ", or set RINGPILOT_TRAINER)\n";
       return base::kExitFailure;
@@ -128,7 +144,9 @@ int RunJob(const RunArgs& args) {
 
   // A finished run's results are history: running it again with nothing left to train
   // would only overwrite them. Training on (more steps or epochs) keeps the old summary.
-  const launcher::FinishedRun finished = launcher::ReadFinishedRun(layout);
+  // summary.json is the trainer's; a program's progress is its own (its checkpoints).
+  const launcher::FinishedRun finished =
+      runs_command ? launcher::FinishedRun{} : launcher::ReadFinishedRun(layout);
   if (finished.finished && (config.train.epochs > 0 ? finished.epochs >= config.train.epochs
                                                     : finished.steps >= config.train.steps)) {
     const std::string done = config.train.epochs > 0 ? std::to_string(finished.epochs) + " epochs"
@@ -159,9 +177,10 @@ int RunJob(const RunArgs& args) {
   }
 
   // Quick doctor of this host (docs/doctor.md): RUN_DIR/doctor.json and doctor.prom.
+  doctor::DoctorEnv doctor_env = doctor::SystemDoctorEnv();
+  doctor_env.program = runs_command;
   if (config.launch.preflight &&
-      !doctor::RunPreflight(doctor::SystemDoctorEnv(), config.world.device, layout.root, args.force,
-                            std::cerr)) {
+      !doctor::RunPreflight(doctor_env, config.world.device, layout.root, args.force, std::cerr)) {
     return base::kExitFailure;
   }
 
@@ -169,11 +188,24 @@ int RunJob(const RunArgs& args) {
   options.max_restarts = config.launch.max_restarts;
   options.run_dir = layout.root;
   options.log_path = layout.launcher_log;
+  if (runs_command && config.metrics.enabled) {
+    // The program's ranks report their NCCL progress (logs/rank-N.nccl.json): a collective
+    // that waits longer than comm.timeout_s is a hang, stopped and restarted like a crash.
+    const std::string logs = layout.logs;
+    const double timeout_s = config.comm.timeout_s;
+    options.hang_check = [logs, timeout_s](double attempt_start_unix) {
+      const double now =
+          std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch())
+              .count();
+      return launcher::NcclHangReason(logs, attempt_start_unix - 1.0, timeout_s, now);
+    };
+  }
   try {
     launcher::Supervisor supervisor(options);
     supervisor.Report("ringpilot: run directory " + layout.root + resume_note);
     supervisor.Report(launching);
     launcher::SupervisedCommand command{cmd.argv, env};
+    for (const auto& [name, value] : cmd.env) command.env[name] = value;
     command.env[base::kMasterAddrVar] = cmd.master_addr;
     command.env[base::kMasterPortVar] = std::to_string(cmd.master_port);
     return supervisor.Run(command).exit_status;

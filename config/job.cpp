@@ -139,7 +139,8 @@ void Loader::LoadText(const std::string& text) {
   } catch (const YAML::Exception& e) {
     Fail(origin.At(e.mark), "<yaml>", e.msg);
   }
-  const std::string expected = "a job file is a mapping of keys with at least name and model.name";
+  const std::string expected =
+      "a job file is a mapping of keys with at least name and model.name (or launch.command)";
   if (docs.empty() || docs[0].IsNull()) {
     Fail(docs.empty() ? origin.Start() : origin.At(docs[0].Mark()), kDocumentKey,
          "empty document; " + expected);
@@ -267,6 +268,26 @@ void Loader::CrossFail(const std::vector<std::string>& keys, const std::string& 
 
 void Loader::CrossCheck() {
   const JobConfig& c = config_;
+  if (RunsCommand(c)) {
+    // The program takes its own arguments: a trainer key next to it would be ignored, and
+    // an ignored key is a surprise. The first one given in the file (or --set) is named.
+    const Given* first = nullptr;
+    std::string first_key;
+    for (const KeySpec& spec : Schema()) {
+      const auto it = given_.find(spec.path);
+      if (!spec.trainer_only || it == given_.end()) continue;
+      if (first == nullptr || it->second.ordinal < first->ordinal) {
+        first = &it->second;
+        first_key = spec.path;
+      }
+    }
+    if (first != nullptr) {
+      Fail(first->where, first_key,
+           "only the built-in trainer reads " + first_key +
+               ", but launch.command runs your own program (give your program the setting "
+               "as an argument, or leave launch.command out to train model.name)");
+    }
+  }
   const int64_t world = static_cast<int64_t>(c.world.nodes) * c.world.procs_per_node;
   const std::string world_text = "world size " + std::to_string(world) + " (world.nodes " +
                                  std::to_string(c.world.nodes) + " x world.procs_per_node " +
@@ -405,10 +426,11 @@ void Loader::CrossCheck() {
 
 JobConfig Loader::Finish() {
   if (!IsGiven("name")) Fail(root_, "name", "required key missing");
-  if (!IsGiven("model.name")) {
+  if (!IsGiven("model.name") && !RunsCommand(config_)) {
     const auto model = sections_.find("model");
     Fail(model != sections_.end() ? model->second : root_, "model.name",
-         "required key missing (one of resnet18-cifar, resnet50, bert-tiny, bert-base)");
+         "required key missing (one of resnet18-cifar, resnet50, bert-tiny, bert-base; or "
+         "launch.command to run your own program)");
   }
   if (config_.model.name == ModelName::kResnet50 && !IsGiven("model.num_classes")) {
     config_.model.num_classes = 1000;
@@ -432,8 +454,8 @@ void EmitValue(YAML::Emitter& out, const detail::Value& v) {
 
 /// The default of `spec` as shown in the reference.
 std::string DefaultText(const KeySpec& spec) {
-  if (spec.required) return "required";
   if (!spec.default_doc.empty()) return spec.default_doc;
+  if (spec.required) return "required";
   const detail::Value v = spec.get(JobConfig{});
   if (!v.is_list) return "`" + v.scalar + "`";
   std::string out = "`[";
@@ -565,13 +587,16 @@ std::string EmitJobConfig(const JobConfig& config) {
   out << YAML::BeginMap;
   std::string open_section;
   for (const KeySpec& spec : Schema()) {
+    if (spec.trainer_only && RunsCommand(config)) continue;
+    const detail::Value value = spec.get(config);
+    if (spec.omit_empty && value.is_list && value.items.empty()) continue;
     if (spec.section != open_section) {
       if (!open_section.empty()) out << YAML::EndMap;
       out << YAML::Key << spec.section << YAML::Value << YAML::BeginMap;
       open_section = spec.section;
     }
     out << YAML::Key << spec.leaf << YAML::Value;
-    EmitValue(out, spec.get(config));
+    EmitValue(out, value);
   }
   if (!open_section.empty()) out << YAML::EndMap;
   out << YAML::EndMap;
@@ -587,8 +612,9 @@ config/schema.cpp; do not edit by hand. -->
 
 A job file is one YAML document whose top level is a mapping: the job's `name` and one
 mapping per section below (`world`, `launch`, ...), in block or flow style
-(`train: {steps: 100, lr: 0.1}`). Every key is optional except `name` and `model.name`;
-a key left out takes its default. Unknown keys (with a suggestion for a near miss), null
+(`train: {steps: 100, lr: 0.1}`). Every key is optional except `name` and `model.name`
+(which a job that runs its own program, `launch.command`, leaves out); a key left out
+takes its default. Unknown keys (with a suggestion for a near miss), null
 values, duplicate keys, a section that is not a mapping and values of the wrong type or out
 of range are all rejected. Integers are written as integers (`100`, not `1e2` or `100.0`),
 booleans as `true` or `false`, and a quoted scalar is always a string (`"100"` is not an
@@ -623,6 +649,10 @@ override's text. Problems that are not one key's use `<file>` (unreadable file),
 
 Checked after all overrides, reported at the key given last:
 
+- `launch.command` (your own program) rules out the keys only the built-in trainer reads:
+  `model.*`, `data.*`, `eval.*`, `train.*`, `comm.*` but `comm.timeout_s`,
+  `checkpoint.*`, `trace.*`, `fault.*` and `metrics.gpu_sample_seconds`; without it
+  `model.name` is required. Such a job's resolved `job.yaml` leaves those keys out.
 - `comm.first_bucket_mb` <= `comm.bucket_mb`.
 - `train.cuda_graphs: true` needs `world.device` `cuda` or `auto`.
 - `launch.backend: local` needs `world.nodes: 1`.

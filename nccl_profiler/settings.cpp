@@ -47,6 +47,13 @@ Settings SettingsFromEnvironment(const base::Environment& env, int first_comm_ra
   }
   s.bind = base::Lookup(env, base::kMetricsBindVar, base::kMetricsBindAuto);
   s.run_dir = base::Lookup(env, base::kRunDirVar, "");
+  s.file_sd_dir = base::Lookup(env, base::kMetricsFileSdDirVar, "");
+  const std::string world = base::Lookup(env, "WORLD_SIZE", "");
+  const std::string local_world = base::Lookup(env, "LOCAL_WORLD_SIZE", "");
+  if (!world.empty() && !local_world.empty()) {
+    s.multi_node = ParseInt("WORLD_SIZE", world, 1, 1 << 24) >
+                   ParseInt("LOCAL_WORLD_SIZE", local_world, 1, 1 << 24);
+  }
   s.job = base::Lookup(env, base::kJobNameVar, "exec");
   if (s.port < 0 && s.run_dir.empty()) {
     throw SettingsError(std::string("none of ") + base::kMetricsPortBaseVar + ", " +

@@ -31,6 +31,12 @@ struct Settings {
   int local_rank = -1;
   /// RINGPILOT_JOB_NAME, else "exec".
   std::string job = "exec";
+  /// RINGPILOT_METRICS_FILE_SD_DIR: link DIR/<run>-rank-RANK.json to this process's
+  /// file_sd file; "" = no link.
+  std::string file_sd_dir;
+  /// WORLD_SIZE > LOCAL_WORLD_SIZE (torchrun's): the job spans nodes, so "auto" binds the
+  /// node's address.
+  bool multi_node = false;
 };
 
 /// Reads the variables above from `env`; `first_comm_rank` stands in for an unset RANK.

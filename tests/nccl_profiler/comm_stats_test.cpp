@@ -342,6 +342,15 @@ TEST(Settings, ReadsPortBindRunDirRankAndJob) {
   EXPECT_EQ(file_only.local_rank, -1);
   EXPECT_EQ(file_only.job, "exec");
   EXPECT_EQ(file_only.bind, "auto");  // the node's address under Slurm/Kubernetes
+  EXPECT_FALSE(file_only.multi_node);
+  EXPECT_EQ(file_only.file_sd_dir, "");
+  const Settings nodes = SettingsFromEnvironment({{"RINGPILOT_RUN_DIR", "/r"},
+                                                  {"WORLD_SIZE", "16"},
+                                                  {"LOCAL_WORLD_SIZE", "8"},
+                                                  {"RINGPILOT_METRICS_FILE_SD_DIR", "/sd"}},
+                                                 0);
+  EXPECT_TRUE(nodes.multi_node);  // "auto" binds the node's address
+  EXPECT_EQ(nodes.file_sd_dir, "/sd");
 }
 
 TEST(Settings, PortIsBasePlusLocalRankUnlessGivenOutright) {
