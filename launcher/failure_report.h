@@ -14,15 +14,16 @@ namespace ringpilot::launcher {
 inline constexpr int kFailureTailLines = 10;
 
 /// A trainer's last word before it exits on error, one line in logs/rank-N.log:
-/// `FATAL <unix_time_ns> <message>`.
+/// `TIME FATAL <message>`, TIME as every log line's (base::FormatLogTime, milliseconds).
 struct FatalLine {
   int rank = -1;
   int64_t time_ns = 0;
   std::string message;
 };
 
-/// Parses one log line; nullopt unless it starts with `FATAL `, a decimal time and a space
-/// (or the end of the line). `rank` is left at -1.
+/// Parses one log line; nullopt unless it is `TIME FATAL message` (TIME exactly as
+/// base::FormatLogTime writes it), or, as rank logs of earlier versions wrote it,
+/// `FATAL <unix ns> message`. `rank` is left at -1.
 std::optional<FatalLine> ParseFatalLine(const std::string& line);
 
 /// The earliest FATAL line at or after `since_ns` over every `rank-N.log` in `logs_dir`;
@@ -50,6 +51,8 @@ struct RankHeartbeat {
   double max_silence_s = 0;  ///< longest gap between its beats: a stopped rank's is long
   uint64_t collectives_started = 0;
   uint64_t collectives_completed = 0;
+  int64_t steps = 0;           ///< the attempt's step target; 0 when not known yet
+  std::optional<double> loss = std::nullopt;  ///< the latest loss it logged (rank 0), if any
 };
 
 /// Every rank's heartbeat in `logs_dir` written at or after `since_unix` (older ones are
@@ -86,7 +89,8 @@ FailureReport AnalyzeFailure(const std::string& logs_dir, int64_t attempt_start_
                              int exit_code, int term_signal);
 
 /// failure.json: {attempts, exit_code | signal + signal_name, first_failing_rank,
-/// first_failing_rank_source, fatal_message, fatal_time_ns, rank_behind (after a hang),
+/// first_failing_rank_source, fatal_message, fatal_time_ns and fatal_time (the same time as
+/// base::FormatLogTime), rank_behind (after a hang),
 /// ranks: {"R": heartbeat}, last_lines: {"R": [...]}, mpirun_last_lines}.
 std::string FailureJson(const FailureReport& report);
 

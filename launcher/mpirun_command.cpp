@@ -12,8 +12,8 @@ namespace {
 void AddCommonFlags(const MpirunContext& ctx, bool cma, const std::vector<std::string>& user_args,
                     std::vector<std::string>* argv) {
   mpirun::AppendBaseMpirunFlags(ctx.euid, user_args, ctx.env, cma, argv);
-  for (const char* name : {base::kRunDirVar, base::kRestartVar, base::kMasterAddrVar,
-                           base::kMasterPortVar, base::kLaunchTimeVar}) {
+  for (const char* name : {base::kRunDirVar, base::kAttemptVar, base::kMasterAddrVar,
+                           base::kMasterPortVar, base::kLaunchTimeVar, base::kVerboseVar}) {
     argv->insert(argv->end(), {"-x", name});
   }
   // mpirun passes its own environment only to ranks on this host; `-x` carries the

@@ -41,6 +41,7 @@ struct MpirunCommand {
 /// `--mca btl_vader_single_copy_mechanism cma|none` (cma for backend local where
 /// `ctx.cma_works`; left out when launch.mpirun_args or
 /// OMPI_MCA_btl_vader_single_copy_mechanism chooses it) + `-x` for the RINGPILOT_* variables
+/// (run dir, attempt, master address and port, launch time, verbose: the caller sets them)
 /// and each forwarded variable set in `ctx.env` (name order) + launch.mpirun_args verbatim +
 /// `TRAINER --config RUN_DIR/job.yaml --run-dir RUN_DIR`.
 /// config::Backend slurm is backend mpi over the allocation in `ctx.env` (slurm::AllocationHosts:

@@ -22,6 +22,10 @@ struct RunDirLayout {
   std::string failure_json;  ///< root/failure.json: root cause of a job that failed for good
   std::string summary_json;  ///< root/summary.json: results of a job that finished (trainer)
   std::string hostfile;      ///< root/hostfile (backend mpi)
+  std::string launcher_json;  ///< root/launcher.json: the launcher's pid and state (run_state.h)
+  /// root/stop-request: written by `ringpilot stop` before it signals the launcher, so that
+  /// the stop is told from a scheduler's preemption (the Slurm script does not requeue it).
+  std::string stop_request;
 
   explicit RunDirLayout(const std::string& root_dir);
   /// root/logs/rank-N.log

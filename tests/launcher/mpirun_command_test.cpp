@@ -32,9 +32,9 @@ MpirunContext Context() {
   return ctx;
 }
 
-const Argv kRingpilotVars = {"-x", "RINGPILOT_RUN_DIR",     "-x", "RINGPILOT_RESTART",
+const Argv kRingpilotVars = {"-x", "RINGPILOT_RUN_DIR",     "-x", "RINGPILOT_ATTEMPT",
                              "-x", "RINGPILOT_MASTER_ADDR", "-x", "RINGPILOT_MASTER_PORT",
-                             "-x", "RINGPILOT_LAUNCH_UNIX"};
+                             "-x", "RINGPILOT_LAUNCH_UNIX", "-x", "RINGPILOT_VERBOSE"};
 const Argv kTrainerTail = {"/b/bin/ringpilot-trainer", "--config", "/runs/t-1/job.yaml",
                            "--run-dir", "/runs/t-1"};
 
@@ -89,10 +89,11 @@ TEST(MpirunCommand, ForwardsOnlyListedVariablesThatAreSet) {
     if (argv[i] == "-x") forwarded.push_back(argv[i + 1]);
   }
   const Argv expected = {"RINGPILOT_RUN_DIR",
-                         "RINGPILOT_RESTART",
+                         "RINGPILOT_ATTEMPT",
                          "RINGPILOT_MASTER_ADDR",
                          "RINGPILOT_MASTER_PORT",
                          "RINGPILOT_LAUNCH_UNIX",
+                         "RINGPILOT_VERBOSE",
                          "CUDA_VISIBLE_DEVICES",
                          "LD_LIBRARY_PATH",
                          "NCCL_DEBUG",
