@@ -45,9 +45,9 @@ std::string FormatLogTime(std::chrono::system_clock::time_point t) {
 std::string LogTimeNow() { return FormatLogTime(std::chrono::system_clock::now()); }
 
 std::string FormatLogTime(double unix_seconds) {
+  // To the nearest millisecond: a double of seconds rarely holds a whole number of them.
   return FormatLogTime(std::chrono::system_clock::time_point(
-      std::chrono::duration_cast<std::chrono::system_clock::duration>(
-          std::chrono::duration<double>(unix_seconds))));
+      std::chrono::milliseconds(std::llround(unix_seconds * 1000.0))));
 }
 
 std::optional<int64_t> ParseLogTimeNs(const std::string& text) {
@@ -71,8 +71,8 @@ std::optional<int64_t> ParseLogTimeNs(const std::string& text) {
   tm.tm_hour = num(11, 2);
   tm.tm_min = num(14, 2);
   tm.tm_sec = num(17, 2);
-  if (tm.tm_mon < 0 || tm.tm_mon > 11 || tm.tm_mday < 1 || tm.tm_mday > 31 || tm.tm_hour > 23 || tm.tm_min > 59 ||
-      tm.tm_sec > 60) {
+  if (tm.tm_mon < 0 || tm.tm_mon > 11 || tm.tm_mday < 1 || tm.tm_mday > 31 || tm.tm_hour > 23 ||
+      tm.tm_min > 59 || tm.tm_sec > 60) {
     return std::nullopt;
   }
   const std::time_t secs = ::timegm(&tm);

@@ -24,7 +24,7 @@ inline constexpr std::size_t kLogTimeLength = 24;
 std::string FormatLogTime(std::chrono::system_clock::time_point t);
 /// FormatLogTime of now.
 std::string LogTimeNow();
-/// FormatLogTime of a Unix time in seconds.
+/// FormatLogTime of a Unix time in seconds, to the nearest millisecond.
 std::string FormatLogTime(double unix_seconds);
 /// Unix time in ns of a FormatLogTime text (exactly that shape: the first kLogTimeLength
 /// characters of `text` are read, the rest ignored); nullopt for anything else.

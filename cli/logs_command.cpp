@@ -113,8 +113,8 @@ int RunLogs(const LogsArgs& args) {
     return base::kExitUsage;
   }
   if (!args.launcher && args.rank >= world) {
-    std::cerr << "ringpilot logs: --rank " << args.rank << ": the job has ranks 0.."
-              << world - 1 << "\n";
+    std::cerr << "ringpilot logs: --rank " << args.rank << ": the job has ranks 0.." << world - 1
+              << "\n";
     return base::kExitUsage;
   }
   const std::string path = args.launcher ? layout.launcher_log : layout.RankLog(args.rank);

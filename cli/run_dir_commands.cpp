@@ -84,8 +84,7 @@ void PrintStatus(const RunStatus& s, std::ostream& out) {
   }
   if (s.first_failing_rank >= 0) {
     row("failure", "rank " + std::to_string(s.first_failing_rank) +
-                       (s.fatal_message.empty() ? "" : ": " + s.fatal_message) +
-                       " (failure.json)");
+                       (s.fatal_message.empty() ? "" : ": " + s.fatal_message) + " (failure.json)");
   }
   if (s.state == "stopped" || s.state == "failed") row("resume", ResumeCommand(s));
   row("logs", s.logs_dir + " (ringpilot logs " + s.run_dir + " [--rank N | --launcher] [-f])");
@@ -178,8 +177,7 @@ int Stop(const StopArgs& args) {
     const double waited = std::chrono::duration<double>(t - start).count();
     if (waited > args.timeout_s) {
       std::cerr << "ringpilot stop: " << dir << " still runs after " << Fixed(waited, 0)
-                << " s; `ringpilot stop --force " << dir
-                << "` stops it without a checkpoint\n";
+                << " s; `ringpilot stop --force " << dir << "` stops it without a checkpoint\n";
       return base::kExitFailure;
     }
     if (std::chrono::duration<double>(t - last_report).count() >= kStopReportS) {
@@ -232,7 +230,8 @@ void AddRunDirCommands(CLI::App& app) {
 
   auto stop_args = std::make_shared<StopArgs>();
   CLI::App* stop = app.add_subcommand(
-      "stop", "Stop a running job: the ranks checkpoint and exit (--force: at once, no checkpoint)");
+      "stop",
+      "Stop a running job: the ranks checkpoint and exit (--force: at once, no checkpoint)");
   stop->add_option("RUN_DIR", stop_args->run_dir, "Run directory")->required();
   stop->add_flag("--force", stop_args->force,
                  "SIGTERM instead of SIGUSR1: stop now without a checkpoint");

@@ -60,13 +60,15 @@ std::string VersionText(const base::Environment& env) {
 
   const std::string trainer = TrainerPath(env);
   const doctor::CommandResult r = system.run({trainer, "--versions"}, kTrainerTimeoutS);
-  const std::optional<nlohmann::json> v = r.exit_code == 0 ? LastJsonObject(r.output)
-                                                           : std::nullopt;
+  const std::optional<nlohmann::json> v =
+      r.exit_code == 0 ? LastJsonObject(r.output) : std::nullopt;
   if (v) {
     rows.emplace_back("libtorch", Field(*v, "torch"));
-    const std::string cuda = LoadedAndCompiled(Field(*v, "cuda_runtime"), Field(*v, "cuda_compiled"));
+    const std::string cuda =
+        LoadedAndCompiled(Field(*v, "cuda_runtime"), Field(*v, "cuda_compiled"));
     rows.emplace_back("cuda runtime", cuda.empty() ? "none (CPU build)" : cuda);
-    const std::string nccl = LoadedAndCompiled(Field(*v, "nccl_loaded"), Field(*v, "nccl_compiled"));
+    const std::string nccl =
+        LoadedAndCompiled(Field(*v, "nccl_loaded"), Field(*v, "nccl_compiled"));
     rows.emplace_back("nccl", nccl.empty() ? "none (CPU build)" : nccl);
     const std::string cudnn =
         LoadedAndCompiled(Field(*v, "cudnn_loaded"), Field(*v, "cudnn_compiled"));
@@ -76,8 +78,9 @@ std::string VersionText(const base::Environment& env) {
     rows.emplace_back("mpi", Field(*v, "mpi").empty() ? "unknown" : Field(*v, "mpi"));
   } else {
     const std::string why =
-        !r.started  ? "unknown: " + trainer + " not found (build ringpilot-trainer, or set "
-                                              "RINGPILOT_TRAINER)"
+        !r.started ? "unknown: " + trainer +
+                         " not found (build ringpilot-trainer, or set "
+                         "RINGPILOT_TRAINER)"
         : r.timed_out ? "unknown: " + trainer + " --versions timed out"
                       : "unknown: " + trainer + " --versions failed: " + FirstLine(r.output);
     rows.emplace_back("libtorch", why);
@@ -87,8 +90,8 @@ std::string VersionText(const base::Environment& env) {
   rows.emplace_back("mpirun", m.exit_code == 0 ? FirstLine(m.output)
                                                : "unknown: '" + mpirun + " --version' failed");
   const std::string prometheus = build_info::kPrometheusCpp;
-  rows.emplace_back("prometheus-cpp", prometheus.empty() ? "unknown (no pkg-config data at build)"
-                                                         : prometheus);
+  rows.emplace_back("prometheus-cpp",
+                    prometheus.empty() ? "unknown (no pkg-config data at build)" : prometheus);
   const std::string yaml = build_info::kYamlCpp;
   rows.emplace_back("yaml-cpp", yaml.empty() ? "unknown" : yaml);
 

@@ -310,8 +310,8 @@ void Loader::ImplyBackend(Backend backend, const std::string& command) {
       config_.launch.backend != backend && !Rejected("launch.backend")) {
     Collect("launch.backend", [&] {
       Fail(given->second.where, "launch.backend",
-           "'" + command + "' runs the job with launch.backend " + ToString(backend) +
-               ", not " + ToString(config_.launch.backend) + " (leave the override out)");
+           "'" + command + "' runs the job with launch.backend " + ToString(backend) + ", not " +
+               ToString(config_.launch.backend) + " (leave the override out)");
     });
     return;
   }
@@ -441,9 +441,8 @@ void Loader::CrossCheck() {
     CrossFail(
         {"model.vocab_size", "model.name"},
         std::string("model.vocab_size applies to BERT models, not ") + ToString(c.model.name));
-  }
-  if (c.data.kind == DataKind::kSynthetic && c.model.vocab_size != 0 &&
-      c.model.vocab_size < kMinSyntheticVocabSize) {
+  } else if (c.data.kind == DataKind::kSynthetic && c.model.vocab_size != 0 &&
+             c.model.vocab_size < kMinSyntheticVocabSize) {
     CrossFail({"model.vocab_size", "data.kind"},
               "synthetic token sequences need model.vocab_size 0 or at least " +
                   std::to_string(kMinSyntheticVocabSize) + ", not " +

@@ -542,8 +542,7 @@ std::vector<KeySpec> BuildSchema() {
       "(steps = epochs x full global batches per epoch; train.steps is then not "
       "used); 0 = train.steps"));
   s.push_back(IntKey<int64_t>(
-      "train.timing_skip_steps", Member(&JC::train, &TrainConfig::timing_skip_steps), 0,
-      kMaxSteps,
+      "train.timing_skip_steps", Member(&JC::train, &TrainConfig::timing_skip_steps), 0, kMaxSteps,
       "leading steps of each attempt left out of samples_per_second and the step percentiles "
       "(they train as usual; the learning-rate warm-up is train.lr_warmup_steps); 0 = "
       "automatic (the first step, with CUDA graphs up to the first replay), never fewer"));

@@ -120,12 +120,15 @@ std::string CheckSbatchDirective(const std::string& s) {
 }
 
 std::string CheckSlurmSetupLine(const std::string& s) {
-  bool ok = !s.empty() && s.size() <= 4096;
+  // A trailing backslash would join the line with the script's next one.
+  bool ok = !s.empty() && s.size() <= 4096 && s.back() != '\\';
   for (char c : s) {
     const unsigned char u = static_cast<unsigned char>(c);
     ok = ok && u >= 0x20 && u != 0x7f;
   }
-  return ok ? "" : "must be one shell line of 1 to 4096 characters without control characters";
+  return ok ? ""
+            : "must be one shell line of 1 to 4096 characters without control characters or a "
+              "trailing backslash";
 }
 
 std::string ClusterMetricsBind(const std::string& bind) {
@@ -204,17 +207,26 @@ bool IsPositiveQuantity(const std::string& s) {
 std::optional<double> QuantityValue(const std::string& s) {
   if (!IsPositiveQuantity(s)) return std::nullopt;
   size_t digits = 0;
-  while (digits < s.size() && (std::isdigit(static_cast<unsigned char>(s[digits])) ||
-                               s[digits] == '.')) {
+  while (digits < s.size() &&
+         (std::isdigit(static_cast<unsigned char>(s[digits])) || s[digits] == '.')) {
     ++digits;
   }
   const double number = std::stod(s.substr(0, digits));
   const std::string suffix = s.substr(digits);
-  static const std::pair<const char*, double> kScale[] = {
-      {"", 1},      {"m", 1e-3},  {"k", 1e3},    {"M", 1e6},         {"G", 1e9},
-      {"T", 1e12},  {"P", 1e15},  {"E", 1e18},   {"Ki", 1024.0},     {"Mi", 1048576.0},
-      {"Gi", 1073741824.0},       {"Ti", 1099511627776.0},           {"Pi", 1125899906842624.0},
-      {"Ei", 1152921504606846976.0}};
+  static const std::pair<const char*, double> kScale[] = {{"", 1},
+                                                          {"m", 1e-3},
+                                                          {"k", 1e3},
+                                                          {"M", 1e6},
+                                                          {"G", 1e9},
+                                                          {"T", 1e12},
+                                                          {"P", 1e15},
+                                                          {"E", 1e18},
+                                                          {"Ki", 1024.0},
+                                                          {"Mi", 1048576.0},
+                                                          {"Gi", 1073741824.0},
+                                                          {"Ti", 1099511627776.0},
+                                                          {"Pi", 1125899906842624.0},
+                                                          {"Ei", 1152921504606846976.0}};
   for (const auto& [name, scale] : kScale) {
     if (suffix == name) return number * scale;
   }

@@ -24,8 +24,8 @@ std::string CheckSlurmPath(const std::string& s);
 /// are parsed by sbatch, not a shell). Options the script renders from job keys
 /// (`--time` from slurm.time, `--nodes` from world.nodes, ...) are refused, naming the key.
 std::string CheckSbatchDirective(const std::string& s);
-/// "" when `s` is a slurm.setup line: 1 to 4096 characters, no control characters (one
-/// shell line each; the script runs them as written).
+/// "" when `s` is a slurm.setup line: 1 to 4096 characters, no control characters, no
+/// trailing backslash (one shell line each; the script runs them as written).
 std::string CheckSlurmSetupLine(const std::string& s);
 
 /// The metrics bind address of ranks started by a scheduler (Slurm, Kubernetes), where

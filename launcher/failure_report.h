@@ -51,7 +51,7 @@ struct RankHeartbeat {
   double max_silence_s = 0;  ///< longest gap between its beats: a stopped rank's is long
   uint64_t collectives_started = 0;
   uint64_t collectives_completed = 0;
-  int64_t steps = 0;           ///< the attempt's step target; 0 when not known yet
+  int64_t steps = 0;                          ///< the attempt's step target; 0 when not known yet
   std::optional<double> loss = std::nullopt;  ///< the latest loss it logged (rank 0), if any
 };
 

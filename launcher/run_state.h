@@ -29,7 +29,7 @@ struct LauncherRecord {
   int attempt = 0;         ///< the current (or last) attempt, 1-based; 0 before the first
   int max_attempts = 1;    ///< 1 + launch.max_restarts
   RunState state = RunState::kRunning;
-  std::string detail;      ///< one line on how it ended ("" while running)
+  std::string detail;              ///< one line on how it ended ("" while running)
   std::optional<int> exit_status;  ///< `ringpilot run`'s exit status once it ended
   std::string slurm_job_id;        ///< SLURM_JOB_ID when it runs inside a Slurm job
 };

@@ -41,8 +41,9 @@ RunStatus ReadRunStatus(const std::string& run_dir, double now_unix) {
   s.logs_dir = layout.logs;
   s.launcher_log = layout.launcher_log;
   if (!base::Exists(layout.job_yaml)) {
-    throw std::runtime_error(run_dir + ": not a run directory (no job.yaml; `ringpilot run "
-                                       "--run-dir` makes one)");
+    throw std::runtime_error(run_dir +
+                             ": not a run directory (no job.yaml; `ringpilot run "
+                             "--run-dir` makes one)");
   }
   config::JobConfig job;
   try {
@@ -91,8 +92,8 @@ RunStatus ReadRunStatus(const std::string& run_dir, double now_unix) {
     }
   }
 
-  const bool finished = summary.is_object() && summary.contains("steps") &&
-                        summary["steps"].is_number_integer();
+  const bool finished =
+      summary.is_object() && summary.contains("steps") && summary["steps"].is_number_integer();
   if (s.launcher) {
     s.state = ToString(s.launcher->state);
     s.detail = s.launcher->detail;
@@ -103,8 +104,8 @@ RunStatus ReadRunStatus(const std::string& run_dir, double now_unix) {
         s.detail = "the launcher (pid " + std::to_string(s.launcher->pid) + " on " +
                    s.launcher->host + ") is gone without recording how the job ended";
       } else if (s.liveness == Liveness::kElsewhere) {
-        s.detail = "launcher pid " + std::to_string(s.launcher->pid) + " on " +
-                   s.launcher->host + " (not checked from this host)";
+        s.detail = "launcher pid " + std::to_string(s.launcher->pid) + " on " + s.launcher->host +
+                   " (not checked from this host)";
       } else {
         s.detail = "launcher pid " + std::to_string(s.launcher->pid) + " on " + s.launcher->host;
       }
@@ -158,32 +159,33 @@ nlohmann::ordered_json RunStatusJson(const RunStatus& s) {
                            : s.liveness == Liveness::kElsewhere ? "elsewhere"
                                                                 : "gone";
   }
-  return {{"run_dir", s.run_dir},
-          {"state", s.state},
-          {"detail", s.detail},
-          {"job", s.job_name},
-          {"model", s.model},
-          {"device", s.device},
-          {"nodes", s.nodes},
-          {"procs_per_node", s.procs_per_node},
-          {"world_size", s.world_size},
-          {"data", s.data},
-          {"step", s.step},
-          {"steps_target", s.steps_target > 0 ? ordered_json(s.steps_target) : ordered_json(nullptr)},
-          {"loss", or_null(s.loss)},
-          {"loss_source", s.loss ? ordered_json(s.loss_source) : ordered_json(nullptr)},
-          {"latest_checkpoint",
-           s.latest_checkpoint >= 0 ? ordered_json(s.latest_checkpoint) : ordered_json(nullptr)},
-          {"ranks_seen", s.ranks_seen},
-          {"ranks_fresh", s.ranks_fresh},
-          {"samples_per_second", or_null(s.samples_per_second)},
-          {"first_failing_rank",
-           s.first_failing_rank >= 0 ? ordered_json(s.first_failing_rank) : ordered_json(nullptr)},
-          {"fatal_message",
-           s.fatal_message.empty() ? ordered_json(nullptr) : ordered_json(s.fatal_message)},
-          {"launcher", launcher},
-          {"logs_dir", s.logs_dir},
-          {"launcher_log", s.launcher_log}};
+  return {
+      {"run_dir", s.run_dir},
+      {"state", s.state},
+      {"detail", s.detail},
+      {"job", s.job_name},
+      {"model", s.model},
+      {"device", s.device},
+      {"nodes", s.nodes},
+      {"procs_per_node", s.procs_per_node},
+      {"world_size", s.world_size},
+      {"data", s.data},
+      {"step", s.step},
+      {"steps_target", s.steps_target > 0 ? ordered_json(s.steps_target) : ordered_json(nullptr)},
+      {"loss", or_null(s.loss)},
+      {"loss_source", s.loss ? ordered_json(s.loss_source) : ordered_json(nullptr)},
+      {"latest_checkpoint",
+       s.latest_checkpoint >= 0 ? ordered_json(s.latest_checkpoint) : ordered_json(nullptr)},
+      {"ranks_seen", s.ranks_seen},
+      {"ranks_fresh", s.ranks_fresh},
+      {"samples_per_second", or_null(s.samples_per_second)},
+      {"first_failing_rank",
+       s.first_failing_rank >= 0 ? ordered_json(s.first_failing_rank) : ordered_json(nullptr)},
+      {"fatal_message",
+       s.fatal_message.empty() ? ordered_json(nullptr) : ordered_json(s.fatal_message)},
+      {"launcher", launcher},
+      {"logs_dir", s.logs_dir},
+      {"launcher_log", s.launcher_log}};
 }
 
 }  // namespace ringpilot::launcher

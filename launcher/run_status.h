@@ -42,10 +42,10 @@ struct RunStatus {
   int64_t step = 0;          ///< steps done, as far as known
   int64_t steps_target = 0;  ///< train.steps, or what train.epochs came to; 0 = unknown
   std::optional<double> loss;
-  std::string loss_source;        ///< "summary.json" or "heartbeat"
-  int64_t latest_checkpoint = -1;  ///< step of the newest checkpoints/step-N, -1 none
-  int ranks_seen = 0;             ///< heartbeats of this attempt
-  int ranks_fresh = 0;            ///< ... written in the last kFreshHeartbeatSeconds
+  std::string loss_source;                   ///< "summary.json" or "heartbeat"
+  int64_t latest_checkpoint = -1;            ///< step of the newest checkpoints/step-N, -1 none
+  int ranks_seen = 0;                        ///< heartbeats of this attempt
+  int ranks_fresh = 0;                       ///< ... written in the last kFreshHeartbeatSeconds
   std::optional<double> samples_per_second;  ///< summary.json, finished runs
   int first_failing_rank = -1;               ///< failure.json
   std::string fatal_message;                 ///< failure.json

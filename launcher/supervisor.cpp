@@ -194,8 +194,8 @@ JobOutcome Supervisor::Ended(JobOutcome outcome) {
                      "); run it again to resume";
   } else if (outcome.interrupted) {
     record_.state = RunState::kStopped;
-    record_.detail = "interrupted by " + SignalName(outcome.exit_status - 128) +
-                     " (exit " + std::to_string(outcome.exit_status) +
+    record_.detail = "interrupted by " + SignalName(outcome.exit_status - 128) + " (exit " +
+                     std::to_string(outcome.exit_status) +
                      "); no checkpoint at the stop, a rerun resumes from the last one";
   } else {
     record_.state = RunState::kFailed;

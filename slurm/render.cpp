@@ -100,9 +100,13 @@ std::string RenderSbatch(const config::JobConfig& job, const std::string& self_r
   if (!spec.setup.empty()) {
     o << "# slurm.setup, as written; set -u is off while they run (module and environment\n"
          "# scripts read unset variables), set -e stays on: a failing line fails the job.\n"
-         "set +u\n";
+         "# The files they source are the compute nodes', which shellcheck cannot follow.\n"
+         "set +u\n"
+         "# shellcheck disable=SC1090,SC1091\n"
+         "{\n";
     for (const std::string& line : spec.setup) o << line << "\n";
-    o << "set -u\n\n";
+    o << "}\n"
+         "set -u\n\n";
   }
   o << "# Each start of the job (a requeued job starts again with the same id) in the log.\n"
        "echo \"ringpilot: job ${SLURM_JOB_ID} start $(date -u +%Y-%m-%dT%H:%M:%S.%3NZ) on "

@@ -167,8 +167,8 @@ RankPlacement PlaceRank(const config::JobConfig& cfg, int rank, int world, int l
     char gbs[32];
     std::snprintf(gbs, sizeof gbs, "%.1f GB/s", out.expected_bus_bytes_per_second / 1e9);
     log.Detail("expected bus bandwidth: " +
-             (out.expected_bus_bytes_per_second > 0 ? std::string(gbs) : std::string("-")) + " (" +
-             out.expected_source + ")");
+               (out.expected_bus_bytes_per_second > 0 ? std::string(gbs) : std::string("-")) +
+               " (" + out.expected_source + ")");
   }
   MPI_CHECK(MPI_Bcast(&out.expected_bus_bytes_per_second, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD));
 
@@ -196,7 +196,7 @@ RankPlacement PlaceRank(const config::JobConfig& cfg, int rank, int world, int l
   log.Detail("placement: " + line);
   for (const std::string& w : out.plan.warnings) log.Warn("placement: " + w);
   log.Detail("placement: affinity " + topology::FormatCpuList(topology::CurrentAffinity()) +
-           " (pid " + std::to_string(::getpid()) + ")");
+             " (pid " + std::to_string(::getpid()) + ")");
 
   // The table of all ranks at rank 0.
   const std::vector<std::string> lines = GatherStrings(line, rank, world);
@@ -207,7 +207,7 @@ RankPlacement PlaceRank(const config::JobConfig& cfg, int rank, int world, int l
     }
     if (lines.size() > kMaxTableRows) {
       log.Detail("  ... " + std::to_string(lines.size() - kMaxTableRows) +
-               " more ranks: see logs/rank-N.log");
+                 " more ranks: see logs/rank-N.log");
     }
   }
   return out;

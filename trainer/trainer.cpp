@@ -503,9 +503,9 @@ int Trainer::Run() {
                          place.rank == 0, s_->opts.verbose);
   const FatalReporterScope fatal_reporter(log);
   log.Detail("rank " + std::to_string(place.rank) + "/" + std::to_string(place.world) + " on " +
-           place.node + " (local rank " + std::to_string(place.local_rank) + "/" +
-           std::to_string(place.local_size) + ", pid " + std::to_string(::getpid()) + ", attempt " +
-           std::to_string(s_->opts.attempt) + ")");
+             place.node + " (local rank " + std::to_string(place.local_rank) + "/" +
+             std::to_string(place.local_size) + ", pid " + std::to_string(::getpid()) +
+             ", attempt " + std::to_string(s_->opts.attempt) + ")");
   if (place.world != job.world.size()) {
     throw std::runtime_error("world size is " + std::to_string(place.world) +
                              " but the job asks for " + std::to_string(job.world.size()) +

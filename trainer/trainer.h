@@ -13,7 +13,7 @@ namespace ringpilot::trainer {
 
 struct TrainerOptions {
   std::string run_dir;
-  int attempt = 1;  ///< attempt number from the front end (RINGPILOT_ATTEMPT, 1 = first)
+  int attempt = 1;       ///< attempt number from the front end (RINGPILOT_ATTEMPT, 1 = first)
   bool verbose = false;  ///< rank 0 echoes its start-up detail too (RINGPILOT_VERBOSE)
 };
 

@@ -88,10 +88,10 @@ TEST(RingpilotCli, ValidateGoodAndBad) {
   EXPECT_EQ(r.exit_code, 2);
   const std::vector<std::string> lines = SplitLines(r.err);
   ASSERT_EQ(lines.size(), 4u) << r.err;
-  EXPECT_NE(lines[0].find("worse.yaml:3:17: world.nodes: expected an integer"), std::string::npos);
+  EXPECT_NE(lines[0].find("worse.yaml:3:16: world.nodes: expected an integer"), std::string::npos);
   EXPECT_NE(lines[1].find("worse.yaml:4:9: train.warmup_steps: renamed to train.timing_skip_steps"),
             std::string::npos);
-  EXPECT_NE(lines[2].find("worse.yaml:4:31: train.lr: must be in"), std::string::npos);
+  EXPECT_NE(lines[2].find("worse.yaml:4:30: train.lr: must be in"), std::string::npos);
   EXPECT_NE(lines[3].find("--set[1]:1:16: comm.bucket_mb: must be in"), std::string::npos);
 
   r = c.Ringpilot({"validate", c.tmp.path() + "/missing.yaml"});
@@ -163,8 +163,7 @@ TEST(RingpilotCli, RunRestartsOnceAndSucceeds) {
   const ProcessResult v = c.Ringpilot({"run", c.job, "--run-dir", verbose_dir, "--verbose"});
   ASSERT_EQ(v.exit_code, 0) << v.err;
   EXPECT_NE(v.err.find("ringpilot: launching: " + c.mpirun + " -np 2"), std::string::npos);
-  EXPECT_NE(ReadFile(verbose_dir + "/mpirun-argv").find("-x RINGPILOT_VERBOSE"),
-            std::string::npos);
+  EXPECT_NE(ReadFile(verbose_dir + "/mpirun-argv").find("-x RINGPILOT_VERBOSE"), std::string::npos);
 }
 
 TEST(RingpilotCli, RunFailsForGoodWithExitCodeAndReport) {

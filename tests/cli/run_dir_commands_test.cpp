@@ -223,26 +223,29 @@ TEST(RunDirCommands, LauncherGoneAndNotARunDirectory) {
   EXPECT_EQ(stop.exit_code, 1);
   EXPECT_NE(stop.out.find("is not running: failed"), std::string::npos) << stop.out;
 
-  const ProcessResult bad = r.Ringpilot({"status", r.tmp.path()});
+  const std::string empty = r.tmp.path() + "/empty";
+  std::filesystem::create_directories(empty);
+  const ProcessResult bad = r.Ringpilot({"status", empty});
   EXPECT_EQ(bad.exit_code, 2);
   ASSERT_EQ(SplitLines(bad.err).size(), 1u) << bad.err;
   EXPECT_NE(bad.err.find("not a run directory"), std::string::npos);
-  EXPECT_EQ(r.Ringpilot({"logs", r.tmp.path()}).exit_code, 2);
-  EXPECT_EQ(r.Ringpilot({"stop", r.tmp.path()}).exit_code, 2);
+  EXPECT_EQ(r.Ringpilot({"logs", empty}).exit_code, 2);
+  EXPECT_EQ(r.Ringpilot({"stop", empty}).exit_code, 2);
 }
 
 TEST(RunDirCommands, Version) {
   TempDir tmp;
-  WriteFile(tmp.path() + "/trainer",
-            "#!/bin/sh\necho 'a LibTorch warning' >&2\n"
-            "echo '{\"torch\": \"2.11.0\", \"cuda_compiled\": \"13.0\", \"cuda_runtime\": \"13.0\", "
-            "\"nccl_compiled\": \"2.28.9\", \"nccl_loaded\": \"2.28.3\", \"mpi\": \"Open MPI v4.1.4, "
-            "package: Debian\"}'\n",
-            true);
+  WriteFile(
+      tmp.path() + "/trainer",
+      "#!/bin/sh\necho 'a LibTorch warning' >&2\n"
+      "echo '{\"torch\": \"2.11.0\", \"cuda_compiled\": \"13.0\", \"cuda_runtime\": \"13.0\", "
+      "\"nccl_compiled\": \"2.28.9\", \"nccl_loaded\": \"2.28.3\", \"mpi\": \"Open MPI v4.1.4, "
+      "package: Debian\"}'\n",
+      true);
   WriteFile(tmp.path() + "/mpirun", "#!/bin/sh\necho 'mpirun (Open MPI) 4.1.4'\n", true);
-  ProcessResult r = RunProcess({RingpilotBinary(), "--version"},
-                               {{"RINGPILOT_TRAINER", tmp.path() + "/trainer"},
-                                {"RINGPILOT_MPIRUN", tmp.path() + "/mpirun"}});
+  ProcessResult r =
+      RunProcess({RingpilotBinary(), "--version"}, {{"RINGPILOT_TRAINER", tmp.path() + "/trainer"},
+                                                    {"RINGPILOT_MPIRUN", tmp.path() + "/mpirun"}});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const std::vector<std::string> lines = SplitLines(r.out);
   ASSERT_GE(lines.size(), 7u) << r.out;
@@ -257,9 +260,8 @@ TEST(RunDirCommands, Version) {
   EXPECT_NE(r.out.find("  yaml-cpp        "), std::string::npos);
 
   // Without a trainer the line says why; the rest is still printed.
-  r = RunProcess({RingpilotBinary(), "--version"},
-                 {{"RINGPILOT_TRAINER", tmp.path() + "/none"},
-                  {"RINGPILOT_MPIRUN", tmp.path() + "/mpirun"}});
+  r = RunProcess({RingpilotBinary(), "--version"}, {{"RINGPILOT_TRAINER", tmp.path() + "/none"},
+                                                    {"RINGPILOT_MPIRUN", tmp.path() + "/mpirun"}});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.out.find("libtorch        unknown: " + tmp.path() + "/none not found"),
             std::string::npos)

@@ -37,19 +37,17 @@ TEST(JobErrors, EveryKeyProblemInOnePass) {
   EXPECT_EQ(lines[0], "f.yaml:4:3: train.stpes: unknown key (did you mean train.steps?)");
   EXPECT_EQ(lines[1].rfind("f.yaml:5:7: train.lr: must be in (0, 100], got -1", 0), 0u);
   EXPECT_EQ(lines[2].rfind("f.yaml:6:19: comm.bucket_mb: must be in (0, 4096]", 0), 0u);
-  EXPECT_EQ(lines[3].rfind("f.yaml:7:16: metrics.bind: must be an IPv4 address", 0), 0u);
+  EXPECT_EQ(lines[3].rfind("f.yaml:7:17: metrics.bind: must be an IPv4 address", 0), 0u);
   EXPECT_EQ(lines[4].rfind("--set[1]:1:13: train.steps: expected an integer", 0), 0u);
   // The cross-key rule of the good override still runs.
-  EXPECT_EQ(lines[5].rfind("--set[2]:1:13: world.nodes: launch.backend local runs on one node",
-                           0),
+  EXPECT_EQ(lines[5].rfind("--set[2]:1:13: world.nodes: launch.backend local runs on one node", 0),
             0u);
   // what() is the same lines, one per line.
   try {
     ParseJobConfig("name: t\nmodel: {name: x}\ntrain: {steps: 0}\n", "g.yaml");
     FAIL() << "accepted";
   } catch (const ConfigError& e) {
-    EXPECT_EQ(std::string(e.what()),
-              e.lines()[0] + "\n" + e.lines()[1]);
+    EXPECT_EQ(std::string(e.what()), e.lines()[0] + "\n" + e.lines()[1]);
     EXPECT_EQ(e.lines().size(), 2u);
   }
 }
@@ -98,13 +96,13 @@ TEST(JobErrors, RenamedKeyNamesItsSuccessor) {
 }
 
 TEST(JobErrors, RenderKeys) {
-  const JobConfig c = ParseJobConfig(
-      std::string(kMinimal) +
-          "slurm:\n"
-          "  directives: [\"--constraint=h100&ib\", \"--exclusive\", \"--mem=0\"]\n"
-          "  setup: [\"module load cuda/13\", \"source /opt/venv/bin/activate\"]\n"
-          "k8s: {cpu_per_rank: 1500m, memory_per_rank: 8Gi}\n",
-      "f.yaml");
+  const JobConfig c =
+      ParseJobConfig(std::string(kMinimal) +
+                         "slurm:\n"
+                         "  directives: [\"--constraint=h100&ib\", \"--exclusive\", \"--mem=0\"]\n"
+                         "  setup: [\"module load cuda/13\", \"source /opt/venv/bin/activate\"]\n"
+                         "k8s: {cpu_per_rank: 1500m, memory_per_rank: 8Gi}\n",
+                     "f.yaml");
   EXPECT_EQ(c.slurm.directives,
             (std::vector<std::string>{"--constraint=h100&ib", "--exclusive", "--mem=0"}));
   EXPECT_EQ(c.slurm.setup.size(), 2u);
@@ -115,12 +113,12 @@ TEST(JobErrors, RenderKeys) {
   EXPECT_EQ(again.slurm.directives, c.slurm.directives);
   EXPECT_EQ(again.slurm.setup, c.slurm.setup);
 
-  const std::vector<std::string> bad = Problems(
-      std::string(kMinimal) +
-      "slurm: {directives: [\"--exclusive\", \"-C h100\", \"--time=10\"], setup: [\"\"]}\n"
-      "k8s: {cpu_per_rank: lots}\n");
+  const std::vector<std::string> bad =
+      Problems(std::string(kMinimal) +
+               "slurm: {directives: [\"--exclusive\", \"-C h100\", \"--time=10\"], setup: [\"\"]}\n"
+               "k8s: {cpu_per_rank: lots}\n");
   ASSERT_EQ(bad.size(), 3u) << ::testing::PrintToString(bad);
-  EXPECT_NE(bad[0].find("f.yaml:3:36: slurm.directives: must be --option or --option=value"),
+  EXPECT_NE(bad[0].find("f.yaml:3:37: slurm.directives: must be --option or --option=value"),
             std::string::npos);
   // The list stops at its first bad item: one line per key.
   EXPECT_NE(bad[1].find("slurm.setup: must be one shell line"), std::string::npos);

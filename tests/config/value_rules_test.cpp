@@ -39,9 +39,9 @@ TEST(SlurmValueRules, Directives) {
                          "--mail-user=a@b.example", "--export=ALL,A=b"}) {
     EXPECT_EQ(CheckSbatchDirective(ok), "") << ok;
   }
-  for (const char* bad : {"", "--", "-C", "-C h100", "exclusive", "--constraint=a b",
-                          "--comment='x'", "--x=$(id)", "--x=`id`", "--x=a;b", "--X", "--=1",
-                          "--mem=", "--a=#b", "--1a"}) {
+  for (const char* bad :
+       {"", "--", "-C", "-C h100", "exclusive", "--constraint=a b", "--comment='x'", "--x=$(id)",
+        "--x=`id`", "--x=a;b", "--X", "--=1", "--mem=", "--a=#b", "--1a"}) {
     EXPECT_NE(CheckSbatchDirective(bad), "") << bad;
   }
   // What the script renders from job keys is refused with the key to set instead.
@@ -54,7 +54,9 @@ TEST(SlurmValueRules, Directives) {
 
 TEST(SlurmValueRules, SetupLines) {
   EXPECT_EQ(CheckSlurmSetupLine("module load cuda/13 && echo \"$PATH\""), "");
-  for (const char* bad : {"", "a\nb", "a\tb", "a\rb"}) EXPECT_NE(CheckSlurmSetupLine(bad), "");
+  for (const char* bad : {"", "a\nb", "a\tb", "a\rb", "echo a \\"}) {
+    EXPECT_NE(CheckSlurmSetupLine(bad), "") << bad;
+  }
   EXPECT_NE(CheckSlurmSetupLine(std::string(4097, 'a')), "");
 }
 

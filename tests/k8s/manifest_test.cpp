@@ -109,10 +109,10 @@ TEST(K8sManifest, WorkersGetGpusRdmaShmIpcLockAndNonRootUser) {
 }
 
 TEST(K8sManifest, CpuJobWithoutRdmaRequestsNoExtendedResources) {
-  const YAML::Node job = FindKind(Render(Job({"world.device=cpu", "k8s.rdma_resource=\"\"",
-                                              "k8s.cpu_per_rank=1500m", "k8s.memory_per_rank=1Gi",
-                                              "k8s.shm_size=512Mi"})),
-                                  "MPIJob");
+  const YAML::Node job =
+      FindKind(Render(Job({"world.device=cpu", "k8s.rdma_resource=\"\"", "k8s.cpu_per_rank=1500m",
+                           "k8s.memory_per_rank=1Gi", "k8s.shm_size=512Mi"})),
+               "MPIJob");
   const YAML::Node r = Container(job, "Worker")["resources"];
   EXPECT_FALSE(r["limits"]["nvidia.com/gpu"]);
   EXPECT_FALSE(r["limits"]["rdma/ib"]);

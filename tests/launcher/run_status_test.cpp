@@ -44,8 +44,8 @@ struct RunDir {
   void Beat(int rank, double unix, int64_t step, const std::string& phase, const char* loss) {
     WriteFile(layout.logs + "/rank-" + std::to_string(rank) + ".heartbeat",
               "{\"rank\": " + std::to_string(rank) + ", \"step\": " + std::to_string(step) +
-                  ", \"steps\": 40, \"phase\": \"" + phase + "\", \"unix\": " +
-                  std::to_string(unix) + ", \"loss\": " + loss + "}\n");
+                  ", \"steps\": 40, \"phase\": \"" + phase +
+                  "\", \"unix\": " + std::to_string(unix) + ", \"loss\": " + loss + "}\n");
   }
 };
 
@@ -101,7 +101,7 @@ TEST(RunStatus, RunningFromTheRecordAndRankZerosHeartbeat) {
   d.Record(RunState::kRunning, static_cast<int>(::getpid()), base::HostName(),
            base::FormatLogTime(now - 60));
   d.Beat(0, now - 1, 12, "step", "2.5");
-  d.Beat(1, now - 30, 12, "step", "null");  // stale: not heartbeating
+  d.Beat(1, now - 30, 12, "step", "null");   // stale: not heartbeating
   d.Beat(2, now - 3600, 3, "step", "null");  // before this run started: left out
   base::MakeDirs(d.layout.checkpoints + "/step-00000010");
   base::MakeDirs(d.layout.checkpoints + "/.tmp-step-00000020-1");  // unfinished: ignored
@@ -157,7 +157,7 @@ TEST(RunStatus, StoppedFinishedFailedAndUnknown) {
   s = ReadRunStatus(d.layout.root, 0);
   EXPECT_EQ(s.state, "stopped");
   EXPECT_EQ(s.detail, "how it ended");
-  EXPECT_EQ(s.step, 17);  // the stop's checkpoint
+  EXPECT_EQ(s.step, 17);                // the stop's checkpoint
   EXPECT_EQ(s.first_failing_rank, -1);  // an older failure.json is not this run's
 
   d.Record(RunState::kFinished, 1, base::HostName(), base::LogTimeNow());

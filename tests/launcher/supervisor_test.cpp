@@ -12,8 +12,8 @@
 
 #include "base/environment.h"
 #include "base/exit_status.h"
-#include "launcher/mpirun_command.h"
 #include "base/time.h"
+#include "launcher/mpirun_command.h"
 #include "launcher/run_dir.h"
 #include "launcher/run_state.h"
 #include "launcher/supervisor.h"

@@ -128,8 +128,9 @@ TEST(SlurmRender, ExtraDirectivesAndSetupLines) {
   ASSERT_NE(extra, std::string::npos) << s;
   // Every #SBATCH line comes before the first command (sbatch stops reading there).
   EXPECT_LT(extra, s.find("set -euo pipefail"));
-  const size_t setup =
-      s.find("set +u\nmodule load cuda/13\nsource /opt/venv/bin/activate\nset -u\n");
+  const size_t setup = s.find(
+      "set +u\n# shellcheck disable=SC1090,SC1091\n{\nmodule load cuda/13\nsource "
+      "/opt/venv/bin/activate\n}\nset -u\n");
   ASSERT_NE(setup, std::string::npos) << s;
   EXPECT_LT(s.find("RINGPILOT_JOB_EOF\n\n"), setup);  // after the job file is written
   EXPECT_LT(setup, s.find("\"$ringpilot\" run"));

@@ -27,11 +27,11 @@ TEST(SlurmCli, RenderedScriptPassesBashNAndShellcheck) {
   TempDir dir;
   const std::string job = WriteJob(dir);
   for (const std::string device : {"cuda", "cpu", "auto"}) {
-    const ProcessResult r = RunProcess(
-        {RingpilotBinary(), "slurm", "render", job, "--set", "world.device=" + device, "--set",
-         "slurm.run_root=" + dir.path() + "/runs", "--set",
-         "slurm.directives=[\"--exclusive\", \"--constraint=h100|a100\"]", "--set",
-         "slurm.setup=[\"module load cuda/13\", \"source /opt/venv/bin/activate\"]"});
+    const ProcessResult r =
+        RunProcess({RingpilotBinary(), "slurm", "render", job, "--set", "world.device=" + device,
+                    "--set", "slurm.run_root=" + dir.path() + "/runs", "--set",
+                    "slurm.directives=[\"--exclusive\", \"--constraint=h100|a100\"]", "--set",
+                    "slurm.setup=[\"module load cuda/13\", \"source /opt/venv/bin/activate\"]"});
     ASSERT_EQ(r.exit_code, 0) << r.err;
     const std::string script = dir.path() + "/job.sbatch";
     WriteFile(script, r.out);
@@ -114,8 +114,7 @@ TEST(SlurmCli, Usr1IsForwardedAndAPreemptedRunIsRequeued) {
   EXPECT_EQ(ReadFile(record), "");
 
   // A stop `ringpilot stop` asked for (RUN_DIR/stop-request) ends the job without a requeue.
-  WriteFile(bin + "/ringpilot",
-            "#!/bin/bash\ntouch \"$4/stop-request\"\nexit 75\n", true);
+  WriteFile(bin + "/ringpilot", "#!/bin/bash\ntouch \"$4/stop-request\"\nexit 75\n", true);
   const ProcessResult stopped =
       RunProcess({"bash", dir.path() + "/job.sbatch"}, {{"SLURM_JOB_ID", "4242"},
                                                         {"SLURM_JOB_NODELIST", "n[1-2]"},

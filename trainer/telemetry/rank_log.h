@@ -32,7 +32,8 @@ class RankLog {
   void Fatal(const std::string& line);
 
  private:
-  void Write(const char* level, const std::string& line, FILE* echo, const std::string& echo_prefix);
+  void Write(const char* level, const std::string& line, FILE* echo,
+             const std::string& echo_prefix);
   std::string Prefix() const;  // of echoed INFO/WARN lines
   std::mutex mu_;
   FILE* file_ = nullptr;
