@@ -6,10 +6,17 @@ namespace ringpilot::base {
 
 /// The run directory (absolute, so ranks on other hosts find it too).
 inline constexpr const char* kRunDirVar = "RINGPILOT_RUN_DIR";
+/// Restarts before this attempt: 0 for the first attempt, then 1, 2, ... (a program under
+/// `ringpilot exec` also gets it as torchrun's TORCHELASTIC_RESTART_COUNT). A count, not
+/// an attempt's number: that is RINGPILOT_ATTEMPT.
+inline constexpr const char* kRestartVar = "RINGPILOT_RESTART";
 /// Attempt number of this `ringpilot run`: 1 for the first attempt, then 2, 3, ... after
-/// restarts. The one numbering of attempts: the launcher's messages, the rank logs'
-/// `attempt N`, RUN_DIR/attempts/N/, summary.json's `attempt` and `ringpilot status`.
+/// restarts (always RINGPILOT_RESTART + 1). The one numbering of attempts: the launcher's
+/// messages, the rank logs' `attempt N`, RUN_DIR/attempts/N/, summary.json's `attempt`,
+/// launcher.json and `ringpilot status`.
 inline constexpr const char* kAttemptVar = "RINGPILOT_ATTEMPT";
+/// launch.max_restarts of the job (torchrun's TORCHELASTIC_MAX_RESTARTS under exec).
+inline constexpr const char* kMaxRestartsVar = "RINGPILOT_MAX_RESTARTS";
 /// "1" when `ringpilot run --verbose`: rank 0 also echoes its start-up detail (cluster
 /// view, placement plan) to the terminal; it is in logs/rank-N.log either way.
 inline constexpr const char* kVerboseVar = "RINGPILOT_VERBOSE";

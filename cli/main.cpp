@@ -68,12 +68,24 @@ int Main(int argc, char** argv) {
       "derived from mpirun or srun: ringpilot exec -- CMD ARGS...");
   // Everything after `--` is the worker's command line, verbatim (its own options and any
   // further `--` included).
-  std::vector<std::string> exec_command;
+  ExecArgs exec_args;
   bool no_nccl_metrics = false;
   exec->add_flag("--no-nccl-metrics", no_nccl_metrics,
                  "Do not load the NCCL profiler plugin (NCCL_PROFILER_PLUGIN, per-rank NCCL "
                  "metrics on metrics.port_base + RANK)");
-  exec->add_option("CMD", exec_command, "Command and its arguments, after --");
+  exec->add_option("--log-dir", exec_args.log_dir,
+                   "Run CMD as a child: its output also goes to DIR/rank-RANK.log, which ends "
+                   "with a FATAL line when it fails (how `ringpilot run` starts a "
+                   "launch.command job)")
+      ->type_name("DIR");
+  exec->add_option("--bind", exec_args.bind,
+                   "Place the rank first as the trainer does (GPU order, NCCL's NIC, CPU "
+                   "binding): auto, numa, cores or none (plan without binding)")
+      ->type_name("POLICY");
+  exec->add_option("--device", exec_args.device,
+                   "With --bind: auto (CUDA when the node has a GPU), cuda or cpu")
+      ->type_name("DEVICE");
+  exec->add_option("CMD", exec_args.command, "Command and its arguments, after --");
 
   // slurm render|submit, k8s render: their handlers run (and exit) from parse callbacks.
   AddRunDirCommands(app);
@@ -106,7 +118,8 @@ int Main(int argc, char** argv) {
 
   if (*validate) return RunValidate(validate_job, validate_sets, print);
   if (*run) return RunJob(run_args);
-  return RunExec(exec_command, !no_nccl_metrics);
+  exec_args.nccl_metrics = !no_nccl_metrics;
+  return RunExec(exec_args);
 }
 
 }  // namespace

@@ -183,7 +183,8 @@ void Loader::LoadText(const std::string& text) {
   } catch (const YAML::Exception& e) {
     Fail(origin.At(e.mark), "<yaml>", e.msg);
   }
-  const std::string expected = "a job file is a mapping of keys with at least name and model.name";
+  const std::string expected =
+      "a job file is a mapping of keys with at least name and model.name (or launch.command)";
   if (docs.empty() || docs[0].IsNull()) {
     Fail(docs.empty() ? origin.Start() : origin.At(docs[0].Mark()), kDocumentKey,
          "empty document; " + expected);
@@ -342,6 +343,27 @@ void Loader::CrossFailAt(const std::vector<std::string>& keys, const std::string
 
 void Loader::CrossCheck() {
   const JobConfig& c = config_;
+  if (RunsCommand(c)) {
+    // The program takes its own arguments: a trainer key next to it would be ignored, and
+    // an ignored key is a surprise. Each one given in the file (or --set) is named, in the
+    // order given.
+    std::vector<std::pair<int, std::string>> trainer_keys;  // (ordinal, path)
+    for (const KeySpec& spec : Schema()) {
+      const auto it = given_.find(spec.path);
+      if (spec.trainer_only && it != given_.end()) {
+        trainer_keys.emplace_back(it->second.ordinal, spec.path);
+      }
+    }
+    std::sort(trainer_keys.begin(), trainer_keys.end());
+    for (const auto& [ordinal, key] : trainer_keys) {
+      Collect(key, [&, key = key] {
+        Fail(given_.at(key).where, key,
+             "only the built-in trainer reads " + key +
+                 ", but launch.command runs your own program (give your program the setting "
+                 "as an argument, or leave launch.command out to train model.name)");
+      });
+    }
+  }
   const int64_t world = static_cast<int64_t>(c.world.nodes) * c.world.procs_per_node;
   const std::string world_text = "world size " + std::to_string(world) + " (world.nodes " +
                                  std::to_string(c.world.nodes) + " x world.procs_per_node " +
@@ -475,11 +497,12 @@ JobConfig Loader::Finish() {
   if (!IsGiven("name") && !Rejected("name")) {
     Collect("name", [&] { Fail(root_, "name", "required key missing"); });
   }
-  if (!IsGiven("model.name") && !Rejected("model.name")) {
+  if (!IsGiven("model.name") && !Rejected("model.name") && !RunsCommand(config_)) {
     const auto model = sections_.find("model");
     Collect("model.name", [&] {
       Fail(model != sections_.end() ? model->second : root_, "model.name",
-           "required key missing (one of resnet18-cifar, resnet50, bert-tiny, bert-base)");
+           "required key missing (one of resnet18-cifar, resnet50, bert-tiny, bert-base; or "
+           "launch.command to run your own program)");
     });
   }
   if (config_.model.name == ModelName::kResnet50 && !IsGiven("model.num_classes")) {
@@ -651,13 +674,16 @@ std::string EmitJobConfig(const JobConfig& config) {
   out << YAML::BeginMap;
   std::string open_section;
   for (const KeySpec& spec : Schema()) {
+    if (spec.trainer_only && RunsCommand(config)) continue;
+    const detail::Value value = spec.get(config);
+    if (spec.omit_empty && value.is_list && value.items.empty()) continue;
     if (spec.section != open_section) {
       if (!open_section.empty()) out << YAML::EndMap;
       out << YAML::Key << spec.section << YAML::Value << YAML::BeginMap;
       open_section = spec.section;
     }
     out << YAML::Key << spec.leaf << YAML::Value;
-    EmitValue(out, spec.get(config));
+    EmitValue(out, value);
   }
   if (!open_section.empty()) out << YAML::EndMap;
   out << YAML::EndMap;

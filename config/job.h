@@ -50,6 +50,10 @@ struct LaunchConfig {
   int master_port = kDefaultMasterPort;  ///< MASTER_PORT for `ringpilot exec` workers
   std::vector<std::string> mpirun_args;  ///< extra mpirun arguments, passed verbatim (no shell)
   bool preflight = true;  ///< `ringpilot run` runs a quick `doctor` first (docs/doctor.md)
+  /// The user's own program (argv, no shell) instead of the built-in trainer: every rank
+  /// runs it under `ringpilot exec` with the torchrun environment. Empty: the trainer
+  /// trains model.name. Never an empty list in a job file (leave the key out instead).
+  std::vector<std::string> command;
 };
 
 /// model.vocab_size 0 with synthetic data: BERT's WordPiece vocabulary.
@@ -217,6 +221,10 @@ struct JobConfig {
   std::string source;  ///< file the config came from (for messages), not a job key
 };
 
+/// The job runs launch.command (a program of the user's) rather than the built-in trainer:
+/// model.* and the other trainer-only keys are then not given (config.md, "Programs").
+inline bool RunsCommand(const JobConfig& config) { return !config.launch.command.empty(); }
+
 /// A rejected job file or override: one line per problem, each
 /// `FILE:LINE:COL: KEY: problem` (for `--set`, FILE is `--set[N]` and LINE is 1).
 /// `what()` is those lines joined by newlines (no trailing newline).
@@ -250,7 +258,8 @@ JobConfig ParseJobConfig(const std::string& yaml_text, const std::string& source
 JobConfig LoadJobConfigFor(Backend backend, const std::string& path,
                            const std::vector<std::string>& overrides = {});
 
-/// Canonical YAML with every key (defaults included). ParseJobConfig(EmitJobConfig(c))
+/// Canonical YAML with every key (defaults included; a launch.command job without the
+/// trainer-only keys, a job without one without launch.command). ParseJobConfig(EmitJobConfig(c))
 /// reproduces c exactly.
 std::string EmitJobConfig(const JobConfig& config);
 

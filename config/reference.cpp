@@ -13,8 +13,8 @@ using detail::Schema;
 
 /// The default of `spec` as shown in the reference.
 std::string DefaultText(const KeySpec& spec) {
-  if (spec.required) return "required";
   if (!spec.default_doc.empty()) return spec.default_doc;
+  if (spec.required) return "required";
   const detail::Value v = spec.get(JobConfig{});
   if (!v.is_list) return "`" + v.scalar + "`";
   std::string out = "`[";
@@ -40,8 +40,9 @@ config/schema.cpp; do not edit by hand. -->
 
 A job file is one YAML document whose top level is a mapping: the job's `name` and one
 mapping per section below (`world`, `launch`, ...), in block or flow style
-(`train: {steps: 100, lr: 0.1}`). Every key is optional except `name` and `model.name`;
-a key left out takes its default. Unknown keys (with a suggestion for a near miss), null
+(`train: {steps: 100, lr: 0.1}`). Every key is optional except `name` and `model.name`
+(which a job that runs its own program, `launch.command`, leaves out); a key left out
+takes its default. Unknown keys (with a suggestion for a near miss), null
 values, duplicate keys, a section that is not a mapping and values of the wrong type or out
 of range are all rejected. Integers are written as integers (`100`, not `1e2` or `100.0`),
 booleans as `true` or `false`, and a quoted scalar is always a string (`"100"` is not an
@@ -81,6 +82,10 @@ the default of a rejected key). A renamed key is an error naming its new name
 
 Checked after all overrides, reported at the key given last:
 
+- `launch.command` (your own program) rules out the keys only the built-in trainer reads:
+  `model.*`, `data.*`, `eval.*`, `train.*`, `comm.*` but `comm.timeout_s`,
+  `checkpoint.*`, `trace.*`, `fault.*` and `metrics.gpu_sample_seconds`; without it
+  `model.name` is required. Such a job's resolved `job.yaml` leaves those keys out.
 - `comm.first_bucket_mb` <= `comm.bucket_mb`.
 - `train.cuda_graphs: true` needs `world.device` `cuda` or `auto`.
 - `launch.backend: local` needs `world.nodes: 1`.

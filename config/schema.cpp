@@ -410,6 +410,46 @@ KeySpec StringListKey(const std::string& path, Field<std::vector<std::string>> f
   return k;
 }
 
+// launch.command: argv of the user's program. Any scalar is taken as its text (yaml-cpp
+// keeps `0.10` as written), so only what cannot be an argument is refused.
+KeySpec CommandKey(const std::string& path, Field<std::vector<std::string>> field,
+                   std::string meaning) {
+  KeySpec k = Base(path, ValueType::kStringList,
+                   "non-empty list of strings; the first names the program (PATH is searched "
+                   "when it has no `/`)",
+                   std::move(meaning));
+  k.default_doc = "none (the built-in trainer)";
+  k.omit_empty = true;
+  k.assign = [path, field](const YAML::Node& node, const Origin& origin, JobConfig& c) {
+    const std::string expected = "a list: the program and its arguments, e.g. [python3, train.py]";
+    if (!node.IsSequence()) TypeFail(path, node, origin, expected);
+    if (node.size() == 0) {
+      Fail(origin.At(node.Mark()), path,
+           "empty list; give the program and its arguments (e.g. [python3, train.py]), or leave "
+           "the key out to train model.name with the built-in trainer");
+    }
+    std::vector<std::string> argv;
+    for (const auto& item : node) {
+      const std::string tag = item.IsScalar() ? item.Tag() : "";
+      if (tag != "?" && tag != "!" && tag != "tag:yaml.org,2002:str") {
+        TypeFail(path, item, origin, "a string (one argument of the program)");
+      }
+      argv.push_back(ReadString(path, item, origin));
+      if (argv.size() == 1 && argv[0].empty()) {
+        Fail(origin.At(item.Mark()), path, "the program (the first item) is an empty string");
+      }
+    }
+    field(c) = std::move(argv);
+  };
+  k.get = [field](const JobConfig& c) {
+    Value v;
+    v.is_list = true;
+    v.items = Read(field, c);
+    return v;
+  };
+  return k;
+}
+
 std::vector<KeySpec> BuildSchema() {
   using JC = JobConfig;
   std::vector<KeySpec> s;
@@ -446,10 +486,18 @@ std::vector<KeySpec> BuildSchema() {
       BoolKey("launch.preflight", Member(&JC::launch, &LaunchConfig::preflight),
               "`ringpilot run` first runs a quick `doctor` on this host (RUN_DIR/doctor.json, "
               "doctor.prom) and refuses to start on a FAIL unless `--force`"));
+  s.push_back(CommandKey(
+      "launch.command", Member(&JC::launch, &LaunchConfig::command),
+      "your own training program instead of the built-in trainer, e.g. [python3, train.py, "
+      "--lr, \"0.1\"] (no shell): every rank runs it under `ringpilot exec` (torchrun's "
+      "variables, NCCL metrics, placement), its output in logs/rank-N.log; the keys only the "
+      "trainer reads (model, data, eval, train, comm but comm.timeout_s, checkpoint, trace, "
+      "fault, metrics.gpu_sample_seconds) are then not allowed (docs/programs.md)"));
 
   KeySpec model = EnumKey("model.name", Member(&JC::model, &ModelConfig::name), Names(kModelNames),
                           "model to train");
   model.required = true;
+  model.default_doc = "required (unless `launch.command`)";
   s.push_back(std::move(model));
   s.push_back(BoolKey("model.sync_batchnorm", Member(&JC::model, &ModelConfig::sync_batchnorm),
                       "BatchNorm statistics over the whole world, not per rank"));
@@ -642,7 +690,8 @@ std::vector<KeySpec> BuildSchema() {
                        false,
                        "collective timeout, seconds (MPI and NCCL): a rank that waits this long "
                        "in one ends the job, and the failure report names the rank behind "
-                       "(docs/faults.md)"));
+                       "(docs/faults.md); a launch.command job is stopped as hung when a rank's "
+                       "NCCL collective is in flight this long (docs/programs.md)"));
   s.push_back(EnumKey("comm.nccl_cta_policy", Member(&JC::comm, &CommConfig::nccl_cta_policy),
                       Names(kCtaPolicyNames),
                       "NCCL's CTA policy (NCCL >= 2.27): default (NCCL's choice), efficiency "
@@ -795,6 +844,14 @@ std::vector<KeySpec> BuildSchema() {
       "positive quantity (`32Gi`)",
       "worker pod memory request and limit: this x world.procs_per_node + k8s.shm_size "
       "(/dev/shm is memory the pod is charged for)"));
+  // What only the built-in trainer reads: a launch.command job must not set it (the
+  // program takes its own arguments), and its resolved job file leaves it out.
+  static const std::set<std::string> kTrainerSections = {"model", "data",       "eval",  "train",
+                                                         "comm",  "checkpoint", "trace", "fault"};
+  for (KeySpec& k : s) {
+    k.trainer_only = (kTrainerSections.count(k.section) != 0 && k.path != "comm.timeout_s") ||
+                     k.path == "metrics.gpu_sample_seconds";
+  }
   return s;
 }
 

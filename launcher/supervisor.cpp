@@ -37,6 +37,10 @@ constexpr int64_t kDrainTimeoutNs = 2'000'000'000;
 // FATAL lines this much older than an attempt's start still count for it: ranks on other
 // hosts stamp them with their own clocks.
 constexpr int64_t kFatalClockSlackNs = 1'000'000'000;
+// How often the heartbeats are read for a rank that gave up, and how long mpirun has after
+// SIGTERM before its process group is killed, when abort_grace_s ran out.
+constexpr int64_t kAbortCheckIntervalNs = 1'000'000'000;
+constexpr int64_t kAbortKillDelayNs = 5'000'000'000;
 
 int64_t ClockNs(clockid_t clock) {
   timespec ts{};
@@ -222,7 +226,9 @@ Supervisor::Attempt Supervisor::RunAttempt(const SupervisedCommand& command, int
   Attempt attempt;
   base::Environment env = command.env;
   env[base::kRunDirVar] = options_.run_dir;
+  env[base::kRestartVar] = std::to_string(number - 1);
   env[base::kAttemptVar] = std::to_string(number);
+  env[base::kMaxRestartsVar] = std::to_string(options_.max_restarts);
   {
     char stamp[32];
     std::snprintf(
@@ -307,11 +313,14 @@ Supervisor::Attempt Supervisor::RunAttempt(const SupervisedCommand& command, int
 
   Stream streams[2] = {{out_pipe[0], options_.stdout_fd, {}},
                        {err_pipe[0], options_.stderr_fd, {}}};
+  AbortWatch abort_watch;
   bool exited = false;
   bool killed = false;
   int status = 0;
   int64_t drain_deadline = 0;
   int64_t kill_deadline = 0;
+  const auto hang_period_ns = static_cast<int64_t>(options_.hang_check_period_s * 1e9);
+  int64_t next_hang_check = ClockNs(CLOCK_MONOTONIC) + hang_period_ns;
   char buf[16384];
   while (true) {
     if (!exited) {
@@ -361,7 +370,20 @@ Supervisor::Attempt Supervisor::RunAttempt(const SupervisedCommand& command, int
     for (const int sig : TakeSignals()) {
       if (!exited) OnSignal(sig, pid, &kill_deadline);
     }
-    if (interrupt_signal_ != 0 && !exited && !killed && ClockNs(CLOCK_MONOTONIC) > kill_deadline) {
+    if (!exited && !killed) WatchForAbort(pid, &abort_watch, &attempt, &killed);
+    if (options_.hang_check && !exited && attempt.hang.empty() && interrupt_signal_ == 0 &&
+        ClockNs(CLOCK_MONOTONIC) > next_hang_check) {
+      next_hang_check = ClockNs(CLOCK_MONOTONIC) + hang_period_ns;
+      attempt.hang = options_.hang_check(static_cast<double>(attempt.start_ns) * 1e-9);
+      if (!attempt.hang.empty()) {
+        Report("ringpilot: job hung: " + attempt.hang + "; stopping this attempt");
+        kill_deadline =
+            ClockNs(CLOCK_MONOTONIC) + static_cast<int64_t>(options_.kill_grace_s * 1e9);
+        ::kill(-pid, SIGTERM);
+      }
+    }
+    if ((interrupt_signal_ != 0 || !attempt.hang.empty()) && !exited && !killed &&
+        ClockNs(CLOCK_MONOTONIC) > kill_deadline) {
       Report("ringpilot: mpirun did not stop within " + std::to_string(options_.kill_grace_s) +
              " s; killing its process group");
       ::kill(-pid, SIGKILL);
@@ -378,6 +400,40 @@ Supervisor::Attempt Supervisor::RunAttempt(const SupervisedCommand& command, int
     attempt.exit_code = WEXITSTATUS(status);
   }
   return attempt;
+}
+
+void Supervisor::WatchForAbort(pid_t pid, AbortWatch* watch, Attempt* attempt, bool* killed) {
+  if (options_.abort_grace_s <= 0 || interrupt_signal_ != 0) return;
+  const int64_t now = ClockNs(CLOCK_MONOTONIC);
+  if (watch->seen_ns == 0) {
+    if (now < watch->next_check_ns) return;
+    watch->next_check_ns = now + kAbortCheckIntervalNs;
+    const double since = static_cast<double>(attempt->start_ns - kFatalClockSlackNs) * 1e-9;
+    for (const auto& [rank, beat] : ReadHeartbeats(RunDirLayout(options_.run_dir).logs, since)) {
+      if (beat.phase == "abort") {
+        watch->seen_ns = now;
+        watch->rank = rank;
+        break;
+      }
+    }
+    return;
+  }
+  const int64_t grace_ns = static_cast<int64_t>(options_.abort_grace_s * 1e9);
+  if (watch->term_ns == 0 && now - watch->seen_ns > grace_ns) {
+    char why[256];
+    std::snprintf(why, sizeof why,
+                  "mpirun had not ended the job %.0f s after rank %d gave up (launch's "
+                  "abort grace); a host it cannot reach (network down?) holds it",
+                  options_.abort_grace_s, watch->rank);
+    attempt->stopped_because = why;
+    Report(std::string("ringpilot: ") + why + "; stopping mpirun");
+    ::kill(-pid, SIGTERM);
+    watch->term_ns = now;
+  } else if (watch->term_ns != 0 && now - watch->term_ns > kAbortKillDelayNs) {
+    Report("ringpilot: mpirun did not stop after SIGTERM; killing its process group");
+    ::kill(-pid, SIGKILL);
+    *killed = true;
+  }
 }
 
 void Supervisor::OnSignal(int sig, pid_t pid, int64_t* kill_deadline) {
@@ -436,9 +492,19 @@ bool Supervisor::WaitForRestart() {
 
 void Supervisor::ReportFailure(const Attempt& last, int attempts, JobOutcome* outcome, bool final) {
   const RunDirLayout layout(options_.run_dir);
-  const FailureReport report =
+  FailureReport report =
       AnalyzeFailure(layout.logs, last.start_ns - kFatalClockSlackNs, last.output, attempts,
                      last.exit_code, last.term_signal);
+  report.mpirun_stopped_because = last.stopped_because;
+  if (!last.hang.empty()) {
+    // We stopped it: the ranks' own lines say "stopped", and the rank to blame is the one
+    // the others waited for.
+    report.hang = last.hang;
+    if (report.rank_behind >= 0) {
+      report.first_failing_rank = report.rank_behind;
+      report.rank_source = "hang";
+    }
+  }
   if (outcome) outcome->first_failing_rank = report.first_failing_rank;
   // Every failed attempt keeps its own report; the job's final one is failure.json.
   const std::string path = final ? layout.failure_json : layout.AttemptFailureJson(attempts);
@@ -492,7 +558,7 @@ JobOutcome Supervisor::Run(const SupervisedCommand& command) {
       outcome.exit_status = 127;
       return Ended(outcome);
     }
-    if (attempt.term_signal == 0 && attempt.exit_code == 0) {
+    if (attempt.term_signal == 0 && attempt.exit_code == 0 && attempt.hang.empty()) {
       if (restart > 0) {
         Report("ringpilot: job finished after " + std::to_string(restart) + " restart(s)");
       }
@@ -506,6 +572,7 @@ JobOutcome Supervisor::Run(const SupervisedCommand& command) {
       return Ended(Preempted(attempt, outcome));
     }
     outcome.exit_status = attempt.term_signal != 0 ? 128 + attempt.term_signal : attempt.exit_code;
+    if (outcome.exit_status == 0) outcome.exit_status = base::kExitFailure;  // hung, stopped
     // A rank that failed on something every attempt would meet again (the job file, a
     // port in use, a checkpoint of another model, bad data) says so with its exit status:
     // restarting would only repeat it.

@@ -22,6 +22,7 @@ struct SupervisorOptions {
   static constexpr int kDefaultMaxRestarts = 2;
   static constexpr double kDefaultRestartDelayS = 1.0;
   static constexpr double kDefaultKillGraceS = 30.0;
+  static constexpr double kDefaultAbortGraceS = 20.0;
 
   /// Whole-job restarts after a failure (attempts = 1 + max_restarts at most).
   int max_restarts = kDefaultMaxRestarts;
@@ -42,13 +43,27 @@ struct SupervisorOptions {
   /// After forwarding SIGINT/SIGTERM, how long mpirun may take to stop before its process
   /// group is killed.
   double kill_grace_s = kDefaultKillGraceS;
+  /// After a rank gave up (its heartbeat says "abort": it called MPI_Abort), how long
+  /// mpirun may take to end the job. mpirun waits for the daemons of every host, and one it
+  /// cannot reach (a cut link, a dead switch) holds it until TCP gives up, many minutes:
+  /// past this it is stopped (SIGTERM, then SIGKILL 5 s later), the attempt reported and
+  /// restarted. 0: wait for mpirun however long it takes.
+  double abort_grace_s = kDefaultAbortGraceS;
   /// Catch SIGINT/SIGTERM/SIGUSR1 while running (and forward them). A signal the process
   /// started with ignored stays ignored (a background job of a script).
   bool handle_signals = true;
+  /// Called every hang_check_period_s while an attempt runs, with the attempt's start (Unix
+  /// seconds). A non-empty answer (one line: why the job is stuck) stops the attempt as
+  /// failed: SIGTERM to mpirun's process group, SIGKILL after kill_grace_s; its failure
+  /// report is a hang naming the rank behind, and the usual restarts follow. Empty: never.
+  std::function<std::string(double attempt_start_unix)> hang_check;
+  double hang_check_period_s = 5.0;
 };
 
-/// The command of every attempt. The Supervisor adds RINGPILOT_RUN_DIR and
-/// RINGPILOT_ATTEMPT (1 for the first attempt, then 2, 3, ...) to `env`.
+/// The command of every attempt. The Supervisor adds RINGPILOT_RUN_DIR, RINGPILOT_RESTART
+/// (0 for the first attempt, then 1, 2, ...), RINGPILOT_ATTEMPT (1, 2, ...: the attempt's
+/// number everywhere, attempts/N/ included), RINGPILOT_MAX_RESTARTS and
+/// RINGPILOT_LAUNCH_UNIX to `env`.
 struct SupervisedCommand {
   std::vector<std::string> argv;  ///< argv[0] is resolved on env's PATH; no shell
   base::Environment env;
@@ -95,11 +110,24 @@ class Supervisor {
     int exit_code = -1;   // when it exited
     int term_signal = 0;  // when a signal killed it
     bool exec_failed = false;
+    std::string hang;  // hang_check's reason, when it stopped the attempt
     int64_t start_ns = 0;
     std::vector<std::string> output;  // the last lines mpirun printed (both streams)
+    /// Why ringpilot stopped mpirun itself (abort_grace_s ran out); empty otherwise.
+    std::string stopped_because;
+  };
+
+  // A rank that gave up (heartbeat phase "abort") and when mpirun was told to stop.
+  struct AbortWatch {
+    int64_t next_check_ns = 0;
+    int64_t seen_ns = 0;
+    int rank = -1;
+    int64_t term_ns = 0;
   };
 
   Attempt RunAttempt(const SupervisedCommand& command, int attempt);
+  // Stops mpirun (SIGTERM, then SIGKILL setting *killed) abort_grace_s after a rank gave up.
+  void WatchForAbort(pid_t pid, AbortWatch* watch, Attempt* attempt, bool* killed);
   void Relay(int out_fd, const std::string& line, Attempt* attempt);
   void AppendToLog(const std::string& line);
   bool WaitForRestart();  // false when a signal came in during the pause

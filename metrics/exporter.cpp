@@ -26,6 +26,8 @@
 #include <prometheus/collectable.h>
 #include <prometheus/exposer.h>
 
+#include "metrics/connection_gate.h"
+
 namespace ringpilot::metrics {
 // Defined in thread_stack.cpp; referencing it links the stack-size floor in.
 void LinkThreadStackFloor();
@@ -271,8 +273,25 @@ Exporter::Exporter(std::weak_ptr<prometheus::Collectable> metrics, ExporterOptio
   InitCivetwebOnce();
 
   const bool tls = !options_.tls_cert_pem.empty();
+  const std::string where = HostPort(options_.bind, options_.port);
+  // Clients reach civetweb through the gate (connection_gate.h), which holds a connection
+  // until its request header is complete: idle clients cannot occupy civetweb's workers.
+  // Binding the public port first reports a port in use before any thread starts.
+  ConnectionGateOptions gate;
+  gate.bind = address_;
+  gate.port = options_.port;
+  gate.header_timeout_ms = options_.request_timeout_ms;
+  gate.max_header_bytes = kMaxRequestHeaderBytes;
+  gate.max_pending = kMaxPendingConnections;
+  gate.inspect_headers = !tls;
+  try {
+    gate_ = std::make_unique<ConnectionGate>(gate);
+  } catch (const std::system_error& e) {
+    throw ExporterError("metrics exporter: cannot listen on " + where + ": " +
+                        std::strerror(e.code().value()));
+  }
   std::vector<std::string> config = {
-      "listening_ports",    HostPort(address_, options_.port) + (tls ? "s" : ""),
+      "listening_ports",    HostPort("127.0.0.1", 0) + (tls ? "s" : ""),
       "num_threads",        std::to_string(options_.threads),
       "request_timeout_ms", std::to_string(options_.request_timeout_ms),
       "enable_keep_alive",  "no",
@@ -302,7 +321,6 @@ Exporter::Exporter(std::weak_ptr<prometheus::Collectable> metrics, ExporterOptio
     t_start_log = nullptr;
     t_starting = nullptr;
   }
-  const std::string where = HostPort(options_.bind, options_.port);
   if (!exposer_) {
     ForgetExporter(this);
     std::string reason = start_log.empty() ? failure : start_log;
@@ -338,9 +356,17 @@ Exporter::Exporter(std::weak_ptr<prometheus::Collectable> metrics, ExporterOptio
     throw ExporterError("metrics exporter: listening on " + where +
                         " but civetweb reports no bound port");
   }
-  port_ = ports[0];
+  server_port_ = ports[0];
+  port_ = gate_->port();
   exposer_->RegisterCollectable(metrics);
   ready_.store(true, std::memory_order_release);
+  try {
+    gate_->Start(server_port_);
+  } catch (const std::system_error& e) {
+    exposer_.reset();
+    ForgetExporter(this);
+    throw ExporterError("metrics exporter: cannot serve on " + where + ": " + e.what());
+  }
 }
 
 Exporter::~Exporter() {
@@ -348,12 +374,13 @@ Exporter::~Exporter() {
   // them, so stopping alone takes up to 2 s. A connection to our own port ends the
   // slice early. It is repeated until the server has stopped because a connection that
   // lands before the flag is set is just served (and sees EOF) like any client.
+  gate_.reset();  // no new connections; relayed ones are closed
   std::atomic<bool> stopped{false};
   std::thread waker;
   try {
     waker = std::thread([this, &stopped] {
       while (!stopped.load(std::memory_order_relaxed)) {
-        PokeListener(address_, port_);
+        PokeListener("127.0.0.1", server_port_);
         std::this_thread::sleep_for(std::chrono::milliseconds(20));
       }
     });

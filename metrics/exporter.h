@@ -3,6 +3,7 @@
 #pragma once
 
 #include <atomic>
+#include <cstddef>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -17,6 +18,8 @@ class Exposer;
 struct mg_connection;
 
 namespace ringpilot::metrics {
+
+class ConnectionGate;
 
 /// Content-Type of GET /metrics (prometheus-cpp's; Prometheus reads it as text format 0.0.4).
 inline constexpr const char kExpositionContentType[] = "text/plain; charset=utf-8";
@@ -51,7 +54,8 @@ struct ExporterOptions {
   /// HTTP worker threads (1..kMaxThreads).
   int threads = kDefaultThreads;
   /// A client that stalls longer than this while sending or receiving is dropped,
-  /// so a stuck scraper cannot hold a worker thread forever.
+  /// so a stuck scraper cannot hold a worker thread forever; a new connection must have
+  /// sent its whole request header within this.
   int request_timeout_ms = kDefaultRequestTimeoutMs;
 };
 
@@ -61,7 +65,10 @@ struct ExporterOptions {
 ///                 client accepts it; Content-Type: text/plain; charset=utf-8)
 ///   HEAD /metrics 200 with the Content-Type and no body (nothing is collected)
 ///   GET /         a short HTML page that links /metrics
-///   anything else 404; methods other than GET/HEAD 405.
+///   anything else 404; methods other than GET/HEAD 405; a request header over 16 KiB 431.
+/// Connections reach the HTTP server only once their request header is complete
+/// (connection_gate.h): clients that connect and send nothing, or trickle, wait in one
+/// epoll thread, not in a worker, so they cannot hold scrapes up.
 /// With basic auth configured every path answers 401 (with WWW-Authenticate) until
 /// the right credentials are sent. The public methods are thread-safe.
 class Exporter {
@@ -87,6 +94,11 @@ class Exporter {
   void SetScrapeCallback(std::function<void()> cb);
 
  private:
+  // Request headers longer than this are answered 431 (civetweb's own limit is 16 KiB).
+  static constexpr std::size_t kMaxRequestHeaderBytes = 16 * 1024;
+  // Connections still sending their header; the oldest is dropped for a new one.
+  static constexpr int kMaxPendingConnections = 512;
+
   static int BeginRequest(mg_connection* conn);
   int Handle(mg_connection* conn);
   bool Authorized(mg_connection* conn) const;
@@ -94,7 +106,9 @@ class Exporter {
   const ExporterOptions options_;
   std::string address_;               // numeric IPv4 that was bound
   std::string expected_credentials_;  // "user:password" when basic auth is on
-  int port_ = 0;
+  int port_ = 0;         // the public port (the gate's)
+  int server_port_ = 0;  // civetweb's, on loopback
+  std::unique_ptr<ConnectionGate> gate_;
   std::unique_ptr<prometheus::Exposer> exposer_;
   std::atomic<bool> ready_{false};  // the metrics are registered with exposer_
 

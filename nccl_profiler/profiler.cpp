@@ -16,8 +16,9 @@
 namespace ringpilot::nccl_profiler {
 namespace {
 
-// The stats file is for diagnosis after the fact (the live view is /metrics), and it is
-// fsync'ed: every few seconds is enough.
+// The stats file is for diagnosis (the live view is /metrics), and it is fsync'ed: every
+// few seconds is enough. It is written even when nothing changed: its `written_unix` is the
+// rank's heartbeat (a stuck rank's file stays fresh, a stopped or dead one's goes stale).
 constexpr auto kStatsPeriod = std::chrono::seconds(5);
 
 std::atomic<bool> g_exiting{false};
@@ -129,12 +130,12 @@ void Profiler::WriteStatsFile() {
     labels.node = base::HostName();
     labels.rank = rank_;
     labels.local_rank = settings_.local_rank;
-    text = StatsJson(labels, api_version_, SnapshotsLocked());
+    const double now =
+        std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+    text = StatsJson(labels, api_version_, SnapshotsLocked(), now);
   }
-  if (text == last_written_) return;  // idle: no fsync every period
   try {
     base::WriteFileAtomically(stats_path_, text);
-    last_written_ = std::move(text);
   } catch (const std::exception& e) {
     // Prometheus export goes on; the file is not retried.
     const std::string reason = e.what();

@@ -75,8 +75,7 @@ class Profiler {
   std::unique_ptr<PrometheusExport> export_;
   std::unique_ptr<metrics::Exporter> exporter_;
   std::string stats_path_;
-  std::mutex write_mu_;  // one stats file writer at a time; guards the two below
-  std::string last_written_;
+  std::mutex write_mu_;  // one stats file writer at a time
   std::thread writer_;
   std::condition_variable wake_;
 };

@@ -16,6 +16,7 @@ APT_PACKAGES=(
   libcivetweb-dev prometheus-cpp-dev libssl-dev
   libgtest-dev libgmock-dev
   clang-format shellcheck
+  clang
   iproute2 procps
   prometheus
   dataset-fashion-mnist
@@ -43,6 +44,19 @@ if ((${#need_apt[@]})); then
   for pid in $(pgrep -x prometheus || true); do
     grep -qx "$pid" <<<"$before" || $SUDO kill "$pid" 2>/dev/null || true
   done
+fi
+
+# libFuzzer and the sanitizer runtimes of clang (scripts/fuzz.sh): Debian 12 and Ubuntu
+# 24.04 package them apart from clang (libclang-rt-dev), older releases inside
+# libclang-common-N-dev, which clang already brought.
+rt="$(clang++ -print-file-name="libclang_rt.fuzzer-$(uname -m).a" 2>/dev/null || true)"
+if [[ ! -f $rt ]]; then
+  SUDO=""
+  [[ $(id -u) -eq 0 ]] || SUDO="sudo"
+  echo "setup: installing clang's fuzzer and sanitizer runtimes (libclang-rt-dev)"
+  export DEBIAN_FRONTEND=noninteractive
+  if ! apt-cache show libclang-rt-dev >/dev/null 2>&1; then $SUDO apt-get update -qq; fi
+  $SUDO apt-get install -y -qq --no-install-recommends libclang-rt-dev >/dev/null
 fi
 
 if [[ ! -x "$VENV/bin/python" ]]; then

@@ -85,6 +85,15 @@ std::string RenderSbatch(const config::JobConfig& job, const std::string& self_r
        ": \"${SLURM_JOB_ID:?not inside a Slurm job (submit this script with sbatch)}\"\n"
        ": \"${SLURM_JOB_NODELIST:?SLURM_JOB_NODELIST is not set}\"\n"
        "\n";
+  if (config::RunsCommand(job)) {
+    o << "# launch.command: your program runs from the directory sbatch was run in (a relative\n"
+         "# path in the command is relative to it). USR1 reaches it through mpirun and\n"
+         "# `ringpilot exec`: to be requeued it checkpoints and exits "
+      << base::kExitPreempted
+      << ", and after the requeue it\n"
+         "# resumes from its own checkpoints (in $RINGPILOT_RUN_DIR, the run directory below).\n"
+         "cd \"${SLURM_SUBMIT_DIR:-.}\"\n\n";
+  }
   o << "ringpilot=" << base::ShellSingleQuote(ringpilot) << "\n";
   o << "run_root=" << base::ShellSingleQuote(spec.run_root) << "\n";
   o << "job_name=" << base::ShellSingleQuote(name) << "\n";

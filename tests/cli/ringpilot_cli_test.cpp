@@ -116,8 +116,9 @@ TEST(RingpilotCli, DryRunPrintsTheCommandAndCreatesNothing) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   // One shell command line: the attempt's variables, then mpirun; nothing says "launching".
   const std::string prefix = "RINGPILOT_RUN_DIR=" + c.run_dir +
-                             " RINGPILOT_ATTEMPT=1 RINGPILOT_MASTER_ADDR=127.0.0.1 "
-                             "RINGPILOT_MASTER_PORT=29500 RINGPILOT_VERBOSE=0 " +
+                             " RINGPILOT_RESTART=0 RINGPILOT_ATTEMPT=1 RINGPILOT_MAX_RESTARTS=1 "
+                             "RINGPILOT_MASTER_ADDR=127.0.0.1 RINGPILOT_MASTER_PORT=29500 "
+                             "RINGPILOT_VERBOSE=0 " +
                              c.mpirun + " -np 2 --oversubscribe --bind-to none";
   EXPECT_EQ(r.out.rfind(prefix, 0), 0u) << r.out;
   EXPECT_EQ(SplitLines(r.out).size(), 1u) << r.out;

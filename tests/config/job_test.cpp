@@ -281,6 +281,41 @@ TEST(config, RoundTripDefaultsAndAwkwardValues) {
   ExpectSame(a, b);
 }
 
+// launch.command: the user's program instead of the built-in trainer.
+constexpr const char* kCommandJob = R"(name: mine
+world: {procs_per_node: 2, device: cpu}
+launch:
+  command: [python3, train.py, --lr, "0.1", --epochs, 3, ""]
+comm: {timeout_s: 60}
+metrics: {port_base: 9500}
+placement: {bind: cores}
+)";
+
+TEST(config, CommandJobNeedsNoModelAndRoundTrips) {
+  const JobConfig c = Parse(kCommandJob);
+  EXPECT_TRUE(RunsCommand(c));
+  // Plain scalars are arguments as written (YAML keeps `3`), an empty string an argument.
+  EXPECT_EQ(c.launch.command,
+            (std::vector<std::string>{"python3", "train.py", "--lr", "0.1", "--epochs", "3", ""}));
+  EXPECT_EQ(c.comm.timeout_s, 60);
+  const std::string text = EmitJobConfig(c);
+  // The resolved job leaves out what only the trainer reads; it parses back the same.
+  for (const char* absent : {"model:", "data:", "train:", "checkpoint:", "fault:", "trace:",
+                             "eval:", "bucket_mb", "gpu_sample_seconds"}) {
+    EXPECT_EQ(text.find(absent), std::string::npos) << absent << " in\n" << text;
+  }
+  EXPECT_NE(text.find("timeout_s: 60"), std::string::npos) << text;
+  const JobConfig b = Parse(text);
+  EXPECT_EQ(b.launch.command, c.launch.command);
+  EXPECT_EQ(EmitJobConfig(b), text);
+  // A trainer job's resolved file has no launch.command (an empty list is not allowed).
+  EXPECT_EQ(EmitJobConfig(Parse(kMinimal)).find("command"), std::string::npos);
+  EXPECT_FALSE(RunsCommand(Parse(kMinimal)));
+  // --set can make a trainer job file run a program only when it names no model.
+  const JobConfig o = Parse("name: x\n", {"launch.command=[sh, -c, 'exit 0']"});
+  EXPECT_EQ(o.launch.command, (std::vector<std::string>{"sh", "-c", "exit 0"}));
+}
+
 TEST(config, LoadFromFile) {
   const std::string path = ::testing::TempDir() + "job_config_test.yaml";
   {
@@ -714,6 +749,58 @@ std::vector<BadCase> BadCases() {
        {"train.grad_accum_steps=0"},
        "--set[1]:1:24: train.grad_accum_steps:",
        "1..1024"},
+      {"command: empty list",
+       "name: t\nlaunch: {command: []}\n",
+       {},
+       "f.yaml:2:19: launch.command:",
+       "empty list; give the program and its arguments"},
+      {"command: not a list",
+       "name: t\nlaunch: {command: python3 train.py}\n",
+       {},
+       "f.yaml:2:19: launch.command:",
+       "expected a list: the program and its arguments, e.g. [python3, train.py], got "
+       "\"python3 train.py\""},
+      {"command: a mapping as an argument",
+       "name: t\nlaunch:\n  command: [python3, {lr: 1}]\n",
+       {},
+       "f.yaml:3:22: launch.command:",
+       "expected a string (one argument of the program), got a mapping"},
+      {"command: a nested list",
+       "name: t\nlaunch:\n  command: [python3, [a, b]]\n",
+       {},
+       "f.yaml:3:22: launch.command:",
+       "expected a string (one argument of the program), got a list"},
+      {"command: a null argument",
+       "name: t\nlaunch:\n  command: [python3, ~]\n",
+       {},
+       "f.yaml:3:22: launch.command:",
+       "expected a string (one argument of the program), got null"},
+      {"command: empty program",
+       "name: t\nlaunch:\n  command: [\"\", x]\n",
+       {},
+       "f.yaml:3:13: launch.command:",
+       "the program (the first item) is an empty string"},
+      {"command and a model",
+       "name: t\nmodel: {name: resnet50}\nlaunch:\n  command: [python3, train.py]\n",
+       {},
+       "f.yaml:2:15: model.name:",
+       "only the built-in trainer reads model.name, but launch.command runs your own program"},
+      {"command and a trainer key",
+       "name: t\nlaunch:\n  command: [python3, train.py]\ntrain: {steps: 5}\n",
+       {},
+       "f.yaml:4:16: train.steps:",
+       "only the built-in trainer reads train.steps"},
+      {"command given by --set to a model job",
+       kMinimal,
+       {"launch.command=[python3, train.py]"},
+       "f.yaml:2:15: model.name:",
+       "launch.command runs your own program"},
+      {"neither command nor model",
+       "name: t\nlaunch: {max_restarts: 1}\n",
+       {},
+       "f.yaml:1:1: model.name:",
+       "required key missing (one of resnet18-cifar, resnet50, bert-tiny, bert-base; or "
+       "launch.command to run your own program)"},
       {"negative clipping norm",
        kMinimal,
        {"train.max_grad_norm=-1"},

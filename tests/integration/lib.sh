@@ -252,6 +252,7 @@ rp_finish() {
 #   rp_netns_create                          namespaces, bridge and veth pairs, up
 #   rp_netns_teardown                        from the test's EXIT cleanup: kills what still
 #                                            runs inside the namespaces, removes everything
+# and for mpirun between them rp_netns_tcp_probe and rp_netns_agent (below).
 rp_netns_clean_stale() {
   local ns_glob=$1 br_prefix=$2 f pid p link net
   for f in /var/run/netns/$ns_glob; do
@@ -310,4 +311,63 @@ rp_netns_teardown() {
   for veth in "${VETH_HOST[@]}"; do
     if ip link show "$veth" >/dev/null 2>&1; then ip link del "$veth" || true; fi
   done
+}
+
+# rp_netns_agent FILE LOG: writes mpirun's rsh agent to FILE: `FILE HOST COMMAND...` runs
+# COMMAND (words a remote shell would interpret, as ssh does) in the namespace of HOST (one
+# of NODE_IPS) under that namespace's name as host name (`ip netns exec NS unshare --uts`),
+# and appends "HOST NS" to LOG. mpirun takes it with `--mca plm_rsh_agent FILE --mca
+# plm_rsh_no_tree_spawn 1`.
+rp_netns_agent() {
+  local file=$1 log=$2 i cases=""
+  for ((i = 0; i < ${#NS[@]}; i++)); do
+    cases+="  ${NODE_IPS[i]}) ns=${NS[i]} ;;"$'\n'
+  done
+  cat >"$file" <<EOF
+#!/bin/sh
+# mpirun's rsh agent: agent.sh HOST COMMAND... runs COMMAND in HOST's network namespace.
+host=\$1
+shift
+case \$host in
+$cases  *) echo "agent.sh: unknown host '\$host'" >&2; exit 255 ;;
+esac
+echo "\$host \$ns" >>'$log'
+exec ip netns exec "\$ns" unshare --uts sh -c 'hostname "\$1" && shift && exec sh -c "\$*"' agent "\$ns" "\$@"
+EOF
+  chmod +x "$file"
+}
+
+# rp_netns_tcp_probe FROM_NS|- TO_NS IP: a TCP connection from FROM_NS (- = the root
+# namespace) to a listener on IP in TO_NS works (what mpirun and the ranks need; a bridge
+# behind br_netfilter with a FORWARD DROP policy breaks it). Needs RP_TMP.
+rp_netns_tcp_probe() {
+  local from=$1 to=$2 ip=$3 lpid rc=0 probe=$RP_TMP/tcp_probe.py
+  if [[ ! -f $probe ]]; then
+    cat >"$probe" <<'EOF'
+import socket, sys, time
+mode, host, port = sys.argv[1], sys.argv[2], int(sys.argv[3])
+if mode == "listen":
+    s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    s.bind((host, port)); s.listen(1); s.settimeout(10)
+    c, _ = s.accept(); c.sendall(b"ok"); c.close()
+else:
+    for _ in range(50):
+        try:
+            c = socket.create_connection((host, port), timeout=2); break
+        except OSError:
+            time.sleep(0.1)
+    else:
+        sys.exit("cannot connect to %s:%d" % (host, port))
+    sys.exit(0 if c.recv(2) == b"ok" else 1)
+EOF
+  fi
+  ip netns exec "$to" python3 "$probe" listen "$ip" 45123 &
+  lpid=$!
+  if [[ $from == - ]]; then
+    timeout 15 python3 "$probe" connect "$ip" 45123 || rc=$?
+  else
+    timeout 15 ip netns exec "$from" python3 "$probe" connect "$ip" 45123 || rc=$?
+  fi
+  wait "$lpid" || rc=$?
+  return "$rc"
 }

@@ -34,37 +34,7 @@ rp_row "network" "${NS[0]}=${NODE_IPS[0]}, ${NS[1]}=${NODE_IPS[1]}, bridge $BR=$
 
 # TCP from node 1 to node 2 and from the root namespace to node 1 (what mpirun and the
 # ranks need). br_netfilter with a FORWARD DROP policy would break the first.
-probe=$RP_TMP/probe.py
-cat >"$probe" <<'EOF'
-import socket, sys
-mode, host, port = sys.argv[1], sys.argv[2], int(sys.argv[3])
-if mode == "listen":
-    s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    s.bind((host, port)); s.listen(1); s.settimeout(10)
-    c, _ = s.accept(); c.sendall(b"ok"); c.close()
-else:
-    for _ in range(50):
-        try:
-            c = socket.create_connection((host, port), timeout=2); break
-        except OSError:
-            import time; time.sleep(0.1)
-    else:
-        sys.exit("cannot connect to %s:%d" % (host, port))
-    sys.exit(0 if c.recv(2) == b"ok" else 1)
-EOF
-tcp_probe() {  # tcp_probe FROM_NS|- TO_NS IP
-  local from=$1 to=$2 ip=$3 lpid rc=0
-  ip netns exec "$to" python3 "$probe" listen "$ip" 45123 &
-  lpid=$!
-  if [[ $from == - ]]; then
-    timeout 15 python3 "$probe" connect "$ip" 45123 || rc=$?
-  else
-    timeout 15 ip netns exec "$from" python3 "$probe" connect "$ip" 45123 || rc=$?
-  fi
-  wait "$lpid" || rc=$?
-  return "$rc"
-}
-if tcp_probe "${NS[0]}" "${NS[1]}" "${NODE_IPS[1]}" && tcp_probe - "${NS[0]}" "${NODE_IPS[0]}"; then
+if rp_netns_tcp_probe "${NS[0]}" "${NS[1]}" "${NODE_IPS[1]}" && rp_netns_tcp_probe - "${NS[0]}" "${NODE_IPS[0]}"; then
   rp_row "tcp probe" "node1 -> node2 and root -> node1 connect" PASS
 else
   nf=$(cat /proc/sys/net/bridge/bridge-nf-call-iptables 2>/dev/null || echo n/a)
@@ -74,21 +44,7 @@ fi
 # --- rsh agent -----------------------------------------------------------------------------
 agent=$RP_TMP/agent.sh
 agent_log=$RP_TMP/agent.log
-cat >"$agent" <<EOF
-#!/bin/sh
-# mpirun's rsh agent: agent.sh HOST COMMAND... runs COMMAND (words a remote shell would
-# interpret, as ssh does) in HOST's network namespace under HOST's node name.
-host=\$1
-shift
-case \$host in
-  ${NODE_IPS[0]}) ns=${NS[0]} ;;
-  ${NODE_IPS[1]}) ns=${NS[1]} ;;
-  *) echo "agent.sh: unknown host '\$host'" >&2; exit 255 ;;
-esac
-echo "\$host \$ns" >>'$agent_log'
-exec ip netns exec "\$ns" unshare --uts sh -c 'hostname "\$1" && shift && exec sh -c "\$*"' agent "\$ns" "\$@"
-EOF
-chmod +x "$agent"
+rp_netns_agent "$agent" "$agent_log"
 
 # --- the jobs ------------------------------------------------------------------------------
 common=$(

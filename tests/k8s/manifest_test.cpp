@@ -136,6 +136,31 @@ TEST(K8sManifest, ConfigMapHoldsTheResolvedJobForBackendMpi) {
   EXPECT_EQ(pod.model.name, config::ModelName::kResnet50);
 }
 
+// A launch.command job (the program is in the image): the launcher pod's `ringpilot run`
+// starts it on the workers, which get the same GPUs; the ConfigMap names the program and
+// the metrics bind that the plugin in each rank serves on.
+TEST(K8sManifest, CommandJobRunsTheProgramFromTheConfigMap) {
+  const JobConfig c = ParseJobConfig(R"(name: demo
+world: {nodes: 2, procs_per_node: 4, device: cuda}
+launch: {backend: k8s, command: [python3, /app/train.py, --epochs, "3"]}
+k8s: {image: "registry.example.com/team/train:1"}
+)",
+                                     "job.yaml");
+  const std::vector<YAML::Node> docs = Render(c);
+  const YAML::Node cm = FindKind(docs, "ConfigMap");
+  const std::string text = cm["data"]["job.yaml"].as<std::string>();
+  EXPECT_EQ(text.find("model:"), std::string::npos) << text;
+  const JobConfig pod = ParseJobConfig(text, "configmap");
+  EXPECT_EQ(pod.launch.command,
+            (std::vector<std::string>{"python3", "/app/train.py", "--epochs", "3"}));
+  EXPECT_EQ(pod.launch.backend, config::Backend::kMpi);
+  EXPECT_EQ(pod.metrics.bind, "0.0.0.0");
+  const YAML::Node job = FindKind(docs, "MPIJob");
+  EXPECT_EQ(Container(job, "Launcher")["command"][1].as<std::string>(), "run");
+  EXPECT_EQ(Container(job, "Worker")["resources"]["limits"]["nvidia.com/gpu"].as<int>(), 4);
+  FindKind(docs, "PodMonitor");
+}
+
 TEST(K8sManifest, PvcUsesStorageClassAndSize) {
   const YAML::Node pvc = FindKind(Render(Job()), "PersistentVolumeClaim");
   EXPECT_EQ(pvc["metadata"]["name"].as<std::string>(), "demo-checkpoints");

@@ -171,6 +171,48 @@ TEST(FailureReport, HangNamesTheRankBehindFromHeartbeats) {
   EXPECT_TRUE(named);
 }
 
+// A link cut between two hosts (tests/integration/link_cut.sh): both ranks waited in the
+// same all-reduce until comm.timeout_s and kept beating; neither is behind.
+TEST(FailureReport, RanksThatTimedOutWaitingForEachOtherLostContact) {
+  TempDir tmp;
+  WriteFile(tmp.path() + "/rank-0.log",
+            "FATAL 2000000000000 allreduce #54 not complete after 8.0 s (comm.timeout_s 8); a "
+            "peer rank is stopped, hung or dead (rank 0 on n1)\n");
+  WriteFile(tmp.path() + "/rank-1.log",
+            "FATAL 2000012000000 allreduce #54 not complete after 8.0 s (comm.timeout_s 8); a "
+            "peer rank is stopped, hung or dead (rank 1 on n2)\n");
+  const auto beat = [&](int rank, double unix) {
+    WriteFile(tmp.path() + "/rank-" + std::to_string(rank) + ".heartbeat",
+              R"({"rank": )" + std::to_string(rank) +
+                  R"(, "step": 25, "phase": "abort", "unix": )" + std::to_string(unix) +
+                  R"(, "max_silence_s": 1.0, "collectives_started": 54, )"
+                  R"("collectives_completed": 53})");
+  };
+  beat(0, 2000.0);
+  beat(1, 2000.6);  // a beat later, as the heartbeat thread happened to write
+  FailureReport r = AnalyzeFailure(tmp.path(), 1'000'000'000'000, {}, 1, 1, 0);
+  EXPECT_EQ(r.first_failing_rank, 0);
+  EXPECT_EQ(r.rank_behind, -1);
+  EXPECT_EQ(r.timed_out_ranks, (std::vector<int>{0, 1}));
+  EXPECT_TRUE(r.lost_contact);
+  auto j = nlohmann::json::parse(FailureJson(r));
+  EXPECT_EQ(j["lost_contact"], true);
+  EXPECT_EQ(j["timed_out_ranks"], nlohmann::json({0, 1}));
+  EXPECT_FALSE(j.contains("rank_behind"));
+  bool said = false;
+  for (const std::string& line : FailureSummary(r, "f", false)) {
+    said = said || line ==
+                       "ringpilot: ranks 0, 1 all timed out waiting for each other while every "
+                       "rank kept beating: they lost contact (the network between their hosts?)";
+  }
+  EXPECT_TRUE(said);
+  // Rank 1's beats stopped 10 s before rank 0's (its host went quiet): it is behind.
+  beat(1, 1990.0);
+  r = AnalyzeFailure(tmp.path(), 1'000'000'000'000, {}, 1, 1, 0);
+  EXPECT_EQ(r.rank_behind, 1);
+  EXPECT_FALSE(r.lost_contact);
+}
+
 TEST(FailureReport, NoRankBehindWhenLevelOrNotAHang) {
   std::map<int, RankHeartbeat> level;
   level[0] = {0, 5, "step", 10.0, 20, 20};
@@ -182,6 +224,62 @@ TEST(FailureReport, NoRankBehindWhenLevelOrNotAHang) {
   WriteFile(tmp.path() + "/rank-0.heartbeat", R"({"rank": 0, "step": 9, "unix": 5.0})");
   WriteFile(tmp.path() + "/rank-1.heartbeat", R"({"rank": 1, "step": 3, "unix": 5.0})");
   EXPECT_EQ(AnalyzeFailure(tmp.path(), 0, {}, 1, 1, 0).rank_behind, -1);  // a crash, not a hang
+}
+
+// Runs nccl_profiler_record (the real plugin, driven through its function table) for ranks
+// 0..world-1 of a program, into RUN_DIR/logs/rank-N.nccl.json.
+void RecordProgram(const std::string& run_dir, int world, int collectives,
+                   const std::vector<std::string>& extra) {
+  for (int r = 0; r < world; ++r) {
+    std::vector<std::string> argv = {
+        RINGPILOT_NCCL_RECORD, RINGPILOT_NCCL_PROFILER_SO, run_dir,
+        std::to_string(r),     std::to_string(world),      std::to_string(collectives)};
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    const testing::ProcessResult p = testing::RunProcess(argv);
+    ASSERT_EQ(p.exit_code, 0) << p.err;
+  }
+}
+
+TEST(FailureReport, ProgramHeartbeatsComeFromTheNcclProfilerFiles) {
+  testing::TempDir dir;
+  // Rank 1 never reaches all-reduce #8; rank 0 waits in it.
+  RecordProgram(dir.path(), 2, 7, {"--stuck", "1"});
+  const std::string logs = dir.path() + "/logs";
+  const std::map<int, RankHeartbeat> beats = ReadNcclHeartbeats(logs, 0);
+  ASSERT_EQ(beats.size(), 2u);
+  EXPECT_EQ(beats.at(0).comm, "00000000c0ffee00");
+  EXPECT_EQ(beats.at(0).collectives_started, 8u);
+  EXPECT_EQ(beats.at(0).collectives_completed, 7u);
+  EXPECT_EQ(beats.at(0).stuck_op, "allreduce");
+  EXPECT_EQ(beats.at(0).stuck_seq, 8u);
+  EXPECT_EQ(beats.at(1).collectives_started, 7u);
+  EXPECT_TRUE(beats.at(1).stuck_op.empty());
+  EXPECT_GT(beats.at(1).unix, 1.7e9);
+  EXPECT_EQ(RankBehind(beats), 1);
+  // Files of an earlier attempt do not count.
+  EXPECT_TRUE(ReadNcclHeartbeats(logs, beats.at(1).unix + 10).empty());
+
+  // The hang watch: nothing before comm.timeout_s has passed, then rank 0's wait.
+  const double now = beats.at(0).unix;
+  EXPECT_EQ(NcclHangReason(logs, 0, 300, now), "");
+  EXPECT_EQ(NcclHangReason(logs, 0, 300, now + 301),
+            "rank 0 has waited 301 s in allreduce #8 (comm.timeout_s 300)");
+
+  // The report of the attempt names the rank behind and what the other waited in.
+  FailureReport report = AnalyzeFailure(logs, 0, {"mpirun: job stopped"}, 1, -1, SIGTERM);
+  EXPECT_EQ(report.rank_behind, 1);
+  const nlohmann::json j = nlohmann::json::parse(FailureJson(report));
+  EXPECT_EQ(j["rank_behind"], 1);
+  EXPECT_EQ(j["ranks"]["0"]["in_collective"]["seq"], 8);
+  EXPECT_EQ(j["ranks"]["1"]["collectives_completed"], 7);
+  bool named = false;
+  for (const std::string& line : FailureSummary(report, "failure.json")) {
+    named = named || line ==
+                         "ringpilot: rank behind: 1 (the others waited for it): 7 of 7 "
+                         "collectives done on communicator 00000000c0ffee00; rank 0 waited "
+                         "in allreduce #8";
+  }
+  EXPECT_TRUE(named);
 }
 
 }  // namespace

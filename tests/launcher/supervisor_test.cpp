@@ -365,5 +365,80 @@ TEST(Supervisor, MissingExecutableIs127WithoutRestart) {
   EXPECT_NE(h.progress.back().find("cannot execute"), std::string::npos);
 }
 
+// A rank gave up (its heartbeat says "abort", as comm::AbortJob leaves it) and mpirun does
+// not end the job: a host it cannot reach holds it (tests/integration/link_cut.sh). This
+// one also ignores SIGTERM. After abort_grace_s the supervisor stops it, says why, and
+// restarts.
+constexpr const char* kStuckAfterAbortMpirun = R"SH(#!/bin/sh
+logs="$RINGPILOT_RUN_DIR/logs"
+if [ "$RINGPILOT_RESTART" = 0 ]; then
+  echo "FATAL $(date +%s%N) allreduce #9 not complete after 1.0 s (comm.timeout_s 1); a peer rank is stopped, hung or dead (rank 0 on a)" >> "$logs/rank-0.log"
+  printf '{"rank": 0, "step": 3, "phase": "abort", "unix": %s, "collectives_started": 9, "collectives_completed": 8}' "$(date +%s.%N)" > "$logs/rank-0.heartbeat"
+  trap '' TERM
+  while :; do sleep 0.1; done
+fi
+exit 0
+)SH";
+
+TEST(Supervisor, StopsMpirunThatOutlivesAnAbortAndRestarts) {
+  Harness h;
+  SupervisorOptions o = h.Options(1);
+  o.abort_grace_s = 1;
+  Supervisor sup(o);
+  const auto start = std::chrono::steady_clock::now();
+  const JobOutcome outcome = sup.Run(h.Script(kStuckAfterAbortMpirun));
+  // Grace 1 s (heartbeats read once a second), SIGTERM ignored, SIGKILL 5 s later.
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(15));
+  EXPECT_EQ(outcome.exit_status, 0);
+  EXPECT_EQ(outcome.attempts, 2);
+  const std::string why =
+      "mpirun had not ended the job 1 s after rank 0 gave up (launch's abort grace); a host it "
+      "cannot reach (network down?) holds it";
+  EXPECT_TRUE(h.ProgressHas("ringpilot: " + why + "; stopping mpirun"));
+  EXPECT_TRUE(h.ProgressHas(
+      "ringpilot: mpirun did not stop after SIGTERM; killing its process group"));
+  const auto report = nlohmann::json::parse(ReadFile(h.layout.AttemptFailureJson(1)));
+  EXPECT_EQ(report["mpirun_stopped_because"], why);
+  EXPECT_EQ(report["signal_name"], "SIGKILL");
+  EXPECT_EQ(report["first_failing_rank"], 0);
+}
+
+// The hang watch of a launch.command job: a first attempt that never ends is stopped as
+// hung (its process group gets SIGTERM) and restarted; the attempt's report says why, and
+// every attempt sees RINGPILOT_ATTEMPT and RINGPILOT_MAX_RESTARTS.
+TEST(Supervisor, HangCheckStopsTheAttemptAndRestarts) {
+  Harness h;
+  SupervisorOptions o = h.Options(1);
+  o.hang_check_period_s = 0.1;
+  o.kill_grace_s = 5;
+  int checks = 0;
+  double seen_start = 0;
+  o.hang_check = [&](double attempt_start_unix) {
+    seen_start = attempt_start_unix;
+    return ++checks == 2 ? std::string("rank 1 has waited 301 s in allreduce #8") : "";
+  };
+  Supervisor sup(o);
+  const auto t0 = std::chrono::steady_clock::now();
+  const JobOutcome outcome = sup.Run(h.Script(R"sh(#!/bin/sh
+echo "attempt $RINGPILOT_ATTEMPT of $(($RINGPILOT_MAX_RESTARTS + 1))"
+if [ "$RINGPILOT_ATTEMPT" = 1 ]; then
+  trap 'echo stopped; exit 143' TERM
+  while :; do sleep 0.05; done
+fi
+exit 0
+)sh"));
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(5));
+  EXPECT_EQ(outcome.exit_status, 0);
+  EXPECT_EQ(outcome.attempts, 2);
+  EXPECT_GT(seen_start, 1.7e9);
+  EXPECT_TRUE(h.ProgressHas(
+      "ringpilot: job hung: rank 1 has waited 301 s in allreduce #8; stopping this attempt"));
+  const std::string out = ReadFile(h.out_path);
+  EXPECT_NE(out.find("attempt 1 of 2\nstopped\nattempt 2 of 2\n"), std::string::npos) << out;
+  const nlohmann::json report = nlohmann::json::parse(ReadFile(h.layout.AttemptFailureJson(1)));
+  EXPECT_EQ(report["hang"], "rank 1 has waited 301 s in allreduce #8");
+  EXPECT_EQ(report["exit_code"], 143);
+}
+
 }  // namespace
 }  // namespace ringpilot::launcher

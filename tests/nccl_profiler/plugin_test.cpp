@@ -358,6 +358,13 @@ TEST(NcclProfilerPlugin, StoppedRankShowsItsInFlightOperationOnTheScrapeAndInThe
   EXPECT_EQ(c["collective_seq"]["completed"], 6);
   EXPECT_EQ(c["finalized"], true);
   EXPECT_EQ(c["abandoned_ops"], 1);
+  // What it was stuck in at the abort. (Its channels gave no GPU start: no timed rows.)
+  EXPECT_EQ(c["abandoned_oldest"]["op"], "allgather");
+  EXPECT_EQ(c["abandoned_oldest"]["seq"], 7);
+  EXPECT_GE(c["abandoned_oldest"]["age_seconds"], 0.04);
+  EXPECT_TRUE(c["recent_collectives"].empty());
+  EXPECT_GT(c["init_unix"].get<double>(), 1.7e9);
+  EXPECT_GE(j["written_unix"].get<double>(), c["init_unix"].get<double>());
   ASSERT_EQ(c["operations"].size(), 1u);
   EXPECT_EQ(c["operations"][0]["op"], "allreduce");
   EXPECT_EQ(c["operations"][0]["count"], 6);

@@ -173,5 +173,29 @@ TEST(SlurmRender, RejectsUnsafeValues) {
   }
 }
 
+// A launch.command job: the same allocation and requeue protocol; the embedded job names
+// the program (and no model), and the script runs from the submit directory.
+TEST(SlurmRender, CommandJobEmbedsTheProgramAndRunsFromTheSubmitDirectory) {
+  config::JobConfig job = Spec();
+  job.launch.command = {"python3", "train.py", "--lr", "0.1"};
+  const std::string s = RenderSbatch(job);
+  EXPECT_TRUE(Has(s, "#SBATCH --gpus-per-node=4"));
+  EXPECT_TRUE(Has(s, "#SBATCH --requeue"));
+  EXPECT_TRUE(Has(s, "  command: [\"python3\", \"train.py\", \"--lr\", \"0.1\"]")) << s;
+  EXPECT_EQ(s.find("model:"), std::string::npos) << s;
+  EXPECT_TRUE(Has(s, "cd \"${SLURM_SUBMIT_DIR:-.}\""));
+  EXPECT_LT(s.find("cd \"${SLURM_SUBMIT_DIR"), s.find("\"$ringpilot\" run \"$job_file\""));
+  // The embedded job is what `ringpilot run` reads back.
+  const std::string begin = std::string("<<'") + kJobHeredocDelimiter + "'\n";
+  const auto from = s.find(begin) + begin.size();
+  const std::string embedded =
+      s.substr(from, s.find(std::string("\n") + kJobHeredocDelimiter + "\n", from) - from + 1);
+  const config::JobConfig back =
+      config::ParseJobConfig(embedded, "embedded", {"launch.backend=slurm"});
+  EXPECT_EQ(back.launch.command, job.launch.command);
+  // A trainer job does not change directory.
+  EXPECT_EQ(RenderSbatch(Spec()).find("SLURM_SUBMIT_DIR"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace ringpilot::slurm

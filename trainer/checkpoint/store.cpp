@@ -10,21 +10,15 @@
 #include <chrono>
 #include <cstring>
 #include <fstream>
-#include <thread>
 
 #include <torch/serialize/input-archive.h>
 #include <torch/serialize/output-archive.h>
-#include <nlohmann/json.hpp>
 
 #include "base/files.h"
-#include "trainer/checkpoint/sha256.h"
 
 namespace ringpilot::trainer::checkpoint {
 
 namespace {
-
-constexpr const char* kStateFile = "state.pt";
-constexpr const char* kManifestFile = "manifest.json";
 
 std::string StepName(int64_t step) {
   char buf[32];
@@ -38,15 +32,6 @@ void WriteFileSynced(const std::string& path, const std::string& content) {
   out.close();
   if (!out) throw CheckpointError(path + ": write failed");
   base::FsyncPath(path);
-}
-
-// SHA-256 is sequential: the state file (1.3 GB for BERT-base with AdamW) is hashed in
-// 64 MiB pieces on several threads. On 2 cores that halves the hashing (a BERT-base
-// checkpoint: 8 s -> 6 s, the rest is writing and fsync); a GPU host has 16-32 cores.
-constexpr int64_t kChecksumChunkBytes = int64_t{64} << 20;
-
-int ChecksumThreads() {
-  return static_cast<int>(std::clamp(std::thread::hardware_concurrency(), 1u, 16u));
 }
 
 }  // namespace
@@ -108,20 +93,8 @@ CheckpointInfo CheckpointStore::Save(int64_t step, int world_size, const std::st
     archive.write("ringpilot/step", at::tensor({step}, at::kLong));
     const std::string state = tmp + "/" + kStateFile;
     WriteArchive(archive, state);
-    nlohmann::json manifest = {
-        {"format", kFormat},
-        {"step", step},
-        {"world_size", world_size},
-        {"job", job},
-        {"created_unix",
-         std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch())
-             .count()},
-        {"files",
-         {{kStateFile,
-           {{"bytes", base::FileSize(state)},
-            {"sha256_chunk_bytes", kChecksumChunkBytes},
-            {"sha256_chunks", Sha256FileChunks(state, kChecksumChunkBytes, ChecksumThreads())}}}}}};
-    WriteFileSynced(tmp + "/" + kManifestFile, manifest.dump(2) + "\n");
+    WriteFileSynced(tmp + "/" + kManifestFile,
+                    ManifestJson(tmp, {kStateFile}, step, world_size, job));
     base::FsyncPath(tmp);
     // A checkpoint of the same step from an earlier attempt is replaced whole.
     if (base::Exists(final_path)) {
@@ -151,41 +124,6 @@ CheckpointInfo CheckpointStore::Save(int64_t step, int world_size, const std::st
     names.erase(names.begin());
   }
   return {step, world_size, final_path};
-}
-
-CheckpointInfo CheckpointStore::Verify(const std::string& path) {
-  const std::string manifest_path = path + "/" + kManifestFile;
-  std::ifstream in(manifest_path);
-  if (!in) throw CheckpointError(manifest_path + ": missing or unreadable");
-  nlohmann::json m;
-  try {
-    m = nlohmann::json::parse(in);
-  } catch (const nlohmann::json::exception& e) {
-    throw CheckpointError(manifest_path + ": not valid JSON: " + e.what());
-  }
-  if (!m.is_object() || m.value("format", "") != kFormat || !m.contains("step") ||
-      !m["step"].is_number_integer() || !m.contains("files") || !m["files"].is_object()) {
-    throw CheckpointError(manifest_path + ": not a " + std::string(kFormat) + " manifest");
-  }
-  for (const auto& [name, meta] : m["files"].items()) {
-    const std::string file = path + "/" + name;
-    const int64_t size = base::FileSize(file);
-    if (size < 0) throw CheckpointError(file + ": missing");
-    if (!meta.is_object() || size != meta.value("bytes", int64_t{-1})) {
-      throw CheckpointError(file + ": size differs from manifest (truncated?)");
-    }
-    // Checkpoints written before chunked checksums carry one whole-file "sha256".
-    const bool matches =
-        meta.contains("sha256_chunks")
-            ? meta["sha256_chunks"].is_array() &&
-                  meta.value("sha256_chunk_bytes", int64_t{0}) > 0 &&
-                  nlohmann::json(Sha256FileChunks(
-                      file, static_cast<size_t>(meta["sha256_chunk_bytes"].get<int64_t>()),
-                      ChecksumThreads())) == meta["sha256_chunks"]
-            : Sha256File(file) == meta.value("sha256", "");
-    if (!matches) throw CheckpointError(file + ": SHA-256 differs from manifest (corrupt)");
-  }
-  return {m["step"].get<int64_t>(), m.value("world_size", 0), path};
 }
 
 std::vector<std::string> CheckpointStore::StepPaths() const {

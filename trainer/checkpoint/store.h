@@ -11,6 +11,8 @@
 
 #include <ATen/ATen.h>
 
+#include "trainer/checkpoint/manifest.h"
+
 namespace ringpilot::trainer::checkpoint {
 
 /// A named tensor: model parameters and buffers, optimizer state, RNG states.
@@ -18,18 +20,6 @@ struct NamedTensor {
   std::string name;
   at::Tensor tensor;
   bool optional = false;  ///< Load leaves it as it is when the checkpoint lacks it
-};
-
-struct CheckpointInfo {
-  int64_t step = 0;
-  int world_size = 0;
-  std::string path;
-};
-
-/// Raised for an unreadable or corrupt checkpoint; the message names the file.
-class CheckpointError : public std::runtime_error {
- public:
-  explicit CheckpointError(const std::string& what) : std::runtime_error(what) {}
 };
 
 /// A valid checkpoint that does not fit the job (a tensor it lacks or of another shape:
@@ -41,7 +31,6 @@ class CheckpointMismatchError : public CheckpointError {
 
 class CheckpointStore {
  public:
-  static constexpr const char* kFormat = "ringpilot-checkpoint-v1";
   /// `dir` is RUN_DIR/checkpoints; `keep` the number of newest checkpoints kept.
   CheckpointStore(std::string dir, int keep);
 
@@ -65,8 +54,9 @@ class CheckpointStore {
   /// Paths of the step-* directories, oldest first (verified or not; read-only).
   std::vector<std::string> StepPaths() const;
 
-  /// Verifies one checkpoint directory; returns its info or throws CheckpointError.
-  static CheckpointInfo Verify(const std::string& path);
+  /// Verifies one checkpoint directory; returns its info or throws CheckpointError
+  /// (VerifyCheckpointDir, trainer/checkpoint/manifest.h).
+  static CheckpointInfo Verify(const std::string& path) { return VerifyCheckpointDir(path); }
 
   const std::string& dir() const { return dir_; }
 
