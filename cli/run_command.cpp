@@ -71,11 +71,10 @@ std::vector<std::string> StartupLines(const config::JobConfig& c, const std::str
     node_hosts.push_back(c.metrics.bind == "0.0.0.0" ? this_host : c.metrics.bind);
   }
   const bool program = config::RunsCommand(c);
-  const std::string ranks = std::to_string(c.world.size()) + " rank(s) (" +
-                            std::to_string(c.world.nodes) + " node(s) x " +
-                            std::to_string(c.world.procs_per_node) + ", device " +
-                            config::ToString(c.world.device) + ", backend " +
-                            config::ToString(c.launch.backend) + ")";
+  const std::string ranks =
+      std::to_string(c.world.size()) + " rank(s) (" + std::to_string(c.world.nodes) +
+      " node(s) x " + std::to_string(c.world.procs_per_node) + ", device " +
+      config::ToString(c.world.device) + ", backend " + config::ToString(c.launch.backend) + ")";
   std::vector<std::string> lines;
   if (program) {
     // A program's data and steps are its own business.
