@@ -503,7 +503,9 @@ JobConfig Loader::Finish() {
   if (!IsGiven("name") && !Rejected("name")) {
     Collect("name", [&] { Fail(root_, "name", "required key missing"); });
   }
-  if (!IsGiven("model.name") && !Rejected("model.name") && !RunsCommand(config_)) {
+  // A launch.command that was rejected still says the job meant to run a program.
+  if (!IsGiven("model.name") && !Rejected("model.name") && !RunsCommand(config_) &&
+      !Rejected("launch.command")) {
     const auto model = sections_.find("model");
     Collect("model.name", [&] {
       Fail(model != sections_.end() ? model->second : root_, "model.name",

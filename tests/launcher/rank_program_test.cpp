@@ -113,8 +113,8 @@ TEST(RankProgram, PreemptedExitIsNotAFailure) {
   TempDir dir;
   const Ran r = RunScript(dir, "exit 75");
   EXPECT_EQ(r.status, base::kExitPreempted);
-  EXPECT_EQ(SplitLines(r.log).back(),
-            "ringpilot exec: sh stopped with status 75 (checkpointed for preemption)");
+  EXPECT_EQ(SplitLines(r.log).back().substr(base::kLogTimeLength + 1),
+            "INFO ringpilot exec: sh stopped with status 75 (checkpointed for preemption)");
 }
 
 TEST(RankProgram, MissingProgramIsFatalAnd127) {
