@@ -19,6 +19,7 @@
 #include "launcher/mpirun_command.h"
 #include "launcher/run_dir.h"
 #include "launcher/supervisor.h"
+#include "metrics/scrape_targets.h"
 #include "mpirun/cma_probe.h"
 
 namespace ringpilot::cli {
@@ -66,9 +67,11 @@ std::vector<std::string> StartupLines(const config::JobConfig& c, const std::str
                                       const std::string& this_host) {
   std::vector<std::string> node_hosts = hosts;
   if (node_hosts.empty()) {
-    // Backend local: the ranks serve on this host, at the bind address unless it is every
-    // interface.
-    node_hosts.push_back(c.metrics.bind == "0.0.0.0" ? this_host : c.metrics.bind);
+    // Backend local: the ranks serve on this host, at the address they resolve `bind` to
+    // (auto: 127.0.0.1, or the node's address inside a Slurm allocation or a pod).
+    const std::string address =
+        metrics::ResolveBind(c.metrics.bind, base::CurrentEnvironment());
+    node_hosts.push_back(address == "0.0.0.0" ? this_host : address);
   }
   const bool program = config::RunsCommand(c);
   const std::string ranks =

@@ -133,7 +133,7 @@ TEST(RingpilotCli, DryRunPrintsTheCommandAndCreatesNothing) {
   EXPECT_EQ(block[2], "ringpilot: run directory " + c.run_dir + " (ringpilot status|logs|stop " +
                           c.run_dir + ")");
   EXPECT_EQ(block[3],
-            "ringpilot: metrics on 127.0.0.1:9400-9401 (a port per rank, path /metrics; "
+            "ringpilot: metrics on 127.0.0.1:18400-18401 (a port per rank, path /metrics; "
             "docs/metrics.md)");
   EXPECT_NE(
       r.out.find(c.trainer + " --config " + c.run_dir + "/job.yaml --run-dir " + c.run_dir + "\n"),

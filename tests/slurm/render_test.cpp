@@ -113,8 +113,11 @@ TEST(SlurmRender, AutoDeviceRequestsGpus) {
 
 TEST(SlurmRender, MetricsBindReachableFromOtherHosts) {
   config::JobConfig spec = Spec();
-  EXPECT_NE(RenderSbatch(spec).find("metrics:\n  enabled: true\n  bind: \"0.0.0.0\"\n"),
+  // auto: each rank listens on its node's address (SLURM_JOB_ID is set in the allocation).
+  EXPECT_NE(RenderSbatch(spec).find("metrics:\n  enabled: true\n  bind: \"auto\"\n"),
             std::string::npos);
+  spec.metrics.bind = "127.0.0.1";  // loopback cannot be scraped from another host
+  EXPECT_NE(RenderSbatch(spec).find("  bind: \"0.0.0.0\"\n"), std::string::npos);
   spec.metrics.bind = "10.0.0.7";  // an address the user chose stays
   EXPECT_NE(RenderSbatch(spec).find("  bind: \"10.0.0.7\"\n"), std::string::npos);
 }

@@ -68,9 +68,10 @@ TEST(SlurmCli, ScriptRunsRingpilotWithBackendSlurm) {
   ASSERT_EQ(run.exit_code, 0) << run.err;
   const std::string run_dir = dir.path() + "/runs/demo-job-4242";
   EXPECT_EQ(ReadFile(record), "run\n" + run_dir + "/slurm-job.yaml\n--run-dir\n" + run_dir + "\n");
-  // The job file says backend slurm and a metrics bind other hosts can reach.
+  // The job file says backend slurm and a metrics bind other hosts can reach (auto: each
+  // rank listens on its node's address under Slurm).
   EXPECT_NE(ReadFile(record + ".job").find("  backend: slurm\n"), std::string::npos);
-  EXPECT_NE(ReadFile(record + ".job").find("  bind: \"0.0.0.0\"\n"), std::string::npos);
+  EXPECT_NE(ReadFile(record + ".job").find("  bind: \"auto\"\n"), std::string::npos);
   EXPECT_NE(run.err.find("ringpilot: job 4242 start "), std::string::npos) << run.err;
   // The embedded job file is the resolved one, and it validates.
   const ProcessResult v = RunProcess({RingpilotBinary(), "validate", record + ".job"});
