@@ -462,9 +462,8 @@ void Supervisor::WithdrawScrapeTargets() {
 
 void Supervisor::ReportFailure(const Attempt& last, int attempts, JobOutcome* outcome, bool final) {
   const RunDirLayout layout(options_.run_dir);
-  FailureReport report =
-      AnalyzeFailure(layout.logs, last.start_ns - kFatalClockSlackNs, last.output, attempts,
-                     last.exit_code, last.term_signal);
+  FailureReport report = AnalyzeFailure(layout.logs, last.start_ns - kFatalClockSlackNs,
+                                        last.output, attempts, last.exit_code, last.term_signal);
   report.mpirun_stopped_because = last.stopped_because;
   if (!last.hang.empty()) {
     // We stopped it: the ranks' own lines say "stopped", and the rank to blame is the one

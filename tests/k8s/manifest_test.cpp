@@ -137,7 +137,7 @@ k8s: {image: "registry.example.com/team/train:1"}
   EXPECT_EQ(pod.launch.command,
             (std::vector<std::string>{"python3", "/app/train.py", "--epochs", "3"}));
   EXPECT_EQ(pod.launch.backend, config::Backend::kMpi);
-  EXPECT_EQ(pod.metrics.bind, "0.0.0.0");
+  EXPECT_EQ(pod.metrics.bind, "auto");  // each rank binds its pod's IP
   const YAML::Node job = FindKind(docs, "MPIJob");
   EXPECT_EQ(Container(job, "Launcher")["command"][1].as<std::string>(), "run");
   EXPECT_EQ(Container(job, "Worker")["resources"]["limits"]["nvidia.com/gpu"].as<int>(), 4);
