@@ -7,19 +7,30 @@ namespace ringpilot::base {
 /// The run directory (absolute, so ranks on other hosts find it too).
 inline constexpr const char* kRunDirVar = "RINGPILOT_RUN_DIR";
 /// Restarts before this attempt: 0 for the first attempt, then 1, 2, ... (a program under
-/// `ringpilot exec` also gets it as torchrun's TORCHELASTIC_RESTART_COUNT).
+/// `ringpilot exec` also gets it as torchrun's TORCHELASTIC_RESTART_COUNT). A count, not
+/// an attempt's number: that is RINGPILOT_ATTEMPT.
 inline constexpr const char* kRestartVar = "RINGPILOT_RESTART";
-/// The attempt, numbered as RUN_DIR/attempts/N/ is: 1 for the first, then 2, 3, ... (always
-/// RINGPILOT_RESTART + 1). For programs that resume from their own checkpoints.
+/// Attempt number of this `ringpilot run`: 1 for the first attempt, then 2, 3, ... after
+/// restarts (always RINGPILOT_RESTART + 1). The one numbering of attempts: the launcher's
+/// messages, the rank logs' `attempt N`, RUN_DIR/attempts/N/, summary.json's `attempt`,
+/// launcher.json and `ringpilot status`.
 inline constexpr const char* kAttemptVar = "RINGPILOT_ATTEMPT";
 /// launch.max_restarts of the job (torchrun's TORCHELASTIC_MAX_RESTARTS under exec).
 inline constexpr const char* kMaxRestartsVar = "RINGPILOT_MAX_RESTARTS";
+/// "1" when `ringpilot run --verbose`: rank 0 also echoes its start-up detail (cluster
+/// view, placement plan) to the terminal; it is in logs/rank-N.log either way.
+inline constexpr const char* kVerboseVar = "RINGPILOT_VERBOSE";
 /// Rendezvous address and port for `ringpilot exec` workers (torchrun's MASTER_ADDR/PORT).
 inline constexpr const char* kMasterAddrVar = "RINGPILOT_MASTER_ADDR";
 inline constexpr const char* kMasterPortVar = "RINGPILOT_MASTER_PORT";
 /// Unix time (seconds) at which the supervisor started this attempt; the trainer reports
 /// time-to-first-step from it.
 inline constexpr const char* kLaunchTimeVar = "RINGPILOT_LAUNCH_UNIX";
+
+/// RUN_DIR/<this>: written by `ringpilot stop` before it signals the launcher, so that a
+/// requested stop is told from a scheduler's preemption (both end with exit 75): the Slurm
+/// script does not requeue it, and launcher.json says who stopped the job.
+inline constexpr const char* kStopRequestFile = "stop-request";
 
 /// Metrics of a program that `ringpilot exec` runs (the NCCL profiler plugin,
 /// docs/nccl-profiler.md): `metrics.port_base` (exec sets the job default when unset), the

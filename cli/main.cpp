@@ -1,7 +1,7 @@
 // `ringpilot`: the front end. Parses the command line and hands each subcommand to its
-// room: validate/run (cli/run_command.h), exec, export, slurm, k8s, topo, data pack|tokenize,
-// bench comm,
-// doctor, diagnose.
+// room: validate/run (cli/run_command.h), status/logs/stop (cli/run_dir_commands.h), exec,
+// export, slurm, k8s, topo, data pack|tokenize, bench comm, doctor, diagnose; --version
+// (cli/version_command.h).
 #include <iostream>
 #include <string>
 #include <vector>
@@ -15,8 +15,10 @@
 #include "cli/export_command.h"
 #include "cli/k8s_command.h"
 #include "cli/run_command.h"
+#include "cli/run_dir_commands.h"
 #include "cli/slurm_command.h"
 #include "cli/topo_command.h"
+#include "cli/version_command.h"
 #include "commbench/command.h"
 #include "diagnose/command.h"
 #include "doctor/command.h"
@@ -27,6 +29,13 @@ namespace {
 int Main(int argc, char** argv) {
   CLI::App app{"ringpilot: launch, supervise and restart data-parallel training jobs", "ringpilot"};
   app.require_subcommand(1, 1);
+  app.add_flag_callback(
+      "--version",
+      [] {
+        std::cout << VersionText(base::CurrentEnvironment()) << std::flush;
+        throw CLI::Success();
+      },
+      "Print ringpilot's version and git commit, and the library versions a run uses");
 
   std::string validate_job;
   std::vector<std::string> validate_sets;
@@ -44,7 +53,12 @@ int Main(int argc, char** argv) {
   run->add_option("--run-dir", run_args.run_dir,
                   "Run directory (default runs/<name>-<YYYYmmdd-HHMMSS>); an existing one is "
                   "resumed from its checkpoints");
-  run->add_flag("--dry-run", run_args.dry_run, "Print the mpirun command and exit");
+  run->add_flag("--dry-run", run_args.dry_run,
+                "Print the command an attempt would run (its variables, mpirun and the "
+                "trainer) and exit");
+  run->add_flag("-v,--verbose", run_args.verbose,
+                "Also show the mpirun command and rank 0's start-up detail (cluster view, "
+                "placement plan; always in logs/)");
   run->add_flag("--force", run_args.force,
                 "Start even when the preflight doctor FAILs (launch.preflight: false skips it)");
 
@@ -74,6 +88,7 @@ int Main(int argc, char** argv) {
   exec->add_option("CMD", exec_args.command, "Command and its arguments, after --");
 
   // slurm render|submit, k8s render: their handlers run (and exit) from parse callbacks.
+  AddRunDirCommands(app);
   AddSlurmCommand(app);
   AddK8sCommand(app);
   AddTopoCommand(app);
@@ -90,6 +105,8 @@ int Main(int argc, char** argv) {
   } catch (const CLI::CallForHelp& e) {
     return app.exit(e);
   } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::Success& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
     // The usual slip with exec is a worker option without `--` before the command.

@@ -101,7 +101,9 @@ struct TrainConfig {
   /// Dataset kinds: train this many epochs instead of `steps` (each rank works out epochs x
   /// full global batches per epoch from the dataset and ignores `steps`); 0 = `steps`.
   int64_t epochs = 0;
-  int64_t warmup_steps = 0;  ///< untimed leading steps; 0 = automatic (see config.md)
+  /// Leading steps of each attempt left out of throughput and step-time figures; 0 =
+  /// automatic (see config.md). Not the learning-rate warm-up (lr_warmup_steps).
+  int64_t timing_skip_steps = 0;
   Optimizer optimizer = Optimizer::kSgd;
   double lr = 0.1;
   double momentum = 0.9;       ///< SGD momentum
@@ -195,6 +197,10 @@ struct SlurmConfig {
   int signal_seconds = 300;       ///< --signal=B:USR1@N: warning before the time limit
   std::string run_root = "runs";  ///< run dir is RUN_ROOT/<name>-$SLURM_JOB_ID; output there too
   std::string ringpilot;          ///< ringpilot on the compute nodes; "" = the rendering binary
+  /// Extra `#SBATCH` directives, each `--option` or `--option=value` (config/value_rules.h).
+  std::vector<std::string> directives;
+  /// Shell lines run by the batch script before `ringpilot run` (modules, containers, venvs).
+  std::vector<std::string> setup;
 };
 
 /// `ringpilot k8s render`: the Kubeflow MPIJob and its companions.
@@ -206,6 +212,9 @@ struct K8sConfig {
   std::string storage_class;      ///< checkpoint PVC storage class; "" = cluster default
   std::string checkpoint_size = "100Gi";  ///< checkpoint PVC request
   int run_as_user = 1000;                 ///< uid (and gid, fsGroup) of every container
+  std::string cpu_per_rank = "8";         ///< worker pod CPU request = limit: this x procs_per_node
+  /// Worker pod memory request = limit: this x procs_per_node + shm_size (/dev/shm counts).
+  std::string memory_per_rank = "32Gi";
 };
 
 struct JobConfig {
@@ -231,21 +240,38 @@ struct JobConfig {
 /// model.* and the other trainer-only keys are then not given (config.md, "Programs").
 inline bool RunsCommand(const JobConfig& config) { return !config.launch.command.empty(); }
 
-/// A rejected job file or override. `what()` is one line:
+/// A rejected job file or override: one line per problem, each
 /// `FILE:LINE:COL: KEY: problem` (for `--set`, FILE is `--set[N]` and LINE is 1).
+/// `what()` is those lines joined by newlines (no trailing newline).
 class ConfigError : public std::runtime_error {
  public:
-  explicit ConfigError(const std::string& line) : std::runtime_error(line) {}
+  explicit ConfigError(const std::string& line);
+  /// `lines` must not be empty.
+  explicit ConfigError(std::vector<std::string> lines);
+  const std::vector<std::string>& lines() const { return lines_; }
+
+ private:
+  std::vector<std::string> lines_;
 };
 
 /// Reads, type-checks and range-checks `path`, applies `overrides` (`a.b=value`, value
 /// parsed as YAML) in order with the same checks, then the cross-key checks.
-/// Throws ConfigError on the first problem; an unreadable file is a ConfigError too.
+/// Throws ConfigError listing every problem found in one pass (each key of the file and
+/// each override is checked; the cross-key rules run on the keys that passed). A YAML
+/// syntax error, an unreadable file or a document that is not a mapping ends the pass
+/// at once: one line.
 JobConfig LoadJobConfig(const std::string& path, const std::vector<std::string>& overrides = {});
 
 /// As LoadJobConfig, from text; `source` names it in messages.
 JobConfig ParseJobConfig(const std::string& yaml_text, const std::string& source,
                          const std::vector<std::string>& overrides = {});
+
+/// As LoadJobConfig for a command that runs the job on `backend` (`ringpilot slurm
+/// render` is backend slurm, `k8s render` k8s): launch.backend is `backend` before the
+/// cross-key checks, whatever the file says (a job file is portable across backends); an
+/// override that sets another backend is an error, reported at the override.
+JobConfig LoadJobConfigFor(Backend backend, const std::string& path,
+                           const std::vector<std::string>& overrides = {});
 
 /// Canonical YAML with every key (defaults included; a launch.command job without the
 /// trainer-only keys, a job without one without launch.command). ParseJobConfig(EmitJobConfig(c))

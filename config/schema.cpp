@@ -388,13 +388,19 @@ KeySpec HostsKey(const std::string& path, Field<std::vector<HostSlots>> field) {
   return k;
 }
 
+/// `check` (optional) returns "" for a good item, else the problem.
 KeySpec StringListKey(const std::string& path, Field<std::vector<std::string>> field,
-                      std::string meaning) {
-  KeySpec k = Base(path, ValueType::kStringList, "list of strings", std::move(meaning));
-  k.assign = [path, field](const YAML::Node& node, const Origin& origin, JobConfig& c) {
+                      std::string meaning, std::string allowed = "list of strings",
+                      std::function<std::string(const std::string&)> check = nullptr) {
+  KeySpec k = Base(path, ValueType::kStringList, std::move(allowed), std::move(meaning));
+  k.assign = [path, field, check](const YAML::Node& node, const Origin& origin, JobConfig& c) {
     if (!node.IsSequence()) TypeFail(path, node, origin, "a list of strings");
     std::vector<std::string> items;
-    for (const auto& item : node) items.push_back(ReadString(path, item, origin));
+    for (const auto& item : node) {
+      items.push_back(ReadString(path, item, origin));
+      const std::string problem = check ? check(items.back()) : std::string();
+      if (!problem.empty()) Fail(origin.At(item.Mark()), path, problem);
+    }
     field(c) = std::move(items);
   };
   k.get = [field](const JobConfig& c) {
@@ -586,9 +592,10 @@ std::vector<KeySpec> BuildSchema() {
       "(steps = epochs x full global batches per epoch; train.steps is then not "
       "used); 0 = train.steps"));
   s.push_back(IntKey<int64_t>(
-      "train.warmup_steps", Member(&JC::train, &TrainConfig::warmup_steps), 0, kMaxSteps,
-      "leading steps of each attempt left out of samples_per_second and the step percentiles; "
-      "0 = automatic (the first step, with CUDA graphs up to the first replay), never fewer"));
+      "train.timing_skip_steps", Member(&JC::train, &TrainConfig::timing_skip_steps), 0, kMaxSteps,
+      "leading steps of each attempt left out of samples_per_second and the step percentiles "
+      "(they train as usual; the learning-rate warm-up is train.lr_warmup_steps); 0 = "
+      "automatic (the first step, with CUDA graphs up to the first replay), never fewer"));
   s.push_back(EnumKey("train.optimizer", Member(&JC::train, &TrainConfig::optimizer),
                       Names(kOptimizerNames), "optimizer"));
   s.push_back(FloatKey("train.lr", Member(&JC::train, &TrainConfig::lr), 0, true, 100, false,
@@ -804,6 +811,17 @@ std::vector<KeySpec> BuildSchema() {
       [](const std::string& v) { return v.empty() ? std::string() : CheckSlurmPath(v); },
       "\"\" or a path of `[A-Za-z0-9._/+-]`",
       "ringpilot executable on the compute nodes; \"\" = the one that renders"));
+  s.push_back(StringListKey(
+      "slurm.directives", Member(&JC::slurm, &SlurmConfig::directives),
+      "extra #SBATCH lines, e.g. [\"--constraint=h100\", \"--exclusive\", \"--mem=0\"]; "
+      "the options rendered from other keys (--time, --nodes, --gpus-per-node, ...) are "
+      "refused",
+      "list of `--option` or `--option=value` (value of `[A-Za-z0-9._,:=/@%+*|&!^~[]-]`)",
+      CheckSbatchDirective));
+  s.push_back(StringListKey("slurm.setup", Member(&JC::slurm, &SlurmConfig::setup),
+                            "shell lines the batch script runs before `ringpilot run`, in order "
+                            "(e.g. \"module load cuda/13\"); a failing line fails the job",
+                            "list of one-line strings", CheckSlurmSetupLine));
 
   // k8s: `ringpilot k8s render` (rules shared with config/value_rules.h).
   const auto rule = [](bool ok, const std::string& what, const std::string& v) {
@@ -844,6 +862,18 @@ std::vector<KeySpec> BuildSchema() {
       "positive quantity", "checkpoint PVC size request"));
   s.push_back(IntKey("k8s.run_as_user", Member(&JC::k8s, &K8sConfig::run_as_user), 1, INT_MAX,
                      "uid (and gid, fsGroup) of every container; never root"));
+  s.push_back(StringKey(
+      "k8s.cpu_per_rank", Member(&JC::k8s, &K8sConfig::cpu_per_rank),
+      [rule](const std::string& v) { return rule(IsPositiveQuantity(v), "a quantity", v); },
+      "positive quantity (`8`, `1500m`)",
+      "worker pod CPU request and limit: this x world.procs_per_node (equal request and "
+      "limit: Guaranteed QoS, whole cores of their own under the static CPU manager)"));
+  s.push_back(StringKey(
+      "k8s.memory_per_rank", Member(&JC::k8s, &K8sConfig::memory_per_rank),
+      [rule](const std::string& v) { return rule(IsPositiveQuantity(v), "a quantity", v); },
+      "positive quantity (`32Gi`)",
+      "worker pod memory request and limit: this x world.procs_per_node + k8s.shm_size "
+      "(/dev/shm is memory the pod is charged for)"));
   // What only the built-in trainer reads: a launch.command job must not set it (the
   // program takes its own arguments), and its resolved job file leaves it out.
   static const std::set<std::string> kTrainerSections = {"model", "data",       "eval",  "train",

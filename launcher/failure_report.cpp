@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "base/files.h"
+#include "base/time.h"
 
 namespace ringpilot::launcher {
 namespace {
@@ -78,6 +79,23 @@ std::string SignalName(int sig) {
 }
 
 std::optional<FatalLine> ParseFatalLine(const std::string& line) {
+  if (const std::optional<int64_t> ns = base::ParseLogTimeNs(line)) {
+    // TIME FATAL message
+    static const std::string kLevel = " FATAL";
+    const std::size_t at = base::kLogTimeLength;
+    if (line.compare(at, kLevel.size(), kLevel) != 0) return std::nullopt;
+    const std::size_t end = at + kLevel.size();
+    if (end < line.size() && line[end] != ' ') return std::nullopt;
+    FatalLine fatal;
+    fatal.time_ns = *ns;
+    if (end < line.size()) fatal.message = line.substr(end + 1);
+    while (!fatal.message.empty() &&
+           (fatal.message.back() == '\r' || fatal.message.back() == '\n')) {
+      fatal.message.pop_back();
+    }
+    return fatal;
+  }
+  // `FATAL <unix ns> message`: rank logs written before the one time format.
   if (line.rfind("FATAL ", 0) != 0) return std::nullopt;
   std::size_t pos = 6;
   const std::size_t digits_start = pos;
@@ -190,6 +208,8 @@ std::map<int, RankHeartbeat> ReadHeartbeats(const std::string& logs_dir, double 
     b.max_silence_s = j.value("max_silence_s", 0.0);
     b.collectives_started = j.value("collectives_started", uint64_t{0});
     b.collectives_completed = j.value("collectives_completed", uint64_t{0});
+    b.steps = j.contains("steps") && j["steps"].is_number_integer() ? j["steps"].get<int64_t>() : 0;
+    if (j.contains("loss") && j["loss"].is_number()) b.loss = j["loss"].get<double>();
     if (b.unix >= since_unix) beats.emplace(b.rank, b);
   }
   return beats;
@@ -355,6 +375,7 @@ std::string FailureJson(const FailureReport& report) {
   if (report.fatal) {
     j["fatal_message"] = report.fatal->message;
     j["fatal_time_ns"] = report.fatal->time_ns;
+    j["fatal_time"] = base::FormatLogTime(static_cast<double>(report.fatal->time_ns) / 1e9);
   }
   if (!report.hang.empty()) j["hang"] = report.hang;
   if (report.rank_behind >= 0) j["rank_behind"] = report.rank_behind;
@@ -460,7 +481,8 @@ std::vector<std::string> FailureSummary(const FailureReport& report,
   }
   if (report.lost_contact) {
     std::string ranks;
-    for (const int r : report.timed_out_ranks) ranks += (ranks.empty() ? "" : ", ") + std::to_string(r);
+    for (const int r : report.timed_out_ranks)
+      ranks += (ranks.empty() ? "" : ", ") + std::to_string(r);
     out.push_back("ringpilot: ranks " + ranks +
                   " all timed out waiting for each other while every rank kept beating: "
                   "they lost contact (the network between their hosts?)");

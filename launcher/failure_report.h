@@ -14,15 +14,16 @@ namespace ringpilot::launcher {
 inline constexpr int kFailureTailLines = 10;
 
 /// A trainer's last word before it exits on error, one line in logs/rank-N.log:
-/// `FATAL <unix_time_ns> <message>`.
+/// `TIME FATAL <message>`, TIME as every log line's (base::FormatLogTime, milliseconds).
 struct FatalLine {
   int rank = -1;
   int64_t time_ns = 0;
   std::string message;
 };
 
-/// Parses one log line; nullopt unless it starts with `FATAL `, a decimal time and a space
-/// (or the end of the line). `rank` is left at -1.
+/// Parses one log line; nullopt unless it is `TIME FATAL message` (TIME exactly as
+/// base::FormatLogTime writes it), or, as rank logs of earlier versions wrote it,
+/// `FATAL <unix ns> message`. `rank` is left at -1.
 std::optional<FatalLine> ParseFatalLine(const std::string& line);
 
 /// The earliest FATAL line at or after `since_ns` over every `rank-N.log` in `logs_dir`;
@@ -53,6 +54,8 @@ struct RankHeartbeat {
   double max_silence_s = 0;  ///< longest gap between its beats: a stopped rank's is long
   uint64_t collectives_started = 0;
   uint64_t collectives_completed = 0;
+  int64_t steps = 0;                          ///< the attempt's step target; 0 when not known yet
+  std::optional<double> loss = std::nullopt;  ///< the latest loss it logged (rank 0), if any
   /// A launch.command rank's beat comes from its NCCL profiler file (ReadNcclHeartbeats):
   /// its largest communicator, and the collective it was in, if any.
   std::string comm = {};      ///< communicator hash; "" for the trainer's heartbeat
@@ -121,9 +124,9 @@ FailureReport AnalyzeFailure(const std::string& logs_dir, int64_t attempt_start_
                              int exit_code, int term_signal);
 
 /// failure.json: {attempts, exit_code | signal + signal_name, first_failing_rank,
-/// first_failing_rank_source, fatal_message, fatal_time_ns, hang (when the supervisor
-/// stopped it), rank_behind (after a hang), timed_out_ranks and lost_contact (after a
-/// hang), mpirun_stopped_because (when set),
+/// first_failing_rank_source, fatal_message, fatal_time_ns and fatal_time (the same time as
+/// base::FormatLogTime), hang (when the supervisor stopped it), rank_behind (after a hang),
+/// timed_out_ranks and lost_contact (after a hang), mpirun_stopped_because (when set),
 /// ranks: {"R": heartbeat}, last_lines: {"R": [...]}, mpirun_last_lines}.
 std::string FailureJson(const FailureReport& report);
 

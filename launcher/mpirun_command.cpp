@@ -14,7 +14,7 @@ void AddCommonFlags(const MpirunContext& ctx, bool cma, const std::vector<std::s
   mpirun::AppendBaseMpirunFlags(ctx.euid, user_args, ctx.env, cma, argv);
   for (const char* name :
        {base::kRunDirVar, base::kRestartVar, base::kAttemptVar, base::kMaxRestartsVar,
-        base::kMasterAddrVar, base::kMasterPortVar, base::kLaunchTimeVar}) {
+        base::kMasterAddrVar, base::kMasterPortVar, base::kLaunchTimeVar, base::kVerboseVar}) {
     argv->insert(argv->end(), {"-x", name});
   }
   // mpirun passes its own environment only to ranks on this host; `-x` carries the

@@ -55,6 +55,7 @@ base::Environment CommandJobEnv(const config::JobConfig& config, const base::Env
 /// `--mca btl_vader_single_copy_mechanism cma|none` (cma for backend local where
 /// `ctx.cma_works`; left out when launch.mpirun_args or
 /// OMPI_MCA_btl_vader_single_copy_mechanism chooses it) + `-x` for the RINGPILOT_* variables
+/// (run dir, attempt, master address and port, launch time, verbose: the caller sets them)
 /// and each forwarded variable set in `ctx.env` (name order) + launch.mpirun_args verbatim +
 /// `TRAINER --config RUN_DIR/job.yaml --run-dir RUN_DIR`; for a launch.command job instead
 /// `-x` for CommandJobEnv's variables and PYTHONPATH, VIRTUAL_ENV, CONDA_PREFIX,

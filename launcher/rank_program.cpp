@@ -14,6 +14,7 @@
 
 #include "base/exit_status.h"
 #include "base/files.h"
+#include "base/time.h"
 #include "launcher/failure_report.h"
 
 namespace ringpilot::launcher {
@@ -135,7 +136,9 @@ int ShellStatus(const RankProgramEnd& end) {
 }
 
 std::string ClosingLogLine(const RankProgramEnd& end, const std::string& program, int64_t now_ns) {
-  const std::string fatal = "FATAL " + std::to_string(now_ns) + " ";
+  const std::string stamp = base::FormatLogTime(static_cast<double>(now_ns) / 1e9);
+  const std::string fatal = stamp + " FATAL ";
+  const std::string info = stamp + " INFO ";
   if (end.exec_failed) {
     return fatal + "cannot execute " + program + ": " + std::strerror(end.exec_errno);
   }
@@ -144,12 +147,14 @@ std::string ClosingLogLine(const RankProgramEnd& end, const std::string& program
   if (end.stop_signal != 0) {
     // The launcher stopped it (mpirun tears the job down after another rank failed, or
     // the user pressed Ctrl-C): not this rank's failure.
-    return "ringpilot exec: " + program + " " + how + " after " + SignalName(end.stop_signal) +
-           " from the launcher";
+    return info + "ringpilot exec: " + program + " " + how + " after " +
+           SignalName(end.stop_signal) + " from the launcher";
   }
-  if (end.term_signal == 0 && end.exit_code == 0) return "ringpilot exec: " + program + " finished";
+  if (end.term_signal == 0 && end.exit_code == 0) {
+    return info + "ringpilot exec: " + program + " finished";
+  }
   if (end.term_signal == 0 && end.exit_code == base::kExitPreempted) {
-    return "ringpilot exec: " + program + " stopped with status " +
+    return info + "ringpilot exec: " + program + " stopped with status " +
            std::to_string(base::kExitPreempted) + " (checkpointed for preemption)";
   }
   std::string line = fatal + program + " " + how;
@@ -173,7 +178,9 @@ int RunRankProgram(const RankProgramOptions& options) {
     int fd;
     ~LogCloser() { ::close(fd); }
   } log_closer{log_fd};
-  for (const std::string& line : options.header) WriteAll(log_fd, line + "\n");
+  for (const std::string& line : options.header) {
+    WriteAll(log_fd, base::LogTimeNow() + " INFO " + line + "\n");
+  }
 
   SignalScope signals;
   // Everything the child needs is built before fork: after it only async-signal-safe
@@ -242,7 +249,7 @@ int RunRankProgram(const RankProgramOptions& options) {
                        {err_pipe[0], options.stderr_fd, true, {}}};
   const auto emit = [&](Stream& s, const std::string& line) {
     WriteAll(s.out_fd, line + "\n");
-    WriteAll(log_fd, line + "\n");
+    WriteAll(log_fd, base::LogTimeNow() + (s.is_stderr ? " ERR " : " OUT ") + line + "\n");
     if (s.is_stderr && line.find_first_not_of(" \t\r") != std::string::npos) {
       end.last_error_line = line;
     }
@@ -310,10 +317,10 @@ int RunRankProgram(const RankProgramOptions& options) {
   }
   const std::string closing = ClosingLogLine(end, program, died_ns);
   WriteAll(log_fd, closing + "\n");
-  if (closing.rfind("FATAL ", 0) == 0) {
+  if (const std::optional<FatalLine> fatal = ParseFatalLine(closing)) {
     // The terminal gets the same news without the time stamp.
     WriteAll(options.stderr_fd, "ringpilot exec: rank " + base::Lookup(options.env, "RANK", "?") +
-                                    ": " + closing.substr(closing.find(' ', 6) + 1) + "\n");
+                                    ": " + fatal->message + "\n");
   }
   return ShellStatus(end);
 }

@@ -2,7 +2,9 @@
 // as a child, copies its output into RUN_DIR/logs/rank-N.log (and on to mpirun), forwards
 // the signals mpirun sends, and says in the log how the program ended -- a `FATAL` line
 // (launcher/failure_report.h) when it failed on its own, so that the front end's failure
-// report names the rank that failed first, as it does for the built-in trainer.
+// report names the rank that failed first, as it does for the built-in trainer. Every line
+// of the log is `TIME LEVEL text` as the trainer's are (base::FormatLogTime): INFO for the
+// wrapper's own lines, OUT and ERR for the program's stdout and stderr, FATAL.
 #pragma once
 
 #include <cstdint>
@@ -18,7 +20,8 @@ struct RankProgramOptions {
   std::vector<std::string> argv;  ///< argv[0] as the user wrote it, then the arguments
   base::Environment env;          ///< the program's whole environment
   /// Appended (never truncated): the header lines, every output line of the program (both
-  /// streams, as they arrive) and the closing line. Its directory is created when missing.
+  /// streams, as they arrive) and the closing line, each after its time and level. Its
+  /// directory is created when missing.
   std::string log_path;
   std::vector<std::string> header;  ///< lines written to the log before the program starts
   int stdout_fd = 1;                ///< where the program's stdout lines are relayed
@@ -42,9 +45,10 @@ struct RankProgramEnd {
 /// 128 + N after signal N, 126 (not executable) or 127 (not found) when exec failed.
 int ShellStatus(const RankProgramEnd& end);
 
-/// The closing line for the rank log: `FATAL <unix ns> <what>` when the program failed on
-/// its own (a non-zero exit other than base::kExitPreempted, or a signal we did not
-/// forward), else a plain `ringpilot exec: ...` line. `program` names it (argv[0]).
+/// The closing line for the rank log: `TIME FATAL <what>` when the program failed on its own
+/// (a non-zero exit other than base::kExitPreempted, or a signal we did not forward), else
+/// `TIME INFO ringpilot exec: ...`; TIME is `now_ns` (Unix ns) as base::FormatLogTime
+/// writes it. `program` names it (argv[0]).
 std::string ClosingLogLine(const RankProgramEnd& end, const std::string& program, int64_t now_ns);
 
 /// Runs the program as described above and returns ShellStatus of its end. The child runs

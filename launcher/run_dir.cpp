@@ -24,6 +24,8 @@ RunDirLayout::RunDirLayout(const std::string& root_dir)
       failure_json(root_dir + "/failure.json"),
       summary_json(root_dir + "/summary.json"),
       hostfile(root_dir + "/hostfile"),
+      launcher_json(root_dir + "/launcher.json"),
+      stop_request(root_dir + "/" + base::kStopRequestFile),
       prometheus_targets(root_dir + "/" + base::kScrapeTargetsFile) {}
 
 std::string RunDirLayout::RankLog(int rank) const {

@@ -17,6 +17,7 @@
 #include "base/exit_status.h"
 #include "base/files.h"
 #include "base/run_variables.h"
+#include "base/time.h"
 #include "launcher/failure_report.h"
 #include "launcher/mpirun_command.h"
 #include "launcher/run_dir.h"
@@ -164,12 +165,52 @@ Supervisor::Supervisor(SupervisorOptions options) : options_(std::move(options))
 Supervisor::~Supervisor() { CloseFd(&log_fd_); }
 
 void Supervisor::AppendToLog(const std::string& line) {
-  if (log_fd_ >= 0) WriteAll(log_fd_, line + "\n");
+  if (log_fd_ >= 0) WriteAll(log_fd_, base::LogTimeNow() + " " + line + "\n");
 }
 
 void Supervisor::Report(const std::string& line) {
   options_.progress(line);
   AppendToLog(line);
+}
+
+void Supervisor::Note(const std::string& line) { AppendToLog(line); }
+
+void Supervisor::WriteRecord() {
+  record_.updated = base::LogTimeNow();
+  try {
+    base::WriteFileAtomically(RunDirLayout(options_.run_dir).launcher_json, LauncherJson(record_));
+  } catch (const base::FileError& e) {
+    if (!record_write_failed_) Report(std::string("ringpilot: ") + e.what());
+    record_write_failed_ = true;
+  }
+}
+
+JobOutcome Supervisor::Ended(JobOutcome outcome) {
+  record_.exit_status = outcome.exit_status;
+  if (outcome.exit_status == 0) {
+    record_.state = RunState::kFinished;
+    record_.detail = "finished after " + std::to_string(outcome.attempts) + " attempt(s)";
+  } else if (outcome.preempted) {
+    record_.state = RunState::kStopped;
+    const bool requested = base::Exists(RunDirLayout(options_.run_dir).stop_request);
+    record_.detail = std::string(requested ? "stopped by `ringpilot stop`" : "SIGUSR1") +
+                     ": checkpointed and stopped (exit " + std::to_string(outcome.exit_status) +
+                     "); run it again to resume";
+  } else if (outcome.interrupted) {
+    record_.state = RunState::kStopped;
+    record_.detail = "interrupted by " + SignalName(outcome.exit_status - 128) + " (exit " +
+                     std::to_string(outcome.exit_status) +
+                     "); no checkpoint at the stop, a rerun resumes from the last one";
+  } else {
+    record_.state = RunState::kFailed;
+    record_.detail = "failed (exit " + std::to_string(outcome.exit_status) + ") after " +
+                     std::to_string(outcome.attempts) + " attempt(s)";
+    if (outcome.first_failing_rank >= 0) {
+      record_.detail += "; first failing rank " + std::to_string(outcome.first_failing_rank);
+    }
+  }
+  WriteRecord();
+  return outcome;
 }
 
 void Supervisor::Relay(int out_fd, const std::string& line, Attempt* attempt) {
@@ -181,12 +222,12 @@ void Supervisor::Relay(int out_fd, const std::string& line, Attempt* attempt) {
   }
 }
 
-Supervisor::Attempt Supervisor::RunAttempt(const SupervisedCommand& command, int restart) {
+Supervisor::Attempt Supervisor::RunAttempt(const SupervisedCommand& command, int number) {
   Attempt attempt;
   base::Environment env = command.env;
   env[base::kRunDirVar] = options_.run_dir;
-  env[base::kRestartVar] = std::to_string(restart);
-  env[base::kAttemptVar] = std::to_string(restart + 1);  // attempts/N/ numbering
+  env[base::kRestartVar] = std::to_string(number - 1);
+  env[base::kAttemptVar] = std::to_string(number);
   env[base::kMaxRestartsVar] = std::to_string(options_.max_restarts);
   {
     char stamp[32];
@@ -494,6 +535,17 @@ JobOutcome Supervisor::Run(const SupervisedCommand& command) {
   SignalScope signals(options_.handle_signals);
   interrupt_signal_ = 0;
   preempt_requested_ = false;
+  record_ = LauncherRecord{};
+  record_.pid = static_cast<int>(::getpid());
+  record_.host = base::HostName();
+  record_.executable = base::SelfExecutablePath();
+  record_.started = base::LogTimeNow();
+  record_.max_attempts = options_.max_restarts + 1;
+  record_.slurm_job_id = base::Lookup(command.env, "SLURM_JOB_ID", "");
+  // A stop request of an earlier run of this directory: this run was started again.
+  const std::string stop_request = RunDirLayout(options_.run_dir).stop_request;
+  if (base::Exists(stop_request)) ::unlink(stop_request.c_str());
+  WriteRecord();
   JobOutcome outcome;
   const auto stop = [&]() {
     outcome.interrupted = true;
@@ -501,32 +553,34 @@ JobOutcome Supervisor::Run(const SupervisedCommand& command) {
     Report("ringpilot: job interrupted by " + SignalName(interrupt_signal_) + " after " +
            std::to_string(outcome.attempts) + " attempt(s); not restarting");
     WithdrawScrapeTargets();
-    return outcome;
+    return Ended(outcome);
   };
   int64_t unused_deadline = 0;
   for (const int sig : TakeSignals()) OnSignal(sig, -1, &unused_deadline);
   if (interrupt_signal_ != 0) return stop();
-  if (preempt_requested_) return Preempted(Attempt{}, outcome);
+  if (preempt_requested_) return Ended(Preempted(Attempt{}, outcome));
   for (int restart = 0;; ++restart) {
-    const Attempt attempt = RunAttempt(command, restart);
+    record_.attempt = restart + 1;
+    WriteRecord();
+    const Attempt attempt = RunAttempt(command, restart + 1);
     outcome.attempts = restart + 1;
     if (interrupt_signal_ != 0) return stop();
     if (attempt.exec_failed) {
       outcome.exit_status = 127;
-      return outcome;
+      return Ended(outcome);
     }
     if (attempt.term_signal == 0 && attempt.exit_code == 0 && attempt.hang.empty()) {
       if (restart > 0) {
         Report("ringpilot: job finished after " + std::to_string(restart) + " restart(s)");
       }
       outcome.exit_status = 0;
-      return outcome;
+      return Ended(outcome);
     }
     // Preemption is not a failure: no failure.json, no restart here (the scheduler
     // requeues the job, and the rerun resumes from the checkpoint).
     if (preempt_requested_ ||
         (attempt.term_signal == 0 && attempt.exit_code == base::kExitPreempted)) {
-      return Preempted(attempt, outcome);
+      return Ended(Preempted(attempt, outcome));
     }
     outcome.exit_status = attempt.term_signal != 0 ? 128 + attempt.term_signal : attempt.exit_code;
     if (outcome.exit_status == 0) outcome.exit_status = base::kExitFailure;  // hung, stopped
@@ -541,16 +595,19 @@ JobOutcome Supervisor::Run(const SupervisedCommand& command) {
     }
     if (permanent || restart >= options_.max_restarts) {
       ReportFailure(attempt, outcome.attempts, &outcome, /*final=*/true);
-      return outcome;
+      return Ended(outcome);
     }
     ReportFailure(attempt, outcome.attempts, nullptr, /*final=*/false);
     const std::string how = attempt.term_signal != 0
                                 ? "killed by " + SignalName(attempt.term_signal)
                                 : "exit " + std::to_string(attempt.exit_code);
     Report("ringpilot: job failed (" + how + ") on attempt " + std::to_string(restart + 1) +
-           "; restarting from the last checkpoint (restart " + std::to_string(restart + 1) +
-           " of " + std::to_string(options_.max_restarts) + ")");
-    if (!WaitForRestart()) return interrupt_signal_ != 0 ? stop() : Preempted(attempt, outcome);
+           "; restarting from the last checkpoint as attempt " + std::to_string(restart + 2) +
+           " (restart " + std::to_string(restart + 1) + " of " +
+           std::to_string(options_.max_restarts) + ")");
+    if (!WaitForRestart()) {
+      return interrupt_signal_ != 0 ? stop() : Ended(Preempted(attempt, outcome));
+    }
   }
 }
 

@@ -98,14 +98,16 @@ class TrainingLoop {
         profile_(p.place.rank, p.device.cuda) {
     // The clock reports a step `host_lead_steps` steps late: the window shifts with it.
     const int64_t untimed = std::max<int64_t>(p.job.train.cuda_graphs ? kGraphWarmupSteps + 1 : 1,
-                                              p.job.train.warmup_steps) +
+                                              p.job.train.timing_skip_steps) +
                             (p.device.cuda ? p.job.train.host_lead_steps - 1 : 0);
     warmup_end_ = std::min(total_ - 1, start_step_ + untimed - 1);
     launch_unix_ = base::UnixNow();
     if (const char* t = std::getenv(base::kLaunchTimeVar)) launch_unix_ = std::atof(t);
     totals_.start_step = start_step;
-    totals_.restarts = p.opts.restart;
+    p.heartbeat.SetTotalSteps(total_);
     p.metrics.SetStepsTarget(total_);
+    totals_.restarts = p.opts.attempt - 1;
+    totals_.attempt = p.opts.attempt;
   }
 
   // The exit status: base::kExitOk, or base::kExitPreempted after SIGUSR1.
@@ -149,7 +151,7 @@ class TrainingLoop {
     if (accum_ > 1) return RunAccumulatedStep(step);
     p_.input.CopyToDevice(step);
     if (p_.place.rank == job.fault.crash_rank && step + 1 == job.fault.crash_step &&
-        p_.opts.restart == 0) {
+        p_.opts.attempt == 1) {
       p_.log.Fatal("fault injection: crashing at step " + std::to_string(step + 1) +
                    " (fault.crash_rank=" + std::to_string(job.fault.crash_rank) + ")");
       std::_Exit(kInjectedCrashStatus);
@@ -181,7 +183,7 @@ class TrainingLoop {
   double RunAccumulatedStep(int64_t step) {
     const config::JobConfig& job = p_.job;
     if (p_.place.rank == job.fault.crash_rank && step + 1 == job.fault.crash_step &&
-        p_.opts.restart == 0) {
+        p_.opts.attempt == 1) {
       p_.log.Fatal("fault injection: crashing at step " + std::to_string(step + 1) +
                    " (fault.crash_rank=" + std::to_string(job.fault.crash_rank) + ")");
       std::_Exit(kInjectedCrashStatus);
@@ -277,6 +279,7 @@ class TrainingLoop {
     if (!last && base::Seconds(last_report_, now) < p_.job.train.log_every_s) return;
     last_report_ = now;
     const double loss = p_.step.loss().item<double>();
+    p_.heartbeat.SetLoss(loss);
     // The pre-clip norm comes back with the loss (one synchronisation per line).
     if (const at::Tensor norm = p_.step.grad_norm(); norm.defined()) {
       totals_.grad_norm = norm.item<double>();
@@ -491,12 +494,12 @@ int Trainer::Run() {
   const RankPlace place = JoinWorld();
   base::MakeDirs(run_dir + "/logs");
   telemetry::RankLog log(run_dir + "/logs/rank-" + std::to_string(place.rank) + ".log", place.rank,
-                         place.rank == 0);
+                         place.rank == 0, s_->opts.verbose);
   const FatalReporterScope fatal_reporter(log);
-  log.Info("rank " + std::to_string(place.rank) + "/" + std::to_string(place.world) + " on " +
-           place.node + " (local rank " + std::to_string(place.local_rank) + "/" +
-           std::to_string(place.local_size) + ", pid " + std::to_string(::getpid()) + ", attempt " +
-           std::to_string(s_->opts.restart) + ")");
+  log.Detail("rank " + std::to_string(place.rank) + "/" + std::to_string(place.world) + " on " +
+             place.node + " (local rank " + std::to_string(place.local_rank) + "/" +
+             std::to_string(place.local_size) + ", pid " + std::to_string(::getpid()) +
+             ", attempt " + std::to_string(s_->opts.attempt) + ")");
   if (place.world != job.world.size()) {
     throw std::runtime_error("world size is " + std::to_string(place.world) +
                              " but the job asks for " + std::to_string(job.world.size()) +
@@ -549,7 +552,7 @@ int Trainer::Run() {
       device.cuda ? device.device.index() : -1);
   metrics = std::make_unique<telemetry::TrainingMetrics>(
       telemetry.identity(), run_dir + "/logs/rank-" + std::to_string(place.rank) + ".counters.json",
-      s_->opts.restart);
+      s_->opts.attempt - 1);
   metrics->SetBuildInfo(telemetry::BuildInfoLabels(telemetry::QueryLibraryVersions()));
   metrics->SetExpectedBusBandwidth(placement.expected_bus_bytes_per_second);
   if (job.metrics.enabled) {

@@ -9,6 +9,7 @@
 
 #include "base/environment.h"
 #include "base/files.h"
+#include "base/time.h"
 #include "tests/test_util.h"
 
 namespace ringpilot::cli {
@@ -164,12 +165,15 @@ TEST(RingpilotExec, LogDirAndPlacementAsRingpilotRunUsesThem) {
   const std::string log = testing::ReadFile(dir.path() + "/logs/rank-0.log");
   const std::vector<std::string> lines = SplitLines(log);
   ASSERT_GE(lines.size(), 5u) << log;
-  EXPECT_EQ(lines[0].rfind("ringpilot exec: rank 0 of 1 (local 0 of 1, node 0) on ", 0), 0u) << log;
+  // Every line after its time: TIME LEVEL text.
+  EXPECT_EQ(lines[0].find(" INFO ringpilot exec: rank 0 of 1 (local 0 of 1, node 0) on "),
+            base::kLogTimeLength)
+      << log;
   EXPECT_NE(lines[0].find(", attempt 2, pid "), std::string::npos) << lines[0];
   EXPECT_NE(log.find("ringpilot exec: placement (--bind cores): rank 0 "), std::string::npos)
       << log;
-  EXPECT_NE(log.find("\noops\n"), std::string::npos);
-  EXPECT_EQ(lines.back().rfind("FATAL ", 0), 0u) << log;
+  EXPECT_NE(log.find("Z ERR oops\n"), std::string::npos);
+  EXPECT_EQ(lines.back().find(" FATAL "), base::kLogTimeLength) << log;
   EXPECT_NE(lines.back().find(" sh exited with status 4 (last error line: oops)"),
             std::string::npos);
   // Local rank 0 leaves the node's topology for `ringpilot diagnose`.
@@ -208,7 +212,10 @@ metrics: {enabled: false}
   EXPECT_EQ(report["first_failing_rank_source"], "fatal_line");
   EXPECT_EQ(report["fatal_message"], "sh exited with status 3 (last error line: boom)");
   bool boom = false;
-  for (const auto& line : report["last_lines"]["1"]) boom = boom || line == "boom";
+  for (const auto& line : report["last_lines"]["1"]) {
+    const std::string text = line.get<std::string>();
+    boom = boom || (text.size() > 9 && text.compare(text.size() - 9, 9, " ERR boom") == 0);
+  }
   EXPECT_TRUE(boom) << report.dump(2);
   for (int rank : {0, 1}) {
     const std::string log = testing::ReadFile(run + "/logs/rank-" + std::to_string(rank) + ".log");

@@ -114,9 +114,10 @@ rp_log "link up again after $(since "$cut_s") s; $attempts_down attempt report(s
 wait "$runner" || true
 
 # (a) detected
-fatal=$(grep -h '^FATAL ' "$run"/logs/rank-*.log 2>/dev/null | sort -k2,2n | head -n 1 || true)
+# Every log line: TIME LEVEL message (TIME ISO 8601, UTC, milliseconds: sorts as time).
+fatal=$(grep -hE '^[0-9-]{10}T[0-9:.]{12}Z FATAL ' "$run"/logs/rank-*.log 2>/dev/null | sort | head -n 1 || true)
 if [[ $fatal == *"not complete after"*"comm.timeout_s"* ]]; then
-  rp_row "(a) FATAL line" "${fatal#FATAL * }" PASS
+  rp_row "(a) FATAL line" "${fatal#* FATAL }" PASS
 else
   rp_row "(a) FATAL line" "no timeout FATAL in the rank logs: '${fatal}'" FAIL
 fi

@@ -79,7 +79,7 @@ rp_check "attempt variable" "rank 1 saw RINGPILOT_ATTEMPT 1, then 2" \
   bash -c "grep -q 'rank 1/2 attempt 1 (TORCHELASTIC_RESTART_COUNT 0)' '$run/logs/rank-1.log' &&
     grep -q 'rank 1/2 attempt 2 (TORCHELASTIC_RESTART_COUNT 1)' '$run/logs/rank-1.log'"
 rp_check "FATAL line" "rank-1.log ends its first attempt with the wrapper's FATAL line" \
-  grep -q "^FATAL [0-9]* python3 killed by SIGKILL" "$run/logs/rank-1.log"
+  grep -qE "^[0-9-]{10}T[0-9:.]{12}Z FATAL python3 killed by SIGKILL" "$run/logs/rank-1.log"
 resumed=$(json "$run/result.json" 'd["resumed_from_step"]')
 if [[ $resumed == 120 ]]; then
   rp_row "resume" "attempt 2 resumed from the program's checkpoint at step 120" PASS

@@ -65,7 +65,12 @@ TEST(K8sManifest, MpiJobLauncherRunsRingpilotOnTheConfigMap) {
   EXPECT_EQ(Container(job, "Launcher")["command"].as<std::vector<std::string>>(),
             (std::vector<std::string>{kRingpilotPath, "run", "/etc/ringpilot/job.yaml", "--run-dir",
                                       "/checkpoints/demo"}));
-  EXPECT_FALSE(Container(job, "Launcher")["resources"]);  // no GPU for the launcher
+  // A small fixed request for the launcher, no GPU.
+  const YAML::Node lr = Container(job, "Launcher")["resources"];
+  EXPECT_EQ(lr["requests"]["cpu"].as<std::string>(), kLauncherCpu);
+  EXPECT_EQ(lr["requests"]["memory"].as<std::string>(), kLauncherMemory);
+  EXPECT_EQ(lr["limits"]["memory"].as<std::string>(), kLauncherMemory);
+  EXPECT_FALSE(lr["limits"]["nvidia.com/gpu"]);
   EXPECT_EQ(Container(job, "Launcher")["image"].as<std::string>(),
             "registry.example.com/team/ringpilot:0.1");
 }
@@ -77,6 +82,12 @@ TEST(K8sManifest, WorkersGetGpusRdmaShmIpcLockAndNonRootUser) {
   const YAML::Node c = Container(job, "Worker");
   EXPECT_EQ(c["resources"]["limits"]["nvidia.com/gpu"].as<int>(), 4);
   EXPECT_EQ(c["resources"]["limits"]["rdma/ib"].as<int>(), 1);
+  // Defaults: 8 CPUs and 32Gi per rank; memory adds /dev/shm (32Gi here): 4 x 32 + 32 GiB.
+  for (const char* kind : {"requests", "limits"}) {
+    EXPECT_EQ(c["resources"][kind]["cpu"].as<std::string>(), "32") << kind;
+    EXPECT_EQ(c["resources"][kind]["memory"].as<std::string>(), "163840Mi") << kind;
+  }
+  EXPECT_FALSE(c["resources"]["requests"]["nvidia.com/gpu"]);  // extended: limits only
   EXPECT_EQ(c["securityContext"]["capabilities"]["add"][0].as<std::string>(), "IPC_LOCK");
   const YAML::Node pod = worker["template"]["spec"];
   EXPECT_TRUE(pod["securityContext"]["runAsNonRoot"].as<bool>());
@@ -99,8 +110,19 @@ TEST(K8sManifest, WorkersGetGpusRdmaShmIpcLockAndNonRootUser) {
 
 TEST(K8sManifest, CpuJobWithoutRdmaRequestsNoExtendedResources) {
   const YAML::Node job =
-      FindKind(Render(Job({"world.device=cpu", "k8s.rdma_resource=\"\""})), "MPIJob");
-  EXPECT_FALSE(Container(job, "Worker")["resources"]);
+      FindKind(Render(Job({"world.device=cpu", "k8s.rdma_resource=\"\"", "k8s.cpu_per_rank=1500m",
+                           "k8s.memory_per_rank=1Gi", "k8s.shm_size=512Mi"})),
+               "MPIJob");
+  const YAML::Node r = Container(job, "Worker")["resources"];
+  EXPECT_FALSE(r["limits"]["nvidia.com/gpu"]);
+  EXPECT_FALSE(r["limits"]["rdma/ib"]);
+  EXPECT_EQ(r["requests"]["cpu"].as<std::string>(), "6");
+  EXPECT_EQ(r["limits"]["memory"].as<std::string>(), "4608Mi");
+}
+
+TEST(K8sManifest, AutoDeviceRequestsAGpuPerRank) {
+  const YAML::Node job = FindKind(Render(Job({"world.device=auto"})), "MPIJob");
+  EXPECT_EQ(Container(job, "Worker")["resources"]["limits"]["nvidia.com/gpu"].as<int>(), 4);
 }
 
 TEST(K8sManifest, ConfigMapHoldsTheResolvedJobForBackendMpi) {
@@ -203,7 +225,8 @@ TEST(K8sConfigKeys, BadValuesAreConfigErrors) {
   for (const std::string bad :
        {"k8s.namespace=Train", "k8s.shm_size=16GB", "k8s.shm_size=0", "k8s.rdma_resource=ib",
         "k8s.image=\"a b\"", "k8s.image=\"$(id)\"", "k8s.run_as_user=0",
-        "k8s.storage_class=Fast_SSD", "k8s.checkpoint_size=-1Gi"}) {
+        "k8s.storage_class=Fast_SSD", "k8s.checkpoint_size=-1Gi", "k8s.cpu_per_rank=0",
+        "k8s.memory_per_rank=32GB"}) {
     EXPECT_THROW(Job({bad}), config::ConfigError) << bad;
   }
 }

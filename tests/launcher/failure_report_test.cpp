@@ -16,6 +16,18 @@ using testing::TempDir;
 using testing::WriteFile;
 
 TEST(FailureReport, ParseFatalLine) {
+  // Every log line's time format: ISO 8601, UTC, milliseconds.
+  const auto iso = ParseFatalLine("2023-11-14T22:13:20.123Z FATAL allreduce timed out after 300 s");
+  ASSERT_TRUE(iso.has_value());
+  EXPECT_EQ(iso->time_ns, 1700000000123000000);
+  EXPECT_EQ(iso->message, "allreduce timed out after 300 s");
+  EXPECT_EQ(iso->rank, -1);
+  EXPECT_TRUE(ParseFatalLine("2023-11-14T22:13:20.123Z FATAL").has_value());
+  EXPECT_FALSE(ParseFatalLine("2023-11-14T22:13:20.123Z INFO step 1").has_value());
+  EXPECT_FALSE(ParseFatalLine("2023-11-14T22:13:20.123Z FATALITY x").has_value());
+  EXPECT_FALSE(ParseFatalLine("2023-11-14T22:13:20Z FATAL no milliseconds").has_value());
+  EXPECT_FALSE(ParseFatalLine("2023-13-14T22:13:20.123Z FATAL month 13").has_value());
+  // Rank logs of earlier versions: `FATAL <unix ns> message`.
   const auto f = ParseFatalLine("FATAL 1700000000123456789 allreduce timed out after 300 s");
   ASSERT_TRUE(f.has_value());
   EXPECT_EQ(f->time_ns, 1700000000123456789);
@@ -35,14 +47,20 @@ TEST(FailureReport, FirstFatalIsEarliestSinceAttemptStart) {
   WriteFile(tmp.path() + "/rank-0.log", "step 1\nFATAL 500 old failure of an earlier attempt\n");
   WriteFile(tmp.path() + "/rank-1.log", "step 1\nFATAL 2000 nccl abort\nafter\n");
   WriteFile(tmp.path() + "/rank-12.log", "FATAL 1500 data file broken\n");
+  // ISO lines and old ones compare by time (1970-01-01T00:00:00.000Z is 0 ns).
+  WriteFile(tmp.path() + "/rank-13.log", "1970-01-01T00:00:00.000Z FATAL at the epoch\n");
   WriteFile(tmp.path() + "/launcher.log", "FATAL 1 not a rank log\n");
   auto first = FindFirstFatal(tmp.path(), 1000);
   ASSERT_TRUE(first.has_value());
   EXPECT_EQ(first->rank, 12);
   EXPECT_EQ(first->message, "data file broken");
-  first = FindFirstFatal(tmp.path(), 0);
+  first = FindFirstFatal(tmp.path(), 1);
   ASSERT_TRUE(first.has_value());
   EXPECT_EQ(first->rank, 0);
+  first = FindFirstFatal(tmp.path(), 0);
+  ASSERT_TRUE(first.has_value());
+  EXPECT_EQ(first->rank, 13);
+  EXPECT_EQ(first->message, "at the epoch");
   EXPECT_FALSE(FindFirstFatal(tmp.path(), 3000).has_value());
   EXPECT_FALSE(FindFirstFatal(tmp.path() + "/missing", 0).has_value());
 }

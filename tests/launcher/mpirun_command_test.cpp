@@ -35,7 +35,7 @@ MpirunContext Context() {
 const Argv kRingpilotVars = {"-x", "RINGPILOT_RUN_DIR",     "-x", "RINGPILOT_RESTART",
                              "-x", "RINGPILOT_ATTEMPT",     "-x", "RINGPILOT_MAX_RESTARTS",
                              "-x", "RINGPILOT_MASTER_ADDR", "-x", "RINGPILOT_MASTER_PORT",
-                             "-x", "RINGPILOT_LAUNCH_UNIX"};
+                             "-x", "RINGPILOT_LAUNCH_UNIX", "-x", "RINGPILOT_VERBOSE"};
 const Argv kTrainerTail = {"/b/bin/ringpilot-trainer", "--config", "/runs/t-1/job.yaml",
                            "--run-dir", "/runs/t-1"};
 
@@ -96,6 +96,7 @@ TEST(MpirunCommand, ForwardsOnlyListedVariablesThatAreSet) {
                          "RINGPILOT_MASTER_ADDR",
                          "RINGPILOT_MASTER_PORT",
                          "RINGPILOT_LAUNCH_UNIX",
+                         "RINGPILOT_VERBOSE",
                          "CUDA_VISIBLE_DEVICES",
                          "LD_LIBRARY_PATH",
                          "NCCL_DEBUG",

@@ -17,6 +17,7 @@
 
 #include "base/environment.h"
 #include "base/exit_status.h"
+#include "base/time.h"
 #include "launcher/failure_report.h"
 #include "launcher/rank_program.h"
 #include "tests/test_util.h"
@@ -64,8 +65,14 @@ TEST(RankProgram, OutputGoesToTheLogAndOnAndSuccessIsNoFatal) {
   EXPECT_EQ(r.err, "err1\n");
   const std::vector<std::string> log = SplitLines(r.log);
   ASSERT_EQ(log.size(), 5u) << r.log;
-  EXPECT_EQ(log[0], "ringpilot exec: rank 3 header");
-  EXPECT_EQ(log[4], "ringpilot exec: sh finished");
+  // Every line: TIME LEVEL text, TIME as every log line's.
+  for (const std::string& line : log) EXPECT_TRUE(base::ParseLogTimeNs(line)) << line;
+  const auto text = [](const std::string& line) { return line.substr(base::kLogTimeLength + 1); };
+  EXPECT_EQ(text(log[0]), "INFO ringpilot exec: rank 3 header");
+  EXPECT_NE(r.log.find(" OUT out1\n"), std::string::npos) << r.log;
+  EXPECT_NE(r.log.find(" ERR err1\n"), std::string::npos) << r.log;
+  EXPECT_NE(r.log.find(" OUT no newline\n"), std::string::npos) << r.log;
+  EXPECT_EQ(text(log[4]), "INFO ringpilot exec: sh finished");
   EXPECT_EQ(r.log.find("FATAL"), std::string::npos);
 }
 
@@ -106,8 +113,8 @@ TEST(RankProgram, PreemptedExitIsNotAFailure) {
   TempDir dir;
   const Ran r = RunScript(dir, "exit 75");
   EXPECT_EQ(r.status, base::kExitPreempted);
-  EXPECT_EQ(SplitLines(r.log).back(),
-            "ringpilot exec: sh stopped with status 75 (checkpointed for preemption)");
+  EXPECT_EQ(SplitLines(r.log).back().substr(base::kLogTimeLength + 1),
+            "INFO ringpilot exec: sh stopped with status 75 (checkpointed for preemption)");
 }
 
 TEST(RankProgram, MissingProgramIsFatalAnd127) {
@@ -153,25 +160,28 @@ TEST(RankProgram, ForwardedSigtermStopsTheProgramWithoutBlame) {
   const std::string text = ReadFile(log);
   EXPECT_NE(text.find("got TERM"), std::string::npos) << text;
   EXPECT_EQ(text.find("FATAL"), std::string::npos) << text;
-  EXPECT_EQ(SplitLines(text).back(),
-            "ringpilot exec: sh exited with status 143 after SIGTERM from the launcher");
+  EXPECT_EQ(SplitLines(text).back().substr(base::kLogTimeLength + 1),
+            "INFO ringpilot exec: sh exited with status 143 after SIGTERM from the launcher");
 }
 
 TEST(RankProgram, ClosingLines) {
   RankProgramEnd end;
   end.term_signal = SIGSEGV;
-  EXPECT_EQ(ClosingLogLine(end, "python3", 7), "FATAL 7 python3 killed by SIGSEGV");
+  const int64_t t = 1700000000123000000;  // 2023-11-14T22:13:20.123Z
+  EXPECT_EQ(ClosingLogLine(end, "python3", t),
+            "2023-11-14T22:13:20.123Z FATAL python3 killed by SIGSEGV");
   end.stop_signal = SIGINT;
-  EXPECT_EQ(ClosingLogLine(end, "python3", 7),
-            "ringpilot exec: python3 killed by SIGSEGV after SIGINT from the launcher");
+  EXPECT_EQ(ClosingLogLine(end, "python3", t),
+            "2023-11-14T22:13:20.123Z INFO ringpilot exec: python3 killed by SIGSEGV after SIGINT "
+            "from the launcher");
   RankProgramEnd code;
   code.exit_code = base::kExitPermanent;
   code.last_error_line = std::string(400, 'x');
-  const std::string line = ClosingLogLine(code, "p", 1);
-  EXPECT_EQ(
-      line.rfind(
-          "FATAL 1 p exited with status 78 (last error line: " + std::string(300, 'x') + "...)", 0),
-      0u);
+  const std::string line = ClosingLogLine(code, "p", t);
+  EXPECT_EQ(line.rfind("2023-11-14T22:13:20.123Z FATAL p exited with status 78 (last error line: " +
+                           std::string(300, 'x') + "...)",
+                       0),
+            0u);
   EXPECT_EQ(ShellStatus(code), 78);
 }
 
