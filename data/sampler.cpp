@@ -41,7 +41,6 @@ int64_t FullStepsPerEpoch(int64_t dataset_size, int world, int batch_per_rank) {
 
 EpochSampler::EpochSampler(int64_t dataset_size, int world, int batch_per_rank, uint64_t seed)
     : size_(dataset_size),
-      world_(world),
       batch_(batch_per_rank),
       global_batch_(static_cast<int64_t>(world) * batch_per_rank),
       seed_(seed),

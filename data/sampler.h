@@ -51,7 +51,6 @@ class EpochSampler {
 
  private:
   const int64_t size_;
-  const int world_;
   const int batch_;
   const int64_t global_batch_;
   const uint64_t seed_;
