@@ -167,6 +167,8 @@ int RunJob(const RunArgs& args) {
 
   launcher::SupervisorOptions options;
   options.max_restarts = config.launch.max_restarts;
+  options.start_timeout_s = config.launch.start_timeout_s;
+  options.abort_grace_s = config.launch.abort_grace_s;
   options.run_dir = layout.root;
   options.log_path = layout.launcher_log;
   try {

@@ -440,6 +440,16 @@ std::vector<KeySpec> BuildSchema() {
       BoolKey("launch.preflight", Member(&JC::launch, &LaunchConfig::preflight),
               "`ringpilot run` first runs a quick `doctor` on this host (RUN_DIR/doctor.json, "
               "doctor.prom) and refuses to start on a FAIL unless `--force`"));
+  s.push_back(FloatKey("launch.start_timeout_s",
+                       Member(&JC::launch, &LaunchConfig::start_timeout_s), 0, false, 86400, false,
+                       "an attempt none of whose ranks has started by then (no heartbeat) is "
+                       "stopped and restarted: mpirun waits for ever on a host it cannot reach "
+                       "(docs/faults.md); 0 = wait"));
+  s.push_back(FloatKey("launch.abort_grace_s", Member(&JC::launch, &LaunchConfig::abort_grace_s),
+                       0, false, 86400, false,
+                       "after a rank gave up (a collective timed out), how long mpirun may take "
+                       "to end the attempt before ringpilot stops it and restarts: it waits for "
+                       "hosts it cannot reach (docs/faults.md); 0 = wait"));
 
   KeySpec model = EnumKey("model.name", Member(&JC::model, &ModelConfig::name), Names(kModelNames),
                           "model to train");
