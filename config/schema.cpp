@@ -445,8 +445,8 @@ std::vector<KeySpec> BuildSchema() {
                        "an attempt none of whose ranks has started by then (no heartbeat) is "
                        "stopped and restarted: mpirun waits for ever on a host it cannot reach "
                        "(docs/faults.md); 0 = wait"));
-  s.push_back(FloatKey("launch.abort_grace_s", Member(&JC::launch, &LaunchConfig::abort_grace_s),
-                       0, false, 86400, false,
+  s.push_back(FloatKey("launch.abort_grace_s", Member(&JC::launch, &LaunchConfig::abort_grace_s), 0,
+                       false, 86400, false,
                        "after a rank gave up (a collective timed out), how long mpirun may take "
                        "to end the attempt before ringpilot stops it and restarts: it waits for "
                        "hosts it cannot reach (docs/faults.md); 0 = wait"));

@@ -358,7 +358,8 @@ std::vector<std::string> FailureSummary(const FailureReport& report,
   }
   if (report.lost_contact) {
     std::string ranks;
-    for (const int r : report.timed_out_ranks) ranks += (ranks.empty() ? "" : ", ") + std::to_string(r);
+    for (const int r : report.timed_out_ranks)
+      ranks += (ranks.empty() ? "" : ", ") + std::to_string(r);
     out.push_back("ringpilot: ranks " + ranks +
                   " all timed out waiting for each other while every rank kept beating: "
                   "they lost contact (the network between their hosts?)");

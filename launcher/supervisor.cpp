@@ -448,9 +448,8 @@ bool Supervisor::WaitForRestart() {
 
 void Supervisor::ReportFailure(const Attempt& last, int attempts, JobOutcome* outcome, bool final) {
   const RunDirLayout layout(options_.run_dir);
-  FailureReport report =
-      AnalyzeFailure(layout.logs, last.start_ns - kFatalClockSlackNs, last.output, attempts,
-                     last.exit_code, last.term_signal);
+  FailureReport report = AnalyzeFailure(layout.logs, last.start_ns - kFatalClockSlackNs,
+                                        last.output, attempts, last.exit_code, last.term_signal);
   report.mpirun_stopped_because = last.stopped_because;
   if (outcome) outcome->first_failing_rank = report.first_failing_rank;
   // Every failed attempt keeps its own report; the job's final one is failure.json.

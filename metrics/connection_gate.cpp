@@ -45,14 +45,14 @@ struct Conn {
   int client = -1;
   int upstream = -1;
   bool relaying = false;
-  bool connecting = false;    // upstream connect() in progress
-  bool client_eof = false;    // the client closed its side: pass it on once `up` is sent
+  bool connecting = false;     // upstream connect() in progress
+  bool client_eof = false;     // the client closed its side: pass it on once `up` is sent
   bool upstream_shut = false;  // ... which was done
-  bool upstream_eof = false;  // the server finished its answer
-  std::string up;             // client -> server bytes not yet written
-  std::string down;           // server -> client bytes not yet written
-  int64_t deadline_ms = 0;    // header complete by, or the next byte moved by
-  uint64_t serial = 0;        // arrival order: the oldest pending one goes first
+  bool upstream_eof = false;   // the server finished its answer
+  std::string up;              // client -> server bytes not yet written
+  std::string down;            // server -> client bytes not yet written
+  int64_t deadline_ms = 0;     // header complete by, or the next byte moved by
+  uint64_t serial = 0;         // arrival order: the oldest pending one goes first
 };
 
 // End of an HTTP request header ("\r\n\r\n", or the "\n\n" that civetweb accepts too),
@@ -203,9 +203,9 @@ class Relay {
           ::send(c->client, kTooLarge, sizeof kTooLarge - 1, MSG_NOSIGNAL);
       return Close(c);
     }
-    const bool complete =
-        !options_.inspect_headers ? !c->up.empty()
-                                  : HeaderComplete(c->up, before >= 2 ? before - 2 : 0);
+    const bool complete = !options_.inspect_headers
+                              ? !c->up.empty()
+                              : HeaderComplete(c->up, before >= 2 ? before - 2 : 0);
     if (complete || (c->client_eof && !c->up.empty())) return StartRelay(c);
     if (c->client_eof || (events & (EPOLLERR | EPOLLHUP))) return Close(c);
   }
@@ -276,8 +276,7 @@ class Relay {
   // condition that cannot be acted on must not stay armed), and closes the pair once the
   // server's answer is delivered or can no longer be.
   void Update(Conn* c) {
-    if (c->upstream >= 0 && c->client_eof && c->up.empty() && !c->connecting &&
-        !c->upstream_shut) {
+    if (c->upstream >= 0 && c->client_eof && c->up.empty() && !c->connecting && !c->upstream_shut) {
       ::shutdown(c->upstream, SHUT_WR);
       c->upstream_shut = true;
     }

@@ -106,8 +106,8 @@ class Exporter {
   const ExporterOptions options_;
   std::string address_;               // numeric IPv4 that was bound
   std::string expected_credentials_;  // "user:password" when basic auth is on
-  int port_ = 0;         // the public port (the gate's)
-  int server_port_ = 0;  // civetweb's, on loopback
+  int port_ = 0;                      // the public port (the gate's)
+  int server_port_ = 0;               // civetweb's, on loopback
   std::unique_ptr<ConnectionGate> gate_;
   std::unique_ptr<prometheus::Exposer> exposer_;
   std::atomic<bool> ready_{false};  // the metrics are registered with exposer_

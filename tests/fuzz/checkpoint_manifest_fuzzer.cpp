@@ -56,7 +56,8 @@ json AnyValue(FuzzedDataProvider& in, const json& good, int depth = 0) {
     case 7: {
       json a = json::array();
       if (depth < 3) {
-        for (int i = in.ConsumeIntegralInRange(0, 3); i > 0; --i) a.push_back(AnyValue(in, good, depth + 1));
+        for (int i = in.ConsumeIntegralInRange(0, 3); i > 0; --i)
+          a.push_back(AnyValue(in, good, depth + 1));
       }
       return a;
     }
@@ -90,10 +91,14 @@ std::string GeneratedManifest(FuzzedDataProvider& in) {
   field(meta, "sha256", digest);
   json files = json::object();
   for (int i = in.ConsumeIntegralInRange(0, 3); i > 0; --i) {
-    const std::string names[] = {kStateFile, "manifest.json", "", "..", "../step-00000010/state.pt",
-                                 "missing.bin", in.ConsumeRandomLengthString(16)};
-    files[names[in.ConsumeIntegralInRange(0, 6)]] =
-        in.ConsumeBool() ? meta : AnyValue(in, meta);
+    const std::string names[] = {kStateFile,
+                                 "manifest.json",
+                                 "",
+                                 "..",
+                                 "../step-00000010/state.pt",
+                                 "missing.bin",
+                                 in.ConsumeRandomLengthString(16)};
+    files[names[in.ConsumeIntegralInRange(0, 6)]] = in.ConsumeBool() ? meta : AnyValue(in, meta);
   }
   json m = json::object();
   field(m, "format", ringpilot::trainer::checkpoint::kCheckpointFormat);

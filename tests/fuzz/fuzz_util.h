@@ -21,8 +21,8 @@ namespace ringpilot::fuzz {
 inline const std::string& ScratchDir() {
   static const std::string dir = [] {
     const char* tmp = std::getenv("TMPDIR");
-    std::string tmpl = std::string(tmp != nullptr && *tmp != '\0' ? tmp : "/tmp") +
-                       "/ringpilot-fuzz-XXXXXX";
+    std::string tmpl =
+        std::string(tmp != nullptr && *tmp != '\0' ? tmp : "/tmp") + "/ringpilot-fuzz-XXXXXX";
     if (::mkdtemp(tmpl.data()) == nullptr) {
       std::perror("mkdtemp");
       std::abort();

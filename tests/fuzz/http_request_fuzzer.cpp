@@ -121,8 +121,8 @@ std::string Exchange(int port, const char* request, size_t size) {
 }
 
 void CheckScrape(int port, bool auth) {
-  const std::string request = std::string("GET /metrics HTTP/1.1\r\nHost: fuzz\r\n") +
-                              (auth ? kAuthHeader : "") + "\r\n";
+  const std::string request =
+      std::string("GET /metrics HTTP/1.1\r\nHost: fuzz\r\n") + (auth ? kAuthHeader : "") + "\r\n";
   const std::string answer = Exchange(port, request.data(), request.size());
   if (answer.rfind("HTTP/1.1 200 ", 0) != 0 ||
       answer.find("ringpilot_steps_total{job=\"fuzz\",rank=\"0\"} 7") == std::string::npos) {

@@ -28,7 +28,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       if (label < -1 || label >= source->num_classes()) __builtin_trap();
       if (source->Describe(i).rfind(path + ":", 0) != 0) __builtin_trap();
       if (!source->Read(i, &bytes, &error) || bytes.size() > size) __builtin_trap();
-      if (!bytes.empty() && std::search(data, data + size, bytes.begin(), bytes.end()) == data + size) {
+      if (!bytes.empty() &&
+          std::search(data, data + size, bytes.begin(), bytes.end()) == data + size) {
         __builtin_trap();
       }
     }

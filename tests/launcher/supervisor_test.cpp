@@ -333,8 +333,8 @@ TEST(Supervisor, StopsMpirunThatOutlivesAnAbortAndRestarts) {
       "mpirun had not ended the job 1 s after rank 0 gave up (launch.abort_grace_s); a host it "
       "cannot reach (network down?) holds it";
   EXPECT_TRUE(h.ProgressHas("ringpilot: " + why + "; stopping mpirun"));
-  EXPECT_TRUE(h.ProgressHas(
-      "ringpilot: mpirun did not stop after SIGTERM; killing its process group"));
+  EXPECT_TRUE(
+      h.ProgressHas("ringpilot: mpirun did not stop after SIGTERM; killing its process group"));
   const auto report = nlohmann::json::parse(ReadFile(h.layout.AttemptFailureJson(1)));
   EXPECT_EQ(report["mpirun_stopped_because"], why);
   EXPECT_EQ(report["signal_name"], "SIGKILL");
@@ -360,8 +360,8 @@ exit 0
       "no rank had started 1 s after launch (launch.start_timeout_s): mpirun is waiting for a "
       "host it cannot reach (network down?) or a rank stuck in start-up";
   EXPECT_TRUE(h.ProgressHas("ringpilot: " + why + "; stopping mpirun"));
-  EXPECT_FALSE(h.ProgressHas(
-      "ringpilot: mpirun did not stop after SIGTERM; killing its process group"));
+  EXPECT_FALSE(
+      h.ProgressHas("ringpilot: mpirun did not stop after SIGTERM; killing its process group"));
   const auto report = nlohmann::json::parse(ReadFile(h.layout.AttemptFailureJson(1)));
   EXPECT_EQ(report["mpirun_stopped_because"], why);
   EXPECT_EQ(report["signal_name"], "SIGTERM");

@@ -159,9 +159,9 @@ TEST(metrics_ConnectionGate, RelaysACompleteRequestAndItsBodyBothWays) {
   gate.Start(upstream.port());
   const std::string get = "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n";
   const std::string read = "read " + std::to_string(get.size()) + " bytes\n";
-  EXPECT_EQ(Exchange(gate.port(), get), "HTTP/1.1 200 OK\r\nContent-Length: " +
-                                            std::to_string(read.size()) +
-                                            "\r\nConnection: close\r\n\r\n" + read);
+  EXPECT_EQ(Exchange(gate.port(), get),
+            "HTTP/1.1 200 OK\r\nContent-Length: " + std::to_string(read.size()) +
+                "\r\nConnection: close\r\n\r\n" + read);
   // The body may come after the header, in later packets, longer than the header limit.
   const std::string body(5000, 'b');
   const std::string post = "POST / HTTP/1.1\r\nContent-Length: 5000\r\n\r\n";
