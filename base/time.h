@@ -2,6 +2,8 @@
 #pragma once
 
 #include <chrono>
+#include <cstdint>
+#include <optional>
 #include <string>
 
 namespace ringpilot::base {
@@ -14,5 +16,18 @@ double UnixNow();
 
 /// "42s", "3m05s", "1.5h".
 std::string FormatDuration(double seconds);
+
+/// The one time format of every log line ringpilot writes (rank logs, FATAL lines included,
+/// and launcher.log) and of the times in its JSON files: ISO 8601 in UTC with milliseconds,
+/// "2026-11-22T09:15:02.347Z" (24 characters, kLogTimeLength).
+inline constexpr std::size_t kLogTimeLength = 24;
+std::string FormatLogTime(std::chrono::system_clock::time_point t);
+/// FormatLogTime of now.
+std::string LogTimeNow();
+/// FormatLogTime of a Unix time in seconds, to the nearest millisecond.
+std::string FormatLogTime(double unix_seconds);
+/// Unix time in ns of a FormatLogTime text (exactly that shape: the first kLogTimeLength
+/// characters of `text` are read, the rest ignored); nullopt for anything else.
+std::optional<int64_t> ParseLogTimeNs(const std::string& text);
 
 }  // namespace ringpilot::base

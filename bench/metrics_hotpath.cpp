@@ -25,6 +25,7 @@
 #include <thread>
 #include <vector>
 
+#include "metrics/buckets.h"
 #include "metrics/exporter.h"
 #include "metrics/families.h"
 
@@ -51,17 +52,17 @@ struct RankMetrics {
   m::Gauge* loss = nullptr;
   m::Histogram* step_seconds = nullptr;
   m::Histogram* phase_seconds = nullptr;       // phase="forward"
-  m::Histogram* collective_seconds = nullptr;  // op="allreduce", size_bucket="16MiB-64MiB"
+  m::Histogram* collective_seconds = nullptr;  // op="allreduce"
   m::Counter* collective_bytes = nullptr;      // op="allreduce"
   std::size_t families = 0;
   std::size_t series = 0;
 
   RankMetrics()
-      : metrics({{"job", "bench"},
-                 {"node", "node-0"},
+      : metrics({{"Hostname", "node-0"},
                  {"rank", "3"},
                  {"local_rank", "3"},
-                 {"gpu_uuid", "GPU-8f6c2a1e-5b7d-4c1e-9a3f-0d2b6e4c8a10"},
+                 {"UUID", "GPU-8f6c2a1e-5b7d-4c1e-9a3f-0d2b6e4c8a10"},
+                 {"gpu", "3"},
                  {"pci_bus_id", "00000000:18:00.0"}}) {}
 };
 
@@ -70,8 +71,6 @@ struct RankMetrics {
 void BuildRankMetrics(RankMetrics& rm, int pad_families) {
   m::Families& r = rm.metrics;
   const char* ops[] = {"allreduce", "broadcast", "allgather", "barrier"};
-  const char* sizes[] = {"lt64KiB",    "64KiB-1MiB",  "1MiB-4MiB",
-                         "4MiB-16MiB", "16MiB-64MiB", "ge64MiB"};
   const char* phases[] = {"data", "forward", "backward", "optimizer", "comm_exposed"};
   auto series = [&rm](auto& metric) -> auto& {
     ++rm.series;
@@ -82,35 +81,44 @@ void BuildRankMetrics(RankMetrics& rm, int pad_families) {
     return f;
   };
 
+  series(family(r.AddGauge("ringpilot_job_info", "Job."))
+             .Add({{"name", "bench"}, {"world_size", "8"}}))
+      .Set(1);
   rm.step_seconds = &series(family(r.AddHistogram("ringpilot_step_seconds", "Wall time."))
-                                .Add({}, m::ExponentialBuckets(0.001, 2.0, 17)));
+                                .Add({}, m::BucketsOf(m::kStepSecondsBounds)));
+  series(family(r.AddGauge("ringpilot_step", "Step.")).Add({})).Set(1234);
+  series(family(r.AddGauge("ringpilot_steps_target", "Target.")).Add({})).Set(100000);
   rm.samples = &series(family(r.AddCounter("ringpilot_samples_total", "Samples.")).Add({}));
   rm.steps = &series(family(r.AddCounter("ringpilot_steps_total", "Steps.")).Add({}));
   rm.loss = &series(family(r.AddGauge("ringpilot_loss", "Loss.")).Add({}));
   series(family(r.AddHistogram("ringpilot_checkpoint_seconds", "Checkpoint time."))
-             .Add({}, m::ExponentialBuckets(0.01, 2.0, 14)))
+             .Add({}, m::BucketsOf(m::kCheckpointSecondsBounds)))
       .Observe(3.5);
-  series(family(r.AddGauge("ringpilot_restarts", "Restarts.")).Add({})).Set(0);
+  series(family(r.AddCounter("ringpilot_restarts_total", "Restarts.")).Add({})).Increment(0);
   auto& expected = family(r.AddGauge("ringpilot_expected_bus_bandwidth_bytes_per_second", "E."));
   for (int i = 0; i < 3; ++i) series(expected.Add({{"op", ops[i]}})).Set(1.8e11);
-  series(family(r.AddGauge("ringpilot_process_start_time_seconds", "Start.")).Add({}))
-      .Set(1764000000.125);
+  // process_* (metrics/process_metrics.h): six series.
+  family(r.AddGauge("process_start_time_seconds", "Start.")).Add({}).Set(1764000000.125);
+  ++rm.series;
+  for (const char* name : {"process_resident_memory_bytes", "process_virtual_memory_bytes",
+                           "process_open_fds", "process_max_fds"}) {
+    series(family(r.AddGauge(name, "Process.")).Add({})).Set(1e9);
+  }
+  series(family(r.AddCounter("process_cpu_seconds_total", "CPU.")).Add({})).Increment(12.5);
   auto& coll_seconds = family(r.AddHistogram("ringpilot_collective_seconds", "Collective time."));
-  const std::vector<double> coll_buckets = m::ExponentialBuckets(1e-5, 2.0, 22);
+  const std::vector<double> coll_buckets = m::BucketsOf(m::kCollectiveSecondsBounds);
   auto& coll_bytes = family(r.AddCounter("ringpilot_collective_bytes_total", "Bytes."));
   auto& busbw = family(r.AddGauge("ringpilot_collective_bus_bandwidth_bytes_per_second", "B."));
   for (const char* op : ops) {
-    for (const char* size : sizes) {
-      series(coll_seconds.Add({{"op", op}, {"size_bucket", size}}, coll_buckets)).Observe(0.0123);
-    }
+    series(coll_seconds.Add({{"op", op}}, coll_buckets)).Observe(0.0123);
+    if (std::string(op) == "barrier") continue;  // no bytes, no bandwidth
     series(coll_bytes.Add({{"op", op}})).Increment(1e9);
     series(busbw.Add({{"op", op}})).Set(1.5e11);
   }
-  rm.collective_seconds =
-      &coll_seconds.Add({{"op", "allreduce"}, {"size_bucket", "16MiB-64MiB"}}, coll_buckets);
+  rm.collective_seconds = &coll_seconds.Add({{"op", "allreduce"}}, coll_buckets);
   rm.collective_bytes = &coll_bytes.Add({{"op", "allreduce"}});
   auto& phase = family(r.AddHistogram("ringpilot_step_phase_seconds", "Phase time."));
-  const std::vector<double> phase_buckets = m::ExponentialBuckets(1e-4, 2.0, 20);
+  const std::vector<double> phase_buckets = m::BucketsOf(m::kPhaseSecondsBounds);
   for (const char* p : phases) series(phase.Add({{"phase", p}}, phase_buckets)).Observe(0.02);
   rm.phase_seconds = &phase.Add({{"phase", "forward"}}, phase_buckets);
   auto& straggler = family(r.AddCounter("ringpilot_straggler_wait_seconds_total", "Wait."));
@@ -132,7 +140,7 @@ void BuildRankMetrics(RankMetrics& rm, int pad_families) {
                    {"mpi", "Open MPI v4.1.6"},
                    {"driver", "580.95.05"}}))
       .Set(1);
-  // GPU sampler: the rank labels already hold gpu_uuid and pci_bus_id.
+  // GPU sampler: the rank labels already hold UUID, gpu and pci_bus_id.
   for (const char* name :
        {"ringpilot_gpu_utilization_ratio", "ringpilot_gpu_memory_utilization_ratio",
         "ringpilot_gpu_memory_used_bytes", "ringpilot_gpu_memory_total_bytes",

@@ -19,7 +19,9 @@ struct K8sArgs {
 
 int Render(const K8sArgs& args) {
   try {
-    const config::JobConfig config = config::LoadJobConfig(args.job_path, args.sets);
+    // Backend k8s whatever the file says: `k8s render` is how the job runs.
+    const config::JobConfig config =
+        config::LoadJobConfigFor(config::Backend::kK8s, args.job_path, args.sets);
     std::cout << k8s::RenderManifests(config);
     return 0;
   } catch (const config::ConfigError& e) {

@@ -1,7 +1,7 @@
 // `ringpilot`: the front end. Parses the command line and hands each subcommand to its
-// room: validate/run (cli/run_command.h), exec, export, slurm, k8s, topo, data pack|tokenize,
-// bench comm,
-// doctor, diagnose.
+// room: validate/run (cli/run_command.h), status/logs/stop (cli/run_dir_commands.h), exec,
+// export, slurm, k8s, topo, data pack|tokenize, bench comm, doctor, diagnose; --version
+// (cli/version_command.h).
 #include <iostream>
 #include <string>
 #include <vector>
@@ -15,8 +15,10 @@
 #include "cli/export_command.h"
 #include "cli/k8s_command.h"
 #include "cli/run_command.h"
+#include "cli/run_dir_commands.h"
 #include "cli/slurm_command.h"
 #include "cli/topo_command.h"
+#include "cli/version_command.h"
 #include "commbench/command.h"
 #include "diagnose/command.h"
 #include "doctor/command.h"
@@ -27,6 +29,13 @@ namespace {
 int Main(int argc, char** argv) {
   CLI::App app{"ringpilot: launch, supervise and restart data-parallel training jobs", "ringpilot"};
   app.require_subcommand(1, 1);
+  app.add_flag_callback(
+      "--version",
+      [] {
+        std::cout << VersionText(base::CurrentEnvironment()) << std::flush;
+        throw CLI::Success();
+      },
+      "Print ringpilot's version and git commit, and the library versions a run uses");
 
   std::string validate_job;
   std::vector<std::string> validate_sets;
@@ -44,7 +53,12 @@ int Main(int argc, char** argv) {
   run->add_option("--run-dir", run_args.run_dir,
                   "Run directory (default runs/<name>-<YYYYmmdd-HHMMSS>); an existing one is "
                   "resumed from its checkpoints");
-  run->add_flag("--dry-run", run_args.dry_run, "Print the mpirun command and exit");
+  run->add_flag("--dry-run", run_args.dry_run,
+                "Print the command an attempt would run (its variables, mpirun and the "
+                "trainer) and exit");
+  run->add_flag("-v,--verbose", run_args.verbose,
+                "Also show the mpirun command and rank 0's start-up detail (cluster view, "
+                "placement plan; always in logs/)");
   run->add_flag("--force", run_args.force,
                 "Start even when the preflight doctor FAILs (launch.preflight: false skips it)");
 
@@ -54,14 +68,27 @@ int Main(int argc, char** argv) {
       "derived from mpirun or srun: ringpilot exec -- CMD ARGS...");
   // Everything after `--` is the worker's command line, verbatim (its own options and any
   // further `--` included).
-  std::vector<std::string> exec_command;
+  ExecArgs exec_args;
   bool no_nccl_metrics = false;
   exec->add_flag("--no-nccl-metrics", no_nccl_metrics,
                  "Do not load the NCCL profiler plugin (NCCL_PROFILER_PLUGIN, per-rank NCCL "
-                 "metrics on metrics.port_base + RANK)");
-  exec->add_option("CMD", exec_command, "Command and its arguments, after --");
+                 "metrics on metrics.port_base + LOCAL_RANK)");
+  exec->add_option("--log-dir", exec_args.log_dir,
+                   "Run CMD as a child: its output also goes to DIR/rank-RANK.log, which ends "
+                   "with a FATAL line when it fails (how `ringpilot run` starts a "
+                   "launch.command job)")
+      ->type_name("DIR");
+  exec->add_option("--bind", exec_args.bind,
+                   "Place the rank first as the trainer does (GPU order, NCCL's NIC, CPU "
+                   "binding): auto, numa, cores or none (plan without binding)")
+      ->type_name("POLICY");
+  exec->add_option("--device", exec_args.device,
+                   "With --bind: auto (CUDA when the node has a GPU), cuda or cpu")
+      ->type_name("DEVICE");
+  exec->add_option("CMD", exec_args.command, "Command and its arguments, after --");
 
   // slurm render|submit, k8s render: their handlers run (and exit) from parse callbacks.
+  AddRunDirCommands(app);
   AddSlurmCommand(app);
   AddK8sCommand(app);
   AddTopoCommand(app);
@@ -79,6 +106,8 @@ int Main(int argc, char** argv) {
     return app.exit(e);
   } catch (const CLI::CallForAllHelp& e) {
     return app.exit(e);
+  } catch (const CLI::Success& e) {
+    return app.exit(e);
   } catch (const CLI::ParseError& e) {
     // The usual slip with exec is a worker option without `--` before the command.
     const char* hint =
@@ -89,7 +118,8 @@ int Main(int argc, char** argv) {
 
   if (*validate) return RunValidate(validate_job, validate_sets, print);
   if (*run) return RunJob(run_args);
-  return RunExec(exec_command, !no_nccl_metrics);
+  exec_args.nccl_metrics = !no_nccl_metrics;
+  return RunExec(exec_args);
 }
 
 }  // namespace

@@ -2,9 +2,11 @@
 
 #include <unistd.h>
 
+#include <chrono>
 #include <ctime>
 #include <filesystem>
 #include <iostream>
+#include <sstream>
 
 #include "base/environment.h"
 #include "base/exit_status.h"
@@ -13,6 +15,7 @@
 #include "base/shell.h"
 #include "config/job.h"
 #include "doctor/command.h"
+#include "launcher/failure_report.h"
 #include "launcher/mpirun_command.h"
 #include "launcher/run_dir.h"
 #include "launcher/supervisor.h"
@@ -22,8 +25,87 @@ namespace ringpilot::cli {
 namespace {
 
 constexpr const char* kTrainerName = "ringpilot-trainer";
+// Hosts named in the metrics line before it says "and N more".
+constexpr std::size_t kMetricsHostsShown = 2;
+
+// The first word of each `host slots=K` line of a hostfile.
+std::vector<std::string> HostfileHosts(const std::string& content) {
+  std::vector<std::string> hosts;
+  std::istringstream in(content);
+  for (std::string line; std::getline(in, line);) {
+    const std::string host = line.substr(0, line.find(' '));
+    if (!host.empty()) hosts.push_back(host);
+  }
+  return hosts;
+}
+
+// Where Prometheus finds the ranks: HOST:FIRST-LAST per node.
+std::string MetricsLine(const config::JobConfig& c, const std::vector<std::string>& hosts) {
+  if (!c.metrics.enabled) return "off (metrics.enabled false)";
+  if (c.metrics.port_base == 0) {
+    return "on ports each rank picks (metrics.port_base 0; each rank logs its port)";
+  }
+  std::string line;
+  const int k = c.world.procs_per_node;
+  for (std::size_t node = 0; node < hosts.size() && node < kMetricsHostsShown; ++node) {
+    const int first = config::MetricsPort(c.metrics, static_cast<int>(node) * k);
+    const int last = config::MetricsPort(c.metrics, static_cast<int>(node) * k + k - 1);
+    line += (line.empty() ? "" : ", ") + hosts[node] + ":" + std::to_string(first) +
+            (last != first ? "-" + std::to_string(last) : "");
+  }
+  if (hosts.size() > kMetricsHostsShown) {
+    line += ", and " + std::to_string(hosts.size() - kMetricsHostsShown) + " more node(s)";
+  }
+  return "on " + line + " (a port per rank, path /metrics; docs/metrics.md)";
+}
 
 }  // namespace
+
+std::vector<std::string> StartupLines(const config::JobConfig& c, const std::string& run_dir,
+                                      const std::vector<std::string>& hosts,
+                                      const std::string& this_host) {
+  std::vector<std::string> node_hosts = hosts;
+  if (node_hosts.empty()) {
+    // Backend local: the ranks serve on this host, at the bind address unless it is every
+    // interface.
+    node_hosts.push_back(c.metrics.bind == "0.0.0.0" ? this_host : c.metrics.bind);
+  }
+  const bool program = config::RunsCommand(c);
+  const std::string ranks =
+      std::to_string(c.world.size()) + " rank(s) (" + std::to_string(c.world.nodes) +
+      " node(s) x " + std::to_string(c.world.procs_per_node) + ", device " +
+      config::ToString(c.world.device) + ", backend " + config::ToString(c.launch.backend) + ")";
+  std::vector<std::string> lines;
+  if (program) {
+    // A program's data and steps are its own business.
+    lines.push_back("ringpilot: job " + c.name + ": " + base::ShellJoin(c.launch.command) + ", " +
+                    ranks);
+  } else {
+    const std::string steps = c.train.epochs > 0 ? std::to_string(c.train.epochs) + " epoch(s)"
+                                                 : std::to_string(c.train.steps) + " steps";
+    std::string data = config::ToString(c.data.kind);
+    if (!c.data.train.empty()) data += " " + c.data.train;
+    data += ", batch " + std::to_string(c.data.batch_per_rank) + " per rank";
+    lines.push_back("ringpilot: job " + c.name + ": " + config::ToString(c.model.name) + ", " +
+                    ranks + ", " + steps);
+    lines.push_back("ringpilot: data " + data);
+  }
+  lines.push_back("ringpilot: run directory " + run_dir + " (ringpilot status|logs|stop " +
+                  run_dir + ")");
+  lines.push_back("ringpilot: metrics " + MetricsLine(c, node_hosts));
+  return lines;
+}
+
+std::string TrainerPath(const base::Environment& env) {
+  const std::string self_dir = base::DirName(base::SelfExecutablePath());
+  std::string trainer = base::Lookup(env, "RINGPILOT_TRAINER", self_dir + "/" + kTrainerName);
+  // A relative path would be resolved against each rank's working directory; a bare name
+  // is left for mpirun to find on PATH.
+  if (trainer.find('/') != std::string::npos) {
+    trainer = std::filesystem::absolute(trainer).lexically_normal().string();
+  }
+  return trainer;
+}
 
 // `--set KEY=VALUE`, repeatable, one value per flag so that a job file after it stays
 // the positional argument.
@@ -35,6 +117,7 @@ void AddSetOption(CLI::App* cmd, std::vector<std::string>* sets) {
 }
 
 int RunValidate(const std::string& job_path, const std::vector<std::string>& sets, bool print) {
+  // Every problem of the file, one line each (config::ConfigError).
   config::JobConfig config;
   try {
     config = config::LoadJobConfig(job_path, sets);
@@ -42,9 +125,11 @@ int RunValidate(const std::string& job_path, const std::vector<std::string>& set
     std::cerr << e.what() << "\n";
     return base::kExitUsage;
   }
+  const std::string what = config::RunsCommand(config)
+                               ? "command " + base::ShellJoin(config.launch.command)
+                               : std::string("model ") + config::ToString(config.model.name);
   const std::string verdict = job_path + ": valid (" + config.name + ", world size " +
-                              std::to_string(config.world.size()) + ", model " +
-                              config::ToString(config.model.name) + ")";
+                              std::to_string(config.world.size()) + ", " + what + ")";
   if (print) {
     // stdout carries only the YAML, so that `--print > resolved.yaml` works.
     std::cout << config::EmitJobConfig(config);
@@ -74,20 +159,26 @@ int RunJob(const RunArgs& args) {
   const base::Environment env = base::CurrentEnvironment();
   launcher::MpirunContext ctx;
   ctx.mpirun = base::Lookup(env, "RINGPILOT_MPIRUN", "mpirun");
-  const std::string self_dir = base::DirName(base::SelfExecutablePath());
-  ctx.trainer = base::Lookup(env, "RINGPILOT_TRAINER", self_dir + "/" + kTrainerName);
-  // A relative path would be resolved against each rank's working directory; a bare name
-  // is left for mpirun to find on PATH.
-  if (ctx.trainer.find('/') != std::string::npos) {
-    ctx.trainer = std::filesystem::absolute(ctx.trainer).lexically_normal().string();
-  }
+  ctx.trainer = TrainerPath(env);
+  ctx.ringpilot = base::SelfExecutablePath();
+  if (ctx.ringpilot.empty()) ctx.ringpilot = "ringpilot";
   ctx.euid = static_cast<unsigned>(::geteuid());
   ctx.env = env;
   if (backend == config::Backend::kLocal) ctx.cma_works = mpirun::CrossMemoryAttachWorks();
   // A dry run only shows the command, so it works on a machine without the binaries.
+  const bool runs_command = config::RunsCommand(config);
   if (!args.dry_run) {
     const std::string path_var = base::Lookup(env, "PATH", "");
-    if (base::ResolveExecutable(ctx.trainer, path_var).empty()) {
+    const std::string program = config.launch.command.empty() ? "" : config.launch.command[0];
+    // On this host a missing program is known now; other hosts' are their own.
+    if (runs_command && backend == config::Backend::kLocal &&
+        base::ResolveExecutable(program, path_var).empty()) {
+      std::cerr << args.job_path << ": launch.command: '" << program
+                << "' not found or not executable"
+                << (program.find('/') == std::string::npos ? " on PATH" : "") << "\n";
+      return base::kExitUsage;
+    }
+    if (!runs_command && base::ResolveExecutable(ctx.trainer, path_var).empty()) {
       std::cerr << "ringpilot: trainer '" << ctx.trainer << "' not found or not executable (build "
                 << kTrainerName << ", or set RINGPILOT_TRAINER)\n";
       return base::kExitFailure;
@@ -121,14 +212,32 @@ int RunJob(const RunArgs& args) {
     return base::kExitUsage;
   }
   const std::string launching = "ringpilot: launching: " + base::ShellJoin(cmd.argv);
+  const std::vector<std::string> hosts = HostfileHosts(cmd.hostfile_content);
+  const std::vector<std::string> startup =
+      StartupLines(config, layout.root, hosts, base::HostName());
   if (args.dry_run) {
-    std::cout << launching << "\n";
+    // What an attempt would run, as one shell command line (the variables the supervisor
+    // sets first), and nothing else on stdout.
+    for (const std::string& line : startup) std::cerr << line << "\n";
+    const auto assign = [](const std::string& name, const std::string& value) {
+      return name + "=" + base::ShellJoin({value}) + " ";
+    };
+    std::string line = assign(base::kRunDirVar, layout.root) + assign(base::kRestartVar, "0") +
+                       assign(base::kAttemptVar, "1") +
+                       assign(base::kMaxRestartsVar, std::to_string(config.launch.max_restarts)) +
+                       assign(base::kMasterAddrVar, cmd.master_addr) +
+                       assign(base::kMasterPortVar, std::to_string(cmd.master_port)) +
+                       assign(base::kVerboseVar, args.verbose ? "1" : "0");
+    for (const auto& [name, value] : cmd.env) line += assign(name, value);
+    std::cout << line << base::ShellJoin(cmd.argv) << "\n";
     return base::kExitOk;
   }
 
   // A finished run's results are history: running it again with nothing left to train
   // would only overwrite them. Training on (more steps or epochs) keeps the old summary.
-  const launcher::FinishedRun finished = launcher::ReadFinishedRun(layout);
+  // summary.json is the trainer's; a program's progress is its own (its checkpoints).
+  const launcher::FinishedRun finished =
+      runs_command ? launcher::FinishedRun{} : launcher::ReadFinishedRun(layout);
   if (finished.finished && (config.train.epochs > 0 ? finished.epochs >= config.train.epochs
                                                     : finished.steps >= config.train.steps)) {
     const std::string done = config.train.epochs > 0 ? std::to_string(finished.epochs) + " epochs"
@@ -158,26 +267,46 @@ int RunJob(const RunArgs& args) {
     return base::kExitFailure;
   }
 
-  // Quick doctor of this host (docs/doctor.md): RUN_DIR/doctor.json and doctor.prom.
-  if (config.launch.preflight &&
-      !doctor::RunPreflight(doctor::SystemDoctorEnv(), config.world.device, layout.root, args.force,
-                            std::cerr)) {
-    return base::kExitFailure;
-  }
-
   launcher::SupervisorOptions options;
   options.max_restarts = config.launch.max_restarts;
-  options.start_timeout_s = config.launch.start_timeout_s;
+  // A launch.command program writes no heartbeat: only the trainer's start is watched.
+  options.start_timeout_s = runs_command ? 0 : config.launch.start_timeout_s;
   options.abort_grace_s = config.launch.abort_grace_s;
   options.run_dir = layout.root;
   options.log_path = layout.launcher_log;
+  if (runs_command && config.metrics.enabled) {
+    // The program's ranks report their NCCL progress (logs/rank-N.nccl.json): a collective
+    // that waits longer than comm.timeout_s is a hang, stopped and restarted like a crash.
+    const std::string logs = layout.logs;
+    const double timeout_s = config.comm.timeout_s;
+    options.hang_check = [logs, timeout_s](double attempt_start_unix) {
+      const double now =
+          std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch())
+              .count();
+      return launcher::NcclHangReason(logs, attempt_start_unix - 1.0, timeout_s, now);
+    };
+  }
   try {
     launcher::Supervisor supervisor(options);
-    supervisor.Report("ringpilot: run directory " + layout.root + resume_note);
-    supervisor.Report(launching);
+    for (const std::string& line : startup) supervisor.Report(line);
+    if (!resume_note.empty()) supervisor.Report("ringpilot: " + resume_note.substr(2));
+    // Quick doctor of this host (docs/doctor.md): RUN_DIR/doctor.json and doctor.prom.
+    doctor::DoctorEnv doctor_env = doctor::SystemDoctorEnv();
+    doctor_env.program = runs_command;
+    if (config.launch.preflight && !doctor::RunPreflight(doctor_env, config.world.device,
+                                                         layout.root, args.force, std::cerr)) {
+      return base::kExitFailure;
+    }
+    if (args.verbose) {
+      supervisor.Report(launching);
+    } else {
+      supervisor.Note(launching);
+    }
     launcher::SupervisedCommand command{cmd.argv, env};
+    for (const auto& [name, value] : cmd.env) command.env[name] = value;
     command.env[base::kMasterAddrVar] = cmd.master_addr;
     command.env[base::kMasterPortVar] = std::to_string(cmd.master_port);
+    command.env[base::kVerboseVar] = args.verbose ? "1" : "0";
     return supervisor.Run(command).exit_status;
   } catch (const std::runtime_error& e) {
     std::cerr << e.what() << "\n";

@@ -33,7 +33,8 @@ std::string SelfExecutable() {
 // The script, or "" after printing the problem; `config` receives the job.
 std::string RenderScript(const SlurmArgs& args, config::JobConfig* config) {
   try {
-    *config = config::LoadJobConfig(args.job_path, args.sets);
+    // Backend slurm whatever the file says: `slurm render` is how the job runs.
+    *config = config::LoadJobConfigFor(config::Backend::kSlurm, args.job_path, args.sets);
     return slurm::RenderSbatch(*config, SelfExecutable());
   } catch (const config::ConfigError& e) {
     std::cerr << e.what() << "\n";

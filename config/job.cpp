@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <cstring>
 #include <map>
+#include <set>
 #include <sstream>
 
 #include <yaml-cpp/eventhandler.h>
@@ -121,6 +122,18 @@ std::string SuggestKey(const std::string& section, const std::string& leaf) {
   return "";
 }
 
+/// Keys that were renamed: an old key is an error naming the new one (no silent alias,
+/// so a job file never means two things).
+struct RenamedKey {
+  const char* old_path;
+  const char* problem;
+};
+constexpr RenamedKey kRenamedKeys[] = {
+    {"train.warmup_steps",
+     "renamed to train.timing_skip_steps (steps left out of the throughput figures; the "
+     "learning-rate warm-up is train.lr_warmup_steps)"},
+};
+
 /// Comma-separated known keys of `section` ("" = top level, sections included).
 std::string KnownKeys(const std::string& section) {
   std::vector<std::string> names;
@@ -134,12 +147,19 @@ std::string KnownKeys(const std::string& section) {
   return out;
 }
 
+// One pass over the file and the overrides collects every problem: each key is checked on
+// its own (a bad key keeps its default and is remembered), and the cross-key rules run on
+// the keys that passed. Only problems that leave nothing to check (YAML syntax, a document
+// that is not a mapping) stop the pass.
 class Loader {
  public:
   explicit Loader(const std::string& source) : root_{source, 1, 1} { config_.source = source; }
 
   void LoadText(const std::string& text);
   void ApplyOverride(size_t index, const std::string& text);
+  void ApplyOverrideText(size_t index, const std::string& text);
+  /// launch.backend is `backend` from now on (see LoadJobConfigFor).
+  void ImplyBackend(Backend backend, const std::string& command);
   JobConfig Finish();
 
  private:
@@ -153,18 +173,42 @@ class Loader {
                   const Origin& origin);
   [[noreturn]] void FailUnknown(const Where& where, const std::string& section,
                                 const std::string& leaf);
-  /// Reports a cross-key problem at the latest given key of `keys`, else at the first
-  /// key's section, else at the top of the document; the message names that key.
-  [[noreturn]] void CrossFail(const std::vector<std::string>& keys, const std::string& problem);
+  /// Records a cross-key problem at the latest given key of `keys`, else at the first
+  /// key's section, else at the top of the document; the message names that key. Nothing
+  /// is recorded when one of `keys` (or its section) was rejected: the rule would judge
+  /// a default, not what the user wrote.
+  void CrossFail(const std::vector<std::string>& keys, const std::string& problem);
+  [[noreturn]] void CrossFailAt(const std::vector<std::string>& keys, const std::string& problem);
   void CrossCheck();
   bool IsGiven(const std::string& path) const { return given_.count(path) != 0; }
+  bool Rejected(const std::string& path) const;
+  /// Runs `step`; a ConfigError it throws is recorded (and `key`, when not empty, marked
+  /// rejected) instead of ending the pass.
+  template <typename F>
+  void Collect(const std::string& key, F&& step);
 
   JobConfig config_;
   Where root_;
   std::map<std::string, Given> given_;     // key path -> where its latest value is
   std::map<std::string, Where> sections_;  // section -> where its key is in the file
+  std::vector<std::string> errors_;        // every problem so far, in the order found
+  std::set<std::string> rejected_;         // key paths and sections with a problem
   int ordinal_ = 0;
 };
+
+template <typename F>
+void Loader::Collect(const std::string& key, F&& step) {
+  try {
+    step();
+  } catch (const ConfigError& e) {
+    errors_.insert(errors_.end(), e.lines().begin(), e.lines().end());
+    if (!key.empty()) rejected_.insert(key);
+  }
+}
+
+bool Loader::Rejected(const std::string& path) const {
+  return rejected_.count(path) != 0 || rejected_.count(path.substr(0, path.find('.'))) != 0;
+}
 
 void Loader::LoadText(const std::string& text) {
   const Origin origin = Origin::File(root_.file);
@@ -196,7 +240,8 @@ void Loader::LoadText(const std::string& text) {
                " where a value should start");
     }
   }
-  const std::string expected = "a job file is a mapping of keys with at least name and model.name";
+  const std::string expected =
+      "a job file is a mapping of keys with at least name and model.name (or launch.command)";
   if (docs.roots.empty() || doc.IsNull()) {
     Fail(docs.roots.empty() ? origin.Start() : origin.At(doc.Mark()), kDocumentKey,
          "empty document; " + expected);
@@ -222,24 +267,26 @@ void Loader::ApplyMapping(const YAML::Node& map, const std::string& section, con
     }
     const std::string& leaf = key.Scalar();
     const std::string path = section.empty() ? leaf : section + "." + leaf;
-    const auto [first, fresh] = seen.emplace(leaf, key.Mark());
-    if (!fresh) {
-      Fail(origin.At(key.Mark()), KeyText(path),
-           "duplicate key (first given at " + Position(origin.At(first->second)) + ")");
-    }
-    if (section.empty() && IsSection(leaf)) {
-      if (!value.IsMap()) {
-        const bool far = value.IsNull() && value.Mark().line != key.Mark().line;
-        Fail(origin.At(far ? key.Mark() : value.Mark()), path,
-             "expected a mapping of " + leaf + ".* keys, got " + Describe(value));
+    Collect(path, [&] {
+      const auto [first, fresh] = seen.emplace(leaf, key.Mark());
+      if (!fresh) {
+        Fail(origin.At(key.Mark()), KeyText(path),
+             "duplicate key (first given at " + Position(origin.At(first->second)) + ")");
       }
-      sections_.emplace(leaf, origin.At(key.Mark()));
-      ApplyMapping(value, leaf, origin);
-      continue;
-    }
-    const KeySpec* spec = FindKey(section, leaf);
-    if (spec == nullptr) FailUnknown(origin.At(key.Mark()), section, leaf);
-    ApplyValue(*spec, &key, value, origin);
+      if (section.empty() && IsSection(leaf)) {
+        if (!value.IsMap()) {
+          const bool far = value.IsNull() && value.Mark().line != key.Mark().line;
+          Fail(origin.At(far ? key.Mark() : value.Mark()), path,
+               "expected a mapping of " + leaf + ".* keys, got " + Describe(value));
+        }
+        sections_.emplace(leaf, origin.At(key.Mark()));
+        ApplyMapping(value, leaf, origin);
+        return;
+      }
+      const KeySpec* spec = FindKey(section, leaf);
+      if (spec == nullptr) FailUnknown(origin.At(key.Mark()), section, leaf);
+      ApplyValue(*spec, &key, value, origin);
+    });
   }
 }
 
@@ -258,6 +305,9 @@ void Loader::ApplyValue(const KeySpec& spec, const YAML::Node* key, const YAML::
 
 void Loader::FailUnknown(const Where& where, const std::string& section, const std::string& leaf) {
   const std::string path = section.empty() ? leaf : section + "." + leaf;
+  for (const RenamedKey& renamed : kRenamedKeys) {
+    if (path == renamed.old_path) Fail(where, path, renamed.problem);
+  }
   const std::string hint = SuggestKey(section, leaf);
   Fail(where, KeyText(path),
        hint.empty() ? "unknown key (known: " + KnownKeys(section) + ")"
@@ -265,6 +315,11 @@ void Loader::FailUnknown(const Where& where, const std::string& section, const s
 }
 
 void Loader::ApplyOverride(size_t index, const std::string& text) {
+  const std::string key = text.substr(0, text.find('='));
+  Collect(key, [&] { ApplyOverrideText(index, text); });
+}
+
+void Loader::ApplyOverrideText(size_t index, const std::string& text) {
   const std::string label = "--set[" + std::to_string(index + 1) + "]";
   const Where at_key{label, 1, 1};
   const size_t eq = text.find('=');
@@ -307,7 +362,28 @@ void Loader::ApplyOverride(size_t index, const std::string& text) {
   ApplyValue(*spec, nullptr, value, origin);
 }
 
+void Loader::ImplyBackend(Backend backend, const std::string& command) {
+  const auto given = given_.find("launch.backend");
+  if (given != given_.end() && given->second.where.file.rfind("--set[", 0) == 0 &&
+      config_.launch.backend != backend && !Rejected("launch.backend")) {
+    Collect("launch.backend", [&] {
+      Fail(given->second.where, "launch.backend",
+           "'" + command + "' runs the job with launch.backend " + ToString(backend) + ", not " +
+               ToString(config_.launch.backend) + " (leave the override out)");
+    });
+    return;
+  }
+  config_.launch.backend = backend;
+}
+
 void Loader::CrossFail(const std::vector<std::string>& keys, const std::string& problem) {
+  for (const auto& k : keys) {
+    if (Rejected(k)) return;
+  }
+  Collect("", [&] { CrossFailAt(keys, problem); });
+}
+
+void Loader::CrossFailAt(const std::vector<std::string>& keys, const std::string& problem) {
   const Given* latest = nullptr;
   std::string latest_key;
   for (const auto& k : keys) {
@@ -324,6 +400,27 @@ void Loader::CrossFail(const std::vector<std::string>& keys, const std::string& 
 
 void Loader::CrossCheck() {
   const JobConfig& c = config_;
+  if (RunsCommand(c)) {
+    // The program takes its own arguments: a trainer key next to it would be ignored, and
+    // an ignored key is a surprise. Each one given in the file (or --set) is named, in the
+    // order given.
+    std::vector<std::pair<int, std::string>> trainer_keys;  // (ordinal, path)
+    for (const KeySpec& spec : Schema()) {
+      const auto it = given_.find(spec.path);
+      if (spec.trainer_only && it != given_.end()) {
+        trainer_keys.emplace_back(it->second.ordinal, spec.path);
+      }
+    }
+    std::sort(trainer_keys.begin(), trainer_keys.end());
+    for (const auto& [ordinal, key] : trainer_keys) {
+      Collect(key, [&, key = key] {
+        Fail(given_.at(key).where, key,
+             "only the built-in trainer reads " + key +
+                 ", but launch.command runs your own program (give your program the setting "
+                 "as an argument, or leave launch.command out to train model.name)");
+      });
+    }
+  }
   const int64_t world = static_cast<int64_t>(c.world.nodes) * c.world.procs_per_node;
   const std::string world_text = "world size " + std::to_string(world) + " (world.nodes " +
                                  std::to_string(c.world.nodes) + " x world.procs_per_node " +
@@ -351,8 +448,7 @@ void Loader::CrossCheck() {
     if (c.launch.hosts.empty()) {
       CrossFail({"launch.backend", "launch.hosts"},
                 "launch.backend mpi needs launch.hosts, one host:slots entry per node");
-    }
-    if (static_cast<int64_t>(c.launch.hosts.size()) != c.world.nodes) {
+    } else if (static_cast<int64_t>(c.launch.hosts.size()) != c.world.nodes) {
       CrossFail({"launch.hosts", "world.nodes", "launch.backend"},
                 "launch.backend mpi needs one launch.hosts entry per node: " +
                     std::to_string(c.launch.hosts.size()) + " hosts, world.nodes is " +
@@ -364,6 +460,7 @@ void Loader::CrossCheck() {
                   "host " + h.host + " has " + std::to_string(h.slots) +
                       " slots, fewer than world.procs_per_node (" +
                       std::to_string(c.world.procs_per_node) + ")");
+        break;  // one line for the rule, naming the first host that breaks it
       }
     }
   }
@@ -423,9 +520,8 @@ void Loader::CrossCheck() {
     CrossFail(
         {"model.vocab_size", "model.name"},
         std::string("model.vocab_size applies to BERT models, not ") + ToString(c.model.name));
-  }
-  if (c.data.kind == DataKind::kSynthetic && c.model.vocab_size != 0 &&
-      c.model.vocab_size < kMinSyntheticVocabSize) {
+  } else if (c.data.kind == DataKind::kSynthetic && c.model.vocab_size != 0 &&
+             c.model.vocab_size < kMinSyntheticVocabSize) {
     CrossFail({"model.vocab_size", "data.kind"},
               "synthetic token sequences need model.vocab_size 0 or at least " +
                   std::to_string(kMinSyntheticVocabSize) + ", not " +
@@ -447,25 +543,39 @@ void Loader::CrossCheck() {
                   " leaves no step after the warm-up (train.steps " +
                   std::to_string(c.train.steps) + ")");
   }
-  if (MetricsPort(c.metrics, world - 1) > 65535) {
-    CrossFail(with_world("metrics.port_base"), "metrics.port_base " +
-                                                   std::to_string(c.metrics.port_base) + " + " +
-                                                   world_text + " - 1 exceeds port 65535");
+  if (MetricsPort(c.metrics, c.world.procs_per_node - 1) > 65535) {
+    CrossFail({"metrics.port_base", "world.procs_per_node"},
+              "metrics.port_base " + std::to_string(c.metrics.port_base) +
+                  " + world.procs_per_node " + std::to_string(c.world.procs_per_node) +
+                  " - 1 exceeds port 65535");
+  }
+  if (c.metrics.basic_auth_user.empty() != c.metrics.basic_auth_password_file.empty()) {
+    CrossFail({"metrics.basic_auth_user", "metrics.basic_auth_password_file"},
+              "metrics basic auth needs both metrics.basic_auth_user and "
+              "metrics.basic_auth_password_file");
   }
 }
 
 JobConfig Loader::Finish() {
-  if (!IsGiven("name")) Fail(root_, "name", "required key missing");
-  if (!IsGiven("model.name")) {
+  if (!IsGiven("name") && !Rejected("name")) {
+    Collect("name", [&] { Fail(root_, "name", "required key missing"); });
+  }
+  // A launch.command that was rejected still says the job meant to run a program.
+  if (!IsGiven("model.name") && !Rejected("model.name") && !RunsCommand(config_) &&
+      !Rejected("launch.command")) {
     const auto model = sections_.find("model");
-    Fail(model != sections_.end() ? model->second : root_, "model.name",
-         "required key missing (one of resnet18-cifar, resnet50, bert-tiny, bert-base)");
+    Collect("model.name", [&] {
+      Fail(model != sections_.end() ? model->second : root_, "model.name",
+           "required key missing (one of resnet18-cifar, resnet50, bert-tiny, bert-base; or "
+           "launch.command to run your own program)");
+    });
   }
   if (config_.model.name == ModelName::kResnet50 && !IsGiven("model.num_classes")) {
     config_.model.num_classes = 1000;
   }
 
   CrossCheck();
+  if (!errors_.empty()) throw ConfigError(errors_);
   return config_;
 }
 
@@ -479,24 +589,6 @@ void EmitValue(YAML::Emitter& out, const detail::Value& v) {
   } else {
     out << v.scalar;
   }
-}
-
-/// The default of `spec` as shown in the reference.
-std::string DefaultText(const KeySpec& spec) {
-  if (spec.required) return "required";
-  if (!spec.default_doc.empty()) return spec.default_doc;
-  const detail::Value v = spec.get(JobConfig{});
-  if (!v.is_list) return "`" + v.scalar + "`";
-  std::string out = "`[";
-  for (size_t i = 0; i < v.items.size(); ++i) out += (i ? ", " : "") + v.items[i];
-  return out + "]`";
-}
-
-std::string TableCell(std::string text) {
-  for (size_t pos = 0; (pos = text.find('|', pos)) != std::string::npos; pos += 2) {
-    text.insert(pos, "\\");
-  }
-  return text;
 }
 
 }  // namespace
@@ -578,15 +670,20 @@ std::string Describe(const YAML::Node& node) {
 
 }  // namespace detail
 
-JobConfig ParseJobConfig(const std::string& yaml_text, const std::string& source,
-                         const std::vector<std::string>& overrides) {
+namespace {
+
+JobConfig Parse(const std::string& yaml_text, const std::string& source,
+                const std::vector<std::string>& overrides, const Backend* implied) {
   Loader loader(source);
   loader.LoadText(yaml_text);
   for (size_t i = 0; i < overrides.size(); ++i) loader.ApplyOverride(i, overrides[i]);
+  if (implied != nullptr) {
+    loader.ImplyBackend(*implied, std::string("ringpilot ") + ToString(*implied));
+  }
   return loader.Finish();
 }
 
-JobConfig LoadJobConfig(const std::string& path, const std::vector<std::string>& overrides) {
+std::string ReadJobFile(const std::string& path) {
   std::string text;
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   int error = fd < 0 ? errno : 0;
@@ -608,7 +705,33 @@ JobConfig LoadJobConfig(const std::string& path, const std::vector<std::string>&
   if (error != 0) {
     Fail(Where{path, 1, 1}, "<file>", std::string("cannot read: ") + std::strerror(error));
   }
-  return ParseJobConfig(text, path, overrides);
+  return text;
+}
+
+}  // namespace
+
+ConfigError::ConfigError(const std::string& line) : std::runtime_error(line), lines_{line} {}
+
+ConfigError::ConfigError(std::vector<std::string> lines)
+    : std::runtime_error([&lines] {
+        std::string text;
+        for (const std::string& line : lines) text += (text.empty() ? "" : "\n") + line;
+        return text;
+      }()),
+      lines_(std::move(lines)) {}
+
+JobConfig ParseJobConfig(const std::string& yaml_text, const std::string& source,
+                         const std::vector<std::string>& overrides) {
+  return Parse(yaml_text, source, overrides, nullptr);
+}
+
+JobConfig LoadJobConfig(const std::string& path, const std::vector<std::string>& overrides) {
+  return Parse(ReadJobFile(path), path, overrides, nullptr);
+}
+
+JobConfig LoadJobConfigFor(Backend backend, const std::string& path,
+                           const std::vector<std::string>& overrides) {
+  return Parse(ReadJobFile(path), path, overrides, &backend);
 }
 
 std::string EmitJobConfig(const JobConfig& config) {
@@ -616,109 +739,24 @@ std::string EmitJobConfig(const JobConfig& config) {
   out << YAML::BeginMap;
   std::string open_section;
   for (const KeySpec& spec : Schema()) {
+    if (spec.trainer_only && RunsCommand(config)) continue;
+    const detail::Value value = spec.get(config);
+    if (spec.omit_empty && value.is_list && value.items.empty()) continue;
     if (spec.section != open_section) {
       if (!open_section.empty()) out << YAML::EndMap;
       out << YAML::Key << spec.section << YAML::Value << YAML::BeginMap;
       open_section = spec.section;
     }
     out << YAML::Key << spec.leaf << YAML::Value;
-    EmitValue(out, spec.get(config));
+    EmitValue(out, value);
   }
   if (!open_section.empty()) out << YAML::EndMap;
   out << YAML::EndMap;
   return std::string(out.c_str()) + "\n";
 }
 
-std::string RenderConfigReference() {
-  std::ostringstream md;
-  md << R"(# Job file reference
-
-<!-- Generated by `ringpilot-config-reference` from the key table in
-config/schema.cpp; do not edit by hand. -->
-
-A job file is one YAML document whose top level is a mapping: the job's `name` and one
-mapping per section below (`world`, `launch`, ...), in block or flow style
-(`train: {steps: 100, lr: 0.1}`). Every key is optional except `name` and `model.name`;
-a key left out takes its default. Unknown keys (with a suggestion for a near miss), null
-values, duplicate keys, a section that is not a mapping and values of the wrong type or out
-of range are all rejected. Integers are written as integers (`100`, not `1e2` or `100.0`),
-booleans as `true` or `false`, and a quoted scalar is always a string (`"100"` is not an
-int). `ringpilot run` writes the resolved job (every key, defaults included) for the
-trainer ranks, so they see exactly what the front end checked.
-
-## Overrides: `--set`
-
-`ringpilot run|validate|slurm|k8s JOB.yaml --set KEY=VALUE ...` changes keys after the
-file is read. Overrides apply in order (a later one wins) with the same checks as the file,
-and the cross-key rules run after the last one. KEY is a dotted path (`train.steps`) or a
-whole section, whose mapping is merged key by key (`--set fault={crash_rank: 1,
-crash_step: 20}`). VALUE is parsed as YAML: `--set launch.hosts=[node1:4,node2:4]`,
-`--set model.name=bert-tiny`, `--set 'name="my-job"'`.
-
-## Errors
-
-A rejected job prints one line and exits with status 2:
-
-```
-FILE:LINE:COL: KEY: problem
-job.yaml:7:3: train.stpes: unknown key (did you mean train.steps?)
---set[2]:1:13: train.steps: expected an integer, got "abc"
-```
-
-LINE and COL are 1-based and point at the offending value (or key). For an override, FILE
-is `--set[N]` (N counts the `--set` options from 1), LINE is 1 and COL is the column of the
-override's text. Problems that are not one key's use `<file>` (unreadable file), `<yaml>`
-(YAML syntax) or `<document>` (empty file, not a mapping, several documents) as KEY.
-
-## Cross-key rules
-
-Checked after all overrides, reported at the key given last:
-
-- `comm.first_bucket_mb` <= `comm.bucket_mb`.
-- `train.cuda_graphs: true` needs `world.device` `cuda` or `auto`.
-- `launch.backend: local` needs `world.nodes: 1`.
-- `launch.backend: mpi` needs one `launch.hosts` entry per node (`world.nodes` entries),
-  each with at least `world.procs_per_node` slots.
-- `fault.straggler_rank` and `fault.crash_rank` are -1 or a rank below the world size
-  (`world.nodes` x `world.procs_per_node`); `fault.crash_step` <= `train.steps`.
-- `metrics.port_base` + world size - 1 <= 65535 (unless `port_base` is 0).
-- `train.label_smoothing` > 0 needs an image model (resnet18-cifar, resnet50).
-- `train.lr_schedule: step` needs `train.lr_step_every` > 0.
-- `train.lr_warmup_steps` < `train.steps` (with `train.epochs`, checked by each rank once
-  the steps are known).
-- `train.epochs` needs a dataset kind; when it is above 0 it sets the steps and
-  `train.steps` is not used.
-- `data.kind: cifar` needs `data.train`, `model.name: resnet18-cifar` and
-  `model.num_classes` 10 (CIFAR-10) or 100 (CIFAR-100); `data.train` / `data.val` are for
-  dataset kinds only.
-- `data.kind: image_folder` and `image_shards` need `data.train` and an image model
-  (resnet18-cifar, resnet50); each rank checks at start that the set's classes fit
-  `model.num_classes`.
-- `data.kind: tokens` needs `data.train` and a BERT model.
-- `model.vocab_size` is for BERT models; with synthetic data it is 0 or at least 1024.
-  With `data.kind: tokens` a value below the shards' vocabulary stops the job before the
-  first step (the shards are read by the ranks, not by `validate`).
-
-`model.num_classes` defaults to 1000 instead of 10 when `model.name` is `resnet50` and
-`num_classes` is not given.
-)";
-  std::string section = "-";
-  for (const KeySpec& spec : Schema()) {
-    if (spec.section != section) {
-      section = spec.section;
-      md << "\n## " << (section.empty() ? "Top level" : "`" + section + "`") << "\n\n"
-         << "| key | type | default | allowed | meaning |\n"
-         << "|---|---|---|---|---|\n";
-    }
-    md << "| `" << spec.path << "` | " << detail::TypeName(spec.type) << " | "
-       << TableCell(DefaultText(spec)) << " | " << TableCell(spec.allowed) << " | "
-       << TableCell(spec.meaning) << " |\n";
-  }
-  return md.str();
-}
-
-int MetricsPort(const MetricsConfig& metrics, int rank) {
-  return base::MetricsPort(metrics.port_base, rank);
+int MetricsPort(const MetricsConfig& metrics, int local_rank) {
+  return base::MetricsPort(metrics.port_base, local_rank);
 }
 
 }  // namespace ringpilot::config

@@ -50,6 +50,10 @@ struct LaunchConfig {
   int master_port = kDefaultMasterPort;  ///< MASTER_PORT for `ringpilot exec` workers
   std::vector<std::string> mpirun_args;  ///< extra mpirun arguments, passed verbatim (no shell)
   bool preflight = true;  ///< `ringpilot run` runs a quick `doctor` first (docs/doctor.md)
+  /// The user's own program (argv, no shell) instead of the built-in trainer: every rank
+  /// runs it under `ringpilot exec` with the torchrun environment. Empty: the trainer
+  /// trains model.name. Never an empty list in a job file (leave the key out instead).
+  std::vector<std::string> command;
   /// An attempt none of whose ranks has started (heartbeat) by then is stopped and counts as
   /// a failure: mpirun waiting for a host it cannot reach (docs/faults.md). 0 = never.
   double start_timeout_s = 300.0;
@@ -103,7 +107,9 @@ struct TrainConfig {
   /// Dataset kinds: train this many epochs instead of `steps` (each rank works out epochs x
   /// full global batches per epoch from the dataset and ignores `steps`); 0 = `steps`.
   int64_t epochs = 0;
-  int64_t warmup_steps = 0;  ///< untimed leading steps; 0 = automatic (see config.md)
+  /// Leading steps of each attempt left out of throughput and step-time figures; 0 =
+  /// automatic (see config.md). Not the learning-rate warm-up (lr_warmup_steps).
+  int64_t timing_skip_steps = 0;
   Optimizer optimizer = Optimizer::kSgd;
   double lr = 0.1;
   double momentum = 0.9;       ///< SGD momentum
@@ -152,9 +158,24 @@ struct CheckpointConfig {
 
 struct MetricsConfig {
   bool enabled = true;
-  std::string bind = "127.0.0.1";
-  int port_base = 9400;             ///< rank r serves on port_base + r; 0 picks free ports
+  /// Address the exporters listen on; "auto" (base::kMetricsBindAuto): the node's address
+  /// under Slurm or Kubernetes, else 127.0.0.1 (decided by each rank at start).
+  std::string bind = "auto";
+  /// Local rank l serves on port_base + l (the same ports on every node); 0 picks free
+  /// ports. 18400: clear of the Prometheus exporter range 9100-9999 (node_exporter 9100,
+  /// dcgm-exporter 9400, ...), of Kubernetes (10250-10259, NodePorts 30000-32767), of
+  /// PyTorch's rendezvous ports (29400, 29500) and of Linux's ephemeral range.
+  int port_base = 18400;
   double gpu_sample_seconds = 5.0;  ///< NVML sampling period of the rank's GPU; 0 = off
+  /// HTTP basic auth: both set, or neither. The password is read from the file (its first
+  /// line) by each rank at start, so it appears in no job file, ConfigMap or log.
+  std::string basic_auth_user;
+  std::string basic_auth_password_file;
+  /// PEM file with the certificate and its private key: serve HTTPS; "" = HTTP.
+  std::string tls_cert_file;
+  /// A directory that Prometheus' file_sd globs (`DIR/*.json`): rank 0 links
+  /// DIR/<run directory name>.json to RUN_DIR/prometheus-targets.json; "" = no link.
+  std::string file_sd_dir;
 };
 
 struct TraceConfig {
@@ -182,6 +203,10 @@ struct SlurmConfig {
   int signal_seconds = 300;       ///< --signal=B:USR1@N: warning before the time limit
   std::string run_root = "runs";  ///< run dir is RUN_ROOT/<name>-$SLURM_JOB_ID; output there too
   std::string ringpilot;          ///< ringpilot on the compute nodes; "" = the rendering binary
+  /// Extra `#SBATCH` directives, each `--option` or `--option=value` (config/value_rules.h).
+  std::vector<std::string> directives;
+  /// Shell lines run by the batch script before `ringpilot run` (modules, containers, venvs).
+  std::vector<std::string> setup;
 };
 
 /// `ringpilot k8s render`: the Kubeflow MPIJob and its companions.
@@ -193,6 +218,9 @@ struct K8sConfig {
   std::string storage_class;      ///< checkpoint PVC storage class; "" = cluster default
   std::string checkpoint_size = "100Gi";  ///< checkpoint PVC request
   int run_as_user = 1000;                 ///< uid (and gid, fsGroup) of every container
+  std::string cpu_per_rank = "8";         ///< worker pod CPU request = limit: this x procs_per_node
+  /// Worker pod memory request = limit: this x procs_per_node + shm_size (/dev/shm counts).
+  std::string memory_per_rank = "32Gi";
 };
 
 struct JobConfig {
@@ -214,32 +242,55 @@ struct JobConfig {
   std::string source;  ///< file the config came from (for messages), not a job key
 };
 
-/// A rejected job file or override. `what()` is one line:
+/// The job runs launch.command (a program of the user's) rather than the built-in trainer:
+/// model.* and the other trainer-only keys are then not given (config.md, "Programs").
+inline bool RunsCommand(const JobConfig& config) { return !config.launch.command.empty(); }
+
+/// A rejected job file or override: one line per problem, each
 /// `FILE:LINE:COL: KEY: problem` (for `--set`, FILE is `--set[N]` and LINE is 1).
+/// `what()` is those lines joined by newlines (no trailing newline).
 class ConfigError : public std::runtime_error {
  public:
-  explicit ConfigError(const std::string& line) : std::runtime_error(line) {}
+  explicit ConfigError(const std::string& line);
+  /// `lines` must not be empty.
+  explicit ConfigError(std::vector<std::string> lines);
+  const std::vector<std::string>& lines() const { return lines_; }
+
+ private:
+  std::vector<std::string> lines_;
 };
 
 /// Reads, type-checks and range-checks `path`, applies `overrides` (`a.b=value`, value
 /// parsed as YAML) in order with the same checks, then the cross-key checks.
-/// Throws ConfigError on the first problem; an unreadable file is a ConfigError too.
+/// Throws ConfigError listing every problem found in one pass (each key of the file and
+/// each override is checked; the cross-key rules run on the keys that passed). A YAML
+/// syntax error, an unreadable file or a document that is not a mapping ends the pass
+/// at once: one line.
 JobConfig LoadJobConfig(const std::string& path, const std::vector<std::string>& overrides = {});
 
 /// As LoadJobConfig, from text; `source` names it in messages.
 JobConfig ParseJobConfig(const std::string& yaml_text, const std::string& source,
                          const std::vector<std::string>& overrides = {});
 
-/// Canonical YAML with every key (defaults included). ParseJobConfig(EmitJobConfig(c))
+/// As LoadJobConfig for a command that runs the job on `backend` (`ringpilot slurm
+/// render` is backend slurm, `k8s render` k8s): launch.backend is `backend` before the
+/// cross-key checks, whatever the file says (a job file is portable across backends); an
+/// override that sets another backend is an error, reported at the override.
+JobConfig LoadJobConfigFor(Backend backend, const std::string& path,
+                           const std::vector<std::string>& overrides = {});
+
+/// Canonical YAML with every key (defaults included; a launch.command job without the
+/// trainer-only keys, a job without one without launch.command). ParseJobConfig(EmitJobConfig(c))
 /// reproduces c exactly.
 std::string EmitJobConfig(const JobConfig& config);
 
 /// Markdown reference of every key (type, default, range, meaning): docs/config.md is this.
 std::string RenderConfigReference();
 
-/// The metrics port of `rank`: metrics.port_base + rank, or 0 (pick a free port) when
-/// port_base is 0. The one place that rule is written (trainer, k8s manifests, checks).
-int MetricsPort(const MetricsConfig& metrics, int rank);
+/// The metrics port of the rank with node-local rank `local_rank`: metrics.port_base +
+/// local_rank, or 0 (pick a free port) when port_base is 0 (base::MetricsPort). The one
+/// place the job's rule is written (trainer, k8s manifests, checks).
+int MetricsPort(const MetricsConfig& metrics, int local_rank);
 
 const char* ToString(Device d);
 const char* ToString(Backend b);

@@ -11,6 +11,7 @@
 #include <set>
 #include <type_traits>
 
+#include "base/run_variables.h"
 #include "config/value_rules.h"
 
 namespace ringpilot::config {
@@ -282,7 +283,8 @@ std::vector<std::string> Split(const std::string& s, char sep) {
 }
 
 std::string CheckBind(const std::string& s) {
-  const std::string problem = "must be an IPv4 address or a host name, got " + Quote(s);
+  const std::string problem = "must be auto, an IPv4 address or a host name, got " + Quote(s);
+  if (s == base::kMetricsBindAuto) return "";
   if (!IsHostChars(s)) return problem;
   const auto parts = Split(s, '.');
   const bool numeric = std::all_of(s.begin(), s.end(), [](char ch) {
@@ -386,14 +388,60 @@ KeySpec HostsKey(const std::string& path, Field<std::vector<HostSlots>> field) {
   return k;
 }
 
+/// `check` (optional) returns "" for a good item, else the problem.
 KeySpec StringListKey(const std::string& path, Field<std::vector<std::string>> field,
-                      std::string meaning) {
-  KeySpec k = Base(path, ValueType::kStringList, "list of strings", std::move(meaning));
-  k.assign = [path, field](const YAML::Node& node, const Origin& origin, JobConfig& c) {
+                      std::string meaning, std::string allowed = "list of strings",
+                      std::function<std::string(const std::string&)> check = nullptr) {
+  KeySpec k = Base(path, ValueType::kStringList, std::move(allowed), std::move(meaning));
+  k.assign = [path, field, check](const YAML::Node& node, const Origin& origin, JobConfig& c) {
     if (!node.IsSequence()) TypeFail(path, node, origin, "a list of strings");
     std::vector<std::string> items;
-    for (const auto& item : node) items.push_back(ReadString(path, item, origin));
+    for (const auto& item : node) {
+      items.push_back(ReadString(path, item, origin));
+      const std::string problem = check ? check(items.back()) : std::string();
+      if (!problem.empty()) Fail(origin.At(item.Mark()), path, problem);
+    }
     field(c) = std::move(items);
+  };
+  k.get = [field](const JobConfig& c) {
+    Value v;
+    v.is_list = true;
+    v.items = Read(field, c);
+    return v;
+  };
+  return k;
+}
+
+// launch.command: argv of the user's program. Any scalar is taken as its text (yaml-cpp
+// keeps `0.10` as written), so only what cannot be an argument is refused.
+KeySpec CommandKey(const std::string& path, Field<std::vector<std::string>> field,
+                   std::string meaning) {
+  KeySpec k = Base(path, ValueType::kStringList,
+                   "non-empty list of strings; the first names the program (PATH is searched "
+                   "when it has no `/`)",
+                   std::move(meaning));
+  k.default_doc = "none (the built-in trainer)";
+  k.omit_empty = true;
+  k.assign = [path, field](const YAML::Node& node, const Origin& origin, JobConfig& c) {
+    const std::string expected = "a list: the program and its arguments, e.g. [python3, train.py]";
+    if (!node.IsSequence()) TypeFail(path, node, origin, expected);
+    if (node.size() == 0) {
+      Fail(origin.At(node.Mark()), path,
+           "empty list; give the program and its arguments (e.g. [python3, train.py]), or leave "
+           "the key out to train model.name with the built-in trainer");
+    }
+    std::vector<std::string> argv;
+    for (const auto& item : node) {
+      const std::string tag = item.IsScalar() ? item.Tag() : "";
+      if (tag != "?" && tag != "!" && tag != "tag:yaml.org,2002:str") {
+        TypeFail(path, item, origin, "a string (one argument of the program)");
+      }
+      argv.push_back(ReadString(path, item, origin));
+      if (argv.size() == 1 && argv[0].empty()) {
+        Fail(origin.At(item.Mark()), path, "the program (the first item) is an empty string");
+      }
+    }
+    field(c) = std::move(argv);
   };
   k.get = [field](const JobConfig& c) {
     Value v;
@@ -440,11 +488,19 @@ std::vector<KeySpec> BuildSchema() {
       BoolKey("launch.preflight", Member(&JC::launch, &LaunchConfig::preflight),
               "`ringpilot run` first runs a quick `doctor` on this host (RUN_DIR/doctor.json, "
               "doctor.prom) and refuses to start on a FAIL unless `--force`"));
+  s.push_back(CommandKey(
+      "launch.command", Member(&JC::launch, &LaunchConfig::command),
+      "your own training program instead of the built-in trainer, e.g. [python3, train.py, "
+      "--lr, \"0.1\"] (no shell): every rank runs it under `ringpilot exec` (torchrun's "
+      "variables, NCCL metrics, placement), its output in logs/rank-N.log; the keys only the "
+      "trainer reads (model, data, eval, train, comm but comm.timeout_s, checkpoint, trace, "
+      "fault, metrics.gpu_sample_seconds) are then not allowed (docs/programs.md)"));
   s.push_back(FloatKey("launch.start_timeout_s",
                        Member(&JC::launch, &LaunchConfig::start_timeout_s), 0, false, 86400, false,
-                       "an attempt none of whose ranks has started by then (no heartbeat) is "
-                       "stopped and restarted: mpirun waits for ever on a host it cannot reach "
-                       "(docs/faults.md); 0 = wait"));
+                       "an attempt none of whose trainer ranks has started by then (no "
+                       "heartbeat) is stopped and restarted: mpirun waits for ever on a host it "
+                       "cannot reach (docs/faults.md); 0 = wait. Not applied to "
+                       "`launch.command` programs, which write no heartbeat"));
   s.push_back(FloatKey("launch.abort_grace_s", Member(&JC::launch, &LaunchConfig::abort_grace_s), 0,
                        false, 86400, false,
                        "after a rank gave up (a collective timed out), how long mpirun may take "
@@ -454,6 +510,7 @@ std::vector<KeySpec> BuildSchema() {
   KeySpec model = EnumKey("model.name", Member(&JC::model, &ModelConfig::name), Names(kModelNames),
                           "model to train");
   model.required = true;
+  model.default_doc = "required (unless `launch.command`)";
   s.push_back(std::move(model));
   s.push_back(BoolKey("model.sync_batchnorm", Member(&JC::model, &ModelConfig::sync_batchnorm),
                       "BatchNorm statistics over the whole world, not per rank"));
@@ -546,9 +603,10 @@ std::vector<KeySpec> BuildSchema() {
       "(steps = epochs x full global batches per epoch; train.steps is then not "
       "used); 0 = train.steps"));
   s.push_back(IntKey<int64_t>(
-      "train.warmup_steps", Member(&JC::train, &TrainConfig::warmup_steps), 0, kMaxSteps,
-      "leading steps of each attempt left out of samples_per_second and the step percentiles; "
-      "0 = automatic (the first step, with CUDA graphs up to the first replay), never fewer"));
+      "train.timing_skip_steps", Member(&JC::train, &TrainConfig::timing_skip_steps), 0, kMaxSteps,
+      "leading steps of each attempt left out of samples_per_second and the step percentiles "
+      "(they train as usual; the learning-rate warm-up is train.lr_warmup_steps); 0 = "
+      "automatic (the first step, with CUDA graphs up to the first replay), never fewer"));
   s.push_back(EnumKey("train.optimizer", Member(&JC::train, &TrainConfig::optimizer),
                       Names(kOptimizerNames), "optimizer"));
   s.push_back(FloatKey("train.lr", Member(&JC::train, &TrainConfig::lr), 0, true, 100, false,
@@ -645,7 +703,8 @@ std::vector<KeySpec> BuildSchema() {
                        false,
                        "collective timeout, seconds (MPI and NCCL): a rank that waits this long "
                        "in one ends the job, and the failure report names the rank behind "
-                       "(docs/faults.md)"));
+                       "(docs/faults.md); a launch.command job is stopped as hung when a rank's "
+                       "NCCL collective is in flight this long (docs/programs.md)"));
   s.push_back(EnumKey("comm.nccl_cta_policy", Member(&JC::comm, &CommConfig::nccl_cta_policy),
                       Names(kCtaPolicyNames),
                       "NCCL's CTA policy (NCCL >= 2.27): default (NCCL's choice), efficiency "
@@ -676,13 +735,41 @@ std::vector<KeySpec> BuildSchema() {
   s.push_back(BoolKey("metrics.enabled", Member(&JC::metrics, &MetricsConfig::enabled),
                       "per-rank Prometheus exporter"));
   s.push_back(StringKey("metrics.bind", Member(&JC::metrics, &MetricsConfig::bind), CheckBind,
-                        "IPv4 address or host name", "address the exporters listen on"));
+                        "`auto`, IPv4 address or host name",
+                        "address the exporters listen on; `auto`: the node's address (its host "
+                        "name's first non-loopback IPv4, else 0.0.0.0) for a job on several "
+                        "nodes or a rank under Slurm (SLURM_JOB_ID) or Kubernetes "
+                        "(KUBERNETES_SERVICE_HOST), else 127.0.0.1; `0.0.0.0`: every interface"));
   s.push_back(IntKey("metrics.port_base", Member(&JC::metrics, &MetricsConfig::port_base), 0, 65535,
-                     "rank r serves on port_base + r; 0 picks free ports",
-                     "0..65535; port_base + world size - 1 <= 65535"));
+                     "local rank l serves on port_base + l (the same ports on every node); 0 "
+                     "picks free ports (RUN_DIR/prometheus-targets.json lists them)",
+                     "0..65535; port_base + world.procs_per_node - 1 <= 65535"));
   s.push_back(FloatKey(
       "metrics.gpu_sample_seconds", Member(&JC::metrics, &MetricsConfig::gpu_sample_seconds), 0,
       false, 3600, false, "NVML sampling period of each rank's GPU (ringpilot_gpu_*); 0 = off"));
+  s.push_back(StringKey(
+      "metrics.basic_auth_user", Member(&JC::metrics, &MetricsConfig::basic_auth_user),
+      [](const std::string& v) {
+        return v.find(':') == std::string::npos ? std::string()
+                                                : "may not contain ':' (RFC 7617), got " + Quote(v);
+      },
+      "user name without `:`",
+      "HTTP basic auth on every exporter (with metrics.basic_auth_password_file); \"\" = none"));
+  s.push_back(StringKey(
+      "metrics.basic_auth_password_file",
+      Member(&JC::metrics, &MetricsConfig::basic_auth_password_file), any_path, "path",
+      "file whose first line is the basic auth password, read by each rank at start (so the "
+      "password is in no job file or ConfigMap)"));
+  s.push_back(StringKey("metrics.tls_cert_file",
+                        Member(&JC::metrics, &MetricsConfig::tls_cert_file), any_path, "path",
+                        "PEM file with the certificate and its private key: the exporters "
+                        "serve HTTPS (needs a civetweb that can load the system's OpenSSL; "
+                        "docs/metrics.md); \"\" = HTTP"));
+  s.push_back(StringKey("metrics.file_sd_dir", Member(&JC::metrics, &MetricsConfig::file_sd_dir),
+                        any_path, "path",
+                        "directory for Prometheus' file_sd (`files: [DIR/*.json]`, one glob for "
+                        "every run): rank 0 links DIR/<run directory name>.json to "
+                        "RUN_DIR/prometheus-targets.json; \"\" = none"));
   s.push_back(BoolKey("trace.enabled", Member(&JC::trace, &TraceConfig::enabled),
                       "per-rank Chrome trace RUN_DIR/trace-rank-N.json (docs/metrics.md)"));
   s.push_back(IntKey("trace.max_events", Member(&JC::trace, &TraceConfig::max_events), 1000,
@@ -735,6 +822,17 @@ std::vector<KeySpec> BuildSchema() {
       [](const std::string& v) { return v.empty() ? std::string() : CheckSlurmPath(v); },
       "\"\" or a path of `[A-Za-z0-9._/+-]`",
       "ringpilot executable on the compute nodes; \"\" = the one that renders"));
+  s.push_back(StringListKey(
+      "slurm.directives", Member(&JC::slurm, &SlurmConfig::directives),
+      "extra #SBATCH lines, e.g. [\"--constraint=h100\", \"--exclusive\", \"--mem=0\"]; "
+      "the options rendered from other keys (--time, --nodes, --gpus-per-node, ...) are "
+      "refused",
+      "list of `--option` or `--option=value` (value of `[A-Za-z0-9._,:=/@%+*|&!^~[]-]`)",
+      CheckSbatchDirective));
+  s.push_back(StringListKey("slurm.setup", Member(&JC::slurm, &SlurmConfig::setup),
+                            "shell lines the batch script runs before `ringpilot run`, in order "
+                            "(e.g. \"module load cuda/13\"); a failing line fails the job",
+                            "list of one-line strings", CheckSlurmSetupLine));
 
   // k8s: `ringpilot k8s render` (rules shared with config/value_rules.h).
   const auto rule = [](bool ok, const std::string& what, const std::string& v) {
@@ -775,6 +873,26 @@ std::vector<KeySpec> BuildSchema() {
       "positive quantity", "checkpoint PVC size request"));
   s.push_back(IntKey("k8s.run_as_user", Member(&JC::k8s, &K8sConfig::run_as_user), 1, INT_MAX,
                      "uid (and gid, fsGroup) of every container; never root"));
+  s.push_back(StringKey(
+      "k8s.cpu_per_rank", Member(&JC::k8s, &K8sConfig::cpu_per_rank),
+      [rule](const std::string& v) { return rule(IsPositiveQuantity(v), "a quantity", v); },
+      "positive quantity (`8`, `1500m`)",
+      "worker pod CPU request and limit: this x world.procs_per_node (equal request and "
+      "limit: Guaranteed QoS, whole cores of their own under the static CPU manager)"));
+  s.push_back(StringKey(
+      "k8s.memory_per_rank", Member(&JC::k8s, &K8sConfig::memory_per_rank),
+      [rule](const std::string& v) { return rule(IsPositiveQuantity(v), "a quantity", v); },
+      "positive quantity (`32Gi`)",
+      "worker pod memory request and limit: this x world.procs_per_node + k8s.shm_size "
+      "(/dev/shm is memory the pod is charged for)"));
+  // What only the built-in trainer reads: a launch.command job must not set it (the
+  // program takes its own arguments), and its resolved job file leaves it out.
+  static const std::set<std::string> kTrainerSections = {"model", "data",       "eval",  "train",
+                                                         "comm",  "checkpoint", "trace", "fault"};
+  for (KeySpec& k : s) {
+    k.trainer_only = (kTrainerSections.count(k.section) != 0 && k.path != "comm.timeout_s") ||
+                     k.path == "metrics.gpu_sample_seconds";
+  }
   return s;
 }
 

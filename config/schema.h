@@ -63,6 +63,12 @@ struct KeySpec {
   std::string allowed;      ///< range / allowed values, for the reference
   std::string default_doc;  ///< overrides the default shown in the reference
   std::string meaning;      ///< one line, for the reference
+  /// Read only by the built-in trainer: a job with launch.command must not give it, and
+  /// EmitJobConfig leaves it out of such a job.
+  bool trainer_only = false;
+  /// A list key EmitJobConfig writes only when it is not empty (an empty list is not a
+  /// value the key accepts).
+  bool omit_empty = false;
   /// Type- and range-checks `node` (never null: the caller rejects null) and stores it.
   std::function<void(const YAML::Node& node, const Origin& origin, JobConfig& config)> assign;
   std::function<Value(const JobConfig& config)> get;

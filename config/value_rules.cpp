@@ -1,6 +1,8 @@
 #include "config/value_rules.h"
 
 #include <cctype>
+#include <cmath>
+#include <cstdio>
 #include <vector>
 
 namespace ringpilot::config {
@@ -69,6 +71,81 @@ std::string CheckSlurmPath(const std::string& s) {
   return ok ? "" : "must be a path of [A-Za-z0-9._/+-] not starting with '-', got '" + s + "'";
 }
 
+std::string CheckSbatchDirective(const std::string& s) {
+  const std::string shape =
+      "must be --option or --option=value (option of [a-z0-9-], value of "
+      "[A-Za-z0-9._,:=/@%+*|&!^~[]-], no spaces or quotes), got '" +
+      s + "'";
+  if (s.size() < 3 || s.compare(0, 2, "--") != 0) return shape;
+  const size_t eq = s.find('=');
+  const std::string option = s.substr(2, eq == std::string::npos ? std::string::npos : eq - 2);
+  bool ok = !option.empty() && option.size() <= 63 && option[0] >= 'a' && option[0] <= 'z';
+  for (char c : option) ok = ok && (IsLowerAlnum(c) || c == '-');
+  if (eq != std::string::npos) {
+    const std::string value = s.substr(eq + 1);
+    ok = ok && !value.empty() && value.size() <= 256;
+    for (char c : value) {
+      ok = ok && (std::isalnum(static_cast<unsigned char>(c)) ||
+                  std::string("._,:=/@%+*|&!^~[]-").find(c) != std::string::npos);
+    }
+  }
+  if (!ok) return shape;
+  // What the script already says, and the job key that says it.
+  static const std::pair<const char*, const char*> kRendered[] = {
+      {"job-name", "name"},
+      {"nodes", "world.nodes"},
+      {"ntasks", "world.nodes x world.procs_per_node"},
+      {"ntasks-per-node", "world.procs_per_node"},
+      {"gpus-per-node", "world.device and world.procs_per_node"},
+      {"gpus", "world.device and world.procs_per_node"},
+      {"gpus-per-task", "world.device (a GPU cgroup per task hides NVLink peers)"},
+      {"time", "slurm.time"},
+      {"partition", "slurm.partition"},
+      {"account", "slurm.account"},
+      {"qos", "slurm.qos"},
+      {"signal", "slurm.signal_seconds"},
+      {"output", "slurm.run_root"},
+      {"error", "slurm.run_root"},
+      {"open-mode", "slurm.run_root"},
+      {"requeue", "the preemption protocol"},
+      {"no-requeue", "the preemption protocol"},
+      {"array", "nothing: one job, one run directory"},
+  };
+  for (const auto& [name, key] : kRendered) {
+    if (option == name) {
+      return "--" + option + " is rendered from " + key + "; set that instead, got '" + s + "'";
+    }
+  }
+  return "";
+}
+
+std::string CheckSlurmSetupLine(const std::string& s) {
+  // A trailing backslash would join the line with the script's next one.
+  bool ok = !s.empty() && s.size() <= 4096 && s.back() != '\\';
+  for (char c : s) {
+    const unsigned char u = static_cast<unsigned char>(c);
+    ok = ok && u >= 0x20 && u != 0x7f;
+  }
+  return ok ? ""
+            : "must be one shell line of 1 to 4096 characters without control characters or a "
+              "trailing backslash";
+}
+
+std::string ClusterMetricsBind(const std::string& bind) {
+  return bind == "localhost" || bind.rfind("127.", 0) == 0 ? "0.0.0.0" : bind;
+}
+
+int RequestedGpusPerNode(const WorldConfig& world) {
+  switch (world.device) {
+    case Device::kCuda:
+    case Device::kAuto:
+      return world.procs_per_node;
+    case Device::kCpu:
+      return 0;
+  }
+  return 0;
+}
+
 bool IsDnsLabel(const std::string& s) {
   if (s.empty() || s.size() > 63 || !IsLowerAlnum(s.front()) || !IsLowerAlnum(s.back())) {
     return false;
@@ -125,6 +202,53 @@ bool IsPositiveQuantity(const std::string& s) {
     if (suffix == ok) return true;
   }
   return false;
+}
+
+std::optional<double> QuantityValue(const std::string& s) {
+  if (!IsPositiveQuantity(s)) return std::nullopt;
+  size_t digits = 0;
+  while (digits < s.size() &&
+         (std::isdigit(static_cast<unsigned char>(s[digits])) || s[digits] == '.')) {
+    ++digits;
+  }
+  const double number = std::stod(s.substr(0, digits));
+  const std::string suffix = s.substr(digits);
+  static const std::pair<const char*, double> kScale[] = {{"", 1},
+                                                          {"m", 1e-3},
+                                                          {"k", 1e3},
+                                                          {"M", 1e6},
+                                                          {"G", 1e9},
+                                                          {"T", 1e12},
+                                                          {"P", 1e15},
+                                                          {"E", 1e18},
+                                                          {"Ki", 1024.0},
+                                                          {"Mi", 1048576.0},
+                                                          {"Gi", 1073741824.0},
+                                                          {"Ti", 1099511627776.0},
+                                                          {"Pi", 1125899906842624.0},
+                                                          {"Ei", 1152921504606846976.0}};
+  for (const auto& [name, scale] : kScale) {
+    if (suffix == name) return number * scale;
+  }
+  return std::nullopt;
+}
+
+std::string MemoryQuantity(double bytes) {
+  const double mib = std::ceil(bytes / 1048576.0);
+  char buf[48];
+  std::snprintf(buf, sizeof buf, "%.0fMi", mib);
+  return buf;
+}
+
+std::string CpuQuantity(double cores) {
+  const double milli = std::ceil(cores * 1000 - 1e-6);
+  char buf[48];
+  if (std::fmod(milli, 1000) == 0) {
+    std::snprintf(buf, sizeof buf, "%.0f", milli / 1000);
+  } else {
+    std::snprintf(buf, sizeof buf, "%.0fm", milli);
+  }
+  return buf;
 }
 
 bool IsImageReference(const std::string& s) {

@@ -3,7 +3,10 @@
 // (slurm/, k8s/) apply the very same rules.
 #pragma once
 
+#include <optional>
 #include <string>
+
+#include "config/job.h"
 
 namespace ringpilot::config {
 
@@ -15,6 +18,23 @@ std::string CheckSlurmName(const std::string& s);
 /// "" when `s` is a path of [A-Za-z0-9._/+-] (1 to 1024 characters, not starting with
 /// '-'): safe in `#SBATCH` lines, which sbatch does not parse as shell.
 std::string CheckSlurmPath(const std::string& s);
+/// "" when `s` is an extra sbatch directive for slurm.directives: `--option` or
+/// `--option=value`, option 1 to 63 of [a-z0-9-] starting with a letter, value 1 to 256 of
+/// [A-Za-z0-9._,:=/@%+*|&!^~[]-] (no quotes, spaces or shell characters: `#SBATCH` lines
+/// are parsed by sbatch, not a shell). Options the script renders from job keys
+/// (`--time` from slurm.time, `--nodes` from world.nodes, ...) are refused, naming the key.
+std::string CheckSbatchDirective(const std::string& s);
+/// "" when `s` is a slurm.setup line: 1 to 4096 characters, no control characters, no
+/// trailing backslash (one shell line each; the script runs them as written).
+std::string CheckSlurmSetupLine(const std::string& s);
+
+/// The metrics bind address of ranks started by a scheduler (Slurm, Kubernetes), where
+/// Prometheus scrapes them from another host: a loopback address (127.x, `localhost`)
+/// becomes 0.0.0.0 (every interface of the node); any other address is kept.
+std::string ClusterMetricsBind(const std::string& bind);
+/// GPUs a scheduler render requests per node: one per rank (world.procs_per_node) for
+/// world.device cuda and auto (on a cluster `auto` means the GPUs are wanted), 0 for cpu.
+int RequestedGpusPerNode(const WorldConfig& world);
 
 /// RFC 1123 DNS label: 1 to 63 of [a-z0-9-], starting and ending alphanumeric.
 bool IsDnsLabel(const std::string& s);
@@ -26,6 +46,13 @@ bool IsResourceName(const std::string& s);
 /// A positive resource quantity: decimal number (`1`, `1.5`) with an optional suffix
 /// Ki Mi Gi Ti Pi Ei, k M G T P E, or m; no sign, no exponent.
 bool IsPositiveQuantity(const std::string& s);
+/// The value of a positive quantity (IsPositiveQuantity) in its base unit: bytes for
+/// memory (`16Gi` -> 17179869184), cores for CPU (`500m` -> 0.5); nullopt otherwise.
+std::optional<double> QuantityValue(const std::string& s);
+/// `bytes` as a memory quantity in whole MiB, rounded up (`34359738368` -> "32768Mi").
+std::string MemoryQuantity(double bytes);
+/// `cores` as a CPU quantity: whole cores when exact ("16"), else millicores ("1500m").
+std::string CpuQuantity(double cores);
 /// Container image reference: 1 to 255 of [A-Za-z0-9._/:@-], starting alphanumeric
 /// (`registry.example.com:5000/team/ringpilot:1.0`, `repo@sha256:...`).
 bool IsImageReference(const std::string& s);

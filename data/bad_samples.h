@@ -34,6 +34,23 @@ struct BadSample {
   std::string why;
 };
 
+/// The substitution rule above, the one loop of both pipelines: calls `load(index, &why)`
+/// for `wanted`, then wanted + 1, ... (wrapping over the set's `size` samples), at most
+/// kMaxSubstituteTries substitutes, until one returns true. `load` returns false with a
+/// one-line `why` for a bad sample; each such sample is appended to `failures`. Returns
+/// the index that loaded, or -1: the entry is to be a black image of class 0.
+template <typename Load>
+int64_t LoadOrSubstitute(int64_t wanted, int64_t size, std::vector<BadSample>* failures,
+                         Load&& load) {
+  for (int64_t t = 0; t <= kMaxSubstituteTries && t < size; ++t) {
+    const int64_t index = (wanted + t) % size;
+    std::string why;
+    if (load(index, &why)) return index;
+    failures->push_back({index, std::move(why)});
+  }
+  return -1;
+}
+
 /// Thread-safe.
 class BadSampleLog {
  public:

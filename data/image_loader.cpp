@@ -89,7 +89,6 @@ std::vector<int64_t> ImageBatchLoader::bad_files() const { return bad_.files(); 
 
 void ImageBatchLoader::Work() {
   Scratch scratch;
-  std::string error;
   std::vector<BadSample> bad;  // this sample's failed tries
   std::unique_lock<std::mutex> lock(mu_);
   for (;;) {
@@ -118,18 +117,15 @@ void ImageBatchLoader::Work() {
 
     uint8_t* pixels = out.pixels + image_bytes_ * static_cast<size_t>(item);
     bad.clear();
-    int64_t index = wanted;
-    int32_t label = Load(index, epoch, scratch, pixels, &error);
-    int64_t decoded = 1;
-    const int64_t n = source_.size();
-    for (int t = 1; label < 0 && t <= kMaxSubstituteTries && t < n; ++t) {
-      bad.push_back({index, error});
-      index = (wanted + t) % n;
-      label = Load(index, epoch, scratch, pixels, &error);
-      ++decoded;
-    }
-    if (label < 0) {  // a run of bad samples: a black image keeps the batch full
-      bad.push_back({index, error});
+    int32_t label = 0;
+    int64_t decoded = 0;
+    const int64_t index =
+        LoadOrSubstitute(wanted, source_.size(), &bad, [&](int64_t i, std::string* why) {
+          ++decoded;
+          label = Load(i, epoch, scratch, pixels, why);
+          return label >= 0;
+        });
+    if (index < 0) {  // a run of bad samples: a black image keeps the batch full
       std::memset(pixels, 0, image_bytes_);
       label = 0;
     }

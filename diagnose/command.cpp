@@ -12,8 +12,9 @@ void AddDiagnoseCommand(CLI::App& app) {
   auto args = std::make_shared<DiagnoseArgs>();
   CLI::App* cmd = app.add_subcommand(
       "diagnose",
-      "Report on a run: straggler ranking, per-rank step time, exposed communication, bus "
-      "bandwidth vs expected, NCCL transports; merges the per-rank traces into RUN_DIR/trace.json");
+      "Report on a run (live or finished; a launch.command program's too, from its NCCL "
+      "records): straggler ranking, per-rank step time, exposed communication, bus bandwidth "
+      "vs expected, hangs, NCCL transports; merges the per-rank traces into RUN_DIR/trace.json");
   cmd->add_option("RUN_DIR", args->run_dir, "Run directory (holds summary.json and logs/)")
       ->required();
   cmd->add_flag("--json", args->json, "Print the report as one JSON object");

@@ -2,6 +2,7 @@
 #include "diagnose/diagnose.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
@@ -9,101 +10,17 @@
 #include <regex>
 #include <sstream>
 
+#include "diagnose/json_fields.h"
 #include "metrics/nccl_log.h"
 
 namespace ringpilot::diagnose {
 namespace fs = std::filesystem;
+using detail::Fields;
+using detail::kMaxRank;
+using detail::ReadJsonFile;
 using nlohmann::json;
 
 namespace {
-
-json ReadJsonFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw DiagnoseError(path + ": cannot be read");
-  std::ostringstream buf;
-  buf << in.rdbuf();
-  try {
-    return json::parse(buf.str());
-  } catch (const json::parse_error& e) {
-    std::string what = e.what();
-    // "[json.exception.parse_error.101] parse error at line 1, ...": keep the position.
-    const auto pos = what.find("] ");
-    if (pos != std::string::npos) what = what.substr(pos + 2);
-    throw DiagnoseError(path + ": malformed JSON: " + what);
-  }
-}
-
-constexpr int kMaxRank = 9999999;
-
-// Field readers that name the file and key in their error.
-class Fields {
- public:
-  Fields(const json& j, std::string file, std::string prefix = "")
-      : j_(j), file_(std::move(file)), prefix_(std::move(prefix)) {
-    if (!j_.is_object()) Fail("", "expected a JSON object");
-  }
-  [[noreturn]] void Fail(const std::string& key, const std::string& problem) const {
-    std::string where = prefix_ + key;
-    if (!where.empty() && where.back() == '.') where.pop_back();
-    throw DiagnoseError(file_ + ": " + (where.empty() ? "" : "'" + where + "': ") + problem);
-  }
-  bool Has(const std::string& key) const { return j_.contains(key) && !j_.at(key).is_null(); }
-  double Number(const std::string& key, double fallback = 0) const {
-    if (!Has(key)) return fallback;
-    const json& v = j_.at(key);
-    if (!v.is_number()) Fail(key, "expected a number, got " + v.dump());
-    const double d = v.get<double>();
-    if (!std::isfinite(d)) Fail(key, "not a finite number");
-    return d;
-  }
-  // A whole number in [lo, hi] (ranks, sizes).
-  int Int(const std::string& key, int fallback, int lo, int hi) const {
-    if (!Has(key)) return fallback;
-    const double d = Number(key);
-    if (d != std::floor(d) || d < lo || d > hi) {
-      Fail(key, "expected a whole number in [" + std::to_string(lo) + ", " + std::to_string(hi) +
-                    "], got " + j_.at(key).dump());
-    }
-    return static_cast<int>(d);
-  }
-  std::string String(const std::string& key) const {
-    if (!Has(key)) return "";
-    const json& v = j_.at(key);
-    if (!v.is_string()) Fail(key, "expected a string, got " + v.dump());
-    return v.get<std::string>();
-  }
-  Fields Object(const std::string& key) const {
-    static const json kEmpty = json::object();
-    return Fields(Has(key) ? j_.at(key) : kEmpty, file_, prefix_ + key + ".");
-  }
-  // {"name": number, ...}
-  std::map<std::string, double> NumberMap(const std::string& key) const {
-    std::map<std::string, double> out;
-    const Fields obj = Object(key);
-    for (const auto& [name, value] : obj.j_.items()) out[name] = obj.Number(name);
-    return out;
-  }
-  // {"<rank>": number, ...}
-  std::map<int, double> RankMap(const std::string& key) const {
-    std::map<int, double> out;
-    for (const auto& [name, value] : NumberMap(key)) {
-      char* end = nullptr;
-      const long r = std::strtol(name.c_str(), &end, 10);
-      if (name.empty() || *end != '\0' || r < 0 || r > kMaxRank) {
-        Fail(key, "'" + name + "' is not a rank");
-      }
-      out[static_cast<int>(r)] = value;
-    }
-    return out;
-  }
-  const json& raw() const { return j_; }
-  const std::string& file() const { return file_; }
-
- private:
-  const json& j_;
-  std::string file_;
-  std::string prefix_;
-};
 
 RankStats ParseRankStats(const json& j, const std::string& file, int file_rank) {
   const Fields f(j, file);
@@ -248,10 +165,14 @@ RunData LoadRun(const std::string& run_dir, const std::string& infiniband_dir) {
   }
   std::sort(stats_files.begin(), stats_files.end());
   std::sort(nccl_files.begin(), nccl_files.end());
-  if (!data.summary && stats_files.empty()) {
+  LoadPluginRanks(run_dir, &data);
+  if (!data.summary && stats_files.empty() && data.plugin_ranks.empty()) {
     throw DiagnoseError(run_dir +
-                        ": not a run directory (no summary.json and no logs/rank-<N>.stats.json)");
+                        ": not a run directory (no summary.json, logs/rank-<N>.stats.json or "
+                        "logs/rank-<N>.nccl.json)");
   }
+  data.now_unix =
+      std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
   for (const auto& [rank, path] : stats_files) {
     data.ranks.push_back(ParseRankStats(ReadJsonFile(path.string()), path.string(), rank));
   }
@@ -272,12 +193,18 @@ Diagnosis Analyze(RunData data) {
   int world = 0;
   const std::string summary_file = (fs::path(run.run_dir) / "summary.json").string();
   if (run.summary) world = Fields(*run.summary, summary_file).Int("world_size", 0, 0, kMaxRank + 1);
-  if (!run.summary) d.missing.push_back("summary.json (the run did not finish, or rank 0 died)");
+  // A program's run has neither: its records are the plugin's.
+  const bool program = !run.plugin_ranks.empty();
+  if (!run.summary && !program) {
+    d.missing.push_back("summary.json (the run did not finish, or rank 0 died)");
+  }
   if (run.ranks.empty()) {
-    d.missing.push_back(
-        "logs/rank-<N>.stats.json (a run from before per-rank statistics, or its ranks did not "
-        "reach the end): no straggler ranking, per-rank step times, exposed communication or "
-        "bus bandwidth");
+    if (!program) {
+      d.missing.push_back(
+          "logs/rank-<N>.stats.json (a run from before per-rank statistics, or its ranks did "
+          "not reach the end): no straggler ranking, per-rank step times, exposed communication "
+          "or bus bandwidth");
+    }
   } else {
     world = std::max(world, run.ranks.front().world_size);
     std::set<int> have;
@@ -442,6 +369,7 @@ Diagnosis Analyze(RunData data) {
                            " time(s): see logs/launcher.log for the failures");
     }
   }
+  AnalyzeProgram(&d);
   return d;
 }
 

@@ -2,9 +2,12 @@
 // per-rank statistics (logs/rank-<N>.stats.json) and NCCL init logs
 // (logs/nccl-rank-<N>.log), and explains where the step time went: which rank the others
 // waited for, how much communication was exposed, how close the collectives came to the
-// expected bus bandwidth, and which transport NCCL picked per peer.
+// expected bus bandwidth, and which transport NCCL picked per peer. For a user's program
+// (launch.command) it reads the NCCL profiler plugin's logs/rank-<N>.nccl.json instead,
+// while the run goes on or afterwards (diagnose/program.cpp).
 #pragma once
 
+#include <cstdint>
 #include <map>
 #include <optional>
 #include <set>
@@ -60,12 +63,62 @@ struct PeerTransport {
   std::set<std::string> transports;  ///< P2P, SHM, NET_IB, NET_Socket, ...
 };
 
+/// One timed collective of a program's rank ("recent_collectives" of its nccl.json).
+struct RecentCollective {
+  uint64_t seq = 0;
+  std::string op;
+  double bytes = 0;
+  double enqueue_unix = 0;     ///< when the rank enqueued it (host clock)
+  double kernel_start_ns = 0;  ///< GPU clock of its first channel; 0 = none
+  double seconds = 0;          ///< its kernel time: waiting for late ranks included
+};
+
+/// An operation a program's rank had in flight when its file was written, or, when
+/// `abandoned`, the one it was stuck in when its communicator was aborted.
+struct InFlightOp {
+  std::string op;
+  uint64_t seq = 0;
+  double start_unix = 0;
+  double age_seconds = 0;  ///< at the time of the file (abandoned: of the abort)
+  bool abandoned = false;
+};
+
+/// One communicator as one program rank's NCCL profiler plugin saw it.
+struct PluginComm {
+  std::string comm;  ///< hash, 16 hex digits: equal on every rank of the communicator
+  std::string name;
+  int comm_rank = -1;
+  int comm_size = 0;
+  int nodes = 0;            ///< 0 unknown (API v2/v3)
+  bool gpu_timing = false;  ///< times are GPU kernel spans (API v4/v5)
+  bool finalized = false;
+  double init_unix = 0;
+  uint64_t coll_started = 0, coll_completed = 0;
+  std::vector<CollectiveStat> ops;  ///< per op and size bucket (algorithms summed)
+  std::optional<InFlightOp> in_flight;
+  std::vector<RecentCollective> recent;  ///< ascending seq
+};
+
+/// A program rank's logs/rank-<N>.nccl.json (docs/nccl-profiler.md).
+struct PluginRank {
+  std::string file;
+  int rank = 0;
+  std::string node;
+  int local_rank = -1;
+  double written_unix = 0;  ///< rewritten every few seconds while the process lives
+  std::vector<PluginComm> comms;
+};
+
 struct RunData {
   std::string run_dir;
   std::optional<nlohmann::json> summary;  ///< summary.json, when present
   std::vector<RankStats> ranks;           ///< sorted by rank
   std::vector<PeerTransport> transports;  ///< sorted by (rank, peer)
   std::vector<std::string> ib_ports;      ///< "mlx5_0/1", ... on this machine
+  std::vector<PluginRank> plugin_ranks;   ///< a program's ranks, sorted by rank
+  /// logs/topology-<host>.json (written by `ringpilot exec --bind`): host -> path.
+  std::map<std::string, std::string> topology_files;
+  double now_unix = 0;  ///< when it was read: a live run's files are this old
 };
 
 /// Reads RUN_DIR. `infiniband_dir` is where to look for InfiniBand ports (normally
@@ -102,8 +155,61 @@ struct CollectiveRow {
   bool low = false;     ///< below half of expected
 };
 
+/// A program rank's share of time in NCCL collectives.
+struct ProgramRankRow {
+  int rank = 0;
+  std::string node;
+  double comm_seconds = 0;     ///< kernel time of every timed operation, all communicators
+  double elapsed_seconds = 0;  ///< first communicator's creation to the file's time
+  double comm_share = 0;
+  uint64_t started = 0, completed = 0;  ///< collective sequence numbers (largest communicator)
+  double silent_seconds = 0;            ///< now - the file's time
+};
+
+/// A rank the others waited for in a program's collectives, from the collectives every
+/// rank recorded with the same sequence number: the rank whose kernel was shortest arrived
+/// last (the others' kernels include waiting for it), and the others' extra time is
+/// charged to it; the last to enqueue it is counted too (host clocks).
+struct ProgramCulprit {
+  int rank = 0;
+  double caused_wait_seconds = 0;  ///< summed over the other ranks and collectives
+  int last_arrivals = 0;           ///< collectives whose kernel it ran shortest
+  int last_enqueues = 0;           ///< collectives it enqueued last
+};
+
+/// A program stuck in a collective: which rank the others wait for, and in which one.
+struct HangReport {
+  std::string comm;
+  int rank_behind = -1;
+  uint64_t behind_completed = 0;  ///< its last completed collective
+  uint64_t behind_started = 0;
+  uint64_t seq = 0;  ///< the collective the others are in
+  std::string op;
+  std::vector<int> waiting;   ///< ranks in flight in it (or beyond)
+  double waited_seconds = 0;  ///< the longest of their waits, as of now
+  bool aborted = false;       ///< the communicator was aborted meanwhile
+  std::vector<int> silent;    ///< ranks whose file stopped being rewritten (dead, stopped)
+};
+
+struct ProgramDiagnosis {
+  std::vector<ProgramRankRow> ranks;
+  std::optional<double> comm_share;     ///< over the ranks
+  std::string comm;                     ///< the communicator the ranking and hang look at
+  int aligned_collectives = 0;          ///< collectives every rank of it recorded
+  std::vector<ProgramCulprit> ranking;  ///< by caused wait, descending
+  std::vector<CollectiveRow> collectives;
+  std::string expected_source;  ///< the bottleneck behind `expected`, or why none
+  std::optional<HangReport> hang;
+};
+
+/// A rank not heard from (its nccl.json not rewritten) for this long is stopped or dead.
+inline constexpr double kSilentSeconds = 20.0;
+/// A collective in flight this long (or at an abort) makes a hang report.
+inline constexpr double kStuckSeconds = 10.0;
+
 struct Diagnosis {
   RunData data;
+  ProgramDiagnosis program;           ///< from plugin_ranks, when there are any
   std::vector<CulpritTotal> ranking;  ///< by wait, then steps, descending
   std::optional<CulpritTotal> straggler;
   double wait_per_rank_step = 0;        ///< straggler's wait / steps of the ranks that waited
@@ -121,6 +227,13 @@ struct Diagnosis {
 inline constexpr double kInputBoundShare = 0.2;
 
 Diagnosis Analyze(RunData data);
+
+/// The program part (diagnose/program.cpp): reads RUN_DIR/logs/rank-<N>.nccl.json and
+/// logs/topology-<host>.json into `data`; analyses them into `d->program` and its warnings.
+void LoadPluginRanks(const std::string& run_dir, RunData* data);
+void AnalyzeProgram(Diagnosis* d);
+std::string RenderProgramText(const Diagnosis& d);
+nlohmann::json ProgramToJson(const Diagnosis& d);
 
 /// The human report and the `--json` object.
 std::string RenderDiagnosisText(const Diagnosis& d);

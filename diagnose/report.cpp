@@ -140,6 +140,8 @@ std::string RenderDiagnosisText(const Diagnosis& d) {
     }
   }
 
+  out << RenderProgramText(d);
+
   out << "\ntransports (NCCL):";
   if (run.transports.empty()) {
     out << " no logs/nccl-rank-<N>.log with channel lines\n";
@@ -233,6 +235,7 @@ json DiagnosisToJson(const Diagnosis& d) {
     j["transports"].push_back(
         {{"rank", p.rank}, {"peer", p.peer}, {"transports", json(p.transports)}});
   }
+  j["program"] = ProgramToJson(d);
   j["infiniband_ports"] = run.ib_ports;
   j["warnings"] = d.warnings;
   j["missing"] = d.missing;

@@ -127,6 +127,9 @@ struct DoctorEnv {
   /// Quick mode (the `ringpilot run` preflight): no command that takes longer than a few
   /// tens of milliseconds (the 2-process mpirun and dmesg are not run; ldd is).
   bool quick = false;
+  /// The job runs its own program (launch.command), not ringpilot-trainer: the checks of
+  /// the trainer's build (cuda_arch, trainer_libraries, library_versions) SKIP.
+  bool program = false;
 };
 
 /// The real machine: /sys, /proc, /dev, statvfs, getrlimit, fork/exec, NVML and libcuda.

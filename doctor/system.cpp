@@ -352,7 +352,7 @@ std::vector<CheckResult> RunDoctor(const DoctorEnv& env, config::Device dev,
   const DriverInfo drv =
       dev == config::Device::kCpu || !env.query_driver ? DriverInfo{} : env.query_driver();
   if (driver_out) *driver_out = drv;
-  return {
+  std::vector<CheckResult> checks = {
       CheckDriverVsRuntime(env, drv, dev),
       CheckGpusVisible(env, drv, dev),
       CheckNvlink(env, drv, dev),
@@ -370,6 +370,16 @@ std::vector<CheckResult> RunDoctor(const DoctorEnv& env, config::Device dev,
       CheckTrainerLibraries(env, dev),
       CheckLibraryVersions(env),
   };
+  if (env.program) {
+    // The user's program brings its own CUDA libraries; the trainer's build is not used.
+    for (CheckResult& c : checks) {
+      if (c.name == "cuda_arch" || c.name == "trainer_libraries" || c.name == "library_versions") {
+        c = {c.name, CheckStatus::kSkip,
+             "the job runs its own program (launch.command), not ringpilot-trainer", ""};
+      }
+    }
+  }
+  return checks;
 }
 
 nlohmann::ordered_json DoctorJson(const std::vector<CheckResult>& checks) {

@@ -7,7 +7,6 @@
 namespace ringpilot::k8s {
 namespace {
 
-using config::Device;
 using config::JobConfig;
 
 constexpr const char* kJobLabel = "ringpilot.io/job";
@@ -111,6 +110,36 @@ void VolumeMounts(YAML::Emitter& e, bool worker) {
   e << YAML::EndSeq;
 }
 
+// Worker pods: CPU and memory with requests equal to limits (Guaranteed QoS: the static CPU
+// manager gives them whole cores of their own, and they are the last to be evicted), GPUs
+// and the RDMA device (extended resources: limits only). The launcher only runs
+// `ringpilot run` and mpirun: a small fixed request.
+void Resources(YAML::Emitter& e, const JobConfig& c, bool worker) {
+  e << YAML::Key << "resources" << YAML::Value << YAML::BeginMap;
+  if (!worker) {
+    e << YAML::Key << "requests" << YAML::Value << YAML::BeginMap;
+    Str(e, "cpu", kLauncherCpu);
+    Str(e, "memory", kLauncherMemory);
+    e << YAML::EndMap;
+    e << YAML::Key << "limits" << YAML::Value << YAML::BeginMap;
+    Str(e, "memory", kLauncherMemory);
+    e << YAML::EndMap << YAML::EndMap;
+    return;
+  }
+  const WorkerResources r = WorkerResourcesFor(c);
+  for (const char* kind : {"requests", "limits"}) {
+    e << YAML::Key << kind << YAML::Value << YAML::BeginMap;
+    Str(e, "cpu", r.cpu);
+    Str(e, "memory", r.memory);
+    if (std::string(kind) == "limits") {
+      if (r.gpus > 0) Int(e, "nvidia.com/gpu", r.gpus);
+      if (!c.k8s.rdma_resource.empty()) Int(e, c.k8s.rdma_resource, 1);
+    }
+    e << YAML::EndMap;
+  }
+  e << YAML::EndMap;
+}
+
 void PodTemplate(YAML::Emitter& e, const JobConfig& c, const Names& n, bool worker) {
   const std::string role = worker ? "worker" : "launcher";
   e << YAML::Key << "template" << YAML::Value << YAML::BeginMap;
@@ -151,15 +180,7 @@ void PodTemplate(YAML::Emitter& e, const JobConfig& c, const Names& n, bool work
     Int(e, "containerPort", kSshPort);
     e << YAML::EndMap << YAML::EndSeq;
   }
-  const bool gpus = worker && c.world.device == Device::kCuda;
-  const bool rdma = worker && !c.k8s.rdma_resource.empty();
-  if (gpus || rdma) {
-    e << YAML::Key << "resources" << YAML::Value << YAML::BeginMap;
-    e << YAML::Key << "limits" << YAML::Value << YAML::BeginMap;
-    if (gpus) Int(e, "nvidia.com/gpu", c.world.procs_per_node);
-    if (rdma) Int(e, c.k8s.rdma_resource, 1);
-    e << YAML::EndMap << YAML::EndMap;
-  }
+  Resources(e, c, worker);
   e << YAML::Key << "securityContext" << YAML::Value << YAML::BeginMap;
   // RDMA registers (pins) memory: IPC_LOCK lifts the memlock limit.
   e << YAML::Key << "capabilities" << YAML::Value << YAML::BeginMap;
@@ -201,8 +222,10 @@ std::string MpiJobDoc(const JobConfig& c, const Names& n) {
   return e.c_str();
 }
 
-// Rank r serves on port_base + r, and worker pod I runs ranks I*K..I*K+K-1 (K =
-// procs_per_node): one endpoint per rank, kept only for its own pod.
+// Local rank l serves on port_base + l on every worker pod: one endpoint per local rank,
+// scraped on each worker pod's IP. The target labels name the job and the run directory
+// as RUN_DIR/prometheus-targets.json does (docs/metrics.md, "Discovery"); the series carry
+// no label of those names, so no honorLabels is needed.
 std::string PodMonitorDoc(const JobConfig& c, const Names& n) {
   YAML::Emitter e;
   e << YAML::BeginMap;
@@ -218,27 +241,28 @@ std::string PodMonitorDoc(const JobConfig& c, const Names& n) {
   e << YAML::Key << "matchNames" << YAML::Value << YAML::BeginSeq << YAML::DoubleQuoted
     << c.k8s.namespace_ << YAML::EndSeq << YAML::EndMap;
   e << YAML::Key << "podMetricsEndpoints" << YAML::Value << YAML::BeginSeq;
-  const int k = c.world.procs_per_node;
-  for (int rank = 0; rank < c.world.size(); ++rank) {
+  for (int local = 0; local < c.world.procs_per_node; ++local) {
     e << YAML::BeginMap;
     Str(e, "path", "/metrics");
     Str(e, "interval", "15s");
-    e << YAML::Key << "honorLabels" << YAML::Value << true;  // keep our `job` label
+    if (!c.metrics.tls_cert_file.empty()) Str(e, "scheme", "https");
     e << YAML::Key << "relabelings" << YAML::Value << YAML::BeginSeq;
-    e << YAML::BeginMap;
-    Str(e, "action", "keep");
-    e << YAML::Key << "sourceLabels" << YAML::Value << YAML::BeginSeq
-      << "__meta_kubernetes_pod_name" << YAML::EndSeq;
-    Str(e, "regex", n.mpijob + "-worker-" + std::to_string(rank / k));
-    e << YAML::EndMap;
     e << YAML::BeginMap;
     Str(e, "action", "replace");
     e << YAML::Key << "sourceLabels" << YAML::Value << YAML::BeginSeq << "__meta_kubernetes_pod_ip"
       << YAML::EndSeq;
     Str(e, "regex", "(.+)");
-    Str(e, "replacement", "$1:" + std::to_string(config::MetricsPort(c.metrics, rank)));
+    Str(e, "replacement", "$1:" + std::to_string(config::MetricsPort(c.metrics, local)));
     Str(e, "targetLabel", "__address__");
     e << YAML::EndMap;
+    for (const char* label : {"ringpilot_job", "ringpilot_run"}) {
+      // The run directory is kCheckpointDir/NAME: its last component is the job's name.
+      e << YAML::BeginMap;
+      Str(e, "action", "replace");
+      Str(e, "replacement", c.name);
+      Str(e, "targetLabel", label);
+      e << YAML::EndMap;
+    }
     e << YAML::EndSeq << YAML::EndMap;
   }
   e << YAML::EndSeq << YAML::EndMap << YAML::EndMap;
@@ -273,10 +297,19 @@ config::JobConfig PodJobConfig(const JobConfig& config) {
   for (const std::string& h : WorkerHosts(config)) {
     pod.launch.hosts.push_back(config::HostSlots{h, config.world.procs_per_node});
   }
-  if (pod.metrics.bind == "localhost" || pod.metrics.bind.rfind("127.", 0) == 0) {
-    pod.metrics.bind = "0.0.0.0";
-  }
+  pod.metrics.bind = config::ClusterMetricsBind(pod.metrics.bind);
   return pod;
+}
+
+WorkerResources WorkerResourcesFor(const JobConfig& c) {
+  const double ranks = c.world.procs_per_node;
+  // The rules checked the quantities; an unparsable one (a hand-built config) reads as 0
+  // and fails RenderDocuments' checks first.
+  const double cpu = config::QuantityValue(c.k8s.cpu_per_rank).value_or(0) * ranks;
+  const double memory = config::QuantityValue(c.k8s.memory_per_rank).value_or(0) * ranks +
+                        config::QuantityValue(c.k8s.shm_size).value_or(0);
+  return WorkerResources{config::CpuQuantity(cpu), config::MemoryQuantity(memory),
+                         config::RequestedGpusPerNode(c.world)};
 }
 
 std::vector<std::string> RenderDocuments(const JobConfig& c) {
@@ -298,6 +331,10 @@ std::vector<std::string> RenderDocuments(const JobConfig& c) {
   Check(c.k8s.storage_class.empty() || config::IsDnsSubdomain(c.k8s.storage_class),
         "k8s.storage_class", "must be a DNS subdomain");
   Check(c.k8s.run_as_user > 0, "k8s.run_as_user", "must be a non-root uid");
+  Check(config::IsPositiveQuantity(c.k8s.cpu_per_rank), "k8s.cpu_per_rank",
+        "must be a positive quantity");
+  Check(config::IsPositiveQuantity(c.k8s.memory_per_rank), "k8s.memory_per_rank",
+        "must be a positive quantity");
 
   const Names n = NamesFor(c.name);
   std::vector<std::string> docs = {ConfigMapDoc(c, n), PvcDoc(c, n), MpiJobDoc(c, n)};

@@ -37,9 +37,25 @@ Names NamesFor(const std::string& job_name);
 std::vector<std::string> WorkerHosts(const config::JobConfig& config);
 
 /// The job file the launcher pod runs (ConfigMap content): `config` with launch.backend
-/// mpi, launch.hosts = WorkerHosts (procs_per_node slots each), and metrics.bind 0.0.0.0
-/// when it was a loopback address (Prometheus scrapes pod IPs).
+/// mpi, launch.hosts = WorkerHosts (procs_per_node slots each), and metrics.bind as
+/// config::ClusterMetricsBind makes it (Prometheus scrapes pod IPs).
 config::JobConfig PodJobConfig(const config::JobConfig& config);
+
+/// The launcher pod's CPU and memory request (and memory limit): it runs `ringpilot run`
+/// and mpirun, not the ranks.
+inline constexpr const char* kLauncherCpu = "500m";
+inline constexpr const char* kLauncherMemory = "1Gi";
+
+/// A worker pod's resources, requests equal to limits: CPU k8s.cpu_per_rank x
+/// world.procs_per_node; memory k8s.memory_per_rank x world.procs_per_node + k8s.shm_size
+/// (the /dev/shm emptyDir is memory the pod is charged for); `nvidia.com/gpu` from
+/// config::RequestedGpusPerNode (world.device cuda and auto: one per rank; 0 for cpu).
+struct WorkerResources {
+  std::string cpu;     ///< "16", "1500m"
+  std::string memory;  ///< whole MiB, "81920Mi"
+  int gpus = 0;
+};
+WorkerResources WorkerResourcesFor(const config::JobConfig& config);
 
 /// The manifests, one YAML document each: ConfigMap, PersistentVolumeClaim, MPIJob
 /// (kubeflow.org/v2beta1) and, when metrics are enabled, a PodMonitor

@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "base/files.h"
+#include "base/time.h"
 
 namespace ringpilot::launcher {
 namespace {
@@ -78,6 +79,23 @@ std::string SignalName(int sig) {
 }
 
 std::optional<FatalLine> ParseFatalLine(const std::string& line) {
+  if (const std::optional<int64_t> ns = base::ParseLogTimeNs(line)) {
+    // TIME FATAL message
+    static const std::string kLevel = " FATAL";
+    const std::size_t at = base::kLogTimeLength;
+    if (line.compare(at, kLevel.size(), kLevel) != 0) return std::nullopt;
+    const std::size_t end = at + kLevel.size();
+    if (end < line.size() && line[end] != ' ') return std::nullopt;
+    FatalLine fatal;
+    fatal.time_ns = *ns;
+    if (end < line.size()) fatal.message = line.substr(end + 1);
+    while (!fatal.message.empty() &&
+           (fatal.message.back() == '\r' || fatal.message.back() == '\n')) {
+      fatal.message.pop_back();
+    }
+    return fatal;
+  }
+  // `FATAL <unix ns> message`: rank logs written before the one time format.
   if (line.rfind("FATAL ", 0) != 0) return std::nullopt;
   std::size_t pos = 6;
   const std::size_t digits_start = pos;
@@ -190,9 +208,79 @@ std::map<int, RankHeartbeat> ReadHeartbeats(const std::string& logs_dir, double 
     b.max_silence_s = j.value("max_silence_s", 0.0);
     b.collectives_started = j.value("collectives_started", uint64_t{0});
     b.collectives_completed = j.value("collectives_completed", uint64_t{0});
+    b.steps = j.contains("steps") && j["steps"].is_number_integer() ? j["steps"].get<int64_t>() : 0;
+    if (j.contains("loss") && j["loss"].is_number()) b.loss = j["loss"].get<double>();
     if (b.unix >= since_unix) beats.emplace(b.rank, b);
   }
   return beats;
+}
+
+std::map<int, RankHeartbeat> ReadNcclHeartbeats(const std::string& logs_dir, double since_unix) {
+  std::map<int, RankHeartbeat> beats;
+  static const std::regex kStats(R"(rank-(\d{1,9})\.nccl\.json)");
+  std::vector<std::string> names;
+  try {
+    names = base::ListDir(logs_dir);
+  } catch (const base::FileError&) {
+    return beats;
+  }
+  for (const std::string& name : names) {
+    std::smatch m;
+    if (!std::regex_match(name, m, kStats)) continue;
+    std::ifstream in(logs_dir + "/" + name);
+    const nlohmann::json j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+    if (!j.is_object() || !j.contains("communicators") || !j["communicators"].is_array()) continue;
+    try {
+      // The largest communicator (the world's, normally) is the one every rank shares.
+      const nlohmann::json* best = nullptr;
+      for (const nlohmann::json& c : j["communicators"]) {
+        if (best == nullptr || c.value("comm_size", 0) > best->value("comm_size", 0)) best = &c;
+      }
+      RankHeartbeat b;
+      b.rank = std::stoi(m[1].str());
+      b.phase = "nccl";
+      b.unix = j.value("written_unix", 0.0);
+      if (best != nullptr) {
+        b.comm = best->value("comm", std::string());
+        const nlohmann::json seq = best->value("collective_seq", nlohmann::json::object());
+        b.collectives_started = seq.value("started", uint64_t{0});
+        b.collectives_completed = seq.value("completed", uint64_t{0});
+        for (const char* key : {"oldest_in_flight", "abandoned_oldest"}) {
+          const nlohmann::json o = best->value(key, nlohmann::json());
+          if (!o.is_object()) continue;
+          b.stuck_op = o.value("op", std::string());
+          b.stuck_seq = o.value("seq", uint64_t{0});
+          b.stuck_seconds = o.value("age_seconds", 0.0);
+          break;
+        }
+      }
+      if (b.unix >= since_unix) beats.emplace(b.rank, b);
+    } catch (const nlohmann::json::exception&) {
+      continue;  // a field of the wrong type: as unreadable
+    }
+  }
+  return beats;
+}
+
+std::string NcclHangReason(const std::string& logs_dir, double since_unix, double timeout_s,
+                           double now_unix) {
+  std::string reason;
+  double longest = timeout_s;
+  for (const auto& [rank, beat] : ReadNcclHeartbeats(logs_dir, since_unix)) {
+    if (beat.stuck_op.empty()) continue;
+    // In flight since the file's time minus its age then; still in it now (a stuck
+    // rank's file is rewritten while its process lives, but it may be a few seconds old).
+    const double waited = now_unix - (beat.unix - beat.stuck_seconds);
+    if (waited > longest) {
+      longest = waited;
+      char text[256];
+      std::snprintf(text, sizeof text, "rank %d has waited %.0f s in %s #%llu (comm.timeout_s %g)",
+                    rank, waited, beat.stuck_op.c_str(),
+                    static_cast<unsigned long long>(beat.stuck_seq), timeout_s);
+      reason = text;
+    }
+  }
+  return reason;
 }
 
 int RankBehind(const std::map<int, RankHeartbeat>& heartbeats) {
@@ -245,10 +333,17 @@ FailureReport AnalyzeFailure(const std::string& logs_dir, int64_t attempt_start_
     report.rank_source = report.first_failing_rank >= 0 ? "mpirun_output" : "unknown";
   }
   report.last_lines = RankLogTails(logs_dir, kFailureTailLines);
-  report.heartbeats = ReadHeartbeats(logs_dir, static_cast<double>(attempt_start_ns) * 1e-9);
+  const double since = static_cast<double>(attempt_start_ns) * 1e-9;
+  report.heartbeats = ReadHeartbeats(logs_dir, since);
+  bool stuck = false;
+  if (report.heartbeats.empty()) {
+    report.heartbeats = ReadNcclHeartbeats(logs_dir, since);
+    for (const auto& [rank, beat] : report.heartbeats) stuck = stuck || !beat.stuck_op.empty();
+  }
   // A rank that gave up waiting (its collective timed out) is not the one to blame: the
   // heartbeats say which rank the others waited for.
-  if (report.fatal && report.fatal->message.find("comm.timeout_s") != std::string::npos) {
+  if (stuck ||
+      (report.fatal && report.fatal->message.find("comm.timeout_s") != std::string::npos)) {
     report.rank_behind = RankBehind(report.heartbeats);
     for (const auto& [rank, fatal] : fatals) {
       if (fatal.message.find("comm.timeout_s") != std::string::npos) {
@@ -280,7 +375,9 @@ std::string FailureJson(const FailureReport& report) {
   if (report.fatal) {
     j["fatal_message"] = report.fatal->message;
     j["fatal_time_ns"] = report.fatal->time_ns;
+    j["fatal_time"] = base::FormatLogTime(static_cast<double>(report.fatal->time_ns) / 1e9);
   }
+  if (!report.hang.empty()) j["hang"] = report.hang;
   if (report.rank_behind >= 0) j["rank_behind"] = report.rank_behind;
   if (!report.timed_out_ranks.empty()) j["timed_out_ranks"] = report.timed_out_ranks;
   if (report.lost_contact) j["lost_contact"] = true;
@@ -289,12 +386,18 @@ std::string FailureJson(const FailureReport& report) {
   }
   json ranks = json::object();
   for (const auto& [rank, b] : report.heartbeats) {
-    ranks[std::to_string(rank)] = {{"step", b.step},
-                                   {"phase", b.phase},
-                                   {"unix", b.unix},
-                                   {"max_silence_s", b.max_silence_s},
-                                   {"collectives_started", b.collectives_started},
-                                   {"collectives_completed", b.collectives_completed}};
+    json beat = {{"step", b.step},
+                 {"phase", b.phase},
+                 {"unix", b.unix},
+                 {"max_silence_s", b.max_silence_s},
+                 {"collectives_started", b.collectives_started},
+                 {"collectives_completed", b.collectives_completed}};
+    if (!b.comm.empty()) beat["comm"] = b.comm;
+    if (!b.stuck_op.empty()) {
+      beat["in_collective"] = {
+          {"op", b.stuck_op}, {"seq", b.stuck_seq}, {"seconds", b.stuck_seconds}};
+    }
+    ranks[std::to_string(rank)] = beat;
   }
   j["ranks"] = ranks;
   json tails = json::object();
@@ -308,7 +411,8 @@ std::string FailureJson(const FailureReport& report) {
 std::vector<std::string> FailureSummary(const FailureReport& report,
                                         const std::string& failure_json_path, bool final) {
   std::vector<std::string> out;
-  const std::string how = report.term_signal != 0
+  const std::string how = !report.hang.empty() ? "hung: " + report.hang
+                          : report.term_signal != 0
                               ? "mpirun killed by " + SignalName(report.term_signal)
                               : "exit " + std::to_string(report.exit_code);
   out.push_back(final ? "ringpilot: job failed for good after " + std::to_string(report.attempts) +
@@ -322,6 +426,8 @@ std::vector<std::string> FailureSummary(const FailureReport& report,
         "ringpilot: first failing rank: " + std::to_string(report.first_failing_rank);
     if (report.fatal) {
       line += ": " + report.fatal->message;
+    } else if (report.rank_source == "hang") {
+      line += " (the rank the others waited for: the job hung)";
     } else {
       line += " (named by mpirun; it wrote no FATAL line)";
     }
@@ -346,14 +452,31 @@ std::vector<std::string> FailureSummary(const FailureReport& report,
       newest = std::max(newest, other.unix);
       most = std::max(most, other.collectives_completed);
     }
-    char line[256];
-    std::snprintf(line, sizeof line,
-                  "ringpilot: rank behind: %d (the others waited for it): last heard %.1f s "
-                  "before the others, in %s at step %lld, %llu of %llu collectives done",
-                  report.rank_behind, newest - b.unix, b.phase.c_str(),
-                  static_cast<long long>(b.step + 1),
-                  static_cast<unsigned long long>(b.collectives_completed),
-                  static_cast<unsigned long long>(most));
+    char line[384];
+    if (b.comm.empty()) {
+      std::snprintf(line, sizeof line,
+                    "ringpilot: rank behind: %d (the others waited for it): last heard %.1f s "
+                    "before the others, in %s at step %lld, %llu of %llu collectives done",
+                    report.rank_behind, newest - b.unix, b.phase.c_str(),
+                    static_cast<long long>(b.step + 1),
+                    static_cast<unsigned long long>(b.collectives_completed),
+                    static_cast<unsigned long long>(most));
+    } else {
+      // A program's NCCL view: who waited in which collective for it.
+      std::string waiting;
+      for (const auto& [rank, other] : report.heartbeats) {
+        if (rank == report.rank_behind || other.stuck_op.empty()) continue;
+        if (waiting.empty()) {
+          waiting = "; rank " + std::to_string(rank) + " waited in " + other.stuck_op + " #" +
+                    std::to_string(other.stuck_seq);
+        }
+      }
+      std::snprintf(line, sizeof line,
+                    "ringpilot: rank behind: %d (the others waited for it): %llu of %llu "
+                    "collectives done on communicator %s%s",
+                    report.rank_behind, static_cast<unsigned long long>(b.collectives_completed),
+                    static_cast<unsigned long long>(most), b.comm.c_str(), waiting.c_str());
+    }
     out.push_back(line);
   }
   if (report.lost_contact) {

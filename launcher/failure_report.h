@@ -14,15 +14,16 @@ namespace ringpilot::launcher {
 inline constexpr int kFailureTailLines = 10;
 
 /// A trainer's last word before it exits on error, one line in logs/rank-N.log:
-/// `FATAL <unix_time_ns> <message>`.
+/// `TIME FATAL <message>`, TIME as every log line's (base::FormatLogTime, milliseconds).
 struct FatalLine {
   int rank = -1;
   int64_t time_ns = 0;
   std::string message;
 };
 
-/// Parses one log line; nullopt unless it starts with `FATAL `, a decimal time and a space
-/// (or the end of the line). `rank` is left at -1.
+/// Parses one log line; nullopt unless it is `TIME FATAL message` (TIME exactly as
+/// base::FormatLogTime writes it), or, as rank logs of earlier versions wrote it,
+/// `FATAL <unix ns> message`. `rank` is left at -1.
 std::optional<FatalLine> ParseFatalLine(const std::string& line);
 
 /// The earliest FATAL line at or after `since_ns` over every `rank-N.log` in `logs_dir`;
@@ -53,11 +54,26 @@ struct RankHeartbeat {
   double max_silence_s = 0;  ///< longest gap between its beats: a stopped rank's is long
   uint64_t collectives_started = 0;
   uint64_t collectives_completed = 0;
+  int64_t steps = 0;                          ///< the attempt's step target; 0 when not known yet
+  std::optional<double> loss = std::nullopt;  ///< the latest loss it logged (rank 0), if any
+  /// A launch.command rank's beat comes from its NCCL profiler file (ReadNcclHeartbeats):
+  /// its largest communicator, and the collective it was in, if any.
+  std::string comm = {};      ///< communicator hash; "" for the trainer's heartbeat
+  std::string stuck_op = {};  ///< "" when no collective was in flight
+  uint64_t stuck_seq = 0;     ///< that collective's sequence number
+  double stuck_seconds = 0;   ///< how long it had been in flight when the file was written
 };
 
 /// Every rank's heartbeat in `logs_dir` written at or after `since_unix` (older ones are
 /// an earlier attempt's), by rank. Unreadable or malformed files are left out.
 std::map<int, RankHeartbeat> ReadHeartbeats(const std::string& logs_dir, double since_unix);
+
+/// The heartbeat of each rank of a launch.command job: its logs/rank-N.nccl.json (the NCCL
+/// profiler plugin, rewritten every few seconds while the process lives) written at or
+/// after `since_unix`: the collective sequence numbers of its largest communicator, `unix`
+/// = when the file was written, and the collective in flight there (or, after an abort,
+/// the one it was stuck in). Unreadable or malformed files are left out.
+std::map<int, RankHeartbeat> ReadNcclHeartbeats(const std::string& logs_dir, double since_unix);
 
 /// The rank the others waited for, from heartbeats: one that fell silent (max_silence_s
 /// above kStoppedSilenceSeconds: stopped, then revived by mpirun's SIGCONT), the longest
@@ -78,7 +94,8 @@ struct FailureReport {
   std::map<int, std::vector<std::string>> last_lines;  ///< rank -> last log lines
   std::vector<std::string> mpirun_last_lines;
   std::map<int, RankHeartbeat> heartbeats;  ///< what every rank was doing
-  /// After a hang (a FATAL line naming comm.timeout_s): the rank behind, else -1.
+  /// After a hang (a FATAL line naming comm.timeout_s; for a launch.command job, a
+  /// collective still in flight on some rank): the rank behind, else -1.
   int rank_behind = -1;
   /// Ranks whose FATAL line says a collective timed out (comm.timeout_s), in rank order.
   std::vector<int> timed_out_ranks;
@@ -88,17 +105,27 @@ struct FailureReport {
   bool lost_contact = false;
   /// Set by the Supervisor when it stopped mpirun itself (launch's abort grace ran out).
   std::string mpirun_stopped_because;
+  /// The supervisor stopped the attempt as hung (SupervisorOptions::hang_check): why.
+  std::string hang;
 };
 
+/// SupervisorOptions::hang_check for a launch.command job: from ReadNcclHeartbeats (beats
+/// since `since_unix`), the rank that has waited longest in one collective, when that is
+/// more than `timeout_s` by `now_unix`: "rank R has waited S s in OP #SEQ (comm.timeout_s
+/// T)"; else "".
+std::string NcclHangReason(const std::string& logs_dir, double since_unix, double timeout_s,
+                           double now_unix);
+
 /// Finds the first failing rank (FATAL lines since `attempt_start_ns`, else mpirun's
-/// output, else -1), collects the log tails and heartbeats, and after a hang names the rank
-/// behind.
+/// output, else -1), collects the log tails and heartbeats (the trainer's, else the NCCL
+/// profiler's), and after a hang names the rank behind.
 FailureReport AnalyzeFailure(const std::string& logs_dir, int64_t attempt_start_ns,
                              const std::vector<std::string>& mpirun_output, int attempts,
                              int exit_code, int term_signal);
 
 /// failure.json: {attempts, exit_code | signal + signal_name, first_failing_rank,
-/// first_failing_rank_source, fatal_message, fatal_time_ns, rank_behind (after a hang),
+/// first_failing_rank_source, fatal_message, fatal_time_ns and fatal_time (the same time as
+/// base::FormatLogTime), hang (when the supervisor stopped it), rank_behind (after a hang),
 /// timed_out_ranks and lost_contact (after a hang), mpirun_stopped_because (when set),
 /// ranks: {"R": heartbeat}, last_lines: {"R": [...]}, mpirun_last_lines}.
 std::string FailureJson(const FailureReport& report);

@@ -12,8 +12,9 @@ namespace {
 void AddCommonFlags(const MpirunContext& ctx, bool cma, const std::vector<std::string>& user_args,
                     std::vector<std::string>* argv) {
   mpirun::AppendBaseMpirunFlags(ctx.euid, user_args, ctx.env, cma, argv);
-  for (const char* name : {base::kRunDirVar, base::kRestartVar, base::kMasterAddrVar,
-                           base::kMasterPortVar, base::kLaunchTimeVar}) {
+  for (const char* name :
+       {base::kRunDirVar, base::kRestartVar, base::kAttemptVar, base::kMaxRestartsVar,
+        base::kMasterAddrVar, base::kMasterPortVar, base::kLaunchTimeVar, base::kVerboseVar}) {
     argv->insert(argv->end(), {"-x", name});
   }
   // mpirun passes its own environment only to ranks on this host; `-x` carries the
@@ -23,7 +24,24 @@ void AddCommonFlags(const MpirunContext& ctx, bool cma, const std::vector<std::s
   }
 }
 
+// A program's interpreter and packages on the other hosts: what an activated venv or conda
+// environment sets besides PATH.
+constexpr const char* kProgramVariables[] = {"PYTHONPATH", "VIRTUAL_ENV", "CONDA_PREFIX",
+                                             "PYTHONUNBUFFERED"};
+
 }  // namespace
+
+base::Environment CommandJobEnv(const config::JobConfig& config, const base::Environment& ctx_env) {
+  base::Environment env;
+  env[base::kMetricsPortBaseVar] = std::to_string(config.metrics.port_base);
+  env[base::kMetricsBindVar] = config.metrics.bind;
+  env[base::kJobNameVar] = config.name;
+  if (!config.metrics.file_sd_dir.empty()) {
+    env[base::kMetricsFileSdDirVar] = config.metrics.file_sd_dir;
+  }
+  if (ctx_env.count("PYTHONUNBUFFERED") == 0) env["PYTHONUNBUFFERED"] = "1";
+  return env;
+}
 
 MpirunCommand BuildMpirunCommand(const config::JobConfig& config, const MpirunContext& ctx) {
   const config::Backend backend = config.launch.backend;
@@ -66,10 +84,26 @@ MpirunCommand BuildMpirunCommand(const config::JobConfig& config, const MpirunCo
   }
   AddCommonFlags(ctx, ctx.cma_works && backend == config::Backend::kLocal,
                  config.launch.mpirun_args, &cmd.argv);
+  if (config::RunsCommand(config)) {
+    cmd.env = CommandJobEnv(config, ctx.env);
+    for (const auto& [name, value] : cmd.env) cmd.argv.insert(cmd.argv.end(), {"-x", name});
+    for (const char* name : kProgramVariables) {
+      if (ctx.env.count(name) != 0) cmd.argv.insert(cmd.argv.end(), {"-x", name});
+    }
+  }
   cmd.argv.insert(cmd.argv.end(), config.launch.mpirun_args.begin(),
                   config.launch.mpirun_args.end());
-  cmd.argv.insert(cmd.argv.end(),
-                  {ctx.trainer, "--config", ctx.run_dir + "/job.yaml", "--run-dir", ctx.run_dir});
+  if (!config::RunsCommand(config)) {
+    cmd.argv.insert(cmd.argv.end(),
+                    {ctx.trainer, "--config", ctx.run_dir + "/job.yaml", "--run-dir", ctx.run_dir});
+    return cmd;
+  }
+  cmd.argv.insert(cmd.argv.end(), {ctx.ringpilot, "exec", "--log-dir", ctx.run_dir + "/logs",
+                                   "--bind", config::ToString(config.placement.bind), "--device",
+                                   config::ToString(config.world.device)});
+  if (!config.metrics.enabled) cmd.argv.push_back("--no-nccl-metrics");
+  cmd.argv.push_back("--");
+  cmd.argv.insert(cmd.argv.end(), config.launch.command.begin(), config.launch.command.end());
   return cmd;
 }
 

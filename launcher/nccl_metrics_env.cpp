@@ -41,12 +41,15 @@ base::Environment AddNcclMetricsEnv(const base::Environment& env, const std::str
     }
     metrics.port_base = static_cast<int>(v);
   }
-  const long rank = ParseWhole(base::Lookup(out, "RANK", "0"));
-  const int port = config::MetricsPort(metrics, rank < 0 ? 0 : static_cast<int>(rank));
+  // The plugin's rule (nccl_profiler/settings.h): base + LOCAL_RANK, RANK without it.
+  const bool local = !base::Lookup(out, "LOCAL_RANK", "").empty();
+  const char* index_var = local ? "LOCAL_RANK" : "RANK";
+  const long index = ParseWhole(base::Lookup(out, index_var, "0"));
+  const int port = config::MetricsPort(metrics, index < 0 ? 0 : static_cast<int>(index));
   if (port > 65535) {
     throw RankEnvError(std::string("ringpilot exec: ") + base::kMetricsPortBaseVar + " " +
-                       std::to_string(metrics.port_base) + " + RANK " + std::to_string(rank) +
-                       " is past port 65535");
+                       std::to_string(metrics.port_base) + " + " + index_var + " " +
+                       std::to_string(index) + " is past port 65535");
   }
   out[base::kMetricsPortBaseVar] = std::to_string(metrics.port_base);
   return out;

@@ -1,5 +1,5 @@
 // `ringpilot exec`'s part of the NCCL profiler plugin (docs/nccl-profiler.md): which
-// library NCCL loads and the metrics port base its processes serve on (base + RANK).
+// library NCCL loads and the metrics port base its processes serve on (base + LOCAL_RANK).
 #pragma once
 
 #include <string>
@@ -18,11 +18,11 @@ std::string NcclProfilerPath(const base::Environment& env, const std::string& se
 /// `env` (a worker's torchrun environment: RANK is set) plus
 ///   NCCL_PROFILER_PLUGIN = `plugin_path`, unless the caller set it (their plugin wins),
 ///   RINGPILOT_METRICS_PORT_BASE = the job default of metrics.port_base (config/job.h,
-///     9400), unless set (a launcher's or the user's). The plugin serves on
-///     base::MetricsPort(base, RANK) of its own process (0: a free port), so the workers of
-///     a `torchrun` under exec each get theirs.
+///     18400), unless set (a launcher's or the user's). The plugin serves on
+///     base::MetricsPort(base, LOCAL_RANK) of its own process (RANK without LOCAL_RANK;
+///     0: a free port), so the workers of a `torchrun` under exec each get theirs.
 /// Throws RankEnvError (launcher/torchrun_env.h) naming RINGPILOT_METRICS_PORT_BASE when it
-/// is not a port, or when base + RANK passes 65535.
+/// is not a port, or when base + LOCAL_RANK passes 65535.
 base::Environment AddNcclMetricsEnv(const base::Environment& env, const std::string& plugin_path);
 
 }  // namespace ringpilot::launcher

@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "base/files.h"
+#include "base/run_variables.h"
 
 namespace ringpilot::launcher {
 
@@ -22,7 +23,10 @@ RunDirLayout::RunDirLayout(const std::string& root_dir)
       launcher_log(root_dir + "/logs/launcher.log"),
       failure_json(root_dir + "/failure.json"),
       summary_json(root_dir + "/summary.json"),
-      hostfile(root_dir + "/hostfile") {}
+      hostfile(root_dir + "/hostfile"),
+      launcher_json(root_dir + "/launcher.json"),
+      stop_request(root_dir + "/" + base::kStopRequestFile),
+      prometheus_targets(root_dir + "/" + base::kScrapeTargetsFile) {}
 
 std::string RunDirLayout::RankLog(int rank) const {
   return logs + "/rank-" + std::to_string(rank) + ".log";

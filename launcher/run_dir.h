@@ -14,14 +14,19 @@ inline constexpr const char* kDefaultRunsDir = "runs";
 /// Paths inside a run directory (design brief: user interface contract).
 struct RunDirLayout {
   std::string root;
-  std::string logs;          ///< root/logs: rank-N.log (trainer), launcher.log (supervisor)
-  std::string checkpoints;   ///< root/checkpoints: step-NNNNNNNN/ (trainer)
-  std::string trace;         ///< root/trace: rank-N.json (trainer)
-  std::string job_yaml;      ///< root/job.yaml: the resolved config every rank reads
-  std::string launcher_log;  ///< root/logs/launcher.log
-  std::string failure_json;  ///< root/failure.json: root cause of a job that failed for good
-  std::string summary_json;  ///< root/summary.json: results of a job that finished (trainer)
-  std::string hostfile;      ///< root/hostfile (backend mpi)
+  std::string logs;           ///< root/logs: rank-N.log (trainer), launcher.log (supervisor)
+  std::string checkpoints;    ///< root/checkpoints: step-NNNNNNNN/ (trainer)
+  std::string trace;          ///< root/trace: rank-N.json (trainer)
+  std::string job_yaml;       ///< root/job.yaml: the resolved config every rank reads
+  std::string launcher_log;   ///< root/logs/launcher.log
+  std::string failure_json;   ///< root/failure.json: root cause of a job that failed for good
+  std::string summary_json;   ///< root/summary.json: results of a job that finished (trainer)
+  std::string hostfile;       ///< root/hostfile (backend mpi)
+  std::string launcher_json;  ///< root/launcher.json: the launcher's pid and state (run_state.h)
+  /// root/stop-request: written by `ringpilot stop` before it signals the launcher, so that
+  /// the stop is told from a scheduler's preemption (the Slurm script does not requeue it).
+  std::string stop_request;
+  std::string prometheus_targets;  ///< root/prometheus-targets.json (trainer's rank 0)
 
   explicit RunDirLayout(const std::string& root_dir);
   /// root/logs/rank-N.log

@@ -17,6 +17,7 @@
 #include "base/exit_status.h"
 #include "base/files.h"
 #include "base/run_variables.h"
+#include "base/time.h"
 #include "launcher/failure_report.h"
 #include "launcher/mpirun_command.h"
 #include "launcher/run_dir.h"
@@ -164,12 +165,52 @@ Supervisor::Supervisor(SupervisorOptions options) : options_(std::move(options))
 Supervisor::~Supervisor() { CloseFd(&log_fd_); }
 
 void Supervisor::AppendToLog(const std::string& line) {
-  if (log_fd_ >= 0) WriteAll(log_fd_, line + "\n");
+  if (log_fd_ >= 0) WriteAll(log_fd_, base::LogTimeNow() + " " + line + "\n");
 }
 
 void Supervisor::Report(const std::string& line) {
   options_.progress(line);
   AppendToLog(line);
+}
+
+void Supervisor::Note(const std::string& line) { AppendToLog(line); }
+
+void Supervisor::WriteRecord() {
+  record_.updated = base::LogTimeNow();
+  try {
+    base::WriteFileAtomically(RunDirLayout(options_.run_dir).launcher_json, LauncherJson(record_));
+  } catch (const base::FileError& e) {
+    if (!record_write_failed_) Report(std::string("ringpilot: ") + e.what());
+    record_write_failed_ = true;
+  }
+}
+
+JobOutcome Supervisor::Ended(JobOutcome outcome) {
+  record_.exit_status = outcome.exit_status;
+  if (outcome.exit_status == 0) {
+    record_.state = RunState::kFinished;
+    record_.detail = "finished after " + std::to_string(outcome.attempts) + " attempt(s)";
+  } else if (outcome.preempted) {
+    record_.state = RunState::kStopped;
+    const bool requested = base::Exists(RunDirLayout(options_.run_dir).stop_request);
+    record_.detail = std::string(requested ? "stopped by `ringpilot stop`" : "SIGUSR1") +
+                     ": checkpointed and stopped (exit " + std::to_string(outcome.exit_status) +
+                     "); run it again to resume";
+  } else if (outcome.interrupted) {
+    record_.state = RunState::kStopped;
+    record_.detail = "interrupted by " + SignalName(outcome.exit_status - 128) + " (exit " +
+                     std::to_string(outcome.exit_status) +
+                     "); no checkpoint at the stop, a rerun resumes from the last one";
+  } else {
+    record_.state = RunState::kFailed;
+    record_.detail = "failed (exit " + std::to_string(outcome.exit_status) + ") after " +
+                     std::to_string(outcome.attempts) + " attempt(s)";
+    if (outcome.first_failing_rank >= 0) {
+      record_.detail += "; first failing rank " + std::to_string(outcome.first_failing_rank);
+    }
+  }
+  WriteRecord();
+  return outcome;
 }
 
 void Supervisor::Relay(int out_fd, const std::string& line, Attempt* attempt) {
@@ -181,11 +222,13 @@ void Supervisor::Relay(int out_fd, const std::string& line, Attempt* attempt) {
   }
 }
 
-Supervisor::Attempt Supervisor::RunAttempt(const SupervisedCommand& command, int restart) {
+Supervisor::Attempt Supervisor::RunAttempt(const SupervisedCommand& command, int number) {
   Attempt attempt;
   base::Environment env = command.env;
   env[base::kRunDirVar] = options_.run_dir;
-  env[base::kRestartVar] = std::to_string(restart);
+  env[base::kRestartVar] = std::to_string(number - 1);
+  env[base::kAttemptVar] = std::to_string(number);
+  env[base::kMaxRestartsVar] = std::to_string(options_.max_restarts);
   {
     char stamp[32];
     std::snprintf(
@@ -277,6 +320,8 @@ Supervisor::Attempt Supervisor::RunAttempt(const SupervisedCommand& command, int
   int status = 0;
   int64_t drain_deadline = 0;
   int64_t kill_deadline = 0;
+  const auto hang_period_ns = static_cast<int64_t>(options_.hang_check_period_s * 1e9);
+  int64_t next_hang_check = ClockNs(CLOCK_MONOTONIC) + hang_period_ns;
   char buf[16384];
   while (true) {
     if (!exited) {
@@ -326,8 +371,23 @@ Supervisor::Attempt Supervisor::RunAttempt(const SupervisedCommand& command, int
     for (const int sig : TakeSignals()) {
       if (!exited) OnSignal(sig, pid, &kill_deadline);
     }
-    if (!exited && !killed) Watch(pid, &watch, &attempt, &killed);
-    if (interrupt_signal_ != 0 && !exited && !killed && ClockNs(CLOCK_MONOTONIC) > kill_deadline) {
+    // The heartbeat watch (start_timeout_s, abort_grace_s) and hang_check each stop the
+    // attempt at most once, and not both.
+    if (!exited && !killed && attempt.hang.empty()) Watch(pid, &watch, &attempt, &killed);
+    if (options_.hang_check && !exited && attempt.hang.empty() &&
+        attempt.stopped_because.empty() && interrupt_signal_ == 0 &&
+        ClockNs(CLOCK_MONOTONIC) > next_hang_check) {
+      next_hang_check = ClockNs(CLOCK_MONOTONIC) + hang_period_ns;
+      attempt.hang = options_.hang_check(static_cast<double>(attempt.start_ns) * 1e-9);
+      if (!attempt.hang.empty()) {
+        Report("ringpilot: job hung: " + attempt.hang + "; stopping this attempt");
+        kill_deadline =
+            ClockNs(CLOCK_MONOTONIC) + static_cast<int64_t>(options_.kill_grace_s * 1e9);
+        ::kill(-pid, SIGTERM);
+      }
+    }
+    if ((interrupt_signal_ != 0 || !attempt.hang.empty()) && !exited && !killed &&
+        ClockNs(CLOCK_MONOTONIC) > kill_deadline) {
       Report("ringpilot: mpirun did not stop within " + std::to_string(options_.kill_grace_s) +
              " s; killing its process group");
       ::kill(-pid, SIGKILL);
@@ -446,11 +506,31 @@ bool Supervisor::WaitForRestart() {
   }
 }
 
+void Supervisor::WithdrawScrapeTargets() {
+  // The user stopped the job: its ranks are gone on purpose, and Prometheus should stop
+  // scraping (and alerting on) them. file_sd reads "[]" as no targets.
+  const std::string path = RunDirLayout(options_.run_dir).prometheus_targets;
+  try {
+    if (base::Exists(path)) base::WriteFileAtomically(path, "[]\n");
+  } catch (const base::FileError& e) {
+    Report(std::string("ringpilot: ") + e.what());
+  }
+}
+
 void Supervisor::ReportFailure(const Attempt& last, int attempts, JobOutcome* outcome, bool final) {
   const RunDirLayout layout(options_.run_dir);
   FailureReport report = AnalyzeFailure(layout.logs, last.start_ns - kFatalClockSlackNs,
                                         last.output, attempts, last.exit_code, last.term_signal);
   report.mpirun_stopped_because = last.stopped_because;
+  if (!last.hang.empty()) {
+    // We stopped it: the ranks' own lines say "stopped", and the rank to blame is the one
+    // the others waited for.
+    report.hang = last.hang;
+    if (report.rank_behind >= 0) {
+      report.first_failing_rank = report.rank_behind;
+      report.rank_source = "hang";
+    }
+  }
   if (outcome) outcome->first_failing_rank = report.first_failing_rank;
   // Every failed attempt keeps its own report; the job's final one is failure.json.
   const std::string path = final ? layout.failure_json : layout.AttemptFailureJson(attempts);
@@ -471,40 +551,55 @@ JobOutcome Supervisor::Run(const SupervisedCommand& command) {
   SignalScope signals(options_.handle_signals);
   interrupt_signal_ = 0;
   preempt_requested_ = false;
+  record_ = LauncherRecord{};
+  record_.pid = static_cast<int>(::getpid());
+  record_.host = base::HostName();
+  record_.executable = base::SelfExecutablePath();
+  record_.started = base::LogTimeNow();
+  record_.max_attempts = options_.max_restarts + 1;
+  record_.slurm_job_id = base::Lookup(command.env, "SLURM_JOB_ID", "");
+  // A stop request of an earlier run of this directory: this run was started again.
+  const std::string stop_request = RunDirLayout(options_.run_dir).stop_request;
+  if (base::Exists(stop_request)) ::unlink(stop_request.c_str());
+  WriteRecord();
   JobOutcome outcome;
   const auto stop = [&]() {
     outcome.interrupted = true;
     outcome.exit_status = 128 + interrupt_signal_;
     Report("ringpilot: job interrupted by " + SignalName(interrupt_signal_) + " after " +
            std::to_string(outcome.attempts) + " attempt(s); not restarting");
-    return outcome;
+    WithdrawScrapeTargets();
+    return Ended(outcome);
   };
   int64_t unused_deadline = 0;
   for (const int sig : TakeSignals()) OnSignal(sig, -1, &unused_deadline);
   if (interrupt_signal_ != 0) return stop();
-  if (preempt_requested_) return Preempted(Attempt{}, outcome);
+  if (preempt_requested_) return Ended(Preempted(Attempt{}, outcome));
   for (int restart = 0;; ++restart) {
-    const Attempt attempt = RunAttempt(command, restart);
+    record_.attempt = restart + 1;
+    WriteRecord();
+    const Attempt attempt = RunAttempt(command, restart + 1);
     outcome.attempts = restart + 1;
     if (interrupt_signal_ != 0) return stop();
     if (attempt.exec_failed) {
       outcome.exit_status = 127;
-      return outcome;
+      return Ended(outcome);
     }
-    if (attempt.term_signal == 0 && attempt.exit_code == 0) {
+    if (attempt.term_signal == 0 && attempt.exit_code == 0 && attempt.hang.empty()) {
       if (restart > 0) {
         Report("ringpilot: job finished after " + std::to_string(restart) + " restart(s)");
       }
       outcome.exit_status = 0;
-      return outcome;
+      return Ended(outcome);
     }
     // Preemption is not a failure: no failure.json, no restart here (the scheduler
     // requeues the job, and the rerun resumes from the checkpoint).
     if (preempt_requested_ ||
         (attempt.term_signal == 0 && attempt.exit_code == base::kExitPreempted)) {
-      return Preempted(attempt, outcome);
+      return Ended(Preempted(attempt, outcome));
     }
     outcome.exit_status = attempt.term_signal != 0 ? 128 + attempt.term_signal : attempt.exit_code;
+    if (outcome.exit_status == 0) outcome.exit_status = base::kExitFailure;  // hung, stopped
     // A rank that failed on something every attempt would meet again (the job file, a
     // port in use, a checkpoint of another model, bad data) says so with its exit status:
     // restarting would only repeat it.
@@ -516,16 +611,19 @@ JobOutcome Supervisor::Run(const SupervisedCommand& command) {
     }
     if (permanent || restart >= options_.max_restarts) {
       ReportFailure(attempt, outcome.attempts, &outcome, /*final=*/true);
-      return outcome;
+      return Ended(outcome);
     }
     ReportFailure(attempt, outcome.attempts, nullptr, /*final=*/false);
     const std::string how = attempt.term_signal != 0
                                 ? "killed by " + SignalName(attempt.term_signal)
                                 : "exit " + std::to_string(attempt.exit_code);
     Report("ringpilot: job failed (" + how + ") on attempt " + std::to_string(restart + 1) +
-           "; restarting from the last checkpoint (restart " + std::to_string(restart + 1) +
-           " of " + std::to_string(options_.max_restarts) + ")");
-    if (!WaitForRestart()) return interrupt_signal_ != 0 ? stop() : Preempted(attempt, outcome);
+           "; restarting from the last checkpoint as attempt " + std::to_string(restart + 2) +
+           " (restart " + std::to_string(restart + 1) + " of " +
+           std::to_string(options_.max_restarts) + ")");
+    if (!WaitForRestart()) {
+      return interrupt_signal_ != 0 ? stop() : Ended(Preempted(attempt, outcome));
+    }
   }
 }
 

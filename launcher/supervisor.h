@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "base/environment.h"
+#include "launcher/run_state.h"
 
 namespace ringpilot::launcher {
 
@@ -24,11 +25,12 @@ struct SupervisorOptions {
 
   /// Whole-job restarts after a failure (attempts = 1 + max_restarts at most).
   int max_restarts = kDefaultMaxRestarts;
-  /// Exported as RINGPILOT_RUN_DIR; its logs/rank-N.log files are searched for FATAL lines
-  /// and failure.json is written there. Required.
+  /// Exported as RINGPILOT_RUN_DIR; its logs/rank-N.log files are searched for FATAL lines,
+  /// failure.json is written there, and launcher.json (launcher/run_state.h) says how the
+  /// job stands. Required.
   std::string run_dir;
-  /// Every relayed line and every message of ours is appended here (never truncated).
-  /// Empty: no log.
+  /// Every relayed line and every message of ours is appended here (never truncated), each
+  /// after the time it was written (base::FormatLogTime). Empty: no log.
   std::string log_path;
   /// Receives ringpilot's own messages (one line each, no newline). Default: written to
   /// stderr_fd.
@@ -55,10 +57,18 @@ struct SupervisorOptions {
   /// Catch SIGINT/SIGTERM/SIGUSR1 while running (and forward them). A signal the process
   /// started with ignored stays ignored (a background job of a script).
   bool handle_signals = true;
+  /// Called every hang_check_period_s while an attempt runs, with the attempt's start (Unix
+  /// seconds). A non-empty answer (one line: why the job is stuck) stops the attempt as
+  /// failed: SIGTERM to mpirun's process group, SIGKILL after kill_grace_s; its failure
+  /// report is a hang naming the rank behind, and the usual restarts follow. Empty: never.
+  std::function<std::string(double attempt_start_unix)> hang_check;
+  double hang_check_period_s = 5.0;
 };
 
-/// The command of every attempt. The Supervisor adds RINGPILOT_RUN_DIR and
-/// RINGPILOT_RESTART (0 for the first attempt, then 1, 2, ...) to `env`.
+/// The command of every attempt. The Supervisor adds RINGPILOT_RUN_DIR, RINGPILOT_RESTART
+/// (0 for the first attempt, then 1, 2, ...), RINGPILOT_ATTEMPT (1, 2, ...: the attempt's
+/// number everywhere, attempts/N/ included), RINGPILOT_MAX_RESTARTS and
+/// RINGPILOT_LAUNCH_UNIX to `env`.
 struct SupervisedCommand {
   std::vector<std::string> argv;  ///< argv[0] is resolved on env's PATH; no shell
   base::Environment env;
@@ -92,6 +102,8 @@ class Supervisor {
 
   /// Prints one message of ours to the progress sink and appends it to the log.
   void Report(const std::string& line);
+  /// Appends one message of ours to the log only (detail the terminal does without).
+  void Note(const std::string& line);
 
   /// Launches `command` and supervises it until it succeeds, fails with no restarts left
   /// (then failure.json is written and a summary printed) or is interrupted (no restart
@@ -103,6 +115,7 @@ class Supervisor {
     int exit_code = -1;   // when it exited
     int term_signal = 0;  // when a signal killed it
     bool exec_failed = false;
+    std::string hang;  // hang_check's reason, when it stopped the attempt
     int64_t start_ns = 0;
     std::vector<std::string> output;  // the last lines mpirun printed (both streams)
     /// Why ringpilot stopped mpirun itself (start_timeout_s or abort_grace_s ran out);
@@ -120,7 +133,7 @@ class Supervisor {
     int64_t term_ns = 0;  // when mpirun was sent SIGTERM
   };
 
-  Attempt RunAttempt(const SupervisedCommand& command, int restart);
+  Attempt RunAttempt(const SupervisedCommand& command, int attempt);
   // Stops mpirun (SIGTERM, then SIGKILL setting *killed) when start_timeout_s or
   // abort_grace_s ran out.
   void Watch(pid_t pid, AttemptWatch* watch, Attempt* attempt, bool* killed);
@@ -132,8 +145,17 @@ class Supervisor {
   // Analyses the attempt that just failed and writes its report: failure.json when the job
   // failed for good (`final`), else attempts/N/failure.json before the restart.
   void ReportFailure(const Attempt& last, int attempts, JobOutcome* outcome, bool final);
+  // RUN_DIR/prometheus-targets.json, when there is one, becomes an empty list.
+  void WithdrawScrapeTargets();
+  // Rewrites RUN_DIR/launcher.json with the record's state; a failed write is reported
+  // once and otherwise ignored (the job matters more than its status file).
+  void WriteRecord();
+  // The record's final state for `outcome`, written; returns `outcome`.
+  JobOutcome Ended(JobOutcome outcome);
 
   SupervisorOptions options_;
+  LauncherRecord record_;
+  bool record_write_failed_ = false;
   int log_fd_ = -1;
   int interrupt_signal_ = 0;        // first SIGINT/SIGTERM received
   bool preempt_requested_ = false;  // SIGUSR1 received

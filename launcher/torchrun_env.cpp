@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "base/run_variables.h"
 #include "slurm/slurm_env.h"
 
 namespace ringpilot::launcher {
@@ -19,6 +20,7 @@ struct Layout {
   int local_rank = 0;
   int local_world_size = 0;
   std::optional<int> node_rank;  // known directly (Slurm); else derived from the packing
+  std::optional<int> nodes;      // known directly (Slurm); else derived from the packing
 };
 
 const std::string* Find(const base::Environment& env, const char* name) {
@@ -88,6 +90,7 @@ std::optional<Layout> FromSlurm(const std::optional<slurm::SlurmEnv>& s) {
   l.local_rank = s->localid;
   l.local_world_size = *local_tasks;
   l.node_rank = s->nodeid;
+  l.nodes = static_cast<int>(s->tasks_per_node.size());
   return l;
 }
 
@@ -145,6 +148,14 @@ base::Environment ComputeTorchrunEnv(const base::Environment& env) {
   if (!node_rank && layout->world_size % layout->local_world_size == 0) {
     node_rank = layout->rank / layout->local_world_size;
   }
+  std::optional<int> nodes = layout->nodes;
+  if (!nodes && layout->world_size % layout->local_world_size == 0) {
+    nodes = layout->world_size / layout->local_world_size;
+  }
+  if (nodes) SetDefault(&out, "GROUP_WORLD_SIZE", std::to_string(*nodes));
+  SetDefault(&out, "ROLE_NAME", kTorchrunRoleName);
+  SetDefault(&out, "ROLE_RANK", out.at("RANK"));
+  SetDefault(&out, "ROLE_WORLD_SIZE", out.at("WORLD_SIZE"));
   if (node_rank) {
     SetDefault(&out, "NODE_RANK", std::to_string(*node_rank));
     SetDefault(&out, "GROUP_RANK", out.at("NODE_RANK"));
@@ -184,6 +195,34 @@ base::Environment ComputeTorchrunEnv(const base::Environment& env) {
     }
     out["MASTER_PORT"] = std::to_string(port);
   }
+
+  // The elastic agent's variables: ringpilot's supervisor is the agent here (whole-job
+  // restarts), so its restart count and limit are torchrun's.
+  int restart = 0;
+  if (const std::string* text = Find(env, base::kRestartVar)) {
+    restart = ParseNonNegative(base::kRestartVar, *text);
+  }
+  SetDefault(&out, "TORCHELASTIC_RESTART_COUNT", std::to_string(restart));
+  SetDefault(&out, base::kAttemptVar, std::to_string(restart + 1));
+  int max_restarts = 0;
+  if (const std::string* text = Find(env, base::kMaxRestartsVar)) {
+    max_restarts = ParseNonNegative(base::kMaxRestartsVar, *text);
+  }
+  SetDefault(&out, "TORCHELASTIC_MAX_RESTARTS", std::to_string(max_restarts));
+  std::string run_id = kTorchrunDefaultRunId;
+  const std::string* run_dir = Find(env, base::kRunDirVar);
+  if (slurm_env && slurm_env->job_id) {
+    run_id = std::to_string(*slurm_env->job_id);
+  } else if (run_dir != nullptr && !run_dir->empty()) {
+    std::string dir = *run_dir;
+    while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
+    const std::string name = dir.substr(dir.find_last_of('/') + 1);
+    if (!name.empty()) run_id = name;
+  }
+  SetDefault(&out, "TORCHELASTIC_RUN_ID", run_id);
+  SetDefault(&out, "TORCHELASTIC_USE_AGENT_STORE", "False");
+  SetDefault(&out, "TORCH_NCCL_ASYNC_ERROR_HANDLING", "1");
+  if (layout->local_world_size > 1) SetDefault(&out, "OMP_NUM_THREADS", "1");
   return out;
 }
 

@@ -28,8 +28,27 @@ inline constexpr const char* kNoRankEnvMessage =
     "ringpilot exec: no MPI or Slurm rank environment (run it under mpirun, srun or "
     "ringpilot run)";
 
-/// Returns `env` plus the torchrun contract: RANK, WORLD_SIZE, LOCAL_RANK,
-/// LOCAL_WORLD_SIZE, NODE_RANK, GROUP_RANK (= NODE_RANK), MASTER_ADDR, MASTER_PORT.
+/// torchrun's ROLE_NAME: one role, its default name.
+inline constexpr const char* kTorchrunRoleName = "default";
+/// TORCHELASTIC_RUN_ID when no job says otherwise: torchrun's default rendezvous id.
+inline constexpr const char* kTorchrunDefaultRunId = "none";
+
+/// Returns `env` plus the torchrun contract as torch 2.x's LocalElasticAgent sets it for a
+/// worker (torch/distributed/elastic/agent/server/local_elastic_agent.py, run.py):
+///   RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, NODE_RANK;
+///   GROUP_RANK (= NODE_RANK), GROUP_WORLD_SIZE (nodes: WORLD_SIZE / LOCAL_WORLD_SIZE, or
+///     Slurm's node count of the step; left unset when neither is known);
+///   ROLE_NAME ("default"), ROLE_RANK (= RANK), ROLE_WORLD_SIZE (= WORLD_SIZE): one role;
+///   MASTER_ADDR, MASTER_PORT;
+///   TORCHELASTIC_RESTART_COUNT (RINGPILOT_RESTART, else 0), TORCHELASTIC_MAX_RESTARTS
+///     (RINGPILOT_MAX_RESTARTS, else 0), TORCHELASTIC_RUN_ID (the Slurm job id, else the
+///     name of RINGPILOT_RUN_DIR, else "none" as torchrun's default), and
+///     TORCHELASTIC_USE_AGENT_STORE=False (no agent hosts a store: rank 0's
+///     init_process_group("env://") creates it, as under torchrun's static rendezvous);
+///   TORCH_NCCL_ASYNC_ERROR_HANDLING=1 (torchrun's default);
+///   OMP_NUM_THREADS=1 when LOCAL_WORLD_SIZE > 1 (torchrun's run.py does the same, so
+///     that the ranks sharing a node do not oversubscribe its cores);
+///   RINGPILOT_ATTEMPT: RINGPILOT_RESTART + 1, else 1 (base/run_variables.h).
 /// A variable the caller already set is kept as it is.
 ///
 /// Rank source, first that is present:

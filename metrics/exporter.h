@@ -33,7 +33,7 @@ class ExporterError : public std::runtime_error {
 };
 
 /// How to serve. The defaults are neutral (loopback, any free port); a job's configuration
-/// (launcher/job_config.h `metrics`) supplies the real address and port.
+/// (config/job.h `metrics`, mapped by the trainer) supplies the real address and port.
 struct ExporterOptions {
   static constexpr int kDefaultThreads = 2;
   static constexpr int kMaxThreads = 64;
@@ -75,7 +75,7 @@ class Exporter {
  public:
   /// Starts listening before it returns. `metrics` is held weakly (metrics::Families::
   /// registry() converts): once it is gone, scrapes leave it out. Throws ExporterError,
-  /// e.g. "metrics exporter: cannot listen on 127.0.0.1:9400: Address already in use".
+  /// e.g. "metrics exporter: cannot listen on 127.0.0.1:18400: Address already in use".
   Exporter(std::weak_ptr<prometheus::Collectable> metrics, ExporterOptions options);
   /// Stops accepting, waits for in-flight requests to finish, joins the threads.
   ~Exporter();
@@ -84,6 +84,10 @@ class Exporter {
 
   /// The port actually bound (the chosen one when options.port was 0).
   int port() const { return port_; }
+  /// The numeric IPv4 address bound (options.bind resolved; "0.0.0.0" for every interface).
+  const std::string& address() const { return address_; }
+  /// Whether it serves HTTPS.
+  bool tls() const { return !options_.tls_cert_pem.empty(); }
   /// "http://<bind>:<port>/metrics" ("https://" with TLS).
   std::string url() const;
 

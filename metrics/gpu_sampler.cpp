@@ -75,6 +75,10 @@ bool ReadIdentity(const NvmlApi& nvml, nvmlDevice_t dev, GpuIdentity* id, std::s
   }
   id->uuid = uuid;
   id->pci_bus_id = pci.busId;
+  unsigned index = 0;
+  if (nvml.DeviceGetIndex && nvml.DeviceGetIndex(dev, &index) == kNvmlSuccess) {
+    id->index = std::to_string(index);
+  }
   return true;
 }
 
@@ -86,6 +90,12 @@ std::string ForNvml(const std::string& bus_id) {
 }
 
 }  // namespace
+
+Labels GpuLabels(const GpuIdentity& id) {
+  Labels labels{{"UUID", id.uuid}, {"pci_bus_id", id.pci_bus_id}};
+  if (!id.index.empty()) labels.emplace("gpu", id.index);
+  return labels;
+}
 
 bool LookupGpuIdentity(const std::string& nvml_library, const std::string& pci_bus_id,
                        GpuIdentity* identity, std::string* error) {
@@ -103,7 +113,7 @@ bool LookupGpuIdentity(const std::string& nvml_library, const std::string& pci_b
 struct GpuSampler::Series {
   nvmlDevice_t dev = nullptr;
   topology::nvmlEventSet_t events = nullptr;
-  Labels labels;  // gpu_uuid, pci_bus_id (or empty when the families have them)
+  Labels labels;  // GpuLabels, less those the families have as constant labels
   Family<Gauge>* util_family;
   Family<Gauge>* mem_util_family;
   Family<Gauge>* mem_used_family;
@@ -181,9 +191,8 @@ GpuSampler::GpuSampler(Families& families, GpuSamplerOptions options)
   series_ = std::make_unique<Series>();
   Series& s = *series_;
   s.dev = dev;
-  if (!families_.const_labels().count("gpu_uuid")) s.labels.emplace("gpu_uuid", identity_.uuid);
-  if (!families_.const_labels().count("pci_bus_id")) {
-    s.labels.emplace("pci_bus_id", identity_.pci_bus_id);
+  for (const auto& [name, value] : GpuLabels(identity_)) {
+    if (!families_.const_labels().count(name)) s.labels.emplace(name, value);
   }
   Families& r = families_;
   s.util_family = &r.AddGauge("ringpilot_gpu_utilization_ratio",

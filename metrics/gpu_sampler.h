@@ -28,11 +28,16 @@ struct GpuSamplerOptions {
   double period_seconds = 5.0;
 };
 
-/// The identity dcgm-exporter labels a GPU with.
+/// The identity dcgm-exporter labels a GPU with (its labels `UUID`, `pci_bus_id`, `gpu`).
 struct GpuIdentity {
   std::string uuid;        ///< "GPU-8f6c..."
   std::string pci_bus_id;  ///< as NVML writes it: "00000000:18:00.0"
+  std::string index;       ///< NVML's index of the GPU on its node ("0".."7"); "" unknown
 };
+
+/// The series labels of a GPU, named as dcgm-exporter names them so that its series and
+/// ours join (`* on (UUID)`): `UUID`, `pci_bus_id`, and `gpu` when the index is known.
+Labels GpuLabels(const GpuIdentity& id);
 
 /// Looks up the GPU at `pci_bus_id` ("" = NVML's GPU 0) through `nvml_library`. On failure
 /// returns false and sets `*error` to one line naming what failed.
@@ -43,8 +48,8 @@ class GpuSampler {
  public:
   /// Loads NVML, finds the GPU, takes a first sample and starts the thread. When NVML or
   /// the GPU is missing it registers no series, starts nothing, and warning() says why;
-  /// it never throws for that. Series carry `gpu_uuid` and `pci_bus_id` labels unless the
-  /// families' constant labels already have them. A reading NVML does not support on this
+  /// it never throws for that. Series carry the GpuLabels of the GPU unless the families'
+  /// constant labels already have them. A reading NVML does not support on this
   /// GPU gets no series. `families` must outlive the sampler.
   GpuSampler(Families& families, GpuSamplerOptions options);
   /// Stops the thread (waits at most for one NVML sample).

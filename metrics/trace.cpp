@@ -13,6 +13,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "base/files.h"
+
 namespace ringpilot::metrics {
 namespace {
 
@@ -154,19 +156,8 @@ std::string Trace::ToJson() const {
 }
 
 void Trace::WriteFile(const std::string& path) const {
-  const std::string json = ToJson();
-  const std::string tmp = path + ".tmp";
-  std::FILE* f = std::fopen(tmp.c_str(), "w");
-  if (!f) throw std::runtime_error(tmp + ": cannot be created: " + std::strerror(errno));
-  const bool ok = std::fwrite(json.data(), 1, json.size(), f) == json.size();
-  const bool closed = std::fclose(f) == 0;
-  if (!ok || !closed) {
-    std::remove(tmp.c_str());
-    throw std::runtime_error(tmp + ": write failed");
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    throw std::runtime_error(path + ": cannot rename " + tmp + ": " + std::strerror(errno));
-  }
+  // Whole or not at all, and a failure names the file and errno (a full disk: issue 21).
+  base::WriteFileAtomically(path, ToJson());
 }
 
 void Trace::FlushOnSigusr2(std::string path, void (*on_error)(const std::string&)) {

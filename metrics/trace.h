@@ -62,8 +62,9 @@ class Trace {
   /// The trace as a JSON document: {"traceEvents": [...], "displayTimeUnit": "ms",
   /// "otherData": {...}}, with process and thread name metadata events first.
   std::string ToJson() const;
-  /// Writes ToJson() to `path` atomically (temp file + rename). Throws
-  /// std::runtime_error naming the file on failure.
+  /// Writes ToJson() to `path` atomically (temp file, fsync, rename). Throws
+  /// base::FileError (a std::runtime_error) naming the file and errno on failure; the
+  /// temp file is removed and an earlier `path` is left as it was.
   void WriteFile(const std::string& path) const;
 
   /// Installs a SIGUSR2 handler and starts a thread that writes the trace to `path`

@@ -5,8 +5,6 @@
 #include <algorithm>
 #include <utility>
 
-#include "metrics/families.h"
-
 namespace ringpilot::nccl_profiler {
 namespace {
 
@@ -50,11 +48,8 @@ int HistogramIndex(double seconds) {
 }  // namespace
 
 double HistogramBound(int i) {
-  // The trainer's layout (trainer/telemetry/training_metrics.cpp), so that both write the
-  // same `le` values.
-  static const std::vector<double> bounds =
-      metrics::ExponentialBuckets(1e-5, 2.0, kHistogramBounds);
-  return bounds[static_cast<size_t>(i)];
+  // The trainer's layout, so that both write the same `le` values.
+  return metrics::kCollectiveSecondsBounds[static_cast<size_t>(i)];
 }
 
 uint64_t MonotonicNs() {
@@ -69,7 +64,10 @@ CommStats::CommStats(CommIdentity id, Timing timing, int slots)
       slots_(new Slot[static_cast<size_t>(std::max(slots, 1))]),
       nslots_(std::max(slots, 1)),
       cells_(new Cell[kCells]),
-      histograms_(new Histogram[kNumOps * comm::kSizeBuckets]) {
+      histograms_(new Histogram[kNumOps * comm::kSizeBuckets]),
+      init_unix_(UnixNow()),
+      unix_minus_monotonic_(init_unix_ - MonotonicNs() * 1e-9),
+      recent_(new Recent[kRecentCollectives]) {
   hash_.store(id_.hash, std::memory_order_relaxed);
   rank_.store(id_.rank, std::memory_order_relaxed);
   for (int i = 0; i < nslots_; ++i) {
@@ -175,6 +173,20 @@ void CommStats::Complete(Slot* slot) {
       time_ns = h1 - h0;  // NCCL gave no GPU timestamps: its proxy thread's view
     }
   }
+  const bool p2p = IsPointToPoint(static_cast<NcclOp>(op));
+  const uint64_t seq = slot->seq.load(std::memory_order_relaxed);
+  if (time_ns > 0 && !p2p) {
+    Recent& r = recent_[seq % kRecentCollectives];
+    r.seq.store(0, std::memory_order_release);
+    r.op.store(static_cast<uint8_t>(op), std::memory_order_relaxed);
+    r.bytes.store(bytes, std::memory_order_relaxed);
+    r.enqueue_ns.store(slot->host_start_ns.load(std::memory_order_relaxed),
+                       std::memory_order_relaxed);
+    const uint64_t g0 = slot->gpu_first_start.load(std::memory_order_relaxed);
+    r.kernel_start_ns.store(g0 == UINT64_MAX ? 0 : g0, std::memory_order_relaxed);
+    r.time_ns.store(time_ns, std::memory_order_relaxed);
+    r.seq.store(seq, std::memory_order_release);
+  }
   if (time_ns > 0) {
     cell.timed_count.fetch_add(1, std::memory_order_relaxed);
     cell.timed_bytes.fetch_add(static_cast<uint64_t>(bytes), std::memory_order_relaxed);
@@ -184,8 +196,7 @@ void CommStats::Complete(Slot* slot) {
     h.sum_ns.fetch_add(time_ns, std::memory_order_relaxed);
     h.count.fetch_add(1, std::memory_order_relaxed);
   }
-  const bool p2p = IsPointToPoint(static_cast<NcclOp>(op));
-  AtomicMax(p2p ? p2p_completed_ : coll_completed_, slot->seq.load(std::memory_order_relaxed));
+  AtomicMax(p2p ? p2p_completed_ : coll_completed_, seq);
 }
 
 void CommStats::Release(Slot* slot) {
@@ -195,11 +206,38 @@ void CommStats::Release(Slot* slot) {
 
 void CommStats::Finalize() {
   uint64_t n = 0;
-  for (int i = 0; i < nslots_; ++i) {
-    if (slots_[i].host_start_ns.load(std::memory_order_acquire) != 0) ++n;
-  }
+  has_abandoned_oldest_ = OldestInFlight(MonotonicNs(), UnixNow(), &abandoned_oldest_, &n);
   abandoned_.store(n, std::memory_order_relaxed);
   finalized_.store(true, std::memory_order_release);
+}
+
+bool CommStats::OldestInFlight(uint64_t now_ns, double now_unix, InFlight* oldest,
+                               uint64_t* count) const {
+  uint64_t oldest_ns = UINT64_MAX;
+  *count = 0;
+  for (int i = 0; i < nslots_; ++i) {
+    const Slot& slot = slots_[i];
+    const uint32_t gen = slot.generation.load(std::memory_order_acquire);
+    const uint64_t start = slot.host_start_ns.load(std::memory_order_acquire);
+    if (start == 0) continue;
+    const auto op = static_cast<NcclOp>(slot.op.load(std::memory_order_relaxed));
+    const uint64_t seq = slot.seq.load(std::memory_order_relaxed);
+    // A slot released or reused while we read it: skip it, it is not stuck.
+    if (slot.generation.load(std::memory_order_acquire) != gen ||
+        slot.host_start_ns.load(std::memory_order_acquire) != start) {
+      continue;
+    }
+    ++*count;
+    if (start < oldest_ns) {
+      oldest_ns = start;
+      oldest->op = op;
+      oldest->seq = seq;
+      oldest->p2p = IsPointToPoint(op);
+      oldest->age_seconds = now_ns > start ? (now_ns - start) * 1e-9 : 0.0;
+      oldest->start_unix = now_unix - oldest->age_seconds;
+    }
+  }
+  return oldest_ns != UINT64_MAX;
 }
 
 CommSnapshot CommStats::Snapshot() const {
@@ -254,34 +292,30 @@ CommSnapshot CommStats::Snapshot() const {
   s.p2p_completed = p2p_completed_.load(std::memory_order_relaxed);
   s.dropped = dropped_.load(std::memory_order_relaxed);
   s.abandoned = abandoned_.load(std::memory_order_relaxed);
-
-  if (s.finalized) return s;  // what was in flight is counted in `abandoned`
-  const uint64_t now_ns = MonotonicNs();
-  const double now_unix = UnixNow();
-  uint64_t oldest_ns = UINT64_MAX;
-  for (int i = 0; i < nslots_; ++i) {
-    const Slot& slot = slots_[i];
-    const uint32_t gen = slot.generation.load(std::memory_order_acquire);
-    const uint64_t start = slot.host_start_ns.load(std::memory_order_acquire);
-    if (start == 0) continue;
-    const auto op = static_cast<NcclOp>(slot.op.load(std::memory_order_relaxed));
-    const uint64_t seq = slot.seq.load(std::memory_order_relaxed);
-    // A slot released or reused while we read it: skip it, it is not stuck.
-    if (slot.generation.load(std::memory_order_acquire) != gen ||
-        slot.host_start_ns.load(std::memory_order_acquire) != start) {
-      continue;
-    }
-    ++s.in_flight;
-    if (start < oldest_ns) {
-      oldest_ns = start;
-      s.has_oldest = true;
-      s.oldest.op = op;
-      s.oldest.seq = seq;
-      s.oldest.p2p = IsPointToPoint(op);
-      s.oldest.age_seconds = now_ns > start ? (now_ns - start) * 1e-9 : 0.0;
-      s.oldest.start_unix = now_unix - s.oldest.age_seconds;
-    }
+  s.init_unix = init_unix_;
+  for (int i = 0; i < kRecentCollectives; ++i) {
+    const Recent& r = recent_[i];
+    const uint64_t seq = r.seq.load(std::memory_order_acquire);
+    if (seq == 0) continue;
+    RecentCollective c;
+    c.seq = seq;
+    c.op = static_cast<NcclOp>(r.op.load(std::memory_order_relaxed));
+    c.bytes = r.bytes.load(std::memory_order_relaxed);
+    c.enqueue_unix = r.enqueue_ns.load(std::memory_order_relaxed) * 1e-9 + unix_minus_monotonic_;
+    c.kernel_start_ns = r.kernel_start_ns.load(std::memory_order_relaxed);
+    c.seconds = r.time_ns.load(std::memory_order_relaxed) * 1e-9;
+    if (r.seq.load(std::memory_order_acquire) == seq) s.recent.push_back(c);
   }
+  std::sort(s.recent.begin(), s.recent.end(),
+            [](const RecentCollective& a, const RecentCollective& b) { return a.seq < b.seq; });
+
+  if (s.finalized) {
+    // What was in flight is counted in `abandoned`; the oldest is what it was stuck in.
+    s.has_abandoned_oldest = has_abandoned_oldest_;
+    s.abandoned_oldest = abandoned_oldest_;
+    return s;
+  }
+  s.has_oldest = OldestInFlight(MonotonicNs(), UnixNow(), &s.oldest, &s.in_flight);
   return s;
 }
 

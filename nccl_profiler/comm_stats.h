@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "comm/collective_op.h"
+#include "metrics/buckets.h"
 #include "nccl_profiler/op_table.h"
 
 namespace ringpilot::nccl_profiler {
@@ -40,9 +41,9 @@ enum class Timing {
   kEnqueueOnly,
 };
 
-/// Seconds bounds of the `ringpilot_collective_seconds` histogram (the trainer's: 10 us
-/// doubling 22 times, to ~21 s); one more bucket for +Inf.
-inline constexpr int kHistogramBounds = 22;
+/// Seconds bounds of the `ringpilot_collective_seconds` histogram: the trainer's
+/// (metrics/buckets.h kCollectiveSecondsBounds); one more bucket for +Inf.
+inline constexpr int kHistogramBounds = static_cast<int>(metrics::kCollectiveSecondsBounds.size());
 double HistogramBound(int i);
 
 /// What NCCL's Coll/P2p descriptor says about one operation.
@@ -121,8 +122,20 @@ struct InFlight {
   double age_seconds = 0;  ///< how long ago
 };
 
+/// One completed, timed collective, for lining up the ranks' views of the same sequence
+/// number (`ringpilot diagnose`: who arrived last, who waited).
+struct RecentCollective {
+  uint64_t seq = 0;
+  NcclOp op = NcclOp::kOther;
+  int64_t bytes = 0;
+  double enqueue_unix = 0;       ///< when this rank enqueued it (host clock), Unix seconds
+  uint64_t kernel_start_ns = 0;  ///< its first channel's GPU start (globaltimer); 0 = none
+  double seconds = 0;            ///< its time, as in the aggregates
+};
+
 struct CommSnapshot {
   CommIdentity id;
+  double init_unix = 0;  ///< when NCCL reported the communicator, Unix seconds
   Timing timing = Timing::kEnqueueOnly;
   bool finalized = false;
   std::vector<CellSnapshot> cells;                ///< count > 0 only
@@ -134,6 +147,12 @@ struct CommSnapshot {
   InFlight oldest;
   uint64_t dropped = 0;    ///< operations not tracked: the slot pool was full
   uint64_t abandoned = 0;  ///< in flight when the communicator was finalized (abort)
+  /// Finalized with operations in flight: the oldest of them as it was at finalize (what
+  /// the rank was stuck in when the communicator was aborted).
+  bool has_abandoned_oldest = false;
+  InFlight abandoned_oldest;
+  /// The last CommStats::kRecentCollectives timed collectives, ascending by seq.
+  std::vector<RecentCollective> recent;
 };
 
 class CommStats {
@@ -141,6 +160,8 @@ class CommStats {
   /// Slots in the pool: operations that can be in flight at once (enqueued, not yet
   /// completed); more are counted in `dropped` and otherwise ignored.
   static constexpr int kDefaultSlots = 1024;
+  /// Timed collectives kept for CommSnapshot::recent.
+  static constexpr int kRecentCollectives = 256;
 
   CommStats(CommIdentity id, Timing timing, int slots = kDefaultSlots);
   CommStats(const CommStats&) = delete;
@@ -165,8 +186,8 @@ class CommStats {
   /// stopEvent of a channel handle.
   void StopChannel(Slot* slot);
 
-  /// Marks the communicator finalized: operations still in flight count as abandoned.
-  /// NCCL sends no event for it afterwards.
+  /// Marks the communicator finalized: operations still in flight count as abandoned (the
+  /// oldest is kept). NCCL sends no event for it afterwards.
   void Finalize();
 
   CommSnapshot Snapshot() const;
@@ -187,8 +208,19 @@ class CommStats {
     std::atomic<uint64_t> sum_ns{0};
   };
   static constexpr int kCells = kNumOps * comm::kSizeBuckets * kNumAlgos * kNumProtos;
+  // One timed collective; `seq` is written last (0 while the entry is rewritten), so a
+  // reader that sees the same non-zero seq before and after the fields read a whole entry.
+  struct Recent {
+    std::atomic<uint64_t> seq{0};
+    std::atomic<uint8_t> op{0};
+    std::atomic<int64_t> bytes{0};
+    std::atomic<uint64_t> enqueue_ns{0};  // CLOCK_MONOTONIC
+    std::atomic<uint64_t> kernel_start_ns{0};
+    std::atomic<uint64_t> time_ns{0};
+  };
 
   void Release(Slot* slot);
+  bool OldestInFlight(uint64_t now_ns, double now_unix, InFlight* oldest, uint64_t* count) const;
   void Complete(Slot* slot);
   Cell& CellFor(int op, int size_bucket, int algo, int proto);
 
@@ -206,6 +238,12 @@ class CommStats {
   std::atomic<uint64_t> dropped_{0};
   std::atomic<uint64_t> abandoned_{0};
   std::atomic<bool> finalized_{false};
+  const double init_unix_;
+  const double unix_minus_monotonic_;  // converts CLOCK_MONOTONIC stamps to Unix time
+  std::unique_ptr<Recent[]> recent_;
+  // Written by Finalize before finalized_ (release); read after it (acquire).
+  bool has_abandoned_oldest_ = false;
+  InFlight abandoned_oldest_;
 };
 
 }  // namespace ringpilot::nccl_profiler

@@ -1,6 +1,9 @@
 #include "nccl_profiler/profiler.h"
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -10,14 +13,16 @@
 #include "base/environment.h"
 #include "base/files.h"
 #include "metrics/exporter.h"
+#include "metrics/scrape_targets.h"
 #include "nccl_profiler/prometheus_export.h"
 #include "nccl_profiler/stats_file.h"
 
 namespace ringpilot::nccl_profiler {
 namespace {
 
-// The stats file is for diagnosis after the fact (the live view is /metrics), and it is
-// fsync'ed: every few seconds is enough.
+// The stats file is for diagnosis (the live view is /metrics), and it is fsync'ed: every
+// few seconds is enough. It is written even when nothing changed: its `written_unix` is the
+// rank's heartbeat (a stuck rank's file stays fresh, a stopped or dead one's goes stale).
 constexpr auto kStatsPeriod = std::chrono::seconds(5);
 
 std::atomic<bool> g_exiting{false};
@@ -25,6 +30,13 @@ std::atomic<bool> g_exiting{false};
 void WriteAtExit() {
   g_exiting.store(true);
   Profiler::Instance().WriteStatsFile();
+  Profiler::Instance().WithdrawScrapeTarget();
+}
+
+std::string LastComponent(std::string path) {
+  while (path.size() > 1 && path.back() == '/') path.pop_back();
+  const auto slash = path.rfind('/');
+  return slash == std::string::npos ? path : path.substr(slash + 1);
 }
 
 }  // namespace
@@ -57,7 +69,7 @@ void Profiler::Start(const CommIdentity& first, int api_version) {
   export_ = std::make_unique<PrometheusExport>(labels, api_version);
   if (settings_.port >= 0) {
     metrics::ExporterOptions o;
-    if (!settings_.bind.empty()) o.bind = settings_.bind;
+    o.bind = metrics::ResolveBind(settings_.bind, base::CurrentEnvironment(), settings_.multi_node);
     o.port = settings_.port;
     exporter_ = std::make_unique<metrics::Exporter>(export_->families().registry(), o);
     exporter_->SetScrapeCallback([this] { export_->Refresh(Snapshots()); });
@@ -65,6 +77,31 @@ void Profiler::Start(const CommIdentity& first, int api_version) {
   if (!settings_.run_dir.empty()) {
     stats_path_ = StatsPath(settings_.run_dir, rank_);
     base::MakeDirs(base::DirName(stats_path_));
+    if (exporter_) {
+      // No MPI here to gather the ranks into one file: each process lists itself, and
+      // a file_sd glob RUN_DIR/prometheus-targets*.json finds them all.
+      metrics::TargetGroup group;
+      group.targets = {metrics::TargetHost(exporter_->address()) + ":" +
+                       std::to_string(exporter_->port())};
+      group.labels = {{"ringpilot_job", settings_.job},
+                      {"ringpilot_run", LastComponent(settings_.run_dir)}};
+      const std::string name = "prometheus-targets-rank-" + std::to_string(rank_) + ".json";
+      const std::string path = settings_.run_dir + "/" + name;
+      base::WriteFileAtomically(path, metrics::FileSdJson({group}));
+      targets_path_ = path;
+      if (!settings_.file_sd_dir.empty()) {
+        // DIR/<run>-rank-N.json -> the file: one glob over DIR finds every run's processes.
+        const std::string link = settings_.file_sd_dir + "/" + LastComponent(settings_.run_dir) +
+                                 "-rank-" + std::to_string(rank_) + ".json";
+        base::MakeDirs(settings_.file_sd_dir);
+        const std::string tmp = link + ".tmp";
+        ::unlink(tmp.c_str());
+        if (::symlink(path.c_str(), tmp.c_str()) != 0) {
+          base::ThrowFileError(tmp, "create a symlink", errno);
+        }
+        base::Rename(tmp, link);
+      }
+    }
     writer_ = std::thread([this] { WriterLoop(); });
     std::atexit(WriteAtExit);
   }
@@ -129,12 +166,12 @@ void Profiler::WriteStatsFile() {
     labels.node = base::HostName();
     labels.rank = rank_;
     labels.local_rank = settings_.local_rank;
-    text = StatsJson(labels, api_version_, SnapshotsLocked());
+    const double now =
+        std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+    text = StatsJson(labels, api_version_, SnapshotsLocked(), now);
   }
-  if (text == last_written_) return;  // idle: no fsync every period
   try {
     base::WriteFileAtomically(stats_path_, text);
-    last_written_ = std::move(text);
   } catch (const std::exception& e) {
     // Prometheus export goes on; the file is not retried.
     const std::string reason = e.what();
@@ -143,6 +180,16 @@ void Profiler::WriteStatsFile() {
       std::fprintf(stderr, "ringpilot-nccl-profiler: stats file off: %s\n", reason.c_str());
       std::fflush(stderr);
     }
+  }
+}
+
+void Profiler::WithdrawScrapeTarget() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (targets_path_.empty()) return;
+  try {
+    base::WriteFileAtomically(targets_path_, metrics::FileSdJson({}));
+  } catch (const std::exception&) {
+    // The target stays listed (and reported down): exit goes on.
   }
 }
 

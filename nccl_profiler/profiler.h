@@ -56,6 +56,9 @@ class Profiler {
   std::vector<CommSnapshot> Snapshots();
   /// Writes RUN_DIR/logs/rank-N.nccl.json now (when a run directory is set).
   void WriteStatsFile();
+  /// At a normal exit: RUN_DIR/prometheus-targets-rank-N.json (when written) becomes an
+  /// empty list, so Prometheus stops scraping a process that ended on purpose.
+  void WithdrawScrapeTarget();
   static constexpr size_t kMaxRetired = 256;
 
  private:
@@ -75,8 +78,8 @@ class Profiler {
   std::unique_ptr<PrometheusExport> export_;
   std::unique_ptr<metrics::Exporter> exporter_;
   std::string stats_path_;
-  std::mutex write_mu_;  // one stats file writer at a time; guards the two below
-  std::string last_written_;
+  std::string targets_path_;  // this process's file_sd file, once written
+  std::mutex write_mu_;       // one stats file writer at a time
   std::thread writer_;
   std::condition_variable wake_;
 };

@@ -1,47 +1,16 @@
 #include "nccl_profiler/prometheus_export.h"
 
-#include <unistd.h>
-
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
-#include <cstdlib>
-#include <fstream>
-#include <sstream>
 
 namespace ringpilot::nccl_profiler {
 namespace {
 
 metrics::Labels ConstLabels(const RankLabels& l) {
-  metrics::Labels labels{{"job", l.job}, {"node", l.node}, {"rank", std::to_string(l.rank)}};
+  // As the trainer's (trainer/telemetry/training_metrics.h RankLabels), less the GPU's.
+  metrics::Labels labels{{"Hostname", l.node}, {"rank", std::to_string(l.rank)}};
   if (l.local_rank >= 0) labels.emplace("local_rank", std::to_string(l.local_rank));
   return labels;
-}
-
-// When this process started, Unix seconds: /proc/self/stat's starttime (clock ticks after
-// boot, field 22) plus /proc/stat's btime; now when either cannot be read.
-double ProcessStartUnix() {
-  const double now =
-      std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-  std::ifstream stat("/proc/self/stat");
-  std::string line;
-  if (!std::getline(stat, line)) return now;
-  const auto comm_end = line.rfind(')');  // the command name may hold spaces
-  if (comm_end == std::string::npos) return now;
-  std::istringstream fields(line.substr(comm_end + 2));
-  std::string field;
-  unsigned long long start_ticks = 0;
-  for (int i = 3; i <= 22 && fields >> field; ++i) {
-    if (i == 22) start_ticks = std::strtoull(field.c_str(), nullptr, 10);
-  }
-  std::ifstream proc_stat("/proc/stat");
-  unsigned long long btime = 0;
-  while (std::getline(proc_stat, line)) {
-    if (line.rfind("btime ", 0) == 0) btime = std::strtoull(line.c_str() + 6, nullptr, 10);
-  }
-  const long ticks = ::sysconf(_SC_CLK_TCK);
-  if (btime == 0 || start_ticks == 0 || ticks <= 0) return now;
-  return static_cast<double>(btime) + static_cast<double>(start_ticks) / ticks;
 }
 
 std::vector<double> HistogramBounds() {
@@ -100,10 +69,14 @@ PrometheusExport::PrometheusExport(const RankLabels& labels, int api_version)
                            "NCCL operations not tracked because too many were in flight.");
   abandoned_ = &r.AddGauge("ringpilot_nccl_abandoned_ops",
                            "Operations still in flight when the communicator was finalized.");
-  r.AddGauge("ringpilot_process_start_time_seconds", "Start time of this rank, Unix seconds.")
-      .Add({})
-      .Set(ProcessStartUnix());
+  r.AddGauge("ringpilot_job_info",
+             "The job this process belongs to: name (RINGPILOT_JOB_NAME; value is always 1).")
+      .Add({{"name", labels.job}})
+      .Set(1);
+  process_ = std::make_unique<metrics::ProcessMetrics>(families_);
 }
+
+PrometheusExport::~PrometheusExport() = default;
 
 void PrometheusExport::Advance(metrics::Counter& c, double value) {
   double& last = counted_[&c];
@@ -114,6 +87,7 @@ void PrometheusExport::Advance(metrics::Counter& c, double value) {
 }
 
 void PrometheusExport::Refresh(const std::vector<CommSnapshot>& comms) {
+  process_->Update();
   for (const CommSnapshot& s : comms) {
     if (s.id.hash == 0) continue;  // v2/v3 before its first operation: no name yet
     RefreshComm(s);
@@ -168,11 +142,19 @@ void PrometheusExport::RefreshComm(const CommSnapshot& s) {
   for (const auto& [op, v] : op_busbw) {
     coll_busbw_->Add({{"comm", comm}, {"op", OpLabel(static_cast<NcclOp>(op))}}).Set(v.second);
   }
+  // One time histogram per op, as the trainer's: the plugin keeps one per size class, whose
+  // counts add up (the size classes stay in ringpilot_nccl_*_total).
+  std::map<int, HistogramSnapshot> by_op;
   for (const HistogramSnapshot& h : s.histograms) {
+    HistogramSnapshot& sum = by_op[static_cast<int>(h.op)];
+    sum.op = h.op;
+    for (int i = 0; i <= kHistogramBounds; ++i) sum.buckets[i] += h.buckets[i];
+    sum.count += h.count;
+    sum.sum_seconds += h.sum_seconds;
+  }
+  for (const auto& [op, h] : by_op) {
     metrics::Histogram& series =
-        coll_seconds_->Add({{"comm", comm},
-                            {"op", OpLabel(h.op)},
-                            {"size_bucket", comm::SizeBucketName(h.size_bucket)}},
+        coll_seconds_->Add({{"comm", comm}, {"op", OpLabel(h.op)}},
                            metrics::Histogram::BucketBoundaries(HistogramBounds()));
     HistogramSnapshot& last = observed_[&series];
     std::vector<double> increments(kHistogramBounds + 1, 0.0);

@@ -9,11 +9,13 @@
 #include <vector>
 
 #include "metrics/families.h"
+#include "metrics/process_metrics.h"
 #include "nccl_profiler/comm_stats.h"
 
 namespace ringpilot::nccl_profiler {
 
-/// The rank labels every series carries (docs/metrics.md conventions).
+/// Who the process is (docs/metrics.md conventions): `node` becomes every series' Hostname
+/// label, `rank` and `local_rank` theirs; `job` is ringpilot_job_info's `name`.
 struct RankLabels {
   std::string job;
   std::string node;
@@ -27,10 +29,11 @@ struct RankLabels {
 class PrometheusExport {
  public:
   explicit PrometheusExport(const RankLabels& labels, int api_version);
+  ~PrometheusExport();
 
   /// `comms`: every communicator's snapshot, live and finalized (whose series stay at
   /// their final values). Counters never go back: a snapshot behind the last one (cannot
-  /// happen for one communicator) adds nothing.
+  /// happen for one communicator) adds nothing. Also reads the process_* series.
   void Refresh(const std::vector<CommSnapshot>& comms);
 
   const metrics::Families& families() const { return families_; }
@@ -45,6 +48,7 @@ class PrometheusExport {
 
   metrics::Families families_;
   const int api_version_;
+  std::unique_ptr<metrics::ProcessMetrics> process_;
   metrics::Family<metrics::Histogram>* coll_seconds_;
   metrics::Family<metrics::Counter>* coll_bytes_;
   metrics::Family<metrics::Gauge>* coll_busbw_;

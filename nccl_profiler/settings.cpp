@@ -27,21 +27,33 @@ Settings SettingsFromEnvironment(const base::Environment& env, int first_comm_ra
   Settings s;
   const std::string rank = base::Lookup(env, "RANK", "");
   s.rank = rank.empty() ? std::max(first_comm_rank, 0) : ParseInt("RANK", rank, 0, 1 << 24);
+  const std::string local_rank = base::Lookup(env, "LOCAL_RANK", "");
+  if (!local_rank.empty()) s.local_rank = ParseInt("LOCAL_RANK", local_rank, 0, 1 << 24);
   const std::string port = base::Lookup(env, base::kMetricsPortVar, "");
   const std::string port_base = base::Lookup(env, base::kMetricsPortBaseVar, "");
   if (!port.empty()) {
     s.port = ParseInt(base::kMetricsPortVar, port, 0, 65535);
   } else if (!port_base.empty()) {
-    s.port = base::MetricsPort(ParseInt(base::kMetricsPortBaseVar, port_base, 0, 65535), s.rank);
+    // Without LOCAL_RANK (a launcher that does not set it) the rank stands in: unique on
+    // the node, if not compact.
+    const bool local = s.local_rank >= 0;
+    const int index = local ? s.local_rank : s.rank;
+    s.port = base::MetricsPort(ParseInt(base::kMetricsPortBaseVar, port_base, 0, 65535), index);
     if (s.port > 65535) {
-      throw SettingsError(std::string(base::kMetricsPortBaseVar) + "=" + port_base + " + rank " +
-                          std::to_string(s.rank) + " is past port 65535");
+      throw SettingsError(std::string(base::kMetricsPortBaseVar) + "=" + port_base +
+                          (local ? " + LOCAL_RANK " : " + RANK ") + std::to_string(index) +
+                          " is past port 65535");
     }
   }
-  s.bind = base::Lookup(env, base::kMetricsBindVar, "");
+  s.bind = base::Lookup(env, base::kMetricsBindVar, base::kMetricsBindAuto);
   s.run_dir = base::Lookup(env, base::kRunDirVar, "");
-  const std::string local_rank = base::Lookup(env, "LOCAL_RANK", "");
-  if (!local_rank.empty()) s.local_rank = ParseInt("LOCAL_RANK", local_rank, 0, 1 << 24);
+  s.file_sd_dir = base::Lookup(env, base::kMetricsFileSdDirVar, "");
+  const std::string world = base::Lookup(env, "WORLD_SIZE", "");
+  const std::string local_world = base::Lookup(env, "LOCAL_WORLD_SIZE", "");
+  if (!world.empty() && !local_world.empty()) {
+    s.multi_node = ParseInt("WORLD_SIZE", world, 1, 1 << 24) >
+                   ParseInt("LOCAL_WORLD_SIZE", local_world, 1, 1 << 24);
+  }
   s.job = base::Lookup(env, base::kJobNameVar, "exec");
   if (s.port < 0 && s.run_dir.empty()) {
     throw SettingsError(std::string("none of ") + base::kMetricsPortBaseVar + ", " +

@@ -17,10 +17,11 @@ class SettingsError : public std::runtime_error {
 
 struct Settings {
   /// Serve /metrics on this port (0 = any free port): RINGPILOT_METRICS_PORT, else
-  /// base::MetricsPort(RINGPILOT_METRICS_PORT_BASE, rank); -1 = neither set, no HTTP
-  /// endpoint.
+  /// base::MetricsPort(RINGPILOT_METRICS_PORT_BASE, LOCAL_RANK) (RANK when LOCAL_RANK is
+  /// unset); -1 = neither set, no HTTP endpoint.
   int port = -1;
-  /// RINGPILOT_METRICS_BIND; "" = the exporter's default (loopback).
+  /// RINGPILOT_METRICS_BIND, else "auto" (metrics::ResolveBind: the node's address under
+  /// Slurm or Kubernetes, else loopback).
   std::string bind;
   /// RINGPILOT_RUN_DIR: write RUN_DIR/logs/rank-RANK.nccl.json; "" = no file.
   std::string run_dir;
@@ -30,6 +31,12 @@ struct Settings {
   int local_rank = -1;
   /// RINGPILOT_JOB_NAME, else "exec".
   std::string job = "exec";
+  /// RINGPILOT_METRICS_FILE_SD_DIR: link DIR/<run>-rank-RANK.json to this process's
+  /// file_sd file; "" = no link.
+  std::string file_sd_dir;
+  /// WORLD_SIZE > LOCAL_WORLD_SIZE (torchrun's): the job spans nodes, so "auto" binds the
+  /// node's address.
+  bool multi_node = false;
 };
 
 /// Reads the variables above from `env`; `first_comm_rank` stands in for an unset RANK.

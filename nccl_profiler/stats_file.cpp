@@ -8,8 +8,19 @@ std::string StatsPath(const std::string& run_dir, int rank) {
   return run_dir + "/logs/rank-" + std::to_string(rank) + ".nccl.json";
 }
 
+namespace {
+
+nlohmann::json InFlightJson(const InFlight& o) {
+  return {{"op", OpLabel(o.op)},
+          {"seq", o.seq},
+          {"start_unix", o.start_unix},
+          {"age_seconds", o.age_seconds}};
+}
+
+}  // namespace
+
 std::string StatsJson(const RankLabels& rank, int api_version,
-                      const std::vector<CommSnapshot>& comms) {
+                      const std::vector<CommSnapshot>& comms, double written_unix) {
   nlohmann::json list = nlohmann::json::array();
   for (const CommSnapshot& s : comms) {
     if (s.id.hash == 0) continue;
@@ -26,11 +37,13 @@ std::string StatsJson(const RankLabels& rank, int api_version,
                      {"busbw_bytes_per_second", c.busbw}});
     }
     nlohmann::json oldest = nullptr;
-    if (s.has_oldest) {
-      oldest = {{"op", OpLabel(s.oldest.op)},
-                {"seq", s.oldest.seq},
-                {"start_unix", s.oldest.start_unix},
-                {"age_seconds", s.oldest.age_seconds}};
+    if (s.has_oldest) oldest = InFlightJson(s.oldest);
+    nlohmann::json abandoned_oldest = nullptr;
+    if (s.has_abandoned_oldest) abandoned_oldest = InFlightJson(s.abandoned_oldest);
+    nlohmann::json recent = nlohmann::json::array();
+    for (const RecentCollective& r : s.recent) {
+      recent.push_back(
+          {r.seq, OpLabel(r.op), r.bytes, r.enqueue_unix, r.kernel_start_ns, r.seconds});
     }
     list.push_back(
         {{"comm", CommLabel(s.id.hash)},
@@ -40,19 +53,23 @@ std::string StatsJson(const RankLabels& rank, int api_version,
          {"nodes", s.id.nnodes},
          {"timing", s.timing == Timing::kKernelChannels ? "gpu" : "none"},
          {"finalized", s.finalized},
+         {"init_unix", s.init_unix},
          {"operations", ops},
          {"collective_seq", {{"started", s.coll_started}, {"completed", s.coll_completed}}},
          {"p2p_seq", {{"started", s.p2p_started}, {"completed", s.p2p_completed}}},
          {"in_flight", s.in_flight},
          {"oldest_in_flight", oldest},
          {"untracked_ops", s.dropped},
-         {"abandoned_ops", s.abandoned}});
+         {"abandoned_ops", s.abandoned},
+         {"abandoned_oldest", abandoned_oldest},
+         {"recent_collectives", recent}});
   }
   nlohmann::json j = {{"rank", rank.rank},
                       {"node", rank.node},
                       {"local_rank", rank.local_rank},
                       {"job", rank.job},
                       {"profiler_api_version", api_version},
+                      {"written_unix", written_unix},
                       {"communicators", list}};
   return j.dump(2) + "\n";
 }

@@ -38,6 +38,7 @@ std::unique_ptr<NvmlApi> NvmlApi::Load(const std::string& library, std::string* 
   Bind(handle, "nvmlDeviceGetHandleByPciBusId_v2", &n.DeviceGetHandleByPciBusId);
   Bind(handle, "nvmlDeviceGetName", &n.DeviceGetName);
   Bind(handle, "nvmlDeviceGetUUID", &n.DeviceGetUUID);
+  Bind(handle, "nvmlDeviceGetIndex", &n.DeviceGetIndex);
   Bind(handle, "nvmlDeviceGetPciInfo_v3", &n.DeviceGetPciInfo);
   Bind(handle, "nvmlDeviceGetCudaComputeCapability", &n.DeviceGetCudaComputeCapability);
   Bind(handle, "nvmlDeviceGetMemoryInfo", &n.DeviceGetMemoryInfo);

@@ -151,7 +151,7 @@ RankPlacement PlaceRank(const config::JobConfig& cfg, int rank, int world, int l
       if (!r.empty()) nodes.push_back(topology::NodeReportFromJson(nlohmann::json::parse(r)));
     }
     const topology::ClusterSummary summary = topology::SummarizeCluster(nodes);
-    for (const std::string& line : summary.lines) log.Info(line);
+    for (const std::string& line : summary.lines) log.Detail(line);
     for (const std::string& w : summary.warnings) log.Warn(w);
     // The slowest node sets the job's figure.
     bool first = true;
@@ -166,9 +166,9 @@ RankPlacement PlaceRank(const config::JobConfig& cfg, int rank, int world, int l
     }
     char gbs[32];
     std::snprintf(gbs, sizeof gbs, "%.1f GB/s", out.expected_bus_bytes_per_second / 1e9);
-    log.Info("expected bus bandwidth: " +
-             (out.expected_bus_bytes_per_second > 0 ? std::string(gbs) : std::string("-")) + " (" +
-             out.expected_source + ")");
+    log.Detail("expected bus bandwidth: " +
+               (out.expected_bus_bytes_per_second > 0 ? std::string(gbs) : std::string("-")) +
+               " (" + out.expected_source + ")");
   }
   MPI_CHECK(MPI_Bcast(&out.expected_bus_bytes_per_second, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD));
 
@@ -193,19 +193,21 @@ RankPlacement PlaceRank(const config::JobConfig& cfg, int rank, int world, int l
     }
   }
   const std::string line = topology::FormatPlanLine(out.plan);
-  log.Info("placement: " + line);
+  log.Detail("placement: " + line);
   for (const std::string& w : out.plan.warnings) log.Warn("placement: " + w);
-  log.Info("placement: affinity " + topology::FormatCpuList(topology::CurrentAffinity()) +
-           " (pid " + std::to_string(::getpid()) + ")");
+  log.Detail("placement: affinity " + topology::FormatCpuList(topology::CurrentAffinity()) +
+             " (pid " + std::to_string(::getpid()) + ")");
 
   // The table of all ranks at rank 0.
   const std::vector<std::string> lines = GatherStrings(line, rank, world);
   if (rank == 0) {
-    log.Info("placement plan (placement.bind " + topology::ToString(in.bind) + "):");
-    for (std::size_t i = 0; i < lines.size() && i < kMaxTableRows; ++i) log.Info("  " + lines[i]);
+    log.Detail("placement plan (placement.bind " + topology::ToString(in.bind) + "):");
+    for (std::size_t i = 0; i < lines.size() && i < kMaxTableRows; ++i) {
+      log.Detail("  " + lines[i]);
+    }
     if (lines.size() > kMaxTableRows) {
-      log.Info("  ... " + std::to_string(lines.size() - kMaxTableRows) +
-               " more ranks: see logs/rank-N.log");
+      log.Detail("  ... " + std::to_string(lines.size() - kMaxTableRows) +
+                 " more ranks: see logs/rank-N.log");
     }
   }
   return out;

@@ -5,6 +5,7 @@
 // `ringpilot export` runs (trainer/export.h).
 #include <mpi.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -110,7 +111,12 @@ int main(int argc, char** argv) {
     ringpilot::config::JobConfig config = ringpilot::config::LoadJobConfig(config_path);
     ringpilot::trainer::TrainerOptions options;
     options.run_dir = run_dir;
-    if (const char* r = std::getenv(ringpilot::base::kRestartVar)) options.restart = std::atoi(r);
+    if (const char* a = std::getenv(ringpilot::base::kAttemptVar)) {
+      options.attempt = std::max(1, std::atoi(a));
+    }
+    if (const char* v = std::getenv(ringpilot::base::kVerboseVar)) {
+      options.verbose = std::string(v) == "1";
+    }
     ringpilot::trainer::Trainer trainer(std::move(config), options);
     rc = trainer.Run();
   } catch (const ringpilot::config::ConfigError& e) {

@@ -1,6 +1,10 @@
 #include "trainer/options.h"
 
 #include <algorithm>
+#include <string>
+
+#include "base/files.h"
+#include "metrics/scrape_targets.h"
 
 namespace ringpilot::trainer {
 namespace {
@@ -157,6 +161,33 @@ int GpuDecodeThreadsFor(const config::DataConfig& data) {
   // more than 4 contend inside nvJPEG (H100: 24k img/s with 4, 20k with 8, 11k with 12;
   // bench/results/2026-11-25-nvidia-h100-x1-image-input.md).
   return data.workers > 0 ? data.workers : 4;
+}
+
+metrics::ExporterOptions ExporterOptionsFor(const config::MetricsConfig& metrics, int local_rank,
+                                            bool multi_node, const base::Environment& env) {
+  metrics::ExporterOptions o;
+  o.bind = metrics::ResolveBind(metrics.bind, env, multi_node);
+  o.port = config::MetricsPort(metrics, local_rank);
+  o.tls_cert_pem = metrics.tls_cert_file;
+  if (!metrics.basic_auth_user.empty()) {
+    const std::string& path = metrics.basic_auth_password_file;
+    std::string text;
+    try {
+      text = base::ReadFile(path);
+    } catch (const base::FileError& e) {
+      throw config::ConfigError(std::string("metrics.basic_auth_password_file: ") + e.what());
+    }
+    // The first line, without its end (and a CR of a file written on Windows).
+    std::string password = text.substr(0, text.find('\n'));
+    if (!password.empty() && password.back() == '\r') password.pop_back();
+    if (password.empty()) {
+      throw config::ConfigError("metrics.basic_auth_password_file: " + path +
+                                ": the first line (the password) is empty");
+    }
+    o.basic_auth_user = metrics.basic_auth_user;
+    o.basic_auth_password = password;
+  }
+  return o;
 }
 
 }  // namespace ringpilot::trainer

@@ -9,9 +9,11 @@
 #include <ATen/core/ATen_fwd.h>
 #include <c10/core/ScalarType.h>
 
+#include "base/environment.h"
 #include "comm/gradient_reducer.h"
 #include "config/job.h"
 #include "data/image_loader.h"
+#include "metrics/exporter.h"
 #include "topology/plan.h"
 #include "trainer/gradient_update.h"
 #include "trainer/lr_schedule.h"
@@ -58,6 +60,16 @@ data::ImageLoaderOptions ImageLoaderOptionsFor(const config::JobConfig& job, int
 int DecodeWorkersFor(const config::DataConfig& data, int bound_cores, bool cuda);
 /// Host threads of the GPU image pipeline (data.gpu_decode): data.workers, else 4.
 int GpuDecodeThreadsFor(const config::DataConfig& data);
+
+/// metrics.*: how the exporter of the rank with node-local rank `local_rank` serves:
+/// metrics.bind resolved against the rank's environment `env` (metrics::ResolveBind:
+/// "auto" is the node's address for a job on several nodes (`multi_node`) or under Slurm
+/// or Kubernetes), config::MetricsPort, basic auth
+/// with the first line of metrics.basic_auth_password_file as the password, HTTPS with
+/// metrics.tls_cert_file. Throws config::ConfigError naming the key when the password file
+/// cannot be read or its first line is empty (the job's files are wrong: no restart helps).
+metrics::ExporterOptions ExporterOptionsFor(const config::MetricsConfig& metrics, int local_rank,
+                                            bool multi_node, const base::Environment& env);
 
 #ifdef RINGPILOT_WITH_CUDA
 comm::NcclOptions NcclOptionsFor(const config::CommConfig& comm);

@@ -72,7 +72,7 @@ RankDevice SetUpDevice(const config::JobConfig& job, const RankPlace& place,
   }
   at::set_num_threads(d.threads);
   const HostMemoryPolicy host_memory = ConfigureHostMemory(job.train.retain_host_memory);
-  if (place.rank == 0) log.Info(host_memory.detail);
+  if (place.rank == 0) log.Detail(host_memory.detail);
 #ifdef RINGPILOT_WITH_CUDA
   if (d.cuda) {
     const int devices = static_cast<int>(torch::cuda::device_count());

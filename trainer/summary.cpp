@@ -50,6 +50,7 @@ void WriteSummary(const config::JobConfig& job, const std::string& run_dir, int 
       {"step_seconds_p50", telemetry::Percentile(totals.step_seconds, 0.5)},
       {"step_seconds_p99", telemetry::Percentile(totals.step_seconds, 0.99)},
       {"restarts", totals.restarts},
+      {"attempt", totals.attempt},
       {"param_norm", fp.norm},
       {"param_abs_sum", fp.abs_sum},
       {"param_sha256", fp.sha256},

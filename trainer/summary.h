@@ -27,7 +27,8 @@ struct RunTotals {
   std::optional<EvalResult> eval;    ///< the last evaluation
   std::vector<double> step_seconds;  ///< timed steps
   std::vector<double> data_seconds;  ///< host time generating each batch
-  int restarts = 0;
+  int restarts = 0;                  ///< restarts before this attempt (attempt - 1)
+  int attempt = 1;                   ///< this attempt's number (RINGPILOT_ATTEMPT, 1 = first)
   std::optional<int64_t> bad_files;  ///< image kinds: distinct files skipped, all ranks
   double final_lr = 0;               ///< learning rate of the last step
   std::optional<double> grad_norm;   ///< train.max_grad_norm: last step's pre-clip norm

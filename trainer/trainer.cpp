@@ -3,23 +3,24 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <optional>
 #include <stdexcept>
 
+#include "base/environment.h"
 #include "base/exit_status.h"
 #include "base/files.h"
 #include "base/run_variables.h"
 #include "base/time.h"
 #include "comm/gradient_reducer.h"
-#include "comm/status.h"
 #include "data/cifar.h"
 #include "trainer/bootstrap.h"
 #include "trainer/checkpoint/store.h"
 #include "trainer/evaluation.h"
+#include "trainer/fatal_report.h"
 #include "trainer/graphed_step.h"
 #include "trainer/image_pipeline.h"
 #include "trainer/input_feed.h"
@@ -30,12 +31,14 @@
 #include "trainer/rank_setup.h"
 #include "trainer/step_clock.h"
 #include "trainer/step_phases.h"
+#include "trainer/step_readback.h"
 #include "trainer/summary.h"
 #include "trainer/telemetry/device.h"
 #include "trainer/telemetry/heartbeat.h"
 #include "trainer/telemetry/kernel_profile.h"
 #include "trainer/telemetry/rank_log.h"
 #include "trainer/telemetry/rank_telemetry.h"
+#include "trainer/telemetry/scrape_targets.h"
 #include "trainer/telemetry/step_stats.h"
 #include "trainer/telemetry/training_metrics.h"
 #include "trainer/telemetry/versions.h"
@@ -91,16 +94,20 @@ class TrainingLoop {
         schedule_(LrScheduleOptionsFor(p.job.train)),
         varying_lr_(!IsConstant(schedule_)),
         clock_(p.device.cuda, p.job.train.host_lead_steps),
+        readback_(p.device.cuda, p.job.train.host_lead_steps),
         profile_(p.place.rank, p.device.cuda) {
     // The clock reports a step `host_lead_steps` steps late: the window shifts with it.
     const int64_t untimed = std::max<int64_t>(p.job.train.cuda_graphs ? kGraphWarmupSteps + 1 : 1,
-                                              p.job.train.warmup_steps) +
+                                              p.job.train.timing_skip_steps) +
                             (p.device.cuda ? p.job.train.host_lead_steps - 1 : 0);
     warmup_end_ = std::min(total_ - 1, start_step_ + untimed - 1);
     launch_unix_ = base::UnixNow();
     if (const char* t = std::getenv(base::kLaunchTimeVar)) launch_unix_ = std::atof(t);
     totals_.start_step = start_step;
-    totals_.restarts = p.opts.restart;
+    p.heartbeat.SetTotalSteps(total_);
+    p.metrics.SetStepsTarget(total_);
+    totals_.restarts = p.opts.attempt - 1;
+    totals_.attempt = p.opts.attempt;
   }
 
   // The exit status: base::kExitOk, or base::kExitPreempted after SIGUSR1.
@@ -121,7 +128,10 @@ class TrainingLoop {
       }
       const int every = p_.job.checkpoint.every_steps;
       if (last || preempt || (every > 0 && done % every == 0)) Checkpoint(step);
-      if (preempt) return p_.preemption.Stop(p_.log, done);
+      if (preempt) {
+        EndOnPurpose();
+        return p_.preemption.Stop(p_.log, done);
+      }
     }
     Finish();
     return base::kExitOk;
@@ -141,7 +151,7 @@ class TrainingLoop {
     if (accum_ > 1) return RunAccumulatedStep(step);
     p_.input.CopyToDevice(step);
     if (p_.place.rank == job.fault.crash_rank && step + 1 == job.fault.crash_step &&
-        p_.opts.restart == 0) {
+        p_.opts.attempt == 1) {
       p_.log.Fatal("fault injection: crashing at step " + std::to_string(step + 1) +
                    " (fault.crash_rank=" + std::to_string(job.fault.crash_rank) + ")");
       std::_Exit(kInjectedCrashStatus);
@@ -173,7 +183,7 @@ class TrainingLoop {
   double RunAccumulatedStep(int64_t step) {
     const config::JobConfig& job = p_.job;
     if (p_.place.rank == job.fault.crash_rank && step + 1 == job.fault.crash_step &&
-        p_.opts.restart == 0) {
+        p_.opts.attempt == 1) {
       p_.log.Fatal("fault injection: crashing at step " + std::to_string(step + 1) +
                    " (fault.crash_rank=" + std::to_string(job.fault.crash_rank) + ")");
       std::_Exit(kInjectedCrashStatus);
@@ -215,6 +225,9 @@ class TrainingLoop {
   // After a step's work is queued: the step clock, profiles, phase report, and the first
   // step's launch-to-end time. Returns the step's time.
   double EndStep(int64_t step) {
+    // Before the clock's end event, so that when the clock has waited for a step, that
+    // step's loss is on the host too.
+    readback_.Record(step, p_.step.loss(), p_.step.grad_norm());
     const double step_s = clock_.End();
     if (const std::string path = profile_.AfterStep(step - start_step_); !path.empty()) {
       p_.log.Info("kernel profile " + path);
@@ -248,23 +261,28 @@ class TrainingLoop {
       totals_.step_seconds.push_back(step_s);
       ++totals_.timed_steps;
     }
-    p_.metrics.OnStep(step_s, static_cast<int64_t>(p_.job.data.batch_per_rank) * accum_);
+    p_.metrics.OnStep(step_s, static_cast<int64_t>(p_.job.data.batch_per_rank) * accum_, step + 1);
     p_.metrics.SetLearningRate(lr_);
+    // Every rank's own loss, every step (on CUDA the step `host_lead_steps` back).
+    if (const std::optional<StepReadback::Values> v = readback_.Take()) {
+      p_.metrics.SetLoss(v->loss);
+      if (v->grad_norm) p_.metrics.SetGradNorm(*v->grad_norm);
+    }
     p_.telemetry.AfterStep(step - start_step_ + 1);
     p_.stats.AddStep(step_s);
   }
 
-  // Rank 0: a progress line (and the loss gauge) every train.log_every_s and at the end.
+  // Rank 0: a progress line every train.log_every_s and at the end, with rank 0's loss of
+  // the step just run (its own batch: the line waits for the step to finish).
   void LogProgress(int64_t step, double step_s, bool last) {
     const auto now = Clock::now();
     if (!last && base::Seconds(last_report_, now) < p_.job.train.log_every_s) return;
     last_report_ = now;
     const double loss = p_.step.loss().item<double>();
-    p_.metrics.SetLoss(loss);
+    p_.heartbeat.SetLoss(loss);
     // The pre-clip norm comes back with the loss (one synchronisation per line).
     if (const at::Tensor norm = p_.step.grad_norm(); norm.defined()) {
       totals_.grad_norm = norm.item<double>();
-      p_.metrics.SetGradNorm(*totals_.grad_norm);
     }
     p_.metrics.Refresh(p_.stats);
     const double elapsed = base::Seconds(timed_start_, now);
@@ -350,11 +368,15 @@ class TrainingLoop {
       const checkpoint::CheckpointInfo info =
           p_.store.Save(step + 1, p_.place.world, p_.job.name, p_.state.named);
       const double seconds = base::Seconds(c0, Clock::now());
-      p_.metrics.OnCheckpoint(seconds);
       p_.log.Info("checkpoint " + info.path + " (" + base::FormatDuration(seconds) + ")");
     }
     p_.comms.host->Barrier();
-    if (step > warmup_end_) totals_.checkpoint_seconds += base::Seconds(c0, Clock::now());
+    // Every rank: how long training paused for the checkpoint; the counters as of the
+    // checkpoint, which a restart resumes from.
+    const double paused = base::Seconds(c0, Clock::now());
+    p_.metrics.OnCheckpoint(paused);
+    p_.metrics.SaveCounters();
+    if (step > warmup_end_) totals_.checkpoint_seconds += paused;
   }
 
   // Last phases, per-rank stats file and the run summary.
@@ -388,6 +410,14 @@ class TrainingLoop {
                   "/summary.json");
     }
     p_.comms.host->Barrier();
+    EndOnPurpose();
+  }
+
+  // The job ends on purpose (finished, or checkpointed and stopped): the counters as they
+  // end, for the job's next process; no more scrape targets.
+  void EndOnPurpose() {
+    p_.metrics.SaveCounters();
+    if (p_.place.rank == 0) telemetry::WithdrawScrapeTargets(p_.opts.run_dir);
   }
 
   // Collective: distinct bad files of data.train and data.val over all ranks (ranks meet
@@ -419,6 +449,7 @@ class TrainingLoop {
   int64_t warmup_end_ = 0;
   double launch_unix_ = 0;
   StepClock clock_;
+  StepReadback readback_;             // every step's loss for the metrics
   telemetry::KernelProfile profile_;  // RINGPILOT_KINETO_TRACE (developers)
   GraphedStep graph_;                 // the step, or with accumulation its last micro-batch
   GraphedStep micro_graph_;           // accumulation: the other micro-batches
@@ -439,42 +470,8 @@ void LogJobLine(const config::JobConfig& job, const RankPlace& place, const Rank
            (device.cuda ? "cuda" : "cpu") + ", " + std::to_string(device.threads) +
            " thread(s)/rank, " + std::to_string(reducer.buckets().size()) +
            " gradient bucket(s), comm " + device_comm.backend() +
-           (job.metrics.enabled ? ", metrics on port " + std::to_string(metrics.port()) : ""));
+           (metrics.exporter() ? ", metrics on " + metrics.exporter()->url() : ""));
 }
-
-// The rank log behind comm::AbortJob (a collective that timed out, NCCL's watchdog): its
-// FATAL line names this rank to the launcher. Installed for Trainer::Run's lifetime.
-telemetry::RankLog* g_fatal_log = nullptr;
-// And the heartbeat, so the rank that gives up leaves the newest beat (Heartbeat::BeatNow).
-std::atomic<telemetry::Heartbeat*> g_fatal_heartbeat{nullptr};
-
-void LogFatal(const std::string& message) {
-  if (telemetry::Heartbeat* beat = g_fatal_heartbeat.load()) beat->BeatNow("abort");
-  if (g_fatal_log) g_fatal_log->Fatal(message);
-}
-
-// Keeps g_fatal_heartbeat pointing at a live heartbeat.
-class FatalHeartbeatScope {
- public:
-  explicit FatalHeartbeatScope(telemetry::Heartbeat& beat) { g_fatal_heartbeat.store(&beat); }
-  ~FatalHeartbeatScope() { g_fatal_heartbeat.store(nullptr); }
-  FatalHeartbeatScope(const FatalHeartbeatScope&) = delete;
-  FatalHeartbeatScope& operator=(const FatalHeartbeatScope&) = delete;
-};
-
-class FatalReporterScope {
- public:
-  explicit FatalReporterScope(telemetry::RankLog& log) {
-    g_fatal_log = &log;
-    comm::SetFatalReporter(&LogFatal);
-  }
-  ~FatalReporterScope() {
-    comm::SetFatalReporter(nullptr);
-    g_fatal_log = nullptr;
-  }
-  FatalReporterScope(const FatalReporterScope&) = delete;
-  FatalReporterScope& operator=(const FatalReporterScope&) = delete;
-};
 
 }  // namespace
 
@@ -497,12 +494,12 @@ int Trainer::Run() {
   const RankPlace place = JoinWorld();
   base::MakeDirs(run_dir + "/logs");
   telemetry::RankLog log(run_dir + "/logs/rank-" + std::to_string(place.rank) + ".log", place.rank,
-                         place.rank == 0);
+                         place.rank == 0, s_->opts.verbose);
   const FatalReporterScope fatal_reporter(log);
-  log.Info("rank " + std::to_string(place.rank) + "/" + std::to_string(place.world) + " on " +
-           place.node + " (local rank " + std::to_string(place.local_rank) + "/" +
-           std::to_string(place.local_size) + ", pid " + std::to_string(::getpid()) + ", attempt " +
-           std::to_string(s_->opts.restart) + ")");
+  log.Detail("rank " + std::to_string(place.rank) + "/" + std::to_string(place.world) + " on " +
+             place.node + " (local rank " + std::to_string(place.local_rank) + "/" +
+             std::to_string(place.local_size) + ", pid " + std::to_string(::getpid()) +
+             ", attempt " + std::to_string(s_->opts.attempt) + ")");
   if (place.world != job.world.size()) {
     throw std::runtime_error("world size is " + std::to_string(place.world) +
                              " but the job asks for " + std::to_string(job.world.size()) +
@@ -550,15 +547,21 @@ int Trainer::Run() {
   // Metrics first, so a port clash fails fast, before the model is built. They outlive
   // the telemetry, which detaches from them when it ends.
   std::unique_ptr<telemetry::TrainingMetrics> metrics;
-  telemetry::RankTelemetry telemetry(job, run_dir,
-                                     {job.name, place.node, place.rank, place.local_rank, "", ""},
-                                     device.cuda ? device.device.index() : -1);
-  metrics = std::make_unique<telemetry::TrainingMetrics>(telemetry.identity());
+  telemetry::RankTelemetry telemetry(
+      job, run_dir, {job.name, place.node, place.rank, place.local_rank, place.world, {}},
+      device.cuda ? device.device.index() : -1);
+  metrics = std::make_unique<telemetry::TrainingMetrics>(
+      telemetry.identity(), run_dir + "/logs/rank-" + std::to_string(place.rank) + ".counters.json",
+      s_->opts.attempt - 1);
   metrics->SetBuildInfo(telemetry::BuildInfoLabels(telemetry::QueryLibraryVersions()));
-  metrics->SetRestarts(s_->opts.restart);
   metrics->SetExpectedBusBandwidth(placement.expected_bus_bytes_per_second);
   if (job.metrics.enabled) {
-    metrics->Serve(job.metrics.bind, config::MetricsPort(job.metrics, place.rank));
+    const bool multi_node = place.world > place.local_size;
+    metrics->Serve(
+        ExporterOptionsFor(job.metrics, place.local_rank, multi_node, base::CurrentEnvironment()));
+    // Every rank's real address and port (free ones with port_base 0) for Prometheus.
+    telemetry::PublishScrapeTargets(*comms.host, metrics->exporter(), job.name, run_dir,
+                                    job.metrics.file_sd_dir);
   }
   comms.device->set_observer(metrics.get());
   telemetry::StepStats stats(place.rank, place.world, place.node, place.local_rank);

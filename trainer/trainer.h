@@ -13,7 +13,8 @@ namespace ringpilot::trainer {
 
 struct TrainerOptions {
   std::string run_dir;
-  int restart = 0;  ///< attempt number from the front end (RINGPILOT_RESTART)
+  int attempt = 1;       ///< attempt number from the front end (RINGPILOT_ATTEMPT, 1 = first)
+  bool verbose = false;  ///< rank 0 echoes its start-up detail too (RINGPILOT_VERBOSE)
 };
 
 /// Runs the job described by `config` on this rank. Collective over MPI_COMM_WORLD:

@@ -361,39 +361,37 @@ void ImagePipeline::Loop() {
 // encoded (Route::kDevice, unless `host_only`); anything else is decoded here.
 void ImagePipeline::ResolveSample(int thread, int64_t wanted, bool host_only, Sample& s) {
   Decoder& d = *decoder_;
-  const int64_t n = source_.size();
   s.black = false;
-  for (int t = 0; t <= kMaxSubstituteTries && t < n; ++t) {
-    const int64_t index = (wanted + t) % n;
-    std::string why;
-    const int32_t label = UsableLabel(source_, index, &why);
-    if (label >= 0 && source_.Read(index, &s.bytes, &why)) {
-      s.label = label;
-      const ImageFormat format = SniffImageFormat(s.bytes.data(), s.bytes.size());
-      unsigned w = 0, h = 0;
-      int unsupported = 1;
-      nvjpegJpegStream_t stream = d.streams[thread];
-      if (!host_only && format == ImageFormat::kJpeg && EndsWithEndOfImage(s.bytes) &&
-          nvjpegJpegStreamParseHeader(d.handle, s.bytes.data(), s.bytes.size(), stream) ==
-              NVJPEG_STATUS_SUCCESS &&
-          nvjpegDecodeBatchedSupported(d.handle, stream, &unsupported) == NVJPEG_STATUS_SUCCESS &&
-          unsupported == 0 &&
-          nvjpegJpegStreamGetFrameDimensions(stream, &w, &h) == NVJPEG_STATUS_SUCCESS && w > 0 &&
-          h > 0 && static_cast<int64_t>(w) * h <= kMaxImagePixels) {
-        s.route = Route::kDevice;
-        s.width = static_cast<int>(w);
-        s.height = static_cast<int>(h);
-      } else if (DecodeImage(s.bytes.data(), s.bytes.size(), &s.decoded, &why)) {
+  const int64_t index =
+      LoadOrSubstitute(wanted, source_.size(), &s.failures, [&](int64_t i, std::string* why) {
+        const int32_t label = UsableLabel(source_, i, why);
+        if (label < 0 || !source_.Read(i, &s.bytes, why)) return false;
+        s.label = label;
+        const ImageFormat format = SniffImageFormat(s.bytes.data(), s.bytes.size());
+        unsigned w = 0, h = 0;
+        int unsupported = 1;
+        nvjpegJpegStream_t stream = d.streams[thread];
+        if (!host_only && format == ImageFormat::kJpeg && EndsWithEndOfImage(s.bytes) &&
+            nvjpegJpegStreamParseHeader(d.handle, s.bytes.data(), s.bytes.size(), stream) ==
+                NVJPEG_STATUS_SUCCESS &&
+            nvjpegDecodeBatchedSupported(d.handle, stream, &unsupported) == NVJPEG_STATUS_SUCCESS &&
+            unsupported == 0 &&
+            nvjpegJpegStreamGetFrameDimensions(stream, &w, &h) == NVJPEG_STATUS_SUCCESS && w > 0 &&
+            h > 0 && static_cast<int64_t>(w) * h <= kMaxImagePixels) {
+          s.route = Route::kDevice;
+          s.width = static_cast<int>(w);
+          s.height = static_cast<int>(h);
+          return true;
+        }
+        if (!DecodeImage(s.bytes.data(), s.bytes.size(), &s.decoded, why)) return false;
         s.route = Route::kHost;
         s.width = s.decoded.width;
         s.height = s.decoded.height;
-      }
-    }
-    if (why.empty()) {
-      s.index = index;
-      return;
-    }
-    s.failures.push_back({index, why});
+        return true;
+      });
+  if (index >= 0) {
+    s.index = index;
+    return;
   }
   // A run of bad samples: a black image of class 0 keeps the batch full.
   s.black = true;

@@ -25,12 +25,12 @@ model: {name: resnet18-cifar}
 train: {steps: 4}
 )";
 
-// Fails attempt 0 with a FATAL line from rank 1, succeeds afterwards. Records its argv.
+// Fails attempt 1 with a FATAL line from rank 1, succeeds afterwards. Records its argv.
 constexpr const char* kFakeMpirun = R"(#!/bin/sh
 echo "$@" > "$RINGPILOT_RUN_DIR/mpirun-argv"
-echo "attempt $RINGPILOT_RESTART"
-if [ "$RINGPILOT_RESTART" = 0 ]; then
-  echo "FATAL $(date +%s%N) rank 1 crashed" >> "$RINGPILOT_RUN_DIR/logs/rank-1.log"
+echo "attempt $RINGPILOT_ATTEMPT"
+if [ "$RINGPILOT_ATTEMPT" = 1 ]; then
+  echo "$(date -u +%Y-%m-%dT%H:%M:%S.%3NZ) FATAL rank 1 crashed" >> "$RINGPILOT_RUN_DIR/logs/rank-1.log"
   exit 3
 fi
 exit 0
@@ -80,6 +80,20 @@ TEST(RingpilotCli, ValidateGoodAndBad) {
   ASSERT_EQ(SplitLines(r.err).size(), 1u) << r.err;
   EXPECT_NE(r.err.find("bad.yaml:3:"), std::string::npos) << r.err;
 
+  // Every problem in one pass, one line each, in the order of the file and the overrides.
+  WriteFile(c.tmp.path() + "/worse.yaml",
+            "name: x\nmodel: {name: resnet18-cifar}\nworld: {nodes: zero}\n"
+            "train: {warmup_steps: 3, lr: -1}\n");
+  r = c.Ringpilot({"validate", c.tmp.path() + "/worse.yaml", "--set", "comm.bucket_mb=0"});
+  EXPECT_EQ(r.exit_code, 2);
+  const std::vector<std::string> lines = SplitLines(r.err);
+  ASSERT_EQ(lines.size(), 4u) << r.err;
+  EXPECT_NE(lines[0].find("worse.yaml:3:16: world.nodes: expected an integer"), std::string::npos);
+  EXPECT_NE(lines[1].find("worse.yaml:4:9: train.warmup_steps: renamed to train.timing_skip_steps"),
+            std::string::npos);
+  EXPECT_NE(lines[2].find("worse.yaml:4:30: train.lr: must be in"), std::string::npos);
+  EXPECT_NE(lines[3].find("--set[1]:1:16: comm.bucket_mb: must be in"), std::string::npos);
+
   r = c.Ringpilot({"validate", c.tmp.path() + "/missing.yaml"});
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_EQ(SplitLines(r.err).size(), 1u) << r.err;
@@ -100,9 +114,27 @@ TEST(RingpilotCli, DryRunPrintsTheCommandAndCreatesNothing) {
   Cli c;
   const ProcessResult r = c.Ringpilot({"run", c.job, "--run-dir", c.run_dir, "--dry-run"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  const std::string prefix =
-      "ringpilot: launching: " + c.mpirun + " -np 2 --oversubscribe --bind-to none";
+  // One shell command line: the attempt's variables, then mpirun; nothing says "launching".
+  const std::string prefix = "RINGPILOT_RUN_DIR=" + c.run_dir +
+                             " RINGPILOT_RESTART=0 RINGPILOT_ATTEMPT=1 RINGPILOT_MAX_RESTARTS=1 "
+                             "RINGPILOT_MASTER_ADDR=127.0.0.1 RINGPILOT_MASTER_PORT=29500 "
+                             "RINGPILOT_VERBOSE=0 " +
+                             c.mpirun + " -np 2 --oversubscribe --bind-to none";
   EXPECT_EQ(r.out.rfind(prefix, 0), 0u) << r.out;
+  EXPECT_EQ(SplitLines(r.out).size(), 1u) << r.out;
+  EXPECT_EQ((r.out + r.err).find("launching"), std::string::npos);
+  // The start-up block on stderr: job, data, run directory, metrics.
+  const std::vector<std::string> block = SplitLines(r.err);
+  ASSERT_EQ(block.size(), 4u) << r.err;
+  EXPECT_EQ(block[0],
+            "ringpilot: job clitest: resnet18-cifar, 2 rank(s) (1 node(s) x 2, device cpu, backend "
+            "local), 4 steps");
+  EXPECT_EQ(block[1], "ringpilot: data synthetic, batch 32 per rank");
+  EXPECT_EQ(block[2], "ringpilot: run directory " + c.run_dir + " (ringpilot status|logs|stop " +
+                          c.run_dir + ")");
+  EXPECT_EQ(block[3],
+            "ringpilot: metrics on 127.0.0.1:9400-9401 (a port per rank, path /metrics; "
+            "docs/metrics.md)");
   EXPECT_NE(
       r.out.find(c.trainer + " --config " + c.run_dir + "/job.yaml --run-dir " + c.run_dir + "\n"),
       std::string::npos)
@@ -114,17 +146,25 @@ TEST(RingpilotCli, RunRestartsOnceAndSucceeds) {
   Cli c;
   const ProcessResult r = c.Ringpilot({"run", c.job, "--run-dir", c.run_dir});
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
-  EXPECT_EQ(r.out, "attempt 0\nattempt 1\n");
-  EXPECT_NE(r.err.find("ringpilot: launching: " + c.mpirun + " -np 2"), std::string::npos);
-  EXPECT_NE(r.err.find("restarting from the last checkpoint (restart 1 of 1)"), std::string::npos);
+  EXPECT_EQ(r.out, "attempt 1\nattempt 2\n");
+  // The mpirun command is in the log, and on the terminal only with --verbose.
+  EXPECT_EQ(r.err.find("ringpilot: launching:"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("restarting from the last checkpoint as attempt 2 (restart 1 of 1)"),
+            std::string::npos);
   EXPECT_NE(r.err.find("ringpilot: job finished after 1 restart(s)"), std::string::npos);
   for (const char* sub : {"/logs", "/checkpoints", "/trace"}) EXPECT_TRUE(Exists(c.run_dir + sub));
   EXPECT_NE(ReadFile(c.run_dir + "/job.yaml").find("clitest"), std::string::npos);
   EXPECT_NE(ReadFile(c.run_dir + "/mpirun-argv").find("--config " + c.run_dir + "/job.yaml"),
             std::string::npos);
   const std::string log = ReadFile(c.run_dir + "/logs/launcher.log");
-  EXPECT_NE(log.find("attempt 0\n"), std::string::npos);
+  EXPECT_NE(log.find("Z attempt 1\n"), std::string::npos);  // after the line's time
   EXPECT_NE(log.find("ringpilot: launching:"), std::string::npos);
+
+  const std::string verbose_dir = c.tmp.path() + "/verbose";
+  const ProcessResult v = c.Ringpilot({"run", c.job, "--run-dir", verbose_dir, "--verbose"});
+  ASSERT_EQ(v.exit_code, 0) << v.err;
+  EXPECT_NE(v.err.find("ringpilot: launching: " + c.mpirun + " -np 2"), std::string::npos);
+  EXPECT_NE(ReadFile(verbose_dir + "/mpirun-argv").find("-x RINGPILOT_VERBOSE"), std::string::npos);
 }
 
 TEST(RingpilotCli, RunFailsForGoodWithExitCodeAndReport) {

@@ -25,7 +25,7 @@ data:       {kind: synthetic, batch_per_rank: 32}           # synthetic | image-
 train:      {steps: 100, optimizer: sgd, lr: 0.1, precision: fp32, cuda_graphs: false, seed: 0}
 comm:       {bucket_mb: 25, first_bucket_mb: 1, grad_dtype: fp32, timeout_s: 300}
 checkpoint: {every_steps: 50, keep: 3}
-metrics:    {enabled: true, bind: 127.0.0.1, port_base: 9400}
+metrics:    {enabled: true, bind: 127.0.0.1, port_base: 18400}
 fault:      {straggler_rank: -1, straggler_ms: 0, crash_rank: -1, crash_step: -1}   # test injection
 )";
 
@@ -216,7 +216,9 @@ TEST(config, DefaultsApply) {
   EXPECT_EQ(c.world.device, Device::kAuto);
   EXPECT_EQ(c.launch.backend, Backend::kLocal);
   EXPECT_EQ(c.model.num_classes, 10);
-  EXPECT_EQ(c.metrics.bind, "127.0.0.1");
+  EXPECT_EQ(c.metrics.bind, "auto");
+  EXPECT_EQ(c.metrics.port_base, 18400);
+  EXPECT_EQ(MetricsPort(c.metrics, 3), 18403);  // base + local rank
 }
 
 TEST(config, BriefExampleParses) {
@@ -226,7 +228,7 @@ TEST(config, BriefExampleParses) {
   EXPECT_TRUE(c.launch.hosts.empty());
   EXPECT_EQ(c.train.steps, 100);
   EXPECT_EQ(c.comm.bucket_mb, 25.0);
-  EXPECT_EQ(c.metrics.port_base, 9400);
+  EXPECT_EQ(c.metrics.port_base, 18400);
   EXPECT_EQ(c.fault.crash_step, -1);
 }
 
@@ -279,6 +281,41 @@ TEST(config, RoundTripDefaultsAndAwkwardValues) {
   a.launch.mpirun_args = {"true", "~", "null", "", "1", "a: b", "#x", "'q'", "\"dq\"", "{x}", "é"};
   const JobConfig b = Parse(EmitJobConfig(a));
   ExpectSame(a, b);
+}
+
+// launch.command: the user's program instead of the built-in trainer.
+constexpr const char* kCommandJob = R"(name: mine
+world: {procs_per_node: 2, device: cpu}
+launch:
+  command: [python3, train.py, --lr, "0.1", --epochs, 3, ""]
+comm: {timeout_s: 60}
+metrics: {port_base: 9500}
+placement: {bind: cores}
+)";
+
+TEST(config, CommandJobNeedsNoModelAndRoundTrips) {
+  const JobConfig c = Parse(kCommandJob);
+  EXPECT_TRUE(RunsCommand(c));
+  // Plain scalars are arguments as written (YAML keeps `3`), an empty string an argument.
+  EXPECT_EQ(c.launch.command,
+            (std::vector<std::string>{"python3", "train.py", "--lr", "0.1", "--epochs", "3", ""}));
+  EXPECT_EQ(c.comm.timeout_s, 60);
+  const std::string text = EmitJobConfig(c);
+  // The resolved job leaves out what only the trainer reads; it parses back the same.
+  for (const char* absent : {"model:", "data:", "train:", "checkpoint:", "fault:", "trace:",
+                             "eval:", "bucket_mb", "gpu_sample_seconds"}) {
+    EXPECT_EQ(text.find(absent), std::string::npos) << absent << " in\n" << text;
+  }
+  EXPECT_NE(text.find("timeout_s: 60"), std::string::npos) << text;
+  const JobConfig b = Parse(text);
+  EXPECT_EQ(b.launch.command, c.launch.command);
+  EXPECT_EQ(EmitJobConfig(b), text);
+  // A trainer job's resolved file has no launch.command (an empty list is not allowed).
+  EXPECT_EQ(EmitJobConfig(Parse(kMinimal)).find("command"), std::string::npos);
+  EXPECT_FALSE(RunsCommand(Parse(kMinimal)));
+  // --set can make a trainer job file run a program only when it names no model.
+  const JobConfig o = Parse("name: x\n", {"launch.command=[sh, -c, 'exit 0']"});
+  EXPECT_EQ(o.launch.command, (std::vector<std::string>{"sh", "-c", "exit 0"}));
 }
 
 TEST(config, LoadFromFile) {
@@ -573,6 +610,21 @@ std::vector<BadCase> BadCases() {
        {},
        "f.yaml:3:17: metrics.bind:",
        "IPv4 address or a host name"},
+      {"port range past 65535 by the ranks of a node",
+       With("metrics: {port_base: 65530}\n"),
+       {"world.procs_per_node=8"},
+       "--set[1]:1:22: world.procs_per_node:",
+       "metrics.port_base 65530 + world.procs_per_node 8 - 1 exceeds port 65535"},
+      {"basic auth user without password file",
+       With("metrics: {basic_auth_user: prom}\n"),
+       {},
+       "f.yaml:3:28: metrics.basic_auth_user:",
+       "needs both metrics.basic_auth_user and metrics.basic_auth_password_file"},
+      {"basic auth user with a colon",
+       With("metrics: {basic_auth_user: 'a:b', basic_auth_password_file: /p}\n"),
+       {},
+       "f.yaml:3:28: metrics.basic_auth_user:",
+       "may not contain ':'"},
       {"bad override key",
        kMinimal,
        {"train.stpes=5"},
@@ -723,6 +775,58 @@ std::vector<BadCase> BadCases() {
        {"train.grad_accum_steps=0"},
        "--set[1]:1:24: train.grad_accum_steps:",
        "1..1024"},
+      {"command: empty list",
+       "name: t\nlaunch: {command: []}\n",
+       {},
+       "f.yaml:2:19: launch.command:",
+       "empty list; give the program and its arguments"},
+      {"command: not a list",
+       "name: t\nlaunch: {command: python3 train.py}\n",
+       {},
+       "f.yaml:2:19: launch.command:",
+       "expected a list: the program and its arguments, e.g. [python3, train.py], got "
+       "\"python3 train.py\""},
+      {"command: a mapping as an argument",
+       "name: t\nlaunch:\n  command: [python3, {lr: 1}]\n",
+       {},
+       "f.yaml:3:22: launch.command:",
+       "expected a string (one argument of the program), got a mapping"},
+      {"command: a nested list",
+       "name: t\nlaunch:\n  command: [python3, [a, b]]\n",
+       {},
+       "f.yaml:3:22: launch.command:",
+       "expected a string (one argument of the program), got a list"},
+      {"command: a null argument",
+       "name: t\nlaunch:\n  command: [python3, ~]\n",
+       {},
+       "f.yaml:3:22: launch.command:",
+       "expected a string (one argument of the program), got null"},
+      {"command: empty program",
+       "name: t\nlaunch:\n  command: [\"\", x]\n",
+       {},
+       "f.yaml:3:13: launch.command:",
+       "the program (the first item) is an empty string"},
+      {"command and a model",
+       "name: t\nmodel: {name: resnet50}\nlaunch:\n  command: [python3, train.py]\n",
+       {},
+       "f.yaml:2:15: model.name:",
+       "only the built-in trainer reads model.name, but launch.command runs your own program"},
+      {"command and a trainer key",
+       "name: t\nlaunch:\n  command: [python3, train.py]\ntrain: {steps: 5}\n",
+       {},
+       "f.yaml:4:16: train.steps:",
+       "only the built-in trainer reads train.steps"},
+      {"command given by --set to a model job",
+       kMinimal,
+       {"launch.command=[python3, train.py]"},
+       "f.yaml:2:15: model.name:",
+       "launch.command runs your own program"},
+      {"neither command nor model",
+       "name: t\nlaunch: {max_restarts: 1}\n",
+       {},
+       "f.yaml:1:1: model.name:",
+       "required key missing (one of resnet18-cifar, resnet50, bert-tiny, bert-base; or "
+       "launch.command to run your own program)"},
       {"negative clipping norm",
        kMinimal,
        {"train.max_grad_norm=-1"},

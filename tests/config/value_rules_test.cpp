@@ -33,6 +33,63 @@ TEST(K8sValueRules, Quantities) {
   }
 }
 
+TEST(SlurmValueRules, Directives) {
+  for (const char* ok : {"--exclusive", "--mem=0", "--constraint=h100&ib", "--gres=gpu:8",
+                         "--mail-type=END,FAIL", "--nodelist=n[1-4]", "--switches=1@01:00:00",
+                         "--mail-user=a@b.example", "--export=ALL,A=b"}) {
+    EXPECT_EQ(CheckSbatchDirective(ok), "") << ok;
+  }
+  for (const char* bad :
+       {"", "--", "-C", "-C h100", "exclusive", "--constraint=a b", "--comment='x'", "--x=$(id)",
+        "--x=`id`", "--x=a;b", "--X", "--=1", "--mem=", "--a=#b", "--1a"}) {
+    EXPECT_NE(CheckSbatchDirective(bad), "") << bad;
+  }
+  // What the script renders from job keys is refused with the key to set instead.
+  EXPECT_EQ(CheckSbatchDirective("--time=10"),
+            "--time is rendered from slurm.time; set that instead, got '--time=10'");
+  EXPECT_NE(CheckSbatchDirective("--gpus-per-node=4").find("world.device"), std::string::npos);
+  EXPECT_NE(CheckSbatchDirective("--nodes=2").find("world.nodes"), std::string::npos);
+  EXPECT_NE(CheckSbatchDirective("--requeue").find("preemption"), std::string::npos);
+}
+
+TEST(SlurmValueRules, SetupLines) {
+  EXPECT_EQ(CheckSlurmSetupLine("module load cuda/13 && echo \"$PATH\""), "");
+  for (const char* bad : {"", "a\nb", "a\tb", "a\rb", "echo a \\"}) {
+    EXPECT_NE(CheckSlurmSetupLine(bad), "") << bad;
+  }
+  EXPECT_NE(CheckSlurmSetupLine(std::string(4097, 'a')), "");
+}
+
+TEST(ClusterRules, MetricsBindAndGpus) {
+  EXPECT_EQ(ClusterMetricsBind("127.0.0.1"), "0.0.0.0");
+  EXPECT_EQ(ClusterMetricsBind("127.0.1.1"), "0.0.0.0");
+  EXPECT_EQ(ClusterMetricsBind("localhost"), "0.0.0.0");
+  EXPECT_EQ(ClusterMetricsBind("10.1.2.3"), "10.1.2.3");
+  EXPECT_EQ(ClusterMetricsBind("0.0.0.0"), "0.0.0.0");
+  WorldConfig w;
+  w.procs_per_node = 8;
+  w.device = Device::kCuda;
+  EXPECT_EQ(RequestedGpusPerNode(w), 8);
+  w.device = Device::kAuto;
+  EXPECT_EQ(RequestedGpusPerNode(w), 8);
+  w.device = Device::kCpu;
+  EXPECT_EQ(RequestedGpusPerNode(w), 0);
+}
+
+TEST(K8sValueRules, QuantityArithmetic) {
+  EXPECT_EQ(QuantityValue("16Gi"), 17179869184.0);
+  EXPECT_EQ(QuantityValue("500m"), 0.5);
+  EXPECT_EQ(QuantityValue("1.5"), 1.5);
+  EXPECT_EQ(QuantityValue("2k"), 2000.0);
+  EXPECT_FALSE(QuantityValue("x").has_value());
+  EXPECT_FALSE(QuantityValue("0").has_value());
+  EXPECT_EQ(MemoryQuantity(17179869184.0), "16384Mi");
+  EXPECT_EQ(MemoryQuantity(1.0), "1Mi");  // rounded up, never below what was asked
+  EXPECT_EQ(CpuQuantity(16), "16");
+  EXPECT_EQ(CpuQuantity(1.5), "1500m");
+  EXPECT_EQ(CpuQuantity(0.0004), "1m");
+}
+
 TEST(K8sValueRules, NamesAndImages) {
   EXPECT_TRUE(IsDnsLabel("train-1"));
   for (const char* bad : {"", "Train", "-a", "a-", "a.b"}) EXPECT_FALSE(IsDnsLabel(bad)) << bad;

@@ -137,6 +137,28 @@ TEST(DoctorPreflight, FailRefusesUnlessForcedAndWritesFiles) {
       RunPreflight(FakeEnv(tmp, 8192 * kMiB), config::Device::kCpu, tmp.path(), false, fine));
 }
 
+// A launch.command job: the trainer's build is not checked (its absence is no warning).
+TEST(DoctorPreflight, ProgramJobSkipsTheTrainerChecks) {
+  TempDir tmp;
+  DoctorEnv env = FakeEnv(tmp, 8192 * kMiB);
+  env.program = true;
+  std::ostringstream err;
+  EXPECT_TRUE(RunPreflight(env, config::Device::kCpu, tmp.path(), false, err));
+  EXPECT_EQ(err.str().find("trainer"), std::string::npos) << err.str();
+  const auto doc = nlohmann::json::parse(ReadFile(tmp.path() + "/doctor.json"));
+  int skipped = 0;
+  for (const auto& c : doc.at("checks")) {
+    const std::string name = c.at("name");
+    if (name == "cuda_arch" || name == "trainer_libraries" || name == "library_versions") {
+      EXPECT_EQ(c.at("status"), "SKIP") << name;
+      EXPECT_EQ(c.at("detail"),
+                "the job runs its own program (launch.command), not ringpilot-trainer");
+      ++skipped;
+    }
+  }
+  EXPECT_EQ(skipped, 3) << doc.dump();
+}
+
 TEST(DoctorPreflight, QuickRunIsFast) {
   TempDir tmp;
   const auto t0 = std::chrono::steady_clock::now();

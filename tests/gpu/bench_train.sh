@@ -4,7 +4,7 @@
 #   tests/gpu/bench_train.sh [--what all|ringpilot|peer] [--worlds "1 2"]
 #       [--models "bert-base resnet50"] [--steps 65] [--out FILE.jsonl] [--peer DIR]
 #       [--each-gpu]   (also the 1-GPU ringpilot run on every other GPU, variant gpuK)
-# ringpilot leaves the first 15 steps out of its rates and percentiles (train.warmup_steps,
+# ringpilot leaves the first 15 steps out of its rates and percentiles (train.timing_skip_steps,
 # RP_WARMUP), as the peer times 50 steps after 15 warm-up ones. RP_PEER_IMPLS="eager compile"
 # (default) picks which peer variants run; RP_GRAD_DTYPE=bf16 reduces gradients in bf16;
 # RP_OVERLAP=false turns comm.overlap_optimizer off; RP_MIXED_LINEAR=false runs BERT's linear
@@ -74,7 +74,7 @@ name: bench-$model-$world
 world: {nodes: 1, procs_per_node: $world, device: cuda}
 model: {name: resnet50, fused_batchnorm: ${RP_FUSED_BN:-true}, maxpool_kernel: ${RP_MAXPOOL_KERNEL:-true}}
 data: {batch_per_rank: $batch${RP_DATA:+, $RP_DATA}}
-train: {steps: $STEPS, warmup_steps: ${RP_WARMUP:-15}, optimizer: sgd, lr: 0.1, momentum: 0.9, weight_decay: 5.0e-5, precision: bf16, channels_last: true, cuda_graphs: ${RP_GRAPHS_RESNET:-true}, log_every_s: 10${RP_HOST_LEAD:+, host_lead_steps: $RP_HOST_LEAD}}
+train: {steps: $STEPS, timing_skip_steps: ${RP_WARMUP:-15}, optimizer: sgd, lr: 0.1, momentum: 0.9, weight_decay: 5.0e-5, precision: bf16, channels_last: true, cuda_graphs: ${RP_GRAPHS_RESNET:-true}, log_every_s: 10${RP_HOST_LEAD:+, host_lead_steps: $RP_HOST_LEAD}}
 comm: {bucket_mb: ${RP_BUCKET_MB:-25}, ${RP_FIRST_BUCKET_MB:+first_bucket_mb: $RP_FIRST_BUCKET_MB, }grad_dtype: ${RP_GRAD_DTYPE:-fp32}, overlap_optimizer: ${RP_OVERLAP:-true}${RP_CTA_POLICY:+, nccl_cta_policy: $RP_CTA_POLICY}${RP_COMM_HIGH_PRIORITY:+, high_priority_stream: $RP_COMM_HIGH_PRIORITY}${RP_BACKWARD_CARVEOUT:+, backward_sm_carveout: $RP_BACKWARD_CARVEOUT}${RP_NCCL_REGISTRATION:+, nccl_buffer_registration: $RP_NCCL_REGISTRATION}}
 checkpoint: {every_steps: 0, keep: 1}
 metrics: {enabled: true, port_base: 0}
@@ -85,7 +85,7 @@ name: bench-$model-$world
 world: {nodes: 1, procs_per_node: $world, device: cuda}
 model: {name: bert-base, seq_len: 128, mixed_linear: ${RP_MIXED_LINEAR:-true}, mixed_linear_accumulate: ${RP_MIXED_ACCUMULATE:-true}${RP_FUSED_RESIDUAL:+, fused_residual_norm: $RP_FUSED_RESIDUAL}${RP_VOCAB:+, vocab_size: $RP_VOCAB}}
 data: {batch_per_rank: $batch${RP_DATA:+, $RP_DATA}}
-train: {steps: $STEPS, warmup_steps: ${RP_WARMUP:-15}, optimizer: adamw, lr: 1.0e-4, precision: bf16, cuda_graphs: true, log_every_s: 10${RP_HOST_LEAD:+, host_lead_steps: $RP_HOST_LEAD}}
+train: {steps: $STEPS, timing_skip_steps: ${RP_WARMUP:-15}, optimizer: adamw, lr: 1.0e-4, precision: bf16, cuda_graphs: true, log_every_s: 10${RP_HOST_LEAD:+, host_lead_steps: $RP_HOST_LEAD}}
 comm: {bucket_mb: ${RP_BERT_BUCKET_MB:-25}, ${RP_FIRST_BUCKET_MB:+first_bucket_mb: $RP_FIRST_BUCKET_MB, }grad_dtype: ${RP_GRAD_DTYPE:-fp32}, overlap_optimizer: ${RP_OVERLAP:-true}${RP_CTA_POLICY:+, nccl_cta_policy: $RP_CTA_POLICY}${RP_COMM_HIGH_PRIORITY:+, high_priority_stream: $RP_COMM_HIGH_PRIORITY}${RP_BACKWARD_CARVEOUT:+, backward_sm_carveout: $RP_BACKWARD_CARVEOUT}${RP_NCCL_REGISTRATION:+, nccl_buffer_registration: $RP_NCCL_REGISTRATION}}
 checkpoint: {every_steps: 0, keep: 1}
 metrics: {enabled: true, port_base: 0}

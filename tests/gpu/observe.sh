@@ -16,7 +16,7 @@
 #   straggler CUDA graphs on, fault.straggler_rank=LAST straggler_ms=50: rank 0's wait is
 #             blamed on the last rank, within 20% of 50 ms per step; diagnose names it
 #   series    ringpilot_gpu_* (clock-limited seconds included), ringpilot_nccl_transport_info,
-#             gpu_uuid/pci_bus_id labels
+#             dcgm-exporter's UUID/gpu/pci_bus_id labels, a series count within 300
 #   trace     every trace-rank-N.json and diagnose's merged trace.json are valid JSON
 #   overhead  step time with metrics on vs off (CUDA graphs on), median of 3 runs each
 set -euo pipefail
@@ -101,7 +101,7 @@ model: {name: bert-base}
 data: {batch_per_rank: 64}
 train: {steps: 60, optimizer: adamw, lr: 1.0e-4, precision: bf16, cuda_graphs: true, log_every_s: 30}
 checkpoint: {every_steps: 0, keep: 1}
-metrics: {enabled: true, port_base: 9400, gpu_sample_seconds: 1}
+metrics: {enabled: true, port_base: 18400, gpu_sample_seconds: 1}
 YAML
   rm -rf "${OUT:?}/$name"  # an existing run directory would be resumed
   "$RP" run "$OUT/$name.yaml" --run-dir "$OUT/$name" "${set[@]}" >"$OUT/$name.log" 2>&1
@@ -145,13 +145,13 @@ PY
 )
   row "$label" "${res%% *}" "${res#* }"
 }
-scrape 9400 "$OUT/metrics-busbw.txt" & sp=$!
+scrape 18400 "$OUT/metrics-busbw.txt" & sp=$!
 job busbw train.cuda_graphs=false train.steps=80 || row busbw FAIL "job failed: $(tail -3 "$OUT/busbw.log")"
 kill "$sp" 2>/dev/null || true
 cp "$OUT/metrics-busbw.txt" "$OUT/metrics-rank0.txt" 2>/dev/null || true
 "$RP" diagnose "$OUT/busbw" --json >"$OUT/diagnose.json" 2>"$OUT/diagnose.err" || true
 busbw_row busbw busbw INFO
-scrape 9400 "$OUT/metrics-graphs.txt" & sp=$!
+scrape 18400 "$OUT/metrics-graphs.txt" & sp=$!
 job graphs train.steps=80 || row busbw-g FAIL "job failed: $(tail -3 "$OUT/graphs.log")"
 kill "$sp" 2>/dev/null || true
 busbw_row graphs busbw-g
@@ -202,10 +202,11 @@ need = ["ringpilot_gpu_utilization_ratio", "ringpilot_gpu_power_watts", "ringpil
         "ringpilot_step_seconds_bucket", "ringpilot_build_info", "ringpilot_gpu_clock_limited_seconds_total"]
 missing = [n for n in need if not re.search("^" + n + "[{ ]", text, re.M)]
 limited = dict(re.findall(r'^ringpilot_gpu_clock_limited_seconds_total\{[^}]*cause="(\w+)"[^}]*\} (\S+)', text, re.M))
-labels = bool(re.search(r'^ringpilot_step_seconds_count\{[^}]*gpu_uuid="GPU-[^"]+"[^}]*pci_bus_id="[^"]+"', text, re.M))
+labels = bool(re.search(r'^ringpilot_step_seconds_count\{UUID="GPU-[^"]+"[^}]*gpu="\d+"[^}]*pci_bus_id="[^"]+"', text, re.M))
+series = len([l for l in text.splitlines() if l and not l.startswith("#")])
 tr = sorted(set(re.findall(r'ringpilot_nccl_transport_info\{[^}]*transport="([^"]+)"', text)))
-print(("PASS " if not missing and labels else "FAIL ") +
-      (f"missing {missing}; " if missing else "") + f"gpu_uuid/pci_bus_id labels {labels}; transports {tr}; "
+print(("PASS " if not missing and labels and series <= 300 else "FAIL ") +
+      (f"missing {missing}; " if missing else "") + f"UUID/gpu/pci_bus_id labels {labels}; {series} series; transports {tr}; "
       f"clock-limited seconds {limited}")
 PY
 )

@@ -46,9 +46,10 @@ if [[ $RP_RC -ne 0 && $RP_RC -ne 124 && $RP_RC -ne 137 ]]; then
 else
   rp_row "(a) exit" "exit $RP_RC, want a failure" FAIL
 fi
-fatal=$(grep -h '^FATAL ' "$run"/logs/rank-0.log 2>/dev/null | tail -n 1 || true)
+# Every log line: TIME LEVEL message (TIME ISO 8601, UTC, milliseconds).
+fatal=$(grep -hE '^[0-9-]{10}T[0-9:.]{12}Z FATAL ' "$run"/logs/rank-0.log 2>/dev/null | tail -n 1 || true)
 if [[ $fatal == *"checkpoints/"*"No space left on device"* ]]; then
-  rp_row "(a) FATAL line" "${fatal#FATAL * }" PASS
+  rp_row "(a) FATAL line" "${fatal#* FATAL }" PASS
 else
   rp_row "(a) FATAL line" "rank-0.log has no FATAL naming a checkpoint file and ENOSPC" FAIL
   rp_tail "$RP_TMP/out1"

@@ -99,7 +99,7 @@ fi
 
 # The job trains on, unharmed: no rank failed. It is then stopped the way a user would
 # (SIGTERM to `ringpilot run`, which timeout passes on).
-if kill -0 "$runner" 2>/dev/null && ! grep -qs '^FATAL' "$run"/logs/rank-*.log; then
+if kill -0 "$runner" 2>/dev/null && ! grep -qs ' FATAL ' "$run"/logs/rank-*.log; then
   rp_row "(c) job" "still training after the abuse, no FATAL line" PASS
 else
   rp_row "(c) job" "the job ended or a rank failed during the abuse (see $out)" FAIL

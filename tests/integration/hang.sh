@@ -38,7 +38,7 @@ stopped_pid="" stop_s=""
 for _ in $(seq 1 600); do
   beat=$run/logs/rank-1.heartbeat
   if [[ -f $beat ]] && (($(python3 -c 'import json,sys;print(json.load(open(sys.argv[1]))["step"])' "$beat" 2>/dev/null || echo 0) >= 20)); then
-    stopped_pid=$(sed -n 's/.*pid \([0-9]*\), attempt 0).*/\1/p' "$run/logs/rank-1.log" | head -n 1)
+    stopped_pid=$(sed -n 's/.*pid \([0-9]*\), attempt 1).*/\1/p' "$run/logs/rank-1.log" | head -n 1)
     if [[ -n $stopped_pid ]] && kill -STOP "$stopped_pid" 2>/dev/null; then
       stop_s=$(date +%s.%N)
       rp_log "stopped rank 1 (pid $stopped_pid)"
@@ -56,9 +56,10 @@ if [[ -z $stop_s ]]; then
 fi
 
 report=$run/attempts/1/failure.json
-fatal=$(grep -h '^FATAL ' "$run"/logs/rank-0.log | head -n 1 || true)
+# Every log line: TIME LEVEL message (TIME ISO 8601, UTC, milliseconds).
+fatal=$(grep -hE '^[0-9-]{10}T[0-9:.]{12}Z FATAL ' "$run"/logs/rank-0.log | head -n 1 || true)
 if [[ $fatal == *"not complete after"*"comm.timeout_s"* ]]; then
-  rp_row "(a) FATAL line" "${fatal#FATAL * }" PASS
+  rp_row "(a) FATAL line" "${fatal#* FATAL }" PASS
 else
   rp_row "(a) FATAL line" "rank-0.log has no timeout FATAL: '${fatal}'" FAIL
 fi

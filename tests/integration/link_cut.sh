@@ -120,11 +120,16 @@ wait "$runner" || true
 job_rc=$(cat "$RP_TMP/rc" 2>/dev/null || echo "?")
 
 # (a) detected
-fatal=$(grep -h '^FATAL ' "$run"/logs/rank-*.log 2>/dev/null | sort -k2,2n | head -n 1 || true)
-fatal_s=$(python3 -c 'import sys; print(round(int(sys.argv[1]) / 1e9 - float(sys.argv[2]), 1))' \
-  "$(awk '{print $2}' <<<"${fatal:-FATAL 0}")" "$cut_s")
+# Every log line: TIME LEVEL message (TIME ISO 8601, UTC, milliseconds: sorts as time).
+fatal=$(grep -hE '^[0-9-]{10}T[0-9:.]{12}Z FATAL ' "$run"/logs/rank-*.log 2>/dev/null | sort | head -n 1 || true)
+fatal_s=$(python3 -c 'import datetime,sys
+try:
+    t = datetime.datetime.strptime(sys.argv[1], "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=datetime.timezone.utc)
+    print(round(t.timestamp() - float(sys.argv[2]), 1))
+except ValueError:
+    print("nan")' "${fatal%% *}" "$cut_s")
 if [[ $fatal == *"not complete after"*"comm.timeout_s"* ]] && rp_le "$fatal_s" "$((TIMEOUT_S + SLACK_S))"; then
-  rp_row "(a) detected" "FATAL ${fatal_s} s after the cut: ${fatal#FATAL * }" PASS
+  rp_row "(a) detected" "FATAL ${fatal_s} s after the cut: ${fatal#* FATAL }" PASS
 else
   rp_row "(a) detected" "first FATAL ${fatal_s} s after the cut: '${fatal}'" FAIL
 fi

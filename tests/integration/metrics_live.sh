@@ -1,14 +1,18 @@
 #!/usr/bin/env bash
-# Live metrics of a running 4-rank bert-tiny CPU job, checked three ways:
-#   - each rank's /metrics (port_base + rank) passes `promtool check metrics` and has
-#     ringpilot_step_seconds_bucket, ringpilot_samples_total,
-#     ringpilot_collective_seconds_bucket{op="allreduce"}, ringpilot_collective_bytes_total
-#     and ringpilot_build_info, labelled job, node, rank, local_rank (and the allreduce
-#     series have counted something);
-#   - a real Prometheus server (loopback, temp storage, scrape_interval 1s, honor_labels)
-#     scraping the four ranks answers /api/v1/query?query=ringpilot_samples_total with
-#     every rank and its job/node/rank labels;
-#   - SIGTERM to `ringpilot run` stops the job: exit 143, nothing left running, ports closed.
+# Live metrics of a running 4-rank bert-tiny CPU job, checked four ways:
+#   - discovery: with metrics.port_base 0 every rank picks a free port, and
+#     RUN_DIR/prometheus-targets.json (Prometheus file_sd) lists all four with the target
+#     labels ringpilot_job and ringpilot_run; metrics.file_sd_dir holds a link to it;
+#   - each rank's /metrics passes `promtool check metrics`, has at most 300 series (the
+#     budget of docs/metrics.md), and has the documented series, labelled Hostname, rank,
+#     local_rank and no `job`: step and collective histograms, samples, progress
+#     (ringpilot_step, ringpilot_steps_target), the rank's own loss (set on every rank),
+#     ringpilot_job_info, the process_* series, build info;
+#   - a real Prometheus server (loopback, temp storage, scrape_interval 1s, file_sd over
+#     FILE_SD_DIR/*.json, no honor_labels) answers ringpilot_samples_total for every
+#     rank with ringpilot_job/Hostname/rank and no exported_* label;
+#   - SIGTERM to `ringpilot run` stops the job: exit 143, nothing left running, ports
+#     closed, the targets file emptied (a job stopped on purpose is not "down").
 #
 # Usage: RINGPILOT_BUILD_DIR=build tests/integration/metrics_live.sh
 set -euo pipefail
@@ -21,14 +25,12 @@ for tool in promtool prometheus; do
   command -v "$tool" >/dev/null || rp_die "'$tool' not found (Debian packages prometheus, promtool)"
 done
 
-port_base=$(rp_free_ports $NRANKS)
 prom_port=$(rp_free_ports 1)
-while ((prom_port >= port_base && prom_port < port_base + NRANKS)); do prom_port=$(rp_free_ports 1); done
 node=$(hostname)
-run=$RP_TMP/run
-rp_log "metrics ports $port_base..$((port_base + NRANKS - 1)); prometheus on $prom_port"
-targets=""
-for ((r = 0; r < NRANKS; r++)); do targets+="${targets:+, }'127.0.0.1:$((port_base + r))'"; done
+run=$RP_TMP/runs/metrics-live
+file_sd=$RP_TMP/file_sd
+mkdir -p "$RP_TMP/runs"
+rp_log "metrics ports picked by the ranks (port_base 0); prometheus on $prom_port"
 
 job=$RP_TMP/job.yaml
 cat >"$job" <<EOF
@@ -39,7 +41,7 @@ model: {name: bert-tiny, dropout: 0.1}
 data: {kind: synthetic, batch_per_rank: 2}
 train: {steps: 3000, optimizer: sgd, lr: 0.01, threads_per_rank: 1, log_every_s: 2}
 checkpoint: {every_steps: 0, keep: 1}
-metrics: {enabled: true, bind: 127.0.0.1, port_base: $port_base}
+metrics: {enabled: true, bind: 127.0.0.1, port_base: 0, file_sd_dir: $file_sd}
 EOF
 
 # fetch URL OUT: one HTTP GET with a short timeout; exit status 0 on HTTP 200.
@@ -64,10 +66,10 @@ mkdir -p "$prom_dir/data"
 cat >"$prom_dir/prometheus.yml" <<EOF
 global: {scrape_interval: 1s, scrape_timeout: 1s, evaluation_interval: 1s}
 scrape_configs:
-  - job_name: ringpilot-it
-    honor_labels: true
-    static_configs:
-      - targets: [$targets]
+  - job_name: ringpilot
+    file_sd_configs:
+      - files: ['$file_sd/*.json']
+        refresh_interval: 1s
 EOF
 prometheus --config.file="$prom_dir/prometheus.yml" --storage.tsdb.path="$prom_dir/data" \
   --web.listen-address="127.0.0.1:$prom_port" --log.level=warn >"$prom_dir/prometheus.log" 2>&1 &
@@ -100,6 +102,35 @@ done
 rp_on_exit "kill -TERM $rp_pid 2>/dev/null || true; wait $tpid 2>/dev/null || true"
 job_alive() { kill -0 "$tpid" 2>/dev/null; }
 
+# Discovery: rank 0 writes every rank's address once all serve (before the model is built).
+targets_file=$run/prometheus-targets.json
+ports=()
+deadline=$((SECONDS + UP_WAIT_S))
+while ((SECONDS < deadline)) && job_alive; do
+  if [[ -s $targets_file ]] && mapfile -t ports < <(python3 - "$targets_file" "$JOB_NAME" <<'EOF'
+import json, sys
+groups = json.load(open(sys.argv[1]))
+assert len(groups) == 1 and groups[0]["labels"]["ringpilot_job"] == sys.argv[2]
+assert groups[0]["labels"]["ringpilot_run"] == "metrics-live"
+for t in groups[0]["targets"]:
+    host, port = t.rsplit(":", 1)
+    assert host == "127.0.0.1", t
+    print(port)
+EOF
+  ) && ((${#ports[@]} == NRANKS)); then
+    break
+  fi
+  ports=()
+  sleep 0.5
+done
+if ((${#ports[@]} == NRANKS)) && [[ $(readlink "$file_sd/metrics-live.json") == "$targets_file" ]]; then
+  rp_row "file_sd targets" "$targets_file: ${NRANKS} ranks on ports ${ports[*]}, labels ringpilot_job, ringpilot_run; linked from $file_sd/metrics-live.json" PASS
+else
+  rp_row "file_sd targets" "no valid $targets_file with $NRANKS targets (linked from $file_sd/metrics-live.json) within ${UP_WAIT_S} s: $(head -c 300 "$targets_file" 2>/dev/null | tr '\n' ' ')" FAIL
+  rp_tail "$RP_TMP/job.out"
+  rp_finish
+fi
+
 # Wait until every rank serves metrics and has trained a few steps.
 rank_up=()
 for ((r = 0; r < NRANKS; r++)); do rank_up[r]=0; done
@@ -112,8 +143,9 @@ while ((SECONDS < deadline)) && job_alive; do
   for ((r = 0; r < NRANKS; r++)); do
     ((rank_up[r])) && continue
     f=$RP_TMP/rank-$r.prom
-    if fetch "http://127.0.0.1:$((port_base + r))/metrics" "$f" &&
-      awk '$1 ~ /^ringpilot_samples_total\{/ && $2 + 0 >= 4 {found = 1} END {exit !found}' "$f"; then
+    if fetch "http://127.0.0.1:${ports[r]}/metrics" "$f" &&
+      awk '$1 ~ /^ringpilot_samples_total\{/ && $2 + 0 >= 4 {found = 1} END {exit !found}' "$f" &&
+      awk '$1 ~ /^ringpilot_loss\{/ && $2 + 0 != 0 {found = 1} END {exit !found}' "$f"; then
       rank_up[r]=1
     fi
   done
@@ -122,9 +154,9 @@ while ((SECONDS < deadline)) && job_alive; do
 done
 for ((r = 0; r < NRANKS; r++)); do
   if ((rank_up[r])); then
-    rp_row "rank $r /metrics" "serving on 127.0.0.1:$((port_base + r)), samples_total >= 4" PASS
+    rp_row "rank $r /metrics" "serving on 127.0.0.1:${ports[r]}, samples_total >= 4, its loss set" PASS
   else
-    rp_row "rank $r /metrics" "not up with samples_total >= 4 within ${UP_WAIT_S} s (job alive: $(job_alive && echo yes || echo no))" FAIL
+    rp_row "rank $r /metrics" "not up with samples_total >= 4 and a loss within ${UP_WAIT_S} s (job alive: $(job_alive && echo yes || echo no))" FAIL
   fi
 done
 if ! all_up; then
@@ -142,8 +174,9 @@ for ((r = 0; r < NRANKS; r++)); do
   fi
   problems=$(python3 - "$f" "$JOB_NAME" "$node" "$r" <<'EOF'
 import re, sys
+import math
 path, job, node, rank = sys.argv[1:5]
-want_labels = {"job": job, "node": node, "rank": rank, "local_rank": rank}
+want_labels = {"Hostname": node, "rank": rank, "local_rank": rank}
 samples = []  # (name, labels, value)
 line_re = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{(.*)\})?\s+(\S+)')
 label_re = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"')
@@ -158,12 +191,29 @@ for line in open(path):
 checks = [
     ("ringpilot_step_seconds_bucket", {}, None),
     ("ringpilot_samples_total", {}, 4),
+    ("ringpilot_step", {}, 1),
+    ("ringpilot_steps_target", {}, 3000),
     ("ringpilot_collective_seconds_bucket", {"op": "allreduce"}, None),
     ("ringpilot_collective_seconds_count", {"op": "allreduce"}, 1),
     ("ringpilot_collective_bytes_total", {"op": "allreduce"}, 1),
+    ("ringpilot_step_phase_seconds_count", {"phase": "backward"}, 1),
     ("ringpilot_build_info", {}, None),
+    ("ringpilot_job_info", {"name": job, "world_size": "4"}, 1),
+    ("ringpilot_restarts_total", {}, None),
+    ("process_cpu_seconds_total", {}, None),
+    ("process_resident_memory_bytes", {}, 1e6),
+    ("process_open_fds", {}, 3),
+    ("process_start_time_seconds", {}, 1.7e9),
 ]
 problems = []
+if len(samples) > 300:
+    problems.append(f"{len(samples)} series, over the budget of 300")
+with_job = sorted({s[0] for s in samples if "job" in s[1]})
+if with_job:
+    problems.append(f"a `job` label (Prometheus' own) on {with_job[:3]}")
+loss = [s[2] for s in samples if s[0] == "ringpilot_loss"]
+if not loss or not math.isfinite(loss[0]) or loss[0] <= 0:
+    problems.append(f"ringpilot_loss {loss}: want this rank's finite loss")
 for name, extra, minimum in checks:
     same_name = [s for s in samples if s[0] == name]
     if not same_name:
@@ -180,7 +230,7 @@ print("; ".join(problems))
 EOF
   )
   if [[ -z $problems ]]; then
-    rp_row "rank $r series" "5 required series with job,node=$node,rank,local_rank=$r" PASS
+    rp_row "rank $r series" "$(grep -cv '^#' "$f") series; the documented ones, labelled Hostname=$node,rank,local_rank=$r, no job" PASS
   else
     rp_row "rank $r series" "$problems" FAIL
   fi
@@ -198,7 +248,10 @@ d = json.load(open(sys.argv[1]))
 ranks = set()
 for s in d.get("data", {}).get("result", []):
     m = s["metric"]
-    if m.get("job") == sys.argv[2] and m.get("node") == sys.argv[3] and "rank" in m:
+    if any(k.startswith("exported_") for k in m):
+        sys.exit(1)  # a label clash with the target's: what honor_labels used to hide
+    if (m.get("ringpilot_job") == sys.argv[2] and m.get("ringpilot_run") == "metrics-live"
+            and m.get("Hostname") == sys.argv[3] and m.get("job") == "ringpilot" and "rank" in m):
         ranks.add(m["rank"])
 sys.exit(0 if d.get("status") == "success" and ranks >= {str(r) for r in range(int(sys.argv[4]))} else 1)
 EOF
@@ -209,9 +262,9 @@ EOF
   sleep 1
 done
 if ((prom_ok)); then
-  rp_row "prometheus query" "ringpilot_samples_total for ranks 0..$((NRANKS - 1)) with job=$JOB_NAME,node=$node" PASS
+  rp_row "prometheus query" "ringpilot_samples_total for ranks 0..$((NRANKS - 1)) with ringpilot_job=$JOB_NAME,Hostname=$node (file_sd), no exported_*" PASS
 else
-  rp_row "prometheus query" "no ringpilot_samples_total{job=$JOB_NAME,node,rank=0..$((NRANKS - 1))} within ${PROM_WAIT_S} s: $(head -c 300 "$prom_result" 2>/dev/null | tr '\n' ' ')" FAIL
+  rp_row "prometheus query" "no ringpilot_samples_total{ringpilot_job=$JOB_NAME,Hostname,rank=0..$((NRANKS - 1))} within ${PROM_WAIT_S} s: $(head -c 300 "$prom_result" 2>/dev/null | tr '\n' ' ')" FAIL
   rp_tail "$prom_dir/prometheus.log" 10
 fi
 
@@ -256,12 +309,17 @@ else
 fi
 closed=1
 for ((r = 0; r < NRANKS; r++)); do
-  fetch "http://127.0.0.1:$((port_base + r))/metrics" "$RP_TMP/after-$r.prom" && closed=0
+  fetch "http://127.0.0.1:${ports[r]}/metrics" "$RP_TMP/after-$r.prom" && closed=0
 done
 if ((closed)); then
-  rp_row "ports closed" "$port_base..$((port_base + NRANKS - 1)) no longer answer" PASS
+  rp_row "ports closed" "${ports[*]} no longer answer" PASS
 else
   rp_row "ports closed" "a metrics port still answers after the job ended" FAIL
+fi
+if [[ $(cat "$targets_file" 2>/dev/null) == "[]" ]]; then
+  rp_row "targets withdrawn" "$targets_file is [] after the user stopped the job" PASS
+else
+  rp_row "targets withdrawn" "$targets_file still lists targets: $(head -c 200 "$targets_file" | tr '\n' ' ')" FAIL
 fi
 
 rp_finish

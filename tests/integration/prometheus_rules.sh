@@ -28,7 +28,8 @@ done
 readonly RULES=$RINGPILOT_SOURCE_DIR/deploy/prometheus/rules.yml
 readonly RULES_TEST=$RINGPILOT_SOURCE_DIR/deploy/prometheus/rules_test.yml
 readonly DASHBOARD=$RINGPILOT_SOURCE_DIR/deploy/grafana/ringpilot.json
-readonly ALERTS="RingpilotBusBandwidthLow RingpilotCollectiveStalled RingpilotGpuClockLimited RingpilotNcclSocketFallback RingpilotStraggler"
+# Every alert of rules.yml, sorted (as /api/v1/rules lists them); each needs a test.
+readonly ALERTS="RingpilotBusBandwidthLow RingpilotCollectiveStalled RingpilotDoctorCheckFailed RingpilotDoctorStale RingpilotGpuClockLimited RingpilotJobDown RingpilotLossNotFinite RingpilotNcclSocketFallback RingpilotNotProgressing RingpilotRestarting RingpilotStraggler"
 
 # --- promtool -------------------------------------------------------------------------------
 if promtool check rules "$RULES" >"$RP_TMP/check.out" 2>&1; then
@@ -41,6 +42,12 @@ if (cd "$(dirname "$RULES_TEST")" && promtool test rules "$RULES_TEST") >"$RP_TM
 else
   rp_row "test rules" "$(tr '\n' ' ' <"$RP_TMP/test.out" | head -c 400)" FAIL
   rp_tail "$RP_TMP/test.out" 40
+fi
+defined=$(grep -o 'alert: [A-Za-z]*$' "$RULES" | cut -d' ' -f2 | sort | tr '\n' ' ')
+if [[ "$defined" == "$ALERTS " ]]; then
+  rp_row "alert list" "rules.yml defines exactly the $(wc -w <<<"$ALERTS") alerts this test knows" PASS
+else
+  rp_row "alert list" "rules.yml defines: $defined; this test knows: $ALERTS" FAIL
 fi
 for alert in $ALERTS; do
   if grep -q "alert: $alert\$" "$RULES" && grep -q "alertname: $alert\$" "$RULES_TEST"; then

@@ -5,9 +5,12 @@
 #       train.steps=20 (resumes at step 10): identical param_sha256; the 10-step summary
 #       kept as summary.json.prev; a third run with nothing left to train is refused
 #       (exit 2) and leaves summary.json as it was.
+#       The rank's counters continue across the two runs (logs/rank-N.counters.json, the
+#       journal ringpilot_steps_total starts from): 20 steps, 40 samples.
 #   (b) rank 1 crashes at step 13 (fault injection), launch.max_restarts=1: exit 0,
 #       restarts 1, resumed_from_step 10, the straight run's param_sha256, and
-#       logs/launcher.log tells of the restart.
+#       logs/launcher.log tells of the restart; the counters continue from the step-10
+#       checkpoint: 20 steps, ringpilot_restarts_total 1.
 #   (c) the same crash with max_restarts=0: non-zero exit, failure.json names
 #       first_failing_rank 1, no summary.json.
 #   (d) a finished 10-step run whose newest checkpoint (step 10) has flipped bytes in
@@ -69,6 +72,18 @@ same_sha() {
   fi
 }
 
+# counter RUN_DIR RANK NAME: the value of an unlabelled counter in the rank's journal.
+counter() {
+  python3 - "$1/logs/rank-$2.counters.json" "$3" <<'PY'
+import json, sys
+try:
+    series = json.load(open(sys.argv[1])).get(sys.argv[2], [])
+    print(next(s["value"] for s in series if not s["labels"]))
+except Exception:
+    print("missing")
+PY
+}
+
 expect_eq() {  # expect_eq NAME WHAT GOT WANT
   if [[ $3 == "$4" ]]; then rp_row "$1" "$2 $3" PASS; else rp_row "$1" "$2 $3 (want $4)" FAIL; fi
 }
@@ -90,6 +105,10 @@ if rp_expect_ok "(a) first 10 steps" "$b.out1" "$b"; then
     expect_eq "(a) resumed" "resumed_from_step" "$(rp_json "$b/summary.json" resumed_from_step)" 10
     same_sha "(a) resumed == straight" "$b"
     expect_eq "(a) history" "summary.json.prev steps" "$(rp_json "$b/summary.json.prev" steps)" 10
+    for r in 0 1; do
+      expect_eq "(a) rank $r counters" "ringpilot_steps_total,samples_total" \
+        "$(counter "$b" $r ringpilot_steps_total),$(counter "$b" $r ringpilot_samples_total)" "20.0,40.0"
+    done
     # Nothing left to train: refused, the results untouched.
     before=$(sha256sum "$b/summary.json")
     rp_run "$JOB_LIMIT_S" "$b.out3" "$b" "$job" --set train.steps=20
@@ -111,6 +130,8 @@ if rp_expect_ok "(b) crash + 1 restart" "$c.out" "$c"; then
   expect_eq "(b) restarts" "restarts" "$(rp_json "$c/summary.json" restarts)" 1
   expect_eq "(b) resumed" "resumed_from_step" "$(rp_json "$c/summary.json" resumed_from_step)" 10
   same_sha "(b) restarted == straight" "$c"
+  expect_eq "(b) rank 1 counters" "ringpilot_steps_total,restarts_total" \
+    "$(counter "$c" 1 ringpilot_steps_total),$(counter "$c" 1 ringpilot_restarts_total)" "20.0,1.0"
 fi
 if grep -q 'restarting from the last checkpoint' "$c/logs/launcher.log" 2>/dev/null; then
   rp_row "(b) launcher.log" "mentions the restart" PASS

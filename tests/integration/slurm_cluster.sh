@@ -6,11 +6,16 @@
 # run` (launch.backend slurm) runs mpirun over the allocation, and mpirun starts its
 # daemon on n2 through Slurm (srun), as on a real cluster.
 #
+# The job files name no launch.backend: `slurm render` implies it.
 # Phase 1: a 2-node x 2-rank CPU job completes: summary.json, checkpoints, rank logs on
-#   n1 (ranks 0,1) and n2 (ranks 2,3).
+#   n1 (ranks 0,1) and n2 (ranks 2,3); its slurm.directives reach Slurm (the job's
+#   Comment) and its slurm.setup lines run in the batch script (an unset variable too).
 # Phase 2: a longer job gets `scancel --signal=USR1 --batch` after a few steps: the ranks
 #   checkpoint step K, the batch script requeues the job, and the rerun resumes from K
-#   (not 0) and finishes every step.
+#   (not 0) and finishes every step. Meanwhile its ranks' metrics (metrics.bind left at
+#   127.0.0.1, which the render makes 0.0.0.0) are scraped from the root namespace, i.e.
+#   from another host, on both nodes' addresses; `ringpilot status` there says running on
+#   n1, and finished at the end.
 #
 # Debian's slurmd accepts `-N NAME`, but two slurmd on one host would share one host
 # name and network, so mpirun and the ranks could not tell the nodes apart; hence the
@@ -30,7 +35,7 @@ readonly BR="rpslbr$$" VETH_HOST=("rpsl1h$$" "rpsl2h$$") VETH_NODE=("rpsl1n$$" "
 # Daemons of this run, listed for a later run to remove should this one be killed.
 readonly PID_DIR=/run/ringpilot-it-slurm
 readonly PID_LIST=$PID_DIR/$$.pids
-readonly JOB1_LIMIT_S=150 JOB2_LIMIT_S=240 STEPS2=16
+readonly JOB1_LIMIT_S=150 JOB2_LIMIT_S=240 STEPS2=16 METRICS_BASE=9400
 
 [[ $(id -u) -eq 0 ]] || rp_die "needs root (network namespaces, Slurm daemons); CI runs as root"
 for tool in slurmctld slurmd sbatch scontrol squeue sinfo scancel munged mungekey ip nsenter \
@@ -218,10 +223,9 @@ rank_nodes() {
 common=$(
   cat <<EOF
 world: {nodes: 2, procs_per_node: 2, device: cpu}
-launch: {backend: slurm, max_restarts: 0}
+launch: {max_restarts: 0}
 model: {name: resnet18-cifar}
 data: {kind: synthetic, batch_per_rank: 2}
-metrics: {enabled: false}
 EOF
 )
 
@@ -231,7 +235,13 @@ name: it-slurm
 $common
 train: {steps: 6, optimizer: sgd, lr: 0.01, seed: 0, threads_per_rank: 1, log_every_s: 60}
 checkpoint: {every_steps: 3, keep: 2}
-slurm: {time: "00:10:00", signal_seconds: 60, run_root: $RP_TMP/runs}
+metrics: {enabled: false}
+slurm:
+  time: "00:10:00"
+  signal_seconds: 60
+  run_root: $RP_TMP/runs
+  directives: ["--comment=ringpilot-it-directive"]
+  setup: ['test -z "\$RP_IT_UNSET"', 'echo "ringpilot-it setup ran on \$(hostname)" >&2']
 EOF
 if ! id1=$(submit job1 "$RP_TMP/job1.yaml") || [[ ! $id1 =~ ^[0-9]+$ ]]; then
   dump_logs
@@ -271,6 +281,12 @@ if grep -qx 'n1 slots=2' "$run1/hostfile" 2>/dev/null && grep -qx 'n2 slots=2' "
 else
   rp_row "backend slurm" "hostfile: $(tr '\n' ' ' <"$run1/hostfile" 2>/dev/null)" FAIL
 fi
+comment=$(job_field "$id1" Comment)
+if [[ $comment == ringpilot-it-directive ]] && grep -q 'ringpilot-it setup ran on n1' "$out1"; then
+  rp_row "directives, setup" "Comment=$comment (slurm.directives); setup lines ran on n1" PASS
+else
+  rp_row "directives, setup" "Comment='${comment}', setup lines in $out1: $(grep -c 'setup ran' "$out1" 2>/dev/null || true)" FAIL
+fi
 
 # --- phase 2: USR1 mid-run, checkpoint, requeue, resume ------------------------------------
 # The straggler sleep makes each step take >= 0.3 s, so that the signal lands mid-run.
@@ -279,6 +295,7 @@ name: it-slurm-usr1
 $common
 train: {steps: $STEPS2, optimizer: sgd, lr: 0.01, seed: 0, threads_per_rank: 1, log_every_s: 0.1}
 checkpoint: {every_steps: 0, keep: 2}
+metrics: {enabled: true, bind: 127.0.0.1, port_base: $METRICS_BASE}
 fault: {straggler_rank: 3, straggler_ms: 300}
 slurm: {time: "00:10:00", signal_seconds: 60, run_root: $RP_TMP/runs}
 EOF
@@ -288,11 +305,37 @@ fi
 rp_log "phase 2: job $id2 submitted"
 run2=$RP_TMP/runs/it-slurm-usr1-$id2
 out2=$RP_TMP/runs/it-slurm-usr1-$id2.out
+# Scrape both nodes from here (the root namespace: another host to them) while the job
+# runs, on any of the job's metrics ports (docs/metrics.md has the port rule).
+python3 - "$RP_TMP/scrape.txt" "$METRICS_BASE" 4 90 "${NODE_IPS[@]}" <<'PY' &
+import sys, time, urllib.request
+out, base, nports, limit, ips = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4]), sys.argv[5:]
+seen = {}
+deadline = time.time() + limit
+while time.time() < deadline and len(seen) < len(ips):
+    for ip in ips:
+        for port in range(base, base + nports):
+            if ip in seen:
+                break
+            try:
+                with urllib.request.urlopen(f"http://{ip}:{port}/metrics", timeout=0.5) as r:
+                    if b"ringpilot_" in r.read():
+                        seen[ip] = port
+            except Exception:
+                pass
+    time.sleep(0.2)
+with open(out, "w") as f:
+    f.write(" ".join(f"{ip}:{port}" for ip, port in sorted(seen.items())) + "\n")
+sys.exit(0 if len(seen) == len(ips) else 1)
+PY
+scrape_pid=$!
+rp_on_exit "kill $scrape_pid 2>/dev/null || true"
 # A few steps first (rank 0 logs "step N/30").
 t0=$SECONDS
 signalled=0
 while ((SECONDS - t0 < 120)); do
   if grep -qE "step ([3-9]|1[0-9])/$STEPS2 " "$run2/logs/rank-0.log" 2>/dev/null; then
+    "$RINGPILOT" status "$run2" >"$RP_TMP/status2-running.txt" 2>&1 || true
     timeout 10 scancel --signal=USR1 --batch "$id2" && signalled=1
     break
   fi
@@ -372,6 +415,20 @@ if ((k0 > 0)) && [[ $resumed == "$k0" && $steps2 == "$STEPS2" ]] &&
   rp_row "resume" "rerun resumed from step $k0 (not 0) and finished $STEPS2 steps" PASS
 else
   rp_row "resume" "summary resumed_from_step $resumed, steps $steps2 (want $k0, $STEPS2)" FAIL
+fi
+scrape_rc=0
+wait "$scrape_pid" || scrape_rc=$?
+if ((scrape_rc == 0)) && grep -q 'bind: "0.0.0.0"' "$run2/slurm-job.yaml"; then
+  rp_row "metrics from another host" "scraped $(cat "$RP_TMP/scrape.txt") (bind 0.0.0.0 in the rendered job)" PASS
+else
+  rp_row "metrics from another host" "scraped '$(cat "$RP_TMP/scrape.txt" 2>/dev/null)' of ${NODE_IPS[*]}; $(grep -m1 'bind:' "$run2/slurm-job.yaml" 2>/dev/null)" FAIL
+fi
+"$RINGPILOT" status "$run2" --json >"$RP_TMP/status2-done.json" 2>&1 || true
+if grep -q '^state       running (launcher pid [0-9]* on n1 (not checked from this host))' "$RP_TMP/status2-running.txt" &&
+  [[ $(rp_json "$RP_TMP/status2-done.json" state) == finished && $(rp_json "$RP_TMP/status2-done.json" step) == "$STEPS2" ]]; then
+  rp_row "ringpilot status" "running on n1 (seen from here), then finished $STEPS2 steps" PASS
+else
+  rp_row "ringpilot status" "while running: '$(grep '^state' "$RP_TMP/status2-running.txt" 2>/dev/null)'; after: $(rp_json "$RP_TMP/status2-done.json" state)" FAIL
 fi
 if [[ ! -e $run2/failure.json ]]; then
   rp_row "no failure report" "preemption is not a failure: no failure.json" PASS

@@ -65,7 +65,12 @@ TEST(K8sManifest, MpiJobLauncherRunsRingpilotOnTheConfigMap) {
   EXPECT_EQ(Container(job, "Launcher")["command"].as<std::vector<std::string>>(),
             (std::vector<std::string>{kRingpilotPath, "run", "/etc/ringpilot/job.yaml", "--run-dir",
                                       "/checkpoints/demo"}));
-  EXPECT_FALSE(Container(job, "Launcher")["resources"]);  // no GPU for the launcher
+  // A small fixed request for the launcher, no GPU.
+  const YAML::Node lr = Container(job, "Launcher")["resources"];
+  EXPECT_EQ(lr["requests"]["cpu"].as<std::string>(), kLauncherCpu);
+  EXPECT_EQ(lr["requests"]["memory"].as<std::string>(), kLauncherMemory);
+  EXPECT_EQ(lr["limits"]["memory"].as<std::string>(), kLauncherMemory);
+  EXPECT_FALSE(lr["limits"]["nvidia.com/gpu"]);
   EXPECT_EQ(Container(job, "Launcher")["image"].as<std::string>(),
             "registry.example.com/team/ringpilot:0.1");
 }
@@ -77,6 +82,12 @@ TEST(K8sManifest, WorkersGetGpusRdmaShmIpcLockAndNonRootUser) {
   const YAML::Node c = Container(job, "Worker");
   EXPECT_EQ(c["resources"]["limits"]["nvidia.com/gpu"].as<int>(), 4);
   EXPECT_EQ(c["resources"]["limits"]["rdma/ib"].as<int>(), 1);
+  // Defaults: 8 CPUs and 32Gi per rank; memory adds /dev/shm (32Gi here): 4 x 32 + 32 GiB.
+  for (const char* kind : {"requests", "limits"}) {
+    EXPECT_EQ(c["resources"][kind]["cpu"].as<std::string>(), "32") << kind;
+    EXPECT_EQ(c["resources"][kind]["memory"].as<std::string>(), "163840Mi") << kind;
+  }
+  EXPECT_FALSE(c["resources"]["requests"]["nvidia.com/gpu"]);  // extended: limits only
   EXPECT_EQ(c["securityContext"]["capabilities"]["add"][0].as<std::string>(), "IPC_LOCK");
   const YAML::Node pod = worker["template"]["spec"];
   EXPECT_TRUE(pod["securityContext"]["runAsNonRoot"].as<bool>());
@@ -99,8 +110,19 @@ TEST(K8sManifest, WorkersGetGpusRdmaShmIpcLockAndNonRootUser) {
 
 TEST(K8sManifest, CpuJobWithoutRdmaRequestsNoExtendedResources) {
   const YAML::Node job =
-      FindKind(Render(Job({"world.device=cpu", "k8s.rdma_resource=\"\""})), "MPIJob");
-  EXPECT_FALSE(Container(job, "Worker")["resources"]);
+      FindKind(Render(Job({"world.device=cpu", "k8s.rdma_resource=\"\"", "k8s.cpu_per_rank=1500m",
+                           "k8s.memory_per_rank=1Gi", "k8s.shm_size=512Mi"})),
+               "MPIJob");
+  const YAML::Node r = Container(job, "Worker")["resources"];
+  EXPECT_FALSE(r["limits"]["nvidia.com/gpu"]);
+  EXPECT_FALSE(r["limits"]["rdma/ib"]);
+  EXPECT_EQ(r["requests"]["cpu"].as<std::string>(), "6");
+  EXPECT_EQ(r["limits"]["memory"].as<std::string>(), "4608Mi");
+}
+
+TEST(K8sManifest, AutoDeviceRequestsAGpuPerRank) {
+  const YAML::Node job = FindKind(Render(Job({"world.device=auto"})), "MPIJob");
+  EXPECT_EQ(Container(job, "Worker")["resources"]["limits"]["nvidia.com/gpu"].as<int>(), 4);
 }
 
 TEST(K8sManifest, ConfigMapHoldsTheResolvedJobForBackendMpi) {
@@ -110,8 +132,38 @@ TEST(K8sManifest, ConfigMapHoldsTheResolvedJobForBackendMpi) {
   ASSERT_EQ(pod.launch.hosts.size(), 2u);
   EXPECT_EQ(pod.launch.hosts[1].host, "demo-worker-1.demo-worker.train.svc");
   EXPECT_EQ(pod.launch.hosts[1].slots, 4);
-  EXPECT_EQ(pod.metrics.bind, "0.0.0.0");  // scraped over the pod network
+  // "auto": each rank binds its pod's IP (KUBERNETES_SERVICE_HOST is set in the pod).
+  EXPECT_EQ(pod.metrics.bind, "auto");
   EXPECT_EQ(pod.model.name, config::ModelName::kResnet50);
+  // A loopback address could not be scraped over the pod network.
+  const YAML::Node loopback =
+      FindKind(Render(Job({"metrics.bind=127.0.0.1"})), "ConfigMap")["data"]["job.yaml"];
+  EXPECT_EQ(ParseJobConfig(loopback.as<std::string>(), "configmap").metrics.bind, "0.0.0.0");
+}
+
+// A launch.command job (the program is in the image): the launcher pod's `ringpilot run`
+// starts it on the workers, which get the same GPUs; the ConfigMap names the program and
+// the metrics bind that the plugin in each rank serves on.
+TEST(K8sManifest, CommandJobRunsTheProgramFromTheConfigMap) {
+  const JobConfig c = ParseJobConfig(R"(name: demo
+world: {nodes: 2, procs_per_node: 4, device: cuda}
+launch: {backend: k8s, command: [python3, /app/train.py, --epochs, "3"]}
+k8s: {image: "registry.example.com/team/train:1"}
+)",
+                                     "job.yaml");
+  const std::vector<YAML::Node> docs = Render(c);
+  const YAML::Node cm = FindKind(docs, "ConfigMap");
+  const std::string text = cm["data"]["job.yaml"].as<std::string>();
+  EXPECT_EQ(text.find("model:"), std::string::npos) << text;
+  const JobConfig pod = ParseJobConfig(text, "configmap");
+  EXPECT_EQ(pod.launch.command,
+            (std::vector<std::string>{"python3", "/app/train.py", "--epochs", "3"}));
+  EXPECT_EQ(pod.launch.backend, config::Backend::kMpi);
+  EXPECT_EQ(pod.metrics.bind, "0.0.0.0");
+  const YAML::Node job = FindKind(docs, "MPIJob");
+  EXPECT_EQ(Container(job, "Launcher")["command"][1].as<std::string>(), "run");
+  EXPECT_EQ(Container(job, "Worker")["resources"]["limits"]["nvidia.com/gpu"].as<int>(), 4);
+  FindKind(docs, "PodMonitor");
 }
 
 TEST(K8sManifest, PvcUsesStorageClassAndSize) {
@@ -122,19 +174,27 @@ TEST(K8sManifest, PvcUsesStorageClassAndSize) {
   EXPECT_EQ(pvc["spec"]["accessModes"][0].as<std::string>(), "ReadWriteMany");
 }
 
-TEST(K8sManifest, PodMonitorScrapesEveryRankOnItsOwnPod) {
+TEST(K8sManifest, PodMonitorScrapesEveryLocalRankOnEveryWorkerPod) {
   const YAML::Node pm = FindKind(Render(Job()), "PodMonitor");
   EXPECT_EQ(pm["apiVersion"].as<std::string>(), "monitoring.coreos.com/v1");
   EXPECT_EQ(pm["spec"]["selector"]["matchLabels"]["ringpilot.io/role"].as<std::string>(), "worker");
   const YAML::Node eps = pm["spec"]["podMetricsEndpoints"];
-  ASSERT_EQ(eps.size(), 8u);
-  for (size_t r = 0; r < eps.size(); ++r) {
-    EXPECT_TRUE(eps[r]["honorLabels"].as<bool>());
-    EXPECT_EQ(eps[r]["relabelings"][0]["regex"].as<std::string>(),
-              "demo-worker-" + std::to_string(r / 4));
-    EXPECT_EQ(eps[r]["relabelings"][1]["replacement"].as<std::string>(),
-              "$1:" + std::to_string(9400 + r));
+  ASSERT_EQ(eps.size(), 4u);  // procs_per_node: ports repeat on every pod
+  for (size_t l = 0; l < eps.size(); ++l) {
+    EXPECT_FALSE(eps[l]["honorLabels"]) << "our series carry no job label to keep";
+    EXPECT_FALSE(eps[l]["scheme"]);
+    const YAML::Node relabel = eps[l]["relabelings"];
+    ASSERT_EQ(relabel.size(), 3u);
+    EXPECT_EQ(relabel[0]["sourceLabels"][0].as<std::string>(), "__meta_kubernetes_pod_ip");
+    EXPECT_EQ(relabel[0]["replacement"].as<std::string>(), "$1:" + std::to_string(18400 + l));
+    EXPECT_EQ(relabel[0]["targetLabel"].as<std::string>(), "__address__");
+    EXPECT_EQ(relabel[1]["targetLabel"].as<std::string>(), "ringpilot_job");
+    EXPECT_EQ(relabel[1]["replacement"].as<std::string>(), "demo");
+    EXPECT_EQ(relabel[2]["targetLabel"].as<std::string>(), "ringpilot_run");
   }
+  const YAML::Node tls = FindKind(Render(Job({"metrics.tls_cert_file=/etc/rp/tls.pem"})),
+                                  "PodMonitor")["spec"]["podMetricsEndpoints"][0];
+  EXPECT_EQ(tls["scheme"].as<std::string>(), "https");
 }
 
 TEST(K8sManifest, NoPodMonitorWithoutMetrics) {
@@ -165,7 +225,8 @@ TEST(K8sConfigKeys, BadValuesAreConfigErrors) {
   for (const std::string bad :
        {"k8s.namespace=Train", "k8s.shm_size=16GB", "k8s.shm_size=0", "k8s.rdma_resource=ib",
         "k8s.image=\"a b\"", "k8s.image=\"$(id)\"", "k8s.run_as_user=0",
-        "k8s.storage_class=Fast_SSD", "k8s.checkpoint_size=-1Gi"}) {
+        "k8s.storage_class=Fast_SSD", "k8s.checkpoint_size=-1Gi", "k8s.cpu_per_rank=0",
+        "k8s.memory_per_rank=32GB"}) {
     EXPECT_THROW(Job({bad}), config::ConfigError) << bad;
   }
 }

@@ -109,7 +109,13 @@ def check_podmonitor(doc, where):
                        "tlsConfig", "filterRunning", "enableHttp2", "proxyUrl"}, w)
         check(str(ep.get("path", "/")).startswith("/"), w, "path")
         check(DURATION.match(str(ep.get("interval", "0"))), w, "interval is not a duration")
-        check(ep.get("honorLabels") is True, w, "honorLabels must be true (keeps `job`)")
+        # Our series carry no label Prometheus sets itself: honoring them is not needed,
+        # and would let a scraped label override the target's.
+        check("honorLabels" not in ep, w, "honorLabels must not be set (no `job` label to keep)")
+        check(ep.get("scheme", "http") in ("http", "https"), w, "scheme")
+        targets = {rl.get("targetLabel") for rl in ep.get("relabelings", [])}
+        check({"__address__", "ringpilot_job", "ringpilot_run"} <= targets, w,
+              "relabelings must set __address__, ringpilot_job and ringpilot_run")
         for j, rl in enumerate(ep.get("relabelings", [])):
             rw = f"{w}.relabelings[{j}]"
             only_keys(rl, {"action", "sourceLabels", "separator", "regex", "modulus",

@@ -42,9 +42,16 @@ launch: {backend: k8s}
 model: {name: resnet18-cifar}
 k8s: {image: "ringpilot@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"}
 JOB
+# No launch.backend (k8s render implies it), device auto (a GPU per rank), fractional CPUs.
+cat > "$tmp/auto.yaml" <<'JOB'
+name: auto-gpu
+world: {nodes: 2, procs_per_node: 4, device: auto}
+model: {name: resnet50}
+k8s: {image: "registry.example.com/ml/ringpilot:0.1", cpu_per_rank: 1500m, memory_per_rank: 12Gi}
+JOB
 
 status=0
-for job in gpu cpu; do
+for job in gpu cpu auto; do
   for variant in "" "--set metrics.enabled=false"; do
     out="$tmp/$job${variant:+-nometrics}.k8s.yaml"
     # shellcheck disable=SC2086  # variant is one or two words on purpose

@@ -16,6 +16,18 @@ using testing::TempDir;
 using testing::WriteFile;
 
 TEST(FailureReport, ParseFatalLine) {
+  // Every log line's time format: ISO 8601, UTC, milliseconds.
+  const auto iso = ParseFatalLine("2023-11-14T22:13:20.123Z FATAL allreduce timed out after 300 s");
+  ASSERT_TRUE(iso.has_value());
+  EXPECT_EQ(iso->time_ns, 1700000000123000000);
+  EXPECT_EQ(iso->message, "allreduce timed out after 300 s");
+  EXPECT_EQ(iso->rank, -1);
+  EXPECT_TRUE(ParseFatalLine("2023-11-14T22:13:20.123Z FATAL").has_value());
+  EXPECT_FALSE(ParseFatalLine("2023-11-14T22:13:20.123Z INFO step 1").has_value());
+  EXPECT_FALSE(ParseFatalLine("2023-11-14T22:13:20.123Z FATALITY x").has_value());
+  EXPECT_FALSE(ParseFatalLine("2023-11-14T22:13:20Z FATAL no milliseconds").has_value());
+  EXPECT_FALSE(ParseFatalLine("2023-13-14T22:13:20.123Z FATAL month 13").has_value());
+  // Rank logs of earlier versions: `FATAL <unix ns> message`.
   const auto f = ParseFatalLine("FATAL 1700000000123456789 allreduce timed out after 300 s");
   ASSERT_TRUE(f.has_value());
   EXPECT_EQ(f->time_ns, 1700000000123456789);
@@ -35,14 +47,20 @@ TEST(FailureReport, FirstFatalIsEarliestSinceAttemptStart) {
   WriteFile(tmp.path() + "/rank-0.log", "step 1\nFATAL 500 old failure of an earlier attempt\n");
   WriteFile(tmp.path() + "/rank-1.log", "step 1\nFATAL 2000 nccl abort\nafter\n");
   WriteFile(tmp.path() + "/rank-12.log", "FATAL 1500 data file broken\n");
+  // ISO lines and old ones compare by time (1970-01-01T00:00:00.000Z is 0 ns).
+  WriteFile(tmp.path() + "/rank-13.log", "1970-01-01T00:00:00.000Z FATAL at the epoch\n");
   WriteFile(tmp.path() + "/launcher.log", "FATAL 1 not a rank log\n");
   auto first = FindFirstFatal(tmp.path(), 1000);
   ASSERT_TRUE(first.has_value());
   EXPECT_EQ(first->rank, 12);
   EXPECT_EQ(first->message, "data file broken");
-  first = FindFirstFatal(tmp.path(), 0);
+  first = FindFirstFatal(tmp.path(), 1);
   ASSERT_TRUE(first.has_value());
   EXPECT_EQ(first->rank, 0);
+  first = FindFirstFatal(tmp.path(), 0);
+  ASSERT_TRUE(first.has_value());
+  EXPECT_EQ(first->rank, 13);
+  EXPECT_EQ(first->message, "at the epoch");
   EXPECT_FALSE(FindFirstFatal(tmp.path(), 3000).has_value());
   EXPECT_FALSE(FindFirstFatal(tmp.path() + "/missing", 0).has_value());
 }
@@ -206,6 +224,62 @@ TEST(FailureReport, NoRankBehindWhenLevelOrNotAHang) {
   WriteFile(tmp.path() + "/rank-0.heartbeat", R"({"rank": 0, "step": 9, "unix": 5.0})");
   WriteFile(tmp.path() + "/rank-1.heartbeat", R"({"rank": 1, "step": 3, "unix": 5.0})");
   EXPECT_EQ(AnalyzeFailure(tmp.path(), 0, {}, 1, 1, 0).rank_behind, -1);  // a crash, not a hang
+}
+
+// Runs nccl_profiler_record (the real plugin, driven through its function table) for ranks
+// 0..world-1 of a program, into RUN_DIR/logs/rank-N.nccl.json.
+void RecordProgram(const std::string& run_dir, int world, int collectives,
+                   const std::vector<std::string>& extra) {
+  for (int r = 0; r < world; ++r) {
+    std::vector<std::string> argv = {
+        RINGPILOT_NCCL_RECORD, RINGPILOT_NCCL_PROFILER_SO, run_dir,
+        std::to_string(r),     std::to_string(world),      std::to_string(collectives)};
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    const testing::ProcessResult p = testing::RunProcess(argv);
+    ASSERT_EQ(p.exit_code, 0) << p.err;
+  }
+}
+
+TEST(FailureReport, ProgramHeartbeatsComeFromTheNcclProfilerFiles) {
+  testing::TempDir dir;
+  // Rank 1 never reaches all-reduce #8; rank 0 waits in it.
+  RecordProgram(dir.path(), 2, 7, {"--stuck", "1"});
+  const std::string logs = dir.path() + "/logs";
+  const std::map<int, RankHeartbeat> beats = ReadNcclHeartbeats(logs, 0);
+  ASSERT_EQ(beats.size(), 2u);
+  EXPECT_EQ(beats.at(0).comm, "00000000c0ffee00");
+  EXPECT_EQ(beats.at(0).collectives_started, 8u);
+  EXPECT_EQ(beats.at(0).collectives_completed, 7u);
+  EXPECT_EQ(beats.at(0).stuck_op, "allreduce");
+  EXPECT_EQ(beats.at(0).stuck_seq, 8u);
+  EXPECT_EQ(beats.at(1).collectives_started, 7u);
+  EXPECT_TRUE(beats.at(1).stuck_op.empty());
+  EXPECT_GT(beats.at(1).unix, 1.7e9);
+  EXPECT_EQ(RankBehind(beats), 1);
+  // Files of an earlier attempt do not count.
+  EXPECT_TRUE(ReadNcclHeartbeats(logs, beats.at(1).unix + 10).empty());
+
+  // The hang watch: nothing before comm.timeout_s has passed, then rank 0's wait.
+  const double now = beats.at(0).unix;
+  EXPECT_EQ(NcclHangReason(logs, 0, 300, now), "");
+  EXPECT_EQ(NcclHangReason(logs, 0, 300, now + 301),
+            "rank 0 has waited 301 s in allreduce #8 (comm.timeout_s 300)");
+
+  // The report of the attempt names the rank behind and what the other waited in.
+  FailureReport report = AnalyzeFailure(logs, 0, {"mpirun: job stopped"}, 1, -1, SIGTERM);
+  EXPECT_EQ(report.rank_behind, 1);
+  const nlohmann::json j = nlohmann::json::parse(FailureJson(report));
+  EXPECT_EQ(j["rank_behind"], 1);
+  EXPECT_EQ(j["ranks"]["0"]["in_collective"]["seq"], 8);
+  EXPECT_EQ(j["ranks"]["1"]["collectives_completed"], 7);
+  bool named = false;
+  for (const std::string& line : FailureSummary(report, "failure.json")) {
+    named = named || line ==
+                         "ringpilot: rank behind: 1 (the others waited for it): 7 of 7 "
+                         "collectives done on communicator 00000000c0ffee00; rank 0 waited "
+                         "in allreduce #8";
+  }
+  EXPECT_TRUE(named);
 }
 
 }  // namespace

@@ -33,8 +33,9 @@ MpirunContext Context() {
 }
 
 const Argv kRingpilotVars = {"-x", "RINGPILOT_RUN_DIR",     "-x", "RINGPILOT_RESTART",
+                             "-x", "RINGPILOT_ATTEMPT",     "-x", "RINGPILOT_MAX_RESTARTS",
                              "-x", "RINGPILOT_MASTER_ADDR", "-x", "RINGPILOT_MASTER_PORT",
-                             "-x", "RINGPILOT_LAUNCH_UNIX"};
+                             "-x", "RINGPILOT_LAUNCH_UNIX", "-x", "RINGPILOT_VERBOSE"};
 const Argv kTrainerTail = {"/b/bin/ringpilot-trainer", "--config", "/runs/t-1/job.yaml",
                            "--run-dir", "/runs/t-1"};
 
@@ -90,9 +91,12 @@ TEST(MpirunCommand, ForwardsOnlyListedVariablesThatAreSet) {
   }
   const Argv expected = {"RINGPILOT_RUN_DIR",
                          "RINGPILOT_RESTART",
+                         "RINGPILOT_ATTEMPT",
+                         "RINGPILOT_MAX_RESTARTS",
                          "RINGPILOT_MASTER_ADDR",
                          "RINGPILOT_MASTER_PORT",
                          "RINGPILOT_LAUNCH_UNIX",
+                         "RINGPILOT_VERBOSE",
                          "CUDA_VISIBLE_DEVICES",
                          "LD_LIBRARY_PATH",
                          "NCCL_DEBUG",
@@ -230,6 +234,55 @@ TEST(MpirunCommand, SlurmBackendIsMpiOverTheAllocation) {
   } catch (const std::invalid_argument& e) {
     EXPECT_NE(std::string(e.what()).find("SLURM_TASKS_PER_NODE"), std::string::npos) << e.what();
   }
+}
+
+// A launch.command job: every rank is `ringpilot exec` around the user's program, with
+// its log directory, the placement of the job, and the plugin's settings forwarded.
+TEST(MpirunCommand, CommandJobRunsTheProgramUnderRingpilotExec) {
+  config::JobConfig job = LocalJob();
+  job.world.procs_per_node = 2;
+  job.world.device = config::Device::kCpu;
+  job.placement.bind = config::BindMode::kCores;
+  job.metrics.port_base = 9500;
+  job.metrics.bind = "0.0.0.0";
+  job.launch.command = {"python3", "train.py", "--lr", "0.1"};
+  MpirunContext ctx = Context();
+  ctx.ringpilot = "/b/bin/ringpilot";
+  ctx.env["VIRTUAL_ENV"] = "/venv";
+  const MpirunCommand cmd = BuildMpirunCommand(job, ctx);
+  const Argv expected =
+      Concat({{"/opt/ompi/bin/mpirun", "-np", "2", "--oversubscribe", "--bind-to", "none", "--mca",
+               "btl_vader_single_copy_mechanism", "none"},
+              kRingpilotVars,
+              {"-x", "PATH"},
+              {"-x", "PYTHONUNBUFFERED", "-x", "RINGPILOT_JOB_NAME", "-x", "RINGPILOT_METRICS_BIND",
+               "-x", "RINGPILOT_METRICS_PORT_BASE", "-x", "VIRTUAL_ENV"},
+              {"/b/bin/ringpilot", "exec", "--log-dir", "/runs/t-1/logs", "--bind", "cores",
+               "--device", "cpu", "--", "python3", "train.py", "--lr", "0.1"}});
+  EXPECT_EQ(cmd.argv, expected);
+  EXPECT_EQ(cmd.env, (base::Environment{{"PYTHONUNBUFFERED", "1"},
+                                        {"RINGPILOT_JOB_NAME", "t"},
+                                        {"RINGPILOT_METRICS_BIND", "0.0.0.0"},
+                                        {"RINGPILOT_METRICS_PORT_BASE", "9500"}}));
+  // metrics.file_sd_dir reaches the plugin, which links its discovery file there.
+  job.metrics.file_sd_dir = "/shared/file_sd";
+  EXPECT_EQ(BuildMpirunCommand(job, ctx).env.at("RINGPILOT_METRICS_FILE_SD_DIR"),
+            "/shared/file_sd");
+  job.metrics.file_sd_dir = "";
+  // No metrics: the plugin stays out; the user's PYTHONUNBUFFERED is theirs.
+  job.metrics.enabled = false;
+  ctx.env["PYTHONUNBUFFERED"] = "";
+  const MpirunCommand off = BuildMpirunCommand(job, ctx);
+  const auto dash = std::find(off.argv.begin(), off.argv.end(), "--");
+  ASSERT_NE(dash, off.argv.end());
+  EXPECT_EQ(*(dash - 1), "--no-nccl-metrics");
+  EXPECT_EQ(off.env.count("PYTHONUNBUFFERED"), 0u);
+  // mpirun_args still go before the program's launcher.
+  job.launch.mpirun_args = {"--tag-output"};
+  const Argv with_args = BuildMpirunCommand(job, ctx).argv;
+  const auto tag = std::find(with_args.begin(), with_args.end(), "--tag-output");
+  ASSERT_NE(tag, with_args.end());
+  EXPECT_EQ(*(tag + 1), "/b/bin/ringpilot");
 }
 
 }  // namespace

@@ -12,7 +12,7 @@ TEST(NcclMetricsEnv, NamesThePluginAndTheJobDefaultPortBase) {
   const base::Environment env = AddNcclMetricsEnv({{"RANK", "3"}, {"PATH", "/bin"}},
                                                   "/opt/rp/bin/libringpilot-nccl-profiler.so");
   EXPECT_EQ(env.at("NCCL_PROFILER_PLUGIN"), "/opt/rp/bin/libringpilot-nccl-profiler.so");
-  EXPECT_EQ(env.at("RINGPILOT_METRICS_PORT_BASE"), "9400");  // rank 3 serves on 9403
+  EXPECT_EQ(env.at("RINGPILOT_METRICS_PORT_BASE"), "18400");  // local rank 3 serves on 18403
   EXPECT_EQ(env.count("RINGPILOT_METRICS_PORT"), 0u);
   EXPECT_EQ(env.at("PATH"), "/bin");
 }
@@ -45,6 +45,11 @@ TEST(NcclMetricsEnv, BadPortBaseIsAOneLineError) {
             "ringpilot exec: RINGPILOT_METRICS_PORT_BASE='9x' is not a port (0..65535)");
   EXPECT_EQ(error({{"RANK", "100"}, {"RINGPILOT_METRICS_PORT_BASE", "65500"}}),
             "ringpilot exec: RINGPILOT_METRICS_PORT_BASE 65500 + RANK 100 is past port 65535");
+  // The port is base + LOCAL_RANK where there is one: RANK 100 on its node's slot 3 fits.
+  EXPECT_EQ(error({{"RANK", "100"}, {"LOCAL_RANK", "3"}, {"RINGPILOT_METRICS_PORT_BASE", "65500"}}),
+            "no error");
+  EXPECT_EQ(error({{"RANK", "1"}, {"LOCAL_RANK", "40"}, {"RINGPILOT_METRICS_PORT_BASE", "65500"}}),
+            "ringpilot exec: RINGPILOT_METRICS_PORT_BASE 65500 + LOCAL_RANK 40 is past port 65535");
 }
 
 TEST(NcclMetricsEnv, PluginPathIsBesideTheExecutableUnlessOverridden) {

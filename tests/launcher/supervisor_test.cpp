@@ -12,8 +12,10 @@
 
 #include "base/environment.h"
 #include "base/exit_status.h"
+#include "base/time.h"
 #include "launcher/mpirun_command.h"
 #include "launcher/run_dir.h"
+#include "launcher/run_state.h"
 #include "launcher/supervisor.h"
 #include "tests/test_util.h"
 
@@ -25,16 +27,16 @@ using testing::ReadFile;
 using testing::TempDir;
 using testing::WriteFile;
 
-// A stand-in for mpirun: prints on both streams, and on attempt 0 writes a FATAL line
+// A stand-in for mpirun: prints on both streams, and on attempt 1 writes a FATAL line
 // into rank 1's log and fails with exit 3; later attempts succeed.
 constexpr const char* kFlakyMpirun = R"(#!/bin/sh
-echo "fake mpirun attempt $RINGPILOT_RESTART master $RINGPILOT_MASTER_ADDR:$RINGPILOT_MASTER_PORT args $*"
-echo "warning from attempt $RINGPILOT_RESTART" >&2
+echo "fake mpirun attempt $RINGPILOT_ATTEMPT master $RINGPILOT_MASTER_ADDR:$RINGPILOT_MASTER_PORT args $*"
+echo "warning from attempt $RINGPILOT_ATTEMPT" >&2
 logs="$RINGPILOT_RUN_DIR/logs"
-echo "rank 0 attempt $RINGPILOT_RESTART" >> "$logs/rank-0.log"
-if [ "$RINGPILOT_RESTART" = 0 ]; then
+echo "rank 0 attempt $RINGPILOT_ATTEMPT" >> "$logs/rank-0.log"
+if [ "$RINGPILOT_ATTEMPT" = 1 ]; then
   echo "step 3 loss 2.1" >> "$logs/rank-1.log"
-  echo "FATAL $(date +%s%N) injected crash at step 4" >> "$logs/rank-1.log"
+  echo "$(date -u +%Y-%m-%dT%H:%M:%S.%3NZ) FATAL injected crash at step 4" >> "$logs/rank-1.log"
   printf 'last words without newline'
   exit 3
 fi
@@ -101,33 +103,47 @@ TEST(Supervisor, RestartsOnceThenSucceedsAndRelaysEverything) {
   EXPECT_EQ(outcome.attempts, 2);
   EXPECT_FALSE(outcome.interrupted);
   EXPECT_TRUE(h.ProgressHas(
-      "ringpilot: job failed (exit 3) on attempt 1; restarting from the last checkpoint "
-      "(restart 1 of 2)"));
+      "ringpilot: job failed (exit 3) on attempt 1; restarting from the last checkpoint as "
+      "attempt 2 (restart 1 of 2)"));
   EXPECT_TRUE(h.ProgressHas("ringpilot: job finished after 1 restart(s)"));
 
   const std::string out = ReadFile(h.out_path);
-  EXPECT_NE(out.find("fake mpirun attempt 0 master 127.0.0.1:29500 args -np 2 trainer\n"),
+  EXPECT_NE(out.find("fake mpirun attempt 1 master 127.0.0.1:29500 args -np 2 trainer\n"),
             std::string::npos);
-  EXPECT_NE(out.find("fake mpirun attempt 1 "), std::string::npos);
+  EXPECT_NE(out.find("fake mpirun attempt 2 "), std::string::npos);
   EXPECT_NE(out.find("last words without newline\n"), std::string::npos);
   EXPECT_NE(out.find("done\n"), std::string::npos);
   const std::string err = ReadFile(h.err_path);
-  EXPECT_NE(err.find("warning from attempt 0\n"), std::string::npos);
   EXPECT_NE(err.find("warning from attempt 1\n"), std::string::npos);
+  EXPECT_NE(err.find("warning from attempt 2\n"), std::string::npos);
 
   const std::string log = ReadFile(h.layout.launcher_log);
   for (const char* expected :
-       {"fake mpirun attempt 0 ", "warning from attempt 0", "last words without newline",
-        "fake mpirun attempt 1 ", "done", "restart 1 of 2", "finished after 1 restart(s)"}) {
+       {"fake mpirun attempt 1 ", "warning from attempt 1", "last words without newline",
+        "fake mpirun attempt 2 ", "done", "restart 1 of 2", "finished after 1 restart(s)"}) {
     EXPECT_NE(log.find(expected), std::string::npos) << expected;
   }
+  // Every line of launcher.log starts with the one time format.
+  for (const std::string& line : testing::SplitLines(log)) {
+    EXPECT_TRUE(base::ParseLogTimeNs(line).has_value()) << line;
+    EXPECT_EQ(line[base::kLogTimeLength], ' ') << line;
+  }
+  // launcher.json: finished, this process, the last attempt.
+  const std::optional<LauncherRecord> rec = ReadLauncherRecord(h.layout.launcher_json);
+  ASSERT_TRUE(rec.has_value());
+  EXPECT_EQ(rec->state, RunState::kFinished);
+  EXPECT_EQ(rec->pid, static_cast<int>(::getpid()));
+  EXPECT_EQ(rec->attempt, 2);
+  EXPECT_EQ(rec->max_attempts, 3);
+  EXPECT_EQ(rec->exit_status, 0);
+  EXPECT_EQ(CheckLauncher(*rec), Liveness::kAlive);  // this test process
   EXPECT_FALSE(Exists(h.layout.failure_json));
   // The failed attempt keeps its own report.
   ASSERT_TRUE(Exists(h.layout.AttemptFailureJson(1)));
   EXPECT_EQ(nlohmann::json::parse(ReadFile(h.layout.AttemptFailureJson(1)))["fatal_message"],
             "injected crash at step 4");
   EXPECT_TRUE(h.ProgressHas("ringpilot: attempt 1 failed (exit 3)"));
-  EXPECT_EQ(ReadFile(h.layout.RankLog(0)), "rank 0 attempt 0\nrank 0 attempt 1\n");
+  EXPECT_EQ(ReadFile(h.layout.RankLog(0)), "rank 0 attempt 1\nrank 0 attempt 2\n");
 }
 
 TEST(Supervisor, NoRestartsLeftWritesFailureJson) {
@@ -148,7 +164,12 @@ TEST(Supervisor, NoRestartsLeftWritesFailureJson) {
   EXPECT_EQ(j["fatal_message"], "injected crash at step 4");
   ASSERT_EQ(j["last_lines"]["1"].size(), 2u);
   EXPECT_EQ(j["last_lines"]["1"][0], "step 3 loss 2.1");
-  EXPECT_EQ(j["last_lines"]["0"].back(), "rank 0 attempt 0");
+  EXPECT_EQ(j["last_lines"]["0"].back(), "rank 0 attempt 1");
+  const std::optional<LauncherRecord> rec = ReadLauncherRecord(h.layout.launcher_json);
+  ASSERT_TRUE(rec.has_value());
+  EXPECT_EQ(rec->state, RunState::kFailed);
+  EXPECT_EQ(rec->exit_status, 3);
+  EXPECT_EQ(rec->detail, "failed (exit 3) after 1 attempt(s); first failing rank 1");
   EXPECT_TRUE(h.ProgressHas("ringpilot: job failed for good after 1 attempt(s) (exit 3)"));
   EXPECT_TRUE(h.ProgressHas("ringpilot: first failing rank: 1: injected crash at step 4"));
   EXPECT_TRUE(h.ProgressHas("ringpilot: details in " + h.layout.failure_json));
@@ -159,7 +180,7 @@ TEST(Supervisor, PermanentFailureIsNotRestarted) {
   Harness h;
   Supervisor sup(h.Options(3));
   const JobOutcome outcome = sup.Run(h.Script(R"(#!/bin/sh
-echo "FATAL $(date +%s%N) metrics exporter: cannot listen on 0.0.0.0:9400: Address already in use" >> "$RINGPILOT_RUN_DIR/logs/rank-0.log"
+echo "$(date -u +%Y-%m-%dT%H:%M:%S.%3NZ) FATAL metrics exporter: cannot listen on 0.0.0.0:9400: Address already in use" >> "$RINGPILOT_RUN_DIR/logs/rank-0.log"
 exit 78
 )"));
   EXPECT_EQ(outcome.attempts, 1);
@@ -222,6 +243,11 @@ while :; do sleep 0.05; done
   EXPECT_NE(ReadFile(h.out_path).find("got TERM"), std::string::npos);
   EXPECT_TRUE(h.ProgressHas("ringpilot: received SIGTERM; stopping the job (no restart)"));
   EXPECT_FALSE(Exists(h.layout.failure_json));
+  const std::optional<LauncherRecord> rec = ReadLauncherRecord(h.layout.launcher_json);
+  ASSERT_TRUE(rec.has_value());
+  EXPECT_EQ(rec->state, RunState::kStopped);
+  EXPECT_EQ(rec->exit_status, 143);
+  EXPECT_NE(rec->detail.find("interrupted by SIGTERM"), std::string::npos) << rec->detail;
   // Our own disposition is restored: SIGTERM is back to its default.
   struct sigaction now {};
   ::sigaction(SIGTERM, nullptr, &now);
@@ -257,6 +283,42 @@ while :; do sleep 0.05; done
   struct sigaction now {};
   ::sigaction(SIGUSR1, nullptr, &now);
   EXPECT_EQ(now.sa_handler, SIG_DFL);
+  const std::optional<LauncherRecord> rec = ReadLauncherRecord(h.layout.launcher_json);
+  ASSERT_TRUE(rec.has_value());
+  EXPECT_EQ(rec->state, RunState::kStopped);
+  EXPECT_EQ(rec->exit_status, base::kExitPreempted);
+  EXPECT_EQ(rec->detail.rfind("SIGUSR1: checkpointed and stopped", 0), 0u) << rec->detail;
+}
+
+TEST(Supervisor, RunningRecordAndAStopRequest) {
+  Harness h;
+  // A stale request of an earlier stop: a new run removes it.
+  WriteFile(h.layout.stop_request, "old\n");
+  Supervisor sup(h.Options(3));
+  const std::string record = h.layout.launcher_json;
+  const std::string request = h.layout.stop_request;
+  std::thread stopper([record, request] {
+    // What `ringpilot stop` does once the record says running: the request, then SIGUSR1.
+    for (int i = 0; i < 200; ++i) {
+      const std::optional<LauncherRecord> r = ReadLauncherRecord(record);
+      if (r && r->state == RunState::kRunning && r->attempt == 1) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    WriteFile(request, "now\n");
+    ::kill(::getpid(), SIGUSR1);
+  });
+  const JobOutcome outcome = sup.Run(h.Script(R"(#!/bin/sh
+trap 'exit 75' USR1
+while :; do sleep 0.05; done
+)"));
+  stopper.join();
+  EXPECT_TRUE(outcome.preempted);
+  const std::optional<LauncherRecord> rec = ReadLauncherRecord(record);
+  ASSERT_TRUE(rec.has_value());
+  EXPECT_EQ(rec->state, RunState::kStopped);
+  EXPECT_EQ(rec->detail.rfind("stopped by `ringpilot stop`: checkpointed and stopped", 0), 0u)
+      << rec->detail;
 }
 
 TEST(Supervisor, FailureAfterUsr1IsPreemptedNotRestarted) {
@@ -365,6 +427,43 @@ exit 0
   const auto report = nlohmann::json::parse(ReadFile(h.layout.AttemptFailureJson(1)));
   EXPECT_EQ(report["mpirun_stopped_because"], why);
   EXPECT_EQ(report["signal_name"], "SIGTERM");
+}
+
+// The hang watch of a launch.command job: a first attempt that never ends is stopped as
+// hung (its process group gets SIGTERM) and restarted; the attempt's report says why, and
+// every attempt sees RINGPILOT_ATTEMPT and RINGPILOT_MAX_RESTARTS.
+TEST(Supervisor, HangCheckStopsTheAttemptAndRestarts) {
+  Harness h;
+  SupervisorOptions o = h.Options(1);
+  o.hang_check_period_s = 0.1;
+  o.kill_grace_s = 5;
+  int checks = 0;
+  double seen_start = 0;
+  o.hang_check = [&](double attempt_start_unix) {
+    seen_start = attempt_start_unix;
+    return ++checks == 2 ? std::string("rank 1 has waited 301 s in allreduce #8") : "";
+  };
+  Supervisor sup(o);
+  const auto t0 = std::chrono::steady_clock::now();
+  const JobOutcome outcome = sup.Run(h.Script(R"sh(#!/bin/sh
+echo "attempt $RINGPILOT_ATTEMPT of $(($RINGPILOT_MAX_RESTARTS + 1))"
+if [ "$RINGPILOT_ATTEMPT" = 1 ]; then
+  trap 'echo stopped; exit 143' TERM
+  while :; do sleep 0.05; done
+fi
+exit 0
+)sh"));
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(5));
+  EXPECT_EQ(outcome.exit_status, 0);
+  EXPECT_EQ(outcome.attempts, 2);
+  EXPECT_GT(seen_start, 1.7e9);
+  EXPECT_TRUE(h.ProgressHas(
+      "ringpilot: job hung: rank 1 has waited 301 s in allreduce #8; stopping this attempt"));
+  const std::string out = ReadFile(h.out_path);
+  EXPECT_NE(out.find("attempt 1 of 2\nstopped\nattempt 2 of 2\n"), std::string::npos) << out;
+  const nlohmann::json report = nlohmann::json::parse(ReadFile(h.layout.AttemptFailureJson(1)));
+  EXPECT_EQ(report["hang"], "rank 1 has waited 301 s in allreduce #8");
+  EXPECT_EQ(report["exit_code"], 143);
 }
 
 }  // namespace

@@ -1,3 +1,4 @@
+#include <map>
 #include <string>
 
 #include <gtest/gtest.h>
@@ -157,6 +158,80 @@ TEST(TorchrunEnv, MalformedOrInconsistentValues) {
   env = OmpiEnv(0, 2, 0, 2);
   env["RINGPILOT_MASTER_PORT"] = "70000";
   EXPECT_NE(ErrorOf(env).find("RINGPILOT_MASTER_PORT='70000'"), std::string::npos);
+}
+
+// Every variable torch's LocalElasticAgent gives a worker (local_elastic_agent.py,
+// _start_workers) and run.py's OMP_NUM_THREADS, for rank 5 of 8 on 2 nodes of 4.
+TEST(TorchrunEnv, TheWholeTorchrunContract) {
+  base::Environment env = OmpiEnv(5, 8, 1, 4);
+  env["RINGPILOT_MASTER_ADDR"] = "node-a";
+  env["RINGPILOT_RESTART"] = "2";
+  env["RINGPILOT_MAX_RESTARTS"] = "3";
+  env["RINGPILOT_RUN_DIR"] = "/runs/mnist-20260101-120000/";
+  const base::Environment out = ComputeTorchrunEnv(env);
+  const std::map<std::string, std::string> expected = {
+      {"RANK", "5"},
+      {"WORLD_SIZE", "8"},
+      {"LOCAL_RANK", "1"},
+      {"LOCAL_WORLD_SIZE", "4"},
+      {"NODE_RANK", "1"},
+      {"GROUP_RANK", "1"},
+      {"GROUP_WORLD_SIZE", "2"},
+      {"ROLE_NAME", "default"},
+      {"ROLE_RANK", "5"},
+      {"ROLE_WORLD_SIZE", "8"},
+      {"MASTER_ADDR", "node-a"},
+      {"MASTER_PORT", "29500"},
+      {"TORCHELASTIC_RESTART_COUNT", "2"},
+      {"TORCHELASTIC_MAX_RESTARTS", "3"},
+      {"TORCHELASTIC_RUN_ID", "mnist-20260101-120000"},
+      {"TORCHELASTIC_USE_AGENT_STORE", "False"},
+      {"TORCH_NCCL_ASYNC_ERROR_HANDLING", "1"},
+      {"OMP_NUM_THREADS", "1"},
+      {"RINGPILOT_ATTEMPT", "3"},
+  };
+  for (const auto& [name, value] : expected) {
+    ASSERT_TRUE(out.count(name)) << name;
+    EXPECT_EQ(out.at(name), value) << name;
+  }
+}
+
+TEST(TorchrunEnv, ContractDefaultsOutsideRingpilotRunAndUserValuesWin) {
+  base::Environment env = OmpiEnv(0, 1, 0, 1);
+  base::Environment out = ComputeTorchrunEnv(env);
+  EXPECT_EQ(out.at("TORCHELASTIC_RESTART_COUNT"), "0");
+  EXPECT_EQ(out.at("TORCHELASTIC_MAX_RESTARTS"), "0");
+  EXPECT_EQ(out.at("TORCHELASTIC_RUN_ID"), "none");  // torchrun's default rdzv id
+  EXPECT_EQ(out.at("RINGPILOT_ATTEMPT"), "1");
+  EXPECT_EQ(out.at("GROUP_WORLD_SIZE"), "1");
+  EXPECT_EQ(out.count("OMP_NUM_THREADS"), 0u) << "one local rank: torchrun leaves it unset";
+  env["OMP_NUM_THREADS"] = "6";
+  env["TORCH_NCCL_ASYNC_ERROR_HANDLING"] = "3";
+  env["TORCHELASTIC_RUN_ID"] = "mine";
+  env["SLURM_JOB_ID"] = "4242";
+  out = ComputeTorchrunEnv(env);
+  EXPECT_EQ(out.at("OMP_NUM_THREADS"), "6");
+  EXPECT_EQ(out.at("TORCH_NCCL_ASYNC_ERROR_HANDLING"), "3");
+  EXPECT_EQ(out.at("TORCHELASTIC_RUN_ID"), "mine");
+  env.erase("TORCHELASTIC_RUN_ID");
+  EXPECT_EQ(ComputeTorchrunEnv(env).at("TORCHELASTIC_RUN_ID"), "4242");  // the Slurm job
+  env["RINGPILOT_RESTART"] = "x";
+  EXPECT_EQ(ErrorOf(env), "ringpilot exec: RINGPILOT_RESTART='x' is not a non-negative integer");
+}
+
+TEST(TorchrunEnv, SlurmStepGivesItsNodeCount) {
+  base::Environment env = {{"SLURM_PROCID", "3"},
+                           {"SLURM_NTASKS", "5"},
+                           {"SLURM_LOCALID", "0"},
+                           {"SLURM_NODEID", "1"},
+                           {"SLURM_JOB_NODELIST", "n[1-2]"},
+                           {"SLURM_JOB_ID", "9"},
+                           {"SLURM_STEP_TASKS_PER_NODE", "3,2"}};
+  const base::Environment out = ComputeTorchrunEnv(env);
+  EXPECT_EQ(out.at("GROUP_WORLD_SIZE"), "2");  // uneven: from Slurm, not WORLD / LOCAL
+  EXPECT_EQ(out.at("GROUP_RANK"), "1");
+  EXPECT_EQ(out.at("LOCAL_WORLD_SIZE"), "2");
+  EXPECT_EQ(out.at("OMP_NUM_THREADS"), "1");
 }
 
 }  // namespace

@@ -16,7 +16,8 @@
 namespace ringpilot::metrics {
 namespace {
 
-const Labels kGpu = {{"gpu_uuid", "GPU-fake-1"}, {"pci_bus_id", "00000000:2A:00.0"}};
+// dcgm-exporter's names: UUID, gpu (NVML index), pci_bus_id.
+const Labels kGpu = {{"UUID", "GPU-fake-1"}, {"gpu", "1"}, {"pci_bus_id", "00000000:2A:00.0"}};
 
 // A value as prometheus::TextSerializer writes it (16 significant digits).
 std::string Format(double value) {
@@ -96,7 +97,7 @@ TEST(GpuSampler, ValuesReachExpositionInBaseUnits) {
 }
 
 TEST(GpuSampler, KeepsRegistryGpuLabelsInsteadOfRepeatingThem) {
-  Families families({{"rank", "0"}, {"gpu_uuid", "GPU-fake-0"}, {"pci_bus_id", "x"}});
+  Families families({{"rank", "0"}, {"UUID", "GPU-fake-0"}, {"gpu", "0"}, {"pci_bus_id", "x"}});
   GpuSamplerOptions o = FakeOptions();
   o.pci_bus_id = "";  // NVML's GPU 0
   GpuSampler sampler(families, o);
@@ -104,7 +105,8 @@ TEST(GpuSampler, KeepsRegistryGpuLabelsInsteadOfRepeatingThem) {
   EXPECT_EQ(sampler.identity().uuid, "GPU-fake-0");
   EXPECT_NE(
       families.Serialize().find(
-          "ringpilot_gpu_power_watts{gpu_uuid=\"GPU-fake-0\",pci_bus_id=\"x\",rank=\"0\"} 612.5\n"),
+          "ringpilot_gpu_power_watts{UUID=\"GPU-fake-0\",gpu=\"0\",pci_bus_id=\"x\",rank=\"0\"} "
+          "612.5\n"),
       std::string::npos)
       << families.Serialize();
 }
@@ -121,8 +123,8 @@ TEST(GpuSampler, BackgroundThreadSamples) {
   o.period_seconds = 0.01;
   GpuSampler sampler(families, o);
   ASSERT_TRUE(sampler.active());
-  const std::string tx = R"(ringpilot_gpu_nvlink_bytes_total{direction="tx",gpu_uuid="GPU-fake-1",)"
-                         R"(pci_bus_id="00000000:2A:00.0"} )";
+  const std::string tx = R"(ringpilot_gpu_nvlink_bytes_total{UUID="GPU-fake-1",direction="tx",)"
+                         R"(gpu="1",pci_bus_id="00000000:2A:00.0"} )";
   // The first sample is the baseline (0 bytes); each later one adds 1000 KiB.
   double bytes = Value(families.Serialize(), tx);
   for (int i = 0; i < 500 && bytes <= 0; ++i) {
@@ -165,6 +167,9 @@ TEST(GpuSampler, LookupIdentity) {
   ASSERT_TRUE(LookupGpuIdentity(RINGPILOT_FAKE_NVML, "00000000:18:00.0", &id, &error)) << error;
   EXPECT_EQ(id.uuid, "GPU-fake-0");
   EXPECT_EQ(id.pci_bus_id, "00000000:18:00.0");
+  EXPECT_EQ(id.index, "0");
+  EXPECT_EQ(GpuLabels(id),
+            (Labels{{"UUID", "GPU-fake-0"}, {"gpu", "0"}, {"pci_bus_id", "00000000:18:00.0"}}));
   EXPECT_FALSE(LookupGpuIdentity("libringpilot-no-such-nvml.so.1", "", &id, &error));
   EXPECT_NE(error.find("cannot load"), std::string::npos);
 }

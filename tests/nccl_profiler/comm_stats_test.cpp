@@ -85,8 +85,14 @@ TEST(CommStats, CollectiveCompletesWhenEveryChannelStoppedWithGpuSpanAndBusBandw
   ASSERT_EQ(s.histograms.size(), 1u);
   EXPECT_EQ(s.histograms[0].count, 1u);
   EXPECT_DOUBLE_EQ(s.histograms[0].sum_seconds, 500e-6);
-  // 0.5 ms lies in (10us * 2^5, 10us * 2^6] = (320 us, 640 us].
-  EXPECT_EQ(s.histograms[0].buckets[6], 1u);
+  // The trainer's bounds (metrics/buckets.h): 0.5 ms goes to the first bound >= it, as
+  // prometheus-cpp's Observe would put it; no other bucket counts it.
+  int want = 0;
+  while (want < kHistogramBounds && s.histograms[0].sum_seconds > HistogramBound(want)) ++want;
+  EXPECT_DOUBLE_EQ(HistogramBound(want), 5e-4);
+  for (int i = 0; i <= kHistogramBounds; ++i) {
+    EXPECT_EQ(s.histograms[0].buckets[i], i == want ? 1u : 0u) << "bucket " << i;
+  }
 }
 
 TEST(CommStats, ChannelsMayReportBeforeNcclStopsTheEnqueueEvent) {
@@ -335,19 +341,34 @@ TEST(Settings, ReadsPortBindRunDirRankAndJob) {
   EXPECT_EQ(file_only.rank, 6);  // the first communicator's rank stands in for RANK
   EXPECT_EQ(file_only.local_rank, -1);
   EXPECT_EQ(file_only.job, "exec");
+  EXPECT_EQ(file_only.bind, "auto");  // the node's address under Slurm/Kubernetes
+  EXPECT_FALSE(file_only.multi_node);
+  EXPECT_EQ(file_only.file_sd_dir, "");
+  const Settings nodes = SettingsFromEnvironment({{"RINGPILOT_RUN_DIR", "/r"},
+                                                  {"WORLD_SIZE", "16"},
+                                                  {"LOCAL_WORLD_SIZE", "8"},
+                                                  {"RINGPILOT_METRICS_FILE_SD_DIR", "/sd"}},
+                                                 0);
+  EXPECT_TRUE(nodes.multi_node);  // "auto" binds the node's address
+  EXPECT_EQ(nodes.file_sd_dir, "/sd");
 }
 
-TEST(Settings, PortIsBasePlusRankUnlessGivenOutright) {
-  // What `ringpilot exec` passes: the base; each process adds its own RANK (the workers of
-  // a torchrun under exec have their own).
+TEST(Settings, PortIsBasePlusLocalRankUnlessGivenOutright) {
+  // What `ringpilot exec` passes: the base; each process adds its own LOCAL_RANK (the
+  // workers of a torchrun under exec have their own), as the trainer's ranks do.
+  EXPECT_EQ(SettingsFromEnvironment(
+                {{"RINGPILOT_METRICS_PORT_BASE", "18400"}, {"RANK", "13"}, {"LOCAL_RANK", "5"}}, 0)
+                .port,
+            18405);
+  // No LOCAL_RANK: RANK, then the first communicator's rank, stand in.
   EXPECT_EQ(
-      SettingsFromEnvironment({{"RINGPILOT_METRICS_PORT_BASE", "9400"}, {"RANK", "5"}}, 0).port,
-      9405);
-  EXPECT_EQ(SettingsFromEnvironment({{"RINGPILOT_METRICS_PORT_BASE", "9400"}}, 2).port, 9402);
+      SettingsFromEnvironment({{"RINGPILOT_METRICS_PORT_BASE", "18400"}, {"RANK", "5"}}, 0).port,
+      18405);
+  EXPECT_EQ(SettingsFromEnvironment({{"RINGPILOT_METRICS_PORT_BASE", "18400"}}, 2).port, 18402);
   EXPECT_EQ(SettingsFromEnvironment({{"RINGPILOT_METRICS_PORT_BASE", "0"}, {"RANK", "5"}}, 0).port,
             0);
   EXPECT_EQ(SettingsFromEnvironment(
-                {{"RINGPILOT_METRICS_PORT_BASE", "9400"}, {"RINGPILOT_METRICS_PORT", "7"}}, 0)
+                {{"RINGPILOT_METRICS_PORT_BASE", "18400"}, {"RINGPILOT_METRICS_PORT", "7"}}, 0)
                 .port,
             7);
 }
@@ -368,7 +389,9 @@ TEST(Settings, BadValuesAndNothingToExportAreOneLineErrors) {
   EXPECT_EQ(error({{"RINGPILOT_METRICS_PORT", "1"}, {"RANK", "-1"}}),
             "RANK='-1' is not a number in 0..16777216");
   EXPECT_EQ(error({{"RINGPILOT_METRICS_PORT_BASE", "65530"}, {"RANK", "9"}}),
-            "RINGPILOT_METRICS_PORT_BASE=65530 + rank 9 is past port 65535");
+            "RINGPILOT_METRICS_PORT_BASE=65530 + RANK 9 is past port 65535");
+  EXPECT_EQ(error({{"RINGPILOT_METRICS_PORT_BASE", "65530"}, {"LOCAL_RANK", "7"}}),
+            "RINGPILOT_METRICS_PORT_BASE=65530 + LOCAL_RANK 7 is past port 65535");
   const std::string nothing = error({{"RANK", "0"}});
   EXPECT_NE(nothing.find("nothing to export to"), std::string::npos) << nothing;
   EXPECT_EQ(nothing.find('\n'), std::string::npos);

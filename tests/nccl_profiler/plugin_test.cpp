@@ -242,8 +242,8 @@ TEST(NcclProfilerPlugin, ExportsEveryVersionNcclLooksUpAndNoOther) {
 TEST(NcclProfilerPlugin, CollectivesAndP2pOnTwoCommunicatorsAreServedLive) {
   TempDir dir;
   const int port = FreePort();
-  // As `ringpilot exec` sets it up: the base, and the process's own RANK.
-  ScopedEnv env({{"RINGPILOT_METRICS_PORT_BASE", std::to_string(port - 5)},
+  // As `ringpilot exec` sets it up: the base, and the process's own LOCAL_RANK.
+  ScopedEnv env({{"RINGPILOT_METRICS_PORT_BASE", std::to_string(port - 1)},
                  {"RANK", "5"},
                  {"LOCAL_RANK", "1"},
                  {"RINGPILOT_JOB_NAME", "ddp"}});
@@ -268,11 +268,13 @@ TEST(NcclProfilerPlugin, CollectivesAndP2pOnTwoCommunicatorsAreServedLive) {
   auto series = [&](const std::string& name, const std::string& labels) {
     return Series(text, name, labels);
   };
-  // The rank labels first (sorted), then the series' own (sorted).
+  // The rank labels first (sorted: upper case first), then the series' own (sorted); the
+  // job is named once, by ringpilot_job_info.
   const std::string w = "comm=\"0123456789abcdef\"";
-  EXPECT_NE(text.find("ringpilot_nccl_ops_total{job=\"ddp\",local_rank=\"1\",node=\""),
-            std::string::npos)
-      << text;
+  EXPECT_NE(text.find("ringpilot_nccl_ops_total{Hostname=\""), std::string::npos) << text;
+  EXPECT_NE(text.find("\",local_rank=\"1\",rank=\"5\",algo="), std::string::npos) << text;
+  EXPECT_EQ(text.find("job=\""), std::string::npos) << "no job label: Prometheus owns it";
+  EXPECT_EQ(series("ringpilot_job_info", "name=\"ddp\""), 1.0) << text;
   const std::string cell =
       "algo=\"ring\"," + w + ",op=\"allreduce\",proto=\"simple\",size_bucket=\"16MiB-64MiB\"";
   EXPECT_EQ(series("ringpilot_nccl_ops_total", cell), 2.0) << text;
@@ -286,11 +288,12 @@ TEST(NcclProfilerPlugin, CollectivesAndP2pOnTwoCommunicatorsAreServedLive) {
       25.0 * (1 << 20) / 1e-3 * 1.75, 1.0);
   EXPECT_NEAR(series("ringpilot_nccl_bus_bandwidth_bytes_per_second", cell),
               25.0 * (1 << 20) / 1e-3 * 1.75, 1.0);
-  const std::string hist = w + ",op=\"allreduce\",size_bucket=\"16MiB-64MiB\"";
+  // The trainer's histogram: by op (size classes are in ringpilot_nccl_*), its buckets.
+  const std::string hist = w + ",op=\"allreduce\"";
   EXPECT_EQ(series("ringpilot_collective_seconds_count", hist), 2.0);
   EXPECT_NEAR(series("ringpilot_collective_seconds_sum", hist), 2e-3, 1e-12);
-  EXPECT_EQ(series("ringpilot_collective_seconds_bucket", hist + ",le=\"0.00032\""), 0.0);
-  EXPECT_EQ(series("ringpilot_collective_seconds_bucket", hist + ",le=\"0.00128\""), 2.0);
+  EXPECT_EQ(series("ringpilot_collective_seconds_bucket", hist + ",le=\"0.0005\""), 0.0);
+  EXPECT_EQ(series("ringpilot_collective_seconds_bucket", hist + ",le=\"0.0025\""), 2.0);
   EXPECT_EQ(series("ringpilot_collective_seconds_bucket", hist + ",le=\"+Inf\""), 2.0);
   EXPECT_EQ(series("ringpilot_collective_last_started_seq", w), 2.0);
   EXPECT_EQ(series("ringpilot_collective_last_completed_seq", w), 2.0);
@@ -308,10 +311,14 @@ TEST(NcclProfilerPlugin, CollectivesAndP2pOnTwoCommunicatorsAreServedLive) {
       1.0)
       << text;
 
-  const double started = series("ringpilot_process_start_time_seconds", "rank=\"5\"");
+  // The client libraries' process series, read from /proc.
+  const double started = series("process_start_time_seconds", "rank=\"5\"");
   const double now = static_cast<double>(std::time(nullptr));
   EXPECT_LE(started, now + 1);
   EXPECT_GT(started, now - 3600) << "the test process started within the hour";
+  EXPECT_GT(series("process_resident_memory_bytes", "rank=\"5\""), 1e6);
+  EXPECT_GT(series("process_open_fds", "rank=\"5\""), 2.0);
+  EXPECT_GE(series("process_cpu_seconds_total", "rank=\"5\""), 0.0);
 
   // Live: one more all-reduce shows on the next scrape.
   void* t = world.Enqueue("AllReduce", 25 << 18, "ncclFloat32", 1);
@@ -344,6 +351,12 @@ TEST(NcclProfilerPlugin, StoppedRankShowsItsInFlightOperationOnTheScrapeAndInThe
   EXPECT_EQ(Series(text, "ringpilot_nccl_oldest_inflight_seq", w), 7.0);
   EXPECT_GE(Series(text, "ringpilot_nccl_oldest_inflight_seconds", w + ",op=\"allgather\""), 0.04);
   EXPECT_GT(Series(text, "ringpilot_nccl_oldest_inflight_start_time_seconds", w), 1.7e9);
+  // The process lists itself for Prometheus' file_sd (no MPI to gather the ranks).
+  const nlohmann::json targets = nlohmann::json::parse(
+      ringpilot::testing::ReadFile(dir.path() + "/prometheus-targets-rank-2.json"));
+  ASSERT_EQ(targets.size(), 1u) << targets.dump();
+  EXPECT_EQ(targets[0]["targets"], nlohmann::json::array({"127.0.0.1:" + std::to_string(port)}));
+  EXPECT_EQ(targets[0]["labels"]["ringpilot_job"], "exec");
 
   world.p->finalize(world.ctx);  // abort: the all-gather never completed
   const nlohmann::json j =
@@ -358,6 +371,13 @@ TEST(NcclProfilerPlugin, StoppedRankShowsItsInFlightOperationOnTheScrapeAndInThe
   EXPECT_EQ(c["collective_seq"]["completed"], 6);
   EXPECT_EQ(c["finalized"], true);
   EXPECT_EQ(c["abandoned_ops"], 1);
+  // What it was stuck in at the abort. (Its channels gave no GPU start: no timed rows.)
+  EXPECT_EQ(c["abandoned_oldest"]["op"], "allgather");
+  EXPECT_EQ(c["abandoned_oldest"]["seq"], 7);
+  EXPECT_GE(c["abandoned_oldest"]["age_seconds"], 0.04);
+  EXPECT_TRUE(c["recent_collectives"].empty());
+  EXPECT_GT(c["init_unix"].get<double>(), 1.7e9);
+  EXPECT_GE(j["written_unix"].get<double>(), c["init_unix"].get<double>());
   ASSERT_EQ(c["operations"].size(), 1u);
   EXPECT_EQ(c["operations"][0]["op"], "allreduce");
   EXPECT_EQ(c["operations"][0]["count"], 6);
@@ -518,6 +538,8 @@ TEST(NcclProfilerPluginDeathTest, ExitWithoutFinalizeIsCleanAndLeavesTheStatsFil
       ::testing::ExitedWithCode(3),
       ::testing::Not(::testing::HasSubstr("ringpilot-nccl-profiler")));
   unsetenv("RINGPILOT_TEST_EXIT_DIR");
+  // A normal exit withdraws the process's scrape target.
+  EXPECT_EQ(ringpilot::testing::ReadFile(dir + "/prometheus-targets-rank-4.json"), "[]\n");
   const nlohmann::json j =
       nlohmann::json::parse(ringpilot::testing::ReadFile(dir + "/logs/rank-4.nccl.json"));
   ASSERT_EQ(j["communicators"].size(), 1u) << j.dump(2);

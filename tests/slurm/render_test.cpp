@@ -71,9 +71,12 @@ TEST(SlurmRender, RunDirIsStableAcrossRequeue) {
 }
 
 TEST(SlurmRender, BackendSlurmAndUsr1ForwardedBeforeRequeue) {
-  const std::string s = RenderSbatch(Spec());
-  // ringpilot run finds the allocation's hosts itself.
-  EXPECT_NE(s.find("--run-dir \"$run_dir\" --set launch.backend=slurm &\n"), std::string::npos);
+  config::JobConfig spec = Spec();
+  spec.launch.backend = config::Backend::kMpi;  // the file's backend: replaced by slurm
+  const std::string s = RenderSbatch(spec);
+  // ringpilot run finds the allocation's hosts itself: the embedded job says backend slurm.
+  EXPECT_NE(s.find("--run-dir \"$run_dir\" &\n"), std::string::npos);
+  EXPECT_NE(s.find("launch:\n  backend: slurm\n"), std::string::npos);
   EXPECT_EQ(s.find("scontrol show hostnames"), std::string::npos);
   EXPECT_EQ(s.find("launch.hosts"), std::string::npos);
   // USR1 goes to ringpilot run; the job is requeued only after it exits preempted.
@@ -88,12 +91,62 @@ TEST(SlurmRender, BackendSlurmAndUsr1ForwardedBeforeRequeue) {
 TEST(SlurmRender, JobFileIsAQuotedHeredoc) {
   config::JobConfig spec = Spec();
   spec.slurm.partition = "p";  // any value: the whole resolved job file is embedded
+  spec.launch.backend = config::Backend::kSlurm;
+  spec.metrics.bind = "0.0.0.0";
   const std::string yaml = config::EmitJobConfig(spec);
   EXPECT_NE(RenderSbatch(spec).find("<<'RINGPILOT_JOB_EOF'\n" + yaml + "RINGPILOT_JOB_EOF\n"),
             std::string::npos);
   // Values that a shell would expand stay literal inside the quoted heredoc.
   spec.launch.mpirun_args = {"$(rm -rf /)", "`id`", "$HOME"};
   EXPECT_NE(RenderSbatch(spec).find(config::EmitJobConfig(spec)), std::string::npos);
+}
+
+TEST(SlurmRender, AutoDeviceRequestsGpus) {
+  config::JobConfig spec = Spec();
+  spec.world.device = config::Device::kAuto;
+  const std::string s = RenderSbatch(spec);
+  EXPECT_TRUE(Has(s, "#SBATCH --gpus-per-node=4"));
+  EXPECT_TRUE(Has(s, "# world.device auto: a GPU per rank (world.device cpu requests none)"));
+  spec.world.device = config::Device::kCpu;
+  EXPECT_EQ(RenderSbatch(spec).find("gpus"), std::string::npos);
+}
+
+TEST(SlurmRender, MetricsBindReachableFromOtherHosts) {
+  config::JobConfig spec = Spec();
+  EXPECT_NE(RenderSbatch(spec).find("metrics:\n  enabled: true\n  bind: \"0.0.0.0\"\n"),
+            std::string::npos);
+  spec.metrics.bind = "10.0.0.7";  // an address the user chose stays
+  EXPECT_NE(RenderSbatch(spec).find("  bind: \"10.0.0.7\"\n"), std::string::npos);
+}
+
+TEST(SlurmRender, ExtraDirectivesAndSetupLines) {
+  config::JobConfig spec = Spec();
+  spec.slurm.directives = {"--constraint=h100", "--exclusive", "--mem=0"};
+  spec.slurm.setup = {"module load cuda/13", "source /opt/venv/bin/activate"};
+  const std::string s = RenderSbatch(spec);
+  const size_t extra = s.find("#SBATCH --constraint=h100\n#SBATCH --exclusive\n#SBATCH --mem=0\n");
+  ASSERT_NE(extra, std::string::npos) << s;
+  // Every #SBATCH line comes before the first command (sbatch stops reading there).
+  EXPECT_LT(extra, s.find("set -euo pipefail"));
+  const size_t setup = s.find(
+      "set +u\n# shellcheck disable=SC1090,SC1091\n{\nmodule load cuda/13\nsource "
+      "/opt/venv/bin/activate\n}\nset -u\n");
+  ASSERT_NE(setup, std::string::npos) << s;
+  EXPECT_LT(s.find("RINGPILOT_JOB_EOF\n\n"), setup);  // after the job file is written
+  EXPECT_LT(setup, s.find("\"$ringpilot\" run"));
+  // Bad ones are refused here too (a hand-built job that skipped the key table).
+  spec.slurm.directives = {"--time=5"};
+  EXPECT_THROW(RenderSbatch(spec), std::invalid_argument);
+  spec.slurm.directives = {};
+  spec.slurm.setup = {"a\nb"};
+  EXPECT_THROW(RenderSbatch(spec), std::invalid_argument);
+}
+
+TEST(SlurmRender, RequestedStopIsNotRequeued) {
+  const std::string s = RenderSbatch(Spec());
+  const size_t check = s.find("if [[ -e \"$run_dir/stop-request\" ]]; then");
+  ASSERT_NE(check, std::string::npos);
+  EXPECT_LT(check, s.find("scontrol requeue"));
 }
 
 TEST(SlurmRender, ValuesAreSingleQuoted) {
@@ -118,6 +171,30 @@ TEST(SlurmRender, RejectsUnsafeValues) {
     mutate(spec);
     EXPECT_THROW(RenderSbatch(spec), std::invalid_argument);
   }
+}
+
+// A launch.command job: the same allocation and requeue protocol; the embedded job names
+// the program (and no model), and the script runs from the submit directory.
+TEST(SlurmRender, CommandJobEmbedsTheProgramAndRunsFromTheSubmitDirectory) {
+  config::JobConfig job = Spec();
+  job.launch.command = {"python3", "train.py", "--lr", "0.1"};
+  const std::string s = RenderSbatch(job);
+  EXPECT_TRUE(Has(s, "#SBATCH --gpus-per-node=4"));
+  EXPECT_TRUE(Has(s, "#SBATCH --requeue"));
+  EXPECT_TRUE(Has(s, "  command: [\"python3\", \"train.py\", \"--lr\", \"0.1\"]")) << s;
+  EXPECT_EQ(s.find("model:"), std::string::npos) << s;
+  EXPECT_TRUE(Has(s, "cd \"${SLURM_SUBMIT_DIR:-.}\""));
+  EXPECT_LT(s.find("cd \"${SLURM_SUBMIT_DIR"), s.find("\"$ringpilot\" run \"$job_file\""));
+  // The embedded job is what `ringpilot run` reads back.
+  const std::string begin = std::string("<<'") + kJobHeredocDelimiter + "'\n";
+  const auto from = s.find(begin) + begin.size();
+  const std::string embedded =
+      s.substr(from, s.find(std::string("\n") + kJobHeredocDelimiter + "\n", from) - from + 1);
+  const config::JobConfig back =
+      config::ParseJobConfig(embedded, "embedded", {"launch.backend=slurm"});
+  EXPECT_EQ(back.launch.command, job.launch.command);
+  // A trainer job does not change directory.
+  EXPECT_EQ(RenderSbatch(Spec()).find("SLURM_SUBMIT_DIR"), std::string::npos);
 }
 
 }  // namespace

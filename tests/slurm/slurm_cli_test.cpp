@@ -9,9 +9,9 @@
 namespace ringpilot::testing {
 namespace {
 
+// No launch.backend: `slurm render` implies it (two nodes would need it otherwise).
 constexpr const char* kJob = R"(name: demo-job
 world: {nodes: 2, procs_per_node: 2, device: cuda}
-launch: {backend: slurm}
 model: {name: resnet18-cifar}
 train: {steps: 20}
 slurm: {partition: gpu, account: proj-1, qos: normal, time: "1-00:00:00", signal_seconds: 120}
@@ -26,10 +26,12 @@ std::string WriteJob(const TempDir& dir, const std::string& text = kJob) {
 TEST(SlurmCli, RenderedScriptPassesBashNAndShellcheck) {
   TempDir dir;
   const std::string job = WriteJob(dir);
-  for (const std::string device : {"cuda", "cpu"}) {
+  for (const std::string device : {"cuda", "cpu", "auto"}) {
     const ProcessResult r =
         RunProcess({RingpilotBinary(), "slurm", "render", job, "--set", "world.device=" + device,
-                    "--set", "slurm.run_root=" + dir.path() + "/runs"});
+                    "--set", "slurm.run_root=" + dir.path() + "/runs", "--set",
+                    "slurm.directives=[\"--exclusive\", \"--constraint=h100|a100\"]", "--set",
+                    "slurm.setup=[\"module load cuda/13\", \"source /opt/venv/bin/activate\"]"});
     ASSERT_EQ(r.exit_code, 0) << r.err;
     const std::string script = dir.path() + "/job.sbatch";
     WriteFile(script, r.out);
@@ -38,7 +40,8 @@ TEST(SlurmCli, RenderedScriptPassesBashNAndShellcheck) {
     const ProcessResult sc = RunProcess({"shellcheck", "--shell=bash", script});
     EXPECT_EQ(sc.exit_code, 0) << "shellcheck (installed by scripts/setup.sh):\n"
                                << sc.out << sc.err;
-    EXPECT_EQ(r.out.find("--gpus-per-node=2") != std::string::npos, device == "cuda");
+    EXPECT_EQ(r.out.find("--gpus-per-node=2") != std::string::npos, device != "cpu");
+    EXPECT_NE(r.out.find("#SBATCH --constraint=h100|a100\n"), std::string::npos);
   }
 }
 
@@ -64,8 +67,10 @@ TEST(SlurmCli, ScriptRunsRingpilotWithBackendSlurm) {
                                                         {"PATH", bin + ":/usr/bin:/bin"}});
   ASSERT_EQ(run.exit_code, 0) << run.err;
   const std::string run_dir = dir.path() + "/runs/demo-job-4242";
-  EXPECT_EQ(ReadFile(record), "run\n" + run_dir + "/slurm-job.yaml\n--run-dir\n" + run_dir +
-                                  "\n--set\nlaunch.backend=slurm\n");
+  EXPECT_EQ(ReadFile(record), "run\n" + run_dir + "/slurm-job.yaml\n--run-dir\n" + run_dir + "\n");
+  // The job file says backend slurm and a metrics bind other hosts can reach.
+  EXPECT_NE(ReadFile(record + ".job").find("  backend: slurm\n"), std::string::npos);
+  EXPECT_NE(ReadFile(record + ".job").find("  bind: \"0.0.0.0\"\n"), std::string::npos);
   EXPECT_NE(run.err.find("ringpilot: job 4242 start "), std::string::npos) << run.err;
   // The embedded job file is the resolved one, and it validates.
   const ProcessResult v = RunProcess({RingpilotBinary(), "validate", record + ".job"});
@@ -107,6 +112,16 @@ TEST(SlurmCli, Usr1IsForwardedAndAPreemptedRunIsRequeued) {
                                                         {"PATH", bin + ":/usr/bin:/bin"}});
   EXPECT_EQ(failed.exit_code, 3);
   EXPECT_EQ(ReadFile(record), "");
+
+  // A stop `ringpilot stop` asked for (RUN_DIR/stop-request) ends the job without a requeue.
+  WriteFile(bin + "/ringpilot", "#!/bin/bash\ntouch \"$4/stop-request\"\nexit 75\n", true);
+  const ProcessResult stopped =
+      RunProcess({"bash", dir.path() + "/job.sbatch"}, {{"SLURM_JOB_ID", "4242"},
+                                                        {"SLURM_JOB_NODELIST", "n[1-2]"},
+                                                        {"PATH", bin + ":/usr/bin:/bin"}});
+  EXPECT_EQ(stopped.exit_code, 0) << stopped.err;
+  EXPECT_EQ(ReadFile(record), "");
+  EXPECT_NE(stopped.err.find("stopped by 'ringpilot stop'"), std::string::npos) << stopped.err;
 }
 
 TEST(SlurmCli, SubmitRunsSbatchOnTheScript) {
@@ -155,7 +170,8 @@ TEST(SlurmCli, BadValuesExitTwo) {
   const std::string job = WriteJob(dir);
   for (const std::string set :
        {"slurm.partition=\"gpu;rm\"", "slurm.time=2h", "slurm.run_root=\"/a b\"", "name=\"x$(id)\"",
-        "slurm.signal_seconds=0"}) {
+        "slurm.signal_seconds=0", "slurm.directives=[\"--comment=a b\"]",
+        "slurm.directives=[\"--ntasks=3\"]", "launch.backend=mpi"}) {
     const ProcessResult r = RunProcess({RingpilotBinary(), "slurm", "render", job, "--set", set});
     EXPECT_EQ(r.exit_code, 2) << set;
     EXPECT_TRUE(r.out.empty()) << set;

@@ -71,6 +71,10 @@ int nvmlDeviceGetUUID(void* dev, char* uuid, unsigned len) {
   std::strncpy(uuid, IndexOf(dev) == 0 ? "GPU-fake-0" : "GPU-fake-1", len);
   return kSuccess;
 }
+int nvmlDeviceGetIndex(void* dev, unsigned* index) {
+  *index = IndexOf(dev);
+  return kSuccess;
+}
 int nvmlDeviceGetPciInfo_v3(void* dev, PciInfo* pci) {
   std::memset(pci, 0, sizeof *pci);
   std::strcpy(pci->busId, kBusIds[IndexOf(dev)]);

@@ -38,6 +38,12 @@ void Heartbeat::BeatNow(const char* phase) {
   Write();
 }
 
+void Heartbeat::SetTotalSteps(int64_t steps) {
+  total_steps_.store(steps, std::memory_order_relaxed);
+}
+
+void Heartbeat::SetLoss(double loss) { loss_.store(loss, std::memory_order_relaxed); }
+
 void Heartbeat::Loop() {
   std::unique_lock<std::mutex> lock(mutex_);
   while (!stop_cv_.wait_for(lock, std::chrono::seconds(1), [this] { return stop_; })) {
@@ -54,15 +60,21 @@ void Heartbeat::Write() {
   // runs again (mpirun revives stopped ranks with SIGCONT before it kills them).
   if (last_write_unix_ > 0) max_gap_s_ = std::max(max_gap_s_, now - last_write_unix_);
   last_write_unix_ = now;
-  char line[448];
-  const int n = std::snprintf(line, sizeof line,
-                              "{\"rank\": %d, \"step\": %lld, \"phase\": \"%s\", \"unix\": %.3f, "
-                              "\"max_silence_s\": %.3f, "
-                              "\"collectives_started\": %llu, \"collectives_completed\": %llu}\n",
-                              rank_, static_cast<long long>(step_.load(std::memory_order_relaxed)),
-                              phase_.load(std::memory_order_relaxed), now, max_gap_s_,
-                              static_cast<unsigned long long>(comm_ ? comm_->started_seq() : 0),
-                              static_cast<unsigned long long>(comm_ ? comm_->completed_seq() : 0));
+  const double loss = loss_.load(std::memory_order_relaxed);
+  char loss_text[48] = "null";
+  // A NaN or infinite loss is written as null too: JSON has no spelling for it.
+  if (loss >= 0 && loss < 1e300) std::snprintf(loss_text, sizeof loss_text, "%.6g", loss);
+  char line[512];
+  const int n = std::snprintf(
+      line, sizeof line,
+      "{\"rank\": %d, \"step\": %lld, \"steps\": %lld, \"phase\": \"%s\", \"unix\": %.3f, "
+      "\"max_silence_s\": %.3f, \"loss\": %s, "
+      "\"collectives_started\": %llu, \"collectives_completed\": %llu}\n",
+      rank_, static_cast<long long>(step_.load(std::memory_order_relaxed)),
+      static_cast<long long>(total_steps_.load(std::memory_order_relaxed)),
+      phase_.load(std::memory_order_relaxed), now, max_gap_s_, loss_text,
+      static_cast<unsigned long long>(comm_ ? comm_->started_seq() : 0),
+      static_cast<unsigned long long>(comm_ ? comm_->completed_seq() : 0));
   if (n <= 0 || n >= static_cast<int>(sizeof line)) return;
   // No fsync: a beat lost in a host crash is harmless, and a second's cadence of syncs on a
   // shared file system is not.

@@ -37,6 +37,12 @@ class Heartbeat {
   /// newer beat than the one it waited for, even if its heartbeat thread was starved.
   void BeatNow(const char* phase);
 
+  /// The attempt's step target (train.steps, or what train.epochs came to), for
+  /// `ringpilot status`. One atomic store.
+  void SetTotalSteps(int64_t steps);
+  /// The latest loss this rank computed (rank 0's progress line), for `ringpilot status`.
+  void SetLoss(double loss);
+
  private:
   void Loop();
   // Writes the file now. A failed write is ignored: the heartbeat is a diagnosis aid and
@@ -49,6 +55,8 @@ class Heartbeat {
   const comm::Communicator* comm_;
   std::atomic<int64_t> step_{0};
   std::atomic<const char*> phase_{"start"};
+  std::atomic<int64_t> total_steps_{0};  // 0: not known yet
+  std::atomic<double> loss_{-1};         // negative: none yet (losses are never negative)
   std::mutex mutex_;
   std::mutex write_mutex_;  // one writer of the file at a time; guards the two below
   double last_write_unix_ = 0;

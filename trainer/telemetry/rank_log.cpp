@@ -1,12 +1,11 @@
 #include "trainer/telemetry/rank_log.h"
 
-#include <chrono>
-#include <ctime>
+#include "base/time.h"
 
 namespace ringpilot::trainer::telemetry {
 
-RankLog::RankLog(const std::string& path, int rank, bool echo_stdout)
-    : rank_(rank), echo_(echo_stdout) {
+RankLog::RankLog(const std::string& path, int rank, bool echo_stdout, bool echo_detail)
+    : rank_(rank), echo_(echo_stdout), echo_detail_(echo_stdout && echo_detail) {
   file_ = std::fopen(path.c_str(), "a");
   if (!file_)
     std::fprintf(stderr, "ringpilot-trainer: rank %d: cannot open %s\n", rank, path.c_str());
@@ -16,40 +15,44 @@ RankLog::~RankLog() {
   if (file_) std::fclose(file_);
 }
 
-void RankLog::Write(const char* level, const std::string& line, FILE* echo) {
+void RankLog::Write(const char* level, const std::string& line, FILE* echo,
+                    const std::string& echo_prefix) {
   std::lock_guard<std::mutex> lock(mu_);
-  const auto now = std::chrono::system_clock::now();
-  const std::time_t t = std::chrono::system_clock::to_time_t(now);
-  std::tm tm{};
-  localtime_r(&t, &tm);
-  char stamp[32];
-  std::strftime(stamp, sizeof(stamp), "%Y-%m-%dT%H:%M:%S", &tm);
+  const std::string stamp = base::LogTimeNow();
   if (file_) {
-    std::fprintf(file_, "%s %s %s\n", stamp, level, line.c_str());
+    std::fprintf(file_, "%s %s %s\n", stamp.c_str(), level, line.c_str());
     std::fflush(file_);
   }
   if (echo) {
-    std::fprintf(echo, "ringpilot: %s%s\n",
-                 rank_ == 0 ? "" : ("rank " + std::to_string(rank_) + ": ").c_str(), line.c_str());
+    std::fprintf(echo, "%s%s\n", echo_prefix.c_str(), line.c_str());
     std::fflush(echo);
   }
 }
 
-void RankLog::Info(const std::string& line) { Write("INFO", line, echo_ ? stdout : nullptr); }
+std::string RankLog::Prefix() const {
+  return rank_ == 0 ? "ringpilot: " : "ringpilot: rank " + std::to_string(rank_) + ": ";
+}
 
-void RankLog::Warn(const std::string& line) { Write("WARN", line, stderr); }
+void RankLog::Info(const std::string& line) {
+  Write("INFO", line, echo_ ? stdout : nullptr, Prefix());
+}
+
+void RankLog::Detail(const std::string& line) {
+  Write("INFO", line, echo_detail_ ? stdout : nullptr, Prefix());
+}
+
+void RankLog::Warn(const std::string& line) { Write("WARN", line, stderr, Prefix()); }
 
 void RankLog::Fatal(const std::string& line) {
-  const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
-                      std::chrono::system_clock::now().time_since_epoch())
-                      .count();
-  std::lock_guard<std::mutex> lock(mu_);
-  if (file_) {
-    std::fprintf(file_, "FATAL %lld %s\n", static_cast<long long>(ns), line.c_str());
-    std::fflush(file_);
+  std::string one_line;
+  for (const char ch : line) {
+    if (ch == '\n') {
+      one_line += "; ";
+    } else if (ch != '\r') {
+      one_line += ch;
+    }
   }
-  std::fprintf(stderr, "ringpilot-trainer: rank %d: %s\n", rank_, line.c_str());
-  std::fflush(stderr);
+  Write("FATAL", one_line, stderr, "ringpilot-trainer: rank " + std::to_string(rank_) + ": ");
 }
 
 }  // namespace ringpilot::trainer::telemetry

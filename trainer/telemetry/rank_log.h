@@ -1,5 +1,7 @@
 // Per-rank log file (RUN_DIR/logs/rank-N.log), optionally echoed to stdout (rank 0's
-// progress lines reach the user through mpirun and the front end).
+// progress lines reach the user through mpirun and the front end). Every line is
+// `TIME LEVEL message`, TIME in base::FormatLogTime's format (ISO 8601, UTC, milliseconds)
+// and LEVEL one of INFO, WARN, FATAL; `ringpilot logs` shows them as they are.
 #pragma once
 
 #include <cstdio>
@@ -8,26 +10,36 @@
 
 namespace ringpilot::trainer::telemetry {
 
+/// Thread-safe: every method may be called from any thread (one line at a time).
 class RankLog {
  public:
-  /// Opens `path` for appending (resumed runs keep earlier attempts' lines).
-  RankLog(const std::string& path, int rank, bool echo_stdout);
+  /// Opens `path` for appending (resumed runs keep earlier attempts' lines). With
+  /// `echo_stdout`, Info lines are echoed to stdout; Detail lines only with `echo_detail`
+  /// too (`ringpilot run --verbose`).
+  RankLog(const std::string& path, int rank, bool echo_stdout, bool echo_detail = false);
   ~RankLog();
   RankLog(const RankLog&) = delete;
   RankLog& operator=(const RankLog&) = delete;
 
   void Info(const std::string& line);
+  /// An INFO line of start-up detail (cluster view, placement plan): in the log always,
+  /// on the terminal only when verbose.
+  void Detail(const std::string& line);
   /// To the log and stderr.
   void Warn(const std::string& line);
-  /// `FATAL <unix ns> <message>`: the front end finds the first failing rank by it.
+  /// `TIME FATAL message` (newlines in `line` become "; ", so it stays one line): the
+  /// front end finds the first failing rank by it (launcher/failure_report.h).
   void Fatal(const std::string& line);
 
  private:
-  void Write(const char* level, const std::string& line, FILE* echo);
+  void Write(const char* level, const std::string& line, FILE* echo,
+             const std::string& echo_prefix);
+  std::string Prefix() const;  // of echoed INFO/WARN lines
   std::mutex mu_;
   FILE* file_ = nullptr;
   int rank_;
   bool echo_;
+  bool echo_detail_;
 };
 
 }  // namespace ringpilot::trainer::telemetry

@@ -45,8 +45,7 @@ RankTelemetry::RankTelemetry(const config::JobConfig& cfg, std::string run_dir, 
   metrics::GpuIdentity gpu;
   std::string error;
   if (metrics::LookupGpuIdentity("libnvidia-ml.so.1", CudaPciBusId(cuda_device_), &gpu, &error)) {
-    id_.gpu_uuid = gpu.uuid;
-    id_.pci_bus_id = gpu.pci_bus_id;
+    id_.gpu = gpu;
   }
 }
 

@@ -26,8 +26,9 @@ void PrepareNcclDebugLog(const std::string& run_dir, int rank);
 
 class RankTelemetry {
  public:
-  /// `cuda_device` >= 0: the rank's CUDA device; its UUID and PCI bus id (NVML) are added
-  /// to `id` (identity()), so every rank series carries them. -1 on CPU ranks.
+  /// `cuda_device` >= 0: the rank's CUDA device; its NVML identity (UUID, index, PCI bus
+  /// id) is added to `id` (identity()), so every rank series carries dcgm-exporter's GPU
+  /// labels. -1 on CPU ranks.
   RankTelemetry(const config::JobConfig& cfg, std::string run_dir, RankIdentity id,
                 int cuda_device);
   /// Writes the trace (when enabled) and detaches from the metrics.

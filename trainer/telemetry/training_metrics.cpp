@@ -1,40 +1,98 @@
 #include "trainer/telemetry/training_metrics.h"
 
-#include <chrono>
+#include <cstdlib>
+#include <set>
+
+#include "metrics/buckets.h"
 
 namespace ringpilot::trainer::telemetry {
+namespace {
 
-TrainingMetrics::TrainingMetrics(const RankIdentity& id) {
-  metrics::Labels labels{{"job", id.job},
-                         {"node", id.node},
+// Counters that count the job's work rather than this process's, so they continue where
+// the job's earlier processes left them (docs/metrics.md, "Counters across restarts").
+// Histograms, process_* and GPU counters restart with the process, as in any exporter.
+const std::set<std::string> kContinuedCounters = {
+    "ringpilot_steps_total",
+    "ringpilot_samples_total",
+    "ringpilot_restarts_total",
+    "ringpilot_collective_bytes_total",
+    "ringpilot_straggler_wait_seconds_total",
+    "ringpilot_data_images_decoded_total",
+    "ringpilot_data_bad_samples_total",
+};
+
+// Ops that move bytes: barrier has no bytes or bus bandwidth series.
+bool MovesBytes(int op) {
+  return static_cast<comm::CollectiveOp>(op) != comm::CollectiveOp::kBarrier;
+}
+
+}  // namespace
+
+metrics::Labels RankLabels(const RankIdentity& id) {
+  metrics::Labels labels{{"Hostname", id.node},
                          {"rank", std::to_string(id.rank)},
                          {"local_rank", std::to_string(id.local_rank)}};
-  if (!id.gpu_uuid.empty()) labels.emplace("gpu_uuid", id.gpu_uuid);
-  if (!id.pci_bus_id.empty()) labels.emplace("pci_bus_id", id.pci_bus_id);
-  families_ = std::make_unique<metrics::Families>(std::move(labels));
+  if (!id.gpu.uuid.empty()) {
+    for (const auto& [name, value] : metrics::GpuLabels(id.gpu)) labels.emplace(name, value);
+  }
+  return labels;
+}
+
+metrics::Counter& TrainingMetrics::Continued(metrics::Family<metrics::Counter>& family,
+                                             const std::string& name,
+                                             const metrics::Labels& labels) {
+  metrics::Counter& c = family.Add(labels);
+  if (journal_) {
+    if (const double seeded = journal_->Seeded(name, labels); seeded > 0) c.Increment(seeded);
+  }
+  return c;
+}
+
+TrainingMetrics::TrainingMetrics(const RankIdentity& id, const std::string& counters_path,
+                                 int restart) {
+  families_ = std::make_unique<metrics::Families>(RankLabels(id));
   auto& r = *families_;
-  // 1 ms .. ~65 s: CPU steps of a big model and GPU steps of a small one both resolve.
+  if (!counters_path.empty()) {
+    journal_ = std::make_shared<metrics::CounterJournal>(r.registry(), counters_path,
+                                                         r.const_labels(), kContinuedCounters);
+  }
+  r.AddGauge("ringpilot_job_info",
+             "The job this rank belongs to: name (job name) and world_size (value is always 1).")
+      .Add({{"name", id.job}, {"world_size", std::to_string(id.world_size)}})
+      .Set(1);
   step_seconds_ = &r.AddHistogram("ringpilot_step_seconds", "Wall time of one training step.")
-                       .Add({}, metrics::ExponentialBuckets(0.001, 2.0, 17));
-  samples_total_ =
-      &r.AddCounter("ringpilot_samples_total", "Samples processed by this rank.").Add({});
-  steps_total_ = &r.AddCounter("ringpilot_steps_total", "Training steps completed.").Add({});
-  loss_ = &r.AddGauge("ringpilot_loss", "Loss of the last reported step on this rank.").Add({});
+                       .Add({}, metrics::BucketsOf(metrics::kStepSecondsBounds));
+  samples_total_ = &Continued(
+      r.AddCounter("ringpilot_samples_total", "Samples processed by this rank, over the job."),
+      "ringpilot_samples_total", {});
+  steps_total_ = &Continued(
+      r.AddCounter("ringpilot_steps_total",
+                   "Training steps this rank ran, over the job (repeated steps included)."),
+      "ringpilot_steps_total", {});
+  step_ =
+      &r.AddGauge("ringpilot_step", "Steps of the job completed (the last step's number).").Add({});
+  steps_target_ =
+      &r.AddGauge("ringpilot_steps_target", "Steps the job runs to (train.steps).").Add({});
+  metrics::Counter& restarts = Continued(
+      r.AddCounter("ringpilot_restarts_total", "Restarts of the job's ranks after a failure."),
+      "ringpilot_restarts_total", {});
+  if (restart > 0) restarts.Increment();
+  loss_ = &r.AddGauge("ringpilot_loss", "Loss of this rank's batch, last step read back.").Add({});
   learning_rate_ =
       &r.AddGauge("ringpilot_learning_rate", "Learning rate of the last step (train.lr_schedule).")
            .Add({});
   grad_norm_ = &r.AddGauge("ringpilot_grad_norm",
-                           "Global L2 norm of the gradients before clipping, as of the last "
-                           "progress line (train.max_grad_norm > 0; else 0).")
+                           "Global L2 norm of the gradients before clipping, of the step of "
+                           "ringpilot_loss (train.max_grad_norm > 0; else 0).")
                     .Add({});
-  eval_top1_ = &r.AddGauge("ringpilot_eval_top1",
+  eval_top1_ = &r.AddGauge("ringpilot_eval_top1_ratio",
                            "Top-1 accuracy of the last evaluation on data.val (0..1).")
                     .Add({});
-  eval_top5_ = &r.AddGauge("ringpilot_eval_top5",
+  eval_top5_ = &r.AddGauge("ringpilot_eval_top5_ratio",
                            "Top-5 accuracy of the last evaluation on data.val (0..1).")
                     .Add({});
   eval_mlm_accuracy_ =
-      &r.AddGauge("ringpilot_eval_mlm_accuracy",
+      &r.AddGauge("ringpilot_eval_mlm_accuracy_ratio",
                   "Masked-LM accuracy of the last evaluation on data.val (0..1): masked "
                   "positions whose top-scored id is the original token.")
            .Add({});
@@ -44,17 +102,17 @@ TrainingMetrics::TrainingMetrics(const RankIdentity& id) {
                               "Validation samples of the last evaluation, all ranks together.")
                        .Add({});
   checkpoint_seconds_ =
-      &r.AddHistogram("ringpilot_checkpoint_seconds", "Time to write one checkpoint (rank 0).")
-           .Add({}, metrics::ExponentialBuckets(0.01, 2.0, 14));
-  restarts_ = &r.AddGauge("ringpilot_restarts", "Restarts of this job so far.").Add({});
-  images_decoded_ = &r.AddCounter("ringpilot_data_images_decoded_total",
-                                  "Images the rank's input pipeline decoded (image kinds; "
-                                  "substitutes of bad samples included).")
-                         .Add({});
-  bad_samples_ = &r.AddCounter("ringpilot_data_bad_samples_total",
-                               "Training batch entries whose image could not be used and was "
-                               "replaced by a substitute (image kinds).")
-                      .Add({});
+      &r.AddHistogram("ringpilot_checkpoint_seconds",
+                      "Time training paused for one checkpoint (gather, write, barrier).")
+           .Add({}, metrics::BucketsOf(metrics::kCheckpointSecondsBounds));
+  images_decoded_ = &Continued(r.AddCounter("ringpilot_data_images_decoded_total",
+                                            "Images the rank's input pipeline decoded (image "
+                                            "kinds; substitutes of bad samples included)."),
+                               "ringpilot_data_images_decoded_total", {});
+  bad_samples_ = &Continued(r.AddCounter("ringpilot_data_bad_samples_total",
+                                         "Training batch entries whose image could not be used "
+                                         "and was replaced by a substitute (image kinds)."),
+                            "ringpilot_data_bad_samples_total", {});
   prefetch_batches_ = &r.AddGauge("ringpilot_data_prefetch_batches",
                                   "Batches decoded and waiting ahead of the training step when "
                                   "it took its batch (image kinds; up to data.prefetch).")
@@ -62,44 +120,49 @@ TrainingMetrics::TrainingMetrics(const RankIdentity& id) {
   auto& expected = r.AddGauge("ringpilot_expected_bus_bandwidth_bytes_per_second",
                               "Bus bandwidth the topology model expects for this job's "
                               "collectives (docs/topology.md); 0 = no model.");
-  for (int i = 0; i < kOps; ++i) {
-    const auto op = static_cast<comm::CollectiveOp>(i);
-    if (op != comm::CollectiveOp::kBarrier) {
-      expected_busbw_[i] = &expected.Add({{"op", comm::ToString(op)}});
-    }
-  }
-  r.AddGauge("ringpilot_process_start_time_seconds", "Start time of this rank, Unix seconds.")
-      .Add({})
-      .Set(std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch())
-               .count());
   auto& coll_seconds = r.AddHistogram("ringpilot_collective_seconds",
                                       "Time from issue to observed completion of a collective.");
-  const std::vector<double> coll_buckets = metrics::ExponentialBuckets(1e-5, 2.0, 22);
   auto& coll_bytes =
       r.AddCounter("ringpilot_collective_bytes_total", "Payload bytes of collectives, per rank.");
   auto& busbw = r.AddGauge("ringpilot_collective_bus_bandwidth_bytes_per_second",
                            "Bus bandwidth (nccl-tests definition) of the largest message size "
                            "class of this op, over the run so far.");
-  // One representative size per class, to name the label values.
-  const int64_t class_sizes[kSizeBuckets] = {1, 64 << 10, 1 << 20, 4 << 20, 16 << 20, 64 << 20};
   for (int i = 0; i < kOps; ++i) {
-    const char* op = comm::ToString(static_cast<comm::CollectiveOp>(i));
-    for (int b = 0; b < kSizeBuckets; ++b) {
-      collective_seconds_[i][b] = &coll_seconds.Add(
-          {{"op", op}, {"size_bucket", SizeBucket(class_sizes[b])}}, coll_buckets);
-    }
-    collective_bytes_[i] = &coll_bytes.Add({{"op", op}});
-    busbw_[i] = &busbw.Add({{"op", op}});
+    const metrics::Labels op{{"op", comm::ToString(static_cast<comm::CollectiveOp>(i))}};
+    collective_seconds_[i] =
+        &coll_seconds.Add(op, metrics::BucketsOf(metrics::kCollectiveSecondsBounds));
+    if (!MovesBytes(i)) continue;
+    expected_busbw_[i] = &expected.Add(op);
+    collective_bytes_[i] = &Continued(coll_bytes, "ringpilot_collective_bytes_total", op);
+    busbw_[i] = &busbw.Add(op);
   }
   auto& phases =
-      r.AddHistogram("ringpilot_step_phase_seconds", "Host time of one phase of a training step.");
-  const std::vector<double> phase_buckets = metrics::ExponentialBuckets(1e-4, 2.0, 20);
+      r.AddHistogram("ringpilot_step_phase_seconds", "Time of one phase of a training step.");
   for (int p = 0; p < kNumPhases; ++p) {
-    phase_seconds_[p] = &phases.Add({{"phase", ToString(static_cast<Phase>(p))}}, phase_buckets);
+    phase_seconds_[p] = &phases.Add({{"phase", ToString(static_cast<Phase>(p))}},
+                                    metrics::BucketsOf(metrics::kPhaseSecondsBounds));
   }
-  straggler_wait_ = &r.AddCounter(
-      "ringpilot_straggler_wait_seconds_total",
-      "Time this rank waited for the slowest rank, attributed to that rank (culprit_rank).");
+  straggler_wait_ =
+      &r.AddCounter("ringpilot_straggler_wait_seconds_total",
+                    "Time this rank waited for slower ranks, attributed to them (culprit_rank).");
+  if (journal_) {
+    // Culprits an earlier process blamed keep their series, so their counters continue.
+    for (const metrics::Labels& l :
+         journal_->SeededSeries("ringpilot_straggler_wait_seconds_total")) {
+      const auto it = l.find("culprit_rank");
+      if (it == l.end() || l.size() != 1) continue;
+      char* end = nullptr;
+      const long culprit = std::strtol(it->second.c_str(), &end, 10);
+      const bool numeric = !it->second.empty() && *end == '\0' && culprit >= 0;
+      if (it->second == "other") {
+        other_culprits_ = &Continued(*straggler_wait_, "ringpilot_straggler_wait_seconds_total", l);
+      } else if (numeric && num_culprits_ < kMaxCulpritSeries) {
+        culprits_[num_culprits_++] = {
+            static_cast<int>(culprit),
+            &Continued(*straggler_wait_, "ringpilot_straggler_wait_seconds_total", l)};
+      }
+    }
+  }
   skew_ = &r.AddGauge("ringpilot_rank_compute_skew_seconds",
                       "This rank's compute time minus the fastest rank's, last step.")
                .Add({});
@@ -114,16 +177,29 @@ TrainingMetrics::TrainingMetrics(const RankIdentity& id) {
                         .Add({});
   build_info_ =
       &r.AddGauge("ringpilot_build_info", "Versions this rank runs with (value is always 1).");
+  process_ = std::make_unique<metrics::ProcessMetrics>(r);
+  // The restart just counted is on disk before anything can fail again.
+  SaveCounters();
 }
 
-void TrainingMetrics::Serve(const std::string& bind, int port) {
-  metrics::ExporterOptions o;
-  o.bind = bind;
-  o.port = port;
-  exporter_ = std::make_unique<metrics::Exporter>(families_->registry(), o);
+void TrainingMetrics::Serve(const metrics::ExporterOptions& options) {
+  std::weak_ptr<prometheus::Collectable> served = families_->registry();
+  if (journal_) served = journal_;
+  exporter_ = std::make_unique<metrics::Exporter>(served, options);
+  exporter_->SetScrapeCallback([this] { BeforeScrape(); });
 }
 
-int TrainingMetrics::port() const { return exporter_ ? exporter_->port() : 0; }
+void TrainingMetrics::BeforeScrape() {
+  if (watched_) {
+    started_seq_->Set(static_cast<double>(watched_->started_seq()));
+    completed_seq_->Set(static_cast<double>(watched_->completed_seq()));
+  }
+  process_->Update();
+}
+
+void TrainingMetrics::SaveCounters() const {
+  if (journal_) journal_->Save();
+}
 
 void TrainingMetrics::SetBuildInfo(const std::vector<std::pair<std::string, std::string>>& labels) {
   metrics::Labels all{{"version", "0.1.0"}};
@@ -131,18 +207,21 @@ void TrainingMetrics::SetBuildInfo(const std::vector<std::pair<std::string, std:
   build_info_->Add(all).Set(1);
 }
 
-void TrainingMetrics::SetRestarts(int restarts) { restarts_->Set(restarts); }
-
 void TrainingMetrics::SetExpectedBusBandwidth(double bytes_per_second) {
   for (metrics::Gauge* g : expected_busbw_) {
     if (g) g->Set(bytes_per_second);
   }
 }
 
-void TrainingMetrics::OnStep(double seconds, int64_t samples) {
+void TrainingMetrics::SetStepsTarget(int64_t steps) {
+  steps_target_->Set(static_cast<double>(steps));
+}
+
+void TrainingMetrics::OnStep(double seconds, int64_t samples, int64_t steps_done) {
   step_seconds_->Observe(seconds);
   samples_total_->Increment(static_cast<double>(samples));
   steps_total_->Increment();
+  step_->Set(static_cast<double>(steps_done));
   if (trace_)
     trace_->Complete("step", "step", metrics::Trace::kTrainTid, seconds, "attempt_step", steps_);
   ++steps_;
@@ -177,14 +256,8 @@ void TrainingMetrics::OnCollective(comm::CollectiveOp op, int64_t bytes, double 
                                    double start_unix) {
   const int i = static_cast<int>(op);
   if (i < 0 || i >= kOps) return;
-  int b = 0;
-  for (int64_t limit : {int64_t{64} << 10, int64_t{1} << 20, int64_t{4} << 20, int64_t{16} << 20,
-                        int64_t{64} << 20}) {
-    if (bytes < limit) break;
-    ++b;
-  }
-  collective_seconds_[i][b]->Observe(seconds);
-  collective_bytes_[i]->Increment(static_cast<double>(bytes));
+  collective_seconds_[i]->Observe(seconds);
+  if (collective_bytes_[i]) collective_bytes_[i]->Increment(static_cast<double>(bytes));
   if (stats_) stats_->AddCollective(op, bytes, seconds);
   Trace(comm::ToString(op), "collective", metrics::Trace::kCommTid, seconds, start_unix, "bytes",
         bytes);
@@ -206,15 +279,24 @@ void TrainingMetrics::OnPhase(Phase phase, double seconds, double start_unix) {
   Trace(ToString(phase), "phase", metrics::Trace::kTrainTid, seconds, start_unix);
 }
 
+metrics::Counter& TrainingMetrics::CulpritCounter(int rank) {
+  for (int i = 0; i < num_culprits_; ++i) {
+    if (culprits_[i].first == rank) return *culprits_[i].second;
+  }
+  // Created on first use only (Family::Add locks and allocates), and bounded: a job of
+  // thousands of ranks must not give each rank thousands of series.
+  if (num_culprits_ < kMaxCulpritSeries) {
+    metrics::Counter* c = &straggler_wait_->Add({{"culprit_rank", std::to_string(rank)}});
+    culprits_[num_culprits_++] = {rank, c};
+    return *c;
+  }
+  if (!other_culprits_) other_culprits_ = &straggler_wait_->Add({{"culprit_rank", "other"}});
+  return *other_culprits_;
+}
+
 void TrainingMetrics::OnStraggler(const StragglerStep& s) {
   if (s.culprit < 0) return;
-  for (const auto& [r, seconds] : s.blame) {
-    if (static_cast<size_t>(r) >= wait_by_culprit_.size()) wait_by_culprit_.resize(r + 1, nullptr);
-    auto*& counter = wait_by_culprit_[r];
-    // Created on first use only: Family::Add takes a lock.
-    if (!counter) counter = &straggler_wait_->Add({{"culprit_rank", std::to_string(r)}});
-    counter->Increment(seconds);
-  }
+  for (const auto& [r, seconds] : s.blame) CulpritCounter(r).Increment(seconds);
   skew_->Set(s.skew_seconds);
   if (stats_) stats_->AddStraggler(s);
 }
@@ -223,19 +305,11 @@ void TrainingMetrics::SetOverlapRatio(double ratio) { overlap_->Set(ratio); }
 
 void TrainingMetrics::Refresh(const StepStats& stats) {
   for (int i = 0; i < kOps; ++i) {
-    busbw_[i]->Set(stats.BusBandwidth(static_cast<comm::CollectiveOp>(i)));
+    if (busbw_[i]) busbw_[i]->Set(stats.BusBandwidth(static_cast<comm::CollectiveOp>(i)));
   }
   overlap_->Set(stats.overlap_ratio());
 }
 
-void TrainingMetrics::WatchSequences(const comm::Communicator* comm) {
-  watched_ = comm;
-  if (exporter_ && comm) {
-    exporter_->SetScrapeCallback([this] {
-      started_seq_->Set(static_cast<double>(watched_->started_seq()));
-      completed_seq_->Set(static_cast<double>(watched_->completed_seq()));
-    });
-  }
-}
+void TrainingMetrics::WatchSequences(const comm::Communicator* comm) { watched_ = comm; }
 
 }  // namespace ringpilot::trainer::telemetry

@@ -9,53 +9,75 @@
 #include <vector>
 
 #include "comm/communicator.h"
+#include "metrics/counter_journal.h"
 #include "metrics/exporter.h"
 #include "metrics/families.h"
+#include "metrics/gpu_sampler.h"
+#include "metrics/process_metrics.h"
 #include "metrics/trace.h"
 #include "trainer/telemetry/step_stats.h"
 
 namespace ringpilot::trainer::telemetry {
 
 struct RankIdentity {
-  std::string job;
-  std::string node;
+  std::string job;   ///< job name: ringpilot_job_info's `name`, not a label of every series
+  std::string node;  ///< host name: the `Hostname` label (dcgm-exporter's name)
   int rank = 0;
   int local_rank = 0;
-  std::string gpu_uuid;    ///< "" on CPU ranks or without NVML (then no label)
-  std::string pci_bus_id;  ///< as NVML writes it; "" likewise
+  int world_size = 1;
+  /// The rank's GPU as NVML names it; empty on CPU ranks or without NVML (no GPU labels).
+  metrics::GpuIdentity gpu;
 };
+
+/// The labels every series of the rank carries: `Hostname`, `rank`, `local_rank`, and on
+/// a CUDA rank whose GPU NVML found, dcgm-exporter's `UUID`, `gpu`, `pci_bus_id`.
+metrics::Labels RankLabels(const RankIdentity& id);
 
 /// Owns the metric families of one rank (prometheus-cpp, metrics/families.h). Hot-path
 /// updates go through references taken at setup: counters and gauges are lock-free atomics,
-/// a histogram observation takes that histogram's uncontended mutex. OnCollective is
-/// called by the communicator on the training thread.
+/// a histogram observation takes that histogram's uncontended mutex; nothing allocates
+/// after setup (a straggler culprit's series is created the first time it is blamed, at
+/// most kMaxCulpritSeries + 1 of them). OnCollective is called by the communicator on the
+/// training thread.
 class TrainingMetrics : public comm::CollectiveObserver {
  public:
-  explicit TrainingMetrics(const RankIdentity& id);
+  /// Culprit ranks with a series of their own; later culprits share culprit_rank="other".
+  static constexpr int kMaxCulpritSeries = 8;
 
-  /// Serves /metrics on bind:port (port 0 = any free port). Throws when it cannot.
-  void Serve(const std::string& bind, int port);
-  /// The bound port, or 0 when not serving.
-  int port() const;
+  /// `counters_path`: this rank's counter journal (RUN_DIR/logs/rank-N.counters.json): the
+  /// counters of kContinuedCounters start where an earlier process of the job left them,
+  /// and are written there at every scrape and by SaveCounters(); "" = start at 0.
+  /// `restart`: the attempt (RINGPILOT_RESTART); above 0, ringpilot_restarts_total counts
+  /// one more restart.
+  TrainingMetrics(const RankIdentity& id, const std::string& counters_path, int restart);
+
+  /// Serves /metrics with `options` (port 0 = any free port). Throws when it cannot.
+  void Serve(const metrics::ExporterOptions& options);
+  /// The exporter, or null when not serving.
+  const metrics::Exporter* exporter() const { return exporter_.get(); }
 
   /// `ringpilot_build_info` 1 with `version` and LABELS (trainer/telemetry/versions.h
   /// BuildInfoLabels).
   void SetBuildInfo(const std::vector<std::pair<std::string, std::string>>& labels);
-  void SetRestarts(int restarts);
   /// The topology model's expected bus bandwidth of the job (trainer/bootstrap.h), for
   /// every op but barrier; 0 = no model.
   void SetExpectedBusBandwidth(double bytes_per_second);
-  void OnStep(double seconds, int64_t samples);
+  /// The job's optimizer steps (train.steps, or what train.epochs makes of it).
+  void SetStepsTarget(int64_t steps);
+  /// A step ended: `steps_done` is the job's steps completed with it (the step index + 1).
+  void OnStep(double seconds, int64_t samples, int64_t steps_done);
+  /// This rank's loss of a step (its own batch).
   void SetLoss(double loss);
   /// The learning rate of the last step (train.lr_schedule), set every step (host value).
   void SetLearningRate(double lr);
-  /// train.max_grad_norm: the gradients' global norm before clipping, as of the last
-  /// progress line (read from the device with it).
+  /// train.max_grad_norm: the gradients' global norm before clipping (the same on every
+  /// rank), of the step whose loss was set last.
   void SetGradNorm(double norm);
   /// The last evaluation on data.val (the same on every rank: results are all-reduced).
   void SetEval(double top1, double top5, double loss, double samples);
   /// The same for a masked-LM model: accuracy over the masked positions of data.val.
   void SetMlmEval(double accuracy, double loss, double samples);
+  /// A checkpoint took `seconds` (collective: every rank observes the whole pause).
   void OnCheckpoint(double seconds);
   /// Image kinds, once per step: images decoded and bad samples since the last call, and
   /// the batches ready ahead of the training step.
@@ -73,6 +95,8 @@ class TrainingMetrics : public comm::CollectiveObserver {
   void set_stats(StepStats* stats) { stats_ = stats; }
   /// Sequence gauges read `comm` at scrape time (not owned; may be null).
   void WatchSequences(const comm::Communicator* comm);
+  /// Writes the continued counters to the journal now (the end of a run).
+  void SaveCounters() const;
 
   /// Step phases, steps and collectives are also recorded here (not owned; may be null).
   void set_trace(metrics::Trace* trace) { trace_ = trace; }
@@ -85,14 +109,23 @@ class TrainingMetrics : public comm::CollectiveObserver {
   // Records a trace event that ended now (start_unix NaN) or began at start_unix.
   void Trace(const char* name, const char* cat, int tid, double seconds, double start_unix,
              const char* arg_name = nullptr, int64_t arg = 0);
+  // A counter of kContinuedCounters, started from the journal.
+  metrics::Counter& Continued(metrics::Family<metrics::Counter>& family, const std::string& name,
+                              const metrics::Labels& labels);
+  metrics::Counter& CulpritCounter(int rank);
+  // Before each scrape: sequence gauges and process metrics.
+  void BeforeScrape();
 
-  static constexpr int kOps = 4;
-  static constexpr int kSizeBuckets = 6;
+  static constexpr int kOps = comm::kTrainingCollectiveOps;
   std::unique_ptr<metrics::Families> families_;
+  std::shared_ptr<metrics::CounterJournal> journal_;  // null without a journal path
+  std::unique_ptr<metrics::ProcessMetrics> process_;
   std::unique_ptr<metrics::Exporter> exporter_;
   metrics::Histogram* step_seconds_;
   metrics::Counter* samples_total_;
   metrics::Counter* steps_total_;
+  metrics::Gauge* step_;
+  metrics::Gauge* steps_target_;
   metrics::Gauge* loss_;
   metrics::Gauge* learning_rate_;
   metrics::Gauge* grad_norm_;
@@ -102,25 +135,26 @@ class TrainingMetrics : public comm::CollectiveObserver {
   metrics::Gauge* eval_loss_;
   metrics::Gauge* eval_samples_;
   metrics::Histogram* checkpoint_seconds_;
-  metrics::Gauge* restarts_;
   metrics::Counter* images_decoded_;
   metrics::Counter* bad_samples_;
   metrics::Gauge* prefetch_batches_;
-  std::array<metrics::Gauge*, kOps> expected_busbw_{};
-  std::array<std::array<metrics::Histogram*, kSizeBuckets>, kOps> collective_seconds_{};
+  std::array<metrics::Gauge*, kOps> expected_busbw_{};  // null for barrier
+  std::array<metrics::Histogram*, kOps> collective_seconds_{};
   std::array<metrics::Histogram*, kNumPhases> phase_seconds_{};
-  std::array<metrics::Gauge*, kOps> busbw_{};
+  std::array<metrics::Gauge*, kOps> busbw_{};               // null for barrier
+  std::array<metrics::Counter*, kOps> collective_bytes_{};  // null for barrier
   metrics::Family<metrics::Counter>* straggler_wait_;
-  std::vector<metrics::Counter*> wait_by_culprit_;
+  std::array<std::pair<int, metrics::Counter*>, kMaxCulpritSeries> culprits_{};
+  int num_culprits_ = 0;
+  metrics::Counter* other_culprits_ = nullptr;
   metrics::Gauge* skew_;
   metrics::Gauge* overlap_;
   metrics::Gauge* started_seq_;
   metrics::Gauge* completed_seq_;
   StepStats* stats_ = nullptr;
   metrics::Trace* trace_ = nullptr;
-  int64_t steps_ = 0;
+  int64_t steps_ = 0;  // steps of this process (the trace's attempt_step)
   const comm::Communicator* watched_ = nullptr;
-  std::array<metrics::Counter*, kOps> collective_bytes_{};
   metrics::Family<metrics::Gauge>* build_info_;
 };
 

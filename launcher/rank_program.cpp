@@ -1,0 +1,328 @@
+#include "launcher/rank_program.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <csignal>
+#include <cstring>
+#include <stdexcept>
+
+#include "base/exit_status.h"
+#include "base/files.h"
+#include "base/time.h"
+#include "launcher/failure_report.h"
+
+namespace ringpilot::launcher {
+namespace {
+
+// A "line" longer than this is passed on in pieces rather than buffered without bound.
+constexpr std::size_t kMaxLineBytes = 64 * 1024;
+// The last stderr line quoted in a FATAL line is cut to this many bytes.
+constexpr std::size_t kQuotedLineBytes = 300;
+
+constexpr int kForwarded[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2};
+
+int64_t ClockNs(clockid_t clock) {
+  timespec ts{};
+  ::clock_gettime(clock, &ts);
+  return static_cast<int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
+}
+
+// Signals (SIGCHLD included, so that a child's death wakes the loop at once) go through a
+// self-pipe that the loop polls with the program's output.
+int g_pipe[2] = {-1, -1};
+
+extern "C" void OnSignal(int sig) {
+  const int saved = errno;
+  const char byte = static_cast<char>(sig);
+  if (g_pipe[1] >= 0) {
+    [[maybe_unused]] const ssize_t n = ::write(g_pipe[1], &byte, 1);
+  }
+  errno = saved;
+}
+
+class SignalScope {
+ public:
+  SignalScope() {
+    if (::pipe2(g_pipe, O_CLOEXEC | O_NONBLOCK) != 0) {
+      throw std::runtime_error(std::string("ringpilot exec: cannot create a pipe: ") +
+                               std::strerror(errno));
+    }
+    struct sigaction on {};
+    on.sa_handler = OnSignal;
+    sigemptyset(&on.sa_mask);
+    on.sa_flags = SA_RESTART;
+    for (int i = 0; i < kCount; ++i) {
+      struct sigaction current {};
+      ::sigaction(kSignals[i], nullptr, &current);
+      // A signal ignored at start (nohup) stays ignored, as for the program itself.
+      if (kSignals[i] != SIGCHLD && current.sa_handler == SIG_IGN) continue;
+      installed_[i] = ::sigaction(kSignals[i], &on, &old_[i]) == 0;
+    }
+    struct sigaction ignore {};
+    ignore.sa_handler = SIG_IGN;
+    sigemptyset(&ignore.sa_mask);
+    // A closed stdout (mpirun gone) must not kill us before the program is reaped.
+    ::sigaction(SIGPIPE, &ignore, &old_pipe_);
+  }
+  ~SignalScope() {
+    for (int i = 0; i < kCount; ++i) {
+      if (installed_[i]) ::sigaction(kSignals[i], &old_[i], nullptr);
+    }
+    ::sigaction(SIGPIPE, &old_pipe_, nullptr);
+    for (int& fd : g_pipe) {
+      if (fd >= 0) ::close(fd);
+      fd = -1;
+    }
+  }
+  SignalScope(const SignalScope&) = delete;
+  SignalScope& operator=(const SignalScope&) = delete;
+
+ private:
+  static constexpr int kCount = 7;
+  static constexpr int kSignals[kCount] = {SIGINT,  SIGTERM, SIGHUP, SIGQUIT,
+                                           SIGUSR1, SIGUSR2, SIGCHLD};
+  bool installed_[kCount] = {};
+  struct sigaction old_[kCount] {};
+  struct sigaction old_pipe_ {};
+};
+
+void WriteAll(int fd, const std::string& data) {
+  std::size_t done = 0;
+  while (done < data.size()) {
+    const ssize_t n = ::write(fd, data.data() + done, data.size() - done);
+    if (n > 0) {
+      done += static_cast<std::size_t>(n);
+    } else if (n < 0 && errno == EAGAIN) {
+      pollfd p{fd, POLLOUT, 0};
+      if (::poll(&p, 1, 1000) <= 0) return;
+    } else if (n < 0 && errno == EINTR) {
+      continue;
+    } else {
+      return;  // a closed stdout: the log still gets the line
+    }
+  }
+}
+
+struct Stream {
+  int fd = -1;
+  int out_fd = -1;
+  bool is_stderr = false;
+  std::string partial;
+};
+
+void CloseFd(int* fd) {
+  if (*fd >= 0) ::close(*fd);
+  *fd = -1;
+}
+
+bool IsStopSignal(int sig) {
+  return sig == SIGINT || sig == SIGTERM || sig == SIGHUP || sig == SIGQUIT;
+}
+
+}  // namespace
+
+int ShellStatus(const RankProgramEnd& end) {
+  if (end.exec_failed) {
+    return end.exec_errno == ENOENT ? base::kExitNotFound : base::kExitNotExecutable;
+  }
+  if (end.term_signal != 0) return 128 + end.term_signal;
+  return end.exit_code;
+}
+
+std::string ClosingLogLine(const RankProgramEnd& end, const std::string& program, int64_t now_ns) {
+  const std::string stamp = base::FormatLogTime(static_cast<double>(now_ns) / 1e9);
+  const std::string fatal = stamp + " FATAL ";
+  const std::string info = stamp + " INFO ";
+  if (end.exec_failed) {
+    return fatal + "cannot execute " + program + ": " + std::strerror(end.exec_errno);
+  }
+  std::string how = end.term_signal != 0 ? "killed by " + SignalName(end.term_signal)
+                                         : "exited with status " + std::to_string(end.exit_code);
+  if (end.stop_signal != 0) {
+    // The launcher stopped it (mpirun tears the job down after another rank failed, or
+    // the user pressed Ctrl-C): not this rank's failure.
+    return info + "ringpilot exec: " + program + " " + how + " after " +
+           SignalName(end.stop_signal) + " from the launcher";
+  }
+  if (end.term_signal == 0 && end.exit_code == 0) {
+    return info + "ringpilot exec: " + program + " finished";
+  }
+  if (end.term_signal == 0 && end.exit_code == base::kExitPreempted) {
+    return info + "ringpilot exec: " + program + " stopped with status " +
+           std::to_string(base::kExitPreempted) + " (checkpointed for preemption)";
+  }
+  std::string line = fatal + program + " " + how;
+  if (!end.last_error_line.empty()) {
+    std::string quoted = end.last_error_line.substr(0, kQuotedLineBytes);
+    if (end.last_error_line.size() > kQuotedLineBytes) quoted += "...";
+    line += " (last error line: " + quoted + ")";
+  }
+  return line;
+}
+
+int RunRankProgram(const RankProgramOptions& options) {
+  base::MakeDirs(base::DirName(options.log_path));
+  const int log_fd =
+      ::open(options.log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  if (log_fd < 0) {
+    throw std::runtime_error("ringpilot exec: " + options.log_path +
+                             ": cannot open for appending: " + std::strerror(errno));
+  }
+  struct LogCloser {
+    int fd;
+    ~LogCloser() { ::close(fd); }
+  } log_closer{log_fd};
+  for (const std::string& line : options.header) {
+    WriteAll(log_fd, base::LogTimeNow() + " INFO " + line + "\n");
+  }
+
+  SignalScope signals;
+  // Everything the child needs is built before fork: after it only async-signal-safe
+  // calls are allowed.
+  std::vector<char*> argv;
+  for (const std::string& a : options.argv) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  const std::vector<std::string> env_strings = base::ToEnvStrings(options.env);
+  std::vector<char*> envp;
+  for (const std::string& e : env_strings) envp.push_back(const_cast<char*>(e.c_str()));
+  envp.push_back(nullptr);
+  int out_pipe[2], err_pipe[2], exec_pipe[2];
+  if (::pipe2(out_pipe, O_CLOEXEC) != 0 || ::pipe2(err_pipe, O_CLOEXEC) != 0 ||
+      ::pipe2(exec_pipe, O_CLOEXEC) != 0) {
+    throw std::runtime_error(std::string("ringpilot exec: cannot create a pipe: ") +
+                             std::strerror(errno));
+  }
+  const pid_t parent = ::getpid();
+  const pid_t pid = ::fork();
+  if (pid < 0) {
+    throw std::runtime_error(std::string("ringpilot exec: cannot fork: ") + std::strerror(errno));
+  }
+  if (pid == 0) {
+    ::setpgid(0, 0);
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (::getppid() != parent) ::_exit(128 + SIGKILL);  // the parent died before prctl
+    ::dup2(out_pipe[1], STDOUT_FILENO);
+    ::dup2(err_pipe[1], STDERR_FILENO);
+    struct sigaction dfl {};
+    dfl.sa_handler = SIG_DFL;
+    sigemptyset(&dfl.sa_mask);
+    for (const int sig : kForwarded) ::sigaction(sig, &dfl, nullptr);
+    ::sigaction(SIGCHLD, &dfl, nullptr);
+    ::sigaction(SIGPIPE, &dfl, nullptr);
+    sigset_t none;
+    sigemptyset(&none);
+    ::sigprocmask(SIG_SETMASK, &none, nullptr);
+    ::execve(options.path.c_str(), argv.data(), envp.data());
+    const int err = errno;
+    [[maybe_unused]] const ssize_t n = ::write(exec_pipe[1], &err, sizeof err);
+    ::_exit(base::kExitNotFound);
+  }
+  ::setpgid(pid, pid);  // also here, so the group exists before we signal it
+  for (int fd : {out_pipe[1], err_pipe[1], exec_pipe[1]}) ::close(fd);
+
+  RankProgramEnd end;
+  const std::string program = options.argv.empty() ? options.path : options.argv[0];
+  ssize_t got;
+  do {
+    got = ::read(exec_pipe[0], &end.exec_errno, sizeof end.exec_errno);
+  } while (got < 0 && errno == EINTR);
+  ::close(exec_pipe[0]);
+  if (got == static_cast<ssize_t>(sizeof end.exec_errno)) {
+    int status = 0;
+    ::waitpid(pid, &status, 0);
+    ::close(out_pipe[0]);
+    ::close(err_pipe[0]);
+    end.exec_failed = true;
+    WriteAll(options.stderr_fd, "ringpilot exec: cannot execute " + options.path + ": " +
+                                    std::strerror(end.exec_errno) + "\n");
+    WriteAll(log_fd, ClosingLogLine(end, program, ClockNs(CLOCK_REALTIME)) + "\n");
+    return ShellStatus(end);
+  }
+
+  Stream streams[2] = {{out_pipe[0], options.stdout_fd, false, {}},
+                       {err_pipe[0], options.stderr_fd, true, {}}};
+  const auto emit = [&](Stream& s, const std::string& line) {
+    WriteAll(s.out_fd, line + "\n");
+    WriteAll(log_fd, base::LogTimeNow() + (s.is_stderr ? " ERR " : " OUT ") + line + "\n");
+    if (s.is_stderr && line.find_first_not_of(" \t\r") != std::string::npos) {
+      end.last_error_line = line;
+    }
+  };
+  bool exited = false;
+  int status = 0;
+  int64_t drain_deadline = 0;
+  int64_t died_ns = 0;
+  char buf[16384];
+  while (true) {
+    if (!exited) {
+      const pid_t r = ::waitpid(pid, &status, WNOHANG);
+      if (r == pid) {
+        exited = true;
+        died_ns = ClockNs(CLOCK_REALTIME);
+        drain_deadline =
+            ClockNs(CLOCK_MONOTONIC) + static_cast<int64_t>(options.drain_timeout_s * 1e9);
+      }
+    }
+    if (exited && streams[0].fd < 0 && streams[1].fd < 0) break;
+    if (exited && ClockNs(CLOCK_MONOTONIC) > drain_deadline) break;
+    pollfd fds[3] = {
+        {streams[0].fd, POLLIN, 0}, {streams[1].fd, POLLIN, 0}, {g_pipe[0], POLLIN, 0}};
+    if (::poll(fds, 3, exited ? 20 : 200) < 0 && errno != EINTR) break;
+    for (int i = 0; i < 2; ++i) {
+      Stream& s = streams[i];
+      if (s.fd < 0 || (fds[i].revents & (POLLIN | POLLHUP | POLLERR)) == 0) continue;
+      const ssize_t r = ::read(s.fd, buf, sizeof buf);
+      if (r < 0 && (errno == EINTR || errno == EAGAIN)) continue;
+      if (r <= 0) {
+        CloseFd(&s.fd);
+        continue;
+      }
+      s.partial.append(buf, static_cast<std::size_t>(r));
+      std::size_t start = 0;
+      for (std::size_t nl; (nl = s.partial.find('\n', start)) != std::string::npos;
+           start = nl + 1) {
+        emit(s, s.partial.substr(start, nl - start));
+      }
+      s.partial.erase(0, start);
+      if (s.partial.size() > kMaxLineBytes) {
+        emit(s, s.partial);
+        s.partial.clear();
+      }
+    }
+    char sigs[64];
+    ssize_t n;
+    while ((n = ::read(g_pipe[0], sigs, sizeof sigs)) > 0) {
+      for (ssize_t i = 0; i < n; ++i) {
+        const int sig = static_cast<unsigned char>(sigs[i]);
+        if (sig == SIGCHLD || exited) continue;
+        if (IsStopSignal(sig) && end.stop_signal == 0) end.stop_signal = sig;
+        ::kill(-pid, sig);
+      }
+    }
+  }
+  for (Stream& s : streams) {
+    if (!s.partial.empty()) emit(s, s.partial);
+    CloseFd(&s.fd);
+  }
+  if (WIFSIGNALED(status)) {
+    end.term_signal = WTERMSIG(status);
+  } else {
+    end.exit_code = WEXITSTATUS(status);
+  }
+  const std::string closing = ClosingLogLine(end, program, died_ns);
+  WriteAll(log_fd, closing + "\n");
+  if (const std::optional<FatalLine> fatal = ParseFatalLine(closing)) {
+    // The terminal gets the same news without the time stamp.
+    WriteAll(options.stderr_fd, "ringpilot exec: rank " + base::Lookup(options.env, "RANK", "?") +
+                                    ": " + fatal->message + "\n");
+  }
+  return ShellStatus(end);
+}
+
+}  // namespace ringpilot::launcher

@@ -1,0 +1,191 @@
+#include "launcher/run_status.h"
+
+#include <algorithm>
+#include <fstream>
+#include <stdexcept>
+
+#include "base/files.h"
+#include "base/time.h"
+#include "config/job.h"
+#include "launcher/run_dir.h"
+
+namespace ringpilot::launcher {
+namespace {
+
+nlohmann::json ReadJson(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return nlohmann::json();
+  return nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+}
+
+// checkpoints/step-NNNNNNNN: the store renames a checkpoint to that name only once it is
+// complete, and renames a corrupt one away, so the name is enough here.
+int64_t LatestCheckpoint(const std::string& dir) {
+  int64_t latest = -1;
+  for (const std::string& name : base::ListDir(dir)) {
+    if (name.size() != 13 || name.rfind("step-", 0) != 0) continue;
+    const std::string digits = name.substr(5);
+    if (digits.find_first_not_of("0123456789") != std::string::npos) continue;
+    if (!base::IsDirectory(dir + "/" + name)) continue;
+    latest = std::max<int64_t>(latest, std::stoll(digits));
+  }
+  return latest;
+}
+
+}  // namespace
+
+RunStatus ReadRunStatus(const std::string& run_dir, double now_unix) {
+  const RunDirLayout layout(run_dir);
+  RunStatus s;
+  s.run_dir = run_dir;
+  s.logs_dir = layout.logs;
+  s.launcher_log = layout.launcher_log;
+  if (!base::Exists(layout.job_yaml)) {
+    throw std::runtime_error(run_dir +
+                             ": not a run directory (no job.yaml; `ringpilot run "
+                             "--run-dir` makes one)");
+  }
+  config::JobConfig job;
+  try {
+    job = config::LoadJobConfig(layout.job_yaml);
+  } catch (const config::ConfigError& e) {
+    throw std::runtime_error(e.lines().front());
+  }
+  s.job_name = job.name;
+  s.model = config::ToString(job.model.name);
+  s.device = config::ToString(job.world.device);
+  s.nodes = job.world.nodes;
+  s.procs_per_node = job.world.procs_per_node;
+  s.world_size = job.world.size();
+  s.data = config::ToString(job.data.kind);
+  if (!job.data.train.empty()) s.data += " " + job.data.train;
+  if (job.train.epochs == 0) s.steps_target = job.train.steps;
+  s.latest_checkpoint = LatestCheckpoint(layout.checkpoints);
+
+  s.launcher = ReadLauncherRecord(layout.launcher_json);
+  const nlohmann::json summary = ReadJson(layout.summary_json);
+  const nlohmann::json failure = ReadJson(layout.failure_json);
+  const double since = 0;  // every heartbeat; those of this attempt are told by their time
+  std::map<int, RankHeartbeat> beats = ReadHeartbeats(layout.logs, since);
+  if (s.launcher) {
+    // Only this attempt's beats: an earlier attempt's are older than the record's start.
+    const std::optional<int64_t> started = base::ParseLogTimeNs(s.launcher->started);
+    if (started) {
+      for (auto it = beats.begin(); it != beats.end();) {
+        it = it->second.unix * 1e9 < static_cast<double>(*started) ? beats.erase(it) : ++it;
+      }
+    }
+  }
+  s.ranks_seen = static_cast<int>(beats.size());
+  for (const auto& [rank, b] : beats) {
+    if (now_unix - b.unix <= kFreshHeartbeatSeconds) ++s.ranks_fresh;
+  }
+  if (const auto zero = beats.find(0); zero != beats.end()) {
+    const RankHeartbeat& b = zero->second;
+    // `step` is the step being run: done once the rank has moved on to its checkpoint,
+    // evaluation or the end.
+    s.step = b.step + (b.phase == "step" || b.phase == "start" ? 0 : 1);
+    if (b.steps > 0) s.steps_target = b.steps;
+    if (b.loss) {
+      s.loss = b.loss;
+      s.loss_source = "heartbeat";
+    }
+  }
+
+  const bool finished =
+      summary.is_object() && summary.contains("steps") && summary["steps"].is_number_integer();
+  if (s.launcher) {
+    s.state = ToString(s.launcher->state);
+    s.detail = s.launcher->detail;
+    s.liveness = CheckLauncher(*s.launcher);
+    if (s.launcher->state == RunState::kRunning) {
+      if (s.liveness == Liveness::kGone) {
+        s.state = ToString(RunState::kFailed);
+        s.detail = "the launcher (pid " + std::to_string(s.launcher->pid) + " on " +
+                   s.launcher->host + ") is gone without recording how the job ended";
+      } else if (s.liveness == Liveness::kElsewhere) {
+        s.detail = "launcher pid " + std::to_string(s.launcher->pid) + " on " + s.launcher->host +
+                   " (not checked from this host)";
+      } else {
+        s.detail = "launcher pid " + std::to_string(s.launcher->pid) + " on " + s.launcher->host;
+      }
+    }
+  } else if (finished) {
+    s.state = ToString(RunState::kFinished);
+    s.detail = "summary.json written";
+  } else if (failure.is_object()) {
+    s.state = ToString(RunState::kFailed);
+    s.detail = "failure.json written";
+  } else {
+    s.state = "unknown";
+    s.detail = "no launcher.json, summary.json or failure.json";
+  }
+  if (s.state == ToString(RunState::kFinished) && finished) {
+    s.step = summary["steps"].get<int64_t>();
+    s.steps_target = s.step;
+    if (summary.contains("final_loss") && summary["final_loss"].is_number()) {
+      s.loss = summary["final_loss"].get<double>();
+      s.loss_source = "summary.json";
+    }
+    if (summary.contains("samples_per_second") && summary["samples_per_second"].is_number()) {
+      s.samples_per_second = summary["samples_per_second"].get<double>();
+    }
+  } else if (s.state == ToString(RunState::kStopped) && s.latest_checkpoint > s.step) {
+    s.step = s.latest_checkpoint;
+  }
+  if (s.state == ToString(RunState::kFailed) && failure.is_object()) {
+    if (failure.contains("first_failing_rank") && failure["first_failing_rank"].is_number()) {
+      s.first_failing_rank = failure["first_failing_rank"].get<int>();
+    }
+    if (failure.contains("fatal_message") && failure["fatal_message"].is_string()) {
+      s.fatal_message = failure["fatal_message"].get<std::string>();
+    }
+  }
+  return s;
+}
+
+bool LauncherActive(const RunStatus& status) {
+  return status.launcher && status.launcher->state == RunState::kRunning &&
+         status.liveness != Liveness::kGone;
+}
+
+nlohmann::ordered_json RunStatusJson(const RunStatus& s) {
+  using nlohmann::ordered_json;
+  const auto or_null = [](const auto& v) { return v ? ordered_json(*v) : ordered_json(nullptr); };
+  ordered_json launcher = nullptr;
+  if (s.launcher) {
+    launcher = ordered_json::parse(LauncherJson(*s.launcher));
+    launcher["liveness"] = s.liveness == Liveness::kAlive       ? "alive"
+                           : s.liveness == Liveness::kElsewhere ? "elsewhere"
+                                                                : "gone";
+  }
+  return {
+      {"run_dir", s.run_dir},
+      {"state", s.state},
+      {"detail", s.detail},
+      {"job", s.job_name},
+      {"model", s.model},
+      {"device", s.device},
+      {"nodes", s.nodes},
+      {"procs_per_node", s.procs_per_node},
+      {"world_size", s.world_size},
+      {"data", s.data},
+      {"step", s.step},
+      {"steps_target", s.steps_target > 0 ? ordered_json(s.steps_target) : ordered_json(nullptr)},
+      {"loss", or_null(s.loss)},
+      {"loss_source", s.loss ? ordered_json(s.loss_source) : ordered_json(nullptr)},
+      {"latest_checkpoint",
+       s.latest_checkpoint >= 0 ? ordered_json(s.latest_checkpoint) : ordered_json(nullptr)},
+      {"ranks_seen", s.ranks_seen},
+      {"ranks_fresh", s.ranks_fresh},
+      {"samples_per_second", or_null(s.samples_per_second)},
+      {"first_failing_rank",
+       s.first_failing_rank >= 0 ? ordered_json(s.first_failing_rank) : ordered_json(nullptr)},
+      {"fatal_message",
+       s.fatal_message.empty() ? ordered_json(nullptr) : ordered_json(s.fatal_message)},
+      {"launcher", launcher},
+      {"logs_dir", s.logs_dir},
+      {"launcher_log", s.launcher_log}};
+}
+
+}  // namespace ringpilot::launcher

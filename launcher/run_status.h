@@ -1,0 +1,68 @@
+// How a run directory stands, from what the launcher and the ranks leave in it:
+// launcher.json (state, pid, attempt), the ranks' heartbeats (step, loss), summary.json,
+// failure.json and checkpoints/. What `ringpilot status` prints and `logs -f` and `stop`
+// decide by. Reads only; safe while the job runs (every file it reads is replaced
+// atomically by its writer).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "launcher/failure_report.h"
+#include "launcher/run_state.h"
+
+namespace ringpilot::launcher {
+
+/// A rank heartbeat older than this (seconds) counts as stale in `ranks_fresh`.
+inline constexpr double kFreshHeartbeatSeconds = 10.0;
+
+struct RunStatus {
+  std::string run_dir;  ///< absolute
+  /// "running", "finished", "failed", "stopped" (RunState names), or "unknown" (no
+  /// launcher.json, no summary.json, no failure.json: a run directory of an older
+  /// ringpilot, or one whose launcher has not started supervising yet).
+  std::string state;
+  std::string detail;  ///< one line: why this state (how it ended, or where it runs)
+  std::optional<LauncherRecord> launcher;
+  Liveness liveness = Liveness::kGone;  ///< of the launcher, when there is a record
+
+  // The job (RUN_DIR/job.yaml).
+  std::string job_name;
+  std::string model;
+  std::string device;  ///< world.device as written: cpu, cuda, auto
+  int nodes = 0;
+  int procs_per_node = 0;
+  int world_size = 0;
+  std::string data;  ///< data.kind (and data.train when set)
+
+  int64_t step = 0;          ///< steps done, as far as known
+  int64_t steps_target = 0;  ///< train.steps, or what train.epochs came to; 0 = unknown
+  std::optional<double> loss;
+  std::string loss_source;                   ///< "summary.json" or "heartbeat"
+  int64_t latest_checkpoint = -1;            ///< step of the newest checkpoints/step-N, -1 none
+  int ranks_seen = 0;                        ///< heartbeats of this attempt
+  int ranks_fresh = 0;                       ///< ... written in the last kFreshHeartbeatSeconds
+  std::optional<double> samples_per_second;  ///< summary.json, finished runs
+  int first_failing_rank = -1;               ///< failure.json
+  std::string fatal_message;                 ///< failure.json
+  std::string logs_dir;
+  std::string launcher_log;
+};
+
+/// Reads `run_dir`. Throws std::runtime_error (one line) when it is not a run directory
+/// (no readable job.yaml in it). `now_unix`: the time heartbeats are judged against.
+RunStatus ReadRunStatus(const std::string& run_dir, double now_unix);
+
+/// `ringpilot status --json`: every field above under its name (absent optionals are null,
+/// the launcher record nested as in launcher.json).
+nlohmann::ordered_json RunStatusJson(const RunStatus& status);
+
+/// Whether a launcher is (as far as this host can tell) still supervising the run: the
+/// record says running and its process is alive here, or it runs on another host.
+bool LauncherActive(const RunStatus& status);
+
+}  // namespace ringpilot::launcher

@@ -1,0 +1,189 @@
+// The per-rank wrapper of a launch.command program (launcher/rank_program.h): output copied
+// into the rank log and relayed, the closing line (FATAL when the program failed on its
+// own), signals forwarded, exit status as a shell's.
+#include <fcntl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <csignal>
+#include <ctime>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "base/environment.h"
+#include "base/exit_status.h"
+#include "base/time.h"
+#include "launcher/failure_report.h"
+#include "launcher/rank_program.h"
+#include "tests/test_util.h"
+
+namespace ringpilot::launcher {
+namespace {
+
+using testing::ReadFile;
+using testing::SplitLines;
+using testing::TempDir;
+
+struct Ran {
+  int status = -1;
+  std::string out, err, log;
+};
+
+// Runs `script` with sh as the program of rank 3, its streams into files.
+Ran RunScript(const TempDir& dir, const std::string& script) {
+  RankProgramOptions o;
+  o.path = "/bin/sh";
+  o.argv = {"sh", "-c", script};
+  o.env = base::CurrentEnvironment();
+  o.env["RANK"] = "3";
+  o.log_path = dir.path() + "/logs/rank-3.log";
+  o.header = {"ringpilot exec: rank 3 header"};
+  const int out = ::open((dir.path() + "/out").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  const int err = ::open((dir.path() + "/err").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  o.stdout_fd = out;
+  o.stderr_fd = err;
+  Ran r;
+  r.status = RunRankProgram(o);
+  ::close(out);
+  ::close(err);
+  r.out = ReadFile(dir.path() + "/out");
+  r.err = ReadFile(dir.path() + "/err");
+  r.log = ReadFile(o.log_path);
+  return r;
+}
+
+TEST(RankProgram, OutputGoesToTheLogAndOnAndSuccessIsNoFatal) {
+  TempDir dir;
+  const Ran r = RunScript(dir, "echo out1; echo err1 >&2; printf 'no newline'");
+  EXPECT_EQ(r.status, 0);
+  EXPECT_EQ(r.out, "out1\nno newline\n");
+  EXPECT_EQ(r.err, "err1\n");
+  const std::vector<std::string> log = SplitLines(r.log);
+  ASSERT_EQ(log.size(), 5u) << r.log;
+  // Every line: TIME LEVEL text, TIME as every log line's.
+  for (const std::string& line : log) EXPECT_TRUE(base::ParseLogTimeNs(line)) << line;
+  const auto text = [](const std::string& line) { return line.substr(base::kLogTimeLength + 1); };
+  EXPECT_EQ(text(log[0]), "INFO ringpilot exec: rank 3 header");
+  EXPECT_NE(r.log.find(" OUT out1\n"), std::string::npos) << r.log;
+  EXPECT_NE(r.log.find(" ERR err1\n"), std::string::npos) << r.log;
+  EXPECT_NE(r.log.find(" OUT no newline\n"), std::string::npos) << r.log;
+  EXPECT_EQ(text(log[4]), "INFO ringpilot exec: sh finished");
+  EXPECT_EQ(r.log.find("FATAL"), std::string::npos);
+}
+
+TEST(RankProgram, ExitCodeIsAFatalLineWithTheLastErrorLine) {
+  TempDir dir;
+  const int64_t before = static_cast<int64_t>(std::time(nullptr)) * 1'000'000'000;
+  const Ran r = RunScript(dir, "echo 'Traceback ...' >&2; echo 'ValueError: bad lr' >&2; exit 3");
+  EXPECT_EQ(r.status, 3);
+  const std::vector<std::string> log = SplitLines(r.log);
+  ASSERT_FALSE(log.empty());
+  const std::optional<FatalLine> fatal = ParseFatalLine(log.back());
+  ASSERT_TRUE(fatal.has_value()) << log.back();
+  EXPECT_GE(fatal->time_ns, before);
+  EXPECT_EQ(fatal->message, "sh exited with status 3 (last error line: ValueError: bad lr)");
+  // The front end's analysis finds it as the trainer's.
+  const std::optional<FatalLine> first = FindFirstFatal(dir.path() + "/logs", before);
+  ASSERT_TRUE(first.has_value());
+  EXPECT_EQ(first->rank, 3);
+  EXPECT_EQ(SplitLines(r.err).back(),
+            "ringpilot exec: rank 3: sh exited with status 3 (last error line: ValueError: bad "
+            "lr)");
+  // The log is appended: a second attempt keeps the first one's lines.
+  const Ran again = RunScript(dir, "exit 0");
+  EXPECT_EQ(again.status, 0);
+  EXPECT_NE(again.log.find("ValueError: bad lr"), std::string::npos);
+}
+
+TEST(RankProgram, KilledProgramIsFatalWithTheSignalAndShellStatus) {
+  TempDir dir;
+  const Ran r = RunScript(dir, "echo started; kill -KILL $$");
+  EXPECT_EQ(r.status, 128 + SIGKILL);
+  const std::optional<FatalLine> fatal = ParseFatalLine(SplitLines(r.log).back());
+  ASSERT_TRUE(fatal.has_value()) << r.log;
+  EXPECT_EQ(fatal->message, "sh killed by SIGKILL");
+}
+
+TEST(RankProgram, PreemptedExitIsNotAFailure) {
+  TempDir dir;
+  const Ran r = RunScript(dir, "exit 75");
+  EXPECT_EQ(r.status, base::kExitPreempted);
+  EXPECT_EQ(SplitLines(r.log).back().substr(base::kLogTimeLength + 1),
+            "INFO ringpilot exec: sh stopped with status 75 (checkpointed for preemption)");
+}
+
+TEST(RankProgram, MissingProgramIsFatalAnd127) {
+  TempDir dir;
+  RankProgramOptions o;
+  o.path = dir.path() + "/no-such-program";
+  o.argv = {"no-such-program"};
+  o.log_path = dir.path() + "/logs/rank-0.log";
+  o.stderr_fd = ::open("/dev/null", O_WRONLY);
+  EXPECT_EQ(RunRankProgram(o), base::kExitNotFound);
+  ::close(o.stderr_fd);
+  const std::optional<FatalLine> fatal = ParseFatalLine(SplitLines(ReadFile(o.log_path)).back());
+  ASSERT_TRUE(fatal.has_value());
+  EXPECT_EQ(fatal->message, "cannot execute no-such-program: No such file or directory");
+}
+
+// mpirun tearing the job down (after another rank failed) sends SIGTERM to the process it
+// started: the wrapper passes it on, the program ends, and the rank is not blamed.
+TEST(RankProgram, ForwardedSigtermStopsTheProgramWithoutBlame) {
+  TempDir dir;
+  const std::string log = dir.path() + "/logs/rank-3.log";
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    RankProgramOptions o;
+    o.path = "/bin/sh";
+    // The program traps TERM to show that it got it, from us (its own process group).
+    o.argv = {"sh", "-c",
+              "trap 'echo got TERM; exit 143' TERM; echo ready; while :; do sleep 0.05; done"};
+    o.env = base::CurrentEnvironment();
+    o.log_path = log;
+    o.stdout_fd = o.stderr_fd = ::open("/dev/null", O_WRONLY);
+    ::_exit(RunRankProgram(o));
+  }
+  for (int i = 0; i < 200 && ReadFile(log).find("ready") == std::string::npos; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  ASSERT_NE(ReadFile(log).find("ready"), std::string::npos);
+  ::kill(pid, SIGTERM);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 143);
+  const std::string text = ReadFile(log);
+  EXPECT_NE(text.find("got TERM"), std::string::npos) << text;
+  EXPECT_EQ(text.find("FATAL"), std::string::npos) << text;
+  EXPECT_EQ(SplitLines(text).back().substr(base::kLogTimeLength + 1),
+            "INFO ringpilot exec: sh exited with status 143 after SIGTERM from the launcher");
+}
+
+TEST(RankProgram, ClosingLines) {
+  RankProgramEnd end;
+  end.term_signal = SIGSEGV;
+  const int64_t t = 1700000000123000000;  // 2023-11-14T22:13:20.123Z
+  EXPECT_EQ(ClosingLogLine(end, "python3", t),
+            "2023-11-14T22:13:20.123Z FATAL python3 killed by SIGSEGV");
+  end.stop_signal = SIGINT;
+  EXPECT_EQ(ClosingLogLine(end, "python3", t),
+            "2023-11-14T22:13:20.123Z INFO ringpilot exec: python3 killed by SIGSEGV after SIGINT "
+            "from the launcher");
+  RankProgramEnd code;
+  code.exit_code = base::kExitPermanent;
+  code.last_error_line = std::string(400, 'x');
+  const std::string line = ClosingLogLine(code, "p", t);
+  EXPECT_EQ(line.rfind("2023-11-14T22:13:20.123Z FATAL p exited with status 78 (last error line: " +
+                           std::string(300, 'x') + "...)",
+                       0),
+            0u);
+  EXPECT_EQ(ShellStatus(code), 78);
+}
+
+}  // namespace
+}  // namespace ringpilot::launcher

@@ -1,0 +1,175 @@
+// launcher.json and how a run directory stands (what `ringpilot status` prints).
+#include <unistd.h>
+
+#include <string>
+
+#include <gtest/gtest.h>
+
+#include "base/environment.h"
+#include "base/files.h"
+#include "base/time.h"
+#include "launcher/run_dir.h"
+#include "launcher/run_state.h"
+#include "launcher/run_status.h"
+#include "tests/test_util.h"
+
+namespace ringpilot::launcher {
+namespace {
+
+using testing::TempDir;
+using testing::WriteFile;
+
+constexpr const char* kJob =
+    "name: st\nworld: {nodes: 1, procs_per_node: 2, device: cpu}\n"
+    "model: {name: resnet18-cifar}\ntrain: {steps: 40}\n";
+
+struct RunDir {
+  TempDir tmp;
+  RunDirLayout layout{tmp.path() + "/run"};
+  RunDir() { PrepareRunDir(layout, kJob); }
+  void Record(RunState state, int pid, const std::string& host, const std::string& started) {
+    LauncherRecord r;
+    r.pid = pid;
+    r.host = host;
+    r.executable = base::SelfExecutablePath();
+    r.started = started;
+    r.updated = started;
+    r.attempt = 2;
+    r.max_attempts = 3;
+    r.state = state;
+    r.detail = state == RunState::kRunning ? "" : "how it ended";
+    if (state != RunState::kRunning) r.exit_status = 75;
+    base::WriteFileAtomically(layout.launcher_json, LauncherJson(r));
+  }
+  void Beat(int rank, double unix, int64_t step, const std::string& phase, const char* loss) {
+    WriteFile(layout.logs + "/rank-" + std::to_string(rank) + ".heartbeat",
+              "{\"rank\": " + std::to_string(rank) + ", \"step\": " + std::to_string(step) +
+                  ", \"steps\": 40, \"phase\": \"" + phase +
+                  "\", \"unix\": " + std::to_string(unix) + ", \"loss\": " + loss + "}\n");
+  }
+};
+
+TEST(LauncherRecord, JsonRoundTrip) {
+  LauncherRecord r;
+  r.pid = 42;
+  r.host = "h";
+  r.started = "2026-01-02T03:04:05.678Z";
+  r.attempt = 3;
+  r.max_attempts = 4;
+  r.state = RunState::kStopped;
+  r.detail = "d";
+  r.exit_status = 75;
+  r.slurm_job_id = "99";
+  const std::optional<LauncherRecord> back = ParseLauncherJson(LauncherJson(r));
+  ASSERT_TRUE(back.has_value());
+  EXPECT_EQ(back->pid, 42);
+  EXPECT_EQ(back->state, RunState::kStopped);
+  EXPECT_EQ(back->attempt, 3);
+  EXPECT_EQ(back->exit_status, 75);
+  EXPECT_EQ(back->slurm_job_id, "99");
+  EXPECT_FALSE(ParseLauncherJson("{\"pid\": 1, \"state\": \"sleeping\"}").has_value());
+  EXPECT_FALSE(ParseLauncherJson("not json").has_value());
+  for (const RunState s :
+       {RunState::kRunning, RunState::kFinished, RunState::kFailed, RunState::kStopped}) {
+    EXPECT_EQ(RunStateFromString(ToString(s)), s);
+  }
+}
+
+TEST(LauncherRecord, Liveness) {
+  LauncherRecord r;
+  r.pid = static_cast<int>(::getpid());
+  r.host = base::HostName();
+  r.executable = base::SelfExecutablePath();
+  EXPECT_EQ(CheckLauncher(r), Liveness::kAlive);
+  r.executable = "/some/other/program";  // the pid was reused by another program
+  EXPECT_EQ(CheckLauncher(r), Liveness::kGone);
+  r.host = "another-host-" + base::HostName();
+  EXPECT_EQ(CheckLauncher(r), Liveness::kElsewhere);
+  r.host = base::HostName();
+  r.pid = 0;
+  EXPECT_EQ(CheckLauncher(r), Liveness::kGone);
+}
+
+TEST(RunStatus, NotARunDirectory) {
+  TempDir tmp;
+  EXPECT_THROW(ReadRunStatus(tmp.path(), 0), std::runtime_error);
+}
+
+TEST(RunStatus, RunningFromTheRecordAndRankZerosHeartbeat) {
+  RunDir d;
+  const double now = base::UnixNow();
+  d.Record(RunState::kRunning, static_cast<int>(::getpid()), base::HostName(),
+           base::FormatLogTime(now - 60));
+  d.Beat(0, now - 1, 12, "step", "2.5");
+  d.Beat(1, now - 30, 12, "step", "null");   // stale: not heartbeating
+  d.Beat(2, now - 3600, 3, "step", "null");  // before this run started: left out
+  base::MakeDirs(d.layout.checkpoints + "/step-00000010");
+  base::MakeDirs(d.layout.checkpoints + "/.tmp-step-00000020-1");  // unfinished: ignored
+  const RunStatus s = ReadRunStatus(d.layout.root, now);
+  EXPECT_EQ(s.state, "running");
+  EXPECT_EQ(s.liveness, Liveness::kAlive);
+  EXPECT_NE(s.detail.find("launcher pid " + std::to_string(::getpid())), std::string::npos);
+  EXPECT_EQ(s.job_name, "st");
+  EXPECT_EQ(s.world_size, 2);
+  EXPECT_EQ(s.step, 12);
+  EXPECT_EQ(s.steps_target, 40);
+  ASSERT_TRUE(s.loss.has_value());
+  EXPECT_EQ(*s.loss, 2.5);
+  EXPECT_EQ(s.loss_source, "heartbeat");
+  EXPECT_EQ(s.latest_checkpoint, 10);
+  EXPECT_EQ(s.ranks_seen, 2);
+  EXPECT_EQ(s.ranks_fresh, 1);
+  EXPECT_TRUE(LauncherActive(s));
+  const nlohmann::ordered_json j = RunStatusJson(s);
+  EXPECT_EQ(j["state"], "running");
+  EXPECT_EQ(j["launcher"]["attempt"], 2);
+  EXPECT_EQ(j["launcher"]["liveness"], "alive");
+  EXPECT_EQ(j["loss"], 2.5);
+}
+
+TEST(RunStatus, ARunningRecordWhoseLauncherIsGoneIsFailed) {
+  RunDir d;
+  d.Record(RunState::kRunning, 0, base::HostName(), base::LogTimeNow());
+  const RunStatus s = ReadRunStatus(d.layout.root, base::UnixNow());
+  EXPECT_EQ(s.state, "failed");
+  EXPECT_NE(s.detail.find("is gone without recording how the job ended"), std::string::npos);
+  EXPECT_FALSE(LauncherActive(s));
+  // On another host the record is trusted.
+  d.Record(RunState::kRunning, 1, "elsewhere-" + base::HostName(), base::LogTimeNow());
+  const RunStatus e = ReadRunStatus(d.layout.root, base::UnixNow());
+  EXPECT_EQ(e.state, "running");
+  EXPECT_EQ(e.liveness, Liveness::kElsewhere);
+  EXPECT_TRUE(LauncherActive(e));
+}
+
+TEST(RunStatus, StoppedFinishedFailedAndUnknown) {
+  RunDir d;
+  EXPECT_EQ(ReadRunStatus(d.layout.root, 0).state, "unknown");
+  WriteFile(d.layout.failure_json,
+            "{\"first_failing_rank\": 1, \"fatal_message\": \"data file broken\"}\n");
+  RunStatus s = ReadRunStatus(d.layout.root, 0);
+  EXPECT_EQ(s.state, "failed");
+  EXPECT_EQ(s.first_failing_rank, 1);
+  EXPECT_EQ(s.fatal_message, "data file broken");
+
+  d.Record(RunState::kStopped, 1, base::HostName(), base::LogTimeNow());
+  base::MakeDirs(d.layout.checkpoints + "/step-00000017");
+  s = ReadRunStatus(d.layout.root, 0);
+  EXPECT_EQ(s.state, "stopped");
+  EXPECT_EQ(s.detail, "how it ended");
+  EXPECT_EQ(s.step, 17);                // the stop's checkpoint
+  EXPECT_EQ(s.first_failing_rank, -1);  // an older failure.json is not this run's
+
+  d.Record(RunState::kFinished, 1, base::HostName(), base::LogTimeNow());
+  WriteFile(d.layout.summary_json,
+            "{\"steps\": 40, \"final_loss\": 1.25, \"samples_per_second\": 100.5}\n");
+  s = ReadRunStatus(d.layout.root, 0);
+  EXPECT_EQ(s.state, "finished");
+  EXPECT_EQ(s.step, 40);
+  EXPECT_EQ(s.loss, 1.25);
+  EXPECT_EQ(s.loss_source, "summary.json");
+  EXPECT_EQ(s.samples_per_second, 100.5);
+}
+
+}  // namespace
+}  // namespace ringpilot::launcher
