@@ -272,6 +272,9 @@ int RunJob(const RunArgs& args) {
 
   launcher::SupervisorOptions options;
   options.max_restarts = config.launch.max_restarts;
+  // A launch.command program writes no heartbeat: only the trainer's start is watched.
+  options.start_timeout_s = runs_command ? 0 : config.launch.start_timeout_s;
+  options.abort_grace_s = config.launch.abort_grace_s;
   options.run_dir = layout.root;
   options.log_path = layout.launcher_log;
   if (runs_command && config.metrics.enabled) {

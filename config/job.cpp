@@ -13,6 +13,9 @@
 #include <set>
 #include <sstream>
 
+#include <yaml-cpp/eventhandler.h>
+#include <yaml-cpp/yaml.h>
+
 #include "base/run_variables.h"
 #include "config/schema.h"
 
@@ -30,6 +33,40 @@ using detail::Schema;
 using detail::Where;
 
 constexpr const char* kDocumentKey = "<document>";
+
+// Where the root node of each document of a YAML text is, for at most kMaxDocuments
+// documents.
+class DocumentRoots : public YAML::EventHandler {
+ public:
+  static constexpr int kMaxDocuments = 3;
+  std::vector<YAML::Mark> roots;
+
+  void OnDocumentStart(const YAML::Mark&) override { root_next_ = true; }
+  void OnDocumentEnd() override {}
+  void OnNull(const YAML::Mark& mark, YAML::anchor_t) override { Node(mark); }
+  void OnAlias(const YAML::Mark& mark, YAML::anchor_t) override { Node(mark); }
+  void OnScalar(const YAML::Mark& mark, const std::string&, YAML::anchor_t,
+                const std::string&) override {
+    Node(mark);
+  }
+  void OnSequenceStart(const YAML::Mark& mark, const std::string&, YAML::anchor_t,
+                       YAML::EmitterStyle::value) override {
+    Node(mark);
+  }
+  void OnSequenceEnd() override {}
+  void OnMapStart(const YAML::Mark& mark, const std::string&, YAML::anchor_t,
+                  YAML::EmitterStyle::value) override {
+    Node(mark);
+  }
+  void OnMapEnd() override {}
+
+ private:
+  void Node(const YAML::Mark& mark) {
+    if (root_next_) roots.push_back(mark);
+    root_next_ = false;
+  }
+  bool root_next_ = false;
+};
 
 /// A key path as printed in messages: itself when tame, else quoted.
 std::string KeyText(const std::string& key) {
@@ -175,28 +212,48 @@ bool Loader::Rejected(const std::string& path) const {
 
 void Loader::LoadText(const std::string& text) {
   const Origin origin = Origin::File(root_.file);
-  std::vector<YAML::Node> docs;
+  // Not YAML::LoadAll: yaml-cpp 0.7 does not consume a ',' where a document's node should
+  // start (a file that begins with ',', or `"x",`), so LoadAll returns empty documents
+  // for ever, growing without bound (found by tests/fuzz/job_config_fuzzer). The first
+  // document is loaded; the others are only counted, a few at most, and one that starts
+  // where the one before it did is that stuck parser.
+  YAML::Node doc;
+  DocumentRoots docs;
   try {
-    docs = YAML::LoadAll(text);
+    std::istringstream in(text);
+    YAML::Parser parser(in);
+    while (static_cast<int>(docs.roots.size()) < DocumentRoots::kMaxDocuments &&
+           parser.HandleNextDocument(docs)) {
+    }
+    doc = YAML::Load(text);
   } catch (const YAML::ParserException& e) {
     Fail(origin.At(e.mark), "<yaml>", e.msg);
   } catch (const YAML::Exception& e) {
     Fail(origin.At(e.mark), "<yaml>", e.msg);
   }
+  for (std::size_t i = 1; i < docs.roots.size(); ++i) {
+    const YAML::Mark& at = docs.roots[i];
+    if (at.pos == docs.roots[i - 1].pos && at.pos >= 0 &&
+        static_cast<std::size_t>(at.pos) < text.size()) {
+      Fail(origin.At(at), "<yaml>",
+           "unexpected " + Quote(std::string(1, text[static_cast<std::size_t>(at.pos)])) +
+               " where a value should start");
+    }
+  }
   const std::string expected =
       "a job file is a mapping of keys with at least name and model.name (or launch.command)";
-  if (docs.empty() || docs[0].IsNull()) {
-    Fail(docs.empty() ? origin.Start() : origin.At(docs[0].Mark()), kDocumentKey,
+  if (docs.roots.empty() || doc.IsNull()) {
+    Fail(docs.roots.empty() ? origin.Start() : origin.At(doc.Mark()), kDocumentKey,
          "empty document; " + expected);
   }
-  if (docs.size() > 1) {
-    Fail(origin.At(docs[1].Mark()), kDocumentKey, "more than one YAML document; " + expected);
+  if (docs.roots.size() > 1) {
+    Fail(origin.At(docs.roots[1]), kDocumentKey, "more than one YAML document; " + expected);
   }
-  if (!docs[0].IsMap()) {
-    Fail(origin.At(docs[0].Mark()), kDocumentKey, "got " + Describe(docs[0]) + "; " + expected);
+  if (!doc.IsMap()) {
+    Fail(origin.At(doc.Mark()), kDocumentKey, "got " + Describe(doc) + "; " + expected);
   }
-  root_ = origin.At(docs[0].Mark());
-  ApplyMapping(docs[0], "", origin);
+  root_ = origin.At(doc.Mark());
+  ApplyMapping(doc, "", origin);
 }
 
 void Loader::ApplyMapping(const YAML::Node& map, const std::string& section, const Origin& origin) {

@@ -54,6 +54,12 @@ struct LaunchConfig {
   /// runs it under `ringpilot exec` with the torchrun environment. Empty: the trainer
   /// trains model.name. Never an empty list in a job file (leave the key out instead).
   std::vector<std::string> command;
+  /// An attempt none of whose ranks has started (heartbeat) by then is stopped and counts as
+  /// a failure: mpirun waiting for a host it cannot reach (docs/faults.md). 0 = never.
+  double start_timeout_s = 300.0;
+  /// After a rank gave up (MPI_Abort), how long mpirun may take to end the attempt before
+  /// it is stopped: it waits for hosts it cannot reach (docs/faults.md). 0 = forever.
+  double abort_grace_s = 30.0;
 };
 
 /// model.vocab_size 0 with synthetic data: BERT's WordPiece vocabulary.

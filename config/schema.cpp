@@ -495,6 +495,17 @@ std::vector<KeySpec> BuildSchema() {
       "variables, NCCL metrics, placement), its output in logs/rank-N.log; the keys only the "
       "trainer reads (model, data, eval, train, comm but comm.timeout_s, checkpoint, trace, "
       "fault, metrics.gpu_sample_seconds) are then not allowed (docs/programs.md)"));
+  s.push_back(FloatKey("launch.start_timeout_s",
+                       Member(&JC::launch, &LaunchConfig::start_timeout_s), 0, false, 86400, false,
+                       "an attempt none of whose trainer ranks has started by then (no "
+                       "heartbeat) is stopped and restarted: mpirun waits for ever on a host it "
+                       "cannot reach (docs/faults.md); 0 = wait. Not applied to "
+                       "`launch.command` programs, which write no heartbeat"));
+  s.push_back(FloatKey("launch.abort_grace_s", Member(&JC::launch, &LaunchConfig::abort_grace_s), 0,
+                       false, 86400, false,
+                       "after a rank gave up (a collective timed out), how long mpirun may take "
+                       "to end the attempt before ringpilot stops it and restarts: it waits for "
+                       "hosts it cannot reach (docs/faults.md); 0 = wait"));
 
   KeySpec model = EnumKey("model.name", Member(&JC::model, &ModelConfig::name), Names(kModelNames),
                           "model to train");

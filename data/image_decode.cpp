@@ -49,7 +49,9 @@ bool SizeOk(int64_t width, int64_t height, std::string* error) {
     *error = "image has no pixels (" + std::to_string(width) + "x" + std::to_string(height) + ")";
     return false;
   }
-  if (width * height > kMaxImagePixels) {
+  // Each side first: a header's 2^32-1 x 2^32-1 would overflow the product (found by
+  // tests/fuzz/image_decode_fuzzer under UBSan).
+  if (width > kMaxImagePixels || height > kMaxImagePixels || width * height > kMaxImagePixels) {
     *error = "image of " + std::to_string(width) + "x" + std::to_string(height) +
              " pixels is larger than the limit of " + std::to_string(kMaxImagePixels) + " pixels";
     return false;

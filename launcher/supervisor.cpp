@@ -37,9 +37,9 @@ constexpr int64_t kDrainTimeoutNs = 2'000'000'000;
 // FATAL lines this much older than an attempt's start still count for it: ranks on other
 // hosts stamp them with their own clocks.
 constexpr int64_t kFatalClockSlackNs = 1'000'000'000;
-// How often the heartbeats are read for a rank that gave up, and how long mpirun has after
-// SIGTERM before its process group is killed, when abort_grace_s ran out.
-constexpr int64_t kAbortCheckIntervalNs = 1'000'000'000;
+// How often the heartbeats are read (has a rank started? given up?), and how long mpirun
+// has after SIGTERM before its process group is killed when the supervisor stops it.
+constexpr int64_t kWatchIntervalNs = 1'000'000'000;
 constexpr int64_t kAbortKillDelayNs = 5'000'000'000;
 
 int64_t ClockNs(clockid_t clock) {
@@ -313,7 +313,8 @@ Supervisor::Attempt Supervisor::RunAttempt(const SupervisedCommand& command, int
 
   Stream streams[2] = {{out_pipe[0], options_.stdout_fd, {}},
                        {err_pipe[0], options_.stderr_fd, {}}};
-  AbortWatch abort_watch;
+  AttemptWatch watch;
+  watch.start_ns = ClockNs(CLOCK_MONOTONIC);
   bool exited = false;
   bool killed = false;
   int status = 0;
@@ -370,8 +371,11 @@ Supervisor::Attempt Supervisor::RunAttempt(const SupervisedCommand& command, int
     for (const int sig : TakeSignals()) {
       if (!exited) OnSignal(sig, pid, &kill_deadline);
     }
-    if (!exited && !killed) WatchForAbort(pid, &abort_watch, &attempt, &killed);
-    if (options_.hang_check && !exited && attempt.hang.empty() && interrupt_signal_ == 0 &&
+    // The heartbeat watch (start_timeout_s, abort_grace_s) and hang_check each stop the
+    // attempt at most once, and not both.
+    if (!exited && !killed && attempt.hang.empty()) Watch(pid, &watch, &attempt, &killed);
+    if (options_.hang_check && !exited && attempt.hang.empty() &&
+        attempt.stopped_because.empty() && interrupt_signal_ == 0 &&
         ClockNs(CLOCK_MONOTONIC) > next_hang_check) {
       next_hang_check = ClockNs(CLOCK_MONOTONIC) + hang_period_ns;
       attempt.hang = options_.hang_check(static_cast<double>(attempt.start_ns) * 1e-9);
@@ -402,38 +406,50 @@ Supervisor::Attempt Supervisor::RunAttempt(const SupervisedCommand& command, int
   return attempt;
 }
 
-void Supervisor::WatchForAbort(pid_t pid, AbortWatch* watch, Attempt* attempt, bool* killed) {
-  if (options_.abort_grace_s <= 0 || interrupt_signal_ != 0) return;
+void Supervisor::Watch(pid_t pid, AttemptWatch* watch, Attempt* attempt, bool* killed) {
+  if (interrupt_signal_ != 0) return;
   const int64_t now = ClockNs(CLOCK_MONOTONIC);
-  if (watch->seen_ns == 0) {
-    if (now < watch->next_check_ns) return;
-    watch->next_check_ns = now + kAbortCheckIntervalNs;
-    const double since = static_cast<double>(attempt->start_ns - kFatalClockSlackNs) * 1e-9;
-    for (const auto& [rank, beat] : ReadHeartbeats(RunDirLayout(options_.run_dir).logs, since)) {
-      if (beat.phase == "abort") {
-        watch->seen_ns = now;
-        watch->rank = rank;
-        break;
-      }
+  if (watch->term_ns != 0) {  // told to stop: it has kAbortKillDelayNs
+    if (now - watch->term_ns > kAbortKillDelayNs) {
+      Report("ringpilot: mpirun did not stop after SIGTERM; killing its process group");
+      ::kill(-pid, SIGKILL);
+      *killed = true;
     }
     return;
   }
-  const int64_t grace_ns = static_cast<int64_t>(options_.abort_grace_s * 1e9);
-  if (watch->term_ns == 0 && now - watch->seen_ns > grace_ns) {
-    char why[256];
-    std::snprintf(why, sizeof why,
-                  "mpirun had not ended the job %.0f s after rank %d gave up (launch's "
-                  "abort grace); a host it cannot reach (network down?) holds it",
-                  options_.abort_grace_s, watch->rank);
-    attempt->stopped_because = why;
-    Report(std::string("ringpilot: ") + why + "; stopping mpirun");
-    ::kill(-pid, SIGTERM);
-    watch->term_ns = now;
-  } else if (watch->term_ns != 0 && now - watch->term_ns > kAbortKillDelayNs) {
-    Report("ringpilot: mpirun did not stop after SIGTERM; killing its process group");
-    ::kill(-pid, SIGKILL);
-    *killed = true;
+  const bool watch_start = options_.start_timeout_s > 0 && !watch->started;
+  const bool watch_abort = options_.abort_grace_s > 0 && watch->abort_seen_ns == 0;
+  if ((watch_start || watch_abort) && now >= watch->next_check_ns) {
+    watch->next_check_ns = now + kWatchIntervalNs;
+    const double since = static_cast<double>(attempt->start_ns - kFatalClockSlackNs) * 1e-9;
+    for (const auto& [rank, beat] : ReadHeartbeats(RunDirLayout(options_.run_dir).logs, since)) {
+      watch->started = true;
+      if (beat.phase == "abort" && watch->abort_seen_ns == 0) {
+        watch->abort_seen_ns = now;
+        watch->abort_rank = rank;
+      }
+    }
   }
+  char why[256] = "";
+  if (options_.start_timeout_s > 0 && !watch->started &&
+      now - watch->start_ns > static_cast<int64_t>(options_.start_timeout_s * 1e9)) {
+    std::snprintf(why, sizeof why,
+                  "no rank had started %.0f s after launch (launch.start_timeout_s): mpirun "
+                  "is waiting for a host it cannot reach (network down?) or a rank stuck in "
+                  "start-up",
+                  options_.start_timeout_s);
+  } else if (options_.abort_grace_s > 0 && watch->abort_seen_ns != 0 &&
+             now - watch->abort_seen_ns > static_cast<int64_t>(options_.abort_grace_s * 1e9)) {
+    std::snprintf(why, sizeof why,
+                  "mpirun had not ended the job %.0f s after rank %d gave up "
+                  "(launch.abort_grace_s); a host it cannot reach (network down?) holds it",
+                  options_.abort_grace_s, watch->abort_rank);
+  }
+  if (why[0] == '\0') return;
+  attempt->stopped_because = why;
+  Report(std::string("ringpilot: ") + why + "; stopping mpirun");
+  ::kill(-pid, SIGTERM);
+  watch->term_ns = now;
 }
 
 void Supervisor::OnSignal(int sig, pid_t pid, int64_t* kill_deadline) {

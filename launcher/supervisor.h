@@ -22,7 +22,6 @@ struct SupervisorOptions {
   static constexpr int kDefaultMaxRestarts = 2;
   static constexpr double kDefaultRestartDelayS = 1.0;
   static constexpr double kDefaultKillGraceS = 30.0;
-  static constexpr double kDefaultAbortGraceS = 20.0;
 
   /// Whole-job restarts after a failure (attempts = 1 + max_restarts at most).
   int max_restarts = kDefaultMaxRestarts;
@@ -43,12 +42,18 @@ struct SupervisorOptions {
   /// After forwarding SIGINT/SIGTERM, how long mpirun may take to stop before its process
   /// group is killed.
   double kill_grace_s = kDefaultKillGraceS;
-  /// After a rank gave up (its heartbeat says "abort": it called MPI_Abort), how long
-  /// mpirun may take to end the job. mpirun waits for the daemons of every host, and one it
-  /// cannot reach (a cut link, a dead switch) holds it until TCP gives up, many minutes:
-  /// past this it is stopped (SIGTERM, then SIGKILL 5 s later), the attempt reported and
-  /// restarted. 0: wait for mpirun however long it takes.
-  double abort_grace_s = kDefaultAbortGraceS;
+  /// mpirun waits for the daemon of every host, and one it cannot reach (a cut link, a
+  /// dead switch) holds it until TCP gives up, many minutes, or for good when the daemon
+  /// started and cannot call back. So the supervisor reads the ranks' heartbeats
+  /// (RUN_DIR/logs/rank-N.heartbeat) once a second and stops mpirun (SIGTERM, then SIGKILL
+  /// 5 s later; the attempt is then reported and restarted like any failure) when
+  ///   start_timeout_s  passed since the launch and no rank has written a heartbeat, or
+  ///   abort_grace_s    passed since a rank gave up (heartbeat phase "abort": it called
+  ///                    MPI_Abort) and mpirun has still not ended the job.
+  /// 0 (the default here; `ringpilot run` takes launch.start_timeout_s and
+  /// launch.abort_grace_s): wait for mpirun however long it takes.
+  double start_timeout_s = 0;
+  double abort_grace_s = 0;
   /// Catch SIGINT/SIGTERM/SIGUSR1 while running (and forward them). A signal the process
   /// started with ignored stays ignored (a background job of a script).
   bool handle_signals = true;
@@ -113,21 +118,25 @@ class Supervisor {
     std::string hang;  // hang_check's reason, when it stopped the attempt
     int64_t start_ns = 0;
     std::vector<std::string> output;  // the last lines mpirun printed (both streams)
-    /// Why ringpilot stopped mpirun itself (abort_grace_s ran out); empty otherwise.
+    /// Why ringpilot stopped mpirun itself (start_timeout_s or abort_grace_s ran out);
+    /// empty otherwise.
     std::string stopped_because;
   };
 
-  // A rank that gave up (heartbeat phase "abort") and when mpirun was told to stop.
-  struct AbortWatch {
-    int64_t next_check_ns = 0;
-    int64_t seen_ns = 0;
-    int rank = -1;
-    int64_t term_ns = 0;
+  // What the heartbeats said about the running attempt (monotonic clock).
+  struct AttemptWatch {
+    int64_t start_ns = 0;       // launch
+    int64_t next_check_ns = 0;  // next heartbeat read
+    bool started = false;       // a rank of this attempt has beaten
+    int64_t abort_seen_ns = 0;  // when a rank's "abort" beat was first seen
+    int abort_rank = -1;
+    int64_t term_ns = 0;  // when mpirun was sent SIGTERM
   };
 
   Attempt RunAttempt(const SupervisedCommand& command, int attempt);
-  // Stops mpirun (SIGTERM, then SIGKILL setting *killed) abort_grace_s after a rank gave up.
-  void WatchForAbort(pid_t pid, AbortWatch* watch, Attempt* attempt, bool* killed);
+  // Stops mpirun (SIGTERM, then SIGKILL setting *killed) when start_timeout_s or
+  // abort_grace_s ran out.
+  void Watch(pid_t pid, AttemptWatch* watch, Attempt* attempt, bool* killed);
   void Relay(int out_fd, const std::string& line, Attempt* attempt);
   void AppendToLog(const std::string& line);
   bool WaitForRestart();  // false when a signal came in during the pause

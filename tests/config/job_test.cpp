@@ -508,6 +508,15 @@ std::vector<BadCase> BadCases() {
        {},
        "f.yaml:4:1: <document>:",
        "more than one YAML document"},
+      // yaml-cpp 0.7's LoadAll returned empty documents for ever after a ',' where a node
+      // should start, growing until memory ran out (found by tests/fuzz/job_config_fuzzer).
+      {"comma first",
+       ",\n",
+       {},
+       "f.yaml:1:1: <yaml>:",
+       "unexpected \",\" where a value should start"},
+      {"comma after a scalar document", "\"x\",\n", {}, "f.yaml:1:4: <yaml>:", "unexpected \",\""},
+      {"comma document", With("---\n,\n"), {}, "f.yaml:4:1: <yaml>:", "unexpected \",\""},
       {"null value",
        With("train:\n  steps:\n  lr: 1\n"),
        {},

@@ -176,6 +176,25 @@ TEST(ImageDecode, BrokenInputIsAnError) {
   EXPECT_NE(error.find("PNG"), std::string::npos) << error;
 }
 
+// A PNG header claiming 2^32-1 x 2^32-1 pixels: refused for its size, not a signed
+// overflow of width x height (found by tests/fuzz/image_decode_fuzzer under UBSan; its
+// reproducer is corpus/image_decode/regression-size-overflow).
+TEST(ImageDecode, HugeHeaderSizesAreRefusedWithoutOverflow) {
+  std::vector<uint8_t> png = {
+      0x89, 'P',  'N',  'G',  0x0d, 0x0a, 0x1a, 0x0a,  // signature
+      0,    0,    0,    13,   'I',  'H',  'D',  'R',   // IHDR, 13 bytes
+      0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 8,
+      2,    0,    0,    0,    0,    0,    0,    0};  // CRC (unchecked before the size)
+  int w = 0, h = 0;
+  std::string error;
+  EXPECT_FALSE(ReadImageSize(png.data(), png.size(), &w, &h, &error));
+  EXPECT_NE(error.find("is larger than the limit of"), std::string::npos) << error;
+  DecodedImage img;
+  error.clear();
+  EXPECT_FALSE(DecodeImage(png.data(), png.size(), &img, &error));
+  EXPECT_FALSE(error.empty());
+}
+
 TEST(ImageDecode, JpegDctScalingKeepsTheAskedResolution) {
   const std::vector<uint8_t> rgb = Gradient(256, 192);
   std::vector<uint8_t> jpeg;

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <filesystem>
+#include <iterator>
 #include <string>
 #include <vector>
 
@@ -192,6 +193,30 @@ TEST(ImageShards, NotATarAndTruncatedAreOneLineErrors) {
         << e.what();
   }
   EXPECT_THROW(OpenImageShards({tmp.path() + "/missing.tar"}), DataError);
+}
+
+// Each rejected shard set used to leak the descriptors of the shards it had opened (the
+// constructor threw before a destructor existed to close them); found by
+// tests/fuzz/tar_shards_fuzzer, which ran out of descriptors.
+TEST(ImageShards, RejectedShardsLeaveNoDescriptorOpen) {
+  TempDir tmp;
+  const auto open_fds = [] {
+    return std::distance(std::filesystem::directory_iterator("/proc/self/fd"),
+                         std::filesystem::directory_iterator{});
+  };
+  const std::string src = tmp.path() + "/src";
+  std::filesystem::create_directories(src);
+  WriteFile(src + "/a.jpg", Jpeg(16, 16, 1));
+  const std::string good = tmp.path() + "/good.tar";  // an image, but no label anywhere
+  Tar(src, good, "gnu", {"a.jpg"});
+  const std::string bad = tmp.path() + "/bad.tar";
+  WriteFile(bad, std::string(2000, 'x'));
+  const auto before = open_fds();
+  for (int i = 0; i < 50; ++i) {
+    EXPECT_THROW(OpenImageShards({good, bad}), DataError);
+    EXPECT_THROW(OpenImageShards({good}), DataError);
+  }
+  EXPECT_EQ(open_fds(), before);
 }
 
 TEST(ImageShards, ShardListsExpandGlobsInOrder) {

@@ -9,6 +9,7 @@
 // (checked every 16 inputs).
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <sys/time.h>
 #include <unistd.h>
@@ -78,11 +79,21 @@ std::string Exchange(int port, const char* request, size_t size) {
   addr.sin_family = AF_INET;
   addr.sin_port = htons(static_cast<uint16_t>(port));
   addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  // libFuzzer's timer (SIGALRM) interrupts system calls: EINTR is retried everywhere.
   if (::connect(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof addr) != 0) {
-    Finding("cannot connect to the exporter: " + std::string(std::strerror(errno)));
+    int err = errno;
+    if (err == EINTR) {  // the connection goes on: wait for its outcome
+      pollfd p{fd, POLLOUT, 0};
+      while (::poll(&p, 1, kAnswerTimeoutS * 1000) < 0 && errno == EINTR) {
+      }
+      socklen_t len = sizeof err;
+      ::getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len);
+    }
+    if (err != 0) Finding("cannot connect to the exporter: " + std::string(std::strerror(err)));
   }
   for (size_t done = 0; done < size;) {
     const ssize_t n = ::send(fd, request + done, size - done, MSG_NOSIGNAL);
+    if (n < 0 && errno == EINTR) continue;
     if (n <= 0) break;  // the server may close on a bad request before reading it all
     done += static_cast<size_t>(n);
   }
@@ -96,6 +107,7 @@ std::string Exchange(int port, const char* request, size_t size) {
       answer.append(buf, static_cast<size_t>(n));
       continue;
     }
+    if (n < 0 && errno == EINTR) continue;
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
       Finding("no complete answer within " + std::to_string(kAnswerTimeoutS) + " s");
     }

@@ -1,8 +1,11 @@
 #!/usr/bin/env python3
-"""Writes the seed inputs of the fuzz targets into tests/fuzz/corpus/<target>/.
+"""Writes the seed inputs of the fuzz targets into tests/fuzz/corpus/<target>/, and their
+dictionaries (tokens libFuzzer splices into inputs: key names, magic bytes) into
+tests/fuzz/<target>.dict.
 
-The seeds are checked in; this script says how they were made and remakes them
-(`python3 tests/fuzz/make_corpus.py`, then commit). Each seed is a small valid input of its
+The seeds and dictionaries are checked in; this script says how they were made and remakes
+them (`python3 tests/fuzz/make_corpus.py`, then commit; the job file's keys come from
+docs/config.md, so rerun it when keys change). Each seed is a small valid input of its
 target (plus a few near misses), so that libFuzzer starts from the formats' happy paths
 rather than from nothing. Standard library only, except the two image seeds of
 image_decode (PIL, from the venv of scripts/setup.sh; skipped with a note without it).
@@ -13,6 +16,7 @@ import hashlib
 import io
 import json
 import pathlib
+import re
 import struct
 import sys
 import tarfile
@@ -31,6 +35,32 @@ def put(target, name, data):
     (d / name).write_bytes(data)
 
 
+def dictionary(target, tokens):
+    """tests/fuzz/<target>.dict in libFuzzer's (AFL's) format: one quoted token a line."""
+    def quote(t):
+        if isinstance(t, str):
+            t = t.encode()
+        return '"' + "".join(chr(b) if 32 <= b < 127 and b not in (34, 92) else "\\x%02x" % b
+                             for b in t) + '"'
+    lines = ["# Tokens of %s inputs (tests/fuzz/make_corpus.py writes this file)." % target]
+    lines += [quote(t) for t in dict.fromkeys(tokens)]
+    (HERE / (target + ".dict")).write_text("\n".join(lines) + "\n")
+
+
+def job_config_dict():
+    keys = re.findall(r"^\| `([a-z_.]+)` \|", (ROOT / "docs" / "config.md").read_text(), re.M)
+    tokens = []
+    for k in keys:
+        section, _, leaf = k.rpartition(".")
+        tokens += [leaf + ": ", k + "="]
+        if section:
+            tokens.append(section + ":\n  ")
+    tokens += ["{", "}", "[", "]", ", ", "\n", "\0", ": ", "- ", "&a ", "*a", "!!str ", "null",
+               "true", "false", "0x10", "1e400", "-1", "2147483648", "9223372036854775808",
+               '"', "'", "#", "---\n", "...\n", "<<: ", "~"]
+    dictionary("job_config", tokens)
+
+
 def job_config():
     for f in sorted((ROOT / "examples").glob("*.yaml")):
         put("job_config", "example-" + f.stem, f.read_bytes())
@@ -44,6 +74,41 @@ def job_config():
     put("job_config", "anchors", "model: &m {name: resnet18-cifar}\ndata: {kind: cifar, train: /x}\nx: *m\n")
 
 
+def checkpoint_manifest_dict():
+    dictionary("checkpoint_manifest", [
+        '"format"', '"ringpilot-checkpoint-v1"', '"step"', '"world_size"', '"job"',
+        '"created_unix"', '"files"', '"state.pt"', '"manifest.json"', '"bytes"',
+        '"sha256_chunk_bytes"', '"sha256_chunks"', '"sha256"', ": ", ", ", "{", "}", "[", "]",
+        "null", "true", "false", "-1", "0", "21", "1e400", "18446744073709551615",
+        "9223372036854775807", "-9223372036854775808", '""', '"../"', '"\\u0000"',
+        '"' + hashlib.sha256(STATE).hexdigest() + '"'])
+
+
+def http_request_dict():
+    dictionary("http_request", [
+        "GET ", "HEAD ", "POST ", "PUT ", "OPTIONS ", "CONNECT ", " HTTP/1.1\r\n", " HTTP/1.0\r\n",
+        "/metrics", "/", "?", "#", "%00", "%2e%2e/", "\r\n", "\r\n\r\n", "\n", "Host: ",
+        "Authorization: Basic ", "Authorization: Bearer ", "cHJvbTpzM2NyZXQ=", "=", "Accept-Encoding: gzip\r\n",
+        "Content-Length: ", "Transfer-Encoding: chunked\r\n", "Expect: 100-continue\r\n",
+        "Connection: keep-alive\r\n", "Connection: close\r\n", "Range: bytes=0-1\r\n", ": ",
+        "\x00", "\x01", "\xff"])
+
+
+def data_dicts():
+    dictionary("tar_shards", [
+        "ustar\x00", "ustar  \x00", "00", "0000644\x00", "00000000000\x00", "\x80", "\xff",
+        "0", "5", "7", "L", "x", "g", "././@LongLink", " path=", " size=", "\n", ".jpg", ".JPEG",
+        ".png", ".cls", "/", ".", "        "])
+    dictionary("token_shard", [
+        "RPTOKENS", "RPTOKIDX", "\x01\x00\x00\x00", "\x02\x00\x00\x00", "\x04\x00\x00\x00",
+        "\x00\x00\x01\x00", "\x00\x00\x00\x00", "\xff\xff\xff\xff",
+        "\xff\xff\xff\xff\xff\xff\xff\xff", "\x00\x00\x00\x00\x00\x00\x00\x80"])
+    dictionary("image_decode", [
+        "\xff\xd8\xff", "\xff\xd9", "\xff\xc0", "\xff\xc2", "\xff\xc4", "\xff\xda", "\xff\xdb",
+        "\xff\xdd", "\xff\xe0", "\xff\xee", "Adobe", "\x89PNG\r\n\x1a\n", "IHDR", "IDAT", "IEND",
+        "PLTE", "tRNS", "iCCP", "acTL", "\x00\x00\x00\x0d"])
+
+
 def nodelist():
     for i, s in enumerate(["n1", "gpu[08-10]", "a[1-2]-ib[3-4],login", "node[001-003,7,9-10]",
                            "n[3-1]", "x[1-2", "host]", "rack[1-2]-n[01-16]", "2(x3),1", "4,4,2(x2)"]):
@@ -54,6 +119,11 @@ STATE = b"ringpilot fuzz state\n"  # the state.pt the manifest fuzzer writes bes
 
 
 def checkpoint_manifest():
+    # First byte even: the manifest text follows; odd: bytes for the fuzzer's generator.
+    def put(target, name, data):
+        globals()["put"](target, name, b"\0" + (data.encode() if isinstance(data, str) else data))
+    globals()["put"]("checkpoint_manifest", "generated-1", b"\1" + bytes(range(64)))
+    globals()["put"]("checkpoint_manifest", "generated-2", b"\1" + bytes(range(255, 0, -3)))
     chunked = {
         "format": "ringpilot-checkpoint-v1", "step": 10, "world_size": 2, "job": "name: fuzz\n",
         "created_unix": 1764000000.5,
@@ -179,6 +249,7 @@ def image_decode():
 
 if __name__ == "__main__":
     for make in (job_config, nodelist, checkpoint_manifest, http_request, cifar, token_shard,
-                 tar_shards, image_decode):
+                 tar_shards, image_decode, job_config_dict, checkpoint_manifest_dict,
+                 http_request_dict, data_dicts):
         make()
     print("make_corpus: seeds in", CORPUS)

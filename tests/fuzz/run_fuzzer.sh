@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs one libFuzzer target for a fixed time: ctest fuzz.<name> (scripts/fuzz.sh).
 #
-#   tests/fuzz/run_fuzzer.sh FUZZER SEEDS WORK_DIR SECONDS
+#   tests/fuzz/run_fuzzer.sh FUZZER SEEDS WORK_DIR SECONDS [DICT]
 #
 # SEEDS (tests/fuzz/corpus/<name>, checked in) is only read: the inputs libFuzzer finds
 # go to WORK_DIR/corpus, which later runs on this machine start from. A crash, a leak, an
@@ -9,13 +9,25 @@
 # WORK_DIR/artifacts/ and is printed (path, size, base64 up to 4 KB, the command that
 # replays it), so a CI log alone is enough to reproduce it. A fixed finding's reproducer
 # belongs in SEEDS as regression-<what> (fuzz_seeds.<name> replays it in every build).
+# DICT (tests/fuzz/<name>.dict): tokens libFuzzer splices into inputs. Scratch files of the
+# targets go to /dev/shm where it is writable (TMPDIR).
 set -euo pipefail
 
-if (($# != 4)); then
-  echo "usage: run_fuzzer.sh FUZZER SEEDS WORK_DIR SECONDS" >&2
+if (($# != 4 && $# != 5)); then
+  echo "usage: run_fuzzer.sh FUZZER SEEDS WORK_DIR SECONDS [DICT]" >&2
   exit 2
 fi
-fuzzer=$1 seeds=$2 work=$3 seconds=$4
+fuzzer=$1 seeds=$2 work=$3 seconds=$4 dict=${5:-}
+dict_arg=()
+if [[ -n $dict ]]; then
+  [[ -f $dict ]] || { echo "run_fuzzer.sh: no dictionary $dict" >&2; exit 2; }
+  dict_arg=(-dict="$dict")
+fi
+# The targets' scratch files (fuzz_util.h), in memory where /dev/shm is writable; removed
+# on exit, also after a crash that skipped the target's own clean-up.
+scratch=$(mktemp -d "$([[ -w /dev/shm ]] && echo /dev/shm || echo "${TMPDIR:-/tmp}")/ringpilot-fuzz-run.XXXXXX")
+trap 'rm -rf "$scratch"' EXIT
+export TMPDIR=$scratch
 [[ -x $fuzzer ]] || { echo "run_fuzzer.sh: $fuzzer is not an executable" >&2; exit 2; }
 [[ -d $seeds ]] || { echo "run_fuzzer.sh: no seed directory $seeds" >&2; exit 2; }
 [[ $seconds =~ ^[1-9][0-9]*$ ]] || { echo "run_fuzzer.sh: SECONDS must be a positive integer" >&2; exit 2; }
@@ -30,7 +42,7 @@ rc=0
 # -timeout: one input over 25 s is a hang; -rss_limit_mb: a hostile header must not make
 # a reader allocate gigabytes; -print_final_stats: executions and coverage for the log.
 "$fuzzer" -max_total_time="$seconds" -timeout=25 -rss_limit_mb=2048 -print_final_stats=1 \
-  -artifact_prefix="$work/artifacts/" "$work/corpus" "$seeds" >"$work/log" 2>&1 || rc=$?
+  "${dict_arg[@]}" -artifact_prefix="$work/artifacts/" "$work/corpus" "$seeds" >"$work/log" 2>&1 || rc=$?
 tail -n 25 "$work/log"
 
 mapfile -t found < <(find "$work/artifacts" -type f -newer "$stamp" | sort)

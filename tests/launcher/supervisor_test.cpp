@@ -392,7 +392,7 @@ TEST(Supervisor, StopsMpirunThatOutlivesAnAbortAndRestarts) {
   EXPECT_EQ(outcome.exit_status, 0);
   EXPECT_EQ(outcome.attempts, 2);
   const std::string why =
-      "mpirun had not ended the job 1 s after rank 0 gave up (launch's abort grace); a host it "
+      "mpirun had not ended the job 1 s after rank 0 gave up (launch.abort_grace_s); a host it "
       "cannot reach (network down?) holds it";
   EXPECT_TRUE(h.ProgressHas("ringpilot: " + why + "; stopping mpirun"));
   EXPECT_TRUE(
@@ -401,6 +401,32 @@ TEST(Supervisor, StopsMpirunThatOutlivesAnAbortAndRestarts) {
   EXPECT_EQ(report["mpirun_stopped_because"], why);
   EXPECT_EQ(report["signal_name"], "SIGKILL");
   EXPECT_EQ(report["first_failing_rank"], 0);
+}
+
+// mpirun never starts a rank (a daemon that cannot call back): stopped after
+// start_timeout_s; a later attempt that starts runs on however long it takes.
+TEST(Supervisor, StopsAnAttemptWhoseRanksNeverStart) {
+  Harness h;
+  SupervisorOptions o = h.Options(1);
+  o.start_timeout_s = 1;
+  Supervisor sup(o);
+  const JobOutcome outcome = sup.Run(h.Script(R"SH(#!/bin/sh
+if [ "$RINGPILOT_RESTART" = 0 ]; then exec sleep 60; fi
+printf '{"rank": 0, "step": 0, "phase": "step", "unix": %s}' "$(date +%s.%N)" > "$RINGPILOT_RUN_DIR/logs/rank-0.heartbeat"
+sleep 2.5
+exit 0
+)SH"));
+  EXPECT_EQ(outcome.exit_status, 0);
+  EXPECT_EQ(outcome.attempts, 2);
+  const std::string why =
+      "no rank had started 1 s after launch (launch.start_timeout_s): mpirun is waiting for a "
+      "host it cannot reach (network down?) or a rank stuck in start-up";
+  EXPECT_TRUE(h.ProgressHas("ringpilot: " + why + "; stopping mpirun"));
+  EXPECT_FALSE(
+      h.ProgressHas("ringpilot: mpirun did not stop after SIGTERM; killing its process group"));
+  const auto report = nlohmann::json::parse(ReadFile(h.layout.AttemptFailureJson(1)));
+  EXPECT_EQ(report["mpirun_stopped_because"], why);
+  EXPECT_EQ(report["signal_name"], "SIGTERM");
 }
 
 // The hang watch of a launch.command job: a first attempt that never ends is stopped as

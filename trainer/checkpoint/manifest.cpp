@@ -1,7 +1,10 @@
 #include "trainer/checkpoint/manifest.h"
 
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <chrono>
+#include <climits>
 #include <fstream>
 #include <thread>
 
@@ -59,30 +62,65 @@ CheckpointInfo VerifyCheckpointDir(const std::string& path) {
   } catch (const nlohmann::json::exception& e) {
     throw CheckpointError(manifest_path + ": not valid JSON: " + e.what());
   }
-  if (!m.is_object() || m.value("format", "") != kCheckpointFormat || !m.contains("step") ||
-      !m["step"].is_number_integer() || !m.contains("files") || !m["files"].is_object()) {
-    throw CheckpointError(manifest_path + ": not a " + std::string(kCheckpointFormat) +
-                          " manifest");
+  // Every field is checked for its type before it is read: nlohmann's accessors throw their
+  // own type_error otherwise, which resume would not take for a corrupt checkpoint.
+  const auto bad = [&manifest_path](const std::string& why) {
+    return CheckpointError(manifest_path + ": " + why);
+  };
+  const auto format = m.is_object() ? m.find("format") : m.end();
+  if (!m.is_object() || format == m.end() || !format->is_string() ||
+      format->get<std::string>() != kCheckpointFormat) {
+    throw bad(std::string("not a ") + kCheckpointFormat + " manifest");
   }
-  for (const auto& [name, meta] : m["files"].items()) {
+  const auto step = m.find("step");
+  if (step == m.end() || !step->is_number_integer() ||
+      (step->is_number_unsigned() ? step->get<uint64_t>() > INT64_MAX : step->get<int64_t>() < 0)) {
+    throw bad("\"step\" is not a step number");
+  }
+  int world_size = 0;
+  if (const auto ws = m.find("world_size"); ws != m.end()) {
+    if (!ws->is_number_unsigned() || ws->get<uint64_t>() > INT_MAX) {
+      throw bad("\"world_size\" is not a rank count");
+    }
+    world_size = static_cast<int>(ws->get<uint64_t>());
+  }
+  const auto files = m.find("files");
+  if (files == m.end() || !files->is_object() || !files->contains(kStateFile)) {
+    throw bad(std::string("\"files\" does not list ") + kStateFile);
+  }
+  for (const auto& [name, meta] : files->items()) {
+    // A plain name in this directory: a manifest must not send the check elsewhere.
+    if (name.empty() || name == "." || name == ".." ||
+        name.find_first_of(std::string("/\0", 2)) != std::string::npos) {
+      throw bad("file name '" + name + "' is not a name in the checkpoint directory");
+    }
     const std::string file = path + "/" + name;
-    const int64_t size = base::FileSize(file);
-    if (size < 0) throw CheckpointError(file + ": missing");
-    if (!meta.is_object() || size != meta.value("bytes", int64_t{-1})) {
+    struct stat st {};
+    if (::stat(file.c_str(), &st) != 0) throw CheckpointError(file + ": missing");
+    if (!S_ISREG(st.st_mode)) throw CheckpointError(file + ": not a regular file");
+    const auto bytes = meta.is_object() ? meta.find("bytes") : meta.end();
+    if (bytes == meta.end() || !bytes->is_number_integer() ||
+        static_cast<int64_t>(st.st_size) != bytes->get<int64_t>()) {
       throw CheckpointError(file + ": size differs from manifest (truncated?)");
     }
     // Checkpoints written before chunked checksums carry one whole-file "sha256".
-    const bool matches =
-        meta.contains("sha256_chunks")
-            ? meta["sha256_chunks"].is_array() &&
-                  meta.value("sha256_chunk_bytes", int64_t{0}) > 0 &&
-                  nlohmann::json(Sha256FileChunks(
-                      file, static_cast<size_t>(meta["sha256_chunk_bytes"].get<int64_t>()),
-                      ChecksumThreads())) == meta["sha256_chunks"]
-            : Sha256File(file) == meta.value("sha256", "");
+    bool matches = false;
+    try {
+      if (const auto chunks = meta.find("sha256_chunks"); chunks != meta.end()) {
+        const auto chunk_bytes = meta.find("sha256_chunk_bytes");
+        matches = chunks->is_array() && chunk_bytes != meta.end() &&
+                  chunk_bytes->is_number_unsigned() && chunk_bytes->get<uint64_t>() > 0 &&
+                  nlohmann::json(Sha256FileChunks(file, chunk_bytes->get<uint64_t>(),
+                                                  ChecksumThreads())) == *chunks;
+      } else if (const auto whole = meta.find("sha256"); whole != meta.end()) {
+        matches = whole->is_string() && Sha256File(file) == whole->get<std::string>();
+      }
+    } catch (const std::runtime_error& e) {  // unreadable while hashing
+      throw CheckpointError(e.what());
+    }
     if (!matches) throw CheckpointError(file + ": SHA-256 differs from manifest (corrupt)");
   }
-  return {m["step"].get<int64_t>(), m.value("world_size", 0), path};
+  return {step->get<int64_t>(), world_size, path};
 }
 
 }  // namespace ringpilot::trainer::checkpoint

@@ -84,7 +84,9 @@ std::vector<std::string> Sha256FileChunks(const std::string& path, size_t chunk_
     throw std::runtime_error(path + ": cannot stat for checksum");
   }
   const auto size = static_cast<size_t>(st.st_size);
-  const size_t chunks = (size + chunk_bytes - 1) / chunk_bytes;
+  // Not (size + chunk_bytes - 1) / chunk_bytes: a huge chunk_bytes (a manifest's) would
+  // wrap around to no piece at all, and an empty digest list would match.
+  const size_t chunks = size / chunk_bytes + (size % chunk_bytes != 0 ? 1 : 0);
   std::vector<std::string> digests(chunks);
   std::atomic<size_t> next{0};
   std::atomic<bool> failed{false};

@@ -3,6 +3,7 @@
 // hold (each must end in CheckpointError, which resume and export skip or report).
 #include <unistd.h>
 
+#include <cstdint>
 #include <fstream>
 #include <string>
 
@@ -76,6 +77,57 @@ TEST_F(ManifestTest, NotAManifest) {
   EXPECT_NE(Problem().find("not a ringpilot-checkpoint-v1 manifest"), std::string::npos);
   base::RemoveTree(dir + "/" + kManifestFile);
   EXPECT_NE(Problem().find("manifest.json: missing or unreadable"), std::string::npos);
+}
+
+// Found by tests/fuzz/checkpoint_manifest_fuzzer (corpus/checkpoint_manifest/
+// regression-type-error): a field of another JSON type escaped as nlohmann's type_error,
+// which resume does not catch, so a rank died on a corrupt newest checkpoint instead of
+// falling back to the one before.
+TEST_F(ManifestTest, FieldsOfTheWrongTypeAreCorruptNotACrash) {
+  const nlohmann::json good = Manifest();
+  const auto problem_with = [&](const std::string& pointer, const nlohmann::json& value) {
+    nlohmann::json m = good;
+    m[nlohmann::json::json_pointer(pointer)] = value;
+    WriteJson(m);
+    return Problem();
+  };
+  EXPECT_NE(problem_with("/format", 1).find("not a ringpilot-checkpoint-v1 manifest"),
+            std::string::npos);
+  EXPECT_NE(problem_with("/step", "10").find("\"step\" is not a step number"), std::string::npos);
+  EXPECT_NE(problem_with("/step", -1).find("\"step\" is not a step number"), std::string::npos);
+  EXPECT_NE(problem_with("/world_size", "2").find("\"world_size\" is not a rank count"),
+            std::string::npos);
+  EXPECT_NE(problem_with("/files", nlohmann::json::array()).find("does not list state.pt"),
+            std::string::npos);
+  EXPECT_NE(problem_with("/files/state.pt/bytes", true).find("size differs"), std::string::npos);
+  EXPECT_NE(problem_with("/files/state.pt/sha256_chunk_bytes", "64").find("SHA-256 differs"),
+            std::string::npos);
+  EXPECT_NE(problem_with("/files/state.pt/sha256_chunks", 5).find("SHA-256 differs"),
+            std::string::npos);
+  EXPECT_NE(problem_with("/files/state.pt", "x").find("size differs"), std::string::npos);
+  nlohmann::json legacy = good;
+  legacy["files"][kStateFile].erase("sha256_chunks");
+  legacy["files"][kStateFile]["sha256"] = 7;
+  WriteJson(legacy);
+  EXPECT_NE(Problem().find("SHA-256 differs"), std::string::npos) << Problem();
+}
+
+// A manifest names files of its own directory only, and a chunk size so large that the
+// piece count wraps around to none must not verify an unread file.
+TEST_F(ManifestTest, NamesOutsideTheDirectoryAndWrappingChunkSizesAreRejected) {
+  const nlohmann::json good = Manifest();
+  for (const std::string name : {"", ".", "..", "../manifest-other/state.pt", "sub/x"}) {
+    nlohmann::json m = good;
+    m["files"][name] = m["files"][kStateFile];
+    WriteJson(m);
+    EXPECT_NE(Problem().find("is not a name in the checkpoint directory"), std::string::npos)
+        << "'" << name << "': " << Problem();
+  }
+  nlohmann::json m = good;
+  m["files"][kStateFile]["sha256_chunk_bytes"] = UINT64_MAX;
+  m["files"][kStateFile]["sha256_chunks"] = nlohmann::json::array();
+  WriteJson(m);
+  EXPECT_NE(Problem().find("SHA-256 differs"), std::string::npos) << Problem();
 }
 
 }  // namespace

@@ -73,6 +73,25 @@ TEST_F(CheckpointTest, WholeFileSha256ManifestsStillVerify) {
   EXPECT_THROW(CheckpointStore::Verify(info.path), CheckpointError);
 }
 
+// A newest manifest whose fields have the wrong JSON type is corrupt like any other: resume
+// takes the checkpoint before it (it used to throw nlohmann's type_error out of
+// FindNewestValid; found by tests/fuzz/checkpoint_manifest_fuzzer).
+TEST_F(CheckpointTest, ManifestOfTheWrongTypesFallsBackToOlder) {
+  CheckpointStore store(dir, 3);
+  store.Save(5, 1, "job", State(5));
+  const auto newest = store.Save(10, 1, "job", State(10));
+  nlohmann::json m = nlohmann::json::parse(std::ifstream(newest.path + "/manifest.json"));
+  m["world_size"] = "one";
+  std::ofstream(newest.path + "/manifest.json", std::ios::trunc) << m.dump();
+  std::vector<std::string> warnings;
+  const auto found = store.FindNewestValid(&warnings);
+  ASSERT_TRUE(found);
+  EXPECT_EQ(found->step, 5);
+  ASSERT_EQ(warnings.size(), 1u);
+  EXPECT_NE(warnings[0].find("\"world_size\" is not a rank count"), std::string::npos)
+      << warnings[0];
+}
+
 TEST_F(CheckpointTest, CorruptNewestFallsBackToOlderAndIsKept) {
   CheckpointStore store(dir, 3);
   store.Save(5, 1, "job", State(5));
