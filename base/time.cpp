@@ -14,6 +14,18 @@ double UnixNow() {
   return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
+namespace {
+int64_t ClockNs(clockid_t clock) {
+  timespec ts{};
+  ::clock_gettime(clock, &ts);
+  return static_cast<int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
+}
+}  // namespace
+
+int64_t UnixNowNs() { return ClockNs(CLOCK_REALTIME); }
+
+int64_t MonotonicNs() { return ClockNs(CLOCK_MONOTONIC); }
+
 std::string FormatDuration(double s) {
   char buf[32];
   if (s < 120) {

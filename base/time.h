@@ -14,6 +14,12 @@ double Seconds(std::chrono::steady_clock::time_point a, std::chrono::steady_cloc
 /// Unix time in seconds (system clock).
 double UnixNow();
 
+/// CLOCK_REALTIME in nanoseconds since the Unix epoch.
+int64_t UnixNowNs();
+
+/// CLOCK_MONOTONIC in nanoseconds: deadlines and intervals (async-signal-safe).
+int64_t MonotonicNs();
+
 /// "42s", "3m05s", "1.5h".
 std::string FormatDuration(double seconds);
 

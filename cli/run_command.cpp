@@ -69,8 +69,7 @@ std::vector<std::string> StartupLines(const config::JobConfig& c, const std::str
   if (node_hosts.empty()) {
     // Backend local: the ranks serve on this host, at the address they resolve `bind` to
     // (auto: 127.0.0.1, or the node's address inside a Slurm allocation or a pod).
-    const std::string address =
-        metrics::ResolveBind(c.metrics.bind, base::CurrentEnvironment());
+    const std::string address = metrics::ResolveBind(c.metrics.bind, base::CurrentEnvironment());
     node_hosts.push_back(address == "0.0.0.0" ? this_host : address);
   }
   const bool program = config::RunsCommand(c);

@@ -14,6 +14,7 @@
 
 #include "base/exit_status.h"
 #include "base/files.h"
+#include "base/signal_pipe.h"
 #include "base/time.h"
 #include "launcher/failure_report.h"
 
@@ -26,71 +27,6 @@ constexpr std::size_t kMaxLineBytes = 64 * 1024;
 constexpr std::size_t kQuotedLineBytes = 300;
 
 constexpr int kForwarded[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2};
-
-int64_t ClockNs(clockid_t clock) {
-  timespec ts{};
-  ::clock_gettime(clock, &ts);
-  return static_cast<int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
-}
-
-// Signals (SIGCHLD included, so that a child's death wakes the loop at once) go through a
-// self-pipe that the loop polls with the program's output.
-int g_pipe[2] = {-1, -1};
-
-extern "C" void OnSignal(int sig) {
-  const int saved = errno;
-  const char byte = static_cast<char>(sig);
-  if (g_pipe[1] >= 0) {
-    [[maybe_unused]] const ssize_t n = ::write(g_pipe[1], &byte, 1);
-  }
-  errno = saved;
-}
-
-class SignalScope {
- public:
-  SignalScope() {
-    if (::pipe2(g_pipe, O_CLOEXEC | O_NONBLOCK) != 0) {
-      throw std::runtime_error(std::string("ringpilot exec: cannot create a pipe: ") +
-                               std::strerror(errno));
-    }
-    struct sigaction on {};
-    on.sa_handler = OnSignal;
-    sigemptyset(&on.sa_mask);
-    on.sa_flags = SA_RESTART;
-    for (int i = 0; i < kCount; ++i) {
-      struct sigaction current {};
-      ::sigaction(kSignals[i], nullptr, &current);
-      // A signal ignored at start (nohup) stays ignored, as for the program itself.
-      if (kSignals[i] != SIGCHLD && current.sa_handler == SIG_IGN) continue;
-      installed_[i] = ::sigaction(kSignals[i], &on, &old_[i]) == 0;
-    }
-    struct sigaction ignore {};
-    ignore.sa_handler = SIG_IGN;
-    sigemptyset(&ignore.sa_mask);
-    // A closed stdout (mpirun gone) must not kill us before the program is reaped.
-    ::sigaction(SIGPIPE, &ignore, &old_pipe_);
-  }
-  ~SignalScope() {
-    for (int i = 0; i < kCount; ++i) {
-      if (installed_[i]) ::sigaction(kSignals[i], &old_[i], nullptr);
-    }
-    ::sigaction(SIGPIPE, &old_pipe_, nullptr);
-    for (int& fd : g_pipe) {
-      if (fd >= 0) ::close(fd);
-      fd = -1;
-    }
-  }
-  SignalScope(const SignalScope&) = delete;
-  SignalScope& operator=(const SignalScope&) = delete;
-
- private:
-  static constexpr int kCount = 7;
-  static constexpr int kSignals[kCount] = {SIGINT,  SIGTERM, SIGHUP, SIGQUIT,
-                                           SIGUSR1, SIGUSR2, SIGCHLD};
-  bool installed_[kCount] = {};
-  struct sigaction old_[kCount] {};
-  struct sigaction old_pipe_ {};
-};
 
 void WriteAll(int fd, const std::string& data) {
   std::size_t done = 0;
@@ -182,7 +118,11 @@ int RunRankProgram(const RankProgramOptions& options) {
     WriteAll(log_fd, base::LogTimeNow() + " INFO " + line + "\n");
   }
 
-  SignalScope signals;
+  // Signals (SIGCHLD included, so that a child's death wakes the loop at once) arrive on a
+  // pipe that the loop polls with the program's output. SIGCHLD is caught even when it
+  // started ignored: the loop needs it.
+  base::SignalPipe signals({SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGCHLD},
+                           {SIGCHLD});
   // Everything the child needs is built before fork: after it only async-signal-safe
   // calls are allowed.
   std::vector<char*> argv;
@@ -241,7 +181,7 @@ int RunRankProgram(const RankProgramOptions& options) {
     end.exec_failed = true;
     WriteAll(options.stderr_fd, "ringpilot exec: cannot execute " + options.path + ": " +
                                     std::strerror(end.exec_errno) + "\n");
-    WriteAll(log_fd, ClosingLogLine(end, program, ClockNs(CLOCK_REALTIME)) + "\n");
+    WriteAll(log_fd, ClosingLogLine(end, program, base::UnixNowNs()) + "\n");
     return ShellStatus(end);
   }
 
@@ -264,15 +204,14 @@ int RunRankProgram(const RankProgramOptions& options) {
       const pid_t r = ::waitpid(pid, &status, WNOHANG);
       if (r == pid) {
         exited = true;
-        died_ns = ClockNs(CLOCK_REALTIME);
-        drain_deadline =
-            ClockNs(CLOCK_MONOTONIC) + static_cast<int64_t>(options.drain_timeout_s * 1e9);
+        died_ns = base::UnixNowNs();
+        drain_deadline = base::MonotonicNs() + static_cast<int64_t>(options.drain_timeout_s * 1e9);
       }
     }
     if (exited && streams[0].fd < 0 && streams[1].fd < 0) break;
-    if (exited && ClockNs(CLOCK_MONOTONIC) > drain_deadline) break;
+    if (exited && base::MonotonicNs() > drain_deadline) break;
     pollfd fds[3] = {
-        {streams[0].fd, POLLIN, 0}, {streams[1].fd, POLLIN, 0}, {g_pipe[0], POLLIN, 0}};
+        {streams[0].fd, POLLIN, 0}, {streams[1].fd, POLLIN, 0}, {signals.fd(), POLLIN, 0}};
     if (::poll(fds, 3, exited ? 20 : 200) < 0 && errno != EINTR) break;
     for (int i = 0; i < 2; ++i) {
       Stream& s = streams[i];
@@ -295,15 +234,10 @@ int RunRankProgram(const RankProgramOptions& options) {
         s.partial.clear();
       }
     }
-    char sigs[64];
-    ssize_t n;
-    while ((n = ::read(g_pipe[0], sigs, sizeof sigs)) > 0) {
-      for (ssize_t i = 0; i < n; ++i) {
-        const int sig = static_cast<unsigned char>(sigs[i]);
-        if (sig == SIGCHLD || exited) continue;
-        if (IsStopSignal(sig) && end.stop_signal == 0) end.stop_signal = sig;
-        ::kill(-pid, sig);
-      }
+    for (const int sig : signals.Take()) {
+      if (sig == SIGCHLD || exited) continue;
+      if (IsStopSignal(sig) && end.stop_signal == 0) end.stop_signal = sig;
+      ::kill(-pid, sig);
     }
   }
   for (Stream& s : streams) {

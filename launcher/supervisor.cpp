@@ -42,83 +42,6 @@ constexpr int64_t kFatalClockSlackNs = 1'000'000'000;
 constexpr int64_t kWatchIntervalNs = 1'000'000'000;
 constexpr int64_t kAbortKillDelayNs = 5'000'000'000;
 
-int64_t ClockNs(clockid_t clock) {
-  timespec ts{};
-  ::clock_gettime(clock, &ts);
-  return static_cast<int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
-}
-
-// --- SIGINT/SIGTERM/SIGUSR1: the handler only records the signal in a self-pipe, which the
-// supervision loop polls with the job's output pipes.
-int g_signal_pipe[2] = {-1, -1};
-
-extern "C" void OnInterrupt(int sig) {
-  const int saved_errno = errno;
-  const char byte = static_cast<char>(sig);
-  if (g_signal_pipe[1] >= 0) {
-    [[maybe_unused]] const ssize_t n = ::write(g_signal_pipe[1], &byte, 1);
-  }
-  errno = saved_errno;
-}
-
-class SignalScope {
- public:
-  explicit SignalScope(bool catch_interrupts) {
-    struct sigaction ignore {};
-    ignore.sa_handler = SIG_IGN;
-    sigemptyset(&ignore.sa_mask);
-    // A closed stdout (`ringpilot run ... | head`) must not kill the supervisor: the job
-    // keeps running and its lines still go to launcher.log.
-    ::sigaction(SIGPIPE, &ignore, &old_pipe_);
-    if (!catch_interrupts) return;
-    if (::pipe2(g_signal_pipe, O_CLOEXEC | O_NONBLOCK) != 0) {
-      throw std::runtime_error(std::string("ringpilot: cannot create a pipe: ") +
-                               std::strerror(errno));
-    }
-    struct sigaction on {};
-    on.sa_handler = OnInterrupt;
-    sigemptyset(&on.sa_mask);
-    on.sa_flags = SA_RESTART;
-    for (int i = 0; i < kNumSignals; ++i) {
-      struct sigaction current {};
-      ::sigaction(kSignals[i], nullptr, &current);
-      if (current.sa_handler == SIG_IGN) continue;  // started ignored: keep it that way
-      installed_[i] = ::sigaction(kSignals[i], &on, &old_[i]) == 0;
-    }
-  }
-  ~SignalScope() {
-    for (int i = 0; i < kNumSignals; ++i) {
-      if (installed_[i]) ::sigaction(kSignals[i], &old_[i], nullptr);
-    }
-    ::sigaction(SIGPIPE, &old_pipe_, nullptr);
-    for (int& fd : g_signal_pipe) {
-      if (fd >= 0) ::close(fd);
-      fd = -1;
-    }
-  }
-  SignalScope(const SignalScope&) = delete;
-  SignalScope& operator=(const SignalScope&) = delete;
-
- private:
-  static constexpr int kNumSignals = 3;
-  static constexpr int kSignals[kNumSignals] = {SIGINT, SIGTERM, SIGUSR1};
-  bool installed_[kNumSignals] = {false, false, false};
-  struct sigaction old_[kNumSignals] {};
-  struct sigaction old_pipe_ {};
-};
-
-// Signals received since the last call, oldest first.
-std::vector<int> TakeSignals() {
-  std::vector<int> signals;
-  if (g_signal_pipe[0] < 0) return signals;
-  char buf[64];
-  ssize_t n;
-  while ((n = ::read(g_signal_pipe[0], buf, sizeof buf)) > 0) {
-    for (ssize_t i = 0; i < n; ++i) signals.push_back(static_cast<unsigned char>(buf[i]));
-  }
-  return signals;
-}
-
 void WriteAll(int fd, const std::string& data) {
   std::size_t done = 0;
   while (done < data.size()) {
@@ -266,7 +189,7 @@ Supervisor::Attempt Supervisor::RunAttempt(const SupervisedCommand& command, int
                              std::strerror(errno));
   }
   const int devnull = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
-  attempt.start_ns = ClockNs(CLOCK_REALTIME);
+  attempt.start_ns = base::UnixNowNs();
   const pid_t pid = ::fork();
   if (pid < 0) {
     throw std::runtime_error(std::string("ringpilot: cannot fork: ") + std::strerror(errno));
@@ -314,14 +237,14 @@ Supervisor::Attempt Supervisor::RunAttempt(const SupervisedCommand& command, int
   Stream streams[2] = {{out_pipe[0], options_.stdout_fd, {}},
                        {err_pipe[0], options_.stderr_fd, {}}};
   AttemptWatch watch;
-  watch.start_ns = ClockNs(CLOCK_MONOTONIC);
+  watch.start_ns = base::MonotonicNs();
   bool exited = false;
   bool killed = false;
   int status = 0;
   int64_t drain_deadline = 0;
   int64_t kill_deadline = 0;
   const auto hang_period_ns = static_cast<int64_t>(options_.hang_check_period_s * 1e9);
-  int64_t next_hang_check = ClockNs(CLOCK_MONOTONIC) + hang_period_ns;
+  int64_t next_hang_check = base::MonotonicNs() + hang_period_ns;
   char buf[16384];
   while (true) {
     if (!exited) {
@@ -333,16 +256,16 @@ Supervisor::Attempt Supervisor::RunAttempt(const SupervisedCommand& command, int
         ::kill(-pid, SIGKILL);
         ::waitpid(pid, &status, 0);
         exited = true;
-        drain_deadline = ClockNs(CLOCK_MONOTONIC) + kDrainTimeoutNs;
+        drain_deadline = base::MonotonicNs() + kDrainTimeoutNs;
       }
     }
     if (exited && streams[0].fd < 0 && streams[1].fd < 0) break;
-    if (exited && ClockNs(CLOCK_MONOTONIC) > drain_deadline) break;
+    if (exited && base::MonotonicNs() > drain_deadline) break;
 
     pollfd fds[3];
     nfds_t n = 0;
     for (const Stream& s : streams) fds[n++] = {s.fd, POLLIN, 0};  // fd -1 is skipped by poll
-    fds[n++] = {g_signal_pipe[0], POLLIN, 0};
+    fds[n++] = {signals_->fd(), POLLIN, 0};
     const int ready = ::poll(fds, n, kPollIntervalMs);
     if (ready < 0 && errno != EINTR) break;
 
@@ -368,26 +291,24 @@ Supervisor::Attempt Supervisor::RunAttempt(const SupervisedCommand& command, int
       }
     }
 
-    for (const int sig : TakeSignals()) {
+    for (const int sig : signals_->Take()) {
       if (!exited) OnSignal(sig, pid, &kill_deadline);
     }
     // The heartbeat watch (start_timeout_s, abort_grace_s) and hang_check each stop the
     // attempt at most once, and not both.
     if (!exited && !killed && attempt.hang.empty()) Watch(pid, &watch, &attempt, &killed);
-    if (options_.hang_check && !exited && attempt.hang.empty() &&
-        attempt.stopped_because.empty() && interrupt_signal_ == 0 &&
-        ClockNs(CLOCK_MONOTONIC) > next_hang_check) {
-      next_hang_check = ClockNs(CLOCK_MONOTONIC) + hang_period_ns;
+    if (options_.hang_check && !exited && attempt.hang.empty() && attempt.stopped_because.empty() &&
+        interrupt_signal_ == 0 && base::MonotonicNs() > next_hang_check) {
+      next_hang_check = base::MonotonicNs() + hang_period_ns;
       attempt.hang = options_.hang_check(static_cast<double>(attempt.start_ns) * 1e-9);
       if (!attempt.hang.empty()) {
         Report("ringpilot: job hung: " + attempt.hang + "; stopping this attempt");
-        kill_deadline =
-            ClockNs(CLOCK_MONOTONIC) + static_cast<int64_t>(options_.kill_grace_s * 1e9);
+        kill_deadline = base::MonotonicNs() + static_cast<int64_t>(options_.kill_grace_s * 1e9);
         ::kill(-pid, SIGTERM);
       }
     }
     if ((interrupt_signal_ != 0 || !attempt.hang.empty()) && !exited && !killed &&
-        ClockNs(CLOCK_MONOTONIC) > kill_deadline) {
+        base::MonotonicNs() > kill_deadline) {
       Report("ringpilot: mpirun did not stop within " + std::to_string(options_.kill_grace_s) +
              " s; killing its process group");
       ::kill(-pid, SIGKILL);
@@ -408,7 +329,7 @@ Supervisor::Attempt Supervisor::RunAttempt(const SupervisedCommand& command, int
 
 void Supervisor::Watch(pid_t pid, AttemptWatch* watch, Attempt* attempt, bool* killed) {
   if (interrupt_signal_ != 0) return;
-  const int64_t now = ClockNs(CLOCK_MONOTONIC);
+  const int64_t now = base::MonotonicNs();
   if (watch->term_ns != 0) {  // told to stop: it has kAbortKillDelayNs
     if (now - watch->term_ns > kAbortKillDelayNs) {
       Report("ringpilot: mpirun did not stop after SIGTERM; killing its process group");
@@ -468,7 +389,7 @@ void Supervisor::OnSignal(int sig, pid_t pid, int64_t* kill_deadline) {
   if (interrupt_signal_ == 0) {
     interrupt_signal_ = sig;
     if (pid <= 0) return;
-    *kill_deadline = ClockNs(CLOCK_MONOTONIC) + static_cast<int64_t>(options_.kill_grace_s * 1e9);
+    *kill_deadline = base::MonotonicNs() + static_cast<int64_t>(options_.kill_grace_s * 1e9);
     Report("ringpilot: received " + SignalName(sig) + "; stopping the job (no restart)");
   }
   if (pid > 0) ::kill(-pid, sig);
@@ -493,15 +414,14 @@ JobOutcome Supervisor::Preempted(const Attempt& last, JobOutcome outcome) {
 }
 
 bool Supervisor::WaitForRestart() {
-  const int64_t until =
-      ClockNs(CLOCK_MONOTONIC) + static_cast<int64_t>(options_.restart_delay_s * 1e9);
+  const int64_t until = base::MonotonicNs() + static_cast<int64_t>(options_.restart_delay_s * 1e9);
   int64_t unused_deadline = 0;
   while (true) {
-    for (const int sig : TakeSignals()) OnSignal(sig, -1, &unused_deadline);
+    for (const int sig : signals_->Take()) OnSignal(sig, -1, &unused_deadline);
     if (interrupt_signal_ != 0 || preempt_requested_) return false;
-    const int64_t left_ns = until - ClockNs(CLOCK_MONOTONIC);
+    const int64_t left_ns = until - base::MonotonicNs();
     if (left_ns <= 0) return true;
-    pollfd p{g_signal_pipe[0], POLLIN, 0};
+    pollfd p{signals_->fd(), POLLIN, 0};
     ::poll(&p, 1, static_cast<int>(std::min<int64_t>(left_ns / 1'000'000 + 1, 1000)));
   }
 }
@@ -548,7 +468,15 @@ void Supervisor::ReportFailure(const Attempt& last, int attempts, JobOutcome* ou
 }
 
 JobOutcome Supervisor::Run(const SupervisedCommand& command) {
-  SignalScope signals(options_.handle_signals);
+  // A closed stdout (`ringpilot run ... | head`) must not kill the supervisor (SignalPipe
+  // ignores SIGPIPE): the job keeps running and its lines still go to launcher.log.
+  base::SignalPipe signals(options_.handle_signals ? std::vector<int>{SIGINT, SIGTERM, SIGUSR1}
+                                                   : std::vector<int>{});
+  signals_ = &signals;
+  struct Forget {
+    base::SignalPipe** pipe;
+    ~Forget() { *pipe = nullptr; }
+  } forget{&signals_};
   interrupt_signal_ = 0;
   preempt_requested_ = false;
   record_ = LauncherRecord{};
@@ -572,7 +500,7 @@ JobOutcome Supervisor::Run(const SupervisedCommand& command) {
     return Ended(outcome);
   };
   int64_t unused_deadline = 0;
-  for (const int sig : TakeSignals()) OnSignal(sig, -1, &unused_deadline);
+  for (const int sig : signals_->Take()) OnSignal(sig, -1, &unused_deadline);
   if (interrupt_signal_ != 0) return stop();
   if (preempt_requested_) return Ended(Preempted(Attempt{}, outcome));
   for (int restart = 0;; ++restart) {

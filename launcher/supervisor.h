@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "base/environment.h"
+#include "base/signal_pipe.h"
 #include "launcher/run_state.h"
 
 namespace ringpilot::launcher {
@@ -157,6 +158,9 @@ class Supervisor {
   LauncherRecord record_;
   bool record_write_failed_ = false;
   int log_fd_ = -1;
+  // SIGINT/SIGTERM/SIGUSR1 during Run() (with handle_signals): the handler only writes the
+  // signal to this pipe, which the supervision loop polls with the job's output pipes.
+  base::SignalPipe* signals_ = nullptr;
   int interrupt_signal_ = 0;        // first SIGINT/SIGTERM received
   bool preempt_requested_ = false;  // SIGUSR1 received
 };

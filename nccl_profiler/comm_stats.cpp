@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <utility>
 
+#include "base/time.h"
+
 namespace ringpilot::nccl_profiler {
 namespace {
 
@@ -28,12 +30,6 @@ bool DropPending(std::atomic<int32_t>& pending) {
     if (pending.compare_exchange_weak(cur, cur - 1, std::memory_order_acq_rel)) return cur == 1;
   }
   return false;
-}
-
-double UnixNow() {
-  timespec ts{};
-  ::clock_gettime(CLOCK_REALTIME, &ts);
-  return static_cast<double>(ts.tv_sec) + ts.tv_nsec * 1e-9;
 }
 
 // prometheus-cpp's rule (an observation goes to the first bound >= it), so the buckets
@@ -65,7 +61,7 @@ CommStats::CommStats(CommIdentity id, Timing timing, int slots)
       nslots_(std::max(slots, 1)),
       cells_(new Cell[kCells]),
       histograms_(new Histogram[kNumOps * comm::kSizeBuckets]),
-      init_unix_(UnixNow()),
+      init_unix_(base::UnixNow()),
       unix_minus_monotonic_(init_unix_ - MonotonicNs() * 1e-9),
       recent_(new Recent[kRecentCollectives]) {
   hash_.store(id_.hash, std::memory_order_relaxed);
@@ -206,7 +202,7 @@ void CommStats::Release(Slot* slot) {
 
 void CommStats::Finalize() {
   uint64_t n = 0;
-  has_abandoned_oldest_ = OldestInFlight(MonotonicNs(), UnixNow(), &abandoned_oldest_, &n);
+  has_abandoned_oldest_ = OldestInFlight(MonotonicNs(), base::UnixNow(), &abandoned_oldest_, &n);
   abandoned_.store(n, std::memory_order_relaxed);
   finalized_.store(true, std::memory_order_release);
 }
@@ -315,7 +311,7 @@ CommSnapshot CommStats::Snapshot() const {
     s.abandoned_oldest = abandoned_oldest_;
     return s;
   }
-  s.has_oldest = OldestInFlight(MonotonicNs(), UnixNow(), &s.oldest, &s.in_flight);
+  s.has_oldest = OldestInFlight(MonotonicNs(), base::UnixNow(), &s.oldest, &s.in_flight);
   return s;
 }
 

@@ -37,7 +37,9 @@ TEST(JobErrors, EveryKeyProblemInOnePass) {
   EXPECT_EQ(lines[0], "f.yaml:4:3: train.stpes: unknown key (did you mean train.steps?)");
   EXPECT_EQ(lines[1].rfind("f.yaml:5:7: train.lr: must be in (0, 100], got -1", 0), 0u);
   EXPECT_EQ(lines[2].rfind("f.yaml:6:19: comm.bucket_mb: must be in (0, 4096]", 0), 0u);
-  EXPECT_EQ(lines[3].rfind("f.yaml:7:17: metrics.bind: must be auto, an IPv4 address or a host name", 0), 0u);
+  EXPECT_EQ(
+      lines[3].rfind("f.yaml:7:17: metrics.bind: must be auto, an IPv4 address or a host name", 0),
+      0u);
   EXPECT_EQ(lines[4].rfind("--set[1]:1:13: train.steps: expected an integer", 0), 0u);
   // The cross-key rule of the good override still runs.
   EXPECT_EQ(lines[5].rfind("--set[2]:1:13: world.nodes: launch.backend local runs on one node", 0),

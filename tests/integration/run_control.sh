@@ -40,7 +40,8 @@ timeout -k 20 "$JOB_LIMIT_S" "$RINGPILOT" run "$job" --run-dir "$run" >"$RP_TMP/
 tpid=$!
 rp_on_exit "kill -TERM $tpid 2>/dev/null; wait $tpid 2>/dev/null || true"
 job_alive() { kill -0 "$tpid" 2>/dev/null; }
-step_of_log() { grep -oE 'step [0-9]+/' "$run/logs/rank-0.log" 2>/dev/null | tail -n 1 | tr -dc 0-9; }
+# (No log yet is no step: grep's status would end the script under pipefail.)
+step_of_log() { { grep -oE 'step [0-9]+/' "$run/logs/rank-0.log" 2>/dev/null || true; } | tail -n 1 | tr -dc 0-9; }
 deadline=$((SECONDS + UP_WAIT_S))
 while ((SECONDS < deadline)) && job_alive; do
   s=$(step_of_log)
@@ -102,8 +103,8 @@ stop_rc=0
 rc=0
 wait "$tpid" || rc=$?
 k=$(sed -n 's/.*checkpoint of step \([0-9]*\); resume with: .*/\1/p' "$RP_TMP/stop.txt")
-ranks_k=$(grep -ho 'preempted: SIGUSR1 received; checkpoint of step [0-9]*' "$run"/logs/rank-*.log |
-  grep -oE '[0-9]+$' | sort -u | tr '\n' ' ')
+ranks_k=$({ grep -ho 'preempted: SIGUSR1 received; checkpoint of step [0-9]*' "$run"/logs/rank-*.log ||
+  true; } | grep -oE '[0-9]+$' | sort -u | tr '\n' ' ' || true)
 if ((stop_rc == 0 && rc == 75)) && [[ -n $k && $ranks_k == "$k " ]] &&
   [[ -d $run/checkpoints/step-$(printf '%08d' "$k") ]]; then
   rp_row "(d) stop" "exit 75, both ranks stopped at step $k with its checkpoint" PASS
