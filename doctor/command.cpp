@@ -20,7 +20,8 @@ constexpr int kExitBadInput = 2;
 // user's transport choices (btl, oob, plm) and the run-as-root consent.
 void DropOuterMpirunVariables() {
   std::vector<std::string> drop;
-  for (const auto& [name, value] : base::CurrentEnvironment()) {
+  for (const auto& variable : base::CurrentEnvironment()) {
+    const std::string& name = variable.first;  // a lambda may not capture a binding (C++17)
     const auto starts = [&](const char* p) { return name.rfind(p, 0) == 0; };
     const bool keep = starts("OMPI_ALLOW_RUN_AS_ROOT") || starts("OMPI_MCA_btl_") ||
                       starts("OMPI_MCA_oob_") || starts("OMPI_MCA_plm_");
