@@ -69,8 +69,7 @@ std::vector<std::string> StartupLines(const config::JobConfig& c, const std::str
   if (node_hosts.empty()) {
     // Backend local: the ranks serve on this host, at the address they resolve `bind` to
     // (auto: 127.0.0.1, or the node's address inside a Slurm allocation or a pod).
-    const std::string address =
-        metrics::ResolveBind(c.metrics.bind, base::CurrentEnvironment());
+    const std::string address = metrics::ResolveBind(c.metrics.bind, base::CurrentEnvironment());
     node_hosts.push_back(address == "0.0.0.0" ? this_host : address);
   }
   const bool program = config::RunsCommand(c);
@@ -262,6 +261,10 @@ int RunJob(const RunArgs& args) {
     }
     if (finished.finished && launcher::KeepPrevious(layout.summary_json)) {
       resume_note += "; the finished run's summary kept as summary.json.prev";
+    }
+    // This run numbers its attempts from 1 again: the earlier ones' records stay whole.
+    if (launcher::KeepPreviousAttempts(layout)) {
+      resume_note += "; earlier attempts' records kept in attempts.prev";
     }
     if (!cmd.hostfile_path.empty())
       base::WriteFileAtomically(cmd.hostfile_path, cmd.hostfile_content);
