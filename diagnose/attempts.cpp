@@ -72,8 +72,8 @@ void AnalyzeAttempts(Diagnosis* d) {
   }
   if (v.coverage.redone > 0) {
     d->warnings.push_back(std::to_string(v.coverage.redone) +
-                          " step(s) trained again after resuming from a checkpoint (raise "
-                          "checkpoint.every_steps' frequency to lose less to a failure)");
+                          " step(s) trained again after resuming from a checkpoint (a lower "
+                          "checkpoint.every_steps loses less to a failure)");
   }
 }
 
