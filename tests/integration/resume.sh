@@ -18,7 +18,8 @@
 #       summary.json covers both (2 attempts, failed_attempts [1], steps 1-20 distinct,
 #       steps_trained - steps_redone = 20); `ringpilot diagnose` says "attempts: 2".
 #   (c) the same crash with max_restarts=0: non-zero exit, failure.json names
-#       first_failing_rank 1, no summary.json.
+#       first_failing_rank 1, no summary.json; `ringpilot diagnose` reports its one attempt
+#       as failed.
 #   (d) a finished 10-step run whose newest checkpoint (step 10) has flipped bytes in
 #       state.pt, resumed to 20: the trainer warns, resumes from step 5 and still reaches
 #       the straight run's param_sha256.
@@ -192,6 +193,12 @@ if [[ -e $d/summary.json ]]; then
   rp_row "(c) no summary" "summary.json written by a failed job" FAIL
 else
   rp_row "(c) no summary" "no summary.json" PASS
+fi
+# A failed run is diagnosed too: its one attempt, failed, steps 1-12 (heartbeats).
+if "$RINGPILOT" diagnose "$d" 2>&1 | grep -q '^attempts: 1 (failed; failed: 1)'; then
+  rp_row "(c) diagnose" "attempts: 1 (failed; failed: 1)" PASS
+else
+  rp_row "(c) diagnose" "no 'attempts: 1 (failed; failed: 1)' line" FAIL
 fi
 
 # --- (d) corrupt newest checkpoint, resume from the older one ---------------------------
