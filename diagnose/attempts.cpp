@@ -42,10 +42,16 @@ std::string RunState(const RunData& run) {
 }  // namespace
 
 void AnalyzeAttempts(Diagnosis* d) {
-  const RunData& run = d->data;
   AttemptsView& v = d->attempts;
+  v.state = RunState(d->data);
+  // The launcher has ended (stopped, or gone without a report) while the last attempt's
+  // record still says running: that attempt ended with it.
+  if (!d->data.attempts.empty() && d->data.launcher && v.state != "running" &&
+      d->data.attempts.back().outcome == history::kRunning) {
+    d->data.attempts.back().outcome = v.state == "failed" ? history::kFailed : "interrupted";
+  }
+  const RunData& run = d->data;
   v.coverage = history::CoverageOf(run.attempts);
-  v.state = RunState(run);
   for (const history::AttemptRecord& a : run.attempts) {
     if (a.outcome == history::kFailed) v.failed.push_back(a.attempt);
   }

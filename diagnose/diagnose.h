@@ -267,7 +267,9 @@ void AnalyzeProgram(Diagnosis* d);
 std::string RenderProgramText(const Diagnosis& d);
 nlohmann::json ProgramToJson(const Diagnosis& d);
 
-/// The attempts part (diagnose/attempts.cpp): fills `d->attempts` and its warnings; its
+/// The attempts part (diagnose/attempts.cpp): fills `d->attempts` and its warnings (a last
+/// attempt still "running" when launcher.json says the job ended becomes "interrupted", or
+/// "failed" when the launcher is gone without a report); its
 /// section of the text report ("" without attempts) and of the JSON.
 void AnalyzeAttempts(Diagnosis* d);
 std::string RenderAttemptsText(const Diagnosis& d);

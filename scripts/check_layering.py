@@ -31,7 +31,7 @@ ALLOWED = {
     "trainer/ops": {"comm", "base"},
     "trainer/models": {"trainer/ops", "comm", "config", "base"},
     "trainer/checkpoint": {"comm", "base"},
-    "trainer/telemetry": {"comm", "metrics", "topology", "config", "base"},
+    "trainer/telemetry": {"history", "comm", "metrics", "topology", "config", "base"},
     "trainer": {"data", "data/cuda", "trainer/ops", "trainer/models", "trainer/checkpoint", "trainer/telemetry",
                 "history", "comm", "metrics", "topology", "config", "base"},
     "cli": {"launcher", "doctor", "diagnose", "commbench", "slurm", "k8s", "mpirun",

@@ -119,6 +119,13 @@ TEST(DiagnoseAttempts, LiveOrInterruptedRun) {
   // launcher.json tells a live run from a dead one.
   Put(dir.path() + "/launcher.json", {{"state", "running"}, {"attempt", 2}});
   EXPECT_EQ(DiagnoseJson(dir.path())["attempts"]["state"], "running");
+  EXPECT_EQ(DiagnoseJson(dir.path())["attempts"]["list"][1]["outcome"], "running");
+  // Stopped (SIGINT): the attempt that was running ended with the job.
+  Put(dir.path() + "/launcher.json", {{"state", "stopped"}, {"attempt", 2}});
+  const json stopped = DiagnoseJson(dir.path(), &text);
+  EXPECT_EQ(stopped["attempts"]["state"], "stopped");
+  EXPECT_EQ(stopped["attempts"]["list"][1]["outcome"], "interrupted");
+  EXPECT_NE(text.find("attempt 2: interrupted, steps 11-16"), std::string::npos) << text;
 }
 
 // The job failed for good in attempt 2: the root failure.json names it.
