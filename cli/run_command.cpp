@@ -262,6 +262,10 @@ int RunJob(const RunArgs& args) {
     if (finished.finished && launcher::KeepPrevious(layout.summary_json)) {
       resume_note += "; the finished run's summary kept as summary.json.prev";
     }
+    // This run numbers its attempts from 1 again: the earlier ones' records stay whole.
+    if (launcher::KeepPreviousAttempts(layout)) {
+      resume_note += "; earlier attempts' records kept in attempts.prev";
+    }
     if (!cmd.hostfile_path.empty())
       base::WriteFileAtomically(cmd.hostfile_path, cmd.hostfile_content);
   } catch (const base::FileError& e) {

@@ -166,15 +166,42 @@ RunData LoadRun(const std::string& run_dir, const std::string& infiniband_dir) {
   std::sort(stats_files.begin(), stats_files.end());
   std::sort(nccl_files.begin(), nccl_files.end());
   LoadPluginRanks(run_dir, &data);
-  if (!data.summary && stats_files.empty() && data.plugin_ranks.empty()) {
+  data.attempts = history::ReadAttempts(run_dir);
+  for (const history::AttemptRecord& a : data.attempts) {
+    const fs::path dir = history::AttemptDir(run_dir, a.attempt);
+    std::vector<std::pair<int, fs::path>> files;
+    for (const auto& entry : fs::directory_iterator(dir, ec)) {
+      const std::string name = entry.path().filename().string();
+      if (int r = RankFromName(name, "rank-", ".stats.json"); r >= 0) {
+        files.emplace_back(r, entry.path());
+      }
+    }
+    std::sort(files.begin(), files.end());
+    for (const auto& [rank, path] : files) {
+      data.attempt_ranks[a.attempt].push_back(
+          ParseRankStats(ReadJsonFile(path.string()), path.string(), rank));
+    }
+  }
+  if (const fs::path launcher = root / "launcher.json"; fs::exists(launcher, ec)) {
+    std::ifstream in(launcher);
+    json j = json::parse(in, nullptr, /*allow_exceptions=*/false);
+    if (j.is_object()) data.launcher = j;
+  }
+  if (!data.summary && stats_files.empty() && data.plugin_ranks.empty() && data.attempts.empty()) {
     throw DiagnoseError(run_dir +
-                        ": not a run directory (no summary.json, logs/rank-<N>.stats.json or "
-                        "logs/rank-<N>.nccl.json)");
+                        ": not a run directory (no summary.json, logs/rank-<N>.stats.json, "
+                        "logs/rank-<N>.nccl.json or attempts/)");
   }
   data.now_unix =
       std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
   for (const auto& [rank, path] : stats_files) {
     data.ranks.push_back(ParseRankStats(ReadJsonFile(path.string()), path.string(), rank));
+  }
+  // logs/ has the statistics of the last attempt that finished; a run that has not (live,
+  // interrupted, failed) still has its attempts' records as of their last checkpoint.
+  if (!data.summary && !data.attempt_ranks.empty()) {
+    data.ranks = data.attempt_ranks.rbegin()->second;
+    data.ranks_from_attempt = data.attempt_ranks.rbegin()->first;
   }
   for (const auto& [rank, path] : nccl_files) {
     std::ifstream in(path);
@@ -196,8 +223,11 @@ Diagnosis Analyze(RunData data) {
   // A program's run has neither: its records are the plugin's.
   const bool program = !run.plugin_ranks.empty();
   if (!run.summary && !program) {
-    d.missing.push_back("summary.json (the run did not finish, or rank 0 died)");
+    d.missing.push_back(run.attempts.empty()
+                            ? "summary.json (the run did not finish, or rank 0 died)"
+                            : "summary.json (the run has not finished: see attempts)");
   }
+  AnalyzeAttempts(&d);
   if (run.ranks.empty()) {
     if (!program) {
       d.missing.push_back(

@@ -4,7 +4,10 @@
 // waited for, how much communication was exposed, how close the collectives came to the
 // expected bus bandwidth, and which transport NCCL picked per peer. For a user's program
 // (launch.command) it reads the NCCL profiler plugin's logs/rank-<N>.nccl.json instead,
-// while the run goes on or afterwards (diagnose/program.cpp).
+// while the run goes on or afterwards (diagnose/program.cpp). Every attempt of the job
+// counts: RUN_DIR/attempts/N/ (history/attempts.h) says which steps each trained, how it
+// ended and what its ranks measured, for a live, interrupted, failed or finished run
+// (diagnose/attempts.cpp).
 #pragma once
 
 #include <cstdint>
@@ -16,6 +19,8 @@
 #include <vector>
 
 #include <nlohmann/json.hpp>
+
+#include "history/attempts.h"
 
 namespace ringpilot::diagnose {
 
@@ -119,6 +124,32 @@ struct RunData {
   /// logs/topology-<host>.json (written by `ringpilot exec --bind`): host -> path.
   std::map<std::string, std::string> topology_files;
   double now_unix = 0;  ///< when it was read: a live run's files are this old
+  std::vector<history::AttemptRecord> attempts;  ///< RUN_DIR/attempts/N/, by N
+  /// attempts/N/rank-R.stats.json: attempt -> its ranks' statistics (sorted by rank).
+  std::map<int, std::vector<RankStats>> attempt_ranks;
+  /// `ranks` come from the last attempt that recorded any (attempts/N/), not logs/: the
+  /// run did not finish (live, interrupted or failed). 0 when from logs/.
+  int ranks_from_attempt = 0;
+  std::optional<nlohmann::json> launcher;  ///< RUN_DIR/launcher.json, when readable
+};
+
+/// One rank over every attempt: attempts/N/rank-R.stats.json of each N.
+struct RankAttemptsRow {
+  int rank = 0;
+  double steps = 0;         ///< timed steps, summed over attempts
+  double step_seconds = 0;  ///< their time: steps x mean step time, summed
+  std::map<int, double> steps_by_attempt;
+};
+
+/// The run over its attempts.
+struct AttemptsView {
+  history::StepCoverage coverage;
+  std::vector<int> failed;  ///< attempt numbers
+  std::vector<RankAttemptsRow> ranks;
+  /// How the run stands: "finished", "failed", "stopped", "running" (launcher.json), else
+  /// from the attempts: "finished" (summary.json), "failed", "preempted", "live or
+  /// interrupted" (the last attempt left no end); "" without either.
+  std::string state;
 };
 
 /// Reads RUN_DIR. `infiniband_dir` is where to look for InfiniBand ports (normally
@@ -221,6 +252,7 @@ struct Diagnosis {
   std::vector<CollectiveRow> collectives;  ///< by op, then bucket size
   std::vector<std::string> warnings;
   std::vector<std::string> missing;  ///< what this run directory lacks
+  AttemptsView attempts;             ///< from data.attempts and data.attempt_ranks
 };
 
 /// A rank whose input wait is above this share of its step time is input-bound.
@@ -234,6 +266,14 @@ void LoadPluginRanks(const std::string& run_dir, RunData* data);
 void AnalyzeProgram(Diagnosis* d);
 std::string RenderProgramText(const Diagnosis& d);
 nlohmann::json ProgramToJson(const Diagnosis& d);
+
+/// The attempts part (diagnose/attempts.cpp): fills `d->attempts` and its warnings (a last
+/// attempt still "running" when launcher.json says the job ended becomes "interrupted", or
+/// "failed" when the launcher is gone without a report); its
+/// section of the text report ("" without attempts) and of the JSON.
+void AnalyzeAttempts(Diagnosis* d);
+std::string RenderAttemptsText(const Diagnosis& d);
+nlohmann::json AttemptsToJson(const Diagnosis& d);
 
 /// The human report and the `--json` object.
 std::string RenderDiagnosisText(const Diagnosis& d);

@@ -77,6 +77,7 @@ std::string RenderDiagnosisText(const Diagnosis& d) {
     out << line << "\n";
   }
   for (const std::string& m : d.missing) out << "missing: " << m << "\n";
+  out << RenderAttemptsText(d);
 
   if (!run.ranks.empty()) {
     out << "\nstraggler: ";
@@ -172,6 +173,7 @@ json DiagnosisToJson(const Diagnosis& d) {
   j["run_dir"] = run.run_dir;
   j["summary"] = run.summary ? *run.summary : json(nullptr);
   j["restarts"] = SummaryValue(run, "restarts");
+  j["attempts"] = AttemptsToJson(d);
   json straggler = {{"rank", nullptr}, {"wait_seconds", nullptr}};
   if (d.straggler) {
     const RankStats* r = FindRank(run, d.straggler->rank);

@@ -95,6 +95,23 @@ bool KeepPrevious(const std::string& path) {
   return true;
 }
 
+bool KeepPreviousAttempts(const RunDirLayout& layout) {
+  const std::string attempts = layout.root + "/attempts";
+  if (!base::Exists(attempts)) return false;
+  const std::string prev = attempts + ".prev";
+  if (base::Exists(prev)) {
+    std::string older;
+    for (int n = 1;; ++n) {
+      older = prev + "." + std::to_string(n);
+      if (!base::Exists(older)) break;
+    }
+    base::Rename(prev, older);
+  }
+  base::Rename(attempts, prev);
+  base::FsyncPath(layout.root);
+  return true;
+}
+
 PreparedRunDir PrepareRunDir(const RunDirLayout& layout, const std::string& job_yaml) {
   base::MakeDirs(layout.root);
   for (const std::string* dir : {&layout.logs, &layout.checkpoints, &layout.trace}) {

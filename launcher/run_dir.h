@@ -71,6 +71,12 @@ struct FinishedRun {
 /// Reads root/summary.json; `finished` false when there is none or it is unreadable.
 FinishedRun ReadFinishedRun(const RunDirLayout& layout);
 
+/// root/attempts/ of an earlier run of this directory (each `ringpilot run` numbers its
+/// attempts from 1) moves to root/attempts.prev, an older attempts.prev first to the first
+/// free attempts.prev.N, so that this run's attempts/N/ overwrite nothing. Returns whether
+/// there was one. Throws base::FileError.
+bool KeepPreviousAttempts(const RunDirLayout& layout);
+
 /// When `path` exists, keeps its content as `path.prev` (hard link, so `path` can then be
 /// replaced atomically); an existing `path.prev` first moves to the first free
 /// `path.prev.N`. Returns whether `path` existed. Throws base::FileError.

@@ -14,6 +14,7 @@ import sys
 ALLOWED = {
     "base": set(),
     "config": {"base"},
+    "history": {"base"},
     "data": {"base"},
     "data/cuda": {"data", "base"},
     "topology": {"base"},
@@ -24,17 +25,17 @@ ALLOWED = {
     "k8s": {"config", "base"},
     "mpirun": {"base"},
     "doctor": {"mpirun", "config", "topology", "metrics", "base"},
-    "diagnose": {"metrics", "topology", "comm", "base"},
+    "diagnose": {"history", "metrics", "topology", "comm", "base"},
     "commbench": {"mpirun", "comm", "topology", "base"},
     "launcher": {"mpirun", "slurm", "config", "base"},
     "trainer/ops": {"comm", "base"},
     "trainer/models": {"trainer/ops", "comm", "config", "base"},
     "trainer/checkpoint": {"comm", "base"},
-    "trainer/telemetry": {"comm", "metrics", "topology", "config", "base"},
+    "trainer/telemetry": {"history", "comm", "metrics", "topology", "config", "base"},
     "trainer": {"data", "data/cuda", "trainer/ops", "trainer/models", "trainer/checkpoint", "trainer/telemetry",
-                "comm", "metrics", "topology", "config", "base"},
+                "history", "comm", "metrics", "topology", "config", "base"},
     "cli": {"launcher", "doctor", "diagnose", "commbench", "slurm", "k8s", "mpirun",
-            "topology", "metrics", "comm", "data", "config", "base"},
+            "history", "topology", "metrics", "comm", "data", "config", "base"},
 }
 UNCHECKED = {"tests", "bench", "cmake", "deploy", "docs", "examples", "scripts"}
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)

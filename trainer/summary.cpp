@@ -1,12 +1,12 @@
 #include "trainer/summary.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include <nlohmann/json.hpp>
 
 #include "base/files.h"
 #include "trainer/checkpoint/sha256.h"
-#include "trainer/telemetry/step_stats.h"
 
 namespace ringpilot::trainer {
 
@@ -24,6 +24,40 @@ ParamFingerprint FingerprintParams(const std::vector<at::Tensor>& params) {
   f.norm = std::sqrt(norm_sq);
   f.sha256 = sha.HexDigest();
   return f;
+}
+
+history::AttemptProgress ProgressOf(const RunTotals& totals, int64_t last_step,
+                                    double timed_seconds, const char* outcome) {
+  history::AttemptProgress p;
+  p.attempt = totals.attempt;
+  p.resumed_from_step = totals.start_step;
+  p.last_step = last_step;
+  p.outcome = outcome;
+  p.timed_steps = totals.timed_steps;
+  p.timed_seconds = timed_seconds;
+  p.started_unix = totals.started_unix;
+  return p;
+}
+
+void RecordAttempt(const std::string& run_dir, int rank, const history::AttemptProgress& progress,
+                   const telemetry::StepStats* stats, const RunTotals& totals,
+                   telemetry::RankLog& log) {
+  try {
+    // Every rank: the directory may not be there yet when a rank gets here first.
+    base::MakeDirs(history::AttemptDir(run_dir, totals.attempt));
+    if (rank == 0) {
+      base::WriteFileAtomically(history::AttemptSummaryPath(run_dir, totals.attempt),
+                                history::AttemptProgressJson(progress).dump(2) + "\n");
+    }
+    if (stats) {
+      stats->WriteJson(history::AttemptRankStatsPath(run_dir, totals.attempt, rank),
+                       totals.timed_steps, telemetry::Percentile(totals.step_seconds, 0.5),
+                       telemetry::Percentile(totals.step_seconds, 0.99));
+    }
+  } catch (const base::FileError& e) {
+    // History is for diagnosis: training goes on without it.
+    log.Warn(std::string("attempt record not written: ") + e.what());
+  }
 }
 
 void WriteSummary(const config::JobConfig& job, const std::string& run_dir, int rank, int world,
@@ -78,7 +112,16 @@ void WriteSummary(const config::JobConfig& job, const std::string& run_dir, int 
                        {"loss", totals.eval->loss},
                        {"samples", totals.eval->samples}};
   }
-  base::WriteFileAtomically(run_dir + "/summary.json", summary.dump(2) + "\n");
+  // This attempt alone, then the run over every attempt (earlier ones' records and the
+  // launcher's failure reports) in the root file.
+  const int64_t last_step = std::max(totals.start_step, job.train.steps);
+  summary.update(history::AttemptProgressJson(
+      ProgressOf(totals, last_step, totals.timed_seconds, history::kCompleted)));
+  base::MakeDirs(history::AttemptDir(run_dir, totals.attempt));
+  base::WriteFileAtomically(history::AttemptSummaryPath(run_dir, totals.attempt),
+                            summary.dump(2) + "\n");
+  const nlohmann::json combined = history::CombinedSummary(summary, history::ReadAttempts(run_dir));
+  base::WriteFileAtomically(run_dir + "/summary.json", combined.dump(2) + "\n");
 }
 
 }  // namespace ringpilot::trainer

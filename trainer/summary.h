@@ -1,5 +1,7 @@
 // RUN_DIR/summary.json, written by rank 0 at the end of a run: final loss, throughput,
-// step-time percentiles, and a fingerprint of the final weights to compare runs.
+// step-time percentiles, and a fingerprint of the final weights to compare runs; and
+// RUN_DIR/attempts/N/ (history/attempts.h): each attempt's own summary and its ranks'
+// step statistics, kept while it runs, so a failed attempt leaves what it had done.
 #pragma once
 
 #include <cstdint>
@@ -11,7 +13,10 @@
 
 #include "comm/communicator.h"
 #include "config/job.h"
+#include "history/attempts.h"
 #include "trainer/evaluation.h"
+#include "trainer/telemetry/rank_log.h"
+#include "trainer/telemetry/step_stats.h"
 
 namespace ringpilot::trainer {
 
@@ -32,7 +37,21 @@ struct RunTotals {
   std::optional<int64_t> bad_files;  ///< image kinds: distinct files skipped, all ranks
   double final_lr = 0;               ///< learning rate of the last step
   std::optional<double> grad_norm;   ///< train.max_grad_norm: last step's pre-clip norm
+  double started_unix = 0;           ///< when the loop began (attempts/N/summary.json)
 };
+
+/// This attempt's progress with `last_step` steps done (1-based: the last one completed)
+/// and `timed_seconds` of its timed window so far.
+history::AttemptProgress ProgressOf(const RunTotals& totals, int64_t last_step,
+                                    double timed_seconds, const char* outcome);
+
+/// Keeps this attempt's record while it runs (at its start and at every checkpoint, so a
+/// failed attempt leaves what it had done): rank 0 rewrites attempts/N/summary.json with
+/// `progress`; with `stats`, every rank writes attempts/N/rank-R.stats.json. Not a
+/// collective. A file that cannot be written is a warning in `log`, never the run's end.
+void RecordAttempt(const std::string& run_dir, int rank, const history::AttemptProgress& progress,
+                   const telemetry::StepStats* stats, const RunTotals& totals,
+                   telemetry::RankLog& log);
 
 /// Fingerprint of the weights: L2 norm, sum of |x| (both in float64) and SHA-256 of the
 /// raw bytes in parameter order, to tell bit-identical runs from close ones.
@@ -44,7 +63,9 @@ struct ParamFingerprint {
 ParamFingerprint FingerprintParams(const std::vector<at::Tensor>& params);
 
 /// Collective over `host`: averages the final `loss` (undefined when this attempt ran no
-/// step) over the world; rank 0 then writes RUN_DIR/summary.json atomically.
+/// step) over the world; rank 0 then writes this attempt's summary to
+/// RUN_DIR/attempts/N/summary.json and the combined one (every attempt:
+/// history::CombinedSummary) to RUN_DIR/summary.json, each atomically.
 /// `peak_device_bytes`: this rank's peak device memory (allocator plus NCCL buffers).
 void WriteSummary(const config::JobConfig& job, const std::string& run_dir, int rank, int world,
                   bool cuda, const RunTotals& totals, const at::Tensor& loss,

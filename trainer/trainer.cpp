@@ -112,6 +112,8 @@ class TrainingLoop {
 
   // The exit status: base::kExitOk, or base::kExitPreempted after SIGUSR1.
   int Run() {
+    totals_.started_unix = base::UnixNow();
+    Record(start_step_, nullptr, history::kRunning);
     if (start_step_ < total_) p_.input.Fill(start_step_ * accum_);
     for (int64_t step = start_step_; step < total_; ++step) {
       NvtxRange step_range("step");
@@ -129,6 +131,7 @@ class TrainingLoop {
       const int every = p_.job.checkpoint.every_steps;
       if (last || preempt || (every > 0 && done % every == 0)) Checkpoint(step);
       if (preempt) {
+        Record(done, nullptr, history::kPreempted);
         EndOnPurpose();
         return p_.preemption.Stop(p_.log, done);
       }
@@ -150,12 +153,7 @@ class TrainingLoop {
     if (varying_lr_) p_.state.optimizer->set_lr(lr_);
     if (accum_ > 1) return RunAccumulatedStep(step);
     p_.input.CopyToDevice(step);
-    if (p_.place.rank == job.fault.crash_rank && step + 1 == job.fault.crash_step &&
-        p_.opts.attempt == 1) {
-      p_.log.Fatal("fault injection: crashing at step " + std::to_string(step + 1) +
-                   " (fault.crash_rank=" + std::to_string(job.fault.crash_rank) + ")");
-      std::_Exit(kInjectedCrashStatus);
-    }
+    MaybeCrash(step);
     if (job.train.cuda_graphs && step - start_step_ >= kGraphWarmupSteps) {
       if (!graph_.captured()) {
         p_.comms.device->Barrier();  // drain timing events before capture
@@ -182,12 +180,7 @@ class TrainingLoop {
   // before them (two small kernels).
   double RunAccumulatedStep(int64_t step) {
     const config::JobConfig& job = p_.job;
-    if (p_.place.rank == job.fault.crash_rank && step + 1 == job.fault.crash_step &&
-        p_.opts.attempt == 1) {
-      p_.log.Fatal("fault injection: crashing at step " + std::to_string(step + 1) +
-                   " (fault.crash_rank=" + std::to_string(job.fault.crash_rank) + ")");
-      std::_Exit(kInjectedCrashStatus);
-    }
+    MaybeCrash(step);
     const bool graphed = job.train.cuda_graphs && step - start_step_ >= kGraphWarmupSteps;
     if (graphed && !graph_.captured()) p_.comms.device->Barrier();  // as in RunStep
     p_.step.BeginAccumulation();
@@ -220,6 +213,15 @@ class TrainingLoop {
     p_.phases.Launched(/*replay=*/graphed);
     if (graphed) p_.comms.device->OnReplayLaunched();
     return EndStep(step);
+  }
+
+  // fault.crash_rank/crash_step (first attempt only): the rank dies before the step.
+  void MaybeCrash(int64_t step) {
+    const config::FaultConfig& f = p_.job.fault;
+    if (p_.place.rank != f.crash_rank || step + 1 != f.crash_step || p_.opts.attempt != 1) return;
+    p_.log.Fatal("fault injection: crashing at step " + std::to_string(step + 1) +
+                 " (fault.crash_rank=" + std::to_string(f.crash_rank) + ")");
+    std::_Exit(kInjectedCrashStatus);
   }
 
   // After a step's work is queued: the step clock, profiles, phase report, and the first
@@ -377,6 +379,17 @@ class TrainingLoop {
     p_.metrics.OnCheckpoint(paused);
     p_.metrics.SaveCounters();
     if (step > warmup_end_) totals_.checkpoint_seconds += paused;
+    Record(step + 1, &p_.stats, history::kRunning);
+  }
+
+  // attempts/N/ as of `done` steps (summary.h: RecordAttempt).
+  void Record(int64_t done, const telemetry::StepStats* stats, const char* outcome) {
+    const double timed_s = totals_.timed_steps == 0
+                               ? 0
+                               : base::Seconds(timed_start_, Clock::now()) -
+                                     totals_.checkpoint_seconds - totals_.eval_seconds;
+    RecordAttempt(p_.opts.run_dir, p_.place.rank, ProgressOf(totals_, done, timed_s, outcome),
+                  stats, totals_, p_.log);
   }
 
   // Last phases, per-rank stats file and the run summary.

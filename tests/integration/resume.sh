@@ -6,13 +6,20 @@
 #       kept as summary.json.prev; a third run with nothing left to train is refused
 #       (exit 2) and leaves summary.json as it was.
 #       The rank's counters continue across the two runs (logs/rank-N.counters.json, the
-#       journal ringpilot_steps_total starts from): 20 steps, 40 samples.
+#       journal ringpilot_steps_total starts from): 20 steps, 40 samples. Each run numbers
+#       its attempts from 1: the first run's attempts/ is kept as attempts.prev (its
+#       attempt 1: steps 1-10), the second's attempts/1/summary.json says steps 11-20.
 #   (b) rank 1 crashes at step 13 (fault injection), launch.max_restarts=1: exit 0,
 #       restarts 1, resumed_from_step 10, the straight run's param_sha256, and
 #       logs/launcher.log tells of the restart; the counters continue from the step-10
-#       checkpoint: 20 steps, ringpilot_restarts_total 1.
+#       checkpoint: 20 steps, ringpilot_restarts_total 1. Every attempt is in the history:
+#       attempts/1/summary.json (steps 1-10 at its last checkpoint, failed per
+#       attempts/1/failure.json), attempts/2/summary.json (completed, steps 11-20), and
+#       summary.json covers both (2 attempts, failed_attempts [1], steps 1-20 distinct,
+#       steps_trained - steps_redone = 20); `ringpilot diagnose` says "attempts: 2".
 #   (c) the same crash with max_restarts=0: non-zero exit, failure.json names
-#       first_failing_rank 1, no summary.json.
+#       first_failing_rank 1, no summary.json; `ringpilot diagnose` reports its one attempt
+#       as failed.
 #   (d) a finished 10-step run whose newest checkpoint (step 10) has flipped bytes in
 #       state.pt, resumed to 20: the trainer warns, resumes from step 5 and still reaches
 #       the straight run's param_sha256.
@@ -84,6 +91,11 @@ except Exception:
 PY
 }
 
+# attempt_steps FILE: "first_step,last_step,outcome" of an attempts/N/summary.json.
+attempt_steps() {
+  echo "$(rp_json "$1" first_step),$(rp_json "$1" last_step),$(rp_json "$1" outcome)"
+}
+
 expect_eq() {  # expect_eq NAME WHAT GOT WANT
   if [[ $3 == "$4" ]]; then rp_row "$1" "$2 $3" PASS; else rp_row "$1" "$2 $3 (want $4)" FAIL; fi
 }
@@ -105,6 +117,10 @@ if rp_expect_ok "(a) first 10 steps" "$b.out1" "$b"; then
     expect_eq "(a) resumed" "resumed_from_step" "$(rp_json "$b/summary.json" resumed_from_step)" 10
     same_sha "(a) resumed == straight" "$b"
     expect_eq "(a) history" "summary.json.prev steps" "$(rp_json "$b/summary.json.prev" steps)" 10
+    expect_eq "(a) first run's attempt" "attempts.prev/1 first_step,last_step,outcome" \
+      "$(attempt_steps "$b/attempts.prev/1/summary.json")" "1,10,completed"
+    expect_eq "(a) second run's attempt" "attempts/1 first_step,last_step,outcome" \
+      "$(attempt_steps "$b/attempts/1/summary.json")" "11,20,completed"
     for r in 0 1; do
       expect_eq "(a) rank $r counters" "ringpilot_steps_total,samples_total" \
         "$(counter "$b" $r ringpilot_steps_total),$(counter "$b" $r ringpilot_samples_total)" "20.0,40.0"
@@ -132,6 +148,25 @@ if rp_expect_ok "(b) crash + 1 restart" "$c.out" "$c"; then
   same_sha "(b) restarted == straight" "$c"
   expect_eq "(b) rank 1 counters" "ringpilot_steps_total,restarts_total" \
     "$(counter "$c" 1 ringpilot_steps_total),$(counter "$c" 1 ringpilot_restarts_total)" "20.0,1.0"
+  # The crash came at step 13, after the step-10 checkpoint: attempt 1's record says 10.
+  expect_eq "(b) attempt 1" "attempts/1 first_step,last_step,outcome" \
+    "$(attempt_steps "$c/attempts/1/summary.json")" "1,10,running"
+  expect_eq "(b) attempt 2" "attempts/2 first_step,last_step,outcome" \
+    "$(attempt_steps "$c/attempts/2/summary.json")" "11,20,completed"
+  coverage=$(python3 - "$c/summary.json" <<'PY'
+import json, sys
+s = json.load(open(sys.argv[1]))
+print(len(s["attempts"]), s["failed_attempts"], s["attempts"][0]["outcome"], s["first_step"],
+      s["last_step"], s["steps_trained"] - s["steps_redone"], s["steps_trained"] >= 20)
+PY
+  )
+  expect_eq "(b) combined summary" "attempts,failed,first outcome,first,last,distinct,trained>=20" \
+    "$coverage" "2 [1] failed 1 20 20 True"
+  if "$RINGPILOT" diagnose "$c" 2>&1 | grep -q '^attempts: 2 (finished; failed: 1)'; then
+    rp_row "(b) diagnose" "attempts: 2 (finished; failed: 1)" PASS
+  else
+    rp_row "(b) diagnose" "no 'attempts: 2 (finished; failed: 1)' line" FAIL
+  fi
 fi
 if grep -q 'restarting from the last checkpoint' "$c/logs/launcher.log" 2>/dev/null; then
   rp_row "(b) launcher.log" "mentions the restart" PASS
@@ -158,6 +193,12 @@ if [[ -e $d/summary.json ]]; then
   rp_row "(c) no summary" "summary.json written by a failed job" FAIL
 else
   rp_row "(c) no summary" "no summary.json" PASS
+fi
+# A failed run is diagnosed too: its one attempt, failed, steps 1-12 (heartbeats).
+if "$RINGPILOT" diagnose "$d" 2>&1 | grep -q '^attempts: 1 (failed; failed: 1)'; then
+  rp_row "(c) diagnose" "attempts: 1 (failed; failed: 1)" PASS
+else
+  rp_row "(c) diagnose" "no 'attempts: 1 (failed; failed: 1)' line" FAIL
 fi
 
 # --- (d) corrupt newest checkpoint, resume from the older one ---------------------------

@@ -98,6 +98,25 @@ TEST(RunDir, ResumeKeepsPreviousConfigAndNeverLosesFiles) {
   EXPECT_EQ(ReadFile(l.launcher_log), "old launcher lines\n");
 }
 
+// A second `ringpilot run` of a directory numbers its attempts from 1 again: the first
+// run's attempts/ is kept whole.
+TEST(RunDir, KeepPreviousAttemptsMovesTheWholeHistory) {
+  TempDir tmp;
+  const RunDirLayout l(tmp.path() + "/job");
+  PrepareRunDir(l, "v1\n");
+  EXPECT_FALSE(KeepPreviousAttempts(l));
+  base::MakeDirs(l.root + "/attempts/1");
+  WriteFile(l.root + "/attempts/1/summary.json", "first\n");
+  EXPECT_TRUE(KeepPreviousAttempts(l));
+  EXPECT_FALSE(Exists(l.root + "/attempts"));
+  EXPECT_EQ(ReadFile(l.root + "/attempts.prev/1/summary.json"), "first\n");
+  base::MakeDirs(l.root + "/attempts/1");
+  WriteFile(l.root + "/attempts/1/summary.json", "second\n");
+  EXPECT_TRUE(KeepPreviousAttempts(l));
+  EXPECT_EQ(ReadFile(l.root + "/attempts.prev/1/summary.json"), "second\n");
+  EXPECT_EQ(ReadFile(l.root + "/attempts.prev.1/1/summary.json"), "first\n");
+}
+
 TEST(RunDir, WriteFileAtomicallyReplacesWithoutLeftovers) {
   TempDir tmp;
   const std::string path = tmp.path() + "/f.json";

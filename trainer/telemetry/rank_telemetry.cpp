@@ -4,6 +4,9 @@
 #include <fstream>
 #include <vector>
 
+#include "base/files.h"
+#include "base/run_variables.h"
+#include "history/attempts.h"
 #include "metrics/nccl_log.h"
 #include "topology/probe.h"
 
@@ -56,6 +59,13 @@ RankTelemetry::~RankTelemetry() {
   const std::string path = run_dir_ + "/trace-rank-" + std::to_string(id_.rank) + ".json";
   try {
     trace_->WriteFile(path);
+    // The next attempt rewrites trace-rank-N.json: each attempt's own stays in attempts/N/.
+    if (const char* a = std::getenv(base::kAttemptVar); a && std::atoi(a) > 0) {
+      const int attempt = std::atoi(a);
+      base::MakeDirs(history::AttemptDir(run_dir_, attempt));
+      trace_->WriteFile(history::AttemptDir(run_dir_, attempt) + "/trace-rank-" +
+                        std::to_string(id_.rank) + ".json");
+    }
   } catch (const std::exception& e) {
     if (log_) log_->Warn(std::string("trace: ") + e.what());
   }

@@ -1,6 +1,7 @@
 // Per-rank observability beyond the training metrics: the GPU's identity labels and NVML
 // sampler (metrics/gpu_sampler.h), the Chrome trace (metrics/trace.h) written to
-// RUN_DIR/trace-rank-N.json at exit and on SIGUSR2, and NCCL's per-peer transports read from
+// RUN_DIR/trace-rank-N.json at exit (and attempts/N/trace-rank-R.json, the attempt's own
+// copy) and on SIGUSR2, and NCCL's per-peer transports read from
 // the rank's NCCL log (metrics/nccl_log.h). Keeps trainer.cpp to a few calls.
 #pragma once
 

@@ -1,0 +1,157 @@
+// `ringpilot diagnose` over a job's attempts (RUN_DIR/attempts/N/): run directories made
+// here as a live, an interrupted, a failed and a completed run would leave them.
+#include <filesystem>
+#include <sstream>
+#include <string>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "diagnose/command.h"
+#include "diagnose/diagnose.h"
+#include "history/attempts.h"
+#include "tests/test_util.h"
+
+namespace ringpilot::diagnose {
+namespace {
+
+using nlohmann::json;
+using testing::TempDir;
+using testing::WriteFile;
+
+void Put(const std::string& path, const json& j) {
+  std::filesystem::create_directories(std::filesystem::path(path).parent_path());
+  WriteFile(path, j.dump(1));
+}
+
+json Progress(int attempt, int64_t resumed_from, int64_t last, const char* outcome) {
+  history::AttemptProgress p;
+  p.attempt = attempt;
+  p.resumed_from_step = resumed_from;
+  p.last_step = last;
+  p.outcome = outcome;
+  p.timed_steps = last - resumed_from;
+  p.timed_seconds = 1.0;
+  p.started_unix = 1000 + attempt;
+  return history::AttemptProgressJson(p);
+}
+
+json Stats(int rank, int steps, double mean) {
+  return {{"rank", rank},
+          {"world_size", 2},
+          {"steps", steps},
+          {"step_seconds", {{"p50", mean}, {"p99", mean}, {"mean", mean}}}};
+}
+
+// Attempt 1 trained steps 1-14 (checkpoint at 10), rank 1 crashed at 15; attempt 2
+// resumed from 10. `last` is attempt 2's outcome and last step.
+void MakeRun(const std::string& dir, const char* last_outcome, int64_t last_step) {
+  Put(history::AttemptSummaryPath(dir, 1), Progress(1, 0, 10, history::kRunning));
+  Put(history::AttemptFailurePath(dir, 1),
+      {{"attempts", 1},
+       {"first_failing_rank", 1},
+       {"fatal_message", "fault injection: crashing at step 15"},
+       {"ranks",
+        {{"0", {{"step", 14}, {"phase", "step"}}}, {"1", {{"step", 14}, {"phase", "step"}}}}}});
+  for (int r = 0; r < 2; ++r) {
+    Put(history::AttemptRankStatsPath(dir, 1, r), Stats(r, 9, 0.1));
+    Put(history::AttemptRankStatsPath(dir, 2, r), Stats(r, static_cast<int>(last_step) - 11, 0.2));
+  }
+  Put(history::AttemptSummaryPath(dir, 2), Progress(2, 10, last_step, last_outcome));
+}
+
+json DiagnoseJson(const std::string& dir, std::string* text = nullptr) {
+  DiagnoseArgs args;
+  args.run_dir = dir;
+  args.infiniband_dir = "/nonexistent";
+  std::ostringstream out, err;
+  EXPECT_EQ(RunDiagnose(args, out, err), 0) << err.str();
+  if (text) *text = out.str();
+  args.json = true;
+  std::ostringstream jout, jerr;
+  EXPECT_EQ(RunDiagnose(args, jout, jerr), 0) << jerr.str();
+  return json::parse(jout.str());
+}
+
+TEST(DiagnoseAttempts, CompletedRunCoversEveryAttempt) {
+  TempDir dir;
+  MakeRun(dir.path(), history::kCompleted, 20);
+  const json last = json::parse(testing::ReadFile(history::AttemptSummaryPath(dir.path(), 2)));
+  json summary = history::CombinedSummary(last, history::ReadAttempts(dir.path()));
+  summary["world_size"] = 2;
+  Put(dir.path() + "/summary.json", summary);
+  Put(dir.path() + "/logs/rank-0.stats.json", Stats(0, 9, 0.2));
+  Put(dir.path() + "/logs/rank-1.stats.json", Stats(1, 9, 0.2));
+  std::string text;
+  const json j = DiagnoseJson(dir.path(), &text);
+  const json& a = j["attempts"];
+  EXPECT_EQ(a["count"], 2);
+  EXPECT_EQ(a["state"], "finished");
+  EXPECT_EQ(a["failed"], json::array({1}));
+  EXPECT_EQ(a["steps_trained"], 24);  // 1-14, then 11-20
+  EXPECT_EQ(a["steps_redone"], 4);
+  EXPECT_EQ(a["last_step"], 20);
+  ASSERT_EQ(a["ranks"].size(), 2u);
+  EXPECT_EQ(a["ranks"][1]["steps"], 18.0);  // 9 timed steps in each attempt
+  EXPECT_EQ(a["ranks"][1]["steps_by_attempt"]["1"], 9.0);
+  EXPECT_EQ(a["ranks_from_attempt"], 0);
+  EXPECT_NE(
+      text.find("attempts: 2 (finished; failed: 1); steps trained 24 (steps 1-20, 4 re-done)"),
+      std::string::npos)
+      << text;
+  EXPECT_NE(text.find("attempt 1: failed, steps 1-14, 10.00 steps/s -- rank 1: fault injection"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("rank 1: 18 steps"), std::string::npos) << text;
+}
+
+// No summary.json, no launcher.json: attempt 2 is running (or was killed without a word).
+TEST(DiagnoseAttempts, LiveOrInterruptedRun) {
+  TempDir dir;
+  MakeRun(dir.path(), history::kRunning, 16);
+  std::string text;
+  const json j = DiagnoseJson(dir.path(), &text);
+  EXPECT_EQ(j["attempts"]["state"], "live or interrupted");
+  EXPECT_EQ(j["attempts"]["last_step"], 16);
+  EXPECT_EQ(j["attempts"]["ranks_from_attempt"], 2);  // the per-rank tables: attempt 2's
+  EXPECT_NE(text.find("summary.json (the run has not finished: see attempts)"), std::string::npos)
+      << text;
+  // launcher.json tells a live run from a dead one.
+  Put(dir.path() + "/launcher.json", {{"state", "running"}, {"attempt", 2}});
+  EXPECT_EQ(DiagnoseJson(dir.path())["attempts"]["state"], "running");
+  EXPECT_EQ(DiagnoseJson(dir.path())["attempts"]["list"][1]["outcome"], "running");
+  // Stopped (SIGINT): the attempt that was running ended with the job.
+  Put(dir.path() + "/launcher.json", {{"state", "stopped"}, {"attempt", 2}});
+  const json stopped = DiagnoseJson(dir.path(), &text);
+  EXPECT_EQ(stopped["attempts"]["state"], "stopped");
+  EXPECT_EQ(stopped["attempts"]["list"][1]["outcome"], "interrupted");
+  EXPECT_NE(text.find("attempt 2: interrupted, steps 11-16"), std::string::npos) << text;
+}
+
+// The job failed for good in attempt 2: the root failure.json names it.
+TEST(DiagnoseAttempts, FailedRun) {
+  TempDir dir;
+  MakeRun(dir.path(), history::kRunning, 12);
+  Put(dir.path() + "/failure.json",
+      {{"attempts", 2}, {"first_failing_rank", 0}, {"fatal_message", "out of memory"}});
+  std::string text;
+  const json j = DiagnoseJson(dir.path(), &text);
+  EXPECT_EQ(j["attempts"]["state"], "failed");
+  EXPECT_EQ(j["attempts"]["failed"], json::array({1, 2}));
+  EXPECT_NE(text.find("attempt 2: failed, steps 11-12"), std::string::npos) << text;
+  EXPECT_NE(text.find("rank 0: out of memory"), std::string::npos) << text;
+}
+
+// An attempt that died before its first record: the launcher's report alone.
+TEST(DiagnoseAttempts, AttemptsWithoutStatistics) {
+  TempDir dir;
+  Put(history::AttemptFailurePath(dir.path(), 1), {{"attempts", 1}, {"first_failing_rank", -1}});
+  std::string text;
+  const json j = DiagnoseJson(dir.path(), &text);
+  EXPECT_EQ(j["attempts"]["count"], 1);
+  EXPECT_EQ(j["attempts"]["state"], "failed");
+  EXPECT_NE(text.find("attempt 1: failed, steps unknown"), std::string::npos) << text;
+}
+
+}  // namespace
+}  // namespace ringpilot::diagnose
