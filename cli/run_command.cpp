@@ -40,24 +40,26 @@ std::vector<std::string> HostfileHosts(const std::string& content) {
   return hosts;
 }
 
-// Where Prometheus finds the ranks: HOST:FIRST-LAST per node.
+// Where Prometheus finds the ranks: HOST:FIRST-LAST per node (the same local-rank ports on
+// every node).
 std::string MetricsLine(const config::JobConfig& c, const std::vector<std::string>& hosts) {
   if (!c.metrics.enabled) return "off (metrics.enabled false)";
   if (c.metrics.port_base == 0) {
-    return "on ports each rank picks (metrics.port_base 0; each rank logs its port)";
+    return "on ports each rank picks (metrics.port_base 0; RUN_DIR/" +
+           std::string(base::kScrapeTargetsFile) + " lists them)";
   }
   std::string line;
-  const int k = c.world.procs_per_node;
+  const int first = config::MetricsPort(c.metrics, 0);
+  const int last = config::MetricsPort(c.metrics, c.world.procs_per_node - 1);
   for (std::size_t node = 0; node < hosts.size() && node < kMetricsHostsShown; ++node) {
-    const int first = config::MetricsPort(c.metrics, static_cast<int>(node) * k);
-    const int last = config::MetricsPort(c.metrics, static_cast<int>(node) * k + k - 1);
     line += (line.empty() ? "" : ", ") + hosts[node] + ":" + std::to_string(first) +
             (last != first ? "-" + std::to_string(last) : "");
   }
   if (hosts.size() > kMetricsHostsShown) {
     line += ", and " + std::to_string(hosts.size() - kMetricsHostsShown) + " more node(s)";
   }
-  return "on " + line + " (a port per rank, path /metrics; docs/metrics.md)";
+  return "on " + line + " (a port per local rank, path /metrics; RUN_DIR/" +
+         std::string(base::kScrapeTargetsFile) + " lists them; docs/metrics.md)";
 }
 
 }  // namespace

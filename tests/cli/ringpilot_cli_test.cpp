@@ -133,12 +133,27 @@ TEST(RingpilotCli, DryRunPrintsTheCommandAndCreatesNothing) {
   EXPECT_EQ(block[2], "ringpilot: run directory " + c.run_dir + " (ringpilot status|logs|stop " +
                           c.run_dir + ")");
   EXPECT_EQ(block[3],
-            "ringpilot: metrics on 127.0.0.1:18400-18401 (a port per rank, path /metrics; "
-            "docs/metrics.md)");
+            "ringpilot: metrics on 127.0.0.1:18400-18401 (a port per local rank, path /metrics; "
+            "RUN_DIR/prometheus-targets.json lists them; docs/metrics.md)");
   EXPECT_NE(
       r.out.find(c.trainer + " --config " + c.run_dir + "/job.yaml --run-dir " + c.run_dir + "\n"),
       std::string::npos)
       << r.out;
+  EXPECT_FALSE(Exists(c.run_dir));
+}
+
+TEST(RingpilotCli, DryRunOfTwoNodesNamesTheLocalRankPortsOfEach) {
+  Cli c;
+  // Port = base + LOCAL rank: every node serves the same two ports.
+  const ProcessResult r =
+      c.Ringpilot({"run", c.job, "--run-dir", c.run_dir, "--dry-run", "--set", "world.nodes=2",
+                   "--set", "launch.backend=mpi", "--set", "launch.hosts=[n1:2,n2:2]"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::vector<std::string> block = SplitLines(r.err);
+  ASSERT_EQ(block.size(), 4u) << r.err;
+  EXPECT_EQ(block[3],
+            "ringpilot: metrics on n1:18400-18401, n2:18400-18401 (a port per local rank, path "
+            "/metrics; RUN_DIR/prometheus-targets.json lists them; docs/metrics.md)");
   EXPECT_FALSE(Exists(c.run_dir));
 }
 
