@@ -11,6 +11,11 @@
 namespace ringpilot::trainer::telemetry {
 
 /// Thread-safe: every method may be called from any thread (one line at a time).
+///
+/// The log never stops the rank: when `path` cannot be opened or a line cannot be written
+/// (disk full, I/O error), one line on stderr names the path and errno, and from then on
+/// every line goes to stderr instead (mpirun carries it into launcher.log). The condition
+/// that broke the log (a full disk) fails the next checkpoint with its own FATAL.
 class RankLog {
  public:
   /// Opens `path` for appending (resumed runs keep earlier attempts' lines). With
@@ -35,7 +40,10 @@ class RankLog {
   void Write(const char* level, const std::string& line, FILE* echo,
              const std::string& echo_prefix);
   std::string Prefix() const;  // of echoed INFO/WARN lines
+  // The log file is lost: says why once (path, errno) and closes it.
+  void GiveUpFile(const char* what, int error);
   std::mutex mu_;
+  std::string path_;
   FILE* file_ = nullptr;
   int rank_;
   bool echo_;
