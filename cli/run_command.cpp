@@ -13,6 +13,7 @@
 #include "base/files.h"
 #include "base/run_variables.h"
 #include "base/shell.h"
+#include "base/time.h"
 #include "config/job.h"
 #include "doctor/command.h"
 #include "launcher/failure_report.h"
@@ -282,16 +283,20 @@ int RunJob(const RunArgs& args) {
   options.abort_grace_s = config.launch.abort_grace_s;
   options.run_dir = layout.root;
   options.log_path = layout.launcher_log;
+  const std::string logs = layout.logs;
+  const double timeout_s = config.comm.timeout_s;
   if (runs_command && config.metrics.enabled) {
     // The program's ranks report their NCCL progress (logs/rank-N.nccl.json): a collective
     // that waits longer than comm.timeout_s is a hang, stopped and restarted like a crash.
-    const std::string logs = layout.logs;
-    const double timeout_s = config.comm.timeout_s;
     options.hang_check = [logs, timeout_s](double attempt_start_unix) {
-      const double now =
-          std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch())
-              .count();
-      return launcher::NcclHangReason(logs, attempt_start_unix - 1.0, timeout_s, now);
+      return launcher::NcclHangReason(logs, attempt_start_unix - 1.0, timeout_s, base::UnixNow());
+    };
+  } else if (!runs_command) {
+    // A trainer rank whose heartbeat stops for comm.timeout_s is stopped or frozen: the
+    // hang a collective timeout never reports when the rank is alone, or before its peers
+    // wait for it (a rank that gives up after a timeout writes an "abort" beat first).
+    options.hang_check = [logs, timeout_s](double attempt_start_unix) {
+      return launcher::SilentRankReason(logs, attempt_start_unix - 1.0, timeout_s, base::UnixNow());
     };
   }
   try {

@@ -283,6 +283,27 @@ std::string NcclHangReason(const std::string& logs_dir, double since_unix, doubl
   return reason;
 }
 
+std::string SilentRankReason(const std::string& logs_dir, double since_unix, double timeout_s,
+                             double now_unix) {
+  std::string reason;
+  // Past comm.timeout_s by a margin: when peers wait for the stopped rank in a collective,
+  // their own timeout fires first and names the collective in a better report.
+  double longest = timeout_s + kSilentRankGraceSeconds;
+  for (const auto& [rank, beat] : ReadHeartbeats(logs_dir, since_unix)) {
+    if (beat.phase == "done" || beat.phase == "abort") continue;
+    const double silent = now_unix - beat.unix;
+    if (silent > longest) {
+      longest = silent;
+      char text[192];
+      std::snprintf(text, sizeof text,
+                    "rank %d wrote no heartbeat for %.0f s (comm.timeout_s %g): stopped or frozen",
+                    rank, silent, timeout_s);
+      reason = text;
+    }
+  }
+  return reason;
+}
+
 int RankBehind(const std::map<int, RankHeartbeat>& heartbeats) {
   if (heartbeats.size() < 2) return -1;
   // Fewer collectives done, then fewer begun (the others wait in one it never reached),

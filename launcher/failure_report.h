@@ -116,6 +116,21 @@ struct FailureReport {
 std::string NcclHangReason(const std::string& logs_dir, double since_unix, double timeout_s,
                            double now_unix);
 
+/// SupervisorOptions::hang_check for a trainer job. Each rank's heartbeat thread writes its
+/// beat once a second whatever the rank is doing (a long step, a checkpoint, a wait in a
+/// collective), so a beat older than `timeout_s` (comm.timeout_s) + kSilentRankGraceSeconds
+/// by `now_unix` means the
+/// process is stopped (SIGSTOP, a debugger) or frozen. That is the one hang no collective
+/// timeout reports when the rank is alone (a job of one rank) or stopped before its peers
+/// reach a collective. Returns "rank R wrote no heartbeat for S s (comm.timeout_s T):
+/// stopped or frozen" for the longest-silent such rank, else "". Only beats since
+/// `since_unix` count (earlier ones are an earlier attempt's); ranks that finished or gave up
+/// (phase "done" / "abort") are left out; the launcher's clock is compared with each host's,
+/// so `timeout_s` should exceed the clock skew between hosts.
+inline constexpr double kSilentRankGraceSeconds = 5.0;
+std::string SilentRankReason(const std::string& logs_dir, double since_unix, double timeout_s,
+                             double now_unix);
+
 /// Finds the first failing rank (FATAL lines since `attempt_start_ns`, else mpirun's
 /// output, else -1), collects the log tails and heartbeats (the trainer's, else the NCCL
 /// profiler's), and after a hang names the rank behind.

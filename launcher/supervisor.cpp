@@ -449,6 +449,10 @@ void Supervisor::ReportFailure(const Attempt& last, int attempts, JobOutcome* ou
     if (report.rank_behind >= 0) {
       report.first_failing_rank = report.rank_behind;
       report.rank_source = "hang";
+    } else if (report.heartbeats.size() == 1) {
+      // A job of one rank: the rank that hung is the only one.
+      report.first_failing_rank = report.heartbeats.begin()->first;
+      report.rank_source = "hang";
     }
   }
   if (outcome) outcome->first_failing_rank = report.first_failing_rank;

@@ -8,6 +8,11 @@
 #       behind, and every rank's last heartbeat; the launcher prints "rank behind: 1";
 #   (c) the job restarts from the last checkpoint and finishes (exit 0, restarts 1);
 #   (d) the stopped rank does not outlive the job.
+# Then the same job on ONE rank, stopped past step 20: no collective can time out, so the
+# launcher's heartbeat watch must see it (comm.timeout_s + 5 s of silence, checked every
+# 5 s):
+#   (e) attempts/1/failure.json says the job hung, naming rank 0's silence, within
+#       comm.timeout_s + 15 s of the SIGSTOP; the job restarts and finishes.
 #
 # Usage: RINGPILOT_BUILD_DIR=build tests/integration/hang.sh
 set -euo pipefail
@@ -96,6 +101,51 @@ if kill -0 "$stopped_pid" 2>/dev/null; then
   rp_row "(d) no orphan" "the stopped rank (pid $stopped_pid) outlived the job" FAIL
 else
   rp_row "(d) no orphan" "the stopped rank is gone" PASS
+fi
+
+# (e) one rank: only the launcher's heartbeat watch can see it stop.
+solo=$RP_TMP/solo
+rp_run "$JOB_LIMIT_S" "$RP_TMP/solo.out" "$solo" "$job" --set world.procs_per_node=1 &
+runner=$!
+solo_pid="" solo_stop_s=""
+for _ in $(seq 1 600); do
+  beat=$solo/logs/rank-0.heartbeat
+  if [[ -f $beat ]] && (($(python3 -c 'import json,sys;print(json.load(open(sys.argv[1]))["step"])' "$beat" 2>/dev/null || echo 0) >= 20)); then
+    solo_pid=$(sed -n 's/.*pid \([0-9]*\), attempt 1).*/\1/p' "$solo/logs/rank-0.log" | head -n 1)
+    if [[ -n $solo_pid ]] && kill -STOP "$solo_pid" 2>/dev/null; then
+      solo_stop_s=$(date +%s.%N)
+      rp_log "stopped the only rank (pid $solo_pid)"
+    fi
+    break
+  fi
+  sleep 0.1
+done
+wait "$runner" || true
+solo_report=$solo/attempts/1/failure.json
+if [[ -z $solo_stop_s ]]; then
+  rp_row "(e) one rank: setup" "rank 0 never reached step 20 (or its pid was not found)" FAIL
+  rp_tail "$RP_TMP/solo.out"
+elif [[ -f $solo_report ]]; then
+  took=$(python3 -c 'import os,sys;print(round(os.path.getmtime(sys.argv[1]) - float(sys.argv[2]), 1))' "$solo_report" "$solo_stop_s")
+  hang=$(rp_json "$solo_report" hang)
+  if [[ $hang == "rank 0 wrote no heartbeat for "* ]] &&
+    python3 -c 'import sys;sys.exit(0 if float(sys.argv[1]) <= float(sys.argv[2]) else 1)' "$took" "$((TIMEOUT_S + 15))"; then
+    rp_row "(e) one rank: detected" "report ${took} s after SIGSTOP: hang '$hang'" PASS
+  else
+    rp_row "(e) one rank: detected" "report ${took} s after SIGSTOP (limit $((TIMEOUT_S + 15)) s): hang '$hang'" FAIL
+  fi
+else
+  rp_row "(e) one rank: detected" "no $solo_report" FAIL
+  rp_tail "$RP_TMP/solo.out"
+fi
+if [[ -s $solo/summary.json ]] && [[ $(rp_json "$solo/summary.json" restarts) == 1 ]]; then
+  rp_row "(e) one rank: restarted and finished" "summary.json: restarts 1" PASS
+else
+  rp_row "(e) one rank: restarted and finished" "no summary.json with restarts 1" FAIL
+fi
+if [[ -n $solo_pid ]] && kill -0 "$solo_pid" 2>/dev/null; then
+  kill -KILL "$solo_pid" 2>/dev/null || true
+  rp_row "(e) one rank: no orphan" "the stopped rank (pid $solo_pid) outlived the job" FAIL
 fi
 
 rp_finish

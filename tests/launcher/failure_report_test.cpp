@@ -171,6 +171,31 @@ TEST(FailureReport, HangNamesTheRankBehindFromHeartbeats) {
   EXPECT_TRUE(named);
 }
 
+TEST(FailureReport, SilentRankReasonNamesAStoppedRank) {
+  TempDir tmp;
+  // Rank 1 stopped beating at 1985 (SIGSTOP); rank 0 beats on; rank 2 finished long ago;
+  // rank 3's beat is an earlier attempt's.
+  WriteFile(tmp.path() + "/rank-0.heartbeat",
+            R"({"rank": 0, "step": 5, "phase": "step", "unix": 2000.5})");
+  WriteFile(tmp.path() + "/rank-1.heartbeat",
+            R"({"rank": 1, "step": 4, "phase": "step", "unix": 1985.0})");
+  WriteFile(tmp.path() + "/rank-2.heartbeat",
+            R"({"rank": 2, "step": 9, "phase": "done", "unix": 1900.0})");
+  WriteFile(tmp.path() + "/rank-3.heartbeat",
+            R"({"rank": 3, "step": 1, "phase": "step", "unix": 100.0})");
+  // comm.timeout_s 15 + kSilentRankGraceSeconds 5: 19 s is not yet a hang, 21 s is.
+  EXPECT_EQ(SilentRankReason(tmp.path(), 1000, 15, 2004), "");
+  EXPECT_EQ(SilentRankReason(tmp.path(), 1000, 15, 2006),
+            "rank 1 wrote no heartbeat for 21 s (comm.timeout_s 15): stopped or frozen");
+  // Only beats of this attempt: a rank of an earlier one is not silent in this one.
+  EXPECT_EQ(SilentRankReason(tmp.path(), 1990, 15, 2006), "");
+  // The longest silence is named.
+  WriteFile(tmp.path() + "/rank-0.heartbeat",
+            R"({"rank": 0, "step": 5, "phase": "eval", "unix": 1980.0})");
+  EXPECT_EQ(SilentRankReason(tmp.path(), 1000, 15, 2006),
+            "rank 0 wrote no heartbeat for 26 s (comm.timeout_s 15): stopped or frozen");
+}
+
 // A link cut between two hosts (tests/integration/link_cut.sh): both ranks waited in the
 // same all-reduce until comm.timeout_s and kept beating; neither is behind.
 TEST(FailureReport, RanksThatTimedOutWaitingForEachOtherLostContact) {
