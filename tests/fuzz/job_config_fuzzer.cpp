@@ -1,8 +1,8 @@
 // libFuzzer target: the job file parser (config::ParseJobConfig) with `--set` overrides.
 // Input: YAML text; after the first NUL byte, NUL-separated overrides (`key=value`).
-// Contract checked: every input parses or throws config::ConfigError with a one-line
-// message; a job that parses survives EmitJobConfig -> ParseJobConfig unchanged (the
-// resolved RUN_DIR/job.yaml every rank reads back).
+// Contract checked: every input parses or throws config::ConfigError whose lines (every
+// problem of the job, one pass) are each one FILE:LINE:COL line; a job that parses survives
+// EmitJobConfig -> ParseJobConfig unchanged (the resolved RUN_DIR/job.yaml every rank reads back).
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
@@ -38,10 +38,19 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   try {
     job = ParseJobConfig(text, "fuzz.yaml", overrides);
   } catch (const ConfigError& e) {
-    const std::string line = e.what();
-    if (line.empty() || line.find('\n') != std::string::npos) {
-      Finding("ConfigError is not one line", line);
+    // Every problem of the job in one pass: one line each, FILE:LINE:COL: ..., and what()
+    // is exactly those lines.
+    const std::vector<std::string>& lines = e.lines();
+    std::string joined;
+    for (const std::string& line : lines) {
+      const bool placed = line.rfind("fuzz.yaml:", 0) == 0 || line.rfind("--set[", 0) == 0;
+      if (line.empty() || line.find('\n') != std::string::npos || !placed) {
+        Finding("a ConfigError line is not one FILE:LINE:COL line", line);
+      }
+      joined += (joined.empty() ? "" : "\n") + line;
     }
+    if (lines.empty() || joined != e.what())
+      Finding("ConfigError's what() is not its lines", e.what());
     return 0;
   }
   const std::string emitted = EmitJobConfig(job);
