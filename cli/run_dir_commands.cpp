@@ -16,6 +16,7 @@
 #include "base/environment.h"
 #include "base/exit_status.h"
 #include "base/files.h"
+#include "base/text.h"
 #include "base/time.h"
 #include "launcher/run_dir.h"
 #include "launcher/run_status.h"
@@ -35,12 +36,6 @@ std::string Absolute(const std::string& path) {
   return std::filesystem::absolute(std::filesystem::path(path)).lexically_normal().string();
 }
 
-std::string Fixed(double v, int digits) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.*f", digits, v);
-  return buf;
-}
-
 std::string ResumeCommand(const RunStatus& s) {
   return "ringpilot run " + s.run_dir + "/job.yaml --run-dir " + s.run_dir;
 }
@@ -49,7 +44,7 @@ std::string StepText(const RunStatus& s) {
   std::string text = std::to_string(s.step);
   if (s.steps_target > 0) text += "/" + std::to_string(s.steps_target);
   if (s.loss) {
-    text += " | loss " + Fixed(*s.loss, 4);
+    text += " | loss " + base::FormatFixed(*s.loss, 4);
     if (s.loss_source == "heartbeat") text += " (last progress line)";
   }
   return text;
@@ -69,14 +64,15 @@ void PrintStatus(const RunStatus& s, std::ostream& out) {
                        std::to_string(s.launcher->max_attempts));
   }
   row("step", StepText(s));
-  if (s.samples_per_second) row("throughput", Fixed(*s.samples_per_second, 1) + " samples/s");
+  if (s.samples_per_second)
+    row("throughput", base::FormatFixed(*s.samples_per_second, 1) + " samples/s");
   row("checkpoint", s.latest_checkpoint >= 0
                         ? "step " + std::to_string(s.latest_checkpoint) + " (checkpoints/)"
                         : "none yet");
   if (s.state == "running") {
     row("ranks", std::to_string(s.ranks_fresh) + " of " + std::to_string(s.world_size) +
                      " heartbeating (beat in the last " +
-                     Fixed(launcher::kFreshHeartbeatSeconds, 0) + " s)");
+                     base::FormatFixed(launcher::kFreshHeartbeatSeconds, 0) + " s)");
   }
   if (s.launcher) {
     row("started", s.launcher->started);
@@ -176,14 +172,14 @@ int Stop(const StopArgs& args) {
     const auto t = std::chrono::steady_clock::now();
     const double waited = std::chrono::duration<double>(t - start).count();
     if (waited > args.timeout_s) {
-      std::cerr << "ringpilot stop: " << dir << " still runs after " << Fixed(waited, 0)
+      std::cerr << "ringpilot stop: " << dir << " still runs after " << base::FormatFixed(waited, 0)
                 << " s; `ringpilot stop --force " << dir << "` stops it without a checkpoint\n";
       return base::kExitFailure;
     }
     if (std::chrono::duration<double>(t - last_report).count() >= kStopReportS) {
       last_report = t;
-      std::cout << "ringpilot stop: waiting for the launcher (" << Fixed(waited, 0) << " s)"
-                << std::endl;
+      std::cout << "ringpilot stop: waiting for the launcher (" << base::FormatFixed(waited, 0)
+                << " s)" << std::endl;
     }
   }
   const RunStatus after = launcher::ReadRunStatus(dir, base::UnixNow());

@@ -22,6 +22,7 @@
 #include "base/environment.h"
 #include "base/files.h"
 #include "base/shell.h"
+#include "base/text.h"
 #include "mpirun/cma_probe.h"
 #include "mpirun/flags.h"
 #include "topology/probe.h"
@@ -33,12 +34,6 @@ constexpr int kExitOk = 0;
 constexpr int kExitFailure = 1;
 constexpr int kExitBadInput = 2;
 constexpr const char* kCommbenchName = "ringpilot-commbench";
-
-std::string Fixed(double v, int decimals) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.*f", decimals, v);
-  return buf;
-}
 
 std::string Pad(const std::string& s, std::size_t width) {
   return s.size() >= width ? s : std::string(width - s.size(), ' ') + s;
@@ -216,21 +211,21 @@ std::string FormatResultsTable(const nlohmann::json& doc) {
     const nlohmann::json& ratio = r.at("ratio");
     o << " " << Pad(std::to_string(r.at("bytes").get<std::size_t>()), 11)
       << Pad(r.at("in_place").get<bool>() ? "in" : "out", 6)
-      << Pad(Fixed(r.at("time_us").get<double>(), 2), 11)
-      << Pad(Fixed(r.at("time_us_min").get<double>(), 2), 10)
-      << Pad(Fixed(r.at("time_us_max").get<double>(), 2), 10)
-      << Pad(Fixed(r.at("time_us_p99").get<double>(), 2), 10)
-      << Pad(Fixed(r.at("algbw_gbps").get<double>(), 2), 9)
-      << Pad(Fixed(r.at("busbw_gbps").get<double>(), 2), 9)
-      << Pad(expected.is_null() ? "-" : Fixed(expected.get<double>(), 1), 9)
-      << Pad(ratio.is_null() ? "-" : Fixed(ratio.get<double>(), 2), 7)
+      << Pad(base::FormatFixed(r.at("time_us").get<double>(), 2), 11)
+      << Pad(base::FormatFixed(r.at("time_us_min").get<double>(), 2), 10)
+      << Pad(base::FormatFixed(r.at("time_us_max").get<double>(), 2), 10)
+      << Pad(base::FormatFixed(r.at("time_us_p99").get<double>(), 2), 10)
+      << Pad(base::FormatFixed(r.at("algbw_gbps").get<double>(), 2), 9)
+      << Pad(base::FormatFixed(r.at("busbw_gbps").get<double>(), 2), 9)
+      << Pad(expected.is_null() ? "-" : base::FormatFixed(expected.get<double>(), 1), 9)
+      << Pad(ratio.is_null() ? "-" : base::FormatFixed(ratio.get<double>(), 2), 7)
       << Pad(std::to_string(r.at("wrong").get<std::size_t>()), 8) << "\n";
     busbw_sum += r.at("busbw_gbps").get<double>();
     if (r.at("wrong").get<std::size_t>() > 0) ++wrong_results;
   }
   const double avg = results.empty() ? 0 : busbw_sum / static_cast<double>(results.size());
   o << "# Out of bounds values : " << wrong_results << (wrong_results ? " FAILED" : " OK") << "\n";
-  o << "# Avg bus bandwidth    : " << Fixed(avg, 3) << " GB/s\n";
+  o << "# Avg bus bandwidth    : " << base::FormatFixed(avg, 3) << " GB/s\n";
   return o.str();
 }
 
@@ -302,7 +297,7 @@ std::string RenderBusBandwidthSvg(const nlohmann::json& results, const std::stri
     const double v = y_max * i / 5, y = py(v);
     o << "<line x1=\"" << kLeft << "\" y1=\"" << y << "\" x2=\"" << kLeft + pw << "\" y2=\"" << y
       << "\" stroke=\"#eee\"/>\n<text x=\"" << kLeft - 6 << "\" y=\"" << y + 4
-      << "\" text-anchor=\"end\">" << Fixed(v, v < 10 ? 2 : 1) << "</text>\n";
+      << "\" text-anchor=\"end\">" << base::FormatFixed(v, v < 10 ? 2 : 1) << "</text>\n";
   }
   o << "<text x=\"" << kLeft + pw / 2 << "\" y=\"" << kH - 18
     << "\" text-anchor=\"middle\">size (bytes, log2 scale)</text>\n"
@@ -314,8 +309,8 @@ std::string RenderBusBandwidthSvg(const nlohmann::json& results, const std::stri
     o << "<polyline fill=\"none\" stroke=\"" << color << "\" stroke-width=\"2\""
       << (series[s].in_place ? " stroke-dasharray=\"6 3\"" : "") << " points=\"";
     for (std::size_t i = 0; i < series[s].points.size(); ++i) {
-      o << (i ? " " : "") << Fixed(px(series[s].points[i].first), 1) << ","
-        << Fixed(py(series[s].points[i].second), 1);
+      o << (i ? " " : "") << base::FormatFixed(px(series[s].points[i].first), 1) << ","
+        << base::FormatFixed(py(series[s].points[i].second), 1);
     }
     const double ly = kTop + 10 + 18 * static_cast<double>(s);
     o << "\"/>\n<line x1=\"" << kW - kRight + 15 << "\" y1=\"" << ly << "\" x2=\""
@@ -359,8 +354,8 @@ std::string FormatPairwiseMatrix(const std::vector<std::vector<double>>& gbps, s
   const auto slow = FindSlowPairs(gbps);
   std::ostringstream o;
   o << "# send/recv bandwidth (GB/s), " << FormatByteSize(bytes)
-    << " per transfer; rows send, columns receive; * below 50% of the median (" << Fixed(median, 2)
-    << ")\n"
+    << " per transfer; rows send, columns receive; * below 50% of the median ("
+    << base::FormatFixed(median, 2) << ")\n"
     << Pad("src\\dst", 8);
   for (std::size_t d = 0; d < gbps.size(); ++d) o << Pad(std::to_string(d), 10);
   o << "\n";
@@ -370,13 +365,14 @@ std::string FormatPairwiseMatrix(const std::vector<std::vector<double>>& gbps, s
       const bool flagged =
           std::find(slow.begin(), slow.end(),
                     std::make_pair(static_cast<int>(s), static_cast<int>(d))) != slow.end();
-      o << Pad(s == d ? "-" : Fixed(gbps[s][d], 2) + (flagged ? "*" : " "), 10);
+      o << Pad(s == d ? "-" : base::FormatFixed(gbps[s][d], 2) + (flagged ? "*" : " "), 10);
     }
     o << "\n";
   }
   for (const auto& [s, d] : slow) {
     o << "# slow: rank " << s << " -> rank " << d << ": "
-      << Fixed(gbps[static_cast<std::size_t>(s)][static_cast<std::size_t>(d)], 2) << " GB/s\n";
+      << base::FormatFixed(gbps[static_cast<std::size_t>(s)][static_cast<std::size_t>(d)], 2)
+      << " GB/s\n";
   }
   if (slow.empty()) o << "# no pair below 50% of the median\n";
   return o.str();

@@ -5,20 +5,13 @@
 #include <cmath>
 #include <sstream>
 
+#include "base/text.h"
 #include "diagnose/diagnose.h"
 
 namespace ringpilot::diagnose {
 namespace {
 
 using nlohmann::json;
-
-std::string Fixed(double v, int digits) {
-  std::ostringstream o;
-  o.setf(std::ios::fixed);
-  o.precision(digits);
-  o << v;
-  return o.str();
-}
 
 std::string Steps(const history::AttemptRecord& a) {
   if (!a.first_step)
@@ -101,19 +94,20 @@ std::string RenderAttemptsText(const Diagnosis& d) {
   out << "\n";
   for (const history::AttemptRecord& a : run.attempts) {
     out << "  attempt " << a.attempt << ": " << a.outcome << ", " << Steps(a);
-    if (a.steps_per_second) out << ", " << Fixed(*a.steps_per_second, 2) << " steps/s";
+    if (a.steps_per_second) out << ", " << base::FormatFixed(*a.steps_per_second, 2) << " steps/s";
     if (!a.failure.empty()) out << " -- " << a.failure;
     out << "\n";
   }
   if (!v.ranks.empty()) {
     out << "per-rank timed steps over all attempts (attempts/N/rank-<R>.stats.json):\n";
     for (const RankAttemptsRow& r : v.ranks) {
-      out << "  rank " << r.rank << ": " << Fixed(r.steps, 0) << " steps, "
-          << Fixed(r.step_seconds, 3) << " s";
-      if (r.steps > 0) out << " (mean " << Fixed(r.step_seconds / r.steps, 4) << " s)";
+      out << "  rank " << r.rank << ": " << base::FormatFixed(r.steps, 0) << " steps, "
+          << base::FormatFixed(r.step_seconds, 3) << " s";
+      if (r.steps > 0) out << " (mean " << base::FormatFixed(r.step_seconds / r.steps, 4) << " s)";
       std::string by;
       for (const auto& [attempt, steps] : r.steps_by_attempt) {
-        by += (by.empty() ? "" : ", ") + std::to_string(attempt) + ": " + Fixed(steps, 0);
+        by +=
+            (by.empty() ? "" : ", ") + std::to_string(attempt) + ": " + base::FormatFixed(steps, 0);
       }
       out << "; by attempt " << by << "\n";
     }

@@ -10,6 +10,7 @@
 #include <regex>
 #include <sstream>
 
+#include "base/text.h"
 #include "diagnose/json_fields.h"
 #include "metrics/nccl_log.h"
 
@@ -97,14 +98,6 @@ std::vector<std::string> InfinibandPorts(const std::string& dir) {
   }
   std::sort(ports.begin(), ports.end());
   return ports;
-}
-
-std::string Fixed(double v, int digits) {
-  std::ostringstream o;
-  o.setf(std::ios::fixed);
-  o.precision(digits);
-  o << v;
-  return o.str();
 }
 
 }  // namespace
@@ -363,39 +356,43 @@ Diagnosis Analyze(RunData data) {
     const double median_p50 = p50s[p50s.size() / 2];
     if (d.wait_per_rank_step > 0.05 * median_p50) {
       d.warnings.push_back("straggler: rank " + std::to_string(d.straggler->rank) +
-                           " keeps the others waiting " + Fixed(d.wait_per_rank_step, 4) +
-                           " s per step (" + Fixed(100 * d.wait_per_rank_step / median_p50, 1) +
+                           " keeps the others waiting " +
+                           base::FormatFixed(d.wait_per_rank_step, 4) + " s per step (" +
+                           base::FormatFixed(100 * d.wait_per_rank_step / median_p50, 1) +
                            "% of the median step time)");
     }
   }
   for (const CollectiveRow& row : d.collectives) {
     if (!row.low) continue;
     d.warnings.push_back(row.op + " " + row.size_bucket + ": bus bandwidth " +
-                         Fixed(row.busbw_mean / 1e9, 3) + " GB/s is " +
-                         Fixed(100 * row.busbw_mean / row.expected, 1) + "% of the expected " +
-                         Fixed(row.expected / 1e9, 3) + " GB/s (under 50%)");
+                         base::FormatFixed(row.busbw_mean / 1e9, 3) + " GB/s is " +
+                         base::FormatFixed(100 * row.busbw_mean / row.expected, 1) +
+                         "% of the expected " + base::FormatFixed(row.expected / 1e9, 3) +
+                         " GB/s (under 50%)");
   }
   for (int rank : d.input_bound_ranks) {
     const RankStats& r = *std::find_if(run.ranks.begin(), run.ranks.end(),
                                        [rank](const RankStats& x) { return x.rank == rank; });
     std::string per_step;
     if (r.input_wait_p50) {
-      per_step = "; per step p50 " + Fixed(*r.input_wait_p50, 4) + " s, p99 " +
-                 Fixed(r.input_wait_p99.value_or(0), 4) + " s";
+      per_step = "; per step p50 " + base::FormatFixed(*r.input_wait_p50, 4) + " s, p99 " +
+                 base::FormatFixed(r.input_wait_p99.value_or(0), 4) + " s";
     }
     d.warnings.push_back("input-bound on rank " + std::to_string(rank) + ": waiting for input is " +
-                         Fixed(100 * d.input_share[rank], 1) + "% of its step time" + per_step +
+                         base::FormatFixed(100 * d.input_share[rank], 1) + "% of its step time" +
+                         per_step +
                          " (more data.workers or data.prefetch, faster storage, or smaller "
                          "images would help)");
   }
   if (d.mean_exposed_share && *d.mean_exposed_share > 0.3) {
-    d.warnings.push_back("exposed communication is " + Fixed(100 * *d.mean_exposed_share, 1) +
+    d.warnings.push_back("exposed communication is " +
+                         base::FormatFixed(100 * *d.mean_exposed_share, 1) +
                          "% of the step time: larger buckets or more overlap would help");
   }
   if (run.summary) {
     const double restarts = Fields(*run.summary, summary_file).Number("restarts");
     if (restarts > 0) {
-      d.warnings.push_back("the job restarted " + Fixed(restarts, 0) +
+      d.warnings.push_back("the job restarted " + base::FormatFixed(restarts, 0) +
                            " time(s): see logs/launcher.log for the failures");
     }
   }

@@ -371,8 +371,23 @@ FailureReport AnalyzeFailure(const std::string& logs_dir, int64_t attempt_start_
         report.timed_out_ranks.push_back(rank);
       }
     }
-    // Every rank that gave up was waiting for another one that was itself waiting: no
-    // rank stopped, the messages between them were lost.
+    // Every rank gave up waiting in a collective, none fell silent and all beat until the
+    // end: no rank stopped, the messages between them were lost. One may have started a
+    // collective or two more than another (a cut lands mid-step), which alone would make
+    // the other look behind; but a rank truly behind does not time out waiting itself.
+    bool all_waited = report.timed_out_ranks.size() >= 2 &&
+                      report.timed_out_ranks.size() == report.heartbeats.size();
+    double newest = 0;
+    for (const auto& [rank, beat] : report.heartbeats) newest = std::max(newest, beat.unix);
+    for (const auto& [rank, beat] : report.heartbeats) {
+      const bool timed_out = std::find(report.timed_out_ranks.begin(), report.timed_out_ranks.end(),
+                                       rank) != report.timed_out_ranks.end();
+      if (!timed_out || beat.max_silence_s > kStoppedSilenceSeconds ||
+          beat.unix + kStoppedSilenceSeconds < newest) {
+        all_waited = false;
+      }
+    }
+    if (all_waited) report.rank_behind = -1;
     report.lost_contact = report.rank_behind < 0 && report.timed_out_ranks.size() >= 2;
   }
   const std::size_t keep = std::min<std::size_t>(mpirun_output.size(), kFailureTailLines);

@@ -224,6 +224,15 @@ TEST(FailureReport, RanksThatTimedOutWaitingForEachOtherLostContact) {
   EXPECT_EQ(j["lost_contact"], true);
   EXPECT_EQ(j["timed_out_ranks"], nlohmann::json({0, 1}));
   EXPECT_FALSE(j.contains("rank_behind"));
+  // The cut landed mid-step: rank 0 had started two more collectives than rank 1, which
+  // then entered its own and timed out too (tests/integration/link_cut.sh, seen in CI).
+  WriteFile(tmp.path() + "/rank-1.heartbeat",
+            R"({"rank": 1, "step": 24, "phase": "abort", "unix": 2000.2, "max_silence_s": 1.0, )"
+            R"("collectives_started": 52, "collectives_completed": 52})");
+  r = AnalyzeFailure(tmp.path(), 1'000'000'000'000, {}, 1, 1, 0);
+  EXPECT_EQ(r.rank_behind, -1);
+  EXPECT_TRUE(r.lost_contact);
+  beat(1, 2000.6);
   bool said = false;
   for (const std::string& line : FailureSummary(r, "f", false)) {
     said = said || line ==
