@@ -35,23 +35,29 @@ checkpoint: {every_steps: 10, keep: 2}
 metrics: {enabled: false}
 EOF
 
+# stop_past_step20 RUN_DIR RANK: SIGSTOP that rank once its heartbeat is past step 20 of
+# the first attempt; sets STOPPED_PID and STOP_S (empty when it never got there).
+stop_past_step20() {
+  local run_dir=$1 rank=$2 beat=$1/logs/rank-$2.heartbeat
+  STOPPED_PID="" STOP_S=""
+  for _ in $(seq 1 600); do
+    if [[ -f $beat ]] && (($(python3 -c 'import json,sys;print(json.load(open(sys.argv[1]))["step"])' "$beat" 2>/dev/null || echo 0) >= 20)); then
+      STOPPED_PID=$(sed -n 's/.*pid \([0-9]*\), attempt 1).*/\1/p' "$run_dir/logs/rank-$rank.log" | head -n 1)
+      if [[ -n $STOPPED_PID ]] && kill -STOP "$STOPPED_PID" 2>/dev/null; then
+        STOP_S=$(date +%s.%N)
+        rp_log "stopped rank $rank (pid $STOPPED_PID)"
+      fi
+      return 0
+    fi
+    sleep 0.1
+  done
+}
+
 run=$RP_TMP/run
 rp_run "$JOB_LIMIT_S" "$RP_TMP/out" "$run" "$job" &
 runner=$!
-# Stop rank 1 once it is past step 20 of the first attempt.
-stopped_pid="" stop_s=""
-for _ in $(seq 1 600); do
-  beat=$run/logs/rank-1.heartbeat
-  if [[ -f $beat ]] && (($(python3 -c 'import json,sys;print(json.load(open(sys.argv[1]))["step"])' "$beat" 2>/dev/null || echo 0) >= 20)); then
-    stopped_pid=$(sed -n 's/.*pid \([0-9]*\), attempt 1).*/\1/p' "$run/logs/rank-1.log" | head -n 1)
-    if [[ -n $stopped_pid ]] && kill -STOP "$stopped_pid" 2>/dev/null; then
-      stop_s=$(date +%s.%N)
-      rp_log "stopped rank 1 (pid $stopped_pid)"
-    fi
-    break
-  fi
-  sleep 0.1
-done
+stop_past_step20 "$run" 1
+stopped_pid=$STOPPED_PID stop_s=$STOP_S
 wait "$runner" || true
 # rp_run ran in a subshell: its status is in the output's last lines, not RP_RC.
 if [[ -z $stop_s ]]; then
@@ -107,19 +113,8 @@ fi
 solo=$RP_TMP/solo
 rp_run "$JOB_LIMIT_S" "$RP_TMP/solo.out" "$solo" "$job" --set world.procs_per_node=1 &
 runner=$!
-solo_pid="" solo_stop_s=""
-for _ in $(seq 1 600); do
-  beat=$solo/logs/rank-0.heartbeat
-  if [[ -f $beat ]] && (($(python3 -c 'import json,sys;print(json.load(open(sys.argv[1]))["step"])' "$beat" 2>/dev/null || echo 0) >= 20)); then
-    solo_pid=$(sed -n 's/.*pid \([0-9]*\), attempt 1).*/\1/p' "$solo/logs/rank-0.log" | head -n 1)
-    if [[ -n $solo_pid ]] && kill -STOP "$solo_pid" 2>/dev/null; then
-      solo_stop_s=$(date +%s.%N)
-      rp_log "stopped the only rank (pid $solo_pid)"
-    fi
-    break
-  fi
-  sleep 0.1
-done
+stop_past_step20 "$solo" 0
+solo_pid=$STOPPED_PID solo_stop_s=$STOP_S
 wait "$runner" || true
 solo_report=$solo/attempts/1/failure.json
 if [[ -z $solo_stop_s ]]; then
