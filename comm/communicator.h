@@ -76,9 +76,11 @@ class Communicator {
   virtual void Progress() {}
 
   /// CUDA graphs: collectives captured while a timeline is set are stamped on the GPU
-  /// (comm/device_timeline.h); after each replay the graph's owner calls OnReplayLaunched,
-  /// and OnReplayTimed with the replay's marks once it has finished, which reports them to
-  /// the observer and advances the sequence numbers. Not owned; no-ops for MPI.
+  /// (comm/device_timeline.h); after each replay the graph's owner calls OnReplayLaunched
+  /// (on the training thread, the replay's stream current; NCCL also puts the replay under
+  /// its comm.timeout_s watchdog), and OnReplayTimed with the replay's marks once it has
+  /// finished, which reports them to the observer and advances the sequence numbers. Not
+  /// owned; no-ops for MPI.
   void set_timeline(DeviceTimeline* timeline) { timeline_ = timeline; }
   virtual void OnReplayLaunched() {}
   virtual void OnReplayTimed(const std::vector<uint64_t>& marks) {}

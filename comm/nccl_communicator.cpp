@@ -244,7 +244,7 @@ std::unique_ptr<Work> NcclCommunicator::Enqueue(CollectiveOp op, const at::Tenso
   const uint64_t seq = started_seq_.fetch_add(1) + 1;
   {
     std::lock_guard<std::mutex> lock(pending_mu_);
-    pending_.push_back({seq, {Now(), done}});
+    pending_.push_back({seq, Now(), done, /*replay=*/false});
   }
   timed_.push_back({op, bytes, start, done});
   return std::make_unique<NcclWork>(std::move(done));
@@ -302,7 +302,18 @@ void NcclCommunicator::Progress() {
 }
 
 void NcclCommunicator::OnReplayLaunched() {
-  started_seq_.fetch_add(captured_.size(), std::memory_order_relaxed);
+  const uint64_t last =
+      started_seq_.fetch_add(captured_.size(), std::memory_order_relaxed) + captured_.size();
+  if (captured_.empty()) return;
+  // A replay's collectives never pass through Enqueue, so the watchdog cannot see them one
+  // by one; an event after the replay stands for all of them. Without it a peer stopped
+  // mid-replay left this rank spinning in NCCL's kernel until the next control-plane
+  // collective timed out. Recording is asynchronous: no host sync on the hot path.
+  std::shared_ptr<void> done = MakeEvent(cudaEventDisableTiming);
+  if (!done) AbortJob("cudaEventCreateWithFlags failed");
+  CUDA_CHECK_FATAL(cudaEventRecord(Ev(done), c10::cuda::getCurrentCUDAStream(device_).stream()));
+  std::lock_guard<std::mutex> lock(pending_mu_);
+  pending_.push_back({last, Now(), std::move(done), /*replay=*/true});
 }
 
 void NcclCommunicator::OnReplayTimed(const std::vector<uint64_t>& marks) {
@@ -327,11 +338,13 @@ void NcclCommunicator::WatchdogLoop() {
       AbortJob(std::string("NCCL asynchronous error: ") + ncclGetErrorString(async));
     }
     std::lock_guard<std::mutex> lock(pending_mu_);
-    while (!pending_.empty() && cudaEventQuery(Ev(pending_.front().second.second)) == cudaSuccess) {
+    while (!pending_.empty() && cudaEventQuery(Ev(pending_.front().done)) == cudaSuccess) {
       pending_.pop_front();
     }
-    if (!pending_.empty() && Now() - pending_.front().second.first > options_.timeout_s) {
-      AbortJob("collective #" + std::to_string(pending_.front().first) + " not complete after " +
+    if (!pending_.empty() && Now() - pending_.front().issued_s > options_.timeout_s) {
+      const Pending& p = pending_.front();
+      AbortJob((p.replay ? "CUDA graph replay (collectives to #" : "collective #") +
+               std::to_string(p.seq) + (p.replay ? ")" : "") + " not complete after " +
                std::to_string(options_.timeout_s) +
                " s (comm.timeout_s); a peer rank is hung or dead");
     }

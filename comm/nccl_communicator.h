@@ -116,10 +116,16 @@ class NcclCommunicator : public Communicator {
   std::deque<Timed> timed_;         // training thread only
   std::vector<Captured> captured_;  // likewise
 
-  // Watchdog: the training thread publishes (seq, issue time) of each collective it
-  // enqueued and the last sequence observed complete.
+  // Watchdog: the training thread publishes each collective it enqueued and each graph
+  // replay it launched, with issue time and completion event.
+  struct Pending {
+    uint64_t seq;  // the collective's; a replay's last collective
+    double issued_s;
+    std::shared_ptr<void> done;  // cudaEvent_t
+    bool replay;
+  };
   std::mutex pending_mu_;
-  std::deque<std::pair<uint64_t, std::pair<double, std::shared_ptr<void>>>> pending_;
+  std::deque<Pending> pending_;
   std::atomic<bool> stop_{false};
   std::thread watchdog_;
 };

@@ -6,11 +6,13 @@
 #   crash      rank 0 exits at step 1250 (fault.crash_*): restart from 1000, finish
 #   kill9      rank 0 is killed with SIGKILL once past step 1100: restart, finish
 #   sigstop    rank 0 is stopped with SIGSTOP once past step 1100, inside the graphed step
-#              or between steps: the hang is detected (a collective timeout with peers,
-#              the launcher's heartbeat watch alone), the attempt stopped, restart, finish
+#              or between steps: the hang is detected (with peers: the other rank's NCCL
+#              watchdog, which watches each graph replay; alone: the launcher's heartbeat
+#              watch), the attempt stopped, restart, finish
 # Each faulty run must finish with restarts 1 and the straight run's param_sha256 (bit
 # for bit). Prints a table last; exit 1 on any failure.
-# Usage: tests/gpu/fault_matrix.sh [OUT_DIR]
+# Usage: [FAULT_MATRIX_GPUS=N] tests/gpu/fault_matrix.sh [OUT_DIR]  (default: 2 when the
+# machine has them, else 1)
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/env.sh"
 [[ -x "$RP" ]] || gpu_build
@@ -18,6 +20,7 @@ OUT="${1:-$(mktemp -d)}"
 mkdir -p "$OUT"
 GPUS=$(nvidia-smi -L | wc -l)
 ((GPUS >= 2)) && GPUS=2
+GPUS=${FAULT_MATRIX_GPUS:-$GPUS}
 readonly LIMIT_S=240 TIMEOUT_S=10 FAULT_AFTER_STEP=1100
 rows=()
 fail=0
@@ -104,6 +107,9 @@ if [[ -n $SIG_T ]]; then
     detected="report $(python3 -c "import os;print(round(os.path.getmtime('$report') - $SIG_T, 1))") s after SIGSTOP"
     hang=$(json_field "$report" hang)
     [[ $hang != missing ]] && detected+=": $hang"
+    detected+="; rank behind $(json_field "$report" rank_behind)"
+    fatal=$(json_field "$report" fatal_message)
+    [[ $fatal != missing ]] && detected+="; FATAL: $fatal"
   fi
 fi
 finish sigstop "SIGSTOP of rank 0 past step $FAULT_AFTER_STEP" "$detected"
