@@ -230,6 +230,7 @@ std::unique_ptr<Work> NcclCommunicator::Enqueue(CollectiveOp op, const at::Tenso
     timeline_->Mark(marks, comm_stream);
   }
   launch(comm_stream);
+  if (capturing) ++captured_collectives_;
   if (marks > 0) {
     timeline_->Mark(marks + 1, comm_stream);
     captured_.push_back({op, bytes, marks, marks + 1});
@@ -302,9 +303,9 @@ void NcclCommunicator::Progress() {
 }
 
 void NcclCommunicator::OnReplayLaunched() {
-  const uint64_t last =
-      started_seq_.fetch_add(captured_.size(), std::memory_order_relaxed) + captured_.size();
-  if (captured_.empty()) return;
+  const uint64_t n = captured_collectives_;
+  const uint64_t last = started_seq_.fetch_add(n, std::memory_order_relaxed) + n;
+  if (n == 0) return;
   // A replay's collectives never pass through Enqueue, so the watchdog cannot see them one
   // by one; an event after the replay stands for all of them. Without it a peer stopped
   // mid-replay left this rank spinning in NCCL's kernel until the next control-plane
@@ -324,7 +325,7 @@ void NcclCommunicator::OnReplayTimed(const std::vector<uint64_t>& marks) {
       obs->OnCollective(c.op, c.bytes, (end - start) * 1e-9, timeline_->ToUnix(start));
     }
   }
-  completed_seq_.fetch_add(captured_.size(), std::memory_order_relaxed);
+  completed_seq_.fetch_add(captured_collectives_, std::memory_order_relaxed);
 }
 
 void NcclCommunicator::WatchdogLoop() {
@@ -341,19 +342,42 @@ void NcclCommunicator::WatchdogLoop() {
     while (!pending_.empty() && cudaEventQuery(Ev(pending_.front().done)) == cudaSuccess) {
       pending_.pop_front();
     }
-    if (!pending_.empty() && Now() - pending_.front().issued_s > options_.timeout_s) {
+    const double age = pending_.empty() ? 0 : Now() - pending_.front().issued_s;
+    if (age > options_.timeout_s) {
+      // The MPI communicator's wording, so that failure reports read both alike.
       const Pending& p = pending_.front();
       AbortJob((p.replay ? "CUDA graph replay (collectives to #" : "collective #") +
                std::to_string(p.seq) + (p.replay ? ")" : "") + " not complete after " +
-               std::to_string(options_.timeout_s) +
-               " s (comm.timeout_s); a peer rank is hung or dead");
+               std::to_string(age) + " s (comm.timeout_s " + std::to_string(options_.timeout_s) +
+               "); a peer rank is stopped, hung or dead");
     }
   }
 }
 
 void NcclCommunicator::AbortJob(const std::string& why) {
-  if (comm_) ncclCommAbort(comm_);
-  ::ringpilot::comm::AbortJob("nccl communicator: " + why, 3);
+  // The FATAL line goes out before ncclCommAbort: the abort frees this rank's kernels so
+  // the process can exit, but it may itself wait on a kernel that never ends, and a rank
+  // hung in its own abort would tell no one. It gets kAbortWaitS in a thread of its own;
+  // MPI_Abort ends the job either way.
+  ::ringpilot::comm::AbortJob("nccl communicator: " + why, 3, [comm = comm_] {
+    if (!comm) return;
+    constexpr double kAbortWaitS = 5;
+    auto returned = std::make_shared<std::atomic<bool>>(false);
+    std::thread([comm, returned] {
+      ncclCommAbort(comm);
+      returned->store(true);
+    }).detach();
+    const double deadline = Now() + kAbortWaitS;
+    while (!returned->load() && Now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    if (!returned->load()) {
+      std::fprintf(
+          stderr,
+          "ringpilot: ncclCommAbort did not return within %.0f s; ending the job without it (%s)\n",
+          kAbortWaitS, ProcessLocation().c_str());
+    }
+  });
 }
 
 }  // namespace ringpilot::comm

@@ -52,7 +52,7 @@ std::atomic_flag g_aborting = ATOMIC_FLAG_INIT;
 
 void SetFatalReporter(FatalReporter reporter) { g_fatal_reporter.store(reporter); }
 
-void AbortJob(const std::string& message, int status) {
+void AbortJob(const std::string& message, int status, const std::function<void()>& after_report) {
   // Two threads may give up at once (the training thread in a collective, the NCCL
   // watchdog): the first one speaks, the other waits to be killed with the job.
   if (g_aborting.test_and_set()) {
@@ -65,6 +65,7 @@ void AbortJob(const std::string& message, int status) {
     std::fprintf(stderr, "ringpilot: FATAL %s\n", line.c_str());
     std::fflush(stderr);
   }
+  if (after_report) after_report();
   int initialized = 0, finalized = 0;
   MPI_Initialized(&initialized);
   MPI_Finalized(&finalized);

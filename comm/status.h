@@ -3,6 +3,7 @@
 // multi-node failure is only actionable when you know where it happened.
 #pragma once
 
+#include <functional>
 #include <stdexcept>
 #include <string>
 
@@ -34,9 +35,11 @@ using FatalReporter = void (*)(const std::string& message);
 void SetFatalReporter(FatalReporter reporter);
 
 /// Ends the whole job from a hot path (no throwing): `message` + " (rank R on HOST)" to
-/// the FatalReporter (else stderr), then MPI_Abort(MPI_COMM_WORLD, status) and
+/// the FatalReporter (else stderr), then `after_report` when given (last clean-up that may
+/// block: the report is out first), then MPI_Abort(MPI_COMM_WORLD, status) and
 /// _Exit(status).
-[[noreturn]] void AbortJob(const std::string& message, int status);
+[[noreturn]] void AbortJob(const std::string& message, int status,
+                           const std::function<void()>& after_report = {});
 
 }  // namespace ringpilot::comm
 
