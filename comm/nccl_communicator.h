@@ -113,8 +113,8 @@ class NcclCommunicator : public Communicator {
   };
   std::vector<Registered> registered_;
   int64_t registered_bytes_ = 0;
-  std::deque<Timed> timed_;         // training thread only
-  std::vector<Captured> captured_;  // likewise; only those a timeline stamps
+  std::deque<Timed> timed_;            // training thread only
+  std::vector<Captured> captured_;     // likewise; only those a timeline stamps
   uint64_t captured_collectives_ = 0;  // every collective captured, timeline or not
 
   // Watchdog: the training thread publishes each collective it enqueued and each graph

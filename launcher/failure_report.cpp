@@ -463,7 +463,8 @@ std::vector<std::string> FailureSummary(const FailureReport& report,
     if (report.fatal) {
       line += ": " + report.fatal->message;
     } else if (report.rank_source == "hang") {
-      line += " (the rank the others waited for: the job hung)";
+      line += report.heartbeats.size() > 1 ? " (the rank the others waited for: the job hung)"
+                                           : " (it stopped beating: the job hung)";
     } else {
       line += " (named by mpirun; it wrote no FATAL line)";
     }
@@ -489,7 +490,13 @@ std::vector<std::string> FailureSummary(const FailureReport& report,
       most = std::max(most, other.collectives_completed);
     }
     char line[384];
-    if (b.comm.empty()) {
+    if (report.heartbeats.size() == 1) {
+      std::snprintf(line, sizeof line,
+                    "ringpilot: rank behind: %d (the only rank): last heard in %s at step %lld, "
+                    "%llu collectives done",
+                    report.rank_behind, b.phase.c_str(), static_cast<long long>(b.step + 1),
+                    static_cast<unsigned long long>(b.collectives_completed));
+    } else if (b.comm.empty()) {
       std::snprintf(line, sizeof line,
                     "ringpilot: rank behind: %d (the others waited for it): last heard %.1f s "
                     "before the others, in %s at step %lld, %llu of %llu collectives done",

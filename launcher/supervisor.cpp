@@ -450,8 +450,9 @@ void Supervisor::ReportFailure(const Attempt& last, int attempts, JobOutcome* ou
       report.first_failing_rank = report.rank_behind;
       report.rank_source = "hang";
     } else if (report.heartbeats.size() == 1) {
-      // A job of one rank: the rank that hung is the only one.
+      // A job of one rank: the rank that hung is the only one, and the one behind.
       report.first_failing_rank = report.heartbeats.begin()->first;
+      report.rank_behind = report.first_failing_rank;
       report.rank_source = "hang";
     }
   }

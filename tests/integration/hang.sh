@@ -11,8 +11,9 @@
 # Then the same job on ONE rank, stopped past step 20: no collective can time out, so the
 # launcher's heartbeat watch must see it (comm.timeout_s + 5 s of silence, checked every
 # 5 s):
-#   (e) attempts/1/failure.json says the job hung, naming rank 0's silence, within
-#       comm.timeout_s + 15 s of the SIGSTOP; the job restarts and finishes.
+#   (e) attempts/1/failure.json says the job hung, naming rank 0's silence and rank 0 as the
+#       rank behind, within comm.timeout_s + 15 s of the SIGSTOP; the job restarts and
+#       finishes.
 #
 # Usage: RINGPILOT_BUILD_DIR=build tests/integration/hang.sh
 set -euo pipefail
@@ -123,11 +124,12 @@ if [[ -z $solo_stop_s ]]; then
 elif [[ -f $solo_report ]]; then
   took=$(python3 -c 'import os,sys;print(round(os.path.getmtime(sys.argv[1]) - float(sys.argv[2]), 1))' "$solo_report" "$solo_stop_s")
   hang=$(rp_json "$solo_report" hang)
-  if [[ $hang == "rank 0 wrote no heartbeat for "* ]] &&
+  behind=$(rp_json "$solo_report" rank_behind)
+  if [[ $hang == "rank 0 wrote no heartbeat for "* && $behind == 0 ]] &&
     python3 -c 'import sys;sys.exit(0 if float(sys.argv[1]) <= float(sys.argv[2]) else 1)' "$took" "$((TIMEOUT_S + 15))"; then
-    rp_row "(e) one rank: detected" "report ${took} s after SIGSTOP: hang '$hang'" PASS
+    rp_row "(e) one rank: detected" "report ${took} s after SIGSTOP: hang '$hang', rank_behind 0" PASS
   else
-    rp_row "(e) one rank: detected" "report ${took} s after SIGSTOP (limit $((TIMEOUT_S + 15)) s): hang '$hang'" FAIL
+    rp_row "(e) one rank: detected" "report ${took} s after SIGSTOP (limit $((TIMEOUT_S + 15)) s): hang '$hang', rank_behind '$behind'" FAIL
   fi
 else
   rp_row "(e) one rank: detected" "no $solo_report" FAIL

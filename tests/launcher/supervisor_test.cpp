@@ -466,5 +466,38 @@ exit 0
   EXPECT_EQ(report["exit_code"], 143);
 }
 
+// A job of one rank that stops beating: no peer times out, so the hang watch alone
+// stops it, and the report names that rank as the first failing rank and the rank behind,
+// in words for a rank without peers.
+TEST(Supervisor, HangOfTheOnlyRankNamesIt) {
+  Harness h;
+  SupervisorOptions o = h.Options(0);
+  o.hang_check_period_s = 0.1;
+  o.kill_grace_s = 5;
+  int checks = 0;
+  o.hang_check = [&](double) {
+    return ++checks == 2 ? std::string("rank 0 wrote no heartbeat for 16 s (comm.timeout_s 8)")
+                         : "";
+  };
+  Supervisor sup(o);
+  const JobOutcome outcome = sup.Run(h.Script(R"sh(#!/bin/sh
+logs="$RINGPILOT_RUN_DIR/logs"
+mkdir -p "$logs"
+printf '{"rank": 0, "step": 24, "phase": "step", "unix": %s, "collectives_started": 50, "collectives_completed": 49}' "$(date +%s)" > "$logs/rank-0.heartbeat"
+trap 'exit 143' TERM
+while :; do sleep 0.05; done
+)sh"));
+  EXPECT_NE(outcome.exit_status, 0);
+  EXPECT_EQ(outcome.first_failing_rank, 0);
+  const nlohmann::json report = nlohmann::json::parse(ReadFile(h.layout.failure_json));
+  EXPECT_EQ(report["first_failing_rank"], 0);
+  EXPECT_EQ(report["rank_behind"], 0);
+  EXPECT_EQ(report["first_failing_rank_source"], "hang");
+  EXPECT_TRUE(h.ProgressHas("ringpilot: first failing rank: 0 (it stopped beating: the job hung)"));
+  EXPECT_TRUE(
+      h.ProgressHas("ringpilot: rank behind: 0 (the only rank): last heard in step at step 25, 49 "
+                    "collectives done"));
+}
+
 }  // namespace
 }  // namespace ringpilot::launcher
