@@ -1,6 +1,7 @@
-// The run over its attempts (see diagnose.h): which steps each attempt trained, how it
-// ended, and every rank's steps and time summed over attempts, so that a job restarted
-// after a crash is diagnosed whole, not by its last attempt alone.
+// The run over its attempts (see diagnose.h): which steps each attempt of each `ringpilot
+// run` of the directory trained, how it ended, and every rank's steps and time summed over
+// attempts, so that a job restarted after a crash, or run again after a preemption, is
+// diagnosed whole, not by its last attempt alone.
 #include <algorithm>
 #include <cmath>
 #include <sstream>
@@ -14,10 +15,22 @@ namespace {
 using nlohmann::json;
 
 std::string Steps(const history::AttemptRecord& a) {
-  if (!a.first_step)
-    return "steps unknown (no attempts/" + std::to_string(a.attempt) + "/summary.json)";
+  if (!a.first_step) return "steps unknown (no " + a.dir + "/summary.json)";
   if (a.StepsTrained() == 0) return "no step";
   return "steps " + std::to_string(*a.first_step) + "-" + std::to_string(a.last_step);
+}
+
+// "attempt N", or "run R attempt N" when the directory was run more than once (attempt
+// numbers start from 1 in every run).
+std::string Label(int runs, int run, int attempt) {
+  return (runs > 1 ? "run " + std::to_string(run) + " " : "") + "attempt " +
+         std::to_string(attempt);
+}
+
+// A (run, attempt) key of the per-rank tables: "N", or "R.N" over several runs.
+std::string Key(int runs, const std::pair<int, int>& run_attempt) {
+  return (runs > 1 ? std::to_string(run_attempt.first) + "." : "") +
+         std::to_string(run_attempt.second);
 }
 
 // launcher.json's state, else what the attempts say.
@@ -41,33 +54,41 @@ void AnalyzeAttempts(Diagnosis* d) {
   // record still says running: that attempt ended with it.
   if (!d->data.attempts.empty() && d->data.launcher && v.state != "running" &&
       d->data.attempts.back().outcome == history::kRunning) {
-    d->data.attempts.back().outcome = v.state == "failed" ? history::kFailed : "interrupted";
+    d->data.attempts.back().outcome =
+        v.state == "failed" ? history::kFailed : history::kInterrupted;
   }
   const RunData& run = d->data;
   v.coverage = history::CoverageOf(run.attempts);
+  v.runs = history::RunsOf(run.attempts);
   for (const history::AttemptRecord& a : run.attempts) {
-    if (a.outcome == history::kFailed) v.failed.push_back(a.attempt);
+    if (a.outcome != history::kFailed) continue;
+    ++v.failed_total;
+    if (a.run == v.runs) v.failed.push_back(a.attempt);
   }
   std::map<int, RankAttemptsRow> rows;
-  for (const auto& [attempt, ranks] : run.attempt_ranks) {
+  for (const auto& [key, ranks] : run.attempt_ranks) {
     for (const RankStats& r : ranks) {
       RankAttemptsRow& row = rows[r.rank];
       row.rank = r.rank;
       row.steps += r.steps;
       row.step_seconds += r.steps * r.step_mean;
-      row.steps_by_attempt[attempt] += r.steps;
+      row.steps_by_attempt[key] += r.steps;
     }
   }
   for (const auto& [rank, row] : rows) v.ranks.push_back(row);
   if (run.ranks_from_attempt > 0) {
+    std::string dir;
+    for (const history::AttemptRecord& a : run.attempts) {
+      if (a.run == run.ranks_from_run && a.attempt == run.ranks_from_attempt) dir = a.dir;
+    }
     d->warnings.push_back(
-        "per-rank statistics are attempt " + std::to_string(run.ranks_from_attempt) +
-        "'s as of its last checkpoint (attempts/" + std::to_string(run.ranks_from_attempt) +
-        "/rank-<N>.stats.json): the run has not finished");
+        "per-rank statistics are " + Label(v.runs, run.ranks_from_run, run.ranks_from_attempt) +
+        "'s as of its last checkpoint (" + dir + "/rank-<N>.stats.json): the run has not finished");
   }
-  if (!v.failed.empty()) {
-    d->warnings.push_back(std::to_string(v.failed.size()) + " of " +
-                          std::to_string(run.attempts.size()) + " attempts failed");
+  if (v.failed_total > 0) {
+    d->warnings.push_back(std::to_string(v.failed_total) + " of " +
+                          std::to_string(run.attempts.size()) + " attempts failed" +
+                          (v.runs > 1 ? " over " + std::to_string(v.runs) + " runs" : ""));
   }
   if (v.coverage.redone > 0) {
     d->warnings.push_back(std::to_string(v.coverage.redone) +
@@ -81,10 +102,17 @@ std::string RenderAttemptsText(const Diagnosis& d) {
   const AttemptsView& v = d.attempts;
   if (run.attempts.empty()) return "";
   std::ostringstream out;
-  out << "\nattempts: " << run.attempts.size() << " (" << v.state;
-  if (!v.failed.empty()) {
-    out << "; failed:";
-    for (const int n : v.failed) out << " " << n;
+  out << "\nattempts: " << run.attempts.size();
+  if (v.runs > 1) out << " in " << v.runs << " runs";
+  out << " (" << v.state;
+  if (v.failed_total > 0) {
+    std::string failed;
+    for (const history::AttemptRecord& a : run.attempts) {
+      if (a.outcome != history::kFailed) continue;
+      failed += (failed.empty() ? " " : (v.runs > 1 ? ", " : " ")) +
+                (v.runs > 1 ? Label(v.runs, a.run, a.attempt) : std::to_string(a.attempt));
+    }
+    out << "; failed:" << failed;
   }
   out << "); steps trained " << v.coverage.steps_trained;
   if (v.coverage.first_step) {
@@ -93,23 +121,24 @@ std::string RenderAttemptsText(const Diagnosis& d) {
   }
   out << "\n";
   for (const history::AttemptRecord& a : run.attempts) {
-    out << "  attempt " << a.attempt << ": " << a.outcome << ", " << Steps(a);
+    out << "  " << Label(v.runs, a.run, a.attempt) << ": " << a.outcome << ", " << Steps(a);
     if (a.steps_per_second) out << ", " << base::FormatFixed(*a.steps_per_second, 2) << " steps/s";
     if (!a.failure.empty()) out << " -- " << a.failure;
     out << "\n";
   }
   if (!v.ranks.empty()) {
-    out << "per-rank timed steps over all attempts (attempts/N/rank-<R>.stats.json):\n";
+    out << "per-rank timed steps over all attempts ("
+        << (v.runs > 1 ? "attempts/N/ and the earlier runs' attempts.prev*/N/" : "attempts/N/")
+        << "rank-<R>.stats.json):\n";
     for (const RankAttemptsRow& r : v.ranks) {
       out << "  rank " << r.rank << ": " << base::FormatFixed(r.steps, 0) << " steps, "
           << base::FormatFixed(r.step_seconds, 3) << " s";
       if (r.steps > 0) out << " (mean " << base::FormatFixed(r.step_seconds / r.steps, 4) << " s)";
       std::string by;
-      for (const auto& [attempt, steps] : r.steps_by_attempt) {
-        by +=
-            (by.empty() ? "" : ", ") + std::to_string(attempt) + ": " + base::FormatFixed(steps, 0);
+      for (const auto& [key, steps] : r.steps_by_attempt) {
+        by += (by.empty() ? "" : ", ") + Key(v.runs, key) + ": " + base::FormatFixed(steps, 0);
       }
-      out << "; by attempt " << by << "\n";
+      out << "; by " << (v.runs > 1 ? "run.attempt " : "attempt ") << by << "\n";
     }
   }
   return out.str();
@@ -123,22 +152,25 @@ json AttemptsToJson(const Diagnosis& d) {
   json ranks = json::array();
   for (const RankAttemptsRow& r : v.ranks) {
     json by = json::object();
-    for (const auto& [attempt, steps] : r.steps_by_attempt) by[std::to_string(attempt)] = steps;
+    for (const auto& [key, steps] : r.steps_by_attempt) by[Key(v.runs, key)] = steps;
     ranks.push_back({{"rank", r.rank},
                      {"steps", r.steps},
                      {"step_seconds", r.step_seconds},
                      {"steps_by_attempt", by}});
   }
   return {{"count", d.data.attempts.size()},
+          {"runs", v.runs},
           {"state", v.state},
           {"failed", v.failed},
+          {"failed_total", v.failed_total},
           {"steps_trained", v.coverage.steps_trained},
           {"steps_redone", v.coverage.redone},
           {"first_step", v.coverage.first_step ? json(*v.coverage.first_step) : json(nullptr)},
           {"last_step", v.coverage.last_step ? json(*v.coverage.last_step) : json(nullptr)},
           {"list", rows},
           {"ranks", ranks},
-          {"ranks_from_attempt", d.data.ranks_from_attempt}};
+          {"ranks_from_attempt", d.data.ranks_from_attempt},
+          {"ranks_from_run", d.data.ranks_from_run}};
 }
 
 }  // namespace ringpilot::diagnose

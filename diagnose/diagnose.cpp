@@ -161,7 +161,7 @@ RunData LoadRun(const std::string& run_dir, const std::string& infiniband_dir) {
   LoadPluginRanks(run_dir, &data);
   data.attempts = history::ReadAttempts(run_dir);
   for (const history::AttemptRecord& a : data.attempts) {
-    const fs::path dir = history::AttemptDir(run_dir, a.attempt);
+    const fs::path dir = root / a.dir;
     std::vector<std::pair<int, fs::path>> files;
     for (const auto& entry : fs::directory_iterator(dir, ec)) {
       const std::string name = entry.path().filename().string();
@@ -171,7 +171,7 @@ RunData LoadRun(const std::string& run_dir, const std::string& infiniband_dir) {
     }
     std::sort(files.begin(), files.end());
     for (const auto& [rank, path] : files) {
-      data.attempt_ranks[a.attempt].push_back(
+      data.attempt_ranks[{a.run, a.attempt}].push_back(
           ParseRankStats(ReadJsonFile(path.string()), path.string(), rank));
     }
   }
@@ -194,7 +194,8 @@ RunData LoadRun(const std::string& run_dir, const std::string& infiniband_dir) {
   // interrupted, failed) still has its attempts' records as of their last checkpoint.
   if (!data.summary && !data.attempt_ranks.empty()) {
     data.ranks = data.attempt_ranks.rbegin()->second;
-    data.ranks_from_attempt = data.attempt_ranks.rbegin()->first;
+    data.ranks_from_run = data.attempt_ranks.rbegin()->first.first;
+    data.ranks_from_attempt = data.attempt_ranks.rbegin()->first.second;
   }
   for (const auto& [rank, path] : nccl_files) {
     std::ifstream in(path);

@@ -124,12 +124,16 @@ struct RunData {
   /// logs/topology-<host>.json (written by `ringpilot exec --bind`): host -> path.
   std::map<std::string, std::string> topology_files;
   double now_unix = 0;  ///< when it was read: a live run's files are this old
-  std::vector<history::AttemptRecord> attempts;  ///< RUN_DIR/attempts/N/, by N
-  /// attempts/N/rank-R.stats.json: attempt -> its ranks' statistics (sorted by rank).
-  std::map<int, std::vector<RankStats>> attempt_ranks;
-  /// `ranks` come from the last attempt that recorded any (attempts/N/), not logs/: the
-  /// run did not finish (live, interrupted or failed). 0 when from logs/.
+  /// Every run's attempts (history::ReadAttempts): attempts.prev.N/, attempts.prev/,
+  /// attempts/; each run's by N.
+  std::vector<history::AttemptRecord> attempts;
+  /// rank-R.stats.json in each attempt's directory: (run, attempt) -> its ranks' statistics
+  /// (sorted by rank).
+  std::map<std::pair<int, int>, std::vector<RankStats>> attempt_ranks;
+  /// `ranks` come from the last attempt that recorded any (its rank-R.stats.json), not
+  /// logs/: the run did not finish (live, interrupted or failed). 0 when from logs/.
   int ranks_from_attempt = 0;
+  int ranks_from_run = 0;                  ///< ... and the run that attempt belongs to
   std::optional<nlohmann::json> launcher;  ///< RUN_DIR/launcher.json, when readable
 };
 
@@ -138,13 +142,15 @@ struct RankAttemptsRow {
   int rank = 0;
   double steps = 0;         ///< timed steps, summed over attempts
   double step_seconds = 0;  ///< their time: steps x mean step time, summed
-  std::map<int, double> steps_by_attempt;
+  std::map<std::pair<int, int>, double> steps_by_attempt;  ///< by (run, attempt)
 };
 
 /// The run over its attempts.
 struct AttemptsView {
   history::StepCoverage coverage;
-  std::vector<int> failed;  ///< attempt numbers
+  std::vector<int> failed;  ///< the last run's failed attempts' numbers
+  int failed_total = 0;     ///< failed attempts over every run
+  int runs = 0;             ///< history::RunsOf
   std::vector<RankAttemptsRow> ranks;
   /// How the run stands: "finished", "failed", "stopped", "running" (launcher.json), else
   /// from the attempts: "finished" (summary.json), "failed", "preempted", "live or

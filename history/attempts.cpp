@@ -74,10 +74,78 @@ void ApplyFailure(const json& failure, AttemptRecord* a) {
   }
 }
 
+// The attempts of one run: `dir`/N/ with a summary.json or a failure.json, by N; `rel` is
+// `dir` relative to the run directory.
+std::vector<AttemptRecord> ReadRun(const std::string& dir, const std::string& rel) {
+  std::map<int, AttemptRecord> found;
+  for (const std::string& name : base::ListDir(dir)) {
+    char* end = nullptr;
+    const long n = std::strtol(name.c_str(), &end, 10);
+    if (name.empty() || *end != '\0' || n < 1 || n > 1000000) continue;
+    const json summary = ReadObject(dir + "/" + name + "/summary.json");
+    const json failure = ReadObject(dir + "/" + name + "/failure.json");
+    if (summary.is_null() && failure.is_null()) continue;
+    AttemptRecord a;
+    a.attempt = static_cast<int>(n);
+    a.dir = rel + "/" + std::to_string(n);
+    if (!summary.is_null()) {
+      a.first_step = IntOf(summary, "first_step");
+      a.last_step = IntOf(summary, "last_step").value_or(0);
+      if (summary.contains("outcome") && summary["outcome"].is_string()) {
+        a.outcome = summary["outcome"].get<std::string>();
+      }
+      a.steps_per_second = NumberOf(summary, "steps_per_second");
+      a.started_unix = NumberOf(summary, "started_unix").value_or(0);
+    }
+    if (!failure.is_null()) ApplyFailure(failure, &a);
+    found[a.attempt] = a;
+  }
+  std::vector<AttemptRecord> out;
+  for (auto& [n, a] : found) out.push_back(std::move(a));
+  return out;
+}
+
 }  // namespace
 
+std::string PrevPath(const std::string& path) { return path + ".prev"; }
+
+std::vector<std::string> PrevPaths(const std::string& path) {
+  const std::string prev = PrevPath(path);
+  const size_t slash = prev.rfind('/');
+  const std::string dir = slash == std::string::npos ? "." : prev.substr(0, slash);
+  const std::string prefix = (slash == std::string::npos ? prev : prev.substr(slash + 1)) + ".";
+  std::map<long, std::string> older;
+  for (const std::string& name : base::ListDir(dir)) {
+    if (name.size() <= prefix.size() || name.compare(0, prefix.size(), prefix) != 0) continue;
+    const std::string digits = name.substr(prefix.size());
+    if (digits.find_first_not_of("0123456789") != std::string::npos || digits.size() > 9) continue;
+    older[std::stol(digits)] = prev + "." + digits;
+  }
+  std::vector<std::string> out;
+  for (const auto& [n, p] : older) out.push_back(p);
+  if (base::Exists(prev)) out.push_back(prev);
+  return out;
+}
+
+std::string NextOlderPath(const std::string& path) {
+  long highest = 0;
+  const std::string prefix = PrevPath(path) + ".";
+  for (const std::string& p : PrevPaths(path)) {
+    if (p.size() > prefix.size()) highest = std::max(highest, std::stol(p.substr(prefix.size())));
+  }
+  return prefix + std::to_string(highest + 1);
+}
+
+std::string AttemptsDir(const std::string& run_dir) { return run_dir + "/attempts"; }
+
+std::vector<std::string> RunAttemptsDirs(const std::string& run_dir) {
+  std::vector<std::string> dirs = PrevPaths(AttemptsDir(run_dir));
+  if (base::IsDirectory(AttemptsDir(run_dir))) dirs.push_back(AttemptsDir(run_dir));
+  return dirs;
+}
+
 std::string AttemptDir(const std::string& run_dir, int attempt) {
-  return run_dir + "/attempts/" + std::to_string(attempt);
+  return AttemptsDir(run_dir) + "/" + std::to_string(attempt);
 }
 
 std::string AttemptSummaryPath(const std::string& run_dir, int attempt) {
@@ -113,44 +181,48 @@ json AttemptProgressJson(const AttemptProgress& p) {
 }
 
 std::vector<AttemptRecord> ReadAttempts(const std::string& run_dir) {
-  std::map<int, AttemptRecord> found;
-  for (const std::string& name : base::ListDir(run_dir + "/attempts")) {
-    char* end = nullptr;
-    const long n = std::strtol(name.c_str(), &end, 10);
-    if (name.empty() || *end != '\0' || n < 1 || n > 1000000) continue;
-    const int attempt = static_cast<int>(n);
-    const json summary = ReadObject(AttemptSummaryPath(run_dir, attempt));
-    const json failure = ReadObject(AttemptFailurePath(run_dir, attempt));
-    if (summary.is_null() && failure.is_null()) continue;
-    AttemptRecord a;
-    a.attempt = attempt;
-    if (!summary.is_null()) {
-      a.first_step = IntOf(summary, "first_step");
-      a.last_step = IntOf(summary, "last_step").value_or(0);
-      if (summary.contains("outcome") && summary["outcome"].is_string()) {
-        a.outcome = summary["outcome"].get<std::string>();
-      }
-      a.steps_per_second = NumberOf(summary, "steps_per_second");
-      a.started_unix = NumberOf(summary, "started_unix").value_or(0);
-    }
-    if (!failure.is_null()) ApplyFailure(failure, &a);
-    found[attempt] = a;
-  }
   std::vector<AttemptRecord> out;
-  for (auto& [n, a] : found) out.push_back(a);
-  // The job's final failure is failure.json, not attempts/N/failure.json: it is the last
-  // attempt's when it was written after that attempt began (an older one belongs to an
-  // earlier run of this directory).
-  const std::string final_failure = run_dir + "/failure.json";
-  if (!out.empty() && out.back().outcome == kRunning && out.back().started_unix > 0) {
-    const json failure = ReadObject(final_failure);
-    const std::optional<int64_t> attempts = IntOf(failure, "attempts");
-    if (attempts && *attempts == out.back().attempt &&
-        MtimeUnix(final_failure) >= out.back().started_unix) {
-      ApplyFailure(failure, &out.back());
+  const std::vector<std::string> dirs = RunAttemptsDirs(run_dir);
+  for (size_t i = 0; i < dirs.size(); ++i) {
+    for (AttemptRecord& a : ReadRun(dirs[i], dirs[i].substr(run_dir.size() + 1))) {
+      a.run = static_cast<int>(i) + 1;
+      out.push_back(std::move(a));
     }
+  }
+  // A run's final failure is not in its attempts/ but at the root: failure.json, set aside
+  // as failure.json.prev[.N] when a later run also failed for good (a rerun itself moves
+  // nothing). Which run it ended is told by time: it was written after its attempt began
+  // and before the next one did.
+  std::vector<std::string> finals = PrevPaths(run_dir + "/failure.json");
+  finals.push_back(run_dir + "/failure.json");
+  for (const std::string& path : finals) {
+    const double written = MtimeUnix(path);
+    if (written <= 0) continue;
+    AttemptRecord* latest = nullptr;
+    size_t index = 0;
+    for (size_t i = 0; i < out.size(); ++i) {
+      if (out[i].started_unix > 0 && out[i].started_unix <= written &&
+          (!latest || out[i].started_unix >= latest->started_unix)) {
+        latest = &out[i];
+        index = i;
+      }
+    }
+    if (!latest || latest->outcome != kRunning) continue;
+    const bool last_of_run = index + 1 == out.size() || out[index + 1].run != latest->run;
+    const json failure = ReadObject(path);
+    const std::optional<int64_t> attempts = IntOf(failure, "attempts");
+    if (last_of_run && attempts && *attempts == latest->attempt) ApplyFailure(failure, latest);
+  }
+  // Only the very last attempt can still be running: the others' processes were followed
+  // by another attempt's.
+  for (size_t i = 0; i + 1 < out.size(); ++i) {
+    if (out[i].outcome == kRunning) out[i].outcome = kInterrupted;
   }
   return out;
+}
+
+int RunsOf(const std::vector<AttemptRecord>& attempts) {
+  return attempts.empty() ? 0 : attempts.back().run;
 }
 
 StepCoverage CoverageOf(const std::vector<AttemptRecord>& attempts) {
@@ -175,7 +247,8 @@ StepCoverage CoverageOf(const std::vector<AttemptRecord>& attempts) {
 }
 
 json AttemptRowJson(const AttemptRecord& a) {
-  json row = {{"attempt", a.attempt},
+  json row = {{"run", a.run},
+              {"attempt", a.attempt},
               {"first_step", a.first_step ? json(*a.first_step) : json(nullptr)},
               {"last_step", a.last_step},
               {"steps_trained", a.StepsTrained()},
@@ -193,12 +266,15 @@ json CombinedSummary(const json& last_attempt, const std::vector<AttemptRecord>&
   }
   json rows = json::array();
   json failed = json::array();
+  const int runs = RunsOf(attempts);
   for (const AttemptRecord& a : attempts) {
     rows.push_back(AttemptRowJson(a));
-    if (a.outcome == kFailed) failed.push_back(a.attempt);
+    // Attempt numbers repeat across runs: the list stays this run's, like `restarts`.
+    if (a.outcome == kFailed && a.run == runs) failed.push_back(a.attempt);
   }
   const StepCoverage c = CoverageOf(attempts);
   combined["attempts"] = rows;
+  combined["runs"] = runs;
   combined["failed_attempts"] = failed;
   combined["steps_trained"] = c.steps_trained;
   combined["steps_redone"] = c.redone;

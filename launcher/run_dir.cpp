@@ -11,6 +11,7 @@
 
 #include "base/files.h"
 #include "base/run_variables.h"
+#include "history/attempts.h"
 
 namespace ringpilot::launcher {
 
@@ -49,7 +50,7 @@ FinishedRun ReadFinishedRun(const RunDirLayout& layout) {
 }
 
 std::string RunDirLayout::AttemptFailureJson(int attempt) const {
-  return root + "/attempts/" + std::to_string(attempt) + "/failure.json";
+  return history::AttemptFailurePath(root, attempt);
 }
 
 std::string DefaultRunDirName(const std::string& job_name, std::time_t now,
@@ -81,32 +82,18 @@ std::string ClaimNewRunDir(const std::string& base) {
 
 bool KeepPrevious(const std::string& path) {
   if (!base::Exists(path)) return false;
-  const std::string prev = path + ".prev";
-  if (base::Exists(prev)) {
-    std::string older;
-    for (int n = 1;; ++n) {
-      older = prev + "." + std::to_string(n);
-      if (!base::Exists(older)) break;
-    }
-    if (::rename(prev.c_str(), older.c_str()) != 0) base::ThrowFileError(prev, "rename", errno);
-  }
+  const std::string prev = history::PrevPath(path);
+  if (base::Exists(prev)) base::Rename(prev, history::NextOlderPath(path));
   if (::link(path.c_str(), prev.c_str()) != 0) base::ThrowFileError(prev, "create", errno);
   base::FsyncPath(base::DirName(path));
   return true;
 }
 
 bool KeepPreviousAttempts(const RunDirLayout& layout) {
-  const std::string attempts = layout.root + "/attempts";
+  const std::string attempts = history::AttemptsDir(layout.root);
   if (!base::Exists(attempts)) return false;
-  const std::string prev = attempts + ".prev";
-  if (base::Exists(prev)) {
-    std::string older;
-    for (int n = 1;; ++n) {
-      older = prev + "." + std::to_string(n);
-      if (!base::Exists(older)) break;
-    }
-    base::Rename(prev, older);
-  }
+  const std::string prev = history::PrevPath(attempts);
+  if (base::Exists(prev)) base::Rename(prev, history::NextOlderPath(attempts));
   base::Rename(attempts, prev);
   base::FsyncPath(layout.root);
   return true;

@@ -72,14 +72,16 @@ struct FinishedRun {
 FinishedRun ReadFinishedRun(const RunDirLayout& layout);
 
 /// root/attempts/ of an earlier run of this directory (each `ringpilot run` numbers its
-/// attempts from 1) moves to root/attempts.prev, an older attempts.prev first to the first
-/// free attempts.prev.N, so that this run's attempts/N/ overwrite nothing. Returns whether
-/// there was one. Throws base::FileError.
+/// attempts from 1) moves to root/attempts.prev, an older attempts.prev first to
+/// attempts.prev.N (history::NextOlderPath: N one past the highest), so that this run's
+/// attempts/N/ overwrite nothing and history::ReadAttempts reads the runs in order.
+/// Returns whether there was one. Throws base::FileError.
 bool KeepPreviousAttempts(const RunDirLayout& layout);
 
 /// When `path` exists, keeps its content as `path.prev` (hard link, so `path` can then be
-/// replaced atomically); an existing `path.prev` first moves to the first free
-/// `path.prev.N`. Returns whether `path` existed. Throws base::FileError.
+/// replaced atomically; its mtime stays the original's); an existing `path.prev` first
+/// moves to `path.prev.N` (history::NextOlderPath: N one past the highest). Returns
+/// whether `path` existed. Throws base::FileError.
 bool KeepPrevious(const std::string& path);
 
 }  // namespace ringpilot::launcher

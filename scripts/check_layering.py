@@ -27,7 +27,7 @@ ALLOWED = {
     "doctor": {"mpirun", "config", "topology", "metrics", "base"},
     "diagnose": {"history", "metrics", "topology", "comm", "base"},
     "commbench": {"mpirun", "comm", "topology", "base"},
-    "launcher": {"mpirun", "slurm", "config", "base"},
+    "launcher": {"history", "mpirun", "slurm", "config", "base"},
     "trainer/ops": {"comm", "base"},
     "trainer/models": {"trainer/ops", "comm", "config", "base"},
     "trainer/checkpoint": {"comm", "base"},

@@ -1,5 +1,7 @@
 // `ringpilot diagnose` over a job's attempts (RUN_DIR/attempts/N/): run directories made
 // here as a live, an interrupted, a failed and a completed run would leave them.
+#include <sys/stat.h>
+
 #include <filesystem>
 #include <sstream>
 #include <string>
@@ -151,6 +153,77 @@ TEST(DiagnoseAttempts, AttemptsWithoutStatistics) {
   EXPECT_EQ(j["attempts"]["count"], 1);
   EXPECT_EQ(j["attempts"]["state"], "failed");
   EXPECT_NE(text.find("attempt 1: failed, steps unknown"), std::string::npos) << text;
+}
+
+// The directory run twice: the first run failed for good at step 13 (max_restarts 0; its
+// failure.json stays at the root), the second resumed from step 10 and finished. Both
+// runs number their attempts from 1; the report tells them apart.
+TEST(DiagnoseAttempts, EveryRunOfTheDirectory) {
+  TempDir dir;
+  const std::string prev = dir.path() + "/attempts.prev/1";
+  json first = Progress(1, 0, 10, history::kRunning);
+  first["started_unix"] = 1000;
+  Put(prev + "/summary.json", first);
+  Put(prev + "/rank-0.stats.json", Stats(0, 9, 0.1));
+  const std::string failure = dir.path() + "/failure.json";
+  Put(failure, {{"attempts", 1},
+                {"first_failing_rank", 1},
+                {"fatal_message", "fault injection: crashing at step 13"},
+                {"ranks", {{"0", {{"step", 12}, {"phase", "step"}}}}}});
+  const timespec written[2] = {{1500, 0}, {1500, 0}};
+  ASSERT_EQ(::utimensat(AT_FDCWD, failure.c_str(), written, 0), 0);
+  json last = Progress(1, 10, 20, history::kCompleted);
+  last["started_unix"] = 2000;
+  Put(history::AttemptSummaryPath(dir.path(), 1), last);
+  Put(history::AttemptRankStatsPath(dir.path(), 1, 0), Stats(0, 9, 0.2));
+  json summary = history::CombinedSummary(last, history::ReadAttempts(dir.path()));
+  summary["world_size"] = 1;
+  Put(dir.path() + "/summary.json", summary);
+  EXPECT_EQ(summary["runs"], 2);
+  EXPECT_EQ(summary["first_step"], 1);
+  std::string text;
+  const json j = DiagnoseJson(dir.path(), &text);
+  const json& a = j["attempts"];
+  EXPECT_EQ(a["count"], 2);
+  EXPECT_EQ(a["runs"], 2);
+  EXPECT_EQ(a["failed"], json::array());  // the last run's, as summary.json's failed_attempts
+  EXPECT_EQ(a["failed_total"], 1);
+  EXPECT_EQ(a["steps_trained"], 22);  // 1-12, then 11-20
+  EXPECT_EQ(a["steps_redone"], 2);
+  EXPECT_EQ(a["first_step"], 1);
+  EXPECT_EQ(a["list"][0]["run"], 1);
+  EXPECT_EQ(a["list"][0]["outcome"], "failed");
+  EXPECT_EQ(a["list"][1]["run"], 2);
+  EXPECT_EQ(a["ranks"][0]["steps_by_attempt"]["1.1"], 9.0);
+  EXPECT_EQ(a["ranks"][0]["steps_by_attempt"]["2.1"], 9.0);
+  EXPECT_NE(text.find("attempts: 2 in 2 runs (finished; failed: run 1 attempt 1); steps trained "
+                      "22 (steps 1-20, 2 re-done)"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("  run 1 attempt 1: failed, steps 1-12"), std::string::npos) << text;
+  EXPECT_NE(text.find("  run 2 attempt 1: completed, steps 11-20"), std::string::npos) << text;
+  EXPECT_NE(text.find("by run.attempt 1.1: 9, 2.1: 9"), std::string::npos) << text;
+  EXPECT_NE(text.find("1 of 2 attempts failed over 2 runs"), std::string::npos) << text;
+}
+
+// A run that has not finished reads its per-rank tables from its last attempt's records,
+// which name their own directory; a first run that left no record of its start is a run.
+TEST(DiagnoseAttempts, UnfinishedRerun) {
+  TempDir dir;
+  Put(dir.path() + "/attempts.prev/1/failure.json", {{"attempts", 1}, {"first_failing_rank", -1}});
+  Put(history::AttemptSummaryPath(dir.path(), 1), Progress(1, 0, 4, history::kRunning));
+  Put(history::AttemptRankStatsPath(dir.path(), 1, 0), Stats(0, 3, 0.2));
+  std::string text;
+  const json j = DiagnoseJson(dir.path(), &text);
+  EXPECT_EQ(j["attempts"]["ranks_from_run"], 2);
+  EXPECT_EQ(j["attempts"]["ranks_from_attempt"], 1);
+  EXPECT_NE(text.find("run 1 attempt 1: failed, steps unknown (no attempts.prev/1/summary.json)"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("per-rank statistics are run 2 attempt 1's as of its last checkpoint "
+                      "(attempts/1/rank-<N>.stats.json)"),
+            std::string::npos)
+      << text;
 }
 
 }  // namespace

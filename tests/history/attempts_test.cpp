@@ -1,5 +1,7 @@
 #include "history/attempts.h"
 
+#include <sys/stat.h>
+
 #include <filesystem>
 
 #include <gtest/gtest.h>
@@ -39,6 +41,31 @@ json Failure(int attempts, int64_t crash) {
           {"ranks",
            {{"0", {{"step", crash - 1}, {"phase", "step"}}},
             {"1", {{"step", crash - 1}, {"phase", "step"}}}}}};
+}
+
+// The root failure.json of a run that failed for good, written at `when` (mtime).
+void PutFinalFailure(const std::string& path, const json& j, double when) {
+  Put(path, j);
+  const timespec times[2] = {{static_cast<time_t>(when), 0}, {static_cast<time_t>(when), 0}};
+  ASSERT_EQ(::utimensat(AT_FDCWD, path.c_str(), times, 0), 0);
+}
+
+// RUN_DIR/attempts.prev[.N]/N/summary.json of an earlier run.
+std::string PrevSummary(const std::string& run_dir, const std::string& prev, int attempt) {
+  return run_dir + "/attempts" + prev + "/" + std::to_string(attempt) + "/summary.json";
+}
+
+TEST(PrevPaths, OldestFirstByNumberThenPrev) {
+  TempDir dir;
+  const std::string f = dir.path() + "/failure.json";
+  EXPECT_TRUE(PrevPaths(f).empty());
+  EXPECT_EQ(NextOlderPath(f), f + ".prev.1");
+  for (const char* name : {".prev", ".prev.10", ".prev.2", ".prev.x", ".prev.", ".prevx"}) {
+    WriteFile(f + name, "{}");
+  }
+  EXPECT_EQ(PrevPaths(f), (std::vector<std::string>{f + ".prev.2", f + ".prev.10", f + ".prev"}));
+  EXPECT_EQ(NextOlderPath(f), f + ".prev.11");  // past the highest, not the first gap
+  EXPECT_EQ(PrevPath(f), f + ".prev");
 }
 
 TEST(AttemptProgressJson, FirstAndLastStep) {
@@ -157,6 +184,157 @@ TEST(CombinedSummary, KeepsTheLastAttemptsKeysAndAddsTheRun) {
   EXPECT_EQ(c["attempts"][1]["first_step"], 21);
   EXPECT_FALSE(c.contains("outcome"));  // an attempt's, not the run's
   EXPECT_FALSE(c.contains("steps_per_second"));
+  EXPECT_EQ(c["runs"], 1);
+  EXPECT_EQ(c["attempts"][1]["run"], 1);
+}
+
+// The common flow: preempted (SIGUSR1: checkpoint at step 12, exit), then the same
+// directory run again to step 20 (a Slurm requeue). Both runs number their attempts from 1.
+TEST(ReadAttempts, PreemptedRunThenCompletedRerun) {
+  TempDir dir;
+  Put(PrevSummary(dir.path(), ".prev", 1), Progress(1, 0, 12, kPreempted, 1000));
+  json last = Progress(1, 12, 20, kCompleted, 2000);
+  last["steps"] = 20;
+  last["restarts"] = 0;
+  Put(AttemptSummaryPath(dir.path(), 1), last);
+  const std::vector<AttemptRecord> a = ReadAttempts(dir.path());
+  ASSERT_EQ(a.size(), 2u);
+  EXPECT_EQ(a[0].run, 1);
+  EXPECT_EQ(a[0].attempt, 1);
+  EXPECT_EQ(a[0].dir, "attempts.prev/1");
+  EXPECT_EQ(a[0].outcome, kPreempted);
+  EXPECT_EQ(a[1].run, 2);
+  EXPECT_EQ(a[1].attempt, 1);
+  EXPECT_EQ(a[1].dir, "attempts/1");
+  EXPECT_EQ(RunsOf(a), 2);
+  const json c = CombinedSummary(last, a);
+  EXPECT_EQ(c["runs"], 2);
+  EXPECT_EQ(c["first_step"], 1);
+  EXPECT_EQ(c["last_step"], 20);
+  EXPECT_EQ(c["steps_trained"], 20);
+  EXPECT_EQ(c["steps_redone"], 0);
+  EXPECT_EQ(c["failed_attempts"], json::array());
+  EXPECT_EQ(c["restarts"], 0);  // this run's
+  ASSERT_EQ(c["attempts"].size(), 2u);
+  EXPECT_EQ(c["attempts"][0]["run"], 1);
+  EXPECT_EQ(c["attempts"][0]["outcome"], "preempted");
+  EXPECT_EQ(c["attempts"][1]["run"], 2);
+  EXPECT_EQ(c["attempts"][1]["first_step"], 13);
+}
+
+// Three runs: attempts.prev.1 (the oldest), attempts.prev, attempts. A run killed with its
+// launcher left its attempt "running": it is over, since later ones came.
+TEST(ReadAttempts, RunsInTheOrderOfTheirDirectories) {
+  TempDir dir;
+  Put(PrevSummary(dir.path(), ".prev.1", 1), Progress(1, 0, 5, kRunning, 1000));
+  Put(PrevSummary(dir.path(), ".prev", 1), Progress(1, 5, 10, kPreempted, 2000));
+  Put(AttemptSummaryPath(dir.path(), 1), Progress(1, 10, 15, kRunning, 3000));
+  const std::vector<AttemptRecord> a = ReadAttempts(dir.path());
+  ASSERT_EQ(a.size(), 3u);
+  EXPECT_EQ(a[0].run, 1);
+  EXPECT_EQ(a[0].outcome, kInterrupted);
+  EXPECT_EQ(a[1].run, 2);
+  EXPECT_EQ(*a[1].first_step, 6);
+  EXPECT_EQ(a[2].run, 3);
+  EXPECT_EQ(a[2].outcome, kRunning);  // live, or killed: nothing says which
+  const StepCoverage c = CoverageOf(a);
+  EXPECT_EQ(*c.first_step, 1);
+  EXPECT_EQ(*c.last_step, 15);
+  EXPECT_EQ(c.steps_trained, 15);
+}
+
+// The first run failed for good at step 13 (max_restarts 0): its failure.json stays at the
+// root when the directory is run again, and still marks that run's last attempt.
+TEST(ReadAttempts, FailedFirstRunThenRerun) {
+  TempDir dir;
+  Put(PrevSummary(dir.path(), ".prev", 1), Progress(1, 0, 10, kRunning, 1000));
+  PutFinalFailure(dir.path() + "/failure.json", Failure(1, 13), 1500);
+  Put(AttemptSummaryPath(dir.path(), 1), Progress(1, 10, 14, kRunning, 2000));
+  std::vector<AttemptRecord> a = ReadAttempts(dir.path());
+  ASSERT_EQ(a.size(), 2u);
+  EXPECT_EQ(a[0].outcome, kFailed);
+  EXPECT_EQ(a[0].last_step, 12);  // the heartbeats: in step 13
+  EXPECT_EQ(a[0].failure, "rank 1: fault injection: crashing at step 13");
+  EXPECT_EQ(a[1].outcome, kRunning);  // the rerun is not the one that failed
+  EXPECT_EQ(a[1].last_step, 14);
+  // The rerun finishes: its summary covers both runs; failed_attempts is the rerun's.
+  json last = Progress(1, 10, 20, kCompleted, 2000);
+  Put(AttemptSummaryPath(dir.path(), 1), last);
+  a = ReadAttempts(dir.path());
+  const json c = CombinedSummary(last, a);
+  EXPECT_EQ(c["runs"], 2);
+  EXPECT_EQ(c["first_step"], 1);
+  EXPECT_EQ(c["last_step"], 20);
+  EXPECT_EQ(c["steps_trained"], 22);
+  EXPECT_EQ(c["steps_redone"], 2);
+  EXPECT_EQ(c["failed_attempts"], json::array());
+  EXPECT_EQ(c["attempts"][0]["outcome"], "failed");
+  EXPECT_EQ(c["attempts"][0]["run"], 1);
+}
+
+// Both runs failed for good: the second's failure set the first's aside as
+// failure.json.prev (mtime kept); each marks its own run's last attempt.
+TEST(ReadAttempts, TwoFailedRuns) {
+  TempDir dir;
+  Put(PrevSummary(dir.path(), ".prev", 1), Progress(1, 0, 10, kRunning, 1000));
+  PutFinalFailure(dir.path() + "/failure.json.prev", Failure(1, 13), 1500);
+  Put(AttemptSummaryPath(dir.path(), 1), Progress(1, 10, 15, kRunning, 2000));
+  Put(AttemptFailurePath(dir.path(), 1), Failure(1, 17));
+  Put(AttemptSummaryPath(dir.path(), 2), Progress(2, 15, 15, kRunning, 2500));
+  PutFinalFailure(dir.path() + "/failure.json", Failure(2, 16), 2600);
+  const std::vector<AttemptRecord> a = ReadAttempts(dir.path());
+  ASSERT_EQ(a.size(), 3u);
+  EXPECT_EQ(a[0].outcome, kFailed);
+  EXPECT_EQ(a[0].last_step, 12);
+  EXPECT_EQ(a[1].outcome, kFailed);
+  EXPECT_EQ(a[1].last_step, 16);
+  EXPECT_EQ(a[2].outcome, kFailed);
+  EXPECT_EQ(a[2].last_step, 15);
+  json last = Progress(2, 15, 15, kRunning, 2500);
+  EXPECT_EQ(CombinedSummary(last, a)["failed_attempts"], json::array({1, 2}));
+}
+
+// A final failure written after a later attempt began is not the earlier run's, and one
+// naming another attempt number is not this attempt's.
+TEST(ReadAttempts, FinalFailureBelongsToTheAttemptBeforeIt) {
+  TempDir dir;
+  Put(PrevSummary(dir.path(), ".prev", 1), Progress(1, 0, 10, kRunning, 1000));
+  Put(AttemptSummaryPath(dir.path(), 1), Progress(1, 10, 12, kRunning, 2000));
+  PutFinalFailure(dir.path() + "/failure.json", Failure(1, 13), 2500);
+  std::vector<AttemptRecord> a = ReadAttempts(dir.path());
+  ASSERT_EQ(a.size(), 2u);
+  EXPECT_EQ(a[0].outcome, kInterrupted);
+  EXPECT_EQ(a[1].outcome, kFailed);
+  PutFinalFailure(dir.path() + "/failure.json", Failure(3, 13), 1500);
+  a = ReadAttempts(dir.path());
+  EXPECT_EQ(a[0].outcome, kInterrupted);
+  EXPECT_EQ(a[1].outcome, kRunning);
+}
+
+// Directories of older versions: a first run that kept no attempts/ is not counted; an
+// earlier run's attempts directory without a readable record still is a run.
+TEST(ReadAttempts, OlderDirectoriesWithoutRecords) {
+  TempDir dir;
+  WriteFile(dir.path() + "/summary.json.prev", R"({"steps": 10})");
+  Put(AttemptSummaryPath(dir.path(), 1), Progress(1, 10, 20, kCompleted, 2000));
+  std::vector<AttemptRecord> a = ReadAttempts(dir.path());
+  ASSERT_EQ(a.size(), 1u);
+  EXPECT_EQ(a[0].run, 1);
+  EXPECT_EQ(RunsOf(a), 1);
+  std::filesystem::create_directories(dir.path() + "/attempts.prev/1");
+  WriteFile(dir.path() + "/attempts.prev/1/summary.json", "{not json");
+  a = ReadAttempts(dir.path());
+  ASSERT_EQ(a.size(), 1u);
+  EXPECT_EQ(a[0].run, 2);
+  EXPECT_EQ(CombinedSummary(json::object(), a)["runs"], 2);
+  // Only earlier runs' records, none of this run yet (it has just begun).
+  std::filesystem::remove_all(dir.path() + "/attempts");
+  Put(PrevSummary(dir.path(), ".prev.1", 1), Progress(1, 0, 10, kCompleted, 1000));
+  a = ReadAttempts(dir.path());
+  ASSERT_EQ(a.size(), 1u);
+  EXPECT_EQ(a[0].run, 1);
+  EXPECT_EQ(a[0].dir, "attempts.prev.1/1");
+  EXPECT_TRUE(ReadAttempts(dir.path() + "/summary.json.prev").empty());  // not a directory
 }
 
 }  // namespace

@@ -8,7 +8,8 @@
 #       The rank's counters continue across the two runs (logs/rank-N.counters.json, the
 #       journal ringpilot_steps_total starts from): 20 steps, 40 samples. Each run numbers
 #       its attempts from 1: the first run's attempts/ is kept as attempts.prev (its
-#       attempt 1: steps 1-10), the second's attempts/1/summary.json says steps 11-20.
+#       attempt 1: steps 1-10), the second's attempts/1/summary.json says steps 11-20, and
+#       summary.json covers both runs (runs 2, steps 1-20, 20 trained).
 #   (b) rank 1 crashes at step 13 (fault injection), launch.max_restarts=1: exit 0,
 #       restarts 1, resumed_from_step 10, the straight run's param_sha256, and
 #       logs/launcher.log tells of the restart; the counters continue from the step-10
@@ -19,7 +20,11 @@
 #       steps_trained - steps_redone = 20); `ringpilot diagnose` says "attempts: 2".
 #   (c) the same crash with max_restarts=0: non-zero exit, failure.json names
 #       first_failing_rank 1, no summary.json; `ringpilot diagnose` reports its one attempt
-#       as failed.
+#       as failed. Then the same directory run again without the fault (a requeue): it
+#       resumes from step 10 and finishes, and summary.json covers both runs (runs 2,
+#       first_step 1, last_step 20, steps_trained >= 20, run 1's attempt failed per the
+#       failure.json it left); `ringpilot diagnose` lists run 1 attempt 1 (failed) and run
+#       2 attempt 1 (completed).
 #   (d) a finished 10-step run whose newest checkpoint (step 10) has flipped bytes in
 #       state.pt, resumed to 20: the trainer warns, resumes from step 5 and still reaches
 #       the straight run's param_sha256.
@@ -96,6 +101,11 @@ attempt_steps() {
   echo "$(rp_json "$1" first_step),$(rp_json "$1" last_step),$(rp_json "$1" outcome)"
 }
 
+# runs_coverage FILE: "runs,first_step,last_step,steps_trained" of a combined summary.json.
+runs_coverage() {
+  echo "$(rp_json "$1" runs),$(rp_json "$1" first_step),$(rp_json "$1" last_step),$(rp_json "$1" steps_trained)"
+}
+
 expect_eq() {  # expect_eq NAME WHAT GOT WANT
   if [[ $3 == "$4" ]]; then rp_row "$1" "$2 $3" PASS; else rp_row "$1" "$2 $3 (want $4)" FAIL; fi
 }
@@ -121,6 +131,8 @@ if rp_expect_ok "(a) first 10 steps" "$b.out1" "$b"; then
       "$(attempt_steps "$b/attempts.prev/1/summary.json")" "1,10,completed"
     expect_eq "(a) second run's attempt" "attempts/1 first_step,last_step,outcome" \
       "$(attempt_steps "$b/attempts/1/summary.json")" "11,20,completed"
+    expect_eq "(a) both runs" "runs,first_step,last_step,steps_trained" \
+      "$(runs_coverage "$b/summary.json")" "2,1,20,20"
     for r in 0 1; do
       expect_eq "(a) rank $r counters" "ringpilot_steps_total,samples_total" \
         "$(counter "$b" $r ringpilot_steps_total),$(counter "$b" $r ringpilot_samples_total)" "20.0,40.0"
@@ -199,6 +211,29 @@ if "$RINGPILOT" diagnose "$d" 2>&1 | grep -q '^attempts: 1 (failed; failed: 1)';
   rp_row "(c) diagnose" "attempts: 1 (failed; failed: 1)" PASS
 else
   rp_row "(c) diagnose" "no 'attempts: 1 (failed; failed: 1)' line" FAIL
+fi
+# Run again (a requeue): resumes from the step-10 checkpoint, and the history covers both.
+rp_run "$JOB_LIMIT_S" "$d.out2" "$d" "$job"
+if rp_expect_ok "(c) rerun to 20 steps" "$d.out2" "$d"; then
+  expect_eq "(c) rerun resumed" "resumed_from_step" "$(rp_json "$d/summary.json" resumed_from_step)" 10
+  rows=$(python3 - "$d/summary.json" <<'PY'
+import json, sys
+s = json.load(open(sys.argv[1]))
+print(s["runs"], s["first_step"], s["last_step"], s["steps_trained"] >= 20, s["failed_attempts"],
+      " ".join(f'{r["run"]}.{r["attempt"]}:{r["outcome"]}' for r in s["attempts"]))
+PY
+  )
+  expect_eq "(c) both runs" "runs,first,last,trained>=20,failed_attempts,rows" \
+    "$rows" "2 1 20 True [] 1.1:failed 2.1:completed"
+  "$RINGPILOT" diagnose "$d" >"$d.diagnose" 2>&1 || true
+  if grep -q '^attempts: 2 in 2 runs (finished; failed: run 1 attempt 1)' "$d.diagnose" &&
+    grep -q '^  run 1 attempt 1: failed, steps 1-1[0-2][, ]' "$d.diagnose" &&
+    grep -q '^  run 2 attempt 1: completed, steps 11-20' "$d.diagnose"; then
+    rp_row "(c) diagnose both runs" "run 1 attempt 1 failed, run 2 attempt 1 completed" PASS
+  else
+    rp_row "(c) diagnose both runs" "no 'attempts: 2 in 2 runs' section with both runs" FAIL
+    rp_tail "$d.diagnose"
+  fi
 fi
 
 # --- (d) corrupt newest checkpoint, resume from the older one ---------------------------

@@ -115,6 +115,20 @@ TEST(RunDir, KeepPreviousAttemptsMovesTheWholeHistory) {
   EXPECT_TRUE(KeepPreviousAttempts(l));
   EXPECT_EQ(ReadFile(l.root + "/attempts.prev/1/summary.json"), "second\n");
   EXPECT_EQ(ReadFile(l.root + "/attempts.prev.1/1/summary.json"), "first\n");
+  base::MakeDirs(l.root + "/attempts/1");
+  WriteFile(l.root + "/attempts/1/summary.json", "third\n");
+  EXPECT_TRUE(KeepPreviousAttempts(l));
+  EXPECT_EQ(ReadFile(l.root + "/attempts.prev.2/1/summary.json"), "second\n");
+  EXPECT_EQ(ReadFile(l.root + "/attempts.prev/1/summary.json"), "third\n");
+  // The oldest deleted: the next older one still goes after the highest number, so the
+  // numbers keep the runs' order (history::ReadAttempts reads them by number).
+  base::RemoveTree(l.root + "/attempts.prev.1");
+  base::MakeDirs(l.root + "/attempts/1");
+  WriteFile(l.root + "/attempts/1/summary.json", "fourth\n");
+  EXPECT_TRUE(KeepPreviousAttempts(l));
+  EXPECT_FALSE(Exists(l.root + "/attempts.prev.1"));
+  EXPECT_EQ(ReadFile(l.root + "/attempts.prev.3/1/summary.json"), "third\n");
+  EXPECT_EQ(ReadFile(l.root + "/attempts.prev/1/summary.json"), "fourth\n");
 }
 
 TEST(RunDir, WriteFileAtomicallyReplacesWithoutLeftovers) {
