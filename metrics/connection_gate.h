@@ -28,6 +28,8 @@ struct ConnectionGateOptions {
   int max_pending = 0;
   /// false (TLS, whose header the gate cannot read): relay once the first byte arrives.
   bool inspect_headers = true;
+  /// Nice value of the gate's thread (metrics/thread_priority.h; 0: unchanged).
+  int thread_nice = 0;
 };
 
 /// Owns its listening socket and one thread. Construction and destruction are not

@@ -27,6 +27,7 @@
 #include <prometheus/exposer.h>
 
 #include "metrics/connection_gate.h"
+#include "metrics/thread_priority.h"
 
 namespace ringpilot::metrics {
 // Defined in thread_stack.cpp; referencing it links the stack-size floor in.
@@ -72,6 +73,18 @@ void InitContext(const mg_context* ctx) {
   if (t_starting == nullptr) return;
   std::lock_guard<std::mutex> lock(ContextsMutex());
   Contexts()[ctx] = t_starting;
+}
+
+// civetweb's master and worker threads, each as it starts (after InitContext).
+void* InitThread(const mg_context* ctx, int /*thread_type*/) {
+  int nice = 0;
+  {
+    std::lock_guard<std::mutex> lock(ContextsMutex());
+    const auto it = Contexts().find(ctx);
+    if (it != Contexts().end()) nice = it->second->thread_nice();
+  }
+  SetThisThreadNice(nice);
+  return nullptr;
 }
 
 Exporter* ExporterOf(const mg_connection* conn) {
@@ -141,6 +154,10 @@ void ValidateOptions(const ExporterOptions& o) {
   if (o.request_timeout_ms < 1) {
     throw ExporterError(where + "invalid request_timeout_ms " +
                         std::to_string(o.request_timeout_ms) + " (must be > 0)");
+  }
+  if (o.thread_nice < 0 || o.thread_nice > 19) {
+    throw ExporterError(where + "invalid thread_nice " + std::to_string(o.thread_nice) +
+                        " (0..19)");
   }
   if (o.basic_auth_user.empty() != o.basic_auth_password.empty()) {
     throw ExporterError(where + "basic auth needs both basic_auth_user and basic_auth_password");
@@ -284,6 +301,7 @@ Exporter::Exporter(std::weak_ptr<prometheus::Collectable> metrics, ExporterOptio
   gate.max_header_bytes = kMaxRequestHeaderBytes;
   gate.max_pending = kMaxPendingConnections;
   gate.inspect_headers = !tls;
+  gate.thread_nice = options_.thread_nice;
   try {
     gate_ = std::make_unique<ConnectionGate>(gate);
   } catch (const std::system_error& e) {
@@ -306,6 +324,7 @@ Exporter::Exporter(std::weak_ptr<prometheus::Collectable> metrics, ExporterOptio
   callbacks.begin_request = &Exporter::BeginRequest;
   callbacks.log_message = &LogMessage;
   callbacks.init_context = &InitContext;
+  callbacks.init_thread = &InitThread;
 
   std::string start_log;
   std::string failure;

@@ -38,6 +38,7 @@ struct ExporterOptions {
   static constexpr int kDefaultThreads = 2;
   static constexpr int kMaxThreads = 64;
   static constexpr int kDefaultRequestTimeoutMs = 10000;
+  static constexpr int kDefaultThreadNice = 19;
 
   /// IPv4 address (or a host name resolving to one) to listen on. Loopback unless
   /// configured: exposing metrics off-host is an explicit choice.
@@ -57,6 +58,10 @@ struct ExporterOptions {
   /// so a stuck scraper cannot hold a worker thread forever; a new connection must have
   /// sent its whole request header within this.
   int request_timeout_ms = kDefaultRequestTimeoutMs;
+  /// Nice value (0..19) of every thread the exporter runs (HTTP workers and their master,
+  /// the connection gate): on a host whose cores training keeps busy, scrapes get the CPU
+  /// it leaves, so many scrapers slow a scrape rather than a step. 0: the process's own.
+  int thread_nice = kDefaultThreadNice;
 };
 
 /// Serves, on its own threads:
@@ -90,6 +95,8 @@ class Exporter {
   bool tls() const { return !options_.tls_cert_pem.empty(); }
   /// "http://<bind>:<port>/metrics" ("https://" with TLS).
   std::string url() const;
+  /// options.thread_nice.
+  int thread_nice() const { return options_.thread_nice; }
 
   /// Runs `cb` on an HTTP thread before every GET /metrics is collected (e.g. to refresh
   /// gauges), never concurrently with itself. An empty function removes the hook. If `cb`

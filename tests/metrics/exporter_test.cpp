@@ -1,7 +1,9 @@
 // Suite names start with "metrics_" so that `ctest -R metrics` selects them.
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <sys/time.h>
 #include <unistd.h>
 
@@ -9,9 +11,12 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <map>
 #include <memory>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -143,6 +148,21 @@ ExporterOptions AnyPort() {
   return options;
 }
 
+// Threads of this process whose nice value (field 19 of /proc/self/task/T/stat) is `nice`.
+int ThreadsWithNice(int nice) {
+  int count = 0;
+  for (const auto& task : std::filesystem::directory_iterator("/proc/self/task")) {
+    std::ifstream in(task.path() / "stat");
+    std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    std::istringstream fields(stat.substr(stat.rfind(')') + 2));  // from field 3, the state
+    std::string field;
+    for (int i = 3; i <= 19 && fields >> field; ++i) {
+      if (i == 19 && std::stoi(field) == nice) ++count;
+    }
+  }
+  return count;
+}
+
 template <class Fn>
 std::string ExporterErrorOf(Fn&& fn) {
   try {
@@ -182,6 +202,29 @@ TEST_F(metrics_Exporter, ServesMetricsOnAnEphemeralPort) {
   EXPECT_NE(r.body.find("# TYPE exposer_scrapes_total counter\n"), std::string::npos) << r.body;
   EXPECT_EQ(r.Header("content-length"), std::to_string(r.body.size()));
   EXPECT_NE(r.body.find("ringpilot_steps_total{job=\"test\",rank=\"0\"} 7\n"), std::string::npos);
+}
+
+// Scrapes take the CPU training leaves: every exporter thread (civetweb's master and
+// workers, the connection gate) runs at nice 19 unless told otherwise; the caller's
+// thread keeps its priority.
+TEST_F(metrics_Exporter, ItsThreadsYieldToTraining) {
+  EXPECT_EQ(ExporterOptions().thread_nice, 19);
+  const int before = ThreadsWithNice(19);
+  ExporterOptions options = AnyPort();
+  options.threads = 3;
+  {
+    Exporter exporter(families_.registry(), options);
+    ASSERT_EQ(Get(exporter.port(), "/metrics").status, 200);
+    EXPECT_GE(ThreadsWithNice(19) - before, options.threads + 2);
+    EXPECT_EQ(::getpriority(PRIO_PROCESS, static_cast<id_t>(::syscall(SYS_gettid))), 0);
+  }
+  options.thread_nice = 0;
+  Exporter keeps(families_.registry(), options);
+  ASSERT_EQ(Get(keeps.port(), "/metrics").status, 200);
+  EXPECT_EQ(ThreadsWithNice(19), before);
+  options.thread_nice = 20;
+  EXPECT_EQ(ExporterErrorOf([&] { Exporter bad(families_.registry(), options); }),
+            "metrics exporter: invalid thread_nice 20 (0..19)");
 }
 
 TEST_F(metrics_Exporter, GzipWhenTheClientAcceptsIt) {
