@@ -48,10 +48,13 @@ out="${keep:-$(mktemp -d /tmp/ringpilot-scrape-load.XXXXXX)}"
 mkdir -p "$out"
 echo "scrape_load: results in $out; $(nproc) cores, ringpilot $(git -C "$ROOT" describe --always --dirty 2>/dev/null || echo '?')"
 
-free_ports() {  # a base port P with P and P+1 free on 127.0.0.1
+free_ports() {  # a base port P with P and P+1 free on 127.0.0.1, below the ephemeral range
+  # (the scrapers' own connections take ephemeral ports, and one may land on a port
+  # chosen here before the job binds it)
   python3 -c 'import random, socket
+low = int(open("/proc/sys/net/ipv4/ip_local_port_range").read().split()[0])
 while True:
-    p = random.randint(20000, 59000); ok = True
+    p = random.randint(10000, max(low - 2, 10001)); ok = True
     for q in (p, p + 1):
         s = socket.socket()
         try: s.bind(("127.0.0.1", q))
@@ -97,7 +100,11 @@ YAML
   fi
   local rc=0
   wait "$job" || rc=$?
-  if [[ $interval != - ]]; then wait "$load" || true; fi
+  if [[ $interval != - ]]; then
+    # A failed job writes no summary.json, which its scrapers would wait for forever.
+    ((rc == 0)) || kill "$load" 2>/dev/null || true
+    wait "$load" || true
+  fi
   ((rc == 0)) || { echo "   job failed (exit $rc): see $dir.out" >&2; tail -5 "$dir.out" >&2; }
 }
 
