@@ -346,10 +346,11 @@ void NcclCommunicator::WatchdogLoop() {
     if (age > options_.timeout_s) {
       // The MPI communicator's wording, so that failure reports read both alike.
       const Pending& p = pending_.front();
-      AbortJob((p.replay ? "CUDA graph replay (collectives to #" : "collective #") +
-               std::to_string(p.seq) + (p.replay ? ")" : "") + " not complete after " +
-               std::to_string(age) + " s (comm.timeout_s " + std::to_string(options_.timeout_s) +
-               "); a peer rank is stopped, hung or dead");
+      const std::string what =
+          p.replay ? "CUDA graph replay (collectives to #" + std::to_string(p.seq) + ")"
+                   : "collective #" + std::to_string(p.seq);
+      AbortJob(what + " not complete after " + std::to_string(age) + " s (comm.timeout_s " +
+               std::to_string(options_.timeout_s) + "); a peer rank is stopped, hung or dead");
     }
   }
 }

@@ -75,22 +75,18 @@ void InitContext(const mg_context* ctx) {
   Contexts()[ctx] = t_starting;
 }
 
+Exporter* ExporterOf(const mg_context* ctx) {
+  std::lock_guard<std::mutex> lock(ContextsMutex());
+  const auto it = Contexts().find(ctx);
+  return it == Contexts().end() ? nullptr : it->second;
+}
+Exporter* ExporterOf(const mg_connection* conn) { return ExporterOf(mg_get_context(conn)); }
+
 // civetweb's master and worker threads, each as it starts (after InitContext).
 void* InitThread(const mg_context* ctx, int /*thread_type*/) {
-  int nice = 0;
-  {
-    std::lock_guard<std::mutex> lock(ContextsMutex());
-    const auto it = Contexts().find(ctx);
-    if (it != Contexts().end()) nice = it->second->thread_nice();
-  }
-  SetThisThreadNice(nice);
+  const Exporter* exporter = ExporterOf(ctx);
+  SetThisThreadNice(exporter ? exporter->thread_nice() : 0);
   return nullptr;
-}
-
-Exporter* ExporterOf(const mg_connection* conn) {
-  std::lock_guard<std::mutex> lock(ContextsMutex());
-  const auto it = Contexts().find(mg_get_context(conn));
-  return it == Contexts().end() ? nullptr : it->second;
 }
 
 void ForgetExporter(const Exporter* exporter) {
