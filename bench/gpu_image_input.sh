@@ -32,7 +32,7 @@ if [[ ! -d $data/train ]]; then
   python3 "$HERE/bench/make_natural_jpegs.py" "$data/train" --classes "$classes" --per-class "$per_class"
 fi
 [[ -x "$RP" ]] || gpu_build
-cmake --build "$RINGPILOT_BUILD_DIR" --target ringpilot-bench-image-pipeline >/dev/null
+gpu_build_target ringpilot-bench-image-pipeline
 bin="$RINGPILOT_BUILD_DIR/bin"
 
 if [[ ${RP_SKIP_PIPELINE:-0} == 0 ]]; then

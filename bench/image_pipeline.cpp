@@ -1,10 +1,12 @@
 // The GPU image pipeline alone (data/cuda/image_pipeline.h): decode + crop + resize + flip
-// of an image folder into model-ready batches on one GPU, with no training step, as fast as
-// it goes. Prints one JSON line: img_per_s, the nvJPEG backend, images decoded on the
-// device and on the host, and the resample kernel's share.
+// of an image folder (or shards: a .tar path, list or glob) into model-ready batches on one
+// GPU, with no training step, as fast as it goes. Prints one JSON line: img_per_s, the
+// nvJPEG backend and output, images decoded in nvJPEG's batch, by its decoupled decoder and
+// on the host, the resample kernel's share, the pixels' agreement with the host decoder,
+// and the allocations made after the warm-up (0 when the pipeline's memory is reused).
 //
-//   ringpilot-bench-image-pipeline ROOT [--batch 256] [--batches 60] [--warmup 5]
-//       [--threads 8] [--prefetch 3] [--side 224] [--no-hardware]
+//   ringpilot-bench-image-pipeline ROOT|SHARDS [--batch 256] [--batches 60] [--warmup 5]
+//       [--threads 8] [--prefetch 3] [--side 224] [--no-hardware] [--high-priority]
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -44,19 +46,23 @@ int main(int argc, char** argv) {
   using namespace ringpilot;
   if (argc < 2 || argv[1][0] == '-') {
     std::fprintf(stderr,
-                 "usage: %s ROOT [--batch B] [--batches N] [--warmup W] [--threads T] "
-                 "[--prefetch P] [--side S] [--no-hardware]\n",
+                 "usage: %s ROOT|SHARDS [--batch B] [--batches N] [--warmup W] [--threads T] "
+                 "[--prefetch P] [--side S] [--no-hardware] [--high-priority]\n",
                  argv[0]);
     return 2;
   }
   try {
-    const auto source = data::OpenImageFolder(argv[1]);
+    const std::string where = argv[1];
+    const bool shards = where.find(".tar") != std::string::npos;
+    const auto source =
+        shards ? data::OpenImageShards(data::ExpandShardList(where)) : data::OpenImageFolder(where);
     data::cuda::ImagePipelineOptions options;
     options.batch = Arg(argc, argv, "--batch", 256);
     options.out_height = options.out_width = Arg(argc, argv, "--side", 224);
     options.threads = Arg(argc, argv, "--threads", 8);
     options.prefetch = Arg(argc, argv, "--prefetch", 3);
     options.hardware = !Flag(argc, argv, "--no-hardware");
+    options.high_priority = Flag(argc, argv, "--high-priority");
     const int batches = Arg(argc, argv, "--batches", 60);
     const int warmup = Arg(argc, argv, "--warmup", 5);
     data::BadSampleLog bad(*source, /*max_fraction=*/1.0);
@@ -132,16 +138,22 @@ int main(int argc, char** argv) {
     const data::cuda::ImagePipelineCounters end = pipeline.counters();
     std::printf(
         "{\"what\": \"pipeline\", \"images\": %lld, \"batch\": %d, \"side\": %d, \"threads\": %d, "
-        "\"backend\": \"%s\", \"img_per_s\": %.1f, \"device_decoded\": %lld, "
+        "\"backend\": \"%s\", \"output\": \"%s\", \"source\": \"%s\", \"img_per_s\": %.1f, "
+        "\"device_decoded\": %lld, \"odd_gpu_decoded\": %lld, "
         "\"host_decoded\": %lld, \"bad_samples\": %lld, \"wait_share\": %.3f, "
+        "\"pinned_allocations_after_warmup\": %lld, \"device_pool_growth_after_warmup\": %lld, "
         "\"mean_abs_diff_vs_host\": %.3f, \"max_abs_diff_vs_host\": %d, "
         "\"decode_gpu_ms_per_batch\": %.3f, \"resample_gpu_ms_per_batch\": %.3f}\n",
         static_cast<long long>(source->size()), options.batch, options.out_height, options.threads,
-        pipeline.backend().c_str(), batches * options.batch / wall,
+        pipeline.backend().c_str(), pipeline.batch_output().c_str(), shards ? "shards" : "folder",
+        batches * options.batch / wall,
         static_cast<long long>(end.hardware_images - at_start.hardware_images),
+        static_cast<long long>(end.odd_gpu_images - at_start.odd_gpu_images),
         static_cast<long long>(end.host_images - at_start.host_images),
-        static_cast<long long>(bad.replaced()), waited / wall, mean_abs_diff, max_abs_diff,
-        (end.decode_gpu_seconds - at_start.decode_gpu_seconds) * 1e3 / batches,
+        static_cast<long long>(bad.replaced()), waited / wall,
+        static_cast<long long>(end.pinned_allocations - at_start.pinned_allocations),
+        static_cast<long long>(end.device_pool_bytes - at_start.device_pool_bytes), mean_abs_diff,
+        max_abs_diff, (end.decode_gpu_seconds - at_start.decode_gpu_seconds) * 1e3 / batches,
         (end.resample_gpu_seconds - at_start.resample_gpu_seconds) * 1e3 / batches);
     return 0;
   } catch (const std::exception& e) {

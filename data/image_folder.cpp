@@ -21,8 +21,8 @@ bool IsImageName(const std::string& name) {
   return ext == "jpg" || ext == "jpeg" || ext == "png";
 }
 
-// Reads all of `path` into `*bytes` (reusing its buffer).
-bool ReadWholeFile(const std::string& path, std::vector<uint8_t>* bytes, std::string* error) {
+// Reads all of `path` into `sink`.
+bool ReadWholeFile(const std::string& path, ByteSink& sink, std::string* error) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) {
     *error = std::string("cannot open: ") + std::strerror(errno);
@@ -34,11 +34,16 @@ bool ReadWholeFile(const std::string& path, std::vector<uint8_t>* bytes, std::st
     ::close(fd);
     return false;
   }
-  bytes->resize(static_cast<size_t>(st.st_size));
+  const size_t size = static_cast<size_t>(st.st_size);
+  uint8_t* bytes = sink.Room(size);
+  if (bytes == nullptr) {
+    *error = "no memory for " + std::to_string(size) + " bytes";
+    ::close(fd);
+    return false;
+  }
   size_t done = 0;
-  while (done < bytes->size()) {
-    const ssize_t n =
-        ::pread(fd, bytes->data() + done, bytes->size() - done, static_cast<off_t>(done));
+  while (done < size) {
+    const ssize_t n = ::pread(fd, bytes + done, size - done, static_cast<off_t>(done));
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) {
       *error = n == 0 ? std::string("file shrank while reading")
@@ -82,8 +87,8 @@ class ImageFolder : public ImageSource {
     return root_ + "/" +
            std::string(names_.data() + offsets_[index], offsets_[index + 1] - offsets_[index]);
   }
-  bool Read(int64_t index, std::vector<uint8_t>* bytes, std::string* error) const override {
-    return ReadWholeFile(Describe(index), bytes, error);
+  bool ReadInto(int64_t index, ByteSink& sink, std::string* error) const override {
+    return ReadWholeFile(Describe(index), sink, error);
   }
   std::string Summary() const override {
     std::string line = root_ + ": " + std::to_string(size()) + " images in " +

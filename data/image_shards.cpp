@@ -120,10 +120,14 @@ class ImageShards : public ImageSource {
     const Sample& s = samples_[index];
     return paths_[s.shard] + ":" + std::string(names_.data() + s.name, s.name_size);
   }
-  bool Read(int64_t index, std::vector<uint8_t>* bytes, std::string* error) const override {
+  bool ReadInto(int64_t index, ByteSink& sink, std::string* error) const override {
     const Sample& s = samples_[index];
-    bytes->resize(static_cast<size_t>(s.size));
-    if (!ReadAt(fds_[s.shard], s.offset, bytes->data(), bytes->size())) {
+    uint8_t* bytes = sink.Room(static_cast<size_t>(s.size));
+    if (bytes == nullptr) {
+      *error = "no memory for " + std::to_string(s.size) + " bytes";
+      return false;
+    }
+    if (!ReadAt(fds_[s.shard], s.offset, bytes, static_cast<size_t>(s.size))) {
       *error = std::string("cannot read the member: ") +
                (errno ? std::strerror(errno) : "the shard shrank");
       return false;

@@ -11,6 +11,16 @@
 
 namespace ringpilot::data {
 
+/// Where ImageSource::ReadInto puts a sample's bytes, so a reader can land them straight in
+/// the memory that uses them (the GPU pipeline: pinned host memory).
+class ByteSink {
+ public:
+  virtual ~ByteSink() = default;
+  /// Room for exactly `size` bytes, which the source then fills; nullptr when there is none
+  /// (the read fails with that reason).
+  virtual uint8_t* Room(size_t size) = 0;
+};
+
 /// Thread-safe for concurrent Read/Describe/label calls once constructed (the index is
 /// immutable; reads use positional I/O).
 class ImageSource {
@@ -27,9 +37,12 @@ class ImageSource {
   /// Where sample `index` lives, for warnings and the distinct bad-file count: a path, or
   /// "SHARD.tar:KEY.jpg".
   virtual std::string Describe(int64_t index) const = 0;
-  /// Replaces `*bytes` with sample `index`'s encoded image. Returns false and sets `*error`
-  /// (one line, no path: the caller adds Describe()) when it cannot be read.
-  virtual bool Read(int64_t index, std::vector<uint8_t>* bytes, std::string* error) const = 0;
+  /// Writes sample `index`'s encoded image into `sink` (one Room call, then the bytes).
+  /// Returns false and sets `*error` (one line, no path: the caller adds Describe()) when it
+  /// cannot be read.
+  virtual bool ReadInto(int64_t index, ByteSink& sink, std::string* error) const = 0;
+  /// ReadInto `*bytes`, replacing its contents (its buffer is reused).
+  bool Read(int64_t index, std::vector<uint8_t>* bytes, std::string* error) const;
   /// One line for the rank log: where the set is, samples, classes, and what was skipped
   /// while indexing (files with other extensions; shard keys without an image).
   virtual std::string Summary() const = 0;

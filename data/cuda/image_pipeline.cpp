@@ -6,132 +6,55 @@
 #include <atomic>
 #include <chrono>
 #include <cstring>
-#include <functional>
 #include <stdexcept>
 #include <utility>
 
 #include "data/cifar.h"
+#include "data/cuda/nvjpeg_decode.h"
+#include "data/cuda/pipeline_memory.h"
 #include "data/cuda/resample_kernels.h"
+#include "data/cuda/worker_pool.h"
 #include "data/image_decode.h"
 #include "data/image_transform.h"
 
 namespace ringpilot::data::cuda {
 namespace {
 
-[[noreturn]] void ThrowCall(const char* call, const std::string& why, const char* file, int line) {
-  throw std::runtime_error(std::string(file) + ":" + std::to_string(line) + ": " + call +
-                           " failed: " + why);
-}
-
-#define PIPELINE_CUDA(call)                                                              \
-  do {                                                                                   \
-    const cudaError_t e_ = (call);                                                       \
-    if (e_ != cudaSuccess) ThrowCall(#call, cudaGetErrorString(e_), __FILE__, __LINE__); \
-  } while (0)
-
-#define PIPELINE_NVJPEG(call)                                                              \
-  do {                                                                                     \
-    const nvjpegStatus_t s_ = (call);                                                      \
-    if (s_ != NVJPEG_STATUS_SUCCESS) {                                                     \
-      ThrowCall(#call, "nvjpegStatus_t " + std::to_string(static_cast<int>(s_)), __FILE__, \
-                __LINE__);                                                                 \
-    }                                                                                      \
-  } while (0)
-
 constexpr size_t kAlign = 256;
 size_t AlignUp(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
 
 // A truncated JPEG has no end-of-image marker. nvJPEG's engines decode what they get
 // without complaint, so such files go to the host decoder, which reports them.
-bool EndsWithEndOfImage(const std::vector<uint8_t>& bytes) {
-  size_t n = bytes.size();
+bool EndsWithEndOfImage(const uint8_t* bytes, size_t n) {
   while (n > 2 && bytes[n - 1] == 0) --n;  // some writers pad after the marker
   return n >= 4 && bytes[n - 2] == 0xFF && bytes[n - 1] == 0xD9;
 }
 
-// A fixed set of threads that run one function over [0, n) and return when all are done.
-// The pipeline thread is the only caller.
-class WorkerPool {
- public:
-  explicit WorkerPool(int threads) {
-    for (int t = 0; t < threads; ++t) workers_.emplace_back([this, t] { Work(t); });
-  }
-  ~WorkerPool() {
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      stopping_ = true;
-    }
-    wake_.notify_all();
-    for (std::thread& w : workers_) w.join();
-  }
-  int size() const { return static_cast<int>(workers_.size()); }
+enum class Route { kBatch, kOdd, kHost };
 
-  // fn(thread, item) for every item; returns after all ran.
-  void Run(int n, const std::function<void(int, int)>& fn) {
-    std::unique_lock<std::mutex> lock(mutex_);
-    fn_ = &fn;
-    n_ = n;
-    next_.store(0);
-    running_ = static_cast<int>(workers_.size());
-    ++generation_;
-    wake_.notify_all();
-    done_.wait(lock, [this] { return running_ == 0; });
-    fn_ = nullptr;
+// Sample bytes land in the batch's pinned arena; a heap buffer only where pinned memory
+// ran out (its copy to the device is then a synchronous, pageable one).
+class SampleSink : public ByteSink {
+ public:
+  SampleSink(PinnedArena& arena, std::vector<uint8_t>& heap) : arena_(arena), heap_(heap) {}
+  uint8_t* Room(size_t size) override {
+    size_ = size;
+    data_ = arena_.Take(size);
+    if (data_ == nullptr) {
+      heap_.resize(size);
+      data_ = heap_.data();
+    }
+    return data_;
   }
+  const uint8_t* data() const { return data_; }
+  size_t size() const { return size_; }
 
  private:
-  void Work(int thread) {
-    // Graph capture on the training thread must not see this thread's CUDA calls.
-    cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
-    cudaThreadExchangeStreamCaptureMode(&mode);
-    uint64_t seen = 0;
-    for (;;) {
-      const std::function<void(int, int)>* fn;
-      int n;
-      {
-        std::unique_lock<std::mutex> lock(mutex_);
-        wake_.wait(lock, [&] { return stopping_ || generation_ != seen; });
-        if (stopping_) return;
-        seen = generation_;
-        fn = fn_;
-        n = n_;
-      }
-      for (int i = next_.fetch_add(1); i < n; i = next_.fetch_add(1)) (*fn)(thread, i);
-      std::lock_guard<std::mutex> lock(mutex_);
-      if (--running_ == 0) done_.notify_one();
-    }
-  }
-
-  std::vector<std::thread> workers_;
-  std::mutex mutex_;
-  std::condition_variable wake_;
-  std::condition_variable done_;
-  const std::function<void(int, int)>* fn_ = nullptr;
-  int n_ = 0;
-  std::atomic<int> next_{0};
-  int running_ = 0;
-  uint64_t generation_ = 0;
-  bool stopping_ = false;
+  PinnedArena& arena_;
+  std::vector<uint8_t>& heap_;
+  uint8_t* data_ = nullptr;
+  size_t size_ = 0;
 };
-
-// Pinned host memory that grows (rarely: the first batches, or a larger image).
-struct PinnedBuffer {
-  uint8_t* data = nullptr;
-  size_t capacity = 0;
-  ~PinnedBuffer() {
-    if (data) cudaFreeHost(data);
-  }
-  void Reserve(size_t bytes) {
-    if (bytes <= capacity) return;
-    if (data) PIPELINE_CUDA(cudaFreeHost(data));
-    data = nullptr;
-    capacity = 0;
-    PIPELINE_CUDA(cudaHostAlloc(reinterpret_cast<void**>(&data), bytes, cudaHostAllocDefault));
-    capacity = bytes;
-  }
-};
-
-enum class Route { kDevice, kHost };
 
 }  // namespace
 
@@ -141,10 +64,14 @@ struct ImagePipeline::Sample {
   int64_t label = 0;
   int width = 0;
   int height = 0;
-  Route route = Route::kDevice;
+  Route route = Route::kBatch;
   bool black = false;               // no usable sample within kMaxSubstituteTries
+  bool retry = false;               // kOdd: neither nvJPEG nor the host could decode it
   std::vector<BadSample> failures;  // samples tried for this entry that were bad
-  std::vector<uint8_t> bytes;
+  const uint8_t* bytes = nullptr;   // the encoded image (pinned arena, or heap_bytes)
+  size_t length = 0;
+  std::vector<uint8_t> heap_bytes;
+  JpegShape shape;       // kBatch, kOdd
   DecodedImage decoded;  // Route::kHost
 };
 
@@ -157,36 +84,52 @@ struct ImagePipeline::Slot {
 };
 
 struct ImagePipeline::Decoder {
-  nvjpegHandle_t handle = nullptr;
+  explicit Decoder(int device) : device_pool(device) {}
+  // Declared first, destroyed last: nvJPEG frees into them.
+  DevicePool device_pool;
+  PinnedCache pinned_cache;
+  PinnedArena bitstreams;
+  nvjpegHandle_t handle = nullptr;  // the batch (hardware engines or GPU backend)
   nvjpegJpegState_t state = nullptr;
+  nvjpegOutputFormat_t batch_format = NVJPEG_OUTPUT_YUV;
   std::vector<nvjpegJpegStream_t> streams;  // one per worker, for header parsing
   int initialized_batch = -1;
+  nvjpegHandle_t odd_handle = nullptr;  // the decoupled decoder's (host Huffman)
+  nvjpegJpegDecoder_t odd_decoder = nullptr;
+  std::vector<std::unique_ptr<OddJpegDecoder>> odd;  // one per worker
   cudaStream_t stream = nullptr;
+  cudaEvent_t arena_ready = nullptr;  // the arena's (re)allocation, for the odd streams
   // Marks around the batch's GPU work, read back once the batch is done (the pipeline
   // thread waits for it anyway): decode start, resample start, end.
   cudaEvent_t marks[3] = {nullptr, nullptr, nullptr};
   std::unique_ptr<WorkerPool> pool;
   std::vector<Sample> samples;
-  // Device arena of decoded images, grown stream-ordered (no device-wide synchronisation).
+  // Device arena of decoded images, grown stream-ordered from the pool.
   uint8_t* arena = nullptr;
   size_t arena_capacity = 0;
   ResampleJob* device_jobs = nullptr;
-  PinnedBuffer host_jobs;
-  PinnedBuffer host_labels;
-  PinnedBuffer staging;  // host-decoded images on their way to the arena
-  std::vector<const unsigned char*> bitstreams;
-  std::vector<size_t> lengths;
-  std::vector<nvjpegImage_t> outputs;
-  std::vector<int> device_samples;
+  ResampleJob* host_jobs = nullptr;  // pinned
+  int64_t* host_labels = nullptr;    // pinned
+  std::vector<const unsigned char*> batch_bitstreams;
+  std::vector<size_t> batch_lengths;
+  std::vector<nvjpegImage_t> batch_outputs;
+  std::vector<int> batch_samples, odd_samples, host_samples;
 
   ~Decoder() {
     if (stream) cudaStreamSynchronize(stream);
-    if (arena) cudaFree(arena);
-    if (device_jobs) cudaFree(device_jobs);
+    odd.clear();
+    if (odd_decoder) nvjpegDecoderDestroy(odd_decoder);
+    if (odd_handle) nvjpegDestroy(odd_handle);
+    if (arena) device_pool.Free(arena, stream);
+    if (device_jobs) device_pool.Free(device_jobs, stream);
+    if (stream) cudaStreamSynchronize(stream);
+    if (host_jobs) pinned_cache.Free(host_jobs, nullptr);
+    if (host_labels) pinned_cache.Free(host_labels, nullptr);
     for (nvjpegJpegStream_t s : streams) nvjpegJpegStreamDestroy(s);
     for (cudaEvent_t e : marks) {
       if (e) cudaEventDestroy(e);
     }
+    if (arena_ready) cudaEventDestroy(arena_ready);
     if (state) nvjpegJpegStateDestroy(state);
     if (handle) nvjpegDestroy(handle);
     if (stream) cudaStreamDestroy(stream);
@@ -202,35 +145,66 @@ ImagePipeline::ImagePipeline(const ImageSource& source, const ImagePipelineOptio
         "ImagePipeline: batch, output size, prefetch, threads must be >= 1");
   }
   PIPELINE_CUDA(cudaSetDevice(options_.device));
-  decoder_ = std::make_unique<Decoder>();
+  decoder_ = std::make_unique<Decoder>(options_.device);
   Decoder& d = *decoder_;
-  // The highest priority: the decode's own kernels (nvJPEG's colour conversion, the crop
-  // kernel) are small, and at the training stream's priority they would queue behind a
-  // whole graphed step's kernels, starving the next batch (H100, ResNet-50: 4.7k img/s
-  // instead of the step's 5.3k).
+  // The lowest priority: the step's kernels go first, and the batch's one kernel fills the
+  // gaps between them (the decode itself runs on the JPEG engines). Per-image kernels at the
+  // step's priority once starved the next batch; there is one kernel per batch now.
   int least_priority = 0, greatest_priority = 0;
   PIPELINE_CUDA(cudaDeviceGetStreamPriorityRange(&least_priority, &greatest_priority));
-  PIPELINE_CUDA(cudaStreamCreateWithPriority(&d.stream, cudaStreamNonBlocking, greatest_priority));
+  const int priority = options_.high_priority ? greatest_priority : least_priority;
+  PIPELINE_CUDA(cudaStreamCreateWithPriority(&d.stream, cudaStreamNonBlocking, priority));
   for (cudaEvent_t& e : d.marks) PIPELINE_CUDA(cudaEventCreate(&e));
+  PIPELINE_CUDA(cudaEventCreateWithFlags(&d.arena_ready, cudaEventDisableTiming));
+  nvjpegDevAllocatorV2_t device_allocator = NvjpegDeviceAllocator(&d.device_pool);
+  nvjpegPinnedAllocatorV2_t pinned_allocator = NvjpegPinnedAllocator(&d.pinned_cache);
   // The hardware engines where the GPU has them; nvJPEG answers NVJPEG_STATUS_ARCH_MISMATCH
   // (or "not supported") elsewhere, and the GPU backend takes over.
   nvjpegStatus_t created = NVJPEG_STATUS_ARCH_MISMATCH;
   if (options_.hardware) {
-    created = nvjpegCreateEx(NVJPEG_BACKEND_HARDWARE, nullptr, nullptr, 0, &d.handle);
+    created = nvjpegCreateExV2(NVJPEG_BACKEND_HARDWARE, &device_allocator, &pinned_allocator, 0,
+                               &d.handle);
   }
   if (created == NVJPEG_STATUS_SUCCESS) {
     backend_name_ = "hardware";
   } else {
-    PIPELINE_NVJPEG(nvjpegCreateEx(NVJPEG_BACKEND_GPU_HYBRID, nullptr, nullptr, 0, &d.handle));
+    PIPELINE_NVJPEG(nvjpegCreateExV2(NVJPEG_BACKEND_GPU_HYBRID, &device_allocator,
+                                     &pinned_allocator, 0, &d.handle));
     backend_name_ = "gpu";
   }
   PIPELINE_NVJPEG(nvjpegJpegStateCreate(d.handle, &d.state));
+  // The decoder's native planar YCbCr (no conversion kernel per image), else planar RGB.
+  for (nvjpegOutputFormat_t format : {NVJPEG_OUTPUT_YUV, NVJPEG_OUTPUT_RGB}) {
+    if (nvjpegDecodeBatchedInitialize(d.handle, d.state, options_.batch, options_.threads,
+                                      format) == NVJPEG_STATUS_SUCCESS) {
+      d.batch_format = format;
+      d.initialized_batch = options_.batch;
+      break;
+    }
+  }
+  if (d.initialized_batch < 0) {
+    PIPELINE_NVJPEG(nvjpegDecodeBatchedInitialize(d.handle, d.state, options_.batch,
+                                                  options_.threads, NVJPEG_OUTPUT_RGB));
+  }
+  batch_output_name_ = d.batch_format == NVJPEG_OUTPUT_YUV ? "ycbcr" : "rgb";
   d.streams.resize(options_.threads);
   for (nvjpegJpegStream_t& s : d.streams) PIPELINE_NVJPEG(nvjpegJpegStreamCreate(d.handle, &s));
+
+  PIPELINE_NVJPEG(nvjpegCreateExV2(NVJPEG_BACKEND_DEFAULT, &device_allocator, &pinned_allocator, 0,
+                                   &d.odd_handle));
+  PIPELINE_NVJPEG(nvjpegDecoderCreate(d.odd_handle, NVJPEG_BACKEND_HYBRID, &d.odd_decoder));
+  for (int t = 0; t < options_.threads; ++t) {
+    d.odd.push_back(std::make_unique<OddJpegDecoder>(d.odd_handle, d.odd_decoder, device_allocator,
+                                                     pinned_allocator, priority));
+  }
+
   d.samples.resize(options_.batch);
-  d.host_jobs.Reserve(sizeof(ResampleJob) * options_.batch);
-  d.host_labels.Reserve(sizeof(int64_t) * options_.batch);
-  PIPELINE_CUDA(cudaMalloc(&d.device_jobs, sizeof(ResampleJob) * options_.batch));
+  PIPELINE_CUDA(d.pinned_cache.Allocate(reinterpret_cast<void**>(&d.host_jobs),
+                                        sizeof(ResampleJob) * options_.batch));
+  PIPELINE_CUDA(d.pinned_cache.Allocate(reinterpret_cast<void**>(&d.host_labels),
+                                        sizeof(int64_t) * options_.batch));
+  PIPELINE_CUDA(d.device_pool.Allocate(reinterpret_cast<void**>(&d.device_jobs),
+                                       sizeof(ResampleJob) * options_.batch, d.stream));
   const size_t pixels =
       static_cast<size_t>(options_.batch) * 3 * options_.out_height * options_.out_width;
   for (int i = 0; i < options_.prefetch; ++i) {
@@ -241,6 +215,7 @@ ImagePipeline::ImagePipeline(const ImageSource& source, const ImagePipelineOptio
     PIPELINE_CUDA(cudaEventCreateWithFlags(&slot->consumed, cudaEventDisableTiming));
     slots_.push_back(std::move(slot));
   }
+  PIPELINE_CUDA(cudaStreamSynchronize(d.stream));
   d.pool = std::make_unique<WorkerPool>(options_.threads);
   thread_ = std::thread([this] { Loop(); });
 }
@@ -310,8 +285,15 @@ double ImagePipeline::CopyNext(uint8_t* pixels, int64_t* labels, cudaStream_t st
 }
 
 ImagePipelineCounters ImagePipeline::counters() const {
-  std::lock_guard<std::mutex> lock(mutex_);
-  return counters_;
+  ImagePipelineCounters c;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    c = counters_;
+  }
+  c.pinned_allocations =
+      decoder_->pinned_cache.system_allocations() + decoder_->bitstreams.system_allocations();
+  c.device_pool_bytes = static_cast<int64_t>(decoder_->device_pool.reserved_bytes());
+  return c;
 }
 
 void ImagePipeline::Loop() {
@@ -357,33 +339,54 @@ void ImagePipeline::Loop() {
 }
 
 // Loads the entry whose sample is `wanted` into `s`: the first of wanted, wanted + 1, ...
-// (wrapping, data/bad_samples.h's rule) that is usable. A JPEG that nvJPEG takes stays
-// encoded (Route::kDevice, unless `host_only`); anything else is decoded here.
+// (wrapping, data/bad_samples.h's rule) that is usable. A JPEG stays encoded for nvJPEG
+// (kBatch where the batch takes it, else kOdd), unless `host_only`; anything else is
+// decoded here.
 void ImagePipeline::ResolveSample(int thread, int64_t wanted, bool host_only, Sample& s) {
   Decoder& d = *decoder_;
   s.black = false;
+  s.retry = false;
   const int64_t index =
       LoadOrSubstitute(wanted, source_.size(), &s.failures, [&](int64_t i, std::string* why) {
         const int32_t label = UsableLabel(source_, i, why);
-        if (label < 0 || !source_.Read(i, &s.bytes, why)) return false;
+        if (label < 0) return false;
+        SampleSink sink(d.bitstreams, s.heap_bytes);
+        if (!source_.ReadInto(i, sink, why)) return false;
+        s.bytes = sink.data();
+        s.length = sink.size();
         s.label = label;
-        const ImageFormat format = SniffImageFormat(s.bytes.data(), s.bytes.size());
-        unsigned w = 0, h = 0;
-        int unsupported = 1;
+        const ImageFormat format = SniffImageFormat(s.bytes, s.length);
+        unsigned w = 0, h = 0, cw = 0, ch = 0;
         nvjpegJpegStream_t stream = d.streams[thread];
-        if (!host_only && format == ImageFormat::kJpeg && EndsWithEndOfImage(s.bytes) &&
-            nvjpegJpegStreamParseHeader(d.handle, s.bytes.data(), s.bytes.size(), stream) ==
+        if (!host_only && format == ImageFormat::kJpeg && EndsWithEndOfImage(s.bytes, s.length) &&
+            nvjpegJpegStreamParseHeader(d.handle, s.bytes, s.length, stream) ==
                 NVJPEG_STATUS_SUCCESS &&
-            nvjpegDecodeBatchedSupported(d.handle, stream, &unsupported) == NVJPEG_STATUS_SUCCESS &&
-            unsupported == 0 &&
             nvjpegJpegStreamGetFrameDimensions(stream, &w, &h) == NVJPEG_STATUS_SUCCESS && w > 0 &&
             h > 0 && static_cast<int64_t>(w) * h <= kMaxImagePixels) {
-          s.route = Route::kDevice;
-          s.width = static_cast<int>(w);
-          s.height = static_cast<int>(h);
+          JpegShape& shape = s.shape;
+          shape = JpegShape{};
+          shape.width = static_cast<int>(w);
+          shape.height = static_cast<int>(h);
+          nvjpegJpegStreamGetChromaSubsampling(stream, &shape.css);
+          if (shape.css != NVJPEG_CSS_GRAY && nvjpegJpegStreamGetComponentDimensions(
+                                                  stream, 1, &cw, &ch) == NVJPEG_STATUS_SUCCESS) {
+            shape.chroma_width = static_cast<int>(cw);
+            shape.chroma_height = static_cast<int>(ch);
+          }
+          // The batch writes one format for all: a JPEG it would have to write otherwise
+          // goes the odd way too.
+          int unsupported = 1;
+          const bool batch_takes =
+              nvjpegDecodeBatchedSupported(d.handle, stream, &unsupported) ==
+                  NVJPEG_STATUS_SUCCESS &&
+              unsupported == 0 &&
+              (d.batch_format != NVJPEG_OUTPUT_YUV || OutputFormatFor(shape) == NVJPEG_OUTPUT_YUV);
+          s.route = batch_takes ? Route::kBatch : Route::kOdd;
+          s.width = shape.width;
+          s.height = shape.height;
           return true;
         }
-        if (!DecodeImage(s.bytes.data(), s.bytes.size(), &s.decoded, why)) return false;
+        if (!DecodeImage(s.bytes, s.length, &s.decoded, why)) return false;
         s.route = Route::kHost;
         s.width = s.decoded.width;
         s.height = s.decoded.height;
@@ -406,18 +409,16 @@ void ImagePipeline::MakeBatch(const BatchRequest& request, Slot& slot, bool slot
   Decoder& d = *decoder_;
   const int n = options_.batch;
 
-  // 1. Read, sniff and parse every sample on the workers; what nvJPEG cannot take is
-  //    decoded there on the host; bad samples are replaced by the handler's choice.
+  // 1. Read into pinned memory, sniff and parse every sample on the workers; what no nvJPEG
+  //    path takes is decoded there on the host; bad samples are replaced by the handler's
+  //    choice.
   std::mutex error_mutex;
   std::exception_ptr worker_error;
-  for (Sample& s : d.samples) s.failures.clear();
-  auto resolve_all = [&](const std::vector<int>* subset, bool host_only) {
+  auto on_workers = [&](const std::vector<int>* subset, const std::function<void(int, int)>& fn) {
     const int count = subset ? static_cast<int>(subset->size()) : n;
     d.pool->Run(count, [&](int thread, int k) {
-      const int i = subset ? (*subset)[k] : k;
       try {
-        ResolveSample(thread, subset ? d.samples[i].index : request.indices[i], host_only,
-                      d.samples[i]);
+        fn(thread, subset ? (*subset)[k] : k);
       } catch (...) {
         std::lock_guard<std::mutex> lock(error_mutex);
         if (!worker_error) worker_error = std::current_exception();
@@ -425,90 +426,166 @@ void ImagePipeline::MakeBatch(const BatchRequest& request, Slot& slot, bool slot
     });
     if (worker_error) std::rethrow_exception(worker_error);
   };
-  resolve_all(nullptr, /*host_only=*/false);
+  d.bitstreams.Reset();  // the last batch's device work is done (it ended synchronised)
+  for (Sample& s : d.samples) {
+    s.failures.clear();
+    s.heap_bytes.clear();
+  }
+  on_workers(nullptr, [&](int thread, int i) {
+    ResolveSample(thread, request.indices[i], /*host_only=*/false, d.samples[i]);
+  });
 
-  auto* jobs = reinterpret_cast<ResampleJob*>(d.host_jobs.data);
-  auto* labels = reinterpret_cast<int64_t*>(d.host_labels.data);
-  int on_device = 0;
+  ResampleJob* jobs = d.host_jobs;
+  int batched = 0, odd = 0;
   // The slot is written last, but waiting for CopyNext's copy out of it first keeps the
   // marks free of that wait (it is normally long done).
   if (slot_in_use) PIPELINE_CUDA(cudaStreamWaitEvent(d.stream, slot.consumed, 0));
   PIPELINE_CUDA(cudaEventRecord(d.marks[0], d.stream));
   for (bool decoded = false; !decoded;) {
-    // 2. Arena layout: every decoded image at an aligned offset.
+    // 2. Arena layout: every image gets room for 8-bit RGB at an aligned offset (any
+    //    route's layout fits), so a route can change without moving the others.
     size_t arena_bytes = 0;
     size_t staging_bytes = 0;
+    d.batch_samples.clear();
+    d.odd_samples.clear();
+    d.host_samples.clear();
     for (int i = 0; i < n; ++i) {
       const Sample& s = d.samples[i];
       const CropBox box =
           s.black          ? CropBox{}
           : options_.train ? TrainCropBox(s.width, s.height, options_.seed, request.epoch, s.index)
                            : EvalCropBox(s.width, s.height);
-      jobs[i] = ResampleJob{arena_bytes, s.width,   s.height,   box.x,
-                            box.y,       box.width, box.height, box.flip ? 1 : 0};
-      labels[i] = s.label;
+      ResampleJob& job = jobs[i];
+      job = ResampleJob{};
+      job.plane_offset[0] = arena_bytes;
+      job.pitch[0] = s.width * 3;
+      job.layout = s.black ? SourceLayout::kNone : SourceLayout::kInterleavedRgb;
+      job.width = s.width;
+      job.height = s.height;
+      job.box_x = box.x;
+      job.box_y = box.y;
+      job.box_width = box.width;
+      job.box_height = box.height;
+      job.flip = box.flip ? 1 : 0;
+      d.host_labels[i] = s.label;
       const size_t image_bytes = static_cast<size_t>(s.width) * s.height * 3;
       arena_bytes += AlignUp(image_bytes);
-      if (s.route == Route::kHost) staging_bytes += image_bytes;
+      if (s.black) continue;
+      if (s.route == Route::kBatch) d.batch_samples.push_back(i);
+      if (s.route == Route::kOdd) d.odd_samples.push_back(i);
+      if (s.route == Route::kHost) {
+        d.host_samples.push_back(i);
+        staging_bytes += image_bytes;
+      }
     }
     if (arena_bytes > d.arena_capacity) {
-      if (d.arena) PIPELINE_CUDA(cudaFreeAsync(d.arena, d.stream));
+      if (d.arena) PIPELINE_CUDA(d.device_pool.Free(d.arena, d.stream));
       d.arena = nullptr;
       const size_t capacity = arena_bytes + arena_bytes / 4;  // room for larger batches
-      PIPELINE_CUDA(cudaMallocAsync(reinterpret_cast<void**>(&d.arena), capacity, d.stream));
+      PIPELINE_CUDA(d.device_pool.Allocate(reinterpret_cast<void**>(&d.arena), capacity, d.stream));
       d.arena_capacity = capacity;
     }
+    PIPELINE_CUDA(cudaEventRecord(d.arena_ready, d.stream));
 
-    // 3. Host-decoded images go up through pinned staging.
+    // 3. The batch, in one nvJPEG call on the engines (bitstreams in pinned memory: their
+    //    copies are asynchronous).
+    d.batch_bitstreams.clear();
+    d.batch_lengths.clear();
+    d.batch_outputs.clear();
+    for (int i : d.batch_samples) {
+      const Sample& s = d.samples[i];
+      d.batch_outputs.push_back(
+          PlaceImage(d.arena, jobs[i].plane_offset[0], d.batch_format, s.shape, &jobs[i]));
+      d.batch_bitstreams.push_back(s.bytes);
+      d.batch_lengths.push_back(s.length);
+    }
+    batched = static_cast<int>(d.batch_samples.size());
+    bool batch_failed = false;
+    if (batched > 0) {
+      if (d.initialized_batch != batched) {
+        PIPELINE_NVJPEG(nvjpegDecodeBatchedInitialize(d.handle, d.state, batched, d.pool->size(),
+                                                      d.batch_format));
+        d.initialized_batch = batched;
+      }
+      batch_failed =
+          nvjpegDecodeBatched(d.handle, d.state, d.batch_bitstreams.data(), d.batch_lengths.data(),
+                              d.batch_outputs.data(), d.stream) != NVJPEG_STATUS_SUCCESS;
+    }
+
+    // 4. JPEGs the batch refused, meanwhile, on the workers' own decoders; one nvJPEG cannot
+    //    take either is decoded on the host, and one nobody can decode is replaced below.
+    std::atomic<int> retries{0};
+    on_workers(&d.odd_samples, [&](int thread, int i) {
+      Sample& s = d.samples[i];
+      ResampleJob& job = jobs[i];
+      if (d.odd[thread]->Decode(s.bytes, s.length, s.shape, d.arena, job.plane_offset[0],
+                                d.arena_ready, &job)) {
+        return;
+      }
+      std::string why;
+      if (DecodeImage(s.bytes, s.length, &s.decoded, &why) && s.decoded.width == s.width &&
+          s.decoded.height == s.height) {
+        s.route = Route::kHost;
+        return;
+      }
+      s.retry = true;
+      ++retries;
+    });
+    odd = 0;
+    for (int i : d.odd_samples) {
+      if (d.samples[i].route == Route::kOdd) {
+        ++odd;
+      } else if (d.samples[i].route == Route::kHost) {
+        d.host_samples.push_back(i);
+        staging_bytes += static_cast<size_t>(d.samples[i].width) * d.samples[i].height * 3;
+      }
+    }
+
+    // 5. Host-decoded images go up through pinned staging (from the cache: no allocation
+    //    once warm; freed in stream order, so reuse waits for these copies).
     if (staging_bytes > 0) {
-      d.staging.Reserve(staging_bytes);
+      uint8_t* staging = nullptr;
+      PIPELINE_CUDA(d.pinned_cache.Allocate(reinterpret_cast<void**>(&staging), staging_bytes));
       size_t at = 0;
-      for (int i = 0; i < n; ++i) {
+      for (int i : d.host_samples) {
         const Sample& s = d.samples[i];
-        if (s.route != Route::kHost || s.black) continue;
         const size_t image_bytes = static_cast<size_t>(s.width) * s.height * 3;
-        std::memcpy(d.staging.data + at, s.decoded.rgb.data(), image_bytes);
-        PIPELINE_CUDA(cudaMemcpyAsync(d.arena + jobs[i].source_offset, d.staging.data + at,
-                                      image_bytes, cudaMemcpyHostToDevice, d.stream));
+        std::memcpy(staging + at, s.decoded.rgb.data(), image_bytes);
+        PIPELINE_CUDA(cudaMemcpyAsync(d.arena + jobs[i].plane_offset[0], staging + at, image_bytes,
+                                      cudaMemcpyHostToDevice, d.stream));
+        jobs[i].layout = SourceLayout::kInterleavedRgb;
+        jobs[i].pitch[0] = s.width * 3;
         at += image_bytes;
       }
+      PIPELINE_CUDA(d.pinned_cache.Free(staging, d.stream));
     }
 
-    // 4. The rest in one nvJPEG batch.
-    d.bitstreams.clear();
-    d.lengths.clear();
-    d.outputs.clear();
-    d.device_samples.clear();
-    for (int i = 0; i < n; ++i) {
-      const Sample& s = d.samples[i];
-      if (s.route != Route::kDevice) continue;
-      d.bitstreams.push_back(s.bytes.data());
-      d.lengths.push_back(s.bytes.size());
-      nvjpegImage_t out{};
-      out.channel[0] = d.arena + jobs[i].source_offset;
-      out.pitch[0] = static_cast<size_t>(s.width) * 3;
-      d.outputs.push_back(out);
-      d.device_samples.push_back(i);
+    if (!batch_failed && retries.load() == 0) {
+      decoded = true;
+      continue;
     }
-    on_device = static_cast<int>(d.device_samples.size());
-    if (on_device > 0) {
-      if (d.initialized_batch != on_device) {
-        PIPELINE_NVJPEG(nvjpegDecodeBatchedInitialize(d.handle, d.state, on_device, d.pool->size(),
-                                                      NVJPEG_OUTPUT_RGBI));
-        d.initialized_batch = on_device;
-      }
-      const nvjpegStatus_t status = nvjpegDecodeBatched(
-          d.handle, d.state, d.bitstreams.data(), d.lengths.data(), d.outputs.data(), d.stream);
-      if (status != NVJPEG_STATUS_SUCCESS) {
-        // nvJPEG does not say which image it choked on: this batch's share is decoded on the
-        // host instead (bad ones are reported and replaced there), and laid out again.
-        d.initialized_batch = -1;
-        PIPELINE_CUDA(cudaStreamSynchronize(d.stream));  // staging is rewritten
-        resolve_all(&d.device_samples, /*host_only=*/true);
-        continue;
-      }
+    // nvJPEG does not say which image of a failed batch it choked on: that share is decoded
+    // on the host instead (bad ones are reported and replaced there); odd images nobody
+    // could decode are replaced. Then the batch is laid out again.
+    PIPELINE_CUDA(cudaStreamSynchronize(d.stream));  // staging and the arena are rewritten
+    std::vector<int> again;
+    for (int i : d.odd_samples) {
+      if (d.samples[i].retry) again.push_back(i);
     }
-    decoded = true;
+    if (batch_failed) {
+      d.initialized_batch = -1;
+      again.insert(again.end(), d.batch_samples.begin(), d.batch_samples.end());
+    }
+    on_workers(&again, [&](int thread, int i) {
+      Sample& s = d.samples[i];
+      const bool was_odd_failure = s.retry;
+      // The sample that failed counts as bad; its substitute is looked for from the next.
+      if (was_odd_failure) {
+        s.failures.push_back(BadSample{s.index, "nvJPEG and the host decoder both failed"});
+      }
+      const int64_t wanted = was_odd_failure ? (s.index + 1) % source_.size() : s.index;
+      ResolveSample(thread, wanted, /*host_only=*/true, s);
+    });
   }
 
   std::vector<BadSample> failures;
@@ -520,18 +597,18 @@ void ImagePipeline::MakeBatch(const BatchRequest& request, Slot& slot, bool slot
   }
   if (!bad_.Record(n, replaced, failures)) throw DataError(bad_.fatal());
 
-  // 5. Crop, resize, flip into the slot.
+  // 6. Colour, crop, resize, flip into the slot: one kernel for the batch.
   PIPELINE_CUDA(cudaEventRecord(d.marks[1], d.stream));
   PIPELINE_CUDA(cudaMemcpyAsync(d.device_jobs, jobs, sizeof(ResampleJob) * n,
                                 cudaMemcpyHostToDevice, d.stream));
-  PIPELINE_CUDA(
-      cudaMemcpyAsync(slot.labels, labels, sizeof(int64_t) * n, cudaMemcpyHostToDevice, d.stream));
+  PIPELINE_CUDA(cudaMemcpyAsync(slot.labels, d.host_labels, sizeof(int64_t) * n,
+                                cudaMemcpyHostToDevice, d.stream));
   PIPELINE_CUDA(LaunchResampleCrops(d.arena, d.device_jobs, n, options_.out_height,
                                     options_.out_width, slot.pixels, d.stream));
   PIPELINE_CUDA(cudaEventRecord(slot.ready, d.stream));
   PIPELINE_CUDA(cudaEventRecord(d.marks[2], d.stream));
-  // The host buffers (bitstreams, jobs, staging) are reused by the next batch: wait here,
-  // on the pipeline's thread, never on the training stream.
+  // The host buffers (bitstreams, jobs, labels) are reused by the next batch: wait here, on
+  // the pipeline's thread, never on the training stream.
   PIPELINE_CUDA(cudaStreamSynchronize(d.stream));
 
   float decode_ms = 0, resample_ms = 0;
@@ -541,8 +618,9 @@ void ImagePipeline::MakeBatch(const BatchRequest& request, Slot& slot, bool slot
   counters_.decode_gpu_seconds += decode_ms * 1e-3;
   counters_.resample_gpu_seconds += resample_ms * 1e-3;
   counters_.images += n;
-  counters_.hardware_images += on_device;
-  counters_.host_images += n - on_device;
+  counters_.hardware_images += batched;
+  counters_.odd_gpu_images += odd;
+  counters_.host_images += n - batched - odd;
 }
 
 }  // namespace ringpilot::data::cuda

@@ -1,15 +1,25 @@
-// GPU image input of GPU ranks (data.kind image_folder / image_shards): nvJPEG batched
-// decode on the GPU's hardware JPEG engines (A100, H100, H200: NVJPEG_BACKEND_HARDWARE),
-// else on nvJPEG's GPU backend; then one kernel crops, resizes and flips every image of the
-// batch into the planar uint8 [B,3,H,W] layout the models read. What nvJPEG cannot take
-// (PNG, progressive or truncated JPEGs) is decoded on the host (data/image_decode.h) and
-// uploaded; what nobody can decode is a bad sample, replaced and reported as
-// data/bad_samples.h says (the same rule as the host loader's).
+// GPU image input of GPU ranks (data.kind image_folder / image_shards): every JPEG is
+// decoded on the GPU and one kernel per batch makes the model's input.
+//   - Baseline JPEGs in one nvJPEG batch on the hardware JPEG engines (A100, H100, H200:
+//     NVJPEG_BACKEND_HARDWARE; else nvJPEG's GPU backend), in their native planar YCbCr.
+//   - JPEGs the batch refuses (progressive, 4:1:x, CMYK, ...) through nvJPEG's decoupled
+//     decoder on the reader threads (Huffman on the host, the rest on the GPU), not the host
+//     decoder, so one odd file does not hold up its batch.
+//   - One kernel converts colour, crops, resizes and flips every image of the batch into the
+//     planar uint8 [B,3,H,W] the models read.
+// What no nvJPEG path takes (PNG, truncated JPEGs) is decoded on the host (data/
+// image_decode.h) and uploaded; what nobody can decode is a bad sample, replaced and reported
+// as data/bad_samples.h says (the host loader's rule).
 //
-// Batches are made ahead of the training step on a thread of their own, on their own CUDA
-// stream, into `prefetch` device slots. The training thread only waits for a slot to be
-// ready (the input wait) and enqueues a device-to-device copy on its stream, ordered by
-// events: no host synchronisation of the training stream.
+// Costs nothing the step waits for: file bytes are read straight into reused pinned memory
+// (every copy to the device is asynchronous), nvJPEG and the pipeline allocate from a device
+// pool and a pinned cache that keep what they free (no cudaMalloc, cudaHostAlloc or free,
+// each of which synchronises the device, once warm), and the GPU work runs on a stream of
+// the lowest priority, ordered against the training stream by events only.
+//
+// Batches are made ahead of the training step on a thread of their own, into `prefetch`
+// device slots. The training thread only waits for a slot to be ready (the input wait) and
+// enqueues a device-to-device copy on its stream: no host synchronisation of that stream.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -33,11 +43,14 @@ struct ImagePipelineOptions {
   int out_height = 0;  ///< model input size
   int out_width = 0;
   int prefetch = 2;      ///< batches decoded ahead (device slots), >= 1
-  int threads = 4;       ///< host threads reading, parsing and decoding what nvJPEG cannot
+  int threads = 4;       ///< host threads reading, parsing, odd-JPEG Huffman and host decode
   int device = 0;        ///< CUDA device of the rank
   bool hardware = true;  ///< use the hardware JPEG engines where the GPU has them
   bool train = true;     ///< random resized crop + flip (train) or centre crop (eval)
   uint64_t seed = 0;     ///< train.seed: crops are drawn from (seed, epoch, sample)
+  /// The decode stream's priority: the lowest (default) lets the training step's kernels go
+  /// first; the highest makes the batch's few kernels jump the step's queue.
+  bool high_priority = false;
 };
 
 /// The samples of one batch, in order: dataset indices and the epoch they belong to.
@@ -49,12 +62,17 @@ struct BatchRequest {
 /// Decode-rate counters since construction (read from any thread).
 struct ImagePipelineCounters {
   int64_t images = 0;               ///< decoded and resampled
-  int64_t hardware_images = 0;      ///< of which by nvJPEG (hardware or GPU backend)
-  int64_t host_images = 0;          ///< of which on the host (PNG, progressive, fallback)
+  int64_t hardware_images = 0;      ///< of which in nvJPEG's batch (hardware or GPU backend)
+  int64_t odd_gpu_images = 0;       ///< of which by nvJPEG's decoupled decoder (progressive, ...)
+  int64_t host_images = 0;          ///< of which on the host (PNG, truncated, fallback)
   double busy_seconds = 0;          ///< wall time the pipeline thread spent making batches
-  double decode_gpu_seconds = 0;    ///< GPU time of nvJPEG's batches (engines + kernels)
+  double decode_gpu_seconds = 0;    ///< GPU time of the batch's decode (engines + kernels)
   double resample_gpu_seconds = 0;  ///< GPU time of the crop-resize kernel (SM time)
   int ready_batches = 0;            ///< batches decoded and not yet taken (prefetch depth)
+  /// cudaHostAlloc calls (pinned bitstreams, staging, nvJPEG's pinned buffers) and bytes the
+  /// device pool holds: both stop growing once the pipeline is warm.
+  int64_t pinned_allocations = 0;
+  int64_t device_pool_bytes = 0;
 };
 
 /// Enqueue, WaitNext and CopyNext are called by one thread (the training thread); the rest is
@@ -84,8 +102,11 @@ class ImagePipeline {
   /// have run on `stream` (an event orders it; the host does not wait for it).
   double CopyNext(uint8_t* pixels, int64_t* labels, cudaStream_t stream);
 
-  /// "hardware" or "gpu" (nvJPEG backend in use).
+  /// "hardware" or "gpu" (nvJPEG backend of the batch).
   const std::string& backend() const { return backend_name_; }
+  /// "ycbcr" (nvJPEG's native planar output) or "rgb" (planar RGB, where the backend refused
+  /// YCbCr output).
+  const std::string& batch_output() const { return batch_output_name_; }
   ImagePipelineCounters counters() const;
 
  private:
@@ -100,6 +121,7 @@ class ImagePipeline {
   const ImagePipelineOptions options_;
   BadSampleLog& bad_;
   std::string backend_name_;
+  std::string batch_output_name_;
   std::unique_ptr<Decoder> decoder_;
   std::vector<std::unique_ptr<Slot>> slots_;
 

@@ -228,7 +228,7 @@ part_verify() {
                trainer_residual_norm_test trainer_step_clock_test trainer_rng_state_test)
   gpu_build_test "${tests[@]}" >"$d/build.log" 2>&1 || { say "verify: test build failed"; tail -20 "$d/build.log"; return; }
   for t in "${tests[@]}"; do
-    bin=$(find "$RINGPILOT_BUILD_DIR" -name "$t" -type f -executable | head -1)
+    bin=$(gpu_test_binary "$t")
     timeout 300 "$bin" >"$d/$t.txt" 2>&1 || fail=1
     say "$t: $(grep -E '^\[  (PASSED|FAILED|SKIPPED) ' "$d/$t.txt" | tr '\n' ' ')"
   done

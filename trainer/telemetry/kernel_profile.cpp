@@ -7,28 +7,46 @@
 
 #include <torch/csrc/autograd/profiler_kineto.h>
 
+#ifdef RINGPILOT_WITH_CUDA
+#include <cuda_profiler_api.h>
+#endif
+
 #include "trainer/telemetry/device.h"
 
 namespace ringpilot::trainer::telemetry {
 
 namespace prof = torch::profiler::impl;
 
+namespace {
+
+// FIRST:COUNT from `name`; false when the variable is unset.
+bool ReadSteps(const char* name, int64_t& first, int64_t& count) {
+  const char* steps = std::getenv(name);
+  if (steps == nullptr || *steps == '\0') return false;
+  long long f = 0, c = 0;
+  char extra = 0;
+  if (std::sscanf(steps, "%lld:%lld%c", &f, &c, &extra) != 2 || f < 0 || c < 1) {
+    throw std::runtime_error(std::string(name) + ": expected FIRST:COUNT, got '" + steps + "'");
+  }
+  first = f;
+  count = c;
+  return true;
+}
+
+}  // namespace
+
 KernelProfile::KernelProfile(int rank, bool cuda) : rank_(rank), cuda_(cuda) {
+  if (cuda_) ReadSteps("RINGPILOT_CUDA_PROFILER_STEPS", cuda_first_, cuda_count_);
   const char* prefix = std::getenv("RINGPILOT_KINETO_TRACE");
   if (prefix == nullptr || *prefix == '\0') return;
   prefix_ = prefix;
-  if (const char* steps = std::getenv("RINGPILOT_KINETO_STEPS")) {
-    long long first = 0, count = 0;
-    if (std::sscanf(steps, "%lld:%lld", &first, &count) != 2 || first < 0 || count < 1) {
-      throw std::runtime_error("RINGPILOT_KINETO_STEPS: expected FIRST:COUNT, got '" +
-                               std::string(steps) + "'");
-    }
-    first_ = first;
-    count_ = count;
-  }
+  ReadSteps("RINGPILOT_KINETO_STEPS", first_, count_);
 }
 
 void KernelProfile::BeforeStep(int64_t index) {
+#ifdef RINGPILOT_WITH_CUDA
+  if (cuda_first_ >= 0 && index == cuda_first_) cudaProfilerStart();
+#endif
   if (!active() || index != first_) return;
   std::set<prof::ActivityType> activities{prof::ActivityType::CPU};
   if (cuda_) activities.insert(prof::ActivityType::CUDA);
@@ -39,6 +57,12 @@ void KernelProfile::BeforeStep(int64_t index) {
 }
 
 std::string KernelProfile::AfterStep(int64_t index) {
+#ifdef RINGPILOT_WITH_CUDA
+  if (cuda_first_ >= 0 && index == cuda_first_ + cuda_count_ - 1) {
+    SynchronizeDevice(cuda_);  // the steps' kernels are launched; let them finish inside
+    cudaProfilerStop();
+  }
+#endif
   if (!running_ || index != first_ + count_ - 1) return "";
   SynchronizeDevice(cuda_);
   running_ = false;

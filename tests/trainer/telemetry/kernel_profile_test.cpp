@@ -18,6 +18,7 @@ class KernelProfileTest : public ::testing::Test {
   void TearDown() override {
     ::unsetenv("RINGPILOT_KINETO_TRACE");
     ::unsetenv("RINGPILOT_KINETO_STEPS");
+    ::unsetenv("RINGPILOT_CUDA_PROFILER_STEPS");
   }
 };
 
@@ -62,6 +63,18 @@ TEST_F(KernelProfileTest, MalformedStepsAreRejected) {
     ::setenv("RINGPILOT_KINETO_STEPS", bad, 1);
     EXPECT_THROW(KernelProfile(0, false), std::runtime_error) << bad;
   }
+}
+
+TEST_F(KernelProfileTest, CudaProfilerStepsAreCheckedOnCudaRanksOnly) {
+  for (const char* bad : {"10", "3:1x", "-1:3", "2:0"}) {
+    ::setenv("RINGPILOT_CUDA_PROFILER_STEPS", bad, 1);
+    EXPECT_THROW(KernelProfile(0, true), std::runtime_error) << bad;
+    // A CPU rank has no CUDA profiler to start: the variable is not its business.
+    EXPECT_NO_THROW(KernelProfile(0, false)) << bad;
+  }
+  ::setenv("RINGPILOT_CUDA_PROFILER_STEPS", "10:1", 1);
+  KernelProfile p(0, true);
+  EXPECT_FALSE(p.active()) << "the CUDA profiler range alone writes no Kineto trace";
 }
 
 }  // namespace

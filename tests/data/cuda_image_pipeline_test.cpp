@@ -1,0 +1,192 @@
+// The GPU image pipeline (data/cuda/image_pipeline.h) on real photographs of every kind a
+// real image set holds (tests/data/make_jpeg_kinds.py): each JPEG decoded on the GPU and in
+// agreement with libjpeg-turbo, bad files skipped and counted, and no allocation once warm.
+// Needs a CUDA device (skips without one) and, to make its images, python3 with Pillow and
+// scikit-image; RINGPILOT_JPEG_KINDS names a folder made already (its -bad twin beside it).
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <map>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "data/bad_samples.h"
+#include "data/cuda/image_pipeline.h"
+#include "data/image_decode.h"
+#include "data/image_source.h"
+#include "data/image_transform.h"
+
+namespace ringpilot::data::cuda {
+namespace {
+
+bool HaveDevice() {
+  int n = 0;
+  return cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
+}
+
+// The kinds folder: RINGPILOT_JPEG_KINDS, else made once per process in the test's temp dir.
+std::string KindsFolder() {
+  static std::string folder;
+  if (!folder.empty()) return folder;
+  if (const char* given = std::getenv("RINGPILOT_JPEG_KINDS")) return folder = given;
+  const char* source = std::getenv("RINGPILOT_SOURCE_DIR");
+  const std::string out = ::testing::TempDir() + "/jpeg-kinds";
+  const std::string command = std::string("python3 ") + (source ? source : ".") +
+                              "/tests/data/make_jpeg_kinds.py " + out + " --bad >/dev/null";
+  if (std::system(command.c_str()) != 0) return "";
+  return folder = out;
+}
+
+struct DeviceBatch {
+  uint8_t* pixels = nullptr;
+  int64_t* labels = nullptr;
+  cudaStream_t stream = nullptr;
+  DeviceBatch(int batch, int side) {
+    cudaMalloc(&pixels, static_cast<size_t>(batch) * 3 * side * side);
+    cudaMalloc(&labels, sizeof(int64_t) * batch);
+    cudaStreamCreate(&stream);
+  }
+  ~DeviceBatch() {
+    cudaStreamSynchronize(stream);
+    cudaFree(pixels);
+    cudaFree(labels);
+    cudaStreamDestroy(stream);
+  }
+};
+
+class CudaImagePipelineTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!HaveDevice()) GTEST_SKIP() << "no CUDA device";
+    kinds_ = KindsFolder();
+    ASSERT_FALSE(kinds_.empty()) << "make_jpeg_kinds.py failed (needs Pillow, scikit-image)";
+  }
+  std::string kinds_;
+};
+
+TEST_F(CudaImagePipelineTest, EveryJpegKindDecodesOnTheGpuAsLibjpegTurboDoes) {
+  const auto source = OpenImageFolder(kinds_);
+  const int n = static_cast<int>(source->size());
+  constexpr int kSide = 224;
+  ImagePipelineOptions options;
+  options.batch = n;
+  options.out_height = options.out_width = kSide;
+  options.prefetch = 1;
+  options.threads = 4;
+  options.train = false;  // centre crops: the reference needs no random draw
+  BadSampleLog bad(*source, 1.0);
+  ImagePipeline pipeline(*source, options, bad);
+  BatchRequest request;
+  for (int i = 0; i < n; ++i) request.indices.push_back(i);
+  pipeline.Enqueue(request);
+  DeviceBatch out(n, kSide);
+  pipeline.CopyNext(out.pixels, out.labels, out.stream);
+  ASSERT_EQ(cudaStreamSynchronize(out.stream), cudaSuccess);
+  const size_t image = static_cast<size_t>(3) * kSide * kSide;
+  std::vector<uint8_t> got(image * n), want(image);
+  ASSERT_EQ(cudaMemcpy(got.data(), out.pixels, got.size(), cudaMemcpyDeviceToHost), cudaSuccess);
+  std::vector<int64_t> labels(n);
+  ASSERT_EQ(cudaMemcpy(labels.data(), out.labels, sizeof(int64_t) * n, cudaMemcpyDeviceToHost),
+            cudaSuccess);
+
+  const ImagePipelineCounters c = pipeline.counters();
+  int pngs = 0;
+  std::map<std::string, std::pair<double, int64_t>> diff;  // kind -> (sum, count)
+  std::vector<uint8_t> bytes;
+  DecodedImage decoded;
+  std::string error;
+  for (int i = 0; i < n; ++i) {
+    const std::string path = source->Describe(i);
+    const std::string kind =
+        path.substr(kinds_.size() + 1, path.find('/', kinds_.size() + 1) - kinds_.size() - 1);
+    pngs += kind == "k9_png";
+    EXPECT_EQ(labels[i], source->label(i)) << path;
+    ASSERT_TRUE(source->Read(i, &bytes, &error)) << error;
+    ASSERT_TRUE(DecodeImage(bytes.data(), bytes.size(), &decoded, &error)) << path << ": " << error;
+    ResampleCrop(decoded.rgb.data(), decoded.width, decoded.height,
+                 EvalCropBox(decoded.width, decoded.height), kSide, kSide, want.data());
+    auto& [sum, count] = diff[kind];
+    for (size_t k = 0; k < image; ++k) sum += std::abs(int{got[i * image + k]} - int{want[k]});
+    count += static_cast<int64_t>(image);
+  }
+  EXPECT_EQ(bad.replaced(), 0);
+  EXPECT_EQ(c.images, n);
+  EXPECT_EQ(c.host_images, pngs) << "every JPEG is decoded on the GPU; only PNGs on the host";
+  EXPECT_GE(c.odd_gpu_images, 12) << "progressive JPEGs go to nvJPEG's decoupled decoder";
+  for (const auto& [kind, sc] : diff) {
+    const double mean = sc.first / static_cast<double>(sc.second);
+    std::printf("[ kinds    ] %-20s mean abs diff vs libjpeg-turbo %.3f levels\n", kind.c_str(),
+                mean);
+    // CMYK has no single conversion to RGB (nvJPEG's is a plain subtractive one): decoded,
+    // its pixels are only reported.
+    if (kind != "k8_cmyk") {
+      EXPECT_LE(mean, 0.5) << kind;
+    }
+  }
+  std::printf(
+      "[ kinds    ] backend %s, batch output %s, %lld in the batch, %lld odd on the GPU, "
+      "%lld on the host\n",
+      pipeline.backend().c_str(), pipeline.batch_output().c_str(),
+      static_cast<long long>(c.hardware_images), static_cast<long long>(c.odd_gpu_images),
+      static_cast<long long>(c.host_images));
+}
+
+TEST_F(CudaImagePipelineTest, BadFilesAreSkippedAndCounted) {
+  const auto source = OpenImageFolder(kinds_ + "-bad");
+  const int n = static_cast<int>(source->size());  // 2 bad + 6 good
+  ImagePipelineOptions options;
+  options.batch = n;
+  options.out_height = options.out_width = 64;
+  options.prefetch = 1;
+  options.threads = 2;
+  BadSampleLog bad(*source, 1.0);
+  ImagePipeline pipeline(*source, options, bad);
+  BatchRequest request;
+  for (int i = 0; i < n; ++i) request.indices.push_back(i);
+  pipeline.Enqueue(request);
+  DeviceBatch out(n, 64);
+  pipeline.CopyNext(out.pixels, out.labels, out.stream);
+  ASSERT_EQ(cudaStreamSynchronize(out.stream), cudaSuccess);
+  EXPECT_EQ(bad.replaced(), 2);
+  EXPECT_EQ(bad.files().size(), 2u);
+  const std::vector<std::string> warnings = bad.TakeWarnings();
+  ASSERT_EQ(warnings.size(), 2u);
+  for (const std::string& w : warnings) EXPECT_NE(w.find("/bad/"), std::string::npos) << w;
+}
+
+TEST_F(CudaImagePipelineTest, AllocatesNothingOnceWarm) {
+  const auto source = OpenImageFolder(kinds_);
+  ImagePipelineOptions options;
+  options.batch = 32;
+  options.out_height = options.out_width = 224;
+  options.prefetch = 2;
+  options.threads = 4;
+  BadSampleLog bad(*source, 1.0);
+  ImagePipeline pipeline(*source, options, bad);
+  // The same samples every batch (random crops differ): the workload is steady.
+  BatchRequest request;
+  for (int i = 0; i < options.batch; ++i) {
+    request.indices.push_back((i * 7) % source->size());
+  }
+  DeviceBatch out(options.batch, 224);
+  ImagePipelineCounters warm;
+  for (int b = 0; b < 12; ++b) {
+    request.epoch = b;
+    pipeline.Enqueue(request);
+    pipeline.CopyNext(out.pixels, out.labels, out.stream);
+    if (b == 3) warm = pipeline.counters();
+  }
+  ASSERT_EQ(cudaStreamSynchronize(out.stream), cudaSuccess);
+  const ImagePipelineCounters end = pipeline.counters();
+  EXPECT_GT(warm.pinned_allocations, 0);
+  EXPECT_EQ(end.pinned_allocations, warm.pinned_allocations) << "cudaHostAlloc once warm";
+  EXPECT_EQ(end.device_pool_bytes, warm.device_pool_bytes) << "device pool grew once warm";
+}
+
+}  // namespace
+}  // namespace ringpilot::data::cuda
