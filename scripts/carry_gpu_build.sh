@@ -18,21 +18,19 @@
 # tests/gpu/env.sh uses the carry when present and refuses it when the working tree's
 # source digest differs from the MANIFEST's (a build older than the tree).
 #
-# Usage: scripts/carry_gpu_build.sh [--tests "NAME ..."] [--no-build]
+# Usage: scripts/carry_gpu_build.sh [--tests "NAME ..."]
 #   --tests     test executables to carry too (names of build/tests/* binaries)
-#   --no-build  pack build/ as it is (default: build the carried targets first)
+# It builds first (seconds when build/ is up to date), so what it packs is the tree's.
 # Then name .carry in the device call's carry list; the GPU scripts source tests/gpu/env.sh.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 BUILD="${RINGPILOT_BUILD_DIR:-$ROOT/build}"
 OUT="$ROOT/.carry/prebuilt"
 TESTS=()
-do_build=1
 while (($#)); do
   case $1 in
     --tests) read -r -a TESTS <<<"$2"; shift 2 ;;
-    --no-build) do_build=0; shift ;;
-    *) echo "usage: $0 [--tests \"NAME ...\"] [--no-build]" >&2; exit 2 ;;
+    *) echo "usage: $0 [--tests \"NAME ...\"]" >&2; exit 2 ;;
   esac
 done
 die() { echo "carry_gpu_build: $*" >&2; exit 1; }
@@ -42,17 +40,10 @@ grep -q '^CMAKE_CUDA_COMPILER:.*nvcc' "$BUILD/CMakeCache.txt" ||
 
 PROGRAMS=(ringpilot ringpilot-trainer ringpilot-commbench ringpilot-bench-image-pipeline)
 PLUGIN=libringpilot-nccl-profiler.so
-if ((do_build)); then
-  targets=(ringpilot ringpilot-trainer ringpilot-commbench ringpilot_nccl_profiler
-    ringpilot-bench-image-pipeline "${TESTS[@]}")
-  RINGPILOT_BUILD_DIR="$BUILD" "$ROOT/scripts/build.sh" >/dev/null ||
-    die "scripts/build.sh failed"
-  cmake --build "$BUILD" --target "${targets[@]}" >/dev/null || die "building ${targets[*]} failed"
-fi
-
 digest_before=$("$ROOT/scripts/source_digest.sh" "$ROOT")
-commit=$(git -C "$ROOT" rev-parse --short=12 HEAD 2>/dev/null || echo unknown)
-git -C "$ROOT" diff-index --quiet HEAD -- 2>/dev/null || commit+="-dirty"
+cmake --build "$BUILD" --target ringpilot ringpilot-trainer ringpilot-commbench \
+  ringpilot_nccl_profiler ringpilot-bench-image-pipeline "${TESTS[@]}" >/dev/null ||
+  die "building the carried targets failed (cmake --build $BUILD)"
 
 rm -rf "$OUT"
 mkdir -p "$OUT/bin" "$OUT/lib" "$OUT/lib-fallback" "$OUT/tests"
@@ -121,16 +112,16 @@ strip --strip-unneeded "$OUT"/lib/* 2>/dev/null || true
 
 digest_after=$("$ROOT/scripts/source_digest.sh" "$ROOT")
 [[ $digest_before == "$digest_after" ]] ||
-  die "the sources changed while packing (an editor or a helper wrote a file): run it again"
-version_commit=$("$OUT/bin/ringpilot" --version 2>/dev/null | sed -n '1s/.*(git \(.*\)).*/\1/p' || true)
-[[ -z $version_commit || $version_commit == "$commit" ]] ||
-  die "build/ is of commit $version_commit but the tree is at $commit: rebuild (drop --no-build)"
+  die "the sources changed while building or packing (an editor wrote a file): run it again"
+# The commit the binaries name (`ringpilot --version`), which env.sh checks them against.
+commit=$("$OUT/bin/ringpilot" --version 2>/dev/null | sed -n '1s/.*(git \(.*\)).*/\1/p' || true)
+[[ -n $commit ]] || die "$OUT/bin/ringpilot --version names no commit"
 {
   echo "commit $commit"
   echo "source_digest $digest_after"
   echo "built_on $(hostname) $(uname -m)"
   echo "packed_at $(date -u +%FT%TZ)"
-  echo "cuda_archs $(sed -n 's/^CMAKE_CUDA_ARCHITECTURES:[A-Z]*=//p' "$BUILD/CMakeCache.txt")"
+  echo "cuda_archs $(sed -n 's/^RINGPILOT_CUDA_ARCHITECTURES:[A-Z]*=//p' "$BUILD/CMakeCache.txt")"
   (cd "$OUT" && find bin tests lib lib-fallback -type f | LC_ALL=C sort | sed 's/^/file /')
 } >"$OUT/MANIFEST"
 echo "carry_gpu_build: $OUT ($(du -sh "$OUT" | cut -f1)) of commit $commit, source digest ${digest_after:0:12}"
