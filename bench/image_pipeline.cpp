@@ -6,7 +6,7 @@
 // and the allocations made after the warm-up (0 when the pipeline's memory is reused).
 //
 //   ringpilot-bench-image-pipeline ROOT|SHARDS [--batch 256] [--batches 60] [--warmup 5]
-//       [--threads 8] [--prefetch 3] [--side 224] [--no-hardware] [--high-priority]
+//       [--threads 8] [--prefetch 3] [--side 224] [--no-hardware] [--high-priority] [--odd-on-host]
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -40,6 +40,28 @@ bool Flag(int argc, char** argv, const char* name) {
   return false;
 }
 
+// "baseline 500x375 3c 2x2,1x1,1x1" from a JPEG's frame header, for the report of images
+// that disagree with the host decoder.
+std::string JpegInfo(const std::vector<uint8_t>& b) {
+  for (size_t i = 2; i + 9 < b.size();) {
+    if (b[i] != 0xFF) return "no marker";
+    const int marker = b[i + 1];
+    const size_t length = (size_t{b[i + 2]} << 8) | b[i + 3];
+    if (marker >= 0xC0 && marker <= 0xCF && marker != 0xC4 && marker != 0xC8 && marker != 0xCC) {
+      const int h = (b[i + 5] << 8) | b[i + 6], w = (b[i + 7] << 8) | b[i + 8], n = b[i + 9];
+      std::string info = marker == 0xC2 ? "progressive" : marker == 0xC0 ? "baseline" : "sof";
+      info += " " + std::to_string(w) + "x" + std::to_string(h) + " " + std::to_string(n) + "c";
+      for (int c = 0; c < n && i + 12 + 3 * c < b.size(); ++c) {
+        const int f = b[i + 11 + 3 * c];
+        info += (c ? "," : " ") + std::to_string(f >> 4) + "x" + std::to_string(f & 15);
+      }
+      return info;
+    }
+    i += 2 + length;
+  }
+  return "no frame header";
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -47,7 +69,7 @@ int main(int argc, char** argv) {
   if (argc < 2 || argv[1][0] == '-') {
     std::fprintf(stderr,
                  "usage: %s ROOT|SHARDS [--batch B] [--batches N] [--warmup W] [--threads T] "
-                 "[--prefetch P] [--side S] [--no-hardware] [--high-priority]\n",
+                 "[--prefetch P] [--side S] [--no-hardware] [--high-priority] [--odd-on-host]\n",
                  argv[0]);
     return 2;
   }
@@ -63,6 +85,7 @@ int main(int argc, char** argv) {
     options.prefetch = Arg(argc, argv, "--prefetch", 3);
     options.hardware = !Flag(argc, argv, "--no-hardware");
     options.high_priority = Flag(argc, argv, "--high-priority");
+    options.odd_on_gpu = !Flag(argc, argv, "--odd-on-host");
     const int batches = Arg(argc, argv, "--batches", 60);
     const int warmup = Arg(argc, argv, "--warmup", 5);
     data::BadSampleLog bad(*source, /*max_fraction=*/1.0);
@@ -108,12 +131,19 @@ int main(int argc, char** argv) {
                                                      first_epoch, first_indices[i]);
         data::ResampleCrop(decoded.rgb.data(), decoded.width, decoded.height, box,
                            options.out_height, options.out_width, want.data());
+        double image_sum = 0;
         for (size_t k = 0; k < image; ++k) {
           const int d = std::abs(static_cast<int>(got[i * image + k]) - want[k]);
-          sum += d;
+          image_sum += d;
           max_abs_diff = std::max(max_abs_diff, d);
         }
+        sum += image_sum;
         count += static_cast<int64_t>(image);
+        if (image_sum / static_cast<double>(image) > 1.0) {
+          std::fprintf(stderr, "differs from the host decoder: %s (%s): mean abs diff %.2f\n",
+                       source->Describe(first_indices[i]).c_str(), JpegInfo(bytes).c_str(),
+                       image_sum / static_cast<double>(image));
+        }
       }
       mean_abs_diff = count ? sum / static_cast<double>(count) : -1;
     };
@@ -143,7 +173,9 @@ int main(int argc, char** argv) {
         "\"host_decoded\": %lld, \"bad_samples\": %lld, \"wait_share\": %.3f, "
         "\"pinned_allocations_after_warmup\": %lld, \"device_pool_growth_after_warmup\": %lld, "
         "\"mean_abs_diff_vs_host\": %.3f, \"max_abs_diff_vs_host\": %d, "
-        "\"decode_gpu_ms_per_batch\": %.3f, \"resample_gpu_ms_per_batch\": %.3f}\n",
+        "\"decode_gpu_ms_per_batch\": %.3f, \"resample_gpu_ms_per_batch\": %.3f, "
+        "\"busy_ms_per_batch\": %.2f, \"read_ms\": %.2f, \"batch_call_ms\": %.2f, "
+        "\"odd_ms\": %.2f, \"finish_ms\": %.2f}\n",
         static_cast<long long>(source->size()), options.batch, options.out_height, options.threads,
         pipeline.backend().c_str(), pipeline.batch_output().c_str(), shards ? "shards" : "folder",
         batches * options.batch / wall,
@@ -154,7 +186,12 @@ int main(int argc, char** argv) {
         static_cast<long long>(end.pinned_allocations - at_start.pinned_allocations),
         static_cast<long long>(end.device_pool_bytes - at_start.device_pool_bytes), mean_abs_diff,
         max_abs_diff, (end.decode_gpu_seconds - at_start.decode_gpu_seconds) * 1e3 / batches,
-        (end.resample_gpu_seconds - at_start.resample_gpu_seconds) * 1e3 / batches);
+        (end.resample_gpu_seconds - at_start.resample_gpu_seconds) * 1e3 / batches,
+        (end.busy_seconds - at_start.busy_seconds) * 1e3 / batches,
+        (end.read_seconds - at_start.read_seconds) * 1e3 / batches,
+        (end.batch_call_seconds - at_start.batch_call_seconds) * 1e3 / batches,
+        (end.odd_seconds - at_start.odd_seconds) * 1e3 / batches,
+        (end.finish_seconds - at_start.finish_seconds) * 1e3 / batches);
     return 0;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "ringpilot-bench-image-pipeline: %s\n", e.what());

@@ -381,10 +381,12 @@ void ImagePipeline::ResolveSample(int thread, int64_t wanted, bool host_only, Sa
                   NVJPEG_STATUS_SUCCESS &&
               unsupported == 0 &&
               (d.batch_format != NVJPEG_OUTPUT_YUV || OutputFormatFor(shape) == NVJPEG_OUTPUT_YUV);
-          s.route = batch_takes ? Route::kBatch : Route::kOdd;
-          s.width = shape.width;
-          s.height = shape.height;
-          return true;
+          if (batch_takes || options_.odd_on_gpu) {
+            s.route = batch_takes ? Route::kBatch : Route::kOdd;
+            s.width = shape.width;
+            s.height = shape.height;
+            return true;
+          }
         }
         if (!DecodeImage(s.bytes, s.length, &s.decoded, why)) return false;
         s.route = Route::kHost;
@@ -431,9 +433,16 @@ void ImagePipeline::MakeBatch(const BatchRequest& request, Slot& slot, bool slot
     s.failures.clear();
     s.heap_bytes.clear();
   }
+  using Clock = std::chrono::steady_clock;
+  auto seconds_since = [](Clock::time_point t) {
+    return std::chrono::duration<double>(Clock::now() - t).count();
+  };
+  double read_s = 0, batch_call_s = 0, odd_s = 0;
+  auto t = Clock::now();
   on_workers(nullptr, [&](int thread, int i) {
     ResolveSample(thread, request.indices[i], /*host_only=*/false, d.samples[i]);
   });
+  read_s += seconds_since(t);
 
   ResampleJob* jobs = d.host_jobs;
   int batched = 0, odd = 0;
@@ -501,6 +510,7 @@ void ImagePipeline::MakeBatch(const BatchRequest& request, Slot& slot, bool slot
     }
     batched = static_cast<int>(d.batch_samples.size());
     bool batch_failed = false;
+    t = Clock::now();
     if (batched > 0) {
       if (d.initialized_batch != batched) {
         PIPELINE_NVJPEG(nvjpegDecodeBatchedInitialize(d.handle, d.state, batched, d.pool->size(),
@@ -511,10 +521,12 @@ void ImagePipeline::MakeBatch(const BatchRequest& request, Slot& slot, bool slot
           nvjpegDecodeBatched(d.handle, d.state, d.batch_bitstreams.data(), d.batch_lengths.data(),
                               d.batch_outputs.data(), d.stream) != NVJPEG_STATUS_SUCCESS;
     }
+    batch_call_s += seconds_since(t);
 
     // 4. JPEGs the batch refused, meanwhile, on the workers' own decoders; one nvJPEG cannot
     //    take either is decoded on the host, and one nobody can decode is replaced below.
     std::atomic<int> retries{0};
+    t = Clock::now();
     on_workers(&d.odd_samples, [&](int thread, int i) {
       Sample& s = d.samples[i];
       ResampleJob& job = jobs[i];
@@ -531,6 +543,7 @@ void ImagePipeline::MakeBatch(const BatchRequest& request, Slot& slot, bool slot
       s.retry = true;
       ++retries;
     });
+    odd_s += seconds_since(t);
     odd = 0;
     for (int i : d.odd_samples) {
       if (d.samples[i].route == Route::kOdd) {
@@ -609,12 +622,18 @@ void ImagePipeline::MakeBatch(const BatchRequest& request, Slot& slot, bool slot
   PIPELINE_CUDA(cudaEventRecord(d.marks[2], d.stream));
   // The host buffers (bitstreams, jobs, labels) are reused by the next batch: wait here, on
   // the pipeline's thread, never on the training stream.
+  t = Clock::now();
   PIPELINE_CUDA(cudaStreamSynchronize(d.stream));
+  const double finish_s = seconds_since(t);
 
   float decode_ms = 0, resample_ms = 0;
   PIPELINE_CUDA(cudaEventElapsedTime(&decode_ms, d.marks[0], d.marks[1]));
   PIPELINE_CUDA(cudaEventElapsedTime(&resample_ms, d.marks[1], d.marks[2]));
   std::lock_guard<std::mutex> lock(mutex_);
+  counters_.read_seconds += read_s;
+  counters_.batch_call_seconds += batch_call_s;
+  counters_.odd_seconds += odd_s;
+  counters_.finish_seconds += finish_s;
   counters_.decode_gpu_seconds += decode_ms * 1e-3;
   counters_.resample_gpu_seconds += resample_ms * 1e-3;
   counters_.images += n;

@@ -51,6 +51,8 @@ struct ImagePipelineOptions {
   /// The decode stream's priority: the lowest (default) lets the training step's kernels go
   /// first; the highest makes the batch's few kernels jump the step's queue.
   bool high_priority = false;
+  /// JPEGs nvJPEG's batch refuses go to its decoupled decoder on the GPU (else the host's).
+  bool odd_on_gpu = true;
 };
 
 /// The samples of one batch, in order: dataset indices and the epoch they belong to.
@@ -65,7 +67,11 @@ struct ImagePipelineCounters {
   int64_t hardware_images = 0;      ///< of which in nvJPEG's batch (hardware or GPU backend)
   int64_t odd_gpu_images = 0;       ///< of which by nvJPEG's decoupled decoder (progressive, ...)
   int64_t host_images = 0;          ///< of which on the host (PNG, truncated, fallback)
-  double busy_seconds = 0;          ///< wall time the pipeline thread spent making batches
+  double busy_seconds = 0;          ///< wall time the pipeline thread spent making batches,
+  double read_seconds = 0;          ///< of which reading, parsing, host decode (workers)
+  double batch_call_seconds = 0;    ///< in nvJPEG's batched calls (host side)
+  double odd_seconds = 0;           ///< decoding odd JPEGs (workers; the batch runs meanwhile)
+  double finish_seconds = 0;        ///< waiting for the batch's GPU work at the end
   double decode_gpu_seconds = 0;    ///< GPU time of the batch's decode (engines + kernels)
   double resample_gpu_seconds = 0;  ///< GPU time of the crop-resize kernel (SM time)
   int ready_batches = 0;            ///< batches decoded and not yet taken (prefetch depth)

@@ -95,7 +95,7 @@ TEST_F(CudaImagePipelineTest, EveryJpegKindDecodesOnTheGpuAsLibjpegTurboDoes) {
             cudaSuccess);
 
   const ImagePipelineCounters c = pipeline.counters();
-  int pngs = 0;
+  int pngs = 0, cmyk = 0;
   std::map<std::string, std::pair<double, int64_t>> diff;  // kind -> (sum, count)
   std::vector<uint8_t> bytes;
   DecodedImage decoded;
@@ -105,6 +105,7 @@ TEST_F(CudaImagePipelineTest, EveryJpegKindDecodesOnTheGpuAsLibjpegTurboDoes) {
     const std::string kind =
         path.substr(kinds_.size() + 1, path.find('/', kinds_.size() + 1) - kinds_.size() - 1);
     pngs += kind == "k9_png";
+    cmyk += kind == "k8_cmyk";
     EXPECT_EQ(labels[i], source->label(i)) << path;
     ASSERT_TRUE(source->Read(i, &bytes, &error)) << error;
     ASSERT_TRUE(DecodeImage(bytes.data(), bytes.size(), &decoded, &error)) << path << ": " << error;
@@ -116,7 +117,8 @@ TEST_F(CudaImagePipelineTest, EveryJpegKindDecodesOnTheGpuAsLibjpegTurboDoes) {
   }
   EXPECT_EQ(bad.replaced(), 0);
   EXPECT_EQ(c.images, n);
-  EXPECT_EQ(c.host_images, pngs) << "every JPEG is decoded on the GPU; only PNGs on the host";
+  // nvJPEG's decoupled decoder refuses CMYK (0.002% of ImageNet): the host decodes those.
+  EXPECT_EQ(c.host_images, pngs + cmyk) << "every other JPEG is decoded on the GPU";
   EXPECT_GE(c.odd_gpu_images, 12) << "progressive JPEGs go to nvJPEG's decoupled decoder";
   for (const auto& [kind, sc] : diff) {
     const double mean = sc.first / static_cast<double>(sc.second);
