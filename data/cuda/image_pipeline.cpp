@@ -368,6 +368,13 @@ void ImagePipeline::ResolveSample(int thread, int64_t wanted, bool host_only, Sa
           shape.width = static_cast<int>(w);
           shape.height = static_cast<int>(h);
           nvjpegJpegStreamGetChromaSubsampling(stream, &shape.css);
+          // One component is greyscale whatever its sampling factors say (some encoders write
+          // 2x2 on a lone Y, which nvJPEG then calls 4:2:0).
+          unsigned components = 0;
+          if (nvjpegJpegStreamGetComponentsNum(stream, &components) == NVJPEG_STATUS_SUCCESS &&
+              components == 1) {
+            shape.css = NVJPEG_CSS_GRAY;
+          }
           if (shape.css != NVJPEG_CSS_GRAY && nvjpegJpegStreamGetComponentDimensions(
                                                   stream, 1, &cw, &ch) == NVJPEG_STATUS_SUCCESS) {
             shape.chroma_width = static_cast<int>(cw);
@@ -487,6 +494,24 @@ void ImagePipeline::MakeBatch(const BatchRequest& request, Slot& slot, bool slot
         staging_bytes += image_bytes;
       }
     }
+    // nvJPEG's batch keeps the size it was initialised with (initialising again costs tens
+    // of milliseconds): the places of JPEGs it does not take this time are filled with the
+    // smallest one it does, decoded into scratch room.
+    int pad_sample = -1;
+    uint64_t pad_offset = 0;
+    if (!d.batch_samples.empty() && static_cast<int>(d.batch_samples.size()) < n) {
+      pad_sample = d.batch_samples.front();
+      for (int i : d.batch_samples) {
+        const Sample& s = d.samples[i];
+        if (int64_t{s.width} * s.height <
+            int64_t{d.samples[pad_sample].width} * d.samples[pad_sample].height) {
+          pad_sample = i;
+        }
+      }
+      pad_offset = arena_bytes;
+      arena_bytes += AlignUp(static_cast<size_t>(d.samples[pad_sample].width) *
+                             d.samples[pad_sample].height * 3);
+    }
     if (arena_bytes > d.arena_capacity) {
       if (d.arena) PIPELINE_CUDA(d.device_pool.Free(d.arena, d.stream));
       d.arena = nullptr;
@@ -509,25 +534,42 @@ void ImagePipeline::MakeBatch(const BatchRequest& request, Slot& slot, bool slot
       d.batch_lengths.push_back(s.length);
     }
     batched = static_cast<int>(d.batch_samples.size());
-    bool batch_failed = false;
-    t = Clock::now();
-    if (batched > 0) {
-      if (d.initialized_batch != batched) {
-        PIPELINE_NVJPEG(nvjpegDecodeBatchedInitialize(d.handle, d.state, batched, d.pool->size(),
-                                                      d.batch_format));
-        d.initialized_batch = batched;
+    if (pad_sample >= 0) {
+      const Sample& pad = d.samples[pad_sample];
+      ResampleJob scratch;
+      while (static_cast<int>(d.batch_outputs.size()) < n) {
+        d.batch_outputs.push_back(
+            PlaceImage(d.arena, pad_offset, d.batch_format, pad.shape, &scratch));
+        d.batch_bitstreams.push_back(pad.bytes);
+        d.batch_lengths.push_back(pad.length);
       }
-      batch_failed =
-          nvjpegDecodeBatched(d.handle, d.state, d.batch_bitstreams.data(), d.batch_lengths.data(),
-                              d.batch_outputs.data(), d.stream) != NVJPEG_STATUS_SUCCESS;
     }
-    batch_call_s += seconds_since(t);
+    bool batch_failed = false;
 
-    // 4. JPEGs the batch refused, meanwhile, on the workers' own decoders; one nvJPEG cannot
+    // 4. Meanwhile, JPEGs the batch refused, on the workers' own decoders; one nvJPEG cannot
     //    take either is decoded on the host, and one nobody can decode is replaced below.
+    //    Work item -1 is the batch's nvJPEG call, which a worker makes while the others
+    //    decode (the hybrid decoder's Huffman runs on the host).
     std::atomic<int> retries{0};
+    std::vector<int> work{-1};
+    work.insert(work.end(), d.odd_samples.begin(), d.odd_samples.end());
     t = Clock::now();
-    on_workers(&d.odd_samples, [&](int thread, int i) {
+    on_workers(&work, [&](int thread, int i) {
+      if (i < 0) {
+        if (batched == 0) return;
+        const auto call = Clock::now();
+        const int count = static_cast<int>(d.batch_outputs.size());
+        if (d.initialized_batch != count) {
+          PIPELINE_NVJPEG(nvjpegDecodeBatchedInitialize(d.handle, d.state, count, d.pool->size(),
+                                                        d.batch_format));
+          d.initialized_batch = count;
+        }
+        batch_failed = nvjpegDecodeBatched(d.handle, d.state, d.batch_bitstreams.data(),
+                                           d.batch_lengths.data(), d.batch_outputs.data(),
+                                           d.stream) != NVJPEG_STATUS_SUCCESS;
+        batch_call_s += seconds_since(call);
+        return;
+      }
       Sample& s = d.samples[i];
       ResampleJob& job = jobs[i];
       if (d.odd[thread]->Decode(s.bytes, s.length, s.shape, d.arena, job.plane_offset[0],

@@ -70,7 +70,7 @@ struct ImagePipelineCounters {
   double busy_seconds = 0;          ///< wall time the pipeline thread spent making batches,
   double read_seconds = 0;          ///< of which reading, parsing, host decode (workers)
   double batch_call_seconds = 0;    ///< in nvJPEG's batched calls (host side)
-  double odd_seconds = 0;           ///< decoding odd JPEGs (workers; the batch runs meanwhile)
+  double odd_seconds = 0;           ///< the batch call and odd JPEGs side by side (workers)
   double finish_seconds = 0;        ///< waiting for the batch's GPU work at the end
   double decode_gpu_seconds = 0;    ///< GPU time of the batch's decode (engines + kernels)
   double resample_gpu_seconds = 0;  ///< GPU time of the crop-resize kernel (SM time)

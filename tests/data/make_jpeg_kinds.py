@@ -2,7 +2,8 @@
 """Writes an image folder with one class per kind of file a real image set holds, from the
 natural photographs scikit-image ships (crops of astronaut, coffee, chelsea, ...), for the
 GPU image pipeline's test (tests/data/cuda_image_pipeline_test.cpp):
-  baseline JPEGs at 4:2:0, 4:2:2 and 4:4:4, odd sizes and a large one, greyscale,
+  baseline JPEGs at 4:2:0, 4:2:2 and 4:4:4, odd sizes and a large one, greyscale (also with
+  2x2 sampling factors on its one component),
   progressive (colour and grey), CMYK, and PNG;
 and, with --bad, a second folder OUT-bad whose class "bad" holds a truncated JPEG and a
 file that is no image, beside a class of good ones.
@@ -44,6 +45,8 @@ KINDS = [
     ("k3_odd_size", (333, 251), "RGB", dict(format="JPEG", quality=85, subsampling=2)),
     ("k4_large", (1600, 1200), "RGB", dict(format="JPEG", quality=92, subsampling=2)),
     ("k5_grey", (500, 375), "L", dict(format="JPEG", quality=90)),
+    # A lone Y with 2x2 sampling factors (Pillow writes it when asked for 4:2:0).
+    ("k5_grey_sampled", (500, 334), "L", dict(format="JPEG", quality=92, subsampling=2)),
     ("k6_progressive", (500, 375), "RGB", dict(format="JPEG", quality=90, progressive=True)),
     ("k7_progressive_grey", (500, 333), "L", dict(format="JPEG", quality=90, progressive=True)),
     ("k8_cmyk", (400, 300), "CMYK", dict(format="JPEG", quality=90)),
