@@ -368,11 +368,14 @@ void ImagePipeline::ResolveSample(int thread, int64_t wanted, bool host_only, Sa
           shape.width = static_cast<int>(w);
           shape.height = static_cast<int>(h);
           nvjpegJpegStreamGetChromaSubsampling(stream, &shape.css);
-          // One component is greyscale whatever its sampling factors say (some encoders write
-          // 2x2 on a lone Y, which nvJPEG then calls 4:2:0).
+          // One component is greyscale whatever its sampling factors say. Some encoders write
+          // 2x2 on a lone Y; nvJPEG calls that 4:2:0 and its engines decode it wrongly (seen
+          // on an H200: mean error 34 levels), so such files take the decoupled decoder.
           unsigned components = 0;
+          bool sampled_grey = false;
           if (nvjpegJpegStreamGetComponentsNum(stream, &components) == NVJPEG_STATUS_SUCCESS &&
               components == 1) {
+            sampled_grey = shape.css != NVJPEG_CSS_GRAY;
             shape.css = NVJPEG_CSS_GRAY;
           }
           if (shape.css != NVJPEG_CSS_GRAY && nvjpegJpegStreamGetComponentDimensions(
@@ -386,7 +389,7 @@ void ImagePipeline::ResolveSample(int thread, int64_t wanted, bool host_only, Sa
           const bool batch_takes =
               nvjpegDecodeBatchedSupported(d.handle, stream, &unsupported) ==
                   NVJPEG_STATUS_SUCCESS &&
-              unsupported == 0 &&
+              unsupported == 0 && !sampled_grey &&
               (d.batch_format != NVJPEG_OUTPUT_YUV || OutputFormatFor(shape) == NVJPEG_OUTPUT_YUV);
           if (batch_takes || options_.odd_on_gpu) {
             s.route = batch_takes ? Route::kBatch : Route::kOdd;
