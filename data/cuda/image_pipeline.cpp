@@ -16,6 +16,7 @@
 #include "data/cuda/worker_pool.h"
 #include "data/image_decode.h"
 #include "data/image_transform.h"
+#include "data/jpeg_frame.h"
 
 namespace ringpilot::data::cuda {
 namespace {
@@ -369,15 +370,13 @@ void ImagePipeline::ResolveSample(int thread, int64_t wanted, bool host_only, Sa
           shape.height = static_cast<int>(h);
           nvjpegJpegStreamGetChromaSubsampling(stream, &shape.css);
           // One component is greyscale whatever its sampling factors say. Some encoders write
-          // 2x2 on a lone Y; nvJPEG calls that 4:2:0 and its engines decode it wrongly (seen
-          // on an H200: mean error 34 levels), so such files take the decoupled decoder.
-          unsigned components = 0;
-          bool sampled_grey = false;
-          if (nvjpegJpegStreamGetComponentsNum(stream, &components) == NVJPEG_STATUS_SUCCESS &&
-              components == 1) {
-            sampled_grey = shape.css != NVJPEG_CSS_GRAY;
-            shape.css = NVJPEG_CSS_GRAY;
-          }
+          // 2x2 on a lone Y; nvJPEG reports that as greyscale too and its engines decode it
+          // wrongly (seen on an H200: mean error 34 levels), so such files go the odd way.
+          JpegFrame frame;
+          const bool sampled_grey = ReadJpegFrame(s.bytes, s.length, &frame) &&
+                                    frame.components == 1 &&
+                                    (frame.sampling_h[0] != 1 || frame.sampling_v[0] != 1);
+          if (frame.components == 1) shape.css = NVJPEG_CSS_GRAY;
           if (shape.css != NVJPEG_CSS_GRAY && nvjpegJpegStreamGetComponentDimensions(
                                                   stream, 1, &cw, &ch) == NVJPEG_STATUS_SUCCESS) {
             shape.chroma_width = static_cast<int>(cw);
