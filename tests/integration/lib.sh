@@ -195,8 +195,15 @@ rp_free_ports() {
   python3 - "$1" <<'EOF'
 import random, socket, sys
 n = int(sys.argv[1])
+# Below the kernel's ephemeral range: a port in it can be taken between this check and
+# the exporter's listen by any outgoing connection (mpirun's own, for one).
+try:
+    low = int(open("/proc/sys/net/ipv4/ip_local_port_range").read().split()[0])
+except (OSError, ValueError, IndexError):
+    low = 32768
+top = min(low, 32768) - n
 for _ in range(500):
-    base = random.randint(20000, 60000 - n)
+    base = random.randint(20000, top)
     socks = []
     try:
         for p in range(base, base + n):
