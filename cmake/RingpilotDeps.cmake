@@ -46,6 +46,14 @@ find_library(TURBOJPEG_LIBRARY NAMES turbojpeg REQUIRED)
 add_library(ringpilot_turbojpeg INTERFACE)
 target_include_directories(ringpilot_turbojpeg SYSTEM INTERFACE ${TURBOJPEG_INCLUDE_DIR})
 target_link_libraries(ringpilot_turbojpeg INTERFACE ${TURBOJPEG_LIBRARY})
+# libjpeg-turbo's libjpeg API (libjpeg62-turbo-dev): the crop-only decode of the loader
+# (data/jpeg_crop_decode.cpp: jpeg_crop_scanline, jpeg_skip_scanlines), which TurboJPEG 2.1
+# does not expose.
+find_path(LIBJPEG_INCLUDE_DIR jpeglib.h REQUIRED)
+find_library(LIBJPEG_LIBRARY NAMES jpeg REQUIRED)
+add_library(ringpilot_libjpeg INTERFACE)
+target_include_directories(ringpilot_libjpeg SYSTEM INTERFACE ${LIBJPEG_INCLUDE_DIR})
+target_link_libraries(ringpilot_libjpeg INTERFACE ${LIBJPEG_LIBRARY})
 find_package(PNG REQUIRED)
 find_path(STB_INCLUDE_DIR stb_image_resize.h PATH_SUFFIXES stb REQUIRED)
 add_library(ringpilot_stb INTERFACE)

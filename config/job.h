@@ -22,6 +22,8 @@ enum class GradDtype { kFp32, kBf16 };
 /// NCCL's CTA policy (ncclConfig_t::CTAPolicy, NCCL >= 2.27): how many SMs its kernels take.
 enum class NcclCtaPolicy { kDefault, kEfficiency, kZero };
 enum class NcclBufferRegistration { kNone, kRegister, kSymmetric };
+/// data.gpu_decode: auto = the GPU's hardware JPEG engines where it has them, else the host.
+enum class GpuDecode { kAuto, kOn, kOff };
 /// The models the trainer builds (model.name).
 enum class ModelName { kResnet18Cifar, kResnet50, kBertTiny, kBertBase };
 /// Where training samples come from (data.kind).
@@ -92,8 +94,8 @@ struct DataConfig {
   std::string val;   ///< as train, the held-out set; "" = no evaluation
   int prefetch = 2;  ///< image kinds: batches decoded ahead of the training step
   int workers = 0;   ///< image kinds: decode threads per rank; 0 = from the rank's cores
-  double max_bad_fraction = 0.01;  ///< image kinds: bad samples tolerated per sample read
-  bool gpu_decode = false;         ///< image kinds on GPU ranks: nvJPEG decode and GPU crops
+  double max_bad_fraction = 0.01;           ///< image kinds: bad samples tolerated per sample read
+  GpuDecode gpu_decode = GpuDecode::kAuto;  ///< image kinds on GPU ranks: nvJPEG decode
 };
 
 /// Evaluation on data.val (image models: top-1, top-5 and loss; BERT: MLM accuracy and loss).
@@ -303,6 +305,7 @@ const char* ToString(NcclBufferRegistration r);
 const char* ToString(BindMode b);
 const char* ToString(ModelName m);
 const char* ToString(DataKind k);
+const char* ToString(GpuDecode g);
 /// resnet18-cifar and resnet50 (image input); the BERT models take tokens.
 bool IsImageModel(ModelName m);
 

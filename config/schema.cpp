@@ -31,6 +31,7 @@ constexpr const char* kCtaPolicyNames[] = {"default", "efficiency", "zero"};
 constexpr const char* kBufferRegistrationNames[] = {"none", "register", "symmetric"};
 constexpr const char* kBindNames[] = {"auto", "numa", "cores", "none"};
 constexpr const char* kModelNames[] = {"resnet18-cifar", "resnet50", "bert-tiny", "bert-base"};
+constexpr const char* kGpuDecodeNames[] = {"auto", "true", "false"};
 constexpr const char* kDataKinds[] = {"synthetic", "cifar", "image_folder", "image_shards",
                                       "tokens"};
 
@@ -176,12 +177,13 @@ std::vector<KeySpec> BuildSchema() {
                        "image kinds: the job fails when bad samples (replaced by substitutes) "
                        "pass this fraction of the samples a rank read (judged over at least "
                        "1000)"));
-  s.push_back(BoolKey("data.gpu_decode", Member(&JC::data, &DataConfig::gpu_decode),
-                      "image kinds on GPU ranks: decode JPEGs with nvJPEG (the hardware JPEG "
-                      "engines where the GPU has them) and crop on the GPU, data.workers host "
-                      "threads (0: 4) reading files; false: decode on data.workers host "
-                      "threads as CPU ranks do, which costs the GPU nothing and kept a 16-core "
-                      "H100 host at its full ResNet-50 rate (docs/data.md)"));
+  s.push_back(EnumKey("data.gpu_decode", Member(&JC::data, &DataConfig::gpu_decode),
+                      Names(kGpuDecodeNames),
+                      "image kinds on GPU ranks: true decodes JPEGs with nvJPEG (the hardware "
+                      "JPEG engines where the GPU has them, else its GPU backend) and crops on "
+                      "the GPU, data.workers host threads (0: 8) reading files; false decodes "
+                      "on data.workers host threads as CPU ranks do; auto: true where the GPU "
+                      "has hardware JPEG engines (A100, H100, H200), else false (docs/data.md)"));
   s.push_back(IntKey<int64_t>("eval.every_steps", Member(&JC::eval, &EvalConfig::every_steps), 0,
                               kMaxSteps,
                               "evaluate on data.val every N steps; 0 = after the last "
@@ -563,6 +565,9 @@ const char* ToString(ModelName m) {
   return detail::NameOf(detail::kModelNames, static_cast<int>(m));
 }
 const char* ToString(DataKind k) { return detail::NameOf(detail::kDataKinds, static_cast<int>(k)); }
+const char* ToString(GpuDecode g) {
+  return detail::NameOf(detail::kGpuDecodeNames, static_cast<int>(g));
+}
 
 bool IsImageModel(ModelName m) {
   switch (m) {

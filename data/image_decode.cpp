@@ -5,6 +5,8 @@
 
 #include <cstring>
 
+#include "data/jpeg_crop_decode.h"
+
 namespace ringpilot::data {
 namespace {
 
@@ -200,6 +202,15 @@ bool ReadImageSize(const uint8_t* data, size_t size, int* width, int* height, st
   }
   *error = "not a JPEG or PNG image";
   return false;
+}
+
+bool DecodeImageCrop(const uint8_t* data, size_t size, const CropBox& box, int out_width,
+                     int out_height, DecodedImage* out, CropBox* region_box, std::string* error) {
+  if (SniffImageFormat(data, size) == ImageFormat::kJpeg) {
+    return DecodeJpegCrop(data, size, box, out_width, out_height, out, region_box, error);
+  }
+  *region_box = box;
+  return DecodeImage(data, size, out, error);
 }
 
 bool DecodeImage(const uint8_t* data, size_t size, DecodedImage* out, std::string* error,

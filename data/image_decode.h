@@ -1,12 +1,15 @@
-// CPU decoding of the images in image datasets: JPEG through libjpeg-turbo (TurboJPEG API),
-// PNG through libpng. Used by CPU ranks and as the GPU pipeline's fallback for what nvJPEG
-// cannot decode. Also the encoders `ringpilot data pack` re-encodes with.
+// CPU decoding of the images in image datasets: JPEG through libjpeg-turbo (TurboJPEG API;
+// its libjpeg API for the crop-only decode), PNG through libpng. Used by CPU ranks and as
+// the GPU pipeline's fallback for what nvJPEG cannot decode. Also the encoders `ringpilot
+// data pack` re-encodes with.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <string>
 #include <vector>
+
+#include "data/image_transform.h"
 
 namespace ringpilot::data {
 
@@ -40,6 +43,19 @@ bool ReadImageSize(const uint8_t* data, size_t size, int* width, int* height, st
 /// enough).
 bool DecodeImage(const uint8_t* data, size_t size, DecodedImage* out, std::string* error,
                  int min_width = 0, int min_height = 0);
+
+/// Decodes what a crop needs of an image, as DALI's fused decode-and-crop: for a JPEG only
+/// the rows and the column band that `box` (source pixels, from TrainCropBox or EvalCropBox
+/// on ReadImageSize's size) and its bilinear taps cover, through libjpeg-turbo's partial
+/// decode (jpeg_crop_scanline, jpeg_skip_scanlines), at the coarsest DCT scale (n/8, never
+/// above 1) whose crop is still at least out_width x out_height. `*out` holds that region
+/// and `*region_box` the crop in the region's pixels, so that
+/// ResampleCrop(out->rgb, out->width, out->height, *region_box, ...) gives what resampling
+/// `box` of the whole decoded image gives. PNG decodes whole (region_box = box). Errors as
+/// DecodeImage's. Thread-safe: one libjpeg decompressor per thread, reused; `out`'s buffer
+/// is reused across calls.
+bool DecodeImageCrop(const uint8_t* data, size_t size, const CropBox& box, int out_width,
+                     int out_height, DecodedImage* out, CropBox* region_box, std::string* error);
 
 /// Encodes `height` x `width` interleaved RGB as a baseline JPEG (4:2:0) of `quality`
 /// (1-100) into `*out`. Returns false and sets `*error` on failure. Thread-safe.

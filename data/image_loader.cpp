@@ -158,29 +158,19 @@ int32_t ImageBatchLoader::Load(int64_t index, int64_t epoch, Scratch& scratch, u
   if (!ReadImageSize(scratch.bytes.data(), scratch.bytes.size(), &width, &height, error)) {
     return -1;
   }
-  CropBox box = options_.transform == ImageTransform::kTrain
-                    ? TrainCropBox(width, height, options_.seed, epoch, index)
-                    : EvalCropBox(width, height);
-  // The smallest JPEG DCT scale at which the crop still has the output's resolution.
-  const int min_width = static_cast<int>(
-      std::ceil(static_cast<double>(options_.out_width) * width / std::max(1.0f, box.width)));
-  const int min_height = static_cast<int>(
-      std::ceil(static_cast<double>(options_.out_height) * height / std::max(1.0f, box.height)));
-  if (!DecodeImage(scratch.bytes.data(), scratch.bytes.size(), &scratch.image, error, min_width,
-                   min_height)) {
+  const CropBox box = options_.transform == ImageTransform::kTrain
+                          ? TrainCropBox(width, height, options_.seed, epoch, index)
+                          : EvalCropBox(width, height);
+  // Only the rows and columns the crop covers are decoded, at the coarsest DCT scale that
+  // keeps its resolution: RandomResizedCrop keeps 8-100% of the area.
+  CropBox region_box;
+  if (!DecodeImageCrop(scratch.bytes.data(), scratch.bytes.size(), box, options_.out_width,
+                       options_.out_height, &scratch.image, &region_box, error)) {
     return -1;
   }
   const DecodedImage& img = scratch.image;
-  if (img.width != width || img.height != height) {
-    const float fx = static_cast<float>(img.width) / static_cast<float>(width);
-    const float fy = static_cast<float>(img.height) / static_cast<float>(height);
-    box.x *= fx;
-    box.width *= fx;
-    box.y *= fy;
-    box.height *= fy;
-  }
-  ResampleCrop(img.rgb.data(), img.width, img.height, box, options_.out_height, options_.out_width,
-               pixels);
+  ResampleCrop(img.rgb.data(), img.width, img.height, region_box, options_.out_height,
+               options_.out_width, pixels);
   return label;
 }
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Packs this machine's build for the GPU machine, so a GPU call starts in seconds instead of
 # building there for two minutes: the stripped binaries (ringpilot, ringpilot-trainer,
-# ringpilot-commbench, the NCCL profiler plugin, the image pipeline bench and, with --tests,
+# ringpilot-commbench, the NCCL profiler plugin, the image benches and, with --tests,
 # test binaries that have GPU cases), and the shared libraries they need that the GPU image
 # lacks, into the git-ignored .carry/prebuilt/:
 #   bin/       the programs (ringpilot finds the trainer and the plugin beside itself)
@@ -38,11 +38,11 @@ die() { echo "carry_gpu_build: $*" >&2; exit 1; }
 grep -q '^CMAKE_CUDA_COMPILER:.*nvcc' "$BUILD/CMakeCache.txt" ||
   die "$BUILD was configured without CUDA: its binaries cannot use a GPU"
 
-PROGRAMS=(ringpilot ringpilot-trainer ringpilot-commbench ringpilot-bench-image-pipeline)
+PROGRAMS=(ringpilot ringpilot-trainer ringpilot-commbench ringpilot-bench-image-pipeline
+  ringpilot-bench-host-decode)
 PLUGIN=libringpilot-nccl-profiler.so
 digest_before=$("$ROOT/scripts/source_digest.sh" "$ROOT")
-cmake --build "$BUILD" --target ringpilot ringpilot-trainer ringpilot-commbench \
-  ringpilot_nccl_profiler ringpilot-bench-image-pipeline "${TESTS[@]}" >/dev/null ||
+cmake --build "$BUILD" --target "${PROGRAMS[@]}" ringpilot_nccl_profiler "${TESTS[@]}" >/dev/null ||
   die "building the carried targets failed (cmake --build $BUILD)"
 
 rm -rf "$OUT"

@@ -20,7 +20,7 @@ APT_PACKAGES=(
   iproute2 procps
   prometheus
   dataset-fashion-mnist
-  libturbojpeg0-dev libpng-dev libstb-dev
+  libturbojpeg0-dev libjpeg62-turbo-dev libpng-dev libstb-dev
   libsentencepiece-dev sentencepiece
   python3-venv
   slurm-wlm munge

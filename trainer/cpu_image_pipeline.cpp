@@ -110,14 +110,32 @@ std::vector<int64_t> CpuImagePipeline::bad_files() const {
 std::unique_ptr<ImagePipeline> MakeImagePipeline(const config::JobConfig& job,
                                                  const data::ImageSource& source,
                                                  const models::ImageSpec& image,
-                                                 const RankPlace& place, const RankDevice& device) {
+                                                 const RankPlace& place, const RankDevice& device,
+                                                 std::string* decision) {
+  const config::GpuDecode mode = job.data.gpu_decode;
+  const std::string key = std::string("data.gpu_decode ") + config::ToString(mode);
+  if (!device.cuda) {
+    *decision = "decoding images on host threads (a CPU rank)";
+  } else {
 #ifdef RINGPILOT_WITH_NVJPEG
-  if (device.cuda && job.data.gpu_decode) {
-    return std::make_unique<GpuImagePipeline>(job, source, image, place, device,
-                                              GpuDecodeThreadsFor(job.data));
-  }
+    const bool hardware = data::cuda::HasHardwareJpegDecoder(device.device.index());
+    if (mode == config::GpuDecode::kOn || (mode == config::GpuDecode::kAuto && hardware)) {
+      const int threads = GpuDecodeThreadsFor(job.data);
+      *decision = std::string("decoding JPEGs on the GPU with nvJPEG (") +
+                  (hardware ? "hardware JPEG engines" : "its CUDA backend: no hardware engines") +
+                  ", " + std::to_string(threads) + " reader threads; " + key + ")";
+      return std::make_unique<GpuImagePipeline>(job, source, image, place, device, threads);
+    }
+    *decision =
+        std::string("decoding images on host threads (") + key +
+        (mode == config::GpuDecode::kAuto ? ": this GPU has no hardware JPEG engines)" : ")");
+#else
+    *decision = std::string("decoding images on host threads (") + key +
+                (mode == config::GpuDecode::kOff ? ")" : ": this build has no nvJPEG)");
 #endif
+  }
   const int workers = DecodeWorkersFor(job.data, BoundCores(), device.cuda);
+  *decision += ", " + std::to_string(workers) + " threads";
   return std::make_unique<CpuImagePipeline>(job, source, image, place, device, workers);
 }
 

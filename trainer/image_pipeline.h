@@ -49,11 +49,14 @@ class ImagePipeline {
 };
 
 /// The rank's pipeline for `source` (which must outlive it): batches of data.batch_per_rank
-/// at the model's image size, training crops, data.prefetch batches ahead.
+/// at the model's image size, training crops, data.prefetch batches ahead. Decodes on the
+/// GPU (nvJPEG) or on host threads by data.gpu_decode (auto: the GPU where it has hardware
+/// JPEG engines); `*decision` gets one line saying which and why, for the rank's log.
 std::unique_ptr<ImagePipeline> MakeImagePipeline(const config::JobConfig& job,
                                                  const data::ImageSource& source,
                                                  const models::ImageSpec& image,
-                                                 const RankPlace& place, const RankDevice& device);
+                                                 const RankPlace& place, const RankDevice& device,
+                                                 std::string* decision);
 
 /// Cores this thread may run on (its affinity mask; the rank's binding), at least 1.
 int BoundCores();

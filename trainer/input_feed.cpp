@@ -138,9 +138,12 @@ InputFeed::InputFeed(const config::JobConfig& job, const models::Model& model,
       break;
     }
     case config::DataKind::kImageFolder:
-    case config::DataKind::kImageShards:
-      image_ = MakeImagePipeline(job, *images, image_spec_, place, device);
+    case config::DataKind::kImageShards: {
+      std::string decision;
+      image_ = MakeImagePipeline(job, *images, image_spec_, place, device, &decision);
+      log_.Info("input: " + decision);
       break;
+    }
     case config::DataKind::kTokens:
       shard_ = std::make_unique<data::TokenShard>(job.data.train);
       sequences_ = std::make_unique<data::PackedSequences>(*shard_, token_spec_.seq_len);

@@ -157,10 +157,11 @@ int DecodeWorkersFor(const config::DataConfig& data, int bound_cores, bool cuda)
 }
 
 int GpuDecodeThreadsFor(const config::DataConfig& data) {
-  // nvJPEG's engines do the decoding; the threads only read files and parse headers, and
-  // more than 4 contend inside nvJPEG (H100: 24k img/s with 4, 20k with 8, 11k with 12;
-  // bench/results/2026-11-25-nvidia-h100-x1-image-input.md).
-  return data.workers > 0 ? data.workers : 4;
+  // nvJPEG's engines do most decoding; the threads read files into pinned memory, parse
+  // headers, make the batch's nvJPEG calls and run the Huffman stage of progressive JPEGs
+  // (about 2.7 ms each). 8 kept the pipeline at 27k img/s on an H200
+  // (bench/results/2026-11-28-nvidia-h200-image-input.md).
+  return data.workers > 0 ? data.workers : 8;
 }
 
 metrics::ExporterOptions ExporterOptionsFor(const config::MetricsConfig& metrics, int local_rank,

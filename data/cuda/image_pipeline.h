@@ -55,6 +55,10 @@ struct ImagePipelineOptions {
   bool odd_on_gpu = true;
 };
 
+/// Whether `device` has hardware JPEG engines nvJPEG can use (A100, H100, H200): what
+/// data.gpu_decode: auto decides by. False where nvJPEG cannot start at all.
+bool HasHardwareJpegDecoder(int device);
+
 /// The samples of one batch, in order: dataset indices and the epoch they belong to.
 struct BatchRequest {
   int64_t epoch = 0;
