@@ -85,8 +85,8 @@ struct ParsedText {
 /// only counted, a few at most, and one that starts where the one before it did is that
 /// stuck parser. Fails at `key` for a syntax error (its message after `prefix`), a nesting
 /// deeper than yaml-cpp follows, and the stuck parser.
-ParsedText ParseFirstDocument(const std::string& text, const Origin& origin,
-                              const std::string& key, const std::string& prefix) {
+ParsedText ParseFirstDocument(const std::string& text, const Origin& origin, const std::string& key,
+                              const std::string& prefix) {
   ParsedText parsed;
   DocumentRoots docs;
   try {

@@ -68,9 +68,8 @@ std::vector<std::string> CifarFiles(const std::string& path, CifarVariant varian
     const bool cifar10 = name.rfind(prefix, 0) == 0 && name.size() >= prefix.size() + 4 &&
                          name.compare(name.size() - 4, 4, ".bin") == 0 &&
                          (train ? name.size() > 15 : name.size() == 14 || name[10] == '_');
-    const bool wanted = variant == CifarVariant::kCifar10
-                            ? cifar10
-                            : name == (train ? "train.bin" : "test.bin");
+    const bool wanted =
+        variant == CifarVariant::kCifar10 ? cifar10 : name == (train ? "train.bin" : "test.bin");
     if (wanted) files.push_back(path + "/" + name);
   }
   if (files.empty()) {

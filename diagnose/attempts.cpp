@@ -184,17 +184,17 @@ json AttemptsToJson(const Diagnosis& d) {
   json failure = nullptr;
   if (v.failure) {
     const FailureView& f = *v.failure;
-    failure = {{"attempt", f.attempt},
-               {"before_first_step", f.before_first_step},
-               {"exit", history::ExitText(f.record)},
-               {"exit_code", f.record.exit_code ? json(*f.record.exit_code) : json(nullptr)},
-               {"signal", f.record.signal_name.empty() ? json(nullptr) : json(f.record.signal_name)},
-               {"first_failing_rank",
-                f.record.first_failing_rank >= 0 ? json(f.record.first_failing_rank)
-                                                 : json(nullptr)},
-               {"fatal_message",
-                f.record.fatal_message.empty() ? json(nullptr) : json(f.record.fatal_message)},
-               {"line", history::FailureLine(f.record)}};
+    failure = {
+        {"attempt", f.attempt},
+        {"before_first_step", f.before_first_step},
+        {"exit", history::ExitText(f.record)},
+        {"exit_code", f.record.exit_code ? json(*f.record.exit_code) : json(nullptr)},
+        {"signal", f.record.signal_name.empty() ? json(nullptr) : json(f.record.signal_name)},
+        {"first_failing_rank",
+         f.record.first_failing_rank >= 0 ? json(f.record.first_failing_rank) : json(nullptr)},
+        {"fatal_message",
+         f.record.fatal_message.empty() ? json(nullptr) : json(f.record.fatal_message)},
+        {"line", history::FailureLine(f.record)}};
   }
   return {{"count", d.data.attempts.size()},
           {"failure", failure},

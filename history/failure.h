@@ -11,12 +11,12 @@ namespace ringpilot::history {
 
 /// The fields of a failure.json that say what failed.
 struct FailureRecord {
-  int attempts = 0;                ///< the attempt it reports (1-based): attempts made so far
-  std::optional<int> exit_code;    ///< mpirun's exit status, when it exited
-  std::string signal_name;         ///< the signal that killed mpirun ("SIGKILL"), else ""
-  int first_failing_rank = -1;     ///< -1: unknown
-  std::string fatal_message;       ///< the failing rank's FATAL line, "" when none
-  std::string hang;                ///< why the launcher stopped it as hung, "" when it did not
+  int attempts = 0;              ///< the attempt it reports (1-based): attempts made so far
+  std::optional<int> exit_code;  ///< mpirun's exit status, when it exited
+  std::string signal_name;       ///< the signal that killed mpirun ("SIGKILL"), else ""
+  int first_failing_rank = -1;   ///< -1: unknown
+  std::string fatal_message;     ///< the failing rank's FATAL line, "" when none
+  std::string hang;              ///< why the launcher stopped it as hung, "" when it did not
 };
 
 /// Reads a failure.json; nullopt when it is missing, unreadable or not such an object.

@@ -63,8 +63,8 @@ void WriteRecord(int fd, const std::string& path, const std::string& text) {
   if (::ftruncate(fd, 0) != 0) base::ThrowFileError(path, "truncate", errno);
   std::size_t done = 0;
   while (done < text.size()) {
-    const ssize_t n = ::pwrite(fd, text.data() + done, text.size() - done,
-                               static_cast<off_t>(done));
+    const ssize_t n =
+        ::pwrite(fd, text.data() + done, text.size() - done, static_cast<off_t>(done));
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) base::ThrowFileError(path, "write", n < 0 ? errno : EIO);
     done += static_cast<std::size_t>(n);

@@ -612,10 +612,10 @@ int Trainer::Run() {
   TrainStep train_step(job, place, device, state, reducer, phases, input);
   PhaseReporter reporter(phases, *metrics, *comms.device, *comms.host, place.rank, place.world,
                          clock_offset);
-  const LoopParts parts{job,       s_->opts,   place,     device,          comms,
-                        state,     store,      input,     train_step,      phases,
-                        reporter,  *metrics,   telemetry, stats,           log,
-                        heartbeat, preemption, val.get(), token_val.get(), train_images.get(),
+  const LoopParts parts{job,        s_->opts,   place,     device,          comms,
+                        state,      store,      input,     train_step,      phases,
+                        reporter,   *metrics,   telemetry, stats,           log,
+                        heartbeat,  preemption, val.get(), token_val.get(), train_images.get(),
                         train_count};
   return TrainingLoop(parts, start_step).Run();
 }

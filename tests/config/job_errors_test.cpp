@@ -171,7 +171,8 @@ TEST(JobErrors, ManyProblemsAreCountedAfterTwenty) {
   EXPECT_EQ(lines[20], "... and 4980 more");
   EXPECT_EQ(lines[0].rfind("f.yaml:4:3: train.zz0x: unknown key (known: steps, ", 0), 0u)
       << lines[0];
-  EXPECT_EQ(lines[1], "f.yaml:5:3: train.zz1x: unknown key (the known train.* keys are listed above)");
+  EXPECT_EQ(lines[1],
+            "f.yaml:5:3: train.zz1x: unknown key (the known train.* keys are listed above)");
   std::size_t lists = 0;
   for (const std::string& line : lines) lists += line.find("(known: ") != std::string::npos;
   EXPECT_EQ(lists, 1u);
@@ -211,7 +212,8 @@ TEST(JobErrors, DepthPastTheParsersLimitIsNamed) {
   EXPECT_NE(file[0].find("f.yaml:3:"), std::string::npos) << file[0];
   EXPECT_NE(file[0].find(": <yaml>: nested deeper than "), std::string::npos) << file[0];
   EXPECT_NE(file[0].find(" levels"), std::string::npos) << file[0];
-  const std::vector<std::string> set = Problems(kMinimal, {"train.steps=" + std::string(5000, '[')});
+  const std::vector<std::string> set =
+      Problems(kMinimal, {"train.steps=" + std::string(5000, '[')});
   ASSERT_EQ(set.size(), 1u);
   EXPECT_NE(set[0].find("--set[1]:1:"), std::string::npos) << set[0];
   EXPECT_NE(set[0].find("train.steps: cannot parse value as YAML: nested deeper than "),

@@ -124,8 +124,9 @@ TEST_F(CifarBadFiles, DistributionNamesHoldTheDistributionsCount) {
   // data_batch_1.bin cut on a record boundary (500 of its 10,000 records) trained silently.
   const std::string cut = Write("data_batch_1.bin", good_);
   const std::string line =
-      cut + ": 500 records, but CIFAR-10's data_batch_1.bin holds 10000 (cut short? a file of "
-            "other records must not have a distribution name)";
+      cut +
+      ": 500 records, but CIFAR-10's data_batch_1.bin holds 10000 (cut short? a file of "
+      "other records must not have a distribution name)";
   try {
     CountCifarRecords(CifarFiles(dir_, CifarVariant::kCifar10, true), CifarVariant::kCifar10);
     ADD_FAILURE() << "no error";

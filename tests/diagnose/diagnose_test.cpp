@@ -212,17 +212,17 @@ TEST(Diagnose, FailureBeforeTheFirstStepIsReported) {
   WriteFile(tmp.path() + "/job.yaml", "name: t\nmodel: {name: resnet18-cifar}\n");
   WriteFile(tmp.path() + "/launcher.json",
             R"({"pid": 1, "state": "failed", "attempt": 1, "max_attempts": 3})");
-  const std::string fatal = "/d/data_batch_1.bin: 5000 records, but CIFAR-10's data_batch_1.bin "
-                            "holds 10000 (cut short? a file of other records must not have a "
-                            "distribution name)";
-  WriteFile(tmp.path() + "/failure.json",
-            json({{"attempts", 1},
-                  {"exit_code", 78},
-                  {"first_failing_rank", 0},
-                  {"first_failing_rank_source", "fatal_line"},
-                  {"fatal_message", fatal},
-                  {"ranks", json::object()}})
-                .dump());
+  const std::string fatal =
+      "/d/data_batch_1.bin: 5000 records, but CIFAR-10's data_batch_1.bin "
+      "holds 10000 (cut short? a file of other records must not have a "
+      "distribution name)";
+  WriteFile(tmp.path() + "/failure.json", json({{"attempts", 1},
+                                                {"exit_code", 78},
+                                                {"first_failing_rank", 0},
+                                                {"first_failing_rank_source", "fatal_line"},
+                                                {"fatal_message", fatal},
+                                                {"ranks", json::object()}})
+                                              .dump());
   std::filesystem::create_directories(tmp.path() + "/logs");
   const Result text = Diagnose(tmp.path(), false);
   ASSERT_EQ(text.status, 0) << text.err;
@@ -241,10 +241,10 @@ TEST(Diagnose, FailureBeforeTheFirstStepIsReported) {
   // Without launcher.json (an older launcher) the failure.json alone says it failed; killed
   // by a signal, the exit is the signal.
   std::filesystem::remove(tmp.path() + "/launcher.json");
-  WriteFile(tmp.path() + "/failure.json",
-            json({{"attempts", 2}, {"signal", 9}, {"signal_name", "SIGKILL"},
-                  {"first_failing_rank", -1}})
-                .dump());
+  WriteFile(
+      tmp.path() + "/failure.json",
+      json({{"attempts", 2}, {"signal", 9}, {"signal_name", "SIGKILL"}, {"first_failing_rank", -1}})
+          .dump());
   const Result killed = Diagnose(tmp.path(), false);
   ASSERT_EQ(killed.status, 0) << killed.err;
   EXPECT_NE(killed.out.find("failure: attempt 2 failed before its first step (killed by SIGKILL): "

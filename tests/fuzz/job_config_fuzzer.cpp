@@ -51,8 +51,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     for (size_t i = 0; i < lines.size(); ++i) {
       const std::string& line = lines[i];
       const bool placed = line.rfind("fuzz.yaml:", 0) == 0 || line.rfind("--set[", 0) == 0;
-      const bool more = i + 1 == lines.size() && i + 1 == kMaxLines && line.rfind("... and ", 0) == 0 &&
-                        line.size() > 13 && line.compare(line.size() - 5, 5, " more") == 0;
+      const bool more = i + 1 == lines.size() && i + 1 == kMaxLines &&
+                        line.rfind("... and ", 0) == 0 && line.size() > 13 &&
+                        line.compare(line.size() - 5, 5, " more") == 0;
       if (line.empty() || line.find('\n') != std::string::npos || !(placed || more)) {
         Finding("a ConfigError line is not one FILE:LINE:COL line", line);
       }
