@@ -37,21 +37,18 @@ struct CifarSet {
 
 /// The batch files a job's `data.train` / `data.val` names: a file, or a folder holding
 /// the distribution's files (CIFAR-10: data_batch_1.bin ... data_batch_5.bin for training,
-/// test_batch.bin for validation, and other data_batch_*.bin / test_batch_*.bin files, e.g.
-/// a subset's; CIFAR-100: train.bin, test.bin). Throws DataError when the path does not
-/// exist or a folder holds none of them.
+/// test_batch.bin for validation; CIFAR-100: train.bin, test.bin). Throws DataError when
+/// the path does not exist or a folder holds none of them.
 std::vector<std::string> CifarFiles(const std::string& path, CifarVariant variant, bool train);
 
 /// Records in `files`, from their sizes alone (what a job needs to know before it reads
 /// them, e.g. train.epochs). Throws DataError as ReadCifar does for a missing, empty or
-/// truncated file, or a file with a distribution name (CIFAR-10's data_batch_N.bin and
-/// test_batch.bin: 10,000 records; CIFAR-100's train.bin: 50,000, test.bin: 10,000) that
-/// holds another number of records: "FILE: N records, but CIFAR-10's NAME holds M (...)".
+/// truncated file.
 int64_t CountCifarRecords(const std::vector<std::string>& files, CifarVariant variant);
 
 /// Reads `files` in order into one set. Throws DataError naming the file for one that is
-/// missing, unreadable, empty, not a whole number of records (truncated), not its
-/// distribution name's number of records (CountCifarRecords), or holds a label out of range.
+/// missing, unreadable, empty, not a whole number of records (truncated), or holds a label
+/// out of range.
 CifarSet ReadCifar(const std::vector<std::string>& files, CifarVariant variant);
 
 }  // namespace ringpilot::data
