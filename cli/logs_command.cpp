@@ -1,6 +1,6 @@
 // `ringpilot logs`: print a log of a run directory and, with -f, follow it as `tail -F`
 // does (a replaced or truncated file is read again from its start; a file that does not
-// exist yet is waited for) until the launcher recorded in launcher.json has ended. Rank
+// exist yet is waited for) until the job's launcher (run.lock, launcher.json) has ended. Rank
 // logs are appended to by every attempt, so following one follows the restarts too.
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -19,6 +19,7 @@
 #include "base/files.h"
 #include "cli/run_dir_commands.h"
 #include "config/job.h"
+#include "history/run_lock.h"
 #include "launcher/run_dir.h"
 #include "launcher/run_state.h"
 
@@ -86,11 +87,19 @@ off_t TailOffset(const std::string& path, int lines) {
   return static_cast<off_t>(pos);
 }
 
-// Whether the launcher recorded in launcher.json has ended (or there is none that runs).
+// Whether the job has ended: no launcher holds run.lock and the one recorded in
+// launcher.json (if any) has ended. A launcher in its start-up checks holds the lock before
+// it writes launcher.json, and one of an older version wrote launcher.json alone.
 bool LauncherEnded(const launcher::RunDirLayout& layout) {
+  const history::RunLockView lock = history::ReadRunLock(layout.root);
   const std::optional<launcher::LauncherRecord> rec =
       launcher::ReadLauncherRecord(layout.launcher_json);
-  if (!rec) return false;  // none recorded (yet): follow until interrupted
+  const bool locked =
+      lock.state == history::LockState::kHeld || lock.state == history::LockState::kElsewhere;
+  if (locked && (!rec || rec->pid != lock.record->pid)) return false;  // starting
+  // None recorded: one that died in its start-up checks left a stale lock; else none has
+  // started yet, and the log is followed until interrupted.
+  if (!rec) return lock.state == history::LockState::kStale;
   return rec->state != launcher::RunState::kRunning ||
          launcher::CheckLauncher(*rec) == launcher::Liveness::kGone;
 }

@@ -6,6 +6,7 @@
 #include <ctime>
 #include <filesystem>
 #include <iostream>
+#include <memory>
 #include <sstream>
 
 #include "base/environment.h"
@@ -16,6 +17,7 @@
 #include "base/time.h"
 #include "config/job.h"
 #include "doctor/command.h"
+#include "history/run_lock.h"
 #include "launcher/failure_report.h"
 #include "launcher/mpirun_command.h"
 #include "launcher/run_dir.h"
@@ -238,6 +240,22 @@ int RunJob(const RunArgs& args) {
     return base::kExitOk;
   }
 
+  // One launcher per run directory, for as long as this one lives: a second one stops
+  // here, before it reads or writes anything else in the directory (history/run_lock.h).
+  std::unique_ptr<history::RunDirLock> lock;
+  std::string lock_notice;
+  try {
+    base::MakeDirs(layout.root);
+    lock = history::RunDirLock::Acquire(layout.root, &lock_notice);
+  } catch (const history::RunDirBusy& e) {
+    std::cerr << "ringpilot: " << e.what() << "\n";
+    return base::kExitFailure;
+  } catch (const base::FileError& e) {
+    std::cerr << "ringpilot: " << e.what() << "\n";
+    return base::kExitFailure;
+  }
+  if (!lock_notice.empty()) std::cerr << "ringpilot: " << lock_notice << "\n";
+
   // A finished run's results are history: running it again with nothing left to train
   // would only overwrite them. Training on (more steps or epochs) keeps the old summary.
   // summary.json is the trainer's; a program's progress is its own (its checkpoints).
@@ -302,6 +320,7 @@ int RunJob(const RunArgs& args) {
   try {
     launcher::Supervisor supervisor(options);
     for (const std::string& line : startup) supervisor.Report(line);
+    if (!lock_notice.empty()) supervisor.Note("ringpilot: " + lock_notice);
     if (!resume_note.empty()) supervisor.Report("ringpilot: " + resume_note.substr(2));
     // Quick doctor of this host (docs/doctor.md): RUN_DIR/doctor.json and doctor.prom.
     doctor::DoctorEnv doctor_env = doctor::SystemDoctorEnv();

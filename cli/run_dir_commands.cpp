@@ -18,6 +18,7 @@
 #include "base/files.h"
 #include "base/text.h"
 #include "base/time.h"
+#include "history/run_lock.h"
 #include "launcher/run_dir.h"
 #include "launcher/run_status.h"
 
@@ -74,6 +75,19 @@ void PrintStatus(const RunStatus& s, std::ostream& out) {
                      " heartbeating (beat in the last " +
                      base::FormatFixed(launcher::kFreshHeartbeatSeconds, 0) + " s)");
   }
+  switch (s.lock.state) {
+    case history::LockState::kFree:
+      row("lock", "free (run.lock: no launcher holds the directory)");
+      break;
+    case history::LockState::kHeld:
+    case history::LockState::kElsewhere:
+      row("lock", "held by " + history::DescribeHolder(*s.lock.record) + " (run.lock)");
+      break;
+    case history::LockState::kStale:
+      row("lock", "stale: " + history::DescribeHolder(*s.lock.record) +
+                      " no longer runs; the next `ringpilot run` takes it over (run.lock)");
+      break;
+  }
   if (s.launcher) {
     row("started", s.launcher->started);
     if (s.state != "running") row("ended", s.launcher->updated);
@@ -116,6 +130,14 @@ int Stop(const StopArgs& args) {
   } catch (const std::runtime_error& e) {
     std::cerr << "ringpilot stop: " << e.what() << "\n";
     return base::kExitUsage;
+  }
+  if (launcher::LauncherStarting(s)) {
+    // Nothing to signal yet: it installs its handlers once it supervises (launcher.json).
+    std::cerr << "ringpilot stop: " << dir << ": its launcher, "
+              << history::DescribeHolder(*s.lock.record)
+              << ", is still in its start-up checks; run `ringpilot stop " << dir
+              << "` again in a moment\n";
+    return base::kExitFailure;
   }
   if (!s.launcher) {
     std::cerr << "ringpilot stop: " << dir << ": no launcher.json: no launcher of this "

@@ -71,6 +71,51 @@ class DocumentRoots : public YAML::EventHandler {
   bool root_next_ = false;
 };
 
+/// The first YAML document of a text and where the root of each of its first few
+/// documents is.
+struct ParsedText {
+  YAML::Node doc;
+  std::vector<YAML::Mark> roots;
+};
+
+/// Parses `text` (a job file, or the value of an override). Not YAML::LoadAll: yaml-cpp 0.7
+/// does not consume a ',' where a document's node should start (a file that begins with
+/// ',', or `"x",`), so LoadAll returns empty documents for ever, growing without bound
+/// (found by tests/fuzz/job_config_fuzzer). The first document is loaded; the others are
+/// only counted, a few at most, and one that starts where the one before it did is that
+/// stuck parser. Fails at `key` for a syntax error (its message after `prefix`), a nesting
+/// deeper than yaml-cpp follows, and the stuck parser.
+ParsedText ParseFirstDocument(const std::string& text, const Origin& origin, const std::string& key,
+                              const std::string& prefix) {
+  ParsedText parsed;
+  DocumentRoots docs;
+  try {
+    std::istringstream in(text);
+    YAML::Parser parser(in);
+    while (static_cast<int>(docs.roots.size()) < DocumentRoots::kMaxDocuments &&
+           parser.HandleNextDocument(docs)) {
+    }
+    parsed.doc = YAML::Load(text);
+  } catch (const YAML::DeepRecursion& e) {
+    // yaml-cpp's own message for it is "bad file".
+    Fail(origin.At(e.mark), key,
+         prefix + "nested deeper than " + std::to_string(e.depth() - 1) + " levels");
+  } catch (const YAML::Exception& e) {
+    Fail(origin.At(e.mark), key, prefix + e.msg);
+  }
+  for (std::size_t i = 1; i < docs.roots.size(); ++i) {
+    const YAML::Mark& at = docs.roots[i];
+    if (at.pos == docs.roots[i - 1].pos && at.pos >= 0 &&
+        static_cast<std::size_t>(at.pos) < text.size()) {
+      Fail(origin.At(at), key,
+           prefix + "unexpected " + Quote(std::string(1, text[static_cast<std::size_t>(at.pos)])) +
+               " where a value should start");
+    }
+  }
+  parsed.roots = std::move(docs.roots);
+  return parsed;
+}
+
 /// A key path as printed in messages: itself when tame, else quoted.
 std::string KeyText(const std::string& key) {
   for (unsigned char ch : key) {
@@ -160,42 +205,17 @@ bool Loader::Rejected(const std::string& path) const {
 
 void Loader::LoadText(const std::string& text) {
   const Origin origin = Origin::File(root_.file);
-  // Not YAML::LoadAll: yaml-cpp 0.7 does not consume a ',' where a document's node should
-  // start (a file that begins with ',', or `"x",`), so LoadAll returns empty documents
-  // for ever, growing without bound (found by tests/fuzz/job_config_fuzzer). The first
-  // document is loaded; the others are only counted, a few at most, and one that starts
-  // where the one before it did is that stuck parser.
-  YAML::Node doc;
-  DocumentRoots docs;
-  try {
-    std::istringstream in(text);
-    YAML::Parser parser(in);
-    while (static_cast<int>(docs.roots.size()) < DocumentRoots::kMaxDocuments &&
-           parser.HandleNextDocument(docs)) {
-    }
-    doc = YAML::Load(text);
-  } catch (const YAML::ParserException& e) {
-    Fail(origin.At(e.mark), "<yaml>", e.msg);
-  } catch (const YAML::Exception& e) {
-    Fail(origin.At(e.mark), "<yaml>", e.msg);
-  }
-  for (std::size_t i = 1; i < docs.roots.size(); ++i) {
-    const YAML::Mark& at = docs.roots[i];
-    if (at.pos == docs.roots[i - 1].pos && at.pos >= 0 &&
-        static_cast<std::size_t>(at.pos) < text.size()) {
-      Fail(origin.At(at), "<yaml>",
-           "unexpected " + Quote(std::string(1, text[static_cast<std::size_t>(at.pos)])) +
-               " where a value should start");
-    }
-  }
+  const ParsedText parsed = ParseFirstDocument(text, origin, "<yaml>", "");
+  const YAML::Node& doc = parsed.doc;
+  const std::vector<YAML::Mark>& roots = parsed.roots;
   const std::string expected =
       "a job file is a mapping of keys with at least name and model.name (or launch.command)";
-  if (docs.roots.empty() || doc.IsNull()) {
-    Fail(docs.roots.empty() ? origin.Start() : origin.At(doc.Mark()), kDocumentKey,
+  if (roots.empty() || doc.IsNull()) {
+    Fail(roots.empty() ? origin.Start() : origin.At(doc.Mark()), kDocumentKey,
          "empty document; " + expected);
   }
-  if (docs.roots.size() > 1) {
-    Fail(origin.At(docs.roots[1]), kDocumentKey, "more than one YAML document; " + expected);
+  if (roots.size() > 1) {
+    Fail(origin.At(roots[1]), kDocumentKey, "more than one YAML document; " + expected);
   }
   if (!doc.IsMap()) {
     Fail(origin.At(doc.Mark()), kDocumentKey, "got " + Describe(doc) + "; " + expected);
@@ -203,6 +223,8 @@ void Loader::LoadText(const std::string& text) {
   root_ = origin.At(doc.Mark());
   ApplyMapping(doc, "", origin);
 }
+
+bool Loader::Listing() const { return errors_.size() < kMaxListedProblems; }
 
 void Loader::ApplyMapping(const YAML::Node& map, const std::string& section, const Origin& origin) {
   std::map<std::string, YAML::Mark> seen;
@@ -256,10 +278,18 @@ void Loader::FailUnknown(const Where& where, const std::string& section, const s
   for (const RenamedKey& renamed : kRenamedKeys) {
     if (path == renamed.old_path) Fail(where, path, renamed.problem);
   }
+  // Past the problems listed, it is only counted: no suggestion is looked for (a file of a
+  // million unknown keys must not take minutes).
+  if (!Listing()) Fail(where, KeyText(path), "unknown key");
   const std::string hint = SuggestKey(section, leaf);
+  if (!hint.empty()) Fail(where, KeyText(path), "unknown key (did you mean " + hint + "?)");
+  // The list of a section's keys once, at its first unknown key without a suggestion.
+  if (known_listed_.insert(section).second) {
+    Fail(where, KeyText(path), "unknown key (known: " + KnownKeys(section) + ")");
+  }
   Fail(where, KeyText(path),
-       hint.empty() ? "unknown key (known: " + KnownKeys(section) + ")"
-                    : "unknown key (did you mean " + hint + "?)");
+       std::string("unknown key (the known ") +
+           (section.empty() ? "top-level keys" : section + ".* keys") + " are listed above)");
 }
 
 void Loader::ApplyOverride(size_t index, const std::string& text) {
@@ -277,11 +307,15 @@ void Loader::ApplyOverrideText(size_t index, const std::string& text) {
   }
   const std::string key = text.substr(0, eq);
   const Origin origin = Origin::Override(label, static_cast<int>(eq) + 2);
-  YAML::Node value;
-  try {
-    value = YAML::Load(text.substr(eq + 1));
-  } catch (const YAML::Exception& e) {
-    Fail(origin.At(e.mark), KeyText(key), "cannot parse value as YAML: " + e.msg);
+  // The same document check as a job file's: anything after the value is an error, not
+  // dropped (`train={steps: 5} junk` is no more valid here than in the file).
+  const ParsedText parsed =
+      ParseFirstDocument(text.substr(eq + 1), origin, KeyText(key), "cannot parse value as YAML: ");
+  const YAML::Node& value = parsed.doc;
+  if (parsed.roots.size() > 1) {
+    Fail(origin.At(parsed.roots[1]), KeyText(key),
+         "text after the value: an override is one YAML value (quote a string that holds "
+         "spaces, e.g. --set 'name=\"my job\"')");
   }
   std::vector<std::string> parts;
   for (size_t start = 0;;) {
@@ -343,6 +377,7 @@ JobConfig Loader::Finish() {
   }
 
   CrossCheck();
+  if (unlisted_ > 0) errors_.push_back("... and " + std::to_string(unlisted_) + " more");
   if (!errors_.empty()) throw ConfigError(errors_);
   return config_;
 }

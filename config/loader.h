@@ -19,9 +19,12 @@ namespace ringpilot::config::detail {
 // One pass over the file and the overrides collects every problem: each key is checked on
 // its own (a bad key keeps its default and is remembered), and the cross-key rules run on
 // the keys that passed. Only problems that leave nothing to check (YAML syntax, a document
-// that is not a mapping) stop the pass.
+// that is not a mapping) stop the pass. The first kMaxListedProblems problems are listed,
+// the rest only counted ("... and N more"): a file of a million bad keys gets 21 lines.
 class Loader {
  public:
+  static constexpr std::size_t kMaxListedProblems = 20;
+
   explicit Loader(const std::string& source) : root_{source, 1, 1} { config_.source = source; }
 
   void LoadText(const std::string& text);
@@ -49,6 +52,8 @@ class Loader {
   void CrossFail(const std::vector<std::string>& keys, const std::string& problem);
   [[noreturn]] void CrossFailAt(const std::vector<std::string>& keys, const std::string& problem);
   void CrossCheck();
+  /// Whether a problem found now is listed (else it is only counted).
+  bool Listing() const;
   bool IsGiven(const std::string& path) const { return given_.count(path) != 0; }
   bool Rejected(const std::string& path) const;
   /// Runs `step`; a ConfigError it throws is recorded (and `key`, when not empty, marked
@@ -60,7 +65,9 @@ class Loader {
   Where root_;
   std::map<std::string, Given> given_;     // key path -> where its latest value is
   std::map<std::string, Where> sections_;  // section -> where its key is in the file
-  std::vector<std::string> errors_;        // every problem so far, in the order found
+  std::vector<std::string> errors_;        // the problems listed, in the order found
+  std::size_t unlisted_ = 0;               // ... and those found after them
+  std::set<std::string> known_listed_;     // sections whose known keys a problem listed
   std::set<std::string> rejected_;         // key paths and sections with a problem
   int ordinal_ = 0;
 };
@@ -70,7 +77,13 @@ void Loader::Collect(const std::string& key, F&& step) {
   try {
     step();
   } catch (const ConfigError& e) {
-    errors_.insert(errors_.end(), e.lines().begin(), e.lines().end());
+    for (const std::string& line : e.lines()) {
+      if (errors_.size() < kMaxListedProblems) {
+        errors_.push_back(line);
+      } else {
+        ++unlisted_;
+      }
+    }
     if (!key.empty()) rejected_.insert(key);
   }
 }

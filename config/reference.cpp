@@ -56,11 +56,17 @@ file is read. Overrides apply in order (a later one wins) with the same checks a
 and the cross-key rules run after the last one. KEY is a dotted path (`train.steps`) or a
 whole section, whose mapping is merged key by key (`--set fault={crash_rank: 1,
 crash_step: 20}`). VALUE is parsed as YAML: `--set launch.hosts=[node1:4,node2:4]`,
-`--set model.name=bert-tiny`, `--set 'name="my-job"'`.
+`--set model.name=bert-tiny`, `--set 'name="my-job"'`. VALUE is one complete YAML value,
+checked as a job file is: text after it is an error naming the override
+(`--set[1]:1:18: train: text after the value: an override is one YAML value ...` for
+`--set 'train={steps: 5} junk'`), never dropped.
 
 ## Errors
 
-A rejected job prints every problem found, one line each, and exits with status 2:
+A rejected job prints the problems found, one line each, and exits with status 2; after 20
+lines the rest are only counted (`... and N more`), and the known keys of a section are
+listed once, at its first unknown key without a near miss (later ones say they are listed
+above):
 
 ```
 FILE:LINE:COL: KEY: problem
@@ -72,7 +78,8 @@ job.yaml:9:12: comm.bucket_mb: must be in (0, 4096], got 0
 LINE and COL are 1-based and point at the offending value (or key). For an override, FILE
 is `--set[N]` (N counts the `--set` options from 1), LINE is 1 and COL is the column of the
 override's text. Problems that are not one key's use `<file>` (unreadable file), `<yaml>`
-(YAML syntax) or `<document>` (empty file, not a mapping, several documents) as KEY; these
+(YAML syntax; a nesting deeper than the parser follows says `nested deeper than N
+levels`) or `<document>` (empty file, not a mapping, several documents) as KEY; these
 three end the check at once, so they come alone. Every key of the file and every override
 is checked; the cross-key rules below run on the keys that passed (a rule is not judged on
 the default of a rejected key). A renamed key is an error naming its new name

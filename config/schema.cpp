@@ -164,8 +164,8 @@ std::vector<KeySpec> BuildSchema() {
                         "epoch a seeded shuffle, a disjoint part per rank"));
   s.push_back(StringKey("data.val", Member(&JC::data, &DataConfig::val), any_path, "path",
                         "held-out set, as data.train (cifar: test_batch.bin / test.bin or its "
-                        "folder; tokens: a shard prefix, MLM accuracy and loss); \"\" = no "
-                        "evaluation"));
+                        "folder, test_batch_*.bin too; tokens: a shard prefix, MLM accuracy and "
+                        "loss); \"\" = no evaluation"));
   s.push_back(IntKey("data.prefetch", Member(&JC::data, &DataConfig::prefetch), 1, 64,
                      "image kinds: batches decoded ahead of the training step (host memory: "
                      "prefetch + 2 batches per rank)"));

@@ -13,7 +13,27 @@ namespace {
 int LabelBytes(CifarVariant v) { return v == CifarVariant::kCifar10 ? 1 : 2; }
 int Classes(CifarVariant v) { return v == CifarVariant::kCifar10 ? 10 : 100; }
 
-// Records in `file`, checked against its size.
+// The records a file of the distribution holds, by its name: CIFAR-10's data_batch_N.bin
+// and test_batch.bin 10,000 each; CIFAR-100's train.bin 50,000 and test.bin 10,000. 0 for
+// any other name (a subset or a file of one's own).
+int64_t DistributionRecords(const std::string& file, CifarVariant variant) {
+  const std::size_t slash = file.rfind('/');
+  const std::string name = slash == std::string::npos ? file : file.substr(slash + 1);
+  if (variant == CifarVariant::kCifar100) {
+    return name == "train.bin" ? 50000 : name == "test.bin" ? 10000 : 0;
+  }
+  if (name == "test_batch.bin") return 10000;
+  const std::string prefix = "data_batch_", suffix = ".bin";
+  if (name.size() > prefix.size() + suffix.size() && name.rfind(prefix, 0) == 0 &&
+      name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0) {
+    const std::string digits =
+        name.substr(prefix.size(), name.size() - prefix.size() - suffix.size());
+    if (digits.find_first_not_of("0123456789") == std::string::npos) return 10000;
+  }
+  return 0;
+}
+
+// Records in `file`, checked against its size (and a distribution file's against its count).
 int64_t RecordsIn(const std::string& file, CifarVariant variant) {
   const int64_t record = LabelBytes(variant) + kCifarImageBytes;
   const int64_t bytes = base::FileSize(file);
@@ -24,7 +44,17 @@ int64_t RecordsIn(const std::string& file, CifarVariant variant) {
                     std::to_string(record) + "-byte CIFAR-" + std::to_string(Classes(variant)) +
                     " records (truncated, or another format)");
   }
-  return bytes / record;
+  const int64_t records = bytes / record;
+  // A batch cut on a record boundary is a whole number of records: only its name tells
+  // (5,000 records of data_batch_1.bin trained silently, and train.epochs halved the steps).
+  if (const int64_t expected = DistributionRecords(file, variant);
+      expected > 0 && records != expected) {
+    throw DataError(file + ": " + std::to_string(records) + " records, but CIFAR-" +
+                    std::to_string(Classes(variant)) + "'s " + file.substr(file.rfind('/') + 1) +
+                    " holds " + std::to_string(expected) +
+                    " (cut short? a file of other records must not have a distribution name)");
+  }
+  return records;
 }
 
 }  // namespace
@@ -34,11 +64,12 @@ std::vector<std::string> CifarFiles(const std::string& path, CifarVariant varian
   if (!base::IsDirectory(path)) return {path};
   std::vector<std::string> files;
   for (const std::string& name : base::ListDir(path)) {
-    const bool wanted = variant == CifarVariant::kCifar10
-                            ? (train ? name.rfind("data_batch_", 0) == 0 && name.size() > 15 &&
-                                           name.compare(name.size() - 4, 4, ".bin") == 0
-                                     : name == "test_batch.bin")
-                            : name == (train ? "train.bin" : "test.bin");
+    const std::string prefix = train ? "data_batch_" : "test_batch";
+    const bool cifar10 = name.rfind(prefix, 0) == 0 && name.size() >= prefix.size() + 4 &&
+                         name.compare(name.size() - 4, 4, ".bin") == 0 &&
+                         (train ? name.size() > 15 : name.size() == 14 || name[10] == '_');
+    const bool wanted =
+        variant == CifarVariant::kCifar10 ? cifar10 : name == (train ? "train.bin" : "test.bin");
     if (wanted) files.push_back(path + "/" + name);
   }
   if (files.empty()) {

@@ -38,7 +38,7 @@ std::string RunState(const RunData& run) {
   if (run.launcher && run.launcher->contains("state") && (*run.launcher)["state"].is_string()) {
     return (*run.launcher)["state"].get<std::string>();
   }
-  if (run.attempts.empty()) return run.summary ? "finished" : "";
+  if (run.attempts.empty()) return run.summary ? "finished" : run.failure ? "failed" : "";
   const history::AttemptRecord& last = run.attempts.back();
   if (last.outcome == history::kCompleted) return "finished";
   if (last.outcome == history::kRunning) return "live or interrupted";
@@ -60,6 +60,22 @@ void AnalyzeAttempts(Diagnosis* d) {
   const RunData& run = d->data;
   v.coverage = history::CoverageOf(run.attempts);
   v.runs = history::RunsOf(run.attempts);
+  if (v.state == "failed" && run.failure) {
+    FailureView f;
+    f.record = *run.failure;
+    f.attempt = run.failure->attempts;
+    if (run.launcher && run.launcher->contains("attempt") &&
+        (*run.launcher)["attempt"].is_number_integer() && f.attempt <= 0) {
+      f.attempt = (*run.launcher)["attempt"].get<int>();
+    }
+    // Its record in the last run's attempts/, if it left one that says what it trained.
+    const history::AttemptRecord* record = nullptr;
+    for (const history::AttemptRecord& a : run.attempts) {
+      if (a.run == v.runs && a.attempt == f.attempt) record = &a;
+    }
+    f.before_first_step = record == nullptr || record->StepsTrained() == 0;
+    v.failure = f;
+  }
   for (const history::AttemptRecord& a : run.attempts) {
     if (a.outcome != history::kFailed) continue;
     ++v.failed_total;
@@ -100,8 +116,15 @@ void AnalyzeAttempts(Diagnosis* d) {
 std::string RenderAttemptsText(const Diagnosis& d) {
   const RunData& run = d.data;
   const AttemptsView& v = d.attempts;
-  if (run.attempts.empty()) return "";
   std::ostringstream out;
+  if (v.failure) {
+    const FailureView& f = *v.failure;
+    out << "\nfailure: attempt " << f.attempt << " failed"
+        << (f.before_first_step ? " before its first step" : "") << " ("
+        << history::ExitText(f.record) << "): " << history::FailureLine(f.record)
+        << " (failure.json)\n";
+  }
+  if (run.attempts.empty()) return out.str();
   out << "\nattempts: " << run.attempts.size();
   if (v.runs > 1) out << " in " << v.runs << " runs";
   out << " (" << v.state;
@@ -158,7 +181,23 @@ json AttemptsToJson(const Diagnosis& d) {
                      {"step_seconds", r.step_seconds},
                      {"steps_by_attempt", by}});
   }
+  json failure = nullptr;
+  if (v.failure) {
+    const FailureView& f = *v.failure;
+    failure = {
+        {"attempt", f.attempt},
+        {"before_first_step", f.before_first_step},
+        {"exit", history::ExitText(f.record)},
+        {"exit_code", f.record.exit_code ? json(*f.record.exit_code) : json(nullptr)},
+        {"signal", f.record.signal_name.empty() ? json(nullptr) : json(f.record.signal_name)},
+        {"first_failing_rank",
+         f.record.first_failing_rank >= 0 ? json(f.record.first_failing_rank) : json(nullptr)},
+        {"fatal_message",
+         f.record.fatal_message.empty() ? json(nullptr) : json(f.record.fatal_message)},
+        {"line", history::FailureLine(f.record)}};
+  }
   return {{"count", d.data.attempts.size()},
+          {"failure", failure},
           {"runs", v.runs},
           {"state", v.state},
           {"failed", v.failed},

@@ -180,10 +180,15 @@ RunData LoadRun(const std::string& run_dir, const std::string& infiniband_dir) {
     json j = json::parse(in, nullptr, /*allow_exceptions=*/false);
     if (j.is_object()) data.launcher = j;
   }
-  if (!data.summary && stats_files.empty() && data.plugin_ranks.empty() && data.attempts.empty()) {
+  data.failure = history::ReadFailureRecord((root / "failure.json").string());
+  // A run that failed before its first step has only job.yaml, launcher.json and
+  // failure.json: it is a run directory all the same (`ringpilot status` reads it).
+  const bool job = fs::exists(root / "job.yaml", ec);
+  if (!data.summary && stats_files.empty() && data.plugin_ranks.empty() && data.attempts.empty() &&
+      !job && !data.launcher && !data.failure) {
     throw DiagnoseError(run_dir +
-                        ": not a run directory (no summary.json, logs/rank-<N>.stats.json, "
-                        "logs/rank-<N>.nccl.json or attempts/)");
+                        ": not a run directory (no job.yaml, summary.json, "
+                        "logs/rank-<N>.stats.json, logs/rank-<N>.nccl.json or attempts/)");
   }
   data.now_unix =
       std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();

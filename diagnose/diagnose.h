@@ -21,6 +21,7 @@
 #include <nlohmann/json.hpp>
 
 #include "history/attempts.h"
+#include "history/failure.h"
 
 namespace ringpilot::diagnose {
 
@@ -135,6 +136,8 @@ struct RunData {
   int ranks_from_attempt = 0;
   int ranks_from_run = 0;                  ///< ... and the run that attempt belongs to
   std::optional<nlohmann::json> launcher;  ///< RUN_DIR/launcher.json, when readable
+  /// RUN_DIR/failure.json: the report of the last run that failed for good, when readable.
+  std::optional<history::FailureRecord> failure;
 };
 
 /// One rank over every attempt: attempts/N/rank-R.stats.json of each N.
@@ -143,6 +146,15 @@ struct RankAttemptsRow {
   double steps = 0;         ///< timed steps, summed over attempts
   double step_seconds = 0;  ///< their time: steps x mean step time, summed
   std::map<std::pair<int, int>, double> steps_by_attempt;  ///< by (run, attempt)
+};
+
+/// How the job failed for good, when it stands failed (failure.json).
+struct FailureView {
+  history::FailureRecord record;
+  int attempt = 0;  ///< the failed attempt's number in the last run
+  /// That attempt trained no step (it left no record of one): the job never got going (a
+  /// metrics port taken, a missing data root, a bad data file).
+  bool before_first_step = false;
 };
 
 /// The run over its attempts.
@@ -156,10 +168,13 @@ struct AttemptsView {
   /// from the attempts: "finished" (summary.json), "failed", "preempted", "live or
   /// interrupted" (the last attempt left no end); "" without either.
   std::string state;
+  std::optional<FailureView> failure;  ///< when state is "failed" and failure.json tells
 };
 
-/// Reads RUN_DIR. `infiniband_dir` is where to look for InfiniBand ports (normally
-/// /sys/class/infiniband). Throws DiagnoseError.
+/// Reads RUN_DIR: any directory `ringpilot status` reads (a job.yaml in it), a run that
+/// failed before its first step included, or one that holds a run's records. `infiniband_dir`
+/// is where to look for InfiniBand ports (normally /sys/class/infiniband). Throws
+/// DiagnoseError.
 RunData LoadRun(const std::string& run_dir,
                 const std::string& infiniband_dir = "/sys/class/infiniband");
 
@@ -275,8 +290,9 @@ nlohmann::json ProgramToJson(const Diagnosis& d);
 
 /// The attempts part (diagnose/attempts.cpp): fills `d->attempts` and its warnings (a last
 /// attempt still "running" when launcher.json says the job ended becomes "interrupted", or
-/// "failed" when the launcher is gone without a report); its
-/// section of the text report ("" without attempts) and of the JSON.
+/// "failed" when the launcher is gone without a report), and the failure of a job that
+/// stands failed; its section of the text report ("" without attempts or failure) and of
+/// the JSON.
 void AnalyzeAttempts(Diagnosis* d);
 std::string RenderAttemptsText(const Diagnosis& d);
 nlohmann::json AttemptsToJson(const Diagnosis& d);

@@ -496,6 +496,17 @@ std::vector<std::string> FailureSummary(const FailureReport& report,
                     "%llu collectives done",
                     report.rank_behind, b.phase.c_str(), static_cast<long long>(b.step + 1),
                     static_cast<unsigned long long>(b.collectives_completed));
+    } else if (b.comm.empty() && b.max_silence_s > kStoppedSilenceSeconds) {
+      // A stopped rank that was revived (SIGCONT) beats again, so its last beat is as recent
+      // as the others': its longest silence is what tells.
+      std::snprintf(line, sizeof line,
+                    "ringpilot: rank behind: %d (the others waited for it): silent for %.1f s "
+                    "(its longest gap between heartbeats), last heard in %s at step %lld, %llu "
+                    "of %llu collectives done",
+                    report.rank_behind, b.max_silence_s, b.phase.c_str(),
+                    static_cast<long long>(b.step + 1),
+                    static_cast<unsigned long long>(b.collectives_completed),
+                    static_cast<unsigned long long>(most));
     } else if (b.comm.empty()) {
       std::snprintf(line, sizeof line,
                     "ringpilot: rank behind: %d (the others waited for it): last heard %.1f s "

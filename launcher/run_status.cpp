@@ -7,6 +7,7 @@
 #include "base/files.h"
 #include "base/time.h"
 #include "config/job.h"
+#include "history/failure.h"
 #include "launcher/run_dir.h"
 
 namespace ringpilot::launcher {
@@ -63,8 +64,10 @@ RunStatus ReadRunStatus(const std::string& run_dir, double now_unix) {
   s.latest_checkpoint = LatestCheckpoint(layout.checkpoints);
 
   s.launcher = ReadLauncherRecord(layout.launcher_json);
+  s.lock = history::ReadRunLock(run_dir);
   const nlohmann::json summary = ReadJson(layout.summary_json);
-  const nlohmann::json failure = ReadJson(layout.failure_json);
+  const std::optional<history::FailureRecord> failure =
+      history::ReadFailureRecord(layout.failure_json);
   const double since = 0;  // every heartbeat; those of this attempt are told by their time
   std::map<int, RankHeartbeat> beats = ReadHeartbeats(layout.logs, since);
   if (s.launcher) {
@@ -94,7 +97,13 @@ RunStatus ReadRunStatus(const std::string& run_dir, double now_unix) {
 
   const bool finished =
       summary.is_object() && summary.contains("steps") && summary["steps"].is_number_integer();
-  if (s.launcher) {
+  if (LauncherStarting(s)) {
+    // A launcher holds the directory and has not written its launcher.json yet (it is in
+    // its start-up checks); the one there is an earlier run's.
+    s.state = ToString(RunState::kRunning);
+    s.detail = "starting: " + history::DescribeHolder(*s.lock.record) + " holds run.lock";
+    if (s.launcher) s.liveness = CheckLauncher(*s.launcher);
+  } else if (s.launcher) {
     s.state = ToString(s.launcher->state);
     s.detail = s.launcher->detail;
     s.liveness = CheckLauncher(*s.launcher);
@@ -113,7 +122,7 @@ RunStatus ReadRunStatus(const std::string& run_dir, double now_unix) {
   } else if (finished) {
     s.state = ToString(RunState::kFinished);
     s.detail = "summary.json written";
-  } else if (failure.is_object()) {
+  } else if (failure) {
     s.state = ToString(RunState::kFailed);
     s.detail = "failure.json written";
   } else {
@@ -133,18 +142,24 @@ RunStatus ReadRunStatus(const std::string& run_dir, double now_unix) {
   } else if (s.state == ToString(RunState::kStopped) && s.latest_checkpoint > s.step) {
     s.step = s.latest_checkpoint;
   }
-  if (s.state == ToString(RunState::kFailed) && failure.is_object()) {
-    if (failure.contains("first_failing_rank") && failure["first_failing_rank"].is_number()) {
-      s.first_failing_rank = failure["first_failing_rank"].get<int>();
-    }
-    if (failure.contains("fatal_message") && failure["fatal_message"].is_string()) {
-      s.fatal_message = failure["fatal_message"].get<std::string>();
-    }
+  if (s.state == ToString(RunState::kFailed) && failure) {
+    s.first_failing_rank = failure->first_failing_rank;
+    s.fatal_message = failure->fatal_message;
   }
   return s;
 }
 
+bool LauncherStarting(const RunStatus& status) {
+  const history::RunLockView& lock = status.lock;
+  if (lock.state != history::LockState::kHeld && lock.state != history::LockState::kElsewhere) {
+    return false;
+  }
+  return !status.launcher || status.launcher->pid != lock.record->pid ||
+         status.launcher->host != lock.record->host;
+}
+
 bool LauncherActive(const RunStatus& status) {
+  if (LauncherStarting(status)) return true;
   return status.launcher && status.launcher->state == RunState::kRunning &&
          status.liveness != Liveness::kGone;
 }
@@ -184,6 +199,13 @@ nlohmann::ordered_json RunStatusJson(const RunStatus& s) {
       {"fatal_message",
        s.fatal_message.empty() ? ordered_json(nullptr) : ordered_json(s.fatal_message)},
       {"launcher", launcher},
+      {"lock",
+       {{"state", history::ToString(s.lock.state)},
+        {"holder", s.lock.record ? ordered_json(history::DescribeHolder(*s.lock.record))
+                                 : ordered_json(nullptr)},
+        {"pid", s.lock.record ? ordered_json(s.lock.record->pid) : ordered_json(nullptr)},
+        {"host", s.lock.record ? ordered_json(s.lock.record->host) : ordered_json(nullptr)},
+        {"since", s.lock.record ? ordered_json(s.lock.record->started) : ordered_json(nullptr)}}},
       {"logs_dir", s.logs_dir},
       {"launcher_log", s.launcher_log}};
 }

@@ -12,6 +12,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "history/run_lock.h"
 #include "launcher/failure_report.h"
 #include "launcher/run_state.h"
 
@@ -23,12 +24,15 @@ inline constexpr double kFreshHeartbeatSeconds = 10.0;
 struct RunStatus {
   std::string run_dir;  ///< absolute
   /// "running", "finished", "failed", "stopped" (RunState names), or "unknown" (no
-  /// launcher.json, no summary.json, no failure.json: a run directory of an older
-  /// ringpilot, or one whose launcher has not started supervising yet).
+  /// launcher.json, no summary.json, no failure.json, no lock held: a run directory of an
+  /// older ringpilot).
   std::string state;
   std::string detail;  ///< one line: why this state (how it ended, or where it runs)
   std::optional<LauncherRecord> launcher;
   Liveness liveness = Liveness::kGone;  ///< of the launcher, when there is a record
+  /// RUN_DIR/run.lock: who holds the directory (a launcher that has not yet written
+  /// launcher.json, in its start-up checks, is running all the same).
+  history::RunLockView lock;
 
   // The job (RUN_DIR/job.yaml).
   std::string job_name;
@@ -62,7 +66,12 @@ RunStatus ReadRunStatus(const std::string& run_dir, double now_unix);
 nlohmann::ordered_json RunStatusJson(const RunStatus& status);
 
 /// Whether a launcher is (as far as this host can tell) still supervising the run: the
-/// record says running and its process is alive here, or it runs on another host.
+/// record says running and its process is alive here, or it runs on another host; or,
+/// it holds run.lock and is starting (LauncherStarting).
 bool LauncherActive(const RunStatus& status);
+
+/// A launcher holds run.lock but launcher.json is not (yet) its own: it is in its start-up
+/// checks, before it supervises anything (`stop` has nothing to signal yet).
+bool LauncherStarting(const RunStatus& status);
 
 }  // namespace ringpilot::launcher

@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <poll.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -190,6 +191,7 @@ Supervisor::Attempt Supervisor::RunAttempt(const SupervisedCommand& command, int
   }
   const int devnull = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
   attempt.start_ns = base::UnixNowNs();
+  const pid_t parent = ::getpid();
   const pid_t pid = ::fork();
   if (pid < 0) {
     throw std::runtime_error(std::string("ringpilot: cannot fork: ") + std::strerror(errno));
@@ -198,6 +200,10 @@ Supervisor::Attempt Supervisor::RunAttempt(const SupervisedCommand& command, int
     // Own process group: the terminal's Ctrl-C reaches only us, and we decide what
     // mpirun and every rank under it receive.
     ::setpgid(0, 0);
+    // A launcher killed outright (SIGKILL) cannot stop its job: mpirun is told by the
+    // kernel instead, so no rank trains on in a directory whose lock is free again.
+    ::prctl(PR_SET_PDEATHSIG, SIGTERM);
+    if (::getppid() != parent) ::_exit(127);
     if (devnull >= 0) ::dup2(devnull, STDIN_FILENO);
     ::dup2(out_pipe[1], STDOUT_FILENO);
     ::dup2(err_pipe[1], STDERR_FILENO);

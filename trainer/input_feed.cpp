@@ -92,6 +92,41 @@ std::unique_ptr<TokenValidationSet> LoadTokenValidationSet(const config::JobConf
   return set;
 }
 
+DataCount CountTrainData(const config::JobConfig& job, const data::ImageSource* images) {
+  DataCount count;
+  switch (job.data.kind) {
+    case config::DataKind::kSynthetic:
+      break;
+    case config::DataKind::kCifar: {
+      const data::CifarVariant variant = CifarVariantFor(job.model);
+      const std::vector<std::string> files =
+          data::CifarFiles(job.data.train, variant, /*train=*/true);
+      count.samples = data::CountCifarRecords(files, variant);
+      count.files = static_cast<int64_t>(files.size());
+      break;
+    }
+    case config::DataKind::kImageFolder:
+      count.samples = images ? images->size() : 0;
+      count.files = count.samples;
+      break;
+    case config::DataKind::kImageShards:
+      count.samples = images ? images->size() : 0;
+      count.files = static_cast<int64_t>(data::ExpandShardList(job.data.train).size());
+      break;
+    case config::DataKind::kTokens:
+      count.samples =
+          data::PackedSequenceCount(data::ReadTokenShardInfo(job.data.train), job.model.seq_len);
+      count.files = 1;
+      break;
+  }
+  return count;
+}
+
+std::string DataCountLine(const DataCount& count) {
+  return "data.train: " + std::to_string(count.samples) + " samples in " +
+         std::to_string(count.files) + " file" + (count.files == 1 ? "" : "s");
+}
+
 int64_t StepsPerEpoch(const config::JobConfig& job, int world, const data::ImageSource* images) {
   int64_t samples = 0;
   if (images) {

@@ -13,6 +13,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "config/job.h"
@@ -44,6 +45,20 @@ models::TokenSpec TokenSpecFor(const config::JobConfig& job);
 /// data.kind tokens' data.val, or null (another kind, or no data.val). Throws
 /// data::DataError naming a bad file.
 std::unique_ptr<TokenValidationSet> LoadTokenValidationSet(const config::JobConfig& job);
+
+/// What data.train holds: cifar: records in its batch files; image_folder: images, each a
+/// file; image_shards: images in its shards; tokens: sequences of model.seq_len packed from
+/// its one P.tokens. `samples` is -1 for synthetic (no data.train).
+struct DataCount {
+  int64_t samples = -1;
+  int64_t files = 0;
+};
+/// Counts data.train (image kinds from `images`, OpenImageSet of data.train; the others from
+/// their headers and sizes). Throws data::DataError naming a bad file: for cifar, one cut
+/// short, or holding another number of records than its distribution name says.
+DataCount CountTrainData(const config::JobConfig& job, const data::ImageSource* images);
+/// "data.train: N samples in K files" (the rank-0 log line; summary.json has both numbers).
+std::string DataCountLine(const DataCount& count);
 
 /// Dataset kinds: full global batches (world x data.batch_per_rank) in one epoch of
 /// data.train: CIFAR from the files' sizes, image kinds from `images` (OpenImageSet of

@@ -101,7 +101,11 @@ void WriteSummary(const config::JobConfig& job, const std::string& run_dir, int 
   };
   if (totals.epochs > 0) summary["epochs"] = totals.epochs;
   if (totals.grad_norm) summary["grad_norm"] = *totals.grad_norm;
-  if (totals.bad_files) summary["data"] = {{"bad_files", *totals.bad_files}};
+  if (totals.train_samples >= 0) {
+    summary["data"]["train_samples"] = totals.train_samples;
+    summary["data"]["train_files"] = totals.train_files;
+  }
+  if (totals.bad_files) summary["data"]["bad_files"] = *totals.bad_files;
   if (totals.eval && totals.eval->mlm) {
     summary["eval"] = {{"mlm_accuracy", totals.eval->mlm_accuracy},
                        {"loss", totals.eval->loss},

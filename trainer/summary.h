@@ -35,6 +35,8 @@ struct RunTotals {
   int restarts = 0;                  ///< restarts before this attempt (attempt - 1)
   int attempt = 1;                   ///< this attempt's number (RINGPILOT_ATTEMPT, 1 = first)
   std::optional<int64_t> bad_files;  ///< image kinds: distinct files skipped, all ranks
+  int64_t train_samples = -1;        ///< dataset kinds: samples in data.train (-1: synthetic)
+  int64_t train_files = 0;           ///< ... and the files they are in
   double final_lr = 0;               ///< learning rate of the last step
   std::optional<double> grad_norm;   ///< train.max_grad_norm: last step's pre-clip norm
   double started_unix = 0;           ///< when the loop began (attempts/N/summary.json)

@@ -80,6 +80,7 @@ struct LoopParts {
   ValidationSet* val;                     // image kinds' and cifar's data.val, or null
   const TokenValidationSet* token_val;    // tokens' data.val, or null
   const data::ImageSource* train_images;  // image kinds' data.train, else null
+  DataCount train_count;                  // what data.train holds (summary.json)
 };
 
 // Steps start_step..train.steps: graph capture after the eager warm-up, the timed window,
@@ -106,6 +107,8 @@ class TrainingLoop {
     totals_.start_step = start_step;
     p.heartbeat.SetTotalSteps(total_);
     p.metrics.SetStepsTarget(total_);
+    totals_.train_samples = p.train_count.samples;
+    totals_.train_files = p.train_count.files;
     totals_.restarts = p.opts.attempt - 1;
     totals_.attempt = p.opts.attempt;
   }
@@ -521,7 +524,10 @@ int Trainer::Run() {
   // The image set is indexed once, before anything else starts: a bad root or shard
   // stops the rank here.
   const std::unique_ptr<data::ImageSource> train_images = OpenImageSet(job, job.data.train);
-  if (train_images && place.rank == 0) log.Info("data.train: " + train_images->Summary());
+  const DataCount train_count = CountTrainData(job, train_images.get());
+  if (place.rank == 0 && train_count.samples >= 0) {
+    log.Info(DataCountLine(train_count) + (train_images ? "; " + train_images->Summary() : ""));
+  }
   if (!config::IsImageModel(job.model.name)) {
     // model.vocab_size 0 follows the data (the shards' header, or synthetic's 30522); a
     // value below the shards' vocabulary stops here, before anything else starts.
@@ -606,10 +612,11 @@ int Trainer::Run() {
   TrainStep train_step(job, place, device, state, reducer, phases, input);
   PhaseReporter reporter(phases, *metrics, *comms.device, *comms.host, place.rank, place.world,
                          clock_offset);
-  const LoopParts parts{job,       s_->opts,   place,     device,          comms,
-                        state,     store,      input,     train_step,      phases,
-                        reporter,  *metrics,   telemetry, stats,           log,
-                        heartbeat, preemption, val.get(), token_val.get(), train_images.get()};
+  const LoopParts parts{job,        s_->opts,   place,     device,          comms,
+                        state,      store,      input,     train_step,      phases,
+                        reporter,   *metrics,   telemetry, stats,           log,
+                        heartbeat,  preemption, val.get(), token_val.get(), train_images.get(),
+                        train_count};
   return TrainingLoop(parts, start_step).Run();
 }
 

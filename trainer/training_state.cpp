@@ -1,11 +1,14 @@
 #include "trainer/training_state.h"
 
+#include <cstdlib>
 #include <optional>
 #include <stdexcept>
 #include <string>
 
 #include <torch/torch.h>
 
+#include "base/run_variables.h"
+#include "base/time.h"
 #include "trainer/options.h"
 
 namespace ringpilot::trainer {
@@ -61,6 +64,12 @@ int64_t ResumeFromCheckpoint(const config::JobConfig& job, const RankPlace& plac
     std::vector<std::string> warnings;
     found = store.FindNewestValid(&warnings);
     for (const std::string& w : warnings) log.Warn(w);
+    // What earlier attempts left: unfinished saves, and corrupt checkpoints set aside (the
+    // one just set aside included), which would otherwise fill the disk run after run.
+    const char* launched = std::getenv(base::kLaunchTimeVar);
+    for (const std::string& line : store.Tidy(launched ? std::atof(launched) : base::UnixNow())) {
+      log.Info("checkpoints: " + line);
+    }
     if (found) {
       if (found->step > job.train.steps) {
         throw checkpoint::CheckpointMismatchError(

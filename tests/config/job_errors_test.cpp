@@ -161,5 +161,65 @@ TEST(JobErrors, RenderImpliesItsBackend) {
   std::remove(path.c_str());
 }
 
+TEST(JobErrors, ManyProblemsAreCountedAfterTwenty) {
+  // 100,000 unknown keys made 100,000 lines, each with the list of known keys: now 20 lines,
+  // then how many more; the known keys of a section are listed once.
+  std::string text = std::string(kMinimal) + "train:\n";
+  for (int i = 0; i < 5000; ++i) text += "  zz" + std::to_string(i) + "x: 1\n";
+  const std::vector<std::string> lines = Problems(text);
+  ASSERT_EQ(lines.size(), 21u);
+  EXPECT_EQ(lines[20], "... and 4980 more");
+  EXPECT_EQ(lines[0].rfind("f.yaml:4:3: train.zz0x: unknown key (known: steps, ", 0), 0u)
+      << lines[0];
+  EXPECT_EQ(lines[1],
+            "f.yaml:5:3: train.zz1x: unknown key (the known train.* keys are listed above)");
+  std::size_t lists = 0;
+  for (const std::string& line : lines) lists += line.find("(known: ") != std::string::npos;
+  EXPECT_EQ(lists, 1u);
+  // Exactly 20: no "more" line.
+  std::string twenty = std::string(kMinimal) + "train:\n";
+  for (int i = 0; i < 20; ++i) twenty += "  zz" + std::to_string(i) + "x: 1\n";
+  EXPECT_EQ(Problems(twenty).size(), 20u);
+  // Overrides count with the file's problems.
+  const std::vector<std::string> both = Problems(twenty, {"train.steps=x"});
+  ASSERT_EQ(both.size(), 21u);
+  EXPECT_EQ(both[20], "... and 1 more");
+}
+
+TEST(JobErrors, OverrideIsOneCompleteValue) {
+  // Text after the value was dropped: `train={steps: 5} junk` set 5 steps.
+  const std::vector<std::string> lines = Problems(kMinimal, {"train={steps: 5} junk"});
+  ASSERT_EQ(lines.size(), 1u) << ::testing::PrintToString(lines);
+  EXPECT_EQ(lines[0],
+            "--set[1]:1:18: train: text after the value: an override is one YAML value (quote a "
+            "string that holds spaces, e.g. --set 'name=\"my job\"')");
+  // The same text in a job file is rejected too.
+  EXPECT_EQ(Problems("name: t\nmodel: {name: resnet18-cifar}\ntrain: {steps: 5} junk\n").size(),
+            1u);
+  const std::vector<std::string> scalar = Problems(kMinimal, {"train.steps=5\n---\n6"});
+  ASSERT_EQ(scalar.size(), 1u);
+  EXPECT_NE(scalar[0].find("--set[1]:1:"), std::string::npos);
+  EXPECT_NE(scalar[0].find("train.steps: text after the value"), std::string::npos);
+  // A plain scalar with spaces is one value; so is a whole section.
+  EXPECT_EQ(ParseJobConfig(kMinimal, "f.yaml", {"name=my job"}).name, "my job");
+  EXPECT_EQ(ParseJobConfig(kMinimal, "f.yaml", {"train={steps: 7}"}).train.steps, 7);
+}
+
+TEST(JobErrors, DepthPastTheParsersLimitIsNamed) {
+  const std::vector<std::string> file =
+      Problems("name: t\nmodel: {name: resnet18-cifar}\ntrain: " + std::string(5000, '['));
+  ASSERT_EQ(file.size(), 1u);
+  EXPECT_NE(file[0].find("f.yaml:3:"), std::string::npos) << file[0];
+  EXPECT_NE(file[0].find(": <yaml>: nested deeper than "), std::string::npos) << file[0];
+  EXPECT_NE(file[0].find(" levels"), std::string::npos) << file[0];
+  const std::vector<std::string> set =
+      Problems(kMinimal, {"train.steps=" + std::string(5000, '[')});
+  ASSERT_EQ(set.size(), 1u);
+  EXPECT_NE(set[0].find("--set[1]:1:"), std::string::npos) << set[0];
+  EXPECT_NE(set[0].find("train.steps: cannot parse value as YAML: nested deeper than "),
+            std::string::npos)
+      << set[0];
+}
+
 }  // namespace
 }  // namespace ringpilot::config

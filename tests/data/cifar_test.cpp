@@ -49,7 +49,7 @@ class CifarBadFiles : public ::testing::Test {
   // A directory of its own: ctest runs this fixture's tests as parallel processes.
   void SetUp() override {
     dir_ = tmp_.path();
-    good_ = base::ReadFile(FashionDir() + "/test_batch.bin");
+    good_ = base::ReadFile(FashionDir() + "/test_batch_fashion.bin");
   }
   std::string Write(const std::string& name, const std::string& bytes) {
     const std::string path = dir_ + "/" + name;
@@ -98,13 +98,14 @@ TEST_F(CifarBadFiles, Cifar100RecordsCarryTheFineLabelSecond) {
     records += fine;
     records += good_.substr(i * 3073 + 1, 3072);
   }
-  Write("train.bin", records);
-  const CifarSet set =
-      ReadCifar(CifarFiles(dir_, CifarVariant::kCifar100, true), CifarVariant::kCifar100);
+  // Not train.bin: that name is the distribution's, of 50,000 records.
+  const std::string part = Write("train-part.bin", records);
+  const CifarSet set = ReadCifar({part}, CifarVariant::kCifar100);
   ASSERT_EQ(set.size(), n);
   EXPECT_EQ(set.num_classes, 100);
-  EXPECT_EQ(CountCifarRecords({dir_ + "/train.bin"}, CifarVariant::kCifar100), n);
-  const CifarSet ten = ReadCifar({FashionDir() + "/test_batch.bin"}, CifarVariant::kCifar10);
+  EXPECT_EQ(CountCifarRecords({part}, CifarVariant::kCifar100), n);
+  const CifarSet ten =
+      ReadCifar({FashionDir() + "/test_batch_fashion.bin"}, CifarVariant::kCifar10);
   for (int64_t i = 0; i < n; ++i) {
     ASSERT_EQ(set.labels[i], ten.labels[i] * 10 + 7);
     ASSERT_EQ(0, std::memcmp(set.image(i), ten.image(i), kCifarImageBytes));
@@ -117,6 +118,47 @@ TEST_F(CifarBadFiles, FoldersWithoutBatchesAndMissingPaths) {
   Write("train.bin", good_);
   EXPECT_EQ(CifarFiles(dir_, CifarVariant::kCifar100, true),
             (std::vector<std::string>{dir_ + "/train.bin"}));
+}
+
+TEST_F(CifarBadFiles, DistributionNamesHoldTheDistributionsCount) {
+  // data_batch_1.bin cut on a record boundary (500 of its 10,000 records) trained silently.
+  const std::string cut = Write("data_batch_1.bin", good_);
+  const std::string line =
+      cut +
+      ": 500 records, but CIFAR-10's data_batch_1.bin holds 10000 (cut short? a file of "
+      "other records must not have a distribution name)";
+  try {
+    CountCifarRecords(CifarFiles(dir_, CifarVariant::kCifar10, true), CifarVariant::kCifar10);
+    ADD_FAILURE() << "no error";
+  } catch (const DataError& e) {
+    EXPECT_EQ(std::string(e.what()), line);
+  }
+  ExpectError({cut}, CifarVariant::kCifar10, cut, "500 records, but CIFAR-10's");
+  const std::string test = Write("test_batch.bin", good_);
+  ExpectError({test}, CifarVariant::kCifar10, test, "test_batch.bin holds 10000");
+  const std::string train100 = Write("train.bin", good_.substr(0, 3074 * 3));
+  ExpectError({train100}, CifarVariant::kCifar100, train100,
+              "3 records, but CIFAR-100's train.bin holds 50000");
+  const std::string test100 = Write("test.bin", good_.substr(0, 3074 * 3));
+  ExpectError({test100}, CifarVariant::kCifar100, test100, "test.bin holds 10000");
+  // A whole distribution file passes: 10,000 records of data_batch_2.bin.
+  std::string whole;
+  while (whole.size() < good_.size() * 20) whole += good_;
+  const std::string full = Write("data_batch_2.bin", whole.substr(0, 3073 * 10000));
+  EXPECT_EQ(CountCifarRecords({full}, CifarVariant::kCifar10), 10000);
+  // Other names are not the distribution's: any whole number of records.
+  const std::string subset = Write("data_batch_fashion.bin", good_);
+  EXPECT_EQ(CountCifarRecords({subset}, CifarVariant::kCifar10), 500);
+}
+
+TEST_F(CifarBadFiles, FoldersListSubsetsBesideTheDistributionsNames) {
+  Write("data_batch_fashion.bin", good_);
+  Write("test_batch_fashion.bin", good_);
+  Write("test_batchx.bin", good_);
+  EXPECT_EQ(CifarFiles(dir_, CifarVariant::kCifar10, true),
+            (std::vector<std::string>{dir_ + "/data_batch_fashion.bin"}));
+  EXPECT_EQ(CifarFiles(dir_, CifarVariant::kCifar10, false),
+            (std::vector<std::string>{dir_ + "/test_batch_fashion.bin"}));
 }
 
 }  // namespace

@@ -5,8 +5,9 @@ and repeated over R, G, B; labels as they are. Real images for learning checks, 
 
   make_cifar_fashion.py OUT_DIR [--train N] [--test M] [--source DIR]
 
-OUT_DIR gets data_batch_1.bin (the first N training images) and test_batch.bin (the first
-M test images), the layout of cifar-10-batches-bin.
+OUT_DIR gets data_batch_fashion.bin (the first N training images) and test_batch_fashion.bin
+(the first M test images), the layout of cifar-10-batches-bin under names that are not the
+distribution's (data_batch_1.bin must hold CIFAR-10's 10,000 records).
 """
 import argparse
 import gzip
@@ -53,8 +54,8 @@ def main():
     if not os.path.isdir(a.source):
         sys.exit(f"make_cifar_fashion: {a.source}: missing (apt-get install dataset-fashion-mnist)")
     os.makedirs(a.out, exist_ok=True)
-    n = convert("train", a.train, os.path.join(a.out, "data_batch_1.bin"), a.source)
-    m = convert("t10k", a.test, os.path.join(a.out, "test_batch.bin"), a.source)
+    n = convert("train", a.train, os.path.join(a.out, "data_batch_fashion.bin"), a.source)
+    m = convert("t10k", a.test, os.path.join(a.out, "test_batch_fashion.bin"), a.source)
     print(f"make_cifar_fashion: {a.out}: {n} training, {m} test images")
 
 

@@ -204,6 +204,58 @@ TEST(Diagnose, SummaryOnlyRunSaysWhatIsMissing) {
   EXPECT_NE(text.out.find("samples_per_second=456.7"), std::string::npos) << text.out;
 }
 
+TEST(Diagnose, FailureBeforeTheFirstStepIsReported) {
+  // What a run that failed before its first step leaves (a bad data file, a metrics port
+  // taken): job.yaml, launcher.json, failure.json and logs/, no attempts/ or summary.json.
+  // `status` read it; diagnose said "not a run directory" and exited 2.
+  TempDir tmp;
+  WriteFile(tmp.path() + "/job.yaml", "name: t\nmodel: {name: resnet18-cifar}\n");
+  WriteFile(tmp.path() + "/launcher.json",
+            R"({"pid": 1, "state": "failed", "attempt": 1, "max_attempts": 3})");
+  const std::string fatal =
+      "/d/data_batch_1.bin: 5000 records, but CIFAR-10's data_batch_1.bin "
+      "holds 10000 (cut short? a file of other records must not have a "
+      "distribution name)";
+  WriteFile(tmp.path() + "/failure.json", json({{"attempts", 1},
+                                                {"exit_code", 78},
+                                                {"first_failing_rank", 0},
+                                                {"first_failing_rank_source", "fatal_line"},
+                                                {"fatal_message", fatal},
+                                                {"ranks", json::object()}})
+                                              .dump());
+  std::filesystem::create_directories(tmp.path() + "/logs");
+  const Result text = Diagnose(tmp.path(), false);
+  ASSERT_EQ(text.status, 0) << text.err;
+  EXPECT_NE(text.out.find("\nfailure: attempt 1 failed before its first step (exit 78): rank 0: " +
+                          fatal + " (failure.json)\n"),
+            std::string::npos)
+      << text.out;
+  const Result as_json = Diagnose(tmp.path(), true);
+  ASSERT_EQ(as_json.status, 0) << as_json.err;
+  const json j = json::parse(as_json.out)["attempts"]["failure"];
+  EXPECT_EQ(j["attempt"], 1);
+  EXPECT_EQ(j["before_first_step"], true);
+  EXPECT_EQ(j["exit_code"], 78);
+  EXPECT_EQ(j["first_failing_rank"], 0);
+  EXPECT_EQ(j["fatal_message"], fatal);
+  // Without launcher.json (an older launcher) the failure.json alone says it failed; killed
+  // by a signal, the exit is the signal.
+  std::filesystem::remove(tmp.path() + "/launcher.json");
+  WriteFile(
+      tmp.path() + "/failure.json",
+      json({{"attempts", 2}, {"signal", 9}, {"signal_name", "SIGKILL"}, {"first_failing_rank", -1}})
+          .dump());
+  const Result killed = Diagnose(tmp.path(), false);
+  ASSERT_EQ(killed.status, 0) << killed.err;
+  EXPECT_NE(killed.out.find("failure: attempt 2 failed before its first step (killed by SIGKILL): "
+                            "rank unknown (failure.json)"),
+            std::string::npos)
+      << killed.out;
+  // A job file alone (a run whose launcher is starting): a report that says what is missing.
+  std::filesystem::remove(tmp.path() + "/failure.json");
+  EXPECT_EQ(Diagnose(tmp.path(), false).status, 0);
+}
+
 TEST(Diagnose, BadInputIsOneLineAndExit2) {
   const Result malformed = Diagnose(Fixture("malformed"), false);
   EXPECT_EQ(malformed.status, 2);

@@ -1,6 +1,7 @@
 // libFuzzer target: CIFAR-10/100 binary batch files (data/cifar.h). Input: the file's
 // bytes; the first byte picks the variant (even: CIFAR-10, odd: CIFAR-100) and the rest is
-// the file. Contract checked: CountCifarRecords and ReadCifar agree or both throw
+// the file (named batch.bin: a distribution name, data_batch_1.bin, would have to hold
+// 10,000 records). Contract checked: CountCifarRecords and ReadCifar agree or both throw
 // DataError; every label read is a class of the variant.
 #include <cstddef>
 #include <cstdint>
@@ -13,7 +14,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace ringpilot::data;
   if (size < 1) return 0;
   const CifarVariant variant = (data[0] & 1) ? CifarVariant::kCifar100 : CifarVariant::kCifar10;
-  const std::string path = ringpilot::fuzz::ScratchDir() + "/data_batch_1.bin";
+  const std::string path = ringpilot::fuzz::ScratchDir() + "/batch.bin";
   ringpilot::fuzz::WriteFile(path, data + 1, size - 1);
   int64_t counted = -1;
   try {

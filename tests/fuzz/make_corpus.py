@@ -72,6 +72,15 @@ def job_config():
     put("job_config", "with-overrides", small + "\0train.steps=20\0comm.timeout_s=8\0metrics.enabled=false")
     put("job_config", "bad-key", "model: {name: resnet50}\ntrain: {stepz: 3}\n")
     put("job_config", "anchors", "model: &m {name: resnet18-cifar}\ndata: {kind: cifar, train: /x}\nx: *m\n")
+    # The --set parser: one complete YAML value per override (text after it is an error),
+    # a section given whole, and a nesting deeper than yaml-cpp follows.
+    put("job_config", "set-trailing-text",
+        small + "\0train={steps: 5} junk\0name=a b\0model={name: bert-tiny}\0train.lr=[0.1")
+    put("job_config", "set-deep", small + "\0train.steps=" + "[" * 3000)
+    # Many problems: the first 20 are listed, then "... and N more".
+    put("job_config", "many-unknown-keys",
+        "name: x\nmodel: {name: bert-tiny}\ntrain:\n" +
+        "".join("  k%d: 1\n" % i for i in range(40)))
 
 
 def checkpoint_manifest_dict():

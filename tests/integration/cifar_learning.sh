@@ -84,7 +84,7 @@ fi
 
 c=$RP_TMP/truncated
 mkdir -p "$RP_TMP/bad"
-head -c 100000 "$data/data_batch_1.bin" >"$RP_TMP/bad/data_batch_1.bin"
+head -c 100000 "$data/data_batch_fashion.bin" >"$RP_TMP/bad/data_batch_1.bin"
 rp_run "$JOB_LIMIT_S" "$c.out" "$c" "$job" --set "data.train=\"$RP_TMP/bad\"" \
   --set train.epochs=0 --set train.steps=5 --set train.lr_warmup_steps=0
 fatal=$(grep -h "FATAL" "$c"/logs/rank-*.log 2>/dev/null | head -1 || true)

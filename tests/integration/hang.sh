@@ -5,7 +5,8 @@
 #   (a) rank 0 gives up within comm.timeout_s + a few seconds: a FATAL line naming the
 #       collective, its sequence number and comm.timeout_s;
 #   (b) the failed attempt's report (attempts/1/failure.json) names rank 1 as the rank
-#       behind, and every rank's last heartbeat; the launcher prints "rank behind: 1";
+#       behind, and every rank's last heartbeat; the launcher prints "rank behind: 1" with
+#       rank 1's longest silence, failure.json's max_silence_s (issue 29);
 #   (c) the job restarts from the last checkpoint and finishes (exit 0, restarts 1);
 #   (d) the stopped rank does not outlive the job.
 # Then the same job on ONE rank, stopped past step 20: no collective can time out, so the
@@ -92,10 +93,19 @@ if [[ -f $report ]]; then
 else
   rp_row "(a) detected" "no $report" FAIL
 fi
-if grep -q 'ringpilot: rank behind: 1 ' "$RP_TMP/out"; then
-  rp_row "(b) launcher" "prints 'rank behind: 1'" PASS
+# The line names rank 1's longest silence, as its failure.json heartbeat has it (its last
+# beat, written after mpirun's SIGCONT, is as recent as rank 0's).
+silence=$(python3 -c 'import json,sys;print("%.1f" % json.load(open(sys.argv[1]))["ranks"]["1"]["max_silence_s"])' "$report" 2>/dev/null || echo missing)
+want="ringpilot: rank behind: 1 (the others waited for it): silent for $silence s (its longest gap between heartbeats), last heard in "
+if [[ $silence != missing ]] && ! rp_le "$silence" 3.0; then :; else
+  # Killed before it could beat again: no long silence recorded, its last beat is old.
+  want="ringpilot: rank behind: 1 (the others waited for it): last heard "
+fi
+line=$(grep -m1 'ringpilot: rank behind: 1 ' "$RP_TMP/out" || true)
+if [[ $silence != missing && $line == "$want"* ]]; then
+  rp_row "(b) launcher" "${line#ringpilot: }" PASS
 else
-  rp_row "(b) launcher" "no 'rank behind: 1' line" FAIL
+  rp_row "(b) launcher" "want '$want...' (max_silence_s $silence), got '${line:-none}'" FAIL
 fi
 if [[ -s $run/summary.json ]] && [[ $(rp_json "$run/summary.json" restarts) == 1 ]]; then
   rp_row "(c) restarted and finished" "summary.json: restarts 1, resumed_from_step $(rp_json "$run/summary.json" resumed_from_step)" PASS

@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <csignal>
 #include <map>
 #include <string>
@@ -169,6 +170,31 @@ TEST(FailureReport, HangNamesTheRankBehindFromHeartbeats) {
                          "collectives done";
   }
   EXPECT_TRUE(named);
+}
+
+TEST(FailureReport, HangLineNamesTheSilentRanksLongestSilence) {
+  TempDir tmp;
+  // Rank 1 was stopped (SIGSTOP) for 11 s and revived (mpirun's SIGCONT): its last beat is as
+  // recent as rank 0's, so "last heard 0.0 s before the others" said nothing; its longest
+  // silence does.
+  WriteFile(tmp.path() + "/rank-0.log",
+            "FATAL 2000000000000 allreduce #41 not complete after 8.0 s (comm.timeout_s 8); a "
+            "peer rank is stopped, hung or dead (rank 0 on a)\n");
+  WriteFile(tmp.path() + "/rank-0.heartbeat",
+            R"({"rank": 0, "step": 22, "phase": "step", "unix": 2000.5, "max_silence_s": 1.01, )"
+            R"("collectives_started": 45, "collectives_completed": 44})");
+  WriteFile(tmp.path() + "/rank-1.heartbeat",
+            R"({"rank": 1, "step": 22, "phase": "step", "unix": 2000.5, )"
+            R"("max_silence_s": 10.977, "collectives_started": 44, "collectives_completed": 44})");
+  const FailureReport r = AnalyzeFailure(tmp.path(), 1'000'000'000'000, {}, 1, 1, 0);
+  ASSERT_EQ(r.rank_behind, 1);
+  const std::vector<std::string> summary = FailureSummary(r, "f", /*final=*/false);
+  EXPECT_NE(std::find(summary.begin(), summary.end(),
+                      "ringpilot: rank behind: 1 (the others waited for it): silent for 11.0 s "
+                      "(its longest gap between heartbeats), last heard in step at step 23, 44 "
+                      "of 44 collectives done"),
+            summary.end())
+      << ::testing::PrintToString(summary);
 }
 
 TEST(FailureReport, SilentRankReasonNamesAStoppedRank) {

@@ -8,6 +8,7 @@
 #include "base/environment.h"
 #include "base/files.h"
 #include "base/time.h"
+#include "history/run_lock.h"
 #include "launcher/run_dir.h"
 #include "launcher/run_state.h"
 #include "launcher/run_status.h"
@@ -140,6 +141,33 @@ TEST(RunStatus, ARunningRecordWhoseLauncherIsGoneIsFailed) {
   EXPECT_EQ(e.state, "running");
   EXPECT_EQ(e.liveness, Liveness::kElsewhere);
   EXPECT_TRUE(LauncherActive(e));
+}
+
+TEST(RunStatus, TheLockTellsALauncherInItsStartUpChecks) {
+  RunDir d;
+  // An earlier run finished; a new launcher holds run.lock before its launcher.json.
+  d.Record(RunState::kFinished, 1, base::HostName(), base::LogTimeNow());
+  {
+    const auto lock = history::RunDirLock::Acquire(d.layout.root, nullptr);
+    const RunStatus s = ReadRunStatus(d.layout.root, base::UnixNow());
+    EXPECT_EQ(s.state, "running");
+    EXPECT_EQ(s.detail, "starting: " + history::DescribeHolder(lock->record()) + " holds run.lock");
+    EXPECT_TRUE(LauncherStarting(s));
+    EXPECT_TRUE(LauncherActive(s));
+    const nlohmann::ordered_json j = RunStatusJson(s);
+    EXPECT_EQ(j["lock"]["state"], "held");
+    EXPECT_EQ(j["lock"]["pid"], static_cast<int>(::getpid()));
+    // Its own launcher.json: supervising, no longer starting.
+    d.Record(RunState::kRunning, static_cast<int>(::getpid()), base::HostName(),
+             base::LogTimeNow());
+    const RunStatus r = ReadRunStatus(d.layout.root, base::UnixNow());
+    EXPECT_FALSE(LauncherStarting(r));
+    EXPECT_EQ(r.state, "running");
+  }
+  // Released: free again; the record says how the job stands.
+  const RunStatus after = ReadRunStatus(d.layout.root, base::UnixNow());
+  EXPECT_EQ(after.lock.state, history::LockState::kFree);
+  EXPECT_EQ(RunStatusJson(after)["lock"]["holder"], nullptr);
 }
 
 TEST(RunStatus, StoppedFinishedFailedAndUnknown) {

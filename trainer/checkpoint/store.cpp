@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 
@@ -124,6 +125,44 @@ CheckpointInfo CheckpointStore::Save(int64_t step, int world_size, const std::st
     names.erase(names.begin());
   }
   return {step, world_size, final_path};
+}
+
+std::vector<std::string> CheckpointStore::Tidy(double attempt_start_unix) const {
+  std::vector<std::string> lines;
+  const auto remove = [&](const std::string& name, const std::string& why) {
+    try {
+      base::RemoveTree(dir_ + "/" + name);
+      lines.push_back("removed " + dir_ + "/" + name + " (" + why + ")");
+    } catch (const std::exception& e) {
+      lines.push_back("cannot remove " + dir_ + "/" + name + " (" + why + "): " + e.what());
+    }
+  };
+  // corrupt-step-<8 digits>-<unix time>: by time, then name; the newest last.
+  std::vector<std::pair<long long, std::string>> corrupt;
+  for (const std::string& name : base::ListDir(dir_)) {
+    if (name.rfind(".tmp-step-", 0) == 0) {
+      struct stat st {};
+      if (::lstat((dir_ + "/" + name).c_str(), &st) != 0) continue;
+      const double mtime = static_cast<double>(st.st_mtim.tv_sec) + st.st_mtim.tv_nsec * 1e-9;
+      if (mtime < attempt_start_unix) remove(name, "an unfinished save of an earlier attempt");
+    } else if (name.rfind("corrupt-step-", 0) == 0 && base::IsDirectory(dir_ + "/" + name)) {
+      const std::size_t dash = name.rfind('-');
+      corrupt.emplace_back(std::atoll(name.c_str() + dash + 1), name);
+    }
+  }
+  std::sort(corrupt.begin(), corrupt.end());
+  const std::size_t keep = static_cast<std::size_t>(std::max(keep_, 0));
+  for (std::size_t i = 0; i < corrupt.size(); ++i) {
+    const std::string& name = corrupt[i].second;
+    if (corrupt.size() - i > keep) {
+      remove(name, "a corrupt checkpoint; checkpoint.keep " + std::to_string(keep_) +
+                       " newer ones are kept");
+    } else {
+      lines.push_back("kept " + dir_ + "/" + name +
+                      " (a corrupt checkpoint set aside; delete it once looked at)");
+    }
+  }
+  return lines;
 }
 
 std::vector<std::string> CheckpointStore::StepPaths() const {

@@ -40,8 +40,8 @@ class CheckpointStore {
                       const std::vector<NamedTensor>& tensors) const;
 
   /// Newest checkpoint whose manifest and checksums verify. Newer corrupt ones are
-  /// renamed to `corrupt-step-<8 digits>-<unix time>` (kept, never deleted) and reported
-  /// through `warnings`. nullopt when there is none.
+  /// renamed to `corrupt-step-<8 digits>-<unix time>` (kept; Tidy keeps the newest `keep`
+  /// of them) and reported through `warnings`. nullopt when there is none.
   std::optional<CheckpointInfo> FindNewestValid(std::vector<std::string>* warnings) const;
 
   /// Loads `info` into `tensors` (matched by name, shapes must agree; copied to each
@@ -50,6 +50,14 @@ class CheckpointStore {
   /// file; an optional tensor the checkpoint lacks is left as it is and its name returned.
   std::vector<std::string> Load(const CheckpointInfo& info,
                                 const std::vector<NamedTensor>& tensors) const;
+
+  /// Housekeeping at the start of an attempt (rank 0, before it saves anything): removes the
+  /// `.tmp-step-*` directories last changed before `attempt_start_unix` (saves an earlier
+  /// attempt never finished: a full disk, a crash), and keeps the newest `keep`
+  /// `corrupt-step-*` directories (by the time in their names), removing the older ones.
+  /// Returns one line for the log per directory removed or kept. Never throws: a directory
+  /// that cannot be removed is named in its line.
+  std::vector<std::string> Tidy(double attempt_start_unix) const;
 
   /// Paths of the step-* directories, oldest first (verified or not; read-only).
   std::vector<std::string> StepPaths() const;

@@ -1,5 +1,6 @@
 #include <unistd.h>
 
+#include <ctime>
 #include <fstream>
 
 #include <gtest/gtest.h>
@@ -119,6 +120,40 @@ TEST_F(CheckpointTest, CorruptNewestFallsBackToOlderAndIsKept) {
   }
   EXPECT_EQ(aside, 1);
   EXPECT_NE(warnings[0].find("moved to"), std::string::npos) << warnings[0];
+}
+
+TEST_F(CheckpointTest, TidyRemovesStaleTempsAndKeepsTheNewestCorrupt) {
+  CheckpointStore store(dir, 2);
+  store.Save(4, 1, "job", State(1.0f));
+  base::MakeDirs(dir + "/.tmp-step-00000006-77");  // an earlier attempt's
+  base::MakeDirs(dir + "/.tmp-step-00000006-77.old");
+  for (const char* name :
+       {"corrupt-step-00000003-300", "corrupt-step-00000001-100", "corrupt-step-00000002-200"}) {
+    base::MakeDirs(dir + "/" + name);
+  }
+  // Started after the temps were made: they are earlier attempts' and go.
+  const double start = static_cast<double>(::time(nullptr)) + 5;
+  const std::vector<std::string> lines = store.Tidy(start);
+  const std::vector<std::string> want = {
+      "removed " + dir + "/.tmp-step-00000006-77 (an unfinished save of an earlier attempt)",
+      "removed " + dir + "/.tmp-step-00000006-77.old (an unfinished save of an earlier attempt)",
+      "removed " + dir +
+          "/corrupt-step-00000001-100 (a corrupt checkpoint; checkpoint.keep 2 newer ones are "
+          "kept)",
+      "kept " + dir +
+          "/corrupt-step-00000002-200 (a corrupt checkpoint set aside; delete it once "
+          "looked at)",
+      "kept " + dir +
+          "/corrupt-step-00000003-300 (a corrupt checkpoint set aside; delete it once "
+          "looked at)"};
+  EXPECT_EQ(lines, want);
+  EXPECT_EQ(base::ListDir(dir),
+            (std::vector<std::string>{"corrupt-step-00000002-200", "corrupt-step-00000003-300",
+                                      "step-00000004"}));
+  // A temp of the running attempt (newer than its start) stays.
+  base::MakeDirs(dir + "/.tmp-step-00000008-78");
+  EXPECT_EQ(store.Tidy(start - 3600).size(), 2u);
+  EXPECT_TRUE(base::Exists(dir + "/.tmp-step-00000008-78"));
 }
 
 TEST_F(CheckpointTest, TruncatedAndMissingManifestAreRejected) {
