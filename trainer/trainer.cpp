@@ -91,13 +91,13 @@ class TrainingLoop {
         start_step_(start_step),
         total_(p.job.train.steps),
         accum_(p.job.train.grad_accum_steps),
-        schedule_(LrScheduleOptionsFor(p.job.train)),
+        schedule_(LrScheduleOptionsFor(p.job)),
         varying_lr_(!IsConstant(schedule_)),
         clock_(p.device.cuda, p.job.train.host_lead_steps),
         readback_(p.device.cuda, p.job.train.host_lead_steps),
         profile_(p.place.rank, p.device.cuda) {
     // The clock reports a step `host_lead_steps` steps late: the window shifts with it.
-    const int64_t untimed = std::max<int64_t>(p.job.train.cuda_graphs ? kGraphWarmupSteps + 1 : 1,
+    const int64_t untimed = std::max<int64_t>(p.device.cuda_graphs ? kGraphWarmupSteps + 1 : 1,
                                               p.job.train.timing_skip_steps) +
                             (p.device.cuda ? p.job.train.host_lead_steps - 1 : 0);
     warmup_end_ = std::min(total_ - 1, start_step_ + untimed - 1);
@@ -154,7 +154,7 @@ class TrainingLoop {
     if (accum_ > 1) return RunAccumulatedStep(step);
     p_.input.CopyToDevice(step);
     MaybeCrash(step);
-    if (job.train.cuda_graphs && step - start_step_ >= kGraphWarmupSteps) {
+    if (p_.device.cuda_graphs && step - start_step_ >= kGraphWarmupSteps) {
       if (!graph_.captured()) {
         p_.comms.device->Barrier();  // drain timing events before capture
         graph_.Capture([this] { p_.step.Run(); });
@@ -181,7 +181,7 @@ class TrainingLoop {
   double RunAccumulatedStep(int64_t step) {
     const config::JobConfig& job = p_.job;
     MaybeCrash(step);
-    const bool graphed = job.train.cuda_graphs && step - start_step_ >= kGraphWarmupSteps;
+    const bool graphed = p_.device.cuda_graphs && step - start_step_ >= kGraphWarmupSteps;
     if (graphed && !graph_.captured()) p_.comms.device->Barrier();  // as in RunStep
     p_.step.BeginAccumulation();
     for (int m = 0; m < accum_; ++m) {
@@ -532,18 +532,32 @@ int Trainer::Run() {
     const int64_t per_epoch = StepsPerEpoch(job, place.world, train_images.get());
     s_->job.train.steps = job.train.epochs * per_epoch / job.train.grad_accum_steps;
     if (place.rank == 0) {
-      log.Info("train.epochs " + std::to_string(job.train.epochs) + ": " +
-               std::to_string(per_epoch) + " batches per epoch, " +
-               std::to_string(job.train.steps) + " steps");
+      std::string line = "train.epochs " + std::to_string(job.train.epochs) + ": " +
+                         std::to_string(per_epoch) + " batches per epoch, " +
+                         std::to_string(job.train.steps) + " steps";
+      if (job.train.lr_warmup_epochs > 0 && job.train.steps > 1) {
+        line += ", warm-up " + std::to_string(WarmupSteps(job.train)) + " steps";
+      }
+      log.Info(line);
     }
-    if (job.train.steps < 1 || job.train.lr_warmup_steps >= job.train.steps) {
+    if (job.train.steps < 1 || WarmupSteps(job.train) >= job.train.steps) {
       // The job itself cannot work: a permanent failure (no restart).
       throw config::ConfigError(
           job.source + ": train.epochs " + std::to_string(job.train.epochs) + " makes " +
           std::to_string(job.train.steps) + " optimizer step(s), " +
-          (job.train.steps < 1 ? "none" : "no more than train.lr_warmup_steps") +
+          (job.train.steps < 1 ? "none" : "no more than the learning-rate warm-up") +
           " (train.grad_accum_steps " + std::to_string(job.train.grad_accum_steps) + ")");
     }
+  }
+  if (job.train.lr_base_batch > 0 && place.rank == 0) {
+    char line[200];
+    std::snprintf(line, sizeof(line),
+                  "learning rate %.6g: train.lr %.6g x global batch %lld / train.lr_base_batch "
+                  "%lld",
+                  config::PeakLearningRate(job), job.train.lr,
+                  static_cast<long long>(config::GlobalBatch(job)),
+                  static_cast<long long>(job.train.lr_base_batch));
+    log.Info(line);
   }
   // Topology, cluster view, plan: NCCL NIC variables and CPU binding (trainer/bootstrap.h),
   // before CUDA, NCCL and compute threads start.
