@@ -582,6 +582,7 @@ int Trainer::Run() {
       s_->opts.attempt - 1);
   metrics->SetBuildInfo(telemetry::BuildInfoLabels(telemetry::QueryLibraryVersions()));
   metrics->SetExpectedBusBandwidth(placement.expected_bus_bytes_per_second);
+  if (train_images) metrics->EnableImageInput();
   if (job.metrics.enabled) {
     const bool multi_node = place.world > place.local_size;
     metrics->Serve(
