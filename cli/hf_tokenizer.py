@@ -189,7 +189,10 @@ def load_vocab(vocab):
     # An uncased vocabulary (bert-base-uncased) has no capital letters: lowercase the text
     # as its tokenizer does; a cased one keeps case.
     lowercase = not any(c.isupper() for w in words for c in w)
-    return BertWordPieceTokenizer(vocab, lowercase=lowercase)._tokenizer
+    try:
+        return BertWordPieceTokenizer(vocab, lowercase=lowercase)._tokenizer
+    except Exception as e:  # TypeError for a missing special token, among others
+        raise Problem(f"{vocab}: not a WordPiece vocabulary for BERT ({e})")
 
 
 def special_ids(tokenizer, vocab):

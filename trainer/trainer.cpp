@@ -144,7 +144,6 @@ class TrainingLoop {
   // Copies the batch in, runs the step (eager, or a graph replay once captured), and
   // fills the next batch while the device works. Returns the step's time.
   double RunStep(int64_t step) {
-    const config::JobConfig& job = p_.job;
     profile_.BeforeStep(step - start_step_);
     clock_.Begin();
     // The step's learning rate: a host formula; on CUDA a fill of the optimizer's device
@@ -179,7 +178,6 @@ class TrainingLoop {
   // with the all-reduces and the update. Zeroing the gradients and the loss runs eagerly
   // before them (two small kernels).
   double RunAccumulatedStep(int64_t step) {
-    const config::JobConfig& job = p_.job;
     MaybeCrash(step);
     const bool graphed = p_.device.cuda_graphs && step - start_step_ >= kGraphWarmupSteps;
     if (graphed && !graph_.captured()) p_.comms.device->Barrier();  // as in RunStep
