@@ -99,7 +99,8 @@ std::string RunHelper(const std::vector<std::string>& args) {
   }
   if (WIFEXITED(status) && WEXITSTATUS(status) == 0) return "";
   while (!text.empty() && text.back() == '\n') text.pop_back();
-  const std::string last = text.substr(text.rfind('\n') == std::string::npos ? 0 : text.rfind('\n') + 1);
+  const std::string last =
+      text.substr(text.rfind('\n') == std::string::npos ? 0 : text.rfind('\n') + 1);
   if (!last.empty()) return last;
   return words[0] + " " + script + " failed (status " + std::to_string(status) + ")";
 }
@@ -236,13 +237,13 @@ int RunTokenize(const TokenizeArgs& args, std::ostream& out, std::ostream& err) 
       // The same tokenizer for Hugging Face (`ringpilot export` puts it beside the
       // weights); the shard is whole without it, and an older one would not match it.
       std::remove(data::TokenizerFilePath(args.out).c_str());
-      const std::string problem = RunHelper(
-          {"spm", args.model, data::TokenizerFilePath(args.out), std::to_string(info.vocab.cls),
-           std::to_string(info.vocab.sep), std::to_string(info.vocab.mask),
-           std::to_string(info.vocab.pad)});
+      const std::string problem =
+          RunHelper({"spm", args.model, data::TokenizerFilePath(args.out),
+                     std::to_string(info.vocab.cls), std::to_string(info.vocab.sep),
+                     std::to_string(info.vocab.mask), std::to_string(info.vocab.pad)});
       if (!problem.empty()) {
-        note = "ringpilot data tokenize: no " + data::TokenizerFilePath(args.out) + " (" +
-               problem + "): `ringpilot export` will write the weights without a tokenizer\n";
+        note = "ringpilot data tokenize: no " + data::TokenizerFilePath(args.out) + " (" + problem +
+               "): `ringpilot export` will write the weights without a tokenizer\n";
       }
     }
     out << "wrote " << data::TokenFilePath(args.out) << " and " << data::IndexFilePath(args.out)

@@ -36,8 +36,8 @@ DevicePlan PlanDevice(const JobConfig& job, bool gpu_visible, const std::string&
                ToString(train.precision);
   }
   if (!RunsCommand(job) && !changed.empty()) {
-    plan.notice = "world.device auto: no GPU visible on " + host + ": CPU ranks with " +
-                  changed + " (GPU-only settings)";
+    plan.notice = "world.device auto: no GPU visible on " + host + ": CPU ranks with " + changed +
+                  " (GPU-only settings)";
   }
   return plan;
 }

@@ -10,8 +10,8 @@
 namespace ringpilot::config {
 
 struct DevicePlan {
-  bool cuda = false;         ///< the ranks compute on CUDA devices
-  bool cuda_graphs = false;  ///< train.cuda_graphs as it applies (false on CPU ranks)
+  bool cuda = false;                       ///< the ranks compute on CUDA devices
+  bool cuda_graphs = false;                ///< train.cuda_graphs as it applies (false on CPU ranks)
   Precision precision = Precision::kFp32;  ///< train.precision as it applies
   /// "" or one line: the GPU-only settings `world.device: auto` turned off for CPU ranks.
   std::string notice;

@@ -119,7 +119,7 @@ struct TrainConfig {
   double eps = 1e-8;           ///< AdamW
   double label_smoothing = 0;  ///< image models: cross-entropy against smoothed targets
   LrSchedule lr_schedule = LrSchedule::kConstant;
-  int64_t lr_warmup_steps = 0;      ///< linear warm-up from 0 to lr (any schedule)
+  int64_t lr_warmup_steps = 0;  ///< linear warm-up from 0 to lr (any schedule)
   /// With train.epochs: the warm-up in epochs (steps x lr_warmup_epochs / epochs) instead
   /// of lr_warmup_steps; 0 = lr_warmup_steps.
   double lr_warmup_epochs = 0;

@@ -223,9 +223,8 @@ std::vector<KeySpec> BuildSchema() {
   s.push_back(IntKey<int64_t>("train.lr_warmup_steps",
                               Member(&JC::train, &TrainConfig::lr_warmup_steps), 0, kMaxSteps,
                               "linear warm-up: step s < N trains at lr x s / N (any schedule)"));
-  s.push_back(FloatKey("train.lr_warmup_epochs",
-                       Member(&JC::train, &TrainConfig::lr_warmup_epochs), 0, false, 1000000,
-                       false,
+  s.push_back(FloatKey("train.lr_warmup_epochs", Member(&JC::train, &TrainConfig::lr_warmup_epochs),
+                       0, false, 1000000, false,
                        "with train.epochs: linear warm-up over this many epochs (fractions "
                        "allowed; each rank makes it train.steps x lr_warmup_epochs / "
                        "train.epochs steps once the steps are known) instead of "

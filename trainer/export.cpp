@@ -5,8 +5,8 @@
 #include <stdexcept>
 #include <vector>
 
-#include <nlohmann/json.hpp>
 #include <torch/torch.h>
+#include <nlohmann/json.hpp>
 
 #include "base/files.h"
 #include "config/job.h"
@@ -79,8 +79,9 @@ std::string ExportTokenizer(const config::JobConfig& job, const models::TokenSpe
   }
   const std::string source = data::TokenizerFilePath(job.data.train);
   if (!base::Exists(source)) {
-    *why = source + " is missing (tokenise the text again with `ringpilot data tokenize`, "
-                    "which writes it)";
+    *why = source +
+           " is missing (tokenise the text again with `ringpilot data tokenize`, "
+           "which writes it)";
     return "";
   }
   const std::string text = base::ReadFile(source);
@@ -89,9 +90,10 @@ std::string ExportTokenizer(const config::JobConfig& job, const models::TokenSpe
     throw std::runtime_error(source + ": not a Hugging Face tokenizer.json");
   }
   nlohmann::ordered_json special;
-  const std::pair<const char*, int64_t> ids[] = {
-      {"cls_token", tokens.cls}, {"sep_token", tokens.sep}, {"mask_token", tokens.mask},
-      {"pad_token", tokens.pad}};
+  const std::pair<const char*, int64_t> ids[] = {{"cls_token", tokens.cls},
+                                                 {"sep_token", tokens.sep},
+                                                 {"mask_token", tokens.mask},
+                                                 {"pad_token", tokens.pad}};
   for (const auto& [key, id] : ids) {
     const std::string token = TokenText(tokenizer, id);
     if (token.empty()) {
@@ -143,7 +145,8 @@ ExportResult ExportCheckpoint(const ExportOptions& options) {
   for (auto& b : model->named_buffers()) named.push_back({"model/" + b.key(), b.value()});
   store.Load(info, named);
 
-  const models::ReferenceWeights weights = models::ToReferenceWeights(model_options, *model, tokens.pad);
+  const models::ReferenceWeights weights =
+      models::ToReferenceWeights(model_options, *model, tokens.pad);
   ExportResult r;
   r.step = info.step;
   r.checkpoint = info.path;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <string>
 
 #include "base/files.h"
@@ -59,6 +60,16 @@ LrScheduleOptions LrScheduleOptionsFor(const config::JobConfig& job) {
   o.gamma = train.lr_gamma;
   o.power = train.lr_power;
   return o;
+}
+
+std::string LearningRateLine(const config::JobConfig& job) {
+  char line[200];
+  std::snprintf(line, sizeof(line),
+                "learning rate %.6g: train.lr %.6g x global batch %lld / train.lr_base_batch %lld",
+                config::PeakLearningRate(job), job.train.lr,
+                static_cast<long long>(config::GlobalBatch(job)),
+                static_cast<long long>(job.train.lr_base_batch));
+  return line;
 }
 
 int64_t WarmupSteps(const config::TrainConfig& train) {

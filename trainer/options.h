@@ -5,6 +5,7 @@
 #pragma once
 
 #include <optional>
+#include <string>
 
 #include <ATen/core/ATen_fwd.h>
 #include <c10/core/ScalarType.h>
@@ -36,6 +37,10 @@ OptimizerOptions OptimizerOptionsFor(const config::JobConfig& job);
 /// train.lr_* peaking at config::PeakLearningRate; `train.steps` must already be resolved
 /// (train.epochs), and so is train.lr_warmup_epochs then (WarmupSteps).
 LrScheduleOptions LrScheduleOptionsFor(const config::JobConfig& job);
+
+/// "learning rate 0.4: train.lr 0.1 x global batch 1024 / train.lr_base_batch 256": how
+/// train.lr_base_batch scaled the rate (rank 0 logs it).
+std::string LearningRateLine(const config::JobConfig& job);
 
 /// The warm-up in optimizer steps: train.lr_warmup_steps, or with train.lr_warmup_epochs
 /// train.steps x lr_warmup_epochs / train.epochs rounded, at least 1 and below train.steps

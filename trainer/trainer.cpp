@@ -547,16 +547,7 @@ int Trainer::Run() {
           " (train.grad_accum_steps " + std::to_string(job.train.grad_accum_steps) + ")");
     }
   }
-  if (job.train.lr_base_batch > 0 && place.rank == 0) {
-    char line[200];
-    std::snprintf(line, sizeof(line),
-                  "learning rate %.6g: train.lr %.6g x global batch %lld / train.lr_base_batch "
-                  "%lld",
-                  config::PeakLearningRate(job), job.train.lr,
-                  static_cast<long long>(config::GlobalBatch(job)),
-                  static_cast<long long>(job.train.lr_base_batch));
-    log.Info(line);
-  }
+  if (job.train.lr_base_batch > 0 && place.rank == 0) log.Info(LearningRateLine(job));
   // Topology, cluster view, plan: NCCL NIC variables and CPU binding (trainer/bootstrap.h),
   // before CUDA, NCCL and compute threads start.
   const RankPlacement placement =

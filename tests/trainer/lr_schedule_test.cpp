@@ -145,7 +145,7 @@ TEST(LrSchedule, BaseBatchScalesTheLrAndEpochsSetTheWarmup) {
   EXPECT_DOUBLE_EQ(o.lr, 0.4);
   EXPECT_DOUBLE_EQ(OptimizerOptionsFor(job).lr, 0.4);
   EXPECT_EQ(o.warmup_steps, 5 * 1251);
-  EXPECT_NEAR(LearningRateAt(o, 1251), 0.4 / 5, 1e-15);  // linear: one epoch of five
+  EXPECT_NEAR(LearningRateAt(o, 1251), 0.4 / 5, 1e-15);      // linear: one epoch of five
   EXPECT_NEAR(LearningRateAt(o, 90 * 1251 - 1), 0.0, 1e-8);  // cosine to 0
   // A fraction of an epoch rounds to whole steps, and never to none or all of them.
   job.train.epochs = 1;

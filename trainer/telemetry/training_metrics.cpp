@@ -241,7 +241,9 @@ metrics::Gauge& TrainingMetrics::FirstUse(metrics::Family<metrics::Gauge>& famil
   return *gauge;
 }
 
-void TrainingMetrics::SetGradNorm(double norm) { FirstUse(*grad_norm_family_, grad_norm_).Set(norm); }
+void TrainingMetrics::SetGradNorm(double norm) {
+  FirstUse(*grad_norm_family_, grad_norm_).Set(norm);
+}
 
 void TrainingMetrics::SetEval(double top1, double top5, double loss, double samples) {
   FirstUse(*eval_top1_family_, eval_top1_).Set(top1);

@@ -159,7 +159,7 @@ class TrainingMetrics : public comm::CollectiveObserver {
   std::array<metrics::Gauge*, kOps> expected_busbw_{};  // null for barrier and without a model
   std::array<metrics::Histogram*, kOps> collective_seconds_{};
   std::array<metrics::Histogram*, kNumPhases> phase_seconds_{};
-  std::array<metrics::Gauge*, kOps> busbw_{};  // null for barrier and until measured
+  std::array<metrics::Gauge*, kOps> busbw_{};               // null for barrier and until measured
   std::array<metrics::Counter*, kOps> collective_bytes_{};  // null for barrier
   metrics::Family<metrics::Counter>* straggler_wait_;
   std::array<std::pair<int, metrics::Counter*>, kMaxCulpritSeries> culprits_{};
