@@ -212,10 +212,10 @@ void TrainingMetrics::EnableImageInput() {
                                          "Training batch entries whose image could not be used "
                                          "and was replaced by a substitute (image kinds)."),
                             "ringpilot_data_bad_samples_total", {});
-  prefetch_batches_ = &r.AddGauge("ringpilot_data_prefetch_batches",
-                                  "Batches decoded and waiting ahead of the training step when "
-                                  "it took its batch (image kinds; up to data.prefetch).")
-                           .Add({});
+  // A gauge: its series comes with the first batch taken (OnImageInput).
+  prefetch_family_ = &r.AddGauge("ringpilot_data_prefetch_batches",
+                                 "Batches decoded and waiting ahead of the training step when "
+                                 "it took its batch (image kinds; up to data.prefetch).");
 }
 
 void TrainingMetrics::SetStepsTarget(int64_t steps) {
@@ -264,7 +264,7 @@ void TrainingMetrics::OnImageInput(int64_t decoded, int64_t bad_samples, int rea
   if (!images_decoded_) return;
   if (decoded > 0) images_decoded_->Increment(static_cast<double>(decoded));
   if (bad_samples > 0) bad_samples_->Increment(static_cast<double>(bad_samples));
-  prefetch_batches_->Set(ready_batches);
+  FirstUse(*prefetch_family_, prefetch_batches_).Set(ready_batches);
 }
 
 void TrainingMetrics::OnCollective(comm::CollectiveOp op, int64_t bytes, double seconds,

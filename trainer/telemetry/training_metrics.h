@@ -66,9 +66,9 @@ class TrainingMetrics : public comm::CollectiveObserver {
   /// The topology model's expected bus bandwidth of the job (trainer/bootstrap.h), for
   /// every op but barrier; 0 = no model: no series.
   void SetExpectedBusBandwidth(double bytes_per_second);
-  /// The rank reads an image set (data.kind image_folder, image_shards): the
-  /// ringpilot_data_* series exist from now on, counters at 0 (or where the job's earlier
-  /// processes left them). Call at setup, before OnImageInput.
+  /// The rank reads an image set (data.kind image_folder, image_shards): the ringpilot_data_*
+  /// counters exist from now on, at 0 (or where the job's earlier processes left them), the
+  /// prefetch gauge from the first OnImageInput. Call at setup, before OnImageInput.
   void EnableImageInput();
   /// The job's optimizer steps (train.steps, or what train.epochs makes of it).
   void SetStepsTarget(int64_t steps);
@@ -153,6 +153,7 @@ class TrainingMetrics : public comm::CollectiveObserver {
   metrics::Histogram* checkpoint_seconds_;
   metrics::Counter* images_decoded_ = nullptr;  // null until EnableImageInput
   metrics::Counter* bad_samples_ = nullptr;
+  metrics::Family<metrics::Gauge>* prefetch_family_ = nullptr;
   metrics::Gauge* prefetch_batches_ = nullptr;
   metrics::Family<metrics::Gauge>* expected_busbw_family_;
   metrics::Family<metrics::Gauge>* busbw_family_;

@@ -331,6 +331,11 @@ TEST(TrainingMetrics, SeriesAppearWhenTheyMeanSomething) {
   samples = Parse(Scrape(images.exporter()->port()));
   EXPECT_EQ(Value(samples, "ringpilot_data_images_decoded_total"), 0.0);
   EXPECT_EQ(Value(samples, "ringpilot_data_bad_samples_total"), 0.0);
+  EXPECT_EQ(Value(samples, "ringpilot_data_prefetch_batches"), -1) << "no batch taken yet";
+  images.OnImageInput(32, 1, 2);
+  samples = Parse(Scrape(images.exporter()->port()));
+  EXPECT_EQ(Value(samples, "ringpilot_data_images_decoded_total"), 32.0);
+  EXPECT_EQ(Value(samples, "ringpilot_data_prefetch_batches"), 2.0);
 }
 
 TEST(TrainingMetrics, ATornJournalStartsTheCountersAtZero) {
