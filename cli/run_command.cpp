@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <iostream>
 #include <memory>
+#include <optional>
 #include <sstream>
 
 #include "base/environment.h"
@@ -15,6 +16,7 @@
 #include "base/run_variables.h"
 #include "base/shell.h"
 #include "base/time.h"
+#include "config/device_plan.h"
 #include "config/job.h"
 #include "doctor/command.h"
 #include "history/run_lock.h"
@@ -63,6 +65,19 @@ std::string MetricsLine(const config::JobConfig& c, const std::vector<std::strin
   }
   return "on " + line + " (a port per local rank, path /metrics; RUN_DIR/" +
          std::string(base::kScrapeTargetsFile) + " lists them; docs/metrics.md)";
+}
+
+// world.device resolved on this host, where backend local runs every rank: nullopt for
+// other backends (each rank plans on its own node and rank 0 logs the notice). Throws
+// config::ConfigError when the job cannot run here (world.device cuda, no GPU).
+std::optional<config::DevicePlan> PlanDeviceHere(const config::JobConfig& c) {
+  if (c.launch.backend != config::Backend::kLocal) return std::nullopt;
+  bool gpu_visible = false;
+  if (c.world.device != config::Device::kCpu) {
+    // libcuda's device count after CUDA_VISIBLE_DEVICES: what the ranks will see.
+    gpu_visible = doctor::SystemDoctorEnv().query_driver().cuda_device_count > 0;
+  }
+  return config::PlanDevice(c, gpu_visible, base::HostName());
 }
 
 }  // namespace
@@ -132,6 +147,15 @@ int RunValidate(const std::string& job_path, const std::vector<std::string>& set
     std::cerr << e.what() << "\n";
     return base::kExitUsage;
   }
+  std::optional<config::DevicePlan> plan;
+  try {
+    plan = PlanDeviceHere(config);
+  } catch (const config::ConfigError& e) {
+    // A valid file this host cannot run: what `run` would end with, before starting.
+    std::cerr << e.what() << "\n";
+    return base::kExitPermanent;
+  }
+  if (plan && !plan->notice.empty()) std::cerr << job_path << ": " << plan->notice << "\n";
   const std::string what = config::RunsCommand(config)
                                ? "command " + base::ShellJoin(config.launch.command)
                                : std::string("model ") + config::ToString(config.model.name);
@@ -161,6 +185,17 @@ int RunJob(const RunArgs& args) {
     std::cerr << args.job_path << ": launch.backend: '" << config::ToString(backend)
               << "' is not supported by 'ringpilot run' yet\n";
     return base::kExitUsage;
+  }
+
+  std::optional<config::DevicePlan> plan;
+  if (!args.dry_run) {
+    try {
+      plan = PlanDeviceHere(config);
+    } catch (const config::ConfigError& e) {
+      // No attempt could succeed: the permanent-failure status, and nothing started.
+      std::cerr << e.what() << "\n";
+      return base::kExitPermanent;
+    }
   }
 
   const base::Environment env = base::CurrentEnvironment();
@@ -321,6 +356,7 @@ int RunJob(const RunArgs& args) {
     launcher::Supervisor supervisor(options);
     for (const std::string& line : startup) supervisor.Report(line);
     if (!lock_notice.empty()) supervisor.Note("ringpilot: " + lock_notice);
+    if (plan && !plan->notice.empty()) supervisor.Report("ringpilot: " + plan->notice);
     if (!resume_note.empty()) supervisor.Report("ringpilot: " + resume_note.substr(2));
     // Quick doctor of this host (docs/doctor.md): RUN_DIR/doctor.json and doctor.prom.
     doctor::DoctorEnv doctor_env = doctor::SystemDoctorEnv();

@@ -172,6 +172,23 @@ void Loader::CrossCheck() {
     CrossFail({"train.lr_schedule", "train.lr_step_every"},
               "train.lr_schedule step needs train.lr_step_every > 0");
   }
+  if (c.train.lr_warmup_epochs > 0) {
+    if (c.train.epochs == 0) {
+      CrossFail({"train.lr_warmup_epochs", "train.epochs"},
+                "train.lr_warmup_epochs needs train.epochs (a warm-up in steps: "
+                "train.lr_warmup_steps)");
+    } else if (c.train.lr_warmup_epochs >= static_cast<double>(c.train.epochs)) {
+      CrossFail({"train.lr_warmup_epochs", "train.epochs"},
+                "train.lr_warmup_epochs " + detail::FormatDouble(c.train.lr_warmup_epochs) +
+                    " leaves no epoch after the warm-up (train.epochs " +
+                    std::to_string(c.train.epochs) + ")");
+    }
+    if (c.train.lr_warmup_steps > 0) {
+      CrossFail({"train.lr_warmup_epochs", "train.lr_warmup_steps"},
+                "train.lr_warmup_epochs and train.lr_warmup_steps are two ways to say the "
+                "warm-up; give one");
+    }
+  }
   if (c.train.epochs == 0 && c.train.lr_warmup_steps >= c.train.steps &&
       c.train.lr_warmup_steps > 0) {
     CrossFail({"train.lr_warmup_steps", "train.steps"},

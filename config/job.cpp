@@ -566,4 +566,15 @@ int MetricsPort(const MetricsConfig& metrics, int local_rank) {
   return base::MetricsPort(metrics.port_base, local_rank);
 }
 
+int64_t GlobalBatch(const JobConfig& config) {
+  return static_cast<int64_t>(config.world.size()) * config.data.batch_per_rank *
+         config.train.grad_accum_steps;
+}
+
+double PeakLearningRate(const JobConfig& config) {
+  if (config.train.lr_base_batch <= 0) return config.train.lr;
+  return config.train.lr * static_cast<double>(GlobalBatch(config)) /
+         static_cast<double>(config.train.lr_base_batch);
+}
+
 }  // namespace ringpilot::config

@@ -121,7 +121,13 @@ struct TrainConfig {
   double eps = 1e-8;           ///< AdamW
   double label_smoothing = 0;  ///< image models: cross-entropy against smoothed targets
   LrSchedule lr_schedule = LrSchedule::kConstant;
-  int64_t lr_warmup_steps = 0;      ///< linear warm-up from 0 to lr (any schedule)
+  int64_t lr_warmup_steps = 0;  ///< linear warm-up from 0 to lr (any schedule)
+  /// With train.epochs: the warm-up in epochs (steps x lr_warmup_epochs / epochs) instead
+  /// of lr_warmup_steps; 0 = lr_warmup_steps.
+  double lr_warmup_epochs = 0;
+  /// > 0: train.lr is per this many samples; the peak lr is train.lr x GlobalBatch / this
+  /// (linear scaling, Goyal et al.); 0 = train.lr as written.
+  int64_t lr_base_batch = 0;
   double lr_min_ratio = 0;          ///< cosine, polynomial: final lr as a fraction of lr
   int64_t lr_step_every = 0;        ///< step: multiply by lr_gamma every this many steps
   double lr_gamma = 0.1;            ///< step
@@ -247,6 +253,13 @@ struct JobConfig {
 /// The job runs launch.command (a program of the user's) rather than the built-in trainer:
 /// model.* and the other trainer-only keys are then not given (config.md, "Programs").
 inline bool RunsCommand(const JobConfig& config) { return !config.launch.command.empty(); }
+
+/// Samples per optimizer step: world size x data.batch_per_rank x train.grad_accum_steps.
+int64_t GlobalBatch(const JobConfig& config);
+
+/// The learning rate the schedule peaks at: train.lr, times GlobalBatch / train.lr_base_batch
+/// when that is set.
+double PeakLearningRate(const JobConfig& config);
 
 /// A rejected job file or override: one line per problem, each
 /// `FILE:LINE:COL: KEY: problem` (for `--set`, FILE is `--set[N]` and LINE is 1).

@@ -94,7 +94,10 @@ Checked after all overrides, reported at the key given last:
   `checkpoint.*`, `trace.*`, `fault.*` and `metrics.gpu_sample_seconds`; without it
   `model.name` is required. Such a job's resolved `job.yaml` leaves those keys out.
 - `comm.first_bucket_mb` <= `comm.bucket_mb`.
-- `train.cuda_graphs: true` needs `world.device` `cuda` or `auto`.
+- `train.cuda_graphs: true` needs `world.device` `cuda` or `auto`. With `auto` on a host
+  without a GPU, `validate`, `run` and each rank say so in one line and train on the CPU
+  with `train.cuda_graphs` off and `train.precision` fp32; `world.device: cuda` there is
+  an error (exit 78, no restart).
 - `launch.backend: local` needs `world.nodes: 1`.
 - `launch.backend: mpi` needs one `launch.hosts` entry per node (`world.nodes` entries),
   each with at least `world.procs_per_node` slots.
@@ -106,6 +109,8 @@ Checked after all overrides, reported at the key given last:
 - `train.lr_schedule: step` needs `train.lr_step_every` > 0.
 - `train.lr_warmup_steps` < `train.steps` (with `train.epochs`, checked by each rank once
   the steps are known).
+- `train.lr_warmup_epochs` needs `train.epochs`, is below it, and rules out
+  `train.lr_warmup_steps`.
 - `train.epochs` needs a dataset kind; when it is above 0 it sets the steps and
   `train.steps` is not used.
 - `data.kind: cifar` needs `data.train`, `model.name: resnet18-cifar` and

@@ -206,7 +206,8 @@ std::vector<KeySpec> BuildSchema() {
   s.push_back(EnumKey("train.optimizer", Member(&JC::train, &TrainConfig::optimizer),
                       Names(kOptimizerNames), "optimizer"));
   s.push_back(FloatKey("train.lr", Member(&JC::train, &TrainConfig::lr), 0, true, 100, false,
-                       "learning rate"));
+                       "learning rate: the peak of train.lr_schedule (with "
+                       "train.lr_base_batch, per that many samples)"));
   s.push_back(FloatKey("train.momentum", Member(&JC::train, &TrainConfig::momentum), 0, false, 1,
                        true, "SGD momentum"));
   s.push_back(FloatKey("train.weight_decay", Member(&JC::train, &TrainConfig::weight_decay), 0,
@@ -224,6 +225,18 @@ std::vector<KeySpec> BuildSchema() {
   s.push_back(IntKey<int64_t>("train.lr_warmup_steps",
                               Member(&JC::train, &TrainConfig::lr_warmup_steps), 0, kMaxSteps,
                               "linear warm-up: step s < N trains at lr x s / N (any schedule)"));
+  s.push_back(FloatKey("train.lr_warmup_epochs", Member(&JC::train, &TrainConfig::lr_warmup_epochs),
+                       0, false, 1000000, false,
+                       "with train.epochs: linear warm-up over this many epochs (fractions "
+                       "allowed; each rank makes it train.steps x lr_warmup_epochs / "
+                       "train.epochs steps once the steps are known) instead of "
+                       "train.lr_warmup_steps; 0 = train.lr_warmup_steps"));
+  s.push_back(IntKey<int64_t>(
+      "train.lr_base_batch", Member(&JC::train, &TrainConfig::lr_base_batch), 0, kMaxSteps,
+      "linear scaling: train.lr is the rate for this many samples per step, and the run "
+      "trains at train.lr x global batch / lr_base_batch (global batch = world size x "
+      "data.batch_per_rank x train.grad_accum_steps; `lr: 0.1, lr_base_batch: 256` is "
+      "ResNet's 0.1 x batch/256); 0 = train.lr as given"));
   s.push_back(FloatKey("train.lr_min_ratio", Member(&JC::train, &TrainConfig::lr_min_ratio), 0,
                        false, 1, false,
                        "cosine and polynomial: the final learning rate as a fraction of train.lr"));

@@ -135,6 +135,7 @@ void WriteAll(int fd, const char* data, size_t n, const std::string& path) {
 
 std::string TokenFilePath(const std::string& prefix) { return prefix + ".tokens"; }
 std::string IndexFilePath(const std::string& prefix) { return prefix + ".index"; }
+std::string TokenizerFilePath(const std::string& prefix) { return prefix + ".tokenizer.json"; }
 
 int TokenWidthFor(int64_t vocab_size) { return vocab_size <= 65536 ? 2 : 4; }
 

@@ -47,6 +47,9 @@ inline constexpr int64_t kIndexHeaderBytes = 32;
 /// P.tokens and P.index of prefix P.
 std::string TokenFilePath(const std::string& prefix);
 std::string IndexFilePath(const std::string& prefix);
+/// P.tokenizer.json: the Hugging Face tokenizer the shard was tokenised with (written by
+/// `ringpilot data tokenize`, copied beside the weights by `ringpilot export`); optional.
+std::string TokenizerFilePath(const std::string& prefix);
 
 /// Bytes per id for a vocabulary of `vocab_size` ids: 2 up to 65536, else 4.
 int TokenWidthFor(int64_t vocab_size);

@@ -60,7 +60,7 @@ EvalResult Evaluate(const config::JobConfig& job, const RankPlace& place, const 
   const int64_t first = n * place.rank / place.world;
   const int64_t last = n * (place.rank + 1) / place.world;
   const int batch = EvalBatch(job);
-  const std::optional<c10::ScalarType> autocast = AutocastDtypeFor(job.train.precision);
+  const std::optional<c10::ScalarType> autocast = AutocastDtypeFor(device.precision);
   // The model scores model.num_classes classes (a set may use fewer).
   const int k = std::min(5, job.model.num_classes);
   // correct@1, correct@5, loss sum, samples
@@ -114,7 +114,7 @@ EvalResult EvaluateMaskedLm(const config::JobConfig& job, const RankPlace& place
   {
     torch::NoGradGuard no_grad;
     ScoreTokens(*val.sequences, tokens, first, last, EvalBatch(job), device,
-                AutocastDtypeFor(job.train.precision), state, t);
+                AutocastDtypeFor(device.precision), state, t);
   }
   state.model->train();
   comms.host->AllReduce(totals, comm::ReduceOp::kSum)->Wait();

@@ -6,9 +6,11 @@
 #include <vector>
 
 #include <torch/torch.h>
+#include <nlohmann/json.hpp>
 
 #include "base/files.h"
 #include "config/job.h"
+#include "data/token_shards.h"
 #include "trainer/checkpoint/safetensors.h"
 #include "trainer/checkpoint/store.h"
 #include "trainer/input_feed.h"
@@ -48,6 +50,77 @@ checkpoint::CheckpointInfo ChooseCheckpoint(const checkpoint::CheckpointStore& s
                                     (problems.empty() ? "" : problems + ")"));
 }
 
+// The text of the token `id` in a tokenizer.json: an added token's content, else its
+// model's vocabulary entry (Unigram: [piece, score] list; WordPiece/BPE: token -> id).
+std::string TokenText(const nlohmann::json& tokenizer, int64_t id) {
+  for (const auto& t : tokenizer.value("added_tokens", nlohmann::json::array())) {
+    if (t.value("id", int64_t{-1}) == id) return t.value("content", "");
+  }
+  const nlohmann::json& vocab = tokenizer["model"]["vocab"];
+  if (vocab.is_array() && id >= 0 && id < static_cast<int64_t>(vocab.size())) {
+    return vocab[id][0].get<std::string>();
+  }
+  if (vocab.is_object()) {
+    for (const auto& [token, token_id] : vocab.items()) {
+      if (token_id.get<int64_t>() == id) return token;
+    }
+  }
+  return "";
+}
+
+// BERT trained on token shards: PREFIX.tokenizer.json (`ringpilot data tokenize`) beside the
+// weights, with the configuration transformers reads to name the special tokens. Returns
+// the tokenizer.json written, or "" with `why` set.
+std::string ExportTokenizer(const config::JobConfig& job, const models::TokenSpec& tokens,
+                            const std::string& folder, std::string* why) {
+  if (job.data.kind != config::DataKind::kTokens) {
+    *why = "synthetic token ids have no tokenizer";
+    return "";
+  }
+  const std::string source = data::TokenizerFilePath(job.data.train);
+  if (!base::Exists(source)) {
+    *why = source +
+           " is missing (tokenise the text again with `ringpilot data tokenize`, "
+           "which writes it)";
+    return "";
+  }
+  const std::string text = base::ReadFile(source);
+  const nlohmann::json tokenizer = nlohmann::json::parse(text, nullptr, false);
+  if (tokenizer.is_discarded() || !tokenizer.contains("model")) {
+    throw std::runtime_error(source + ": not a Hugging Face tokenizer.json");
+  }
+  nlohmann::ordered_json special;
+  const std::pair<const char*, int64_t> ids[] = {{"cls_token", tokens.cls},
+                                                 {"sep_token", tokens.sep},
+                                                 {"mask_token", tokens.mask},
+                                                 {"pad_token", tokens.pad}};
+  for (const auto& [key, id] : ids) {
+    const std::string token = TokenText(tokenizer, id);
+    if (token.empty()) {
+      throw std::runtime_error(source + ": no token with id " + std::to_string(id) + " (the " +
+                               key + " of " + data::TokenFilePath(job.data.train) +
+                               "): not the shards' tokenizer");
+    }
+    special[key] = token;
+  }
+  const nlohmann::json& model = tokenizer["model"];
+  if (model.contains("unk_id") && model["unk_id"].is_number_integer()) {
+    special["unk_token"] = TokenText(tokenizer, model["unk_id"].get<int64_t>());
+  } else if (model.contains("unk_token") && model["unk_token"].is_string()) {
+    special["unk_token"] = model["unk_token"];
+  }
+  // The generic fast tokenizer: tokenizer.json holds the normalizer and the [CLS] ... [SEP]
+  // template (BertTokenizerFast would replace a SentencePiece normalizer with BERT's own).
+  nlohmann::ordered_json config = {{"tokenizer_class", "PreTrainedTokenizerFast"},
+                                   {"model_max_length", job.model.seq_len}};
+  for (const auto& [key, value] : special.items()) config[key] = value;
+  const std::string out = folder + "/tokenizer.json";
+  base::WriteFileAtomically(out, text);
+  base::WriteFileAtomically(folder + "/tokenizer_config.json", config.dump(2) + "\n");
+  base::WriteFileAtomically(folder + "/special_tokens_map.json", special.dump(2) + "\n");
+  return out;
+}
+
 }  // namespace
 
 ExportResult ExportCheckpoint(const ExportOptions& options) {
@@ -55,8 +128,10 @@ ExportResult ExportCheckpoint(const ExportOptions& options) {
   config::JobConfig job = config::LoadJobConfig(job_path);
   // model.vocab_size 0 follows the data, as in Trainer::Run (token shards: their header,
   // so data.train must be readable; synthetic: BERT's WordPiece size).
+  models::TokenSpec tokens;
   if (!config::IsImageModel(job.model.name)) {
-    job.model.vocab_size = static_cast<int>(TokenSpecFor(job).vocab);
+    tokens = TokenSpecFor(job);
+    job.model.vocab_size = static_cast<int>(tokens.vocab);
   }
   const checkpoint::CheckpointStore store(options.run_dir + "/checkpoints", job.checkpoint.keep);
   const checkpoint::CheckpointInfo info = ChooseCheckpoint(store, options.step);
@@ -70,7 +145,8 @@ ExportResult ExportCheckpoint(const ExportOptions& options) {
   for (auto& b : model->named_buffers()) named.push_back({"model/" + b.key(), b.value()});
   store.Load(info, named);
 
-  const models::ReferenceWeights weights = models::ToReferenceWeights(model_options, *model);
+  const models::ReferenceWeights weights =
+      models::ToReferenceWeights(model_options, *model, tokens.pad);
   ExportResult r;
   r.step = info.step;
   r.checkpoint = info.path;
@@ -95,6 +171,7 @@ ExportResult ExportCheckpoint(const ExportOptions& options) {
   if (!weights.config_json.empty()) {
     r.config = folder + "/config.json";
     base::WriteFileAtomically(r.config, weights.config_json);
+    r.tokenizer = ExportTokenizer(job, tokens, folder, &r.no_tokenizer);
   }
 
   if (!options.reference.empty()) {

@@ -1,7 +1,10 @@
 // `ringpilot export RUN_DIR`: a checkpoint's model weights as a safetensors file under the
 // names of the implementation each model follows (trainer/models/reference_weights.h), with
-// Hugging Face's config.json beside it for BERT. Runs in `ringpilot-trainer export` (the
-// checkpoint is a LibTorch archive; `ringpilot` links no LibTorch), on the CPU, no MPI.
+// Hugging Face's config.json beside it for BERT, and for BERT on token shards the
+// tokenizer the shards were made with (tokenizer.json, tokenizer_config.json,
+// special_tokens_map.json), so that AutoTokenizer and BertForMaskedLM load the folder. Runs in
+// `ringpilot-trainer export` (the checkpoint is a LibTorch archive; `ringpilot` links no LibTorch),
+// on the CPU, no MPI.
 #pragma once
 
 #include <cstdint>
@@ -27,8 +30,11 @@ struct ExportResult {
   std::string checkpoint;  ///< the checkpoint directory read
   std::string weights;     ///< the safetensors file written
   std::string config;      ///< config.json written, or ""
-  std::string reference;   ///< the reference file written, or ""
-  std::string library;     ///< "torchvision" or "transformers"
+  std::string tokenizer;   ///< tokenizer.json written, or ""
+  /// BERT without a tokenizer: why (the shards have no tokenizer.json; synthetic ids)
+  std::string no_tokenizer;
+  std::string reference;  ///< the reference file written, or ""
+  std::string library;    ///< "torchvision" or "transformers"
   std::string architecture;
   int64_t tensors = 0;
 };

@@ -58,6 +58,12 @@ int ExportMain(const ringpilot::trainer::ExportOptions& options) {
                 r.library.c_str(), r.architecture.c_str());
     std::printf("weights   %s\n", r.weights.c_str());
     if (!r.config.empty()) std::printf("config    %s\n", r.config.c_str());
+    if (!r.tokenizer.empty()) {
+      std::printf("tokenizer %s (with tokenizer_config.json, special_tokens_map.json)\n",
+                  r.tokenizer.c_str());
+    } else if (!r.no_tokenizer.empty()) {
+      std::printf("tokenizer none: %s\n", r.no_tokenizer.c_str());
+    }
     if (!r.reference.empty()) std::printf("reference %s\n", r.reference.c_str());
     return ringpilot::base::kExitOk;
   } catch (const c10::Error& e) {

@@ -1,6 +1,8 @@
 #include "trainer/options.h"
 
 #include <algorithm>
+#include <cmath>
+#include <cstdio>
 #include <string>
 
 #include "base/files.h"
@@ -31,31 +33,53 @@ models::ModelOptions ModelOptionsFor(const config::JobConfig& job) {
   return o;
 }
 
-OptimizerOptions OptimizerOptionsFor(const config::TrainConfig& train) {
+OptimizerOptions OptimizerOptionsFor(const config::JobConfig& job) {
+  const config::TrainConfig& train = job.train;
   OptimizerOptions o;
   o.kind = train.optimizer;
-  o.lr = train.lr;
+  o.lr = config::PeakLearningRate(job);
   o.momentum = train.momentum;
   o.weight_decay = train.weight_decay;
   o.beta1 = train.beta1;
   o.beta2 = train.beta2;
   o.eps = train.eps;
   o.exempt_1d_from_decay = !train.decay_norm_and_bias;
-  o.lr_on_device = !IsConstant(LrScheduleOptionsFor(train));
+  o.lr_on_device = !IsConstant(LrScheduleOptionsFor(job));
   return o;
 }
 
-LrScheduleOptions LrScheduleOptionsFor(const config::TrainConfig& train) {
+LrScheduleOptions LrScheduleOptionsFor(const config::JobConfig& job) {
+  const config::TrainConfig& train = job.train;
   LrScheduleOptions o;
   o.kind = train.lr_schedule;
-  o.lr = train.lr;
+  o.lr = config::PeakLearningRate(job);
   o.total_steps = train.steps;
-  o.warmup_steps = train.lr_warmup_steps;
+  o.warmup_steps = WarmupSteps(train);
   o.min_ratio = train.lr_min_ratio;
   o.step_every = train.lr_step_every;
   o.gamma = train.lr_gamma;
   o.power = train.lr_power;
   return o;
+}
+
+std::string LearningRateLine(const config::JobConfig& job) {
+  char line[200];
+  std::snprintf(line, sizeof(line),
+                "learning rate %.6g: train.lr %.6g x global batch %lld / train.lr_base_batch %lld",
+                config::PeakLearningRate(job), job.train.lr,
+                static_cast<long long>(config::GlobalBatch(job)),
+                static_cast<long long>(job.train.lr_base_batch));
+  return line;
+}
+
+int64_t WarmupSteps(const config::TrainConfig& train) {
+  if (train.lr_warmup_epochs <= 0 || train.epochs <= 0) return train.lr_warmup_steps;
+  // steps = epochs x batches per epoch / micro-batches, so this is lr_warmup_epochs x the
+  // optimizer steps of one epoch.
+  const auto steps = static_cast<double>(train.steps);
+  const auto warmup = static_cast<int64_t>(
+      std::llround(steps * train.lr_warmup_epochs / static_cast<double>(train.epochs)));
+  return std::clamp<int64_t>(warmup, 1, std::max<int64_t>(1, train.steps - 1));
 }
 
 comm::ReducerOptions ReducerOptionsFor(const config::CommConfig& comm) {

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <optional>
+#include <string>
 
 #include <ATen/core/ATen_fwd.h>
 #include <c10/core/ScalarType.h>
@@ -29,11 +30,22 @@ namespace ringpilot::trainer {
 /// model.* and the loss settings of train.* (label_smoothing).
 models::ModelOptions ModelOptionsFor(const config::JobConfig& job);
 
-/// train.optimizer and its settings; the lr lives on the device when the schedule varies it.
-OptimizerOptions OptimizerOptionsFor(const config::TrainConfig& train);
+/// train.optimizer and its settings at config::PeakLearningRate; the lr lives on the device
+/// when the schedule varies it.
+OptimizerOptions OptimizerOptionsFor(const config::JobConfig& job);
 
-/// train.lr_*; `train.steps` must already be resolved (train.epochs).
-LrScheduleOptions LrScheduleOptionsFor(const config::TrainConfig& train);
+/// train.lr_* peaking at config::PeakLearningRate; `train.steps` must already be resolved
+/// (train.epochs), and so is train.lr_warmup_epochs then (WarmupSteps).
+LrScheduleOptions LrScheduleOptionsFor(const config::JobConfig& job);
+
+/// "learning rate 0.4: train.lr 0.1 x global batch 1024 / train.lr_base_batch 256": how
+/// train.lr_base_batch scaled the rate (rank 0 logs it).
+std::string LearningRateLine(const config::JobConfig& job);
+
+/// The warm-up in optimizer steps: train.lr_warmup_steps, or with train.lr_warmup_epochs
+/// train.steps x lr_warmup_epochs / train.epochs rounded, at least 1 and below train.steps
+/// (`train.steps` resolved from train.epochs).
+int64_t WarmupSteps(const config::TrainConfig& train);
 
 /// Bucket caps from comm.bucket_mb / comm.first_bucket_mb (MiB), the wire dtype from
 /// comm.grad_dtype. on_first_launch is left to the caller.

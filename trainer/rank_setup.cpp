@@ -11,6 +11,7 @@
 
 #include "base/environment.h"
 #include "comm/status.h"
+#include "config/device_plan.h"
 #include "trainer/host_memory.h"
 #include "trainer/options.h"
 #include "trainer/telemetry/rank_telemetry.h"
@@ -45,26 +46,12 @@ RankDevice SetUpDevice(const config::JobConfig& job, const RankPlace& place,
 #ifdef RINGPILOT_WITH_CUDA
   have_cuda = torch::cuda::is_available();
 #endif
+  const config::DevicePlan plan = config::PlanDevice(job, have_cuda, place.node);
+  if (!plan.notice.empty() && place.rank == 0) log.Warn(plan.notice);
   RankDevice d;
-  switch (job.world.device) {
-    case config::Device::kCpu:
-      d.cuda = false;
-      break;
-    case config::Device::kCuda:
-      if (!have_cuda) {
-        throw std::runtime_error("world.device is cuda but no CUDA device is visible on " +
-                                 place.node);
-      }
-      d.cuda = true;
-      break;
-    case config::Device::kAuto:
-      d.cuda = have_cuda;
-      break;
-  }
-  if (!d.cuda && job.train.cuda_graphs) {
-    throw std::runtime_error("train.cuda_graphs needs a CUDA device; none is used on " +
-                             place.node);
-  }
+  d.cuda = plan.cuda;
+  d.cuda_graphs = plan.cuda_graphs;
+  d.precision = plan.precision;
   d.threads = job.train.threads_per_rank;
   if (d.threads == 0) {
     const int cores = static_cast<int>(std::thread::hardware_concurrency());

@@ -32,12 +32,17 @@ struct RankDevice {
   bool cuda = false;
   c10::Device device = c10::kCPU;
   int threads = 1;  ///< at::set_num_threads
+  /// train.cuda_graphs and train.precision as they apply on this device
+  /// (config::PlanDevice): what the step and the evaluation read, not the job's keys.
+  bool cuda_graphs = false;
+  config::Precision precision = config::Precision::kFp32;
 };
 
-/// Picks the device (world.device; CUDA when visible for auto), sets LibTorch's threads
-/// (train.threads_per_rank, 0 = cores / local ranks), the host memory policy and the cuDNN
-/// and TF32 switches. Throws std::runtime_error when the job cannot run here (cuda asked,
-/// none visible; cuda_graphs on a CPU rank).
+/// Picks the device (config::PlanDevice: world.device, CUDA when visible for auto, the
+/// GPU-only settings off on CPU ranks of an auto job, rank 0 logging the notice), sets
+/// LibTorch's threads (train.threads_per_rank, 0 = cores / local ranks), the host memory
+/// policy and the cuDNN and TF32 switches. Throws config::ConfigError for world.device
+/// cuda with no CUDA device visible (no attempt can succeed here).
 RankDevice SetUpDevice(const config::JobConfig& job, const RankPlace& place,
                        telemetry::RankLog& log);
 

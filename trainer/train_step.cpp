@@ -17,7 +17,7 @@ TrainStep::TrainStep(const config::JobConfig& job, const RankPlace& place, const
       input_(input),
       cuda_(device.cuda),
       device_type_(device.device.type()),
-      autocast_(AutocastDtypeFor(job.train.precision)),
+      autocast_(AutocastDtypeFor(device.precision)),
       update_options_(GradientUpdateOptionsFor(job.comm)),
       carveout_(job.comm.backward_sm_carveout, device.cuda),
       straggle_s_(place.rank == job.fault.straggler_rank ? job.fault.straggler_ms / 1000.0 : 0.0),
@@ -25,7 +25,7 @@ TrainStep::TrainStep(const config::JobConfig& job, const RankPlace& place, const
   if (job.train.max_grad_norm > 0) clipper_.emplace(state.params, job.train.max_grad_norm);
   if (autocast_) at::autocast::set_autocast_dtype(device_type_, *autocast_);
   // The autocast weight cache would hold tensors from the capture's memory pool.
-  if (job.train.cuda_graphs) at::autocast::set_autocast_cache_enabled(false);
+  if (device.cuda_graphs) at::autocast::set_autocast_cache_enabled(false);
 }
 
 void TrainStep::Run() {

@@ -92,13 +92,13 @@ class TrainingLoop {
         start_step_(start_step),
         total_(p.job.train.steps),
         accum_(p.job.train.grad_accum_steps),
-        schedule_(LrScheduleOptionsFor(p.job.train)),
+        schedule_(LrScheduleOptionsFor(p.job)),
         varying_lr_(!IsConstant(schedule_)),
         clock_(p.device.cuda, p.job.train.host_lead_steps),
         readback_(p.device.cuda, p.job.train.host_lead_steps),
         profile_(p.place.rank, p.device.cuda) {
     // The clock reports a step `host_lead_steps` steps late: the window shifts with it.
-    const int64_t untimed = std::max<int64_t>(p.job.train.cuda_graphs ? kGraphWarmupSteps + 1 : 1,
+    const int64_t untimed = std::max<int64_t>(p.device.cuda_graphs ? kGraphWarmupSteps + 1 : 1,
                                               p.job.train.timing_skip_steps) +
                             (p.device.cuda ? p.job.train.host_lead_steps - 1 : 0);
     warmup_end_ = std::min(total_ - 1, start_step_ + untimed - 1);
@@ -147,7 +147,6 @@ class TrainingLoop {
   // Copies the batch in, runs the step (eager, or a graph replay once captured), and
   // fills the next batch while the device works. Returns the step's time.
   double RunStep(int64_t step) {
-    const config::JobConfig& job = p_.job;
     profile_.BeforeStep(step - start_step_);
     clock_.Begin();
     // The step's learning rate: a host formula; on CUDA a fill of the optimizer's device
@@ -157,7 +156,7 @@ class TrainingLoop {
     if (accum_ > 1) return RunAccumulatedStep(step);
     p_.input.CopyToDevice(step);
     MaybeCrash(step);
-    if (job.train.cuda_graphs && step - start_step_ >= kGraphWarmupSteps) {
+    if (p_.device.cuda_graphs && step - start_step_ >= kGraphWarmupSteps) {
       if (!graph_.captured()) {
         p_.comms.device->Barrier();  // drain timing events before capture
         graph_.Capture([this] { p_.step.Run(); });
@@ -182,9 +181,8 @@ class TrainingLoop {
   // with the all-reduces and the update. Zeroing the gradients and the loss runs eagerly
   // before them (two small kernels).
   double RunAccumulatedStep(int64_t step) {
-    const config::JobConfig& job = p_.job;
     MaybeCrash(step);
-    const bool graphed = job.train.cuda_graphs && step - start_step_ >= kGraphWarmupSteps;
+    const bool graphed = p_.device.cuda_graphs && step - start_step_ >= kGraphWarmupSteps;
     if (graphed && !graph_.captured()) p_.comms.device->Barrier();  // as in RunStep
     p_.step.BeginAccumulation();
     for (int m = 0; m < accum_; ++m) {
@@ -538,19 +536,24 @@ int Trainer::Run() {
     const int64_t per_epoch = StepsPerEpoch(job, place.world, train_images.get());
     s_->job.train.steps = job.train.epochs * per_epoch / job.train.grad_accum_steps;
     if (place.rank == 0) {
-      log.Info("train.epochs " + std::to_string(job.train.epochs) + ": " +
-               std::to_string(per_epoch) + " batches per epoch, " +
-               std::to_string(job.train.steps) + " steps");
+      std::string line = "train.epochs " + std::to_string(job.train.epochs) + ": " +
+                         std::to_string(per_epoch) + " batches per epoch, " +
+                         std::to_string(job.train.steps) + " steps";
+      if (job.train.lr_warmup_epochs > 0 && job.train.steps > 1) {
+        line += ", warm-up " + std::to_string(WarmupSteps(job.train)) + " steps";
+      }
+      log.Info(line);
     }
-    if (job.train.steps < 1 || job.train.lr_warmup_steps >= job.train.steps) {
+    if (job.train.steps < 1 || WarmupSteps(job.train) >= job.train.steps) {
       // The job itself cannot work: a permanent failure (no restart).
       throw config::ConfigError(
           job.source + ": train.epochs " + std::to_string(job.train.epochs) + " makes " +
           std::to_string(job.train.steps) + " optimizer step(s), " +
-          (job.train.steps < 1 ? "none" : "no more than train.lr_warmup_steps") +
+          (job.train.steps < 1 ? "none" : "no more than the learning-rate warm-up") +
           " (train.grad_accum_steps " + std::to_string(job.train.grad_accum_steps) + ")");
     }
   }
+  if (job.train.lr_base_batch > 0 && place.rank == 0) log.Info(LearningRateLine(job));
   // Topology, cluster view, plan: NCCL NIC variables and CPU binding (trainer/bootstrap.h),
   // before CUDA, NCCL and compute threads start.
   const RankPlacement placement =
@@ -574,6 +577,7 @@ int Trainer::Run() {
       s_->opts.attempt - 1);
   metrics->SetBuildInfo(telemetry::BuildInfoLabels(telemetry::QueryLibraryVersions()));
   metrics->SetExpectedBusBandwidth(placement.expected_bus_bytes_per_second);
+  if (train_images) metrics->EnableImageInput();
   if (job.metrics.enabled) {
     const bool multi_node = place.world > place.local_size;
     metrics->Serve(

@@ -37,7 +37,7 @@ TrainingState BuildTrainingState(const config::JobConfig& job, const RankPlace& 
     s.named.push_back({"model/" + b.key(), b.value()});
     s.broadcast.push_back(b.value());
   }
-  s.optimizer = std::make_unique<FusedOptimizer>(s.params, OptimizerOptionsFor(job.train));
+  s.optimizer = std::make_unique<FusedOptimizer>(s.params, OptimizerOptionsFor(job));
   const std::vector<std::string> names = s.optimizer->StateNames();
   const std::vector<at::Tensor> tensors = s.optimizer->StateTensors();
   for (size_t i = 0; i < tensors.size(); ++i) {

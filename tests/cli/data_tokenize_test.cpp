@@ -80,6 +80,13 @@ TEST_F(DataTokenize, ShardHoldsSpmEncodeIdsPerBlankLineDocument) {
   const ProcessResult r = Tokenize(model_, prefix, texts);
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.out.find("vocabulary 1000 (2-byte ids"), std::string::npos) << r.out;
+  // The Hugging Face tokenizer beside the shard (tests/integration/examples.sh checks that it
+  // encodes as SentencePiece does): the model's pieces, [MASK] among the special tokens.
+  EXPECT_NE(r.out.find("; tokenizer " + data::TokenizerFilePath(prefix)), std::string::npos)
+      << r.out << r.err;
+  const std::string tokenizer = ReadFile(data::TokenizerFilePath(prefix));
+  EXPECT_NE(tokenizer.find("\"Unigram\""), std::string::npos);
+  EXPECT_NE(tokenizer.find("\"content\": \"[MASK]\""), std::string::npos);
 
   // What spm_encode makes of the same lines, and where the blank lines cut documents.
   std::vector<int64_t> want;

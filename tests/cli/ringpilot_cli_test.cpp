@@ -99,6 +99,45 @@ TEST(RingpilotCli, ValidateGoodAndBad) {
   EXPECT_EQ(SplitLines(r.err).size(), 1u) << r.err;
 }
 
+// A GPU recipe on a host whose ranks see no GPU (CUDA_VISIBLE_DEVICES empty hides any):
+// world.device auto plans CPU ranks with one notice; world.device cuda is refused before
+// anything starts, with exit 78 like any failure that would repeat.
+TEST(RingpilotCli, GpuRecipeWithoutAGpu) {
+  Cli c;
+  const std::string recipe = c.tmp.path() + "/recipe.yaml";
+  WriteFile(recipe,
+            "name: recipe\nworld: {nodes: 1, procs_per_node: 2, device: auto}\n"
+            "model: {name: resnet18-cifar}\ntrain: {steps: 4, precision: bf16, "
+            "cuda_graphs: true}\n");
+  const std::map<std::string, std::string> no_gpu = {{"CUDA_VISIBLE_DEVICES", ""}};
+  ProcessResult r = c.Ringpilot({"validate", recipe}, no_gpu);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, recipe + ": valid (recipe, world size 2, model resnet18-cifar)\n");
+  ASSERT_EQ(SplitLines(r.err).size(), 1u) << r.err;
+  EXPECT_NE(r.err.find(": world.device auto: no GPU visible on "), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("CPU ranks with train.cuda_graphs off and train.precision fp32 instead "
+                       "of bf16 (GPU-only settings)"),
+            std::string::npos)
+      << r.err;
+
+  r = c.Ringpilot({"validate", recipe, "--set", "world.device=cuda"}, no_gpu);
+  EXPECT_EQ(r.exit_code, 78) << r.err;
+  ASSERT_EQ(SplitLines(r.err).size(), 1u) << r.err;
+  EXPECT_NE(r.err.find("world.device: cuda, but no GPU is visible on "), std::string::npos);
+
+  const std::string run_dir = c.tmp.path() + "/cuda-run";
+  r = c.Ringpilot({"run", recipe, "--set", "world.device=cuda", "--run-dir", run_dir}, no_gpu);
+  EXPECT_EQ(r.exit_code, 78) << r.err;
+  EXPECT_EQ(SplitLines(r.err).size(), 1u) << r.err;
+  EXPECT_FALSE(Exists(run_dir));  // nothing started, nothing written
+
+  // run (with the fake mpirun): the notice among the start-up lines.
+  r = c.Ringpilot({"run", recipe, "--run-dir", c.run_dir, "--set", "launch.preflight=false"},
+                  no_gpu);
+  EXPECT_NE(r.err.find("ringpilot: world.device auto: no GPU visible on "), std::string::npos)
+      << r.err;
+}
+
 TEST(RingpilotCli, CommandLineErrorsAreOneLineExit2) {
   Cli c;
   for (const std::vector<std::string>& args :

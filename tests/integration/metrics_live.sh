@@ -7,7 +7,9 @@
 #     budget of docs/metrics.md), and has the documented series, labelled Hostname, rank,
 #     local_rank and no `job`: step and collective histograms, samples, progress
 #     (ringpilot_step, ringpilot_steps_target), the rank's own loss (set on every rank),
-#     ringpilot_job_info, the process_* series, build info;
+#     ringpilot_job_info, the process_* series, build info; and no false zeros: this job has
+#     no data.val, no clipping, no image input and no topology model (CPU ranks), so no
+#     ringpilot_eval_*, ringpilot_grad_norm, ringpilot_data_* or expected bus bandwidth;
 #   - a real Prometheus server (loopback, temp storage, scrape_interval 1s, file_sd over
 #     FILE_SD_DIR/*.json, no honor_labels) answers ringpilot_samples_total for every
 #     rank with ringpilot_job/Hostname/rank and no exported_* label;
@@ -214,6 +216,15 @@ if with_job:
 loss = [s[2] for s in samples if s[0] == "ringpilot_loss"]
 if not loss or not math.isfinite(loss[0]) or loss[0] <= 0:
     problems.append(f"ringpilot_loss {loss}: want this rank's finite loss")
+# Series that mean nothing for this job must not exist (docs/metrics.md, "No false zeros").
+for name in ("ringpilot_eval_top1_ratio", "ringpilot_eval_top5_ratio",
+             "ringpilot_eval_mlm_accuracy_ratio", "ringpilot_eval_loss",
+             "ringpilot_eval_samples", "ringpilot_grad_norm",
+             "ringpilot_data_images_decoded_total", "ringpilot_data_bad_samples_total",
+             "ringpilot_data_prefetch_batches",
+             "ringpilot_expected_bus_bandwidth_bytes_per_second"):
+    if any(s[0] == name for s in samples):
+        problems.append(f"{name} exists without meaning here (a false zero)")
 for name, extra, minimum in checks:
     same_name = [s for s in samples if s[0] == name]
     if not same_name:

@@ -105,25 +105,60 @@ TEST(LrSchedule, OnlyConstantWithoutWarmupIsConstant) {
 }
 
 TEST(LrSchedule, JobKeysReachTheScheduleAndTheOptimizer) {
-  config::TrainConfig train;  // job defaults: constant
-  EXPECT_TRUE(IsConstant(LrScheduleOptionsFor(train)));
-  EXPECT_FALSE(OptimizerOptionsFor(train).lr_on_device);
-  EXPECT_FALSE(OptimizerOptionsFor(train).exempt_1d_from_decay);
+  config::JobConfig job;  // job defaults: constant
+  config::TrainConfig& train = job.train;
+  EXPECT_TRUE(IsConstant(LrScheduleOptionsFor(job)));
+  EXPECT_FALSE(OptimizerOptionsFor(job).lr_on_device);
+  EXPECT_FALSE(OptimizerOptionsFor(job).exempt_1d_from_decay);
   train.lr_schedule = config::LrSchedule::kPolynomial;
   train.steps = 40;
   train.lr_warmup_steps = 4;
   train.lr_min_ratio = 0.2;
   train.lr_power = 3;
   train.decay_norm_and_bias = false;
-  const LrScheduleOptions o = LrScheduleOptionsFor(train);
+  const LrScheduleOptions o = LrScheduleOptionsFor(job);
   EXPECT_EQ(o.kind, config::LrSchedule::kPolynomial);
   EXPECT_EQ(o.total_steps, 40);
   EXPECT_EQ(o.warmup_steps, 4);
   EXPECT_DOUBLE_EQ(o.min_ratio, 0.2);
   EXPECT_DOUBLE_EQ(o.power, 3);
   EXPECT_DOUBLE_EQ(o.lr, train.lr);
-  EXPECT_TRUE(OptimizerOptionsFor(train).lr_on_device);
-  EXPECT_TRUE(OptimizerOptionsFor(train).exempt_1d_from_decay);
+  EXPECT_TRUE(OptimizerOptionsFor(job).lr_on_device);
+  EXPECT_TRUE(OptimizerOptionsFor(job).exempt_1d_from_decay);
+}
+
+// ResNet-50's recipe: lr 0.1 per 256 samples, 5 warm-up epochs of 90.
+TEST(LrSchedule, BaseBatchScalesTheLrAndEpochsSetTheWarmup) {
+  config::JobConfig job;
+  job.world.nodes = 2;
+  job.world.procs_per_node = 4;
+  job.data.batch_per_rank = 64;
+  job.train.grad_accum_steps = 2;  // global batch 2 x 4 x 64 x 2 = 1024
+  job.train.lr = 0.1;
+  job.train.lr_base_batch = 256;
+  job.train.lr_schedule = config::LrSchedule::kCosine;
+  job.train.epochs = 90;
+  job.train.steps = 90 * 1251;  // as Trainer::Run resolves it
+  job.train.lr_warmup_epochs = 5;
+  EXPECT_EQ(config::GlobalBatch(job), 1024);
+  const LrScheduleOptions o = LrScheduleOptionsFor(job);
+  EXPECT_DOUBLE_EQ(o.lr, 0.4);
+  EXPECT_DOUBLE_EQ(OptimizerOptionsFor(job).lr, 0.4);
+  EXPECT_EQ(o.warmup_steps, 5 * 1251);
+  EXPECT_NEAR(LearningRateAt(o, 1251), 0.4 / 5, 1e-15);      // linear: one epoch of five
+  EXPECT_NEAR(LearningRateAt(o, 90 * 1251 - 1), 0.0, 1e-8);  // cosine to 0
+  // A fraction of an epoch rounds to whole steps, and never to none or all of them.
+  job.train.epochs = 1;
+  job.train.steps = 10;
+  job.train.lr_warmup_epochs = 0.26;
+  EXPECT_EQ(WarmupSteps(job.train), 3);
+  job.train.lr_warmup_epochs = 0.01;
+  EXPECT_EQ(WarmupSteps(job.train), 1);
+  job.train.lr_warmup_epochs = 0.99;
+  EXPECT_EQ(WarmupSteps(job.train), 9);
+  // Without lr_base_batch the lr is train.lr whatever the batch.
+  job.train.lr_base_batch = 0;
+  EXPECT_DOUBLE_EQ(config::PeakLearningRate(job), 0.1);
 }
 
 }  // namespace

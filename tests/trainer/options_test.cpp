@@ -41,7 +41,7 @@ TEST(Options, ModelAndOptimizerCarryEveryJobField) {
 
   job.train.optimizer = config::Optimizer::kAdamW;
   job.train.beta2 = 0.98;
-  const OptimizerOptions o = OptimizerOptionsFor(job.train);
+  const OptimizerOptions o = OptimizerOptionsFor(job);
   EXPECT_EQ(o.kind, config::Optimizer::kAdamW);
   EXPECT_DOUBLE_EQ(o.beta2, 0.98);
   EXPECT_DOUBLE_EQ(o.lr, job.train.lr);

@@ -47,7 +47,7 @@ std::string BertReferenceName(const std::string& name) {
   throw std::logic_error("export: BERT tensor '" + name + "' has no BertForMaskedLM name");
 }
 
-std::string BertConfigJson(const BertConfig& c) {
+std::string BertConfigJson(const BertConfig& c, int64_t pad_token_id) {
   const nlohmann::ordered_json j = {
       {"architectures", {"BertForMaskedLM"}},
       {"model_type", "bert"},
@@ -63,7 +63,7 @@ std::string BertConfigJson(const BertConfig& c) {
       {"type_vocab_size", 2},
       {"initializer_range", 0.02},
       {"layer_norm_eps", c.layer_norm_eps},
-      {"pad_token_id", 0},
+      {"pad_token_id", pad_token_id},
       {"position_embedding_type", "absolute"},
       {"tie_word_embeddings", true},
       {"dtype", "float32"},
@@ -73,7 +73,8 @@ std::string BertConfigJson(const BertConfig& c) {
 
 }  // namespace
 
-ReferenceWeights ToReferenceWeights(const ModelOptions& options, Model& model) {
+ReferenceWeights ToReferenceWeights(const ModelOptions& options, Model& model,
+                                    int64_t pad_token_id) {
   ReferenceWeights out;
   std::vector<std::pair<std::string, at::Tensor>> ours;
   for (const auto& p : model.named_parameters()) ours.emplace_back(p.key(), p.value());
@@ -103,7 +104,7 @@ ReferenceWeights ToReferenceWeights(const ModelOptions& options, Model& model) {
       for (auto& [name, tensor] : ours) out.tensors.emplace_back(BertReferenceName(name), tensor);
       out.library = "transformers";
       out.architecture = "BertForMaskedLM";
-      out.config_json = BertConfigJson(BertConfigFor(options));
+      out.config_json = BertConfigJson(BertConfigFor(options), pad_token_id);
       return out;
   }
   throw std::logic_error("export: unknown model");

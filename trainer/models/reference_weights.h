@@ -29,8 +29,10 @@ struct ReferenceWeights {
   std::string config_json;   ///< transformers: the config.json; empty for torchvision
 };
 
-/// `model` must have been built from `options` (MakeModel). Throws std::logic_error naming a
-/// parameter or buffer the mapping does not know.
-ReferenceWeights ToReferenceWeights(const ModelOptions& options, Model& model);
+/// `model` must have been built from `options` (MakeModel). `pad_token_id`: BERT's [PAD] id
+/// in its vocabulary (config.json's pad_token_id; the token shards' header says it).
+/// Throws std::logic_error naming a parameter or buffer the mapping does not know.
+ReferenceWeights ToReferenceWeights(const ModelOptions& options, Model& model,
+                                    int64_t pad_token_id);
 
 }  // namespace ringpilot::trainer::models

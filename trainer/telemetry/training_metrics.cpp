@@ -81,60 +81,42 @@ TrainingMetrics::TrainingMetrics(const RankIdentity& id, const std::string& coun
   learning_rate_ =
       &r.AddGauge("ringpilot_learning_rate", "Learning rate of the last step (train.lr_schedule).")
            .Add({});
-  grad_norm_ = &r.AddGauge("ringpilot_grad_norm",
-                           "Global L2 norm of the gradients before clipping, of the step of "
-                           "ringpilot_loss (train.max_grad_norm > 0; else 0).")
-                    .Add({});
-  eval_top1_ = &r.AddGauge("ringpilot_eval_top1_ratio",
-                           "Top-1 accuracy of the last evaluation on data.val (0..1).")
-                    .Add({});
-  eval_top5_ = &r.AddGauge("ringpilot_eval_top5_ratio",
-                           "Top-5 accuracy of the last evaluation on data.val (0..1).")
-                    .Add({});
-  eval_mlm_accuracy_ =
+  grad_norm_family_ = &r.AddGauge("ringpilot_grad_norm",
+                                  "Global L2 norm of the gradients before clipping, of the step "
+                                  "of ringpilot_loss (with train.max_grad_norm > 0).");
+  eval_top1_family_ = &r.AddGauge("ringpilot_eval_top1_ratio",
+                                  "Top-1 accuracy of the last evaluation on data.val (0..1).");
+  eval_top5_family_ = &r.AddGauge("ringpilot_eval_top5_ratio",
+                                  "Top-5 accuracy of the last evaluation on data.val (0..1).");
+  eval_mlm_accuracy_family_ =
       &r.AddGauge("ringpilot_eval_mlm_accuracy_ratio",
                   "Masked-LM accuracy of the last evaluation on data.val (0..1): masked "
-                  "positions whose top-scored id is the original token.")
-           .Add({});
-  eval_loss_ =
-      &r.AddGauge("ringpilot_eval_loss", "Mean loss of the last evaluation on data.val.").Add({});
-  eval_samples_ = &r.AddGauge("ringpilot_eval_samples",
-                              "Validation samples of the last evaluation, all ranks together.")
-                       .Add({});
+                  "positions whose top-scored id is the original token.");
+  eval_loss_family_ =
+      &r.AddGauge("ringpilot_eval_loss", "Mean loss of the last evaluation on data.val.");
+  eval_samples_family_ = &r.AddGauge(
+      "ringpilot_eval_samples", "Validation samples of the last evaluation, all ranks together.");
   checkpoint_seconds_ =
       &r.AddHistogram("ringpilot_checkpoint_seconds",
                       "Time training paused for one checkpoint (gather, write, barrier).")
            .Add({}, metrics::BucketsOf(metrics::kCheckpointSecondsBounds));
-  images_decoded_ = &Continued(r.AddCounter("ringpilot_data_images_decoded_total",
-                                            "Images the rank's input pipeline decoded (image "
-                                            "kinds; substitutes of bad samples included)."),
-                               "ringpilot_data_images_decoded_total", {});
-  bad_samples_ = &Continued(r.AddCounter("ringpilot_data_bad_samples_total",
-                                         "Training batch entries whose image could not be used "
-                                         "and was replaced by a substitute (image kinds)."),
-                            "ringpilot_data_bad_samples_total", {});
-  prefetch_batches_ = &r.AddGauge("ringpilot_data_prefetch_batches",
-                                  "Batches decoded and waiting ahead of the training step when "
-                                  "it took its batch (image kinds; up to data.prefetch).")
-                           .Add({});
-  auto& expected = r.AddGauge("ringpilot_expected_bus_bandwidth_bytes_per_second",
-                              "Bus bandwidth the topology model expects for this job's "
-                              "collectives (docs/topology.md); 0 = no model.");
+  expected_busbw_family_ =
+      &r.AddGauge("ringpilot_expected_bus_bandwidth_bytes_per_second",
+                  "Bus bandwidth the topology model expects for this job's collectives "
+                  "(docs/topology.md).");
   auto& coll_seconds = r.AddHistogram("ringpilot_collective_seconds",
                                       "Time from issue to observed completion of a collective.");
   auto& coll_bytes =
       r.AddCounter("ringpilot_collective_bytes_total", "Payload bytes of collectives, per rank.");
-  auto& busbw = r.AddGauge("ringpilot_collective_bus_bandwidth_bytes_per_second",
-                           "Bus bandwidth (nccl-tests definition) of the largest message size "
-                           "class of this op, over the run so far.");
+  busbw_family_ = &r.AddGauge("ringpilot_collective_bus_bandwidth_bytes_per_second",
+                              "Bus bandwidth (nccl-tests definition) of the largest message "
+                              "size class of this op, over the run so far.");
   for (int i = 0; i < kOps; ++i) {
     const metrics::Labels op{{"op", comm::ToString(static_cast<comm::CollectiveOp>(i))}};
     collective_seconds_[i] =
         &coll_seconds.Add(op, metrics::BucketsOf(metrics::kCollectiveSecondsBounds));
     if (!MovesBytes(i)) continue;
-    expected_busbw_[i] = &expected.Add(op);
     collective_bytes_[i] = &Continued(coll_bytes, "ringpilot_collective_bytes_total", op);
-    busbw_[i] = &busbw.Add(op);
   }
   auto& phases =
       r.AddHistogram("ringpilot_step_phase_seconds", "Time of one phase of a training step.");
@@ -208,9 +190,32 @@ void TrainingMetrics::SetBuildInfo(const std::vector<std::pair<std::string, std:
 }
 
 void TrainingMetrics::SetExpectedBusBandwidth(double bytes_per_second) {
-  for (metrics::Gauge* g : expected_busbw_) {
-    if (g) g->Set(bytes_per_second);
+  if (!(bytes_per_second > 0)) return;  // no model: no series rather than a 0
+  for (int i = 0; i < kOps; ++i) {
+    if (!MovesBytes(i)) continue;
+    if (!expected_busbw_[i]) {
+      expected_busbw_[i] = &expected_busbw_family_->Add(
+          {{"op", comm::ToString(static_cast<comm::CollectiveOp>(i))}});
+    }
+    expected_busbw_[i]->Set(bytes_per_second);
   }
+}
+
+void TrainingMetrics::EnableImageInput() {
+  if (images_decoded_) return;
+  auto& r = *families_;
+  images_decoded_ = &Continued(r.AddCounter("ringpilot_data_images_decoded_total",
+                                            "Images the rank's input pipeline decoded (image "
+                                            "kinds; substitutes of bad samples included)."),
+                               "ringpilot_data_images_decoded_total", {});
+  bad_samples_ = &Continued(r.AddCounter("ringpilot_data_bad_samples_total",
+                                         "Training batch entries whose image could not be used "
+                                         "and was replaced by a substitute (image kinds)."),
+                            "ringpilot_data_bad_samples_total", {});
+  // A gauge: its series comes with the first batch taken (OnImageInput).
+  prefetch_family_ = &r.AddGauge("ringpilot_data_prefetch_batches",
+                                 "Batches decoded and waiting ahead of the training step when "
+                                 "it took its batch (image kinds; up to data.prefetch).");
 }
 
 void TrainingMetrics::SetStepsTarget(int64_t steps) {
@@ -229,27 +234,37 @@ void TrainingMetrics::OnStep(double seconds, int64_t samples, int64_t steps_done
 
 void TrainingMetrics::SetLoss(double loss) { loss_->Set(loss); }
 void TrainingMetrics::SetLearningRate(double lr) { learning_rate_->Set(lr); }
-void TrainingMetrics::SetGradNorm(double norm) { grad_norm_->Set(norm); }
+// The series of `family` without labels, created the first time it has a value.
+metrics::Gauge& TrainingMetrics::FirstUse(metrics::Family<metrics::Gauge>& family,
+                                          metrics::Gauge*& gauge) {
+  if (!gauge) gauge = &family.Add({});
+  return *gauge;
+}
+
+void TrainingMetrics::SetGradNorm(double norm) {
+  FirstUse(*grad_norm_family_, grad_norm_).Set(norm);
+}
 
 void TrainingMetrics::SetEval(double top1, double top5, double loss, double samples) {
-  eval_top1_->Set(top1);
-  eval_top5_->Set(top5);
-  eval_loss_->Set(loss);
-  eval_samples_->Set(samples);
+  FirstUse(*eval_top1_family_, eval_top1_).Set(top1);
+  FirstUse(*eval_top5_family_, eval_top5_).Set(top5);
+  FirstUse(*eval_loss_family_, eval_loss_).Set(loss);
+  FirstUse(*eval_samples_family_, eval_samples_).Set(samples);
 }
 
 void TrainingMetrics::SetMlmEval(double accuracy, double loss, double samples) {
-  eval_mlm_accuracy_->Set(accuracy);
-  eval_loss_->Set(loss);
-  eval_samples_->Set(samples);
+  FirstUse(*eval_mlm_accuracy_family_, eval_mlm_accuracy_).Set(accuracy);
+  FirstUse(*eval_loss_family_, eval_loss_).Set(loss);
+  FirstUse(*eval_samples_family_, eval_samples_).Set(samples);
 }
 
 void TrainingMetrics::OnCheckpoint(double seconds) { checkpoint_seconds_->Observe(seconds); }
 
 void TrainingMetrics::OnImageInput(int64_t decoded, int64_t bad_samples, int ready_batches) {
+  if (!images_decoded_) return;
   if (decoded > 0) images_decoded_->Increment(static_cast<double>(decoded));
   if (bad_samples > 0) bad_samples_->Increment(static_cast<double>(bad_samples));
-  prefetch_batches_->Set(ready_batches);
+  FirstUse(*prefetch_family_, prefetch_batches_).Set(ready_batches);
 }
 
 void TrainingMetrics::OnCollective(comm::CollectiveOp op, int64_t bytes, double seconds,
@@ -305,7 +320,12 @@ void TrainingMetrics::SetOverlapRatio(double ratio) { overlap_->Set(ratio); }
 
 void TrainingMetrics::Refresh(const StepStats& stats) {
   for (int i = 0; i < kOps; ++i) {
-    if (busbw_[i]) busbw_[i]->Set(stats.BusBandwidth(static_cast<comm::CollectiveOp>(i)));
+    if (!MovesBytes(i)) continue;
+    const auto op = static_cast<comm::CollectiveOp>(i);
+    const double busbw = stats.BusBandwidth(op);
+    // An op that has not run (or not since the warm-up) has no bandwidth, not 0 B/s.
+    if (!busbw_[i] && busbw > 0) busbw_[i] = &busbw_family_->Add({{"op", comm::ToString(op)}});
+    if (busbw_[i]) busbw_[i]->Set(busbw);
   }
   overlap_->Set(stats.overlap_ratio());
 }

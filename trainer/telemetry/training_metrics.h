@@ -35,10 +35,14 @@ metrics::Labels RankLabels(const RankIdentity& id);
 
 /// Owns the metric families of one rank (prometheus-cpp, metrics/families.h). Hot-path
 /// updates go through references taken at setup: counters and gauges are lock-free atomics,
-/// a histogram observation takes that histogram's uncontended mutex; nothing allocates
-/// after setup (a straggler culprit's series is created the first time it is blamed, at
-/// most kMaxCulpritSeries + 1 of them). OnCollective is called by the communicator on the
-/// training thread.
+/// a histogram observation takes that histogram's uncontended mutex. A series exists only
+/// when its value means something (docs/metrics.md, "No false zeros"): the evaluation
+/// gauges appear with the first evaluation (top-1/top-5 for image models, MLM accuracy for
+/// BERT), the gradient norm with the first norm computed, a bus bandwidth once there is one,
+/// the image input series when EnableImageInput was called. Those few series, and a
+/// straggler culprit's (the first time it is blamed, at most kMaxCulpritSeries + 1 of
+/// them), are created on first use; nothing else allocates after setup. OnCollective is
+/// called by the communicator on the training thread.
 class TrainingMetrics : public comm::CollectiveObserver {
  public:
   /// Culprit ranks with a series of their own; later culprits share culprit_rank="other".
@@ -60,8 +64,12 @@ class TrainingMetrics : public comm::CollectiveObserver {
   /// BuildInfoLabels).
   void SetBuildInfo(const std::vector<std::pair<std::string, std::string>>& labels);
   /// The topology model's expected bus bandwidth of the job (trainer/bootstrap.h), for
-  /// every op but barrier; 0 = no model.
+  /// every op but barrier; 0 = no model: no series.
   void SetExpectedBusBandwidth(double bytes_per_second);
+  /// The rank reads an image set (data.kind image_folder, image_shards): the ringpilot_data_*
+  /// counters exist from now on, at 0 (or where the job's earlier processes left them), the
+  /// prefetch gauge from the first OnImageInput. Call at setup, before OnImageInput.
+  void EnableImageInput();
   /// The job's optimizer steps (train.steps, or what train.epochs makes of it).
   void SetStepsTarget(int64_t steps);
   /// A step ended: `steps_done` is the job's steps completed with it (the step index + 1).
@@ -80,7 +88,7 @@ class TrainingMetrics : public comm::CollectiveObserver {
   /// A checkpoint took `seconds` (collective: every rank observes the whole pause).
   void OnCheckpoint(double seconds);
   /// Image kinds, once per step: images decoded and bad samples since the last call, and
-  /// the batches ready ahead of the training step.
+  /// the batches ready ahead of the training step. Ignored before EnableImageInput.
   void OnImageInput(int64_t decoded, int64_t bad_samples, int ready_batches);
   void OnCollective(comm::CollectiveOp op, int64_t bytes, double seconds,
                     double start_unix) override;
@@ -113,6 +121,7 @@ class TrainingMetrics : public comm::CollectiveObserver {
   metrics::Counter& Continued(metrics::Family<metrics::Counter>& family, const std::string& name,
                               const metrics::Labels& labels);
   metrics::Counter& CulpritCounter(int rank);
+  static metrics::Gauge& FirstUse(metrics::Family<metrics::Gauge>& family, metrics::Gauge*& gauge);
   // Before each scrape: sequence gauges and process metrics.
   void BeforeScrape();
 
@@ -128,20 +137,30 @@ class TrainingMetrics : public comm::CollectiveObserver {
   metrics::Gauge* steps_target_;
   metrics::Gauge* loss_;
   metrics::Gauge* learning_rate_;
-  metrics::Gauge* grad_norm_;
-  metrics::Gauge* eval_top1_;
-  metrics::Gauge* eval_top5_;
-  metrics::Gauge* eval_mlm_accuracy_;
-  metrics::Gauge* eval_loss_;
-  metrics::Gauge* eval_samples_;
+  // Created on first use (null until then): see the class comment.
+  metrics::Family<metrics::Gauge>* grad_norm_family_;
+  metrics::Gauge* grad_norm_ = nullptr;
+  metrics::Family<metrics::Gauge>* eval_top1_family_;
+  metrics::Family<metrics::Gauge>* eval_top5_family_;
+  metrics::Family<metrics::Gauge>* eval_mlm_accuracy_family_;
+  metrics::Family<metrics::Gauge>* eval_loss_family_;
+  metrics::Family<metrics::Gauge>* eval_samples_family_;
+  metrics::Gauge* eval_top1_ = nullptr;
+  metrics::Gauge* eval_top5_ = nullptr;
+  metrics::Gauge* eval_mlm_accuracy_ = nullptr;
+  metrics::Gauge* eval_loss_ = nullptr;
+  metrics::Gauge* eval_samples_ = nullptr;
   metrics::Histogram* checkpoint_seconds_;
-  metrics::Counter* images_decoded_;
-  metrics::Counter* bad_samples_;
-  metrics::Gauge* prefetch_batches_;
-  std::array<metrics::Gauge*, kOps> expected_busbw_{};  // null for barrier
+  metrics::Counter* images_decoded_ = nullptr;  // null until EnableImageInput
+  metrics::Counter* bad_samples_ = nullptr;
+  metrics::Family<metrics::Gauge>* prefetch_family_ = nullptr;
+  metrics::Gauge* prefetch_batches_ = nullptr;
+  metrics::Family<metrics::Gauge>* expected_busbw_family_;
+  metrics::Family<metrics::Gauge>* busbw_family_;
+  std::array<metrics::Gauge*, kOps> expected_busbw_{};  // null for barrier and without a model
   std::array<metrics::Histogram*, kOps> collective_seconds_{};
   std::array<metrics::Histogram*, kNumPhases> phase_seconds_{};
-  std::array<metrics::Gauge*, kOps> busbw_{};               // null for barrier
+  std::array<metrics::Gauge*, kOps> busbw_{};               // null for barrier and until measured
   std::array<metrics::Counter*, kOps> collective_bytes_{};  // null for barrier
   metrics::Family<metrics::Counter>* straggler_wait_;
   std::array<std::pair<int, metrics::Counter*>, kMaxCulpritSeries> culprits_{};

@@ -32,7 +32,7 @@ TEST(ReferenceWeights, ResNetsKeepTorchvisionNames) {
   for (auto name : {config::ModelName::kResnet18Cifar, config::ModelName::kResnet50}) {
     const ModelOptions o = Options(name);
     auto model = MakeModel(o, nullptr);
-    const ReferenceWeights w = ToReferenceWeights(o, *model);
+    const ReferenceWeights w = ToReferenceWeights(o, *model, 0);
     ExpectEveryTensorOnce(w, *model);
     EXPECT_EQ(w.library, "torchvision");
     EXPECT_TRUE(w.config_json.empty());
@@ -49,7 +49,7 @@ TEST(ReferenceWeights, BertGetsBertForMaskedLMNamesAndConfig) {
   for (auto name : {config::ModelName::kBertTiny, config::ModelName::kBertBase}) {
     const ModelOptions o = Options(name);
     auto model = MakeModel(o, nullptr);
-    const ReferenceWeights w = ToReferenceWeights(o, *model);
+    const ReferenceWeights w = ToReferenceWeights(o, *model, /*pad_token_id=*/6);
     ExpectEveryTensorOnce(w, *model);
     std::set<std::string> names;
     for (const auto& entry : w.tensors) names.insert(entry.first);
@@ -71,6 +71,7 @@ TEST(ReferenceWeights, BertGetsBertForMaskedLMNamesAndConfig) {
     EXPECT_EQ(config["intermediate_size"], base ? 3072 : 512);
     EXPECT_EQ(config["vocab_size"], 30522);
     EXPECT_EQ(config["hidden_act"], "gelu");
+    EXPECT_EQ(config["pad_token_id"], 6);  // the vocabulary's [PAD], not 0
   }
 }
 

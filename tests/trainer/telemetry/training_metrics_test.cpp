@@ -119,6 +119,7 @@ RankIdentity Rank3() {
 // exists: all ops, phases, evaluations, checkpoints, image input, a straggler exchange
 // that blames every other rank.
 void DriveEverything(TrainingMetrics& m, int world) {
+  m.EnableImageInput();
   m.SetBuildInfo({{"torch", "2.11.0"}, {"cuda", "none"}});
   m.SetExpectedBusBandwidth(1e11);
   m.SetStepsTarget(1000);
@@ -252,6 +253,7 @@ TEST(TrainingMetrics, CountersContinueInTheJobsNextProcess) {
   RankIdentity moved = Rank3();
   moved.node = "node-b";  // restarted on another host: the same rank's counters
   TrainingMetrics second(moved, journal, /*restart=*/1);
+  second.EnableImageInput();
   second.OnStep(0.05, 32, 1);
   const std::vector<Sample> samples = ServeAndScrape(second);
   EXPECT_EQ(Value(samples, "ringpilot_steps_total"), 21.0);
@@ -272,6 +274,68 @@ TEST(TrainingMetrics, CountersContinueInTheJobsNextProcess) {
   metrics::ExporterOptions o;
   third.Serve(o);
   EXPECT_EQ(Value(Parse(Scrape(third.exporter()->port())), "ringpilot_steps_total"), 22.0);
+}
+
+// No false zeros: a series appears when its value means something (docs/metrics.md).
+TEST(TrainingMetrics, SeriesAppearWhenTheyMeanSomething) {
+  TrainingMetrics m(Rank3(), "", 0);
+  metrics::ExporterOptions o;
+  m.Serve(o);
+  m.SetExpectedBusBandwidth(0);  // no topology model
+  m.OnStep(0.05, 32, 1);
+  m.SetLoss(2.5);
+  m.OnImageInput(32, 0, 2);  // not an image job: no data series
+  std::vector<Sample> samples = Parse(Scrape(m.exporter()->port()));
+  const auto absent = [&](const std::string& name) {
+    for (const Sample& s : samples) {
+      if (s.name == name) return false;
+    }
+    return true;
+  };
+  for (const char* name :
+       {"ringpilot_eval_top1_ratio", "ringpilot_eval_top5_ratio",
+        "ringpilot_eval_mlm_accuracy_ratio", "ringpilot_eval_loss", "ringpilot_eval_samples",
+        "ringpilot_grad_norm", "ringpilot_expected_bus_bandwidth_bytes_per_second",
+        "ringpilot_collective_bus_bandwidth_bytes_per_second",
+        "ringpilot_data_images_decoded_total", "ringpilot_data_prefetch_batches"}) {
+    EXPECT_TRUE(absent(name)) << name << " exists before it means anything";
+  }
+  // Histograms and counters are there from the start, at 0 (Prometheus's convention:
+  // rate() and histogram_quantile() see the series before the first event).
+  EXPECT_EQ(Value(samples, "ringpilot_checkpoint_seconds_count"), 0.0);
+  EXPECT_EQ(Value(samples, "ringpilot_collective_seconds_count", {{"op", "allgather"}}), 0.0);
+  EXPECT_EQ(Value(samples, "ringpilot_restarts_total"), 0.0);
+
+  // An image model's evaluation: top-1/top-5, never MLM accuracy; the norm once clipped.
+  m.SetEval(0.7, 0.9, 1.2, 100);
+  m.SetGradNorm(1.5);
+  samples = Parse(Scrape(m.exporter()->port()));
+  EXPECT_EQ(Value(samples, "ringpilot_eval_top1_ratio"), 0.7);
+  EXPECT_EQ(Value(samples, "ringpilot_eval_samples"), 100.0);
+  EXPECT_EQ(Value(samples, "ringpilot_grad_norm"), 1.5);
+  EXPECT_TRUE(absent("ringpilot_eval_mlm_accuracy_ratio"));
+
+  // BERT's: MLM accuracy, never top-1/top-5.
+  TrainingMetrics bert(Rank3(), "", 0);
+  bert.Serve(o);
+  bert.SetMlmEval(0.4, 2.0, 50);
+  samples = Parse(Scrape(bert.exporter()->port()));
+  EXPECT_EQ(Value(samples, "ringpilot_eval_mlm_accuracy_ratio"), 0.4);
+  EXPECT_TRUE(absent("ringpilot_eval_top1_ratio"));
+  EXPECT_TRUE(absent("ringpilot_eval_top5_ratio"));
+
+  // An image job's data series start at 0 with the job.
+  TrainingMetrics images(Rank3(), "", 0);
+  images.Serve(o);
+  images.EnableImageInput();
+  samples = Parse(Scrape(images.exporter()->port()));
+  EXPECT_EQ(Value(samples, "ringpilot_data_images_decoded_total"), 0.0);
+  EXPECT_EQ(Value(samples, "ringpilot_data_bad_samples_total"), 0.0);
+  EXPECT_EQ(Value(samples, "ringpilot_data_prefetch_batches"), -1) << "no batch taken yet";
+  images.OnImageInput(32, 1, 2);
+  samples = Parse(Scrape(images.exporter()->port()));
+  EXPECT_EQ(Value(samples, "ringpilot_data_images_decoded_total"), 32.0);
+  EXPECT_EQ(Value(samples, "ringpilot_data_prefetch_batches"), 2.0);
 }
 
 TEST(TrainingMetrics, ATornJournalStartsTheCountersAtZero) {
