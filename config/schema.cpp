@@ -193,7 +193,8 @@ std::vector<KeySpec> BuildSchema() {
                               "optimizer steps"));
   s.push_back(IntKey<int64_t>(
       "train.epochs", Member(&JC::train, &TrainConfig::epochs), 0, 1000000,
-      "dataset kinds (cifar, tokens): passes over data.train instead of train.steps "
+      "every dataset kind (cifar, image_folder, image_shards, tokens; not synthetic): "
+      "passes over data.train instead of train.steps "
       "(steps = epochs x full global batches per epoch; train.steps is then not "
       "used); 0 = train.steps"));
   s.push_back(IntKey<int64_t>(

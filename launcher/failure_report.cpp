@@ -215,6 +215,33 @@ std::map<int, RankHeartbeat> ReadHeartbeats(const std::string& logs_dir, double 
   return beats;
 }
 
+std::map<int, RankHeartbeat> ReadProgramBeats(const std::string& logs_dir, double since_unix) {
+  std::map<int, RankHeartbeat> beats;
+  static const std::regex kBeat(R"(rank-(\d{1,9})\.program\.json)");
+  for (const std::string& name : base::ListDir(logs_dir)) {
+    std::smatch m;
+    if (!std::regex_match(name, m, kBeat)) continue;
+    std::ifstream in(logs_dir + "/" + name);
+    const nlohmann::json j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+    if (!j.is_object() || !j.contains("unix") || !j["unix"].is_number()) continue;
+    RankHeartbeat b;
+    b.rank = std::stoi(m[1].str());
+    b.unix = j["unix"].get<double>();
+    b.phase = j.value("state", std::string("running"));
+    if (j.contains("progress") && j["progress"].is_object()) {
+      const nlohmann::json& p = j["progress"];
+      if (p.contains("step") && p["step"].is_number_integer()) {
+        b.progress = true;
+        b.step = p["step"].get<int64_t>();
+        if (p.contains("steps") && p["steps"].is_number_integer()) b.steps = p["steps"].get<int64_t>();
+        if (p.contains("loss") && p["loss"].is_number()) b.loss = p["loss"].get<double>();
+      }
+    }
+    if (b.unix >= since_unix) beats.emplace(b.rank, b);
+  }
+  return beats;
+}
+
 std::map<int, RankHeartbeat> ReadNcclHeartbeats(const std::string& logs_dir, double since_unix) {
   std::map<int, RankHeartbeat> beats;
   static const std::regex kStats(R"(rank-(\d{1,9})\.nccl\.json)");

@@ -570,8 +570,12 @@ int Trainer::Run() {
   metrics->SetExpectedBusBandwidth(placement.expected_bus_bytes_per_second);
   if (job.metrics.enabled) {
     const bool multi_node = place.world > place.local_size;
-    metrics->Serve(
-        ExporterOptionsFor(job.metrics, place.local_rank, multi_node, base::CurrentEnvironment()));
+    metrics::ExporterOptions serve =
+        ExporterOptionsFor(job.metrics, place.local_rank, multi_node, base::CurrentEnvironment());
+    // A port another job holds: this node's ranks move up a block together.
+    serve.port_step = std::max(1, place.local_size);
+    serve.port_tries = base::kMetricsPortBlocks;
+    metrics->Serve(serve);
     // Every rank's real address and port (free ones with port_base 0) for Prometheus.
     telemetry::PublishScrapeTargets(*comms.host, metrics->exporter(), job.name, run_dir,
                                     job.metrics.file_sd_dir);
