@@ -480,6 +480,14 @@ std::vector<KeySpec> BuildSchema() {
       "positive quantity (`32Gi`)",
       "worker pod memory request and limit: this x world.procs_per_node + k8s.shm_size "
       "(/dev/shm is memory the pod is charged for)"));
+  s.push_back(StringListKey(
+      "k8s.volumes", Member(&JC::k8s, &K8sConfig::volumes),
+      "data volumes of the worker pods, mounted where the job's paths (data.train, data.val, "
+      "a program's arguments) point: a PersistentVolumeClaim, a host directory or an NFS "
+      "export; `:ro` mounts read-only (docs/kubernetes.md, \"Data\")",
+      "list of `pvc:CLAIM:/MOUNT`, `hostPath:/DIR:/MOUNT` or `nfs:SERVER:/EXPORT:/MOUNT`, "
+      "each optionally ending `:ro`",
+      CheckK8sVolume));
   // What only the built-in trainer reads: a launch.command job must not set it (the
   // program takes its own arguments), and its resolved job file leaves it out.
   static const std::set<std::string> kTrainerSections = {"model", "data",       "eval",  "train",
