@@ -15,7 +15,7 @@
 #include "base/run_variables.h"
 #include "base/shell.h"
 #include "cli/exec_placement.h"
-#include "launcher/failure_report.h"
+#include "history/program_beat.h"
 #include "launcher/nccl_metrics_env.h"
 #include "launcher/rank_program.h"
 #include "launcher/torchrun_env.h"
@@ -75,7 +75,7 @@ int RunExec(const ExecArgs& args) {
     options.argv = command;
     options.env = env;
     options.log_path = args.log_dir + "/rank-" + rank + ".log";
-    options.beat_path = args.log_dir + "/rank-" + rank + launcher::kProgramBeatSuffix;
+    options.beat_path = history::ProgramBeatPath(args.log_dir, std::atoi(rank.c_str()));
     options.rank = std::atoi(rank.c_str());
     options.header.push_back("ringpilot exec: rank " + rank + " of " +
                              base::Lookup(env, "WORLD_SIZE", "?") + " (local " +

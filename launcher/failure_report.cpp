@@ -12,6 +12,7 @@
 
 #include "base/files.h"
 #include "base/time.h"
+#include "history/program_beat.h"
 
 namespace ringpilot::launcher {
 namespace {
@@ -217,27 +218,18 @@ std::map<int, RankHeartbeat> ReadHeartbeats(const std::string& logs_dir, double 
 
 std::map<int, RankHeartbeat> ReadProgramBeats(const std::string& logs_dir, double since_unix) {
   std::map<int, RankHeartbeat> beats;
-  static const std::regex kBeat(R"(rank-(\d{1,9})\.program\.json)");
-  for (const std::string& name : base::ListDir(logs_dir)) {
-    std::smatch m;
-    if (!std::regex_match(name, m, kBeat)) continue;
-    std::ifstream in(logs_dir + "/" + name);
-    const nlohmann::json j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
-    if (!j.is_object() || !j.contains("unix") || !j["unix"].is_number()) continue;
+  for (const auto& [rank, p] : history::ReadProgramBeats(logs_dir, since_unix)) {
     RankHeartbeat b;
-    b.rank = std::stoi(m[1].str());
-    b.unix = j["unix"].get<double>();
-    b.phase = j.value("state", std::string("running"));
-    if (j.contains("progress") && j["progress"].is_object()) {
-      const nlohmann::json& p = j["progress"];
-      if (p.contains("step") && p["step"].is_number_integer()) {
-        b.progress = true;
-        b.step = p["step"].get<int64_t>();
-        if (p.contains("steps") && p["steps"].is_number_integer()) b.steps = p["steps"].get<int64_t>();
-        if (p.contains("loss") && p["loss"].is_number()) b.loss = p["loss"].get<double>();
-      }
+    b.rank = rank;
+    b.unix = p.unix;
+    b.phase = p.state.empty() ? "running" : p.state;
+    if (p.progress) {
+      b.progress = true;
+      b.step = p.progress->step;
+      b.steps = p.progress->steps;
+      b.loss = p.progress->loss;
     }
-    if (b.unix >= since_unix) beats.emplace(b.rank, b);
+    beats.emplace(rank, b);
   }
   return beats;
 }

@@ -79,12 +79,8 @@ std::map<int, RankHeartbeat> ReadHeartbeats(const std::string& logs_dir, double 
 /// the one it was stuck in). Unreadable or malformed files are left out.
 std::map<int, RankHeartbeat> ReadNcclHeartbeats(const std::string& logs_dir, double since_unix);
 
-/// `logs/rank-N.program.json`: what `ringpilot exec --log-dir` rewrites about its program
-/// once a second while it runs (launcher/rank_program.h): the launcher's view of the
-/// process where the program itself sends no heartbeat.
-inline constexpr const char* kProgramBeatSuffix = ".program.json";
-
-/// Every launch.command rank's beat (logs/rank-N.program.json) written at or after
+/// Every launch.command rank's beat (logs/rank-N.program.json, history/program_beat.h: the
+/// launcher's view of the process, where the program sends no heartbeat) written at or after
 /// `since_unix`, by rank: `unix` when it was written, `phase` "running" or "exited",
 /// `progress` (and `step`, `steps`, `loss`) when the program printed a progress line.
 /// Unreadable or malformed files are left out.

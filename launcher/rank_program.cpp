@@ -8,19 +8,19 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <cmath>
 #include <csignal>
 #include <cstring>
 #include <regex>
 #include <sstream>
 #include <stdexcept>
 
-#include <nlohmann/json.hpp>
 
 #include "base/exit_status.h"
 #include "base/files.h"
+#include "base/shell.h"
 #include "base/signal_pipe.h"
 #include "base/time.h"
+#include "history/program_beat.h"
 #include "launcher/failure_report.h"
 
 namespace ringpilot::launcher {
@@ -98,31 +98,27 @@ std::optional<ProcUsage> ReadProcUsage(pid_t pid) {
   return u;
 }
 
-// The beat of launcher/failure_report.h ReadProgramBeats. A failed write is ignored: the
-// beat is for `status` and diagnosis, and the program must not stop for it.
+// history/program_beat.h's beat. A failed write is ignored: the beat is for `status` and
+// diagnosis, and the program must not stop for it.
 void WriteBeat(const RankProgramOptions& options, pid_t pid, const std::string& state,
-               double started_unix, const std::optional<ProgramProgress>& progress,
-               double progress_unix, const std::optional<int>& status) {
+               double started_unix, const std::optional<history::ProgramProgress>& progress,
+               const std::optional<int>& status) {
   if (options.beat_path.empty()) return;
-  nlohmann::ordered_json j = {{"rank", options.rank},
-                              {"pid", pid},
-                              {"program", options.argv.empty() ? options.path : options.argv[0]},
-                              {"state", state},
-                              {"started_unix", started_unix},
-                              {"unix", base::UnixNow()}};
+  history::ProgramBeat b;
+  b.rank = options.rank;
+  b.pid = pid;
+  b.command = base::ShellJoin(options.argv);
+  b.state = state;
+  b.started_unix = started_unix;
+  b.unix = base::UnixNow();
   if (const std::optional<ProcUsage> u = ReadProcUsage(pid)) {
-    j["cpu_seconds"] = u->cpu_seconds;
-    j["rss_bytes"] = u->rss_bytes;
+    b.cpu_seconds = u->cpu_seconds;
+    b.rss_bytes = u->rss_bytes;
   }
-  if (progress) {
-    nlohmann::ordered_json p = {{"step", progress->step}, {"unix", progress_unix}};
-    if (progress->steps > 0) p["steps"] = progress->steps;
-    if (progress->loss && std::isfinite(*progress->loss)) p["loss"] = *progress->loss;
-    j["progress"] = p;
-  }
-  if (status) j["status"] = *status;
+  b.progress = progress;
+  b.status = status;
   try {
-    base::WriteFileAtomically(options.beat_path, j.dump() + "\n");
+    base::WriteFileAtomically(options.beat_path, history::ProgramBeatJson(b));
   } catch (const base::FileError&) {
   }
 }
@@ -275,15 +271,13 @@ int RunRankProgram(const RankProgramOptions& options) {
   Stream streams[2] = {{out_pipe[0], options.stdout_fd, false, {}},
                        {err_pipe[0], options.stderr_fd, true, {}}};
   const double started_unix = base::UnixNow();
-  std::optional<ProgramProgress> progress;
-  double progress_unix = 0;
+  std::optional<history::ProgramProgress> progress;
   constexpr int64_t kBeatPeriodNs = 1'000'000'000;
   int64_t next_beat_ns = base::MonotonicNs() + kBeatPeriodNs;
-  WriteBeat(options, pid, "running", started_unix, progress, progress_unix, std::nullopt);
+  WriteBeat(options, pid, "running", started_unix, progress, std::nullopt);
   const auto emit = [&](Stream& s, const std::string& line) {
-    if (std::optional<ProgramProgress> p = ParseProgressLine(line)) {
-      progress = p;
-      progress_unix = base::UnixNow();
+    if (const std::optional<ProgramProgress> p = ParseProgressLine(line)) {
+      progress = history::ProgramProgress{p->step, p->steps, p->loss, base::UnixNow()};
     }
     WriteAll(s.out_fd, line + "\n");
     WriteAll(log_fd, base::LogTimeNow() + (s.is_stderr ? " ERR " : " OUT ") + line + "\n");
@@ -333,7 +327,7 @@ int RunRankProgram(const RankProgramOptions& options) {
     }
     if (!exited && base::MonotonicNs() >= next_beat_ns) {
       next_beat_ns = base::MonotonicNs() + kBeatPeriodNs;
-      WriteBeat(options, pid, "running", started_unix, progress, progress_unix, std::nullopt);
+      WriteBeat(options, pid, "running", started_unix, progress, std::nullopt);
     }
     for (const int sig : signals.Take()) {
       if (sig == SIGCHLD || exited) continue;
@@ -350,7 +344,7 @@ int RunRankProgram(const RankProgramOptions& options) {
   } else {
     end.exit_code = WEXITSTATUS(status);
   }
-  WriteBeat(options, pid, "exited", started_unix, progress, progress_unix, ShellStatus(end));
+  WriteBeat(options, pid, "exited", started_unix, progress, ShellStatus(end));
   const std::string closing = ClosingLogLine(end, program, died_ns);
   WriteAll(log_fd, closing + "\n");
   if (const std::optional<FatalLine> fatal = ParseFatalLine(closing)) {
