@@ -74,8 +74,7 @@ std::string MetricsLine(const config::JobConfig& c, const std::vector<std::strin
   }
   std::string how;
   if (chosen_base > 0 && chosen_base != c.metrics.port_base) {
-    how = "; " + std::to_string(c.metrics.port_base) + "-" +
-          std::to_string(chosen_base - 1) +
+    how = "; " + std::to_string(c.metrics.port_base) + "-" + std::to_string(chosen_base - 1) +
           " are taken on this host (another job?)";
   } else if (chosen_base == 0) {
     how = "; a node whose ports are taken moves its ranks up a block of " +
@@ -239,9 +238,8 @@ int RunJob(const RunArgs& args) {
   if (backend == config::Backend::kLocal && config.metrics.enabled &&
       config.metrics.port_base != 0) {
     const std::string address = metrics::ResolveBind(config.metrics.bind, env);
-    chosen_port_base = metrics::FirstFreePortBlock(address, config.metrics.port_base,
-                                                   config.world.procs_per_node,
-                                                   base::kMetricsPortBlocks);
+    chosen_port_base = metrics::FirstFreePortBlock(
+        address, config.metrics.port_base, config.world.procs_per_node, base::kMetricsPortBlocks);
     if (chosen_port_base > 0) launched.metrics.port_base = chosen_port_base;
   }
   launcher::MpirunCommand cmd;

@@ -59,9 +59,9 @@ void PrintStatus(const RunStatus& s, std::ostream& out) {
     out << name << std::string(name.size() < 12 ? 12 - name.size() : 1, ' ') << value << "\n";
   };
   row("run", s.run_dir);
-  const std::string ranks = std::to_string(s.world_size) + " rank(s) (" +
-                            std::to_string(s.nodes) + " node(s) x " +
-                            std::to_string(s.procs_per_node) + ", device " + s.device + ")";
+  const std::string ranks = std::to_string(s.world_size) + " rank(s) (" + std::to_string(s.nodes) +
+                            " node(s) x " + std::to_string(s.procs_per_node) + ", device " +
+                            s.device + ")";
   if (s.program) {
     row("job", s.job_name + ": " + ranks);
     row("command", s.command);
@@ -83,17 +83,16 @@ void PrintStatus(const RunStatus& s, std::ostream& out) {
   row("step", StepText(s));
   if (s.samples_per_second)
     row("throughput", base::FormatFixed(*s.samples_per_second, 1) + " samples/s");
-  row("checkpoint", s.latest_checkpoint >= 0
-                        ? "step " + std::to_string(s.latest_checkpoint) + " (" +
-                              s.latest_checkpoint_path + ")"
-                        : "none yet");
+  row("checkpoint", s.latest_checkpoint >= 0 ? "step " + std::to_string(s.latest_checkpoint) +
+                                                   " (" + s.latest_checkpoint_path + ")"
+                                             : "none yet");
   if (s.state == "running") {
     const std::string recent =
         " in the last " + base::FormatFixed(launcher::kFreshHeartbeatSeconds, 0) + " s";
-    row("ranks", std::to_string(s.ranks_fresh) + " of " + std::to_string(s.world_size) +
-                     (s.program ? " running (their processes, as `ringpilot exec` sees them" +
-                                      recent + ")"
-                                : " heartbeating (beat" + recent + ")"));
+    row("ranks",
+        std::to_string(s.ranks_fresh) + " of " + std::to_string(s.world_size) +
+            (s.program ? " running (their processes, as `ringpilot exec` sees them" + recent + ")"
+                       : " heartbeating (beat" + recent + ")"));
   }
   if (s.launcher) {
     row("started", s.launcher->started);

@@ -268,7 +268,8 @@ namespace {
 
 // An absolute path of safe characters without `..` components, or the problem.
 std::string CheckAbsolutePath(const std::string& what, const std::string& path) {
-  if (path.empty() || path.front() != '/') return what + " must be an absolute path, got '" + path + "'";
+  if (path.empty() || path.front() != '/')
+    return what + " must be an absolute path, got '" + path + "'";
   if (path.size() > 1024) return what + " is longer than 1024 characters";
   for (char c : path) {
     if (!std::isalnum(static_cast<unsigned char>(c)) &&
@@ -288,8 +289,8 @@ bool PathUnder(const std::string& path, const std::string& dir) {
   std::string d = dir;
   while (d.size() > 1 && d.back() == '/') d.pop_back();
   if (d == "/") return !path.empty() && path.front() == '/';
-  return path == d || (path.size() > d.size() && path.compare(0, d.size(), d) == 0 &&
-                       path[d.size()] == '/');
+  return path == d ||
+         (path.size() > d.size() && path.compare(0, d.size(), d) == 0 && path[d.size()] == '/');
 }
 
 std::optional<K8sVolume> ParseK8sVolume(const std::string& text, std::string* problem) {

@@ -248,8 +248,8 @@ json ProgramToJson(const Diagnosis& d) {
   json collectives = json::array();
   for (const CollectiveRow& row : p.collectives) collectives.push_back(CollectiveJson(row));
   return {{"command", d.data.program_beats.empty()
-                         ? json(nullptr)
-                         : json(d.data.program_beats.begin()->second.command)},
+                          ? json(nullptr)
+                          : json(d.data.program_beats.begin()->second.command)},
           {"processes", ProcessesJson(d)},
           {"nccl", true},
           {"comm", p.comm},

@@ -15,9 +15,12 @@ std::string ProgramBeatPath(const std::string& logs_dir, int rank) {
 }
 
 std::string ProgramBeatJson(const ProgramBeat& b) {
-  nlohmann::ordered_json j = {{"rank", b.rank},         {"pid", b.pid},
-                              {"command", b.command},   {"state", b.state},
-                              {"started_unix", b.started_unix}, {"unix", b.unix}};
+  nlohmann::ordered_json j = {{"rank", b.rank},
+                              {"pid", b.pid},
+                              {"command", b.command},
+                              {"state", b.state},
+                              {"started_unix", b.started_unix},
+                              {"unix", b.unix}};
   if (b.cpu_seconds) j["cpu_seconds"] = *b.cpu_seconds;
   if (b.rss_bytes) j["rss_bytes"] = *b.rss_bytes;
   if (b.progress) {

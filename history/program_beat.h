@@ -26,11 +26,11 @@ struct ProgramProgress {
 
 struct ProgramBeat {
   int rank = -1;
-  int pid = 0;            ///< the program's process
-  std::string command;    ///< its command line, shell-quoted
-  std::string state;      ///< "running", or "exited" (the last beat)
+  int pid = 0;          ///< the program's process
+  std::string command;  ///< its command line, shell-quoted
+  std::string state;    ///< "running", or "exited" (the last beat)
   double started_unix = 0;
-  double unix = 0;        ///< when this beat was written
+  double unix = 0;                    ///< when this beat was written
   std::optional<double> cpu_seconds;  ///< user + system CPU time of the process
   std::optional<int64_t> rss_bytes;   ///< its resident memory
   std::optional<ProgramProgress> progress;

@@ -14,7 +14,6 @@
 #include <sstream>
 #include <stdexcept>
 
-
 #include "base/exit_status.h"
 #include "base/files.h"
 #include "base/shell.h"

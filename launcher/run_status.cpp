@@ -101,8 +101,8 @@ RunStatus ReadRunStatus(const std::string& run_dir, double now_unix) {
     }
   }
 
-  const bool finished =
-      !s.program && summary.is_object() && summary.contains("steps") && summary["steps"].is_number_integer();
+  const bool finished = !s.program && summary.is_object() && summary.contains("steps") &&
+                        summary["steps"].is_number_integer();
   if (s.launcher) {
     s.state = ToString(s.launcher->state);
     s.detail = s.launcher->detail;
@@ -188,8 +188,8 @@ nlohmann::ordered_json RunStatusJson(const RunStatus& s) {
       {"loss_source", s.loss ? ordered_json(s.loss_source) : ordered_json(nullptr)},
       {"latest_checkpoint",
        s.latest_checkpoint >= 0 ? ordered_json(s.latest_checkpoint) : ordered_json(nullptr)},
-      {"latest_checkpoint_path", s.latest_checkpoint >= 0 ? ordered_json(s.latest_checkpoint_path)
-                                                          : ordered_json(nullptr)},
+      {"latest_checkpoint_path",
+       s.latest_checkpoint >= 0 ? ordered_json(s.latest_checkpoint_path) : ordered_json(nullptr)},
       {"ranks_seen", s.ranks_seen},
       {"ranks_fresh", s.ranks_fresh},
       {"samples_per_second", or_null(s.samples_per_second)},

@@ -51,8 +51,8 @@ struct RunStatus {
   std::optional<double> loss;
   /// "summary.json" or "heartbeat" (the trainer's), "progress line" (a program's).
   std::string loss_source;
-  int64_t latest_checkpoint = -1;            ///< step of the newest checkpoints/step-N, -1 none
-  std::string latest_checkpoint_path;        ///< its path ("" for none)
+  int64_t latest_checkpoint = -1;      ///< step of the newest checkpoints/step-N, -1 none
+  std::string latest_checkpoint_path;  ///< its path ("" for none)
   /// Heartbeats of this attempt: the trainer's, or for a program the launcher's view of
   /// each rank's process (logs/rank-N.program.json, `ringpilot exec`).
   int ranks_seen = 0;

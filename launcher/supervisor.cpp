@@ -160,7 +160,8 @@ void Supervisor::Relay(int out_fd, const std::string& line, Attempt* attempt) {
     // mpirun frames its notices with rules of dashes; after SIGUSR1 the one that says a
     // rank "returned a non-zero exit code" (75: checkpointed and stopped) is expected and
     // reads as a crash, so such blocks wait for the attempt's end (ReleaseHeld).
-    const bool rule = line.size() >= kMinRuleLength && line.find_first_not_of('-') == std::string::npos;
+    const bool rule =
+        line.size() >= kMinRuleLength && line.find_first_not_of('-') == std::string::npos;
     if (attempt->holding || rule) {
       if (!attempt->holding) attempt->block_start = attempt->held.size();
       attempt->held.emplace_back(out_fd, line);
@@ -438,9 +439,10 @@ void Supervisor::OnSignal(int sig, pid_t pid, int64_t* kill_deadline) {
   if (sig == SIGUSR1) {
     if (!preempt_requested_) {
       preempt_requested_ = true;
-      const std::string line = pid > 0 ? "ringpilot: received SIGUSR1; forwarding it to mpirun: the ranks "
-                       "checkpoint at the next step boundary and stop (no restart)"
-                     : "ringpilot: received SIGUSR1; not starting another attempt";
+      const std::string line =
+          pid > 0 ? "ringpilot: received SIGUSR1; forwarding it to mpirun: the ranks "
+                    "checkpoint at the next step boundary and stop (no restart)"
+                  : "ringpilot: received SIGUSR1; not starting another attempt";
       // A stop asked for with `ringpilot stop` ends with one line (StopLine); `stop` itself
       // told the user what happens meanwhile.
       if (base::Exists(RunDirLayout(options_.run_dir).stop_request)) {

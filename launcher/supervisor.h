@@ -131,7 +131,7 @@ class Supervisor {
     /// attempt ends: a clean stop (every rank exited base::kExitPreempted) keeps them in
     /// the log only; any other end relays them. (fd, line) pairs.
     std::vector<std::pair<int, std::string>> held;
-    bool holding = false;  // inside such a block
+    bool holding = false;         // inside such a block
     std::size_t block_start = 0;  // index in held of the open block's first line
   };
 

@@ -60,10 +60,10 @@ void RecordAttempt(const std::string& run_dir, int rank, const history::AttemptP
   }
 }
 
-std::optional<double> WriteSummary(const config::JobConfig& job, const std::string& run_dir, int rank, int world,
-                  bool cuda, const RunTotals& totals, const at::Tensor& loss,
-                  const std::vector<at::Tensor>& params, double peak_device_bytes,
-                  comm::Communicator& host) {
+std::optional<double> WriteSummary(const config::JobConfig& job, const std::string& run_dir,
+                                   int rank, int world, bool cuda, const RunTotals& totals,
+                                   const at::Tensor& loss, const std::vector<at::Tensor>& params,
+                                   double peak_device_bytes, comm::Communicator& host) {
   at::Tensor loss_sum = at::zeros({1}, at::kDouble);
   if (loss.defined()) loss_sum[0] = loss.item<double>();
   const double own = loss.defined() ? loss_sum[0].item<double>() : 0.0;

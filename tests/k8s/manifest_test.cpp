@@ -253,8 +253,7 @@ TEST(K8sManifest, DataVolumesAreMountedInEveryWorkerAtTheirPaths) {
 }
 
 TEST(K8sManifest, RelativeDataPathsAndOverlappingMountsAreRefused) {
-  for (const std::vector<std::string>& sets :
-       std::vector<std::vector<std::string>>{
+  for (const std::vector<std::string>& sets : std::vector<std::vector<std::string>>{
            {"data.kind=image_folder", "data.train=imagenet/train"},
            {"data.kind=image_shards", "data.train=\"/data/a-*.tar, b-*.tar\""},
            {"data.kind=image_folder", "data.train=/data/train", "data.val=val"},
