@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <iostream>
+#include <memory>
 #include <stdexcept>
 
 #include "base/environment.h"
@@ -14,6 +15,7 @@
 #include "base/files.h"
 #include "base/run_variables.h"
 #include "base/shell.h"
+#include "cli/exec_metrics.h"
 #include "cli/exec_placement.h"
 #include "history/program_beat.h"
 #include "launcher/nccl_metrics_env.h"
@@ -84,6 +86,13 @@ int RunExec(const ExecArgs& args) {
                              base::Lookup(env, "NODE_RANK", "?") + ") on " + base::HostName() +
                              ", attempt " + base::Lookup(env, base::kAttemptVar, "1") + ", pid " +
                              std::to_string(::getpid()) + ": " + base::ShellJoin(command));
+    // The rank's own endpoint: the program's process series, whether or not it loads NCCL.
+    std::unique_ptr<ProgramMetrics> program_metrics;
+    if (args.nccl_metrics) program_metrics = ProgramMetrics::Start(env, &header);
+    if (program_metrics) {
+      ProgramMetrics* m = program_metrics.get();
+      options.on_start = [m](int pid) { m->Watch(pid); };
+    }
     options.header.insert(options.header.end(), header.begin(), header.end());
     try {
       return launcher::RunRankProgram(options);

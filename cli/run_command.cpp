@@ -49,14 +49,15 @@ std::string MetricsLine(const config::JobConfig& c, const std::vector<std::strin
                         int chosen_base) {
   const bool program = config::RunsCommand(c);
   if (!c.metrics.enabled) return "off (metrics.enabled false)";
-  // A program's ranks serve only through the NCCL profiler plugin, which NCCL loads: a
-  // program on gloo or the CPU serves nothing, and its targets files never appear.
+  // A program's rank serves twice: `ringpilot exec` its process (CPU, memory, restarts)
+  // from the start, and the NCCL profiler plugin, which NCCL loads, the NCCL series on the
+  // next free block: a program on gloo or the CPU has the first only.
   const std::string targets =
-      program ? "RUN_DIR/prometheus-targets-rank-N.json lists each rank that serves"
+      program ? "RUN_DIR/prometheus-targets-rank-N*.json list what each rank serves"
               : "RUN_DIR/" + std::string(base::kScrapeTargetsFile) + " lists them";
   const std::string what =
-      program ? "NCCL series from each rank's NCCL profiler plugin, once the program starts "
-                "NCCL (a program without NCCL serves none), "
+      program ? "of each rank's program process (CPU, memory, restarts; ringpilot exec) and, "
+                "once the program starts NCCL, its NCCL series on the next free ports, "
               : "";
   if (c.metrics.port_base == 0) {
     return what + "on ports each rank picks (metrics.port_base 0; " + targets + ")";

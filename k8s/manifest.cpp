@@ -316,7 +316,11 @@ std::string PodMonitorDoc(const JobConfig& c, const Names& n) {
   e << YAML::Key << "matchNames" << YAML::Value << YAML::BeginSeq << YAML::DoubleQuoted
     << c.k8s.namespace_ << YAML::EndSeq << YAML::EndMap;
   e << YAML::Key << "podMetricsEndpoints" << YAML::Value << YAML::BeginSeq;
-  for (int local = 0; local < c.world.procs_per_node; ++local) {
+  // A program's rank serves twice: `ringpilot exec` its process on port_base + l, the
+  // NCCL profiler plugin in it the NCCL series one block up (a pod's ports are its own, so
+  // the blocks are where they start).
+  const int ports = c.world.procs_per_node * (config::RunsCommand(c) ? 2 : 1);
+  for (int local = 0; local < ports; ++local) {
     e << YAML::BeginMap;
     Str(e, "path", "/metrics");
     Str(e, "interval", "15s");

@@ -269,6 +269,7 @@ int RunRankProgram(const RankProgramOptions& options) {
 
   Stream streams[2] = {{out_pipe[0], options.stdout_fd, false, {}},
                        {err_pipe[0], options.stderr_fd, true, {}}};
+  if (options.on_start) options.on_start(static_cast<int>(pid));
   const double started_unix = base::UnixNow();
   std::optional<history::ProgramProgress> progress;
   constexpr int64_t kBeatPeriodNs = 1'000'000'000;

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -33,6 +34,8 @@ struct RankProgramOptions {
   /// it printed (ParseProgressLine). "" = none.
   std::string beat_path;
   int rank = 0;  ///< named in the beat
+  /// Called with the program's pid once it runs (exec succeeded); may be empty.
+  std::function<void(int pid)> on_start;
   /// After the program exited, output still in its pipes (a child of the program that kept
   /// them open) is copied for at most this long.
   double drain_timeout_s = 2.0;

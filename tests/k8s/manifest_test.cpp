@@ -164,7 +164,14 @@ k8s: {image: "registry.example.com/team/train:1"}
   const YAML::Node job = FindKind(docs, "MPIJob");
   EXPECT_EQ(Container(job, "Launcher")["command"][1].as<std::string>(), "run");
   EXPECT_EQ(Container(job, "Worker")["resources"]["limits"]["nvidia.com/gpu"].as<int>(), 4);
-  FindKind(docs, "PodMonitor");
+  // Two endpoints per rank: the process series `ringpilot exec` serves, then the NCCL
+  // profiler plugin's one block up.
+  const YAML::Node eps = FindKind(docs, "PodMonitor")["spec"]["podMetricsEndpoints"];
+  ASSERT_EQ(eps.size(), 8u);
+  for (size_t i = 0; i < eps.size(); ++i) {
+    EXPECT_EQ(eps[i]["relabelings"][0]["replacement"].as<std::string>(),
+              "$1:" + std::to_string(18400 + i));
+  }
 }
 
 TEST(K8sManifest, PvcUsesStorageClassAndSize) {
