@@ -43,7 +43,8 @@ std::unique_ptr<ProgramMetrics> ProgramMetrics::Start(const base::Environment& e
   // Restarts of the job so far (the attempt's RINGPILOT_RESTART), as the trainer counts them.
   const int restarts = IntOf(env, base::kRestartVar, 0);
   metrics::Counter& restarted =
-      m->families_->AddCounter("ringpilot_restarts_total", "Restarts of the job's ranks after a failure.")
+      m->families_
+          ->AddCounter("ringpilot_restarts_total", "Restarts of the job's ranks after a failure.")
           .Add({});
   if (restarts > 0) restarted.Increment(restarts);
   metrics::ExporterOptions o;
@@ -67,7 +68,8 @@ std::unique_ptr<ProgramMetrics> ProgramMetrics::Start(const base::Environment& e
     group.labels = {{"ringpilot_job", base::Lookup(env, base::kJobNameVar, "exec")},
                     {"ringpilot_run", LastComponent(run_dir)}};
     if (m->exporter_->tls()) group.labels["__scheme__"] = "https";
-    m->targets_path_ = run_dir + "/prometheus-targets-rank-" + std::to_string(rank) + ".process.json";
+    m->targets_path_ =
+        run_dir + "/prometheus-targets-rank-" + std::to_string(rank) + ".process.json";
     try {
       base::WriteFileAtomically(m->targets_path_, metrics::FileSdJson({group}));
     } catch (const base::FileError& e) {

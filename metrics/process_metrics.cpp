@@ -43,8 +43,7 @@ double OpenFds(const std::string& proc, const std::string& process) {
   DIR* dir = ::opendir((proc + "/" + process + "/fd").c_str());
   if (dir == nullptr) return -1;
   // In the real /proc, the descriptor opendir holds is listed too and is not counted.
-  const std::string own =
-      proc == "/proc" && process == "self" ? std::to_string(::dirfd(dir)) : "";
+  const std::string own = proc == "/proc" && process == "self" ? std::to_string(::dirfd(dir)) : "";
   double n = 0;
   while (const dirent* e = ::readdir(dir)) {
     if (e->d_name[0] != '.' && own != e->d_name) ++n;
