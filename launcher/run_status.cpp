@@ -79,7 +79,8 @@ RunStatus ReadRunStatus(const std::string& run_dir, double now_unix) {
   for (const auto& [rank, b] : beats) {
     if (now_unix - b.unix <= kFreshHeartbeatSeconds && b.phase != "exited") ++s.ranks_fresh;
   }
-  if (const auto zero = beats.find(0); s.program && zero != beats.end() && zero->second.progress) {
+  const auto zero = beats.find(0);
+  if (s.program && zero != beats.end() && zero->second.progress) {
     // The program's own progress line: steps done, its target, its loss.
     const RankHeartbeat& b = zero->second;
     s.progress_reported = true;
@@ -89,7 +90,7 @@ RunStatus ReadRunStatus(const std::string& run_dir, double now_unix) {
       s.loss = b.loss;
       s.loss_source = "progress line";
     }
-  } else if (const auto zero = beats.find(0); !s.program && zero != beats.end()) {
+  } else if (!s.program && zero != beats.end()) {
     const RankHeartbeat& b = zero->second;
     // `step` is the step being run: done once the rank has moved on to its checkpoint,
     // evaluation or the end.
