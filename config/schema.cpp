@@ -336,8 +336,10 @@ std::vector<KeySpec> BuildSchema() {
                         "nodes or a rank under Slurm (SLURM_JOB_ID) or Kubernetes "
                         "(KUBERNETES_SERVICE_HOST), else 127.0.0.1; `0.0.0.0`: every interface"));
   s.push_back(IntKey("metrics.port_base", Member(&JC::metrics, &MetricsConfig::port_base), 0, 65535,
-                     "local rank l serves on port_base + l (the same ports on every node); 0 "
-                     "picks free ports (RUN_DIR/prometheus-targets.json lists them)",
+                     "local rank l serves on port_base + l, or where another job holds "
+                     "those, on the first free block of world.procs_per_node ports above "
+                     "(RUN_DIR/prometheus-targets.json and the start-up line say which); 0 "
+                     "picks free ports",
                      "0..65535; port_base + world.procs_per_node - 1 <= 65535"));
   s.push_back(FloatKey(
       "metrics.gpu_sample_seconds", Member(&JC::metrics, &MetricsConfig::gpu_sample_seconds), 0,
