@@ -237,9 +237,9 @@ TEST(K8sManifest, DataVolumesAreMountedInEveryWorkerAtTheirPaths) {
   const YAML::Node job = FindKind(Render(c), "MPIJob");
   const YAML::Node spec = job["spec"]["mpiReplicaSpecs"]["Worker"]["template"]["spec"];
   std::map<std::string, YAML::Node> volumes, mounts;
-  for (const auto& v : spec["volumes"]) volumes[v["name"].as<std::string>()] = v;
-  for (const auto& m : Container(job, "Worker")["volumeMounts"]) {
-    mounts[m["name"].as<std::string>()] = m;
+  for (const YAML::Node& v : spec["volumes"]) volumes.emplace(v["name"].as<std::string>(), v);
+  for (const YAML::Node& m : Container(job, "Worker")["volumeMounts"]) {
+    mounts.emplace(m["name"].as<std::string>(), m);
   }
   ASSERT_TRUE(volumes.count("data-0") && volumes.count("data-1") && volumes.count("data-2"));
   EXPECT_EQ(volumes["data-0"]["persistentVolumeClaim"]["claimName"].as<std::string>(), "imagenet");
