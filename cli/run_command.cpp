@@ -267,7 +267,7 @@ int RunJob(const RunArgs& args) {
                        assign(base::kMasterAddrVar, cmd.master_addr) +
                        assign(base::kMasterPortVar, std::to_string(cmd.master_port)) +
                        assign(base::kVerboseVar, args.verbose ? "1" : "0");
-    if (chosen_port_base > 0 && !runs_command) {
+    if (chosen_port_base > 0 && chosen_port_base != config.metrics.port_base && !runs_command) {
       line += assign(base::kMetricsPortFromVar, std::to_string(chosen_port_base));
     }
     for (const auto& [name, value] : cmd.env) line += assign(name, value);
@@ -359,7 +359,7 @@ int RunJob(const RunArgs& args) {
     command.env[base::kVerboseVar] = args.verbose ? "1" : "0";
     // The trainer's ranks (on this host) start at the block found free; a program's get it
     // as RINGPILOT_METRICS_PORT_BASE (cmd.env).
-    if (chosen_port_base > 0 && !runs_command) {
+    if (chosen_port_base > 0 && chosen_port_base != config.metrics.port_base && !runs_command) {
       command.env[base::kMetricsPortFromVar] = std::to_string(chosen_port_base);
     } else {
       command.env.erase(base::kMetricsPortFromVar);
