@@ -315,8 +315,8 @@ int RunJob(const RunArgs& args) {
 
   launcher::SupervisorOptions options;
   options.max_restarts = config.launch.max_restarts;
-  // A launch.command program writes no heartbeat: only the trainer's start is watched.
-  options.start_timeout_s = runs_command ? 0 : config.launch.start_timeout_s;
+  // A launch.command rank's start is its wrapper's first beat (logs/rank-N.program.json).
+  options.start_timeout_s = config.launch.start_timeout_s;
   options.abort_grace_s = config.launch.abort_grace_s;
   options.run_dir = layout.root;
   options.log_path = layout.launcher_log;

@@ -91,10 +91,10 @@ std::vector<KeySpec> BuildSchema() {
       "fault, metrics.gpu_sample_seconds) are then not allowed (docs/programs.md)"));
   s.push_back(FloatKey("launch.start_timeout_s",
                        Member(&JC::launch, &LaunchConfig::start_timeout_s), 0, false, 86400, false,
-                       "an attempt none of whose trainer ranks has started by then (no "
-                       "heartbeat) is stopped and restarted: mpirun waits for ever on a host it "
-                       "cannot reach (docs/faults.md); 0 = wait. Not applied to "
-                       "`launch.command` programs, which write no heartbeat"));
+                       "an attempt none of whose ranks has started by then (no trainer "
+                       "heartbeat; for a `launch.command` program, no beat of its rank's "
+                       "`ringpilot exec`) is stopped and restarted: mpirun waits for ever on a "
+                       "host it cannot reach (docs/faults.md); 0 = wait"));
   s.push_back(FloatKey("launch.abort_grace_s", Member(&JC::launch, &LaunchConfig::abort_grace_s), 0,
                        false, 86400, false,
                        "after a rank gave up (a collective timed out), how long mpirun may take "

@@ -405,7 +405,10 @@ void Supervisor::Watch(pid_t pid, AttemptWatch* watch, Attempt* attempt, bool* k
   if ((watch_start || watch_abort) && now >= watch->next_check_ns) {
     watch->next_check_ns = now + kWatchIntervalNs;
     const double since = static_cast<double>(attempt->start_ns - kFatalClockSlackNs) * 1e-9;
-    for (const auto& [rank, beat] : ReadHeartbeats(RunDirLayout(options_.run_dir).logs, since)) {
+    const std::string logs = RunDirLayout(options_.run_dir).logs;
+    // A launch.command rank has started once its wrapper wrote its first beat.
+    if (!watch->started && !ReadProgramBeats(logs, since).empty()) watch->started = true;
+    for (const auto& [rank, beat] : ReadHeartbeats(logs, since)) {
       watch->started = true;
       if (beat.phase == "abort" && watch->abort_seen_ns == 0) {
         watch->abort_seen_ns = now;

@@ -47,7 +47,8 @@ struct SupervisorOptions {
   /// mpirun waits for the daemon of every host, and one it cannot reach (a cut link, a
   /// dead switch) holds it until TCP gives up, many minutes, or for good when the daemon
   /// started and cannot call back. So the supervisor reads the ranks' heartbeats
-  /// (RUN_DIR/logs/rank-N.heartbeat) once a second and stops mpirun (SIGTERM, then SIGKILL
+  /// (RUN_DIR/logs/rank-N.heartbeat, or a launch.command rank's logs/rank-N.program.json)
+  /// once a second and stops mpirun (SIGTERM, then SIGKILL
   /// 5 s later; the attempt is then reported and restarted like any failure) when
   ///   start_timeout_s  passed since the launch and no rank has written a heartbeat, or
   ///   abort_grace_s    passed since a rank gave up (heartbeat phase "abort": it called
