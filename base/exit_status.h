@@ -14,6 +14,11 @@ inline constexpr int kExitUsage = 2;
 /// and `ringpilot run` for a job stopped that way (EX_TEMPFAIL: run the same run directory
 /// again to resume; the Slurm script requeues on it; docs/slurm.md).
 inline constexpr int kExitPreempted = 75;
+/// `ringpilot run` for a job that `ringpilot stop` stopped: the ranks checkpointed at a step
+/// boundary and exited (they exit kExitPreempted; the stop request in the run directory
+/// tells the two apart). Not a failure, not a requeue: run the same run directory again to
+/// resume. The Slurm script ends the job without requeueing it.
+inline constexpr int kExitStopped = 79;
 /// A rank failed in a way that repeats on every attempt (EX_CONFIG): the job file, a metrics
 /// port in use, a checkpoint this job cannot resume (another model or optimizer), unusable
 /// data. `ringpilot run` does not restart such a job and exits with this status too.

@@ -66,4 +66,15 @@ inline int MetricsPort(int port_base, int local_rank) {
   return port_base == 0 ? 0 : port_base + local_rank;
 }
 
+/// A rank whose metrics port is taken (another job on the node) moves up by whole blocks of
+/// its node's rank count: MetricsPort + k x procs_per_node for k = 1 .. this - 1, so two
+/// jobs on one host both serve (docs/metrics.md, "Port"). Where it ended up is in
+/// RUN_DIR/prometheus-targets.json.
+inline constexpr int kMetricsPortBlocks = 32;
+
+/// `ringpilot run` on one host (backend local): the first port of the first block of
+/// procs_per_node free ports at or above metrics.port_base, which it found and printed; the
+/// ranks start there (the job file keeps port_base as written).
+inline constexpr const char* kMetricsPortFromVar = "RINGPILOT_METRICS_PORT_FROM";
+
 }  // namespace ringpilot::base

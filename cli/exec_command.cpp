@@ -4,8 +4,10 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <iostream>
+#include <memory>
 #include <stdexcept>
 
 #include "base/environment.h"
@@ -13,7 +15,9 @@
 #include "base/files.h"
 #include "base/run_variables.h"
 #include "base/shell.h"
+#include "cli/exec_metrics.h"
 #include "cli/exec_placement.h"
+#include "history/program_beat.h"
 #include "launcher/nccl_metrics_env.h"
 #include "launcher/rank_program.h"
 #include "launcher/torchrun_env.h"
@@ -73,6 +77,8 @@ int RunExec(const ExecArgs& args) {
     options.argv = command;
     options.env = env;
     options.log_path = args.log_dir + "/rank-" + rank + ".log";
+    options.beat_path = history::ProgramBeatPath(args.log_dir, std::atoi(rank.c_str()));
+    options.rank = std::atoi(rank.c_str());
     options.header.push_back("ringpilot exec: rank " + rank + " of " +
                              base::Lookup(env, "WORLD_SIZE", "?") + " (local " +
                              base::Lookup(env, "LOCAL_RANK", "?") + " of " +
@@ -80,6 +86,13 @@ int RunExec(const ExecArgs& args) {
                              base::Lookup(env, "NODE_RANK", "?") + ") on " + base::HostName() +
                              ", attempt " + base::Lookup(env, base::kAttemptVar, "1") + ", pid " +
                              std::to_string(::getpid()) + ": " + base::ShellJoin(command));
+    // The rank's own endpoint: the program's process series, whether or not it loads NCCL.
+    std::unique_ptr<ProgramMetrics> program_metrics;
+    if (args.nccl_metrics) program_metrics = ProgramMetrics::Start(env, &header);
+    if (program_metrics) {
+      ProgramMetrics* m = program_metrics.get();
+      options.on_start = [m](int pid) { m->Watch(pid); };
+    }
     options.header.insert(options.header.end(), header.begin(), header.end());
     try {
       return launcher::RunRankProgram(options);

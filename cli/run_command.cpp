@@ -24,6 +24,7 @@
 #include "launcher/mpirun_command.h"
 #include "launcher/run_dir.h"
 #include "launcher/supervisor.h"
+#include "metrics/free_ports.h"
 #include "metrics/scrape_targets.h"
 #include "mpirun/cma_probe.h"
 
@@ -46,16 +47,29 @@ std::vector<std::string> HostfileHosts(const std::string& content) {
 }
 
 // Where Prometheus finds the ranks: HOST:FIRST-LAST per node (the same local-rank ports on
-// every node).
-std::string MetricsLine(const config::JobConfig& c, const std::vector<std::string>& hosts) {
+// every node). `chosen_base`: the block `ringpilot run` found free on this host (backend
+// local), else 0: each node's ranks take the first free block at or above port_base.
+std::string MetricsLine(const config::JobConfig& c, const std::vector<std::string>& hosts,
+                        int chosen_base) {
+  const bool program = config::RunsCommand(c);
   if (!c.metrics.enabled) return "off (metrics.enabled false)";
+  // A program's rank serves twice: `ringpilot exec` its process (CPU, memory, restarts)
+  // from the start, and the NCCL profiler plugin, which NCCL loads, the NCCL series on the
+  // next free block: a program on gloo or the CPU has the first only.
+  const std::string targets =
+      program ? "RUN_DIR/prometheus-targets-rank-N*.json list what each rank serves"
+              : "RUN_DIR/" + std::string(base::kScrapeTargetsFile) + " lists them";
+  const std::string what =
+      program ? "of each rank's program process (CPU, memory, restarts; ringpilot exec) and, "
+                "once the program starts NCCL, its NCCL series on the next free ports, "
+              : "";
   if (c.metrics.port_base == 0) {
-    return "on ports each rank picks (metrics.port_base 0; RUN_DIR/" +
-           std::string(base::kScrapeTargetsFile) + " lists them)";
+    return what + "on ports each rank picks (metrics.port_base 0; " + targets + ")";
   }
   std::string line;
-  const int first = config::MetricsPort(c.metrics, 0);
-  const int last = config::MetricsPort(c.metrics, c.world.procs_per_node - 1);
+  const int base_port = chosen_base > 0 ? chosen_base : c.metrics.port_base;
+  const int first = base::MetricsPort(base_port, 0);
+  const int last = base::MetricsPort(base_port, c.world.procs_per_node - 1);
   for (std::size_t node = 0; node < hosts.size() && node < kMetricsHostsShown; ++node) {
     line += (line.empty() ? "" : ", ") + hosts[node] + ":" + std::to_string(first) +
             (last != first ? "-" + std::to_string(last) : "");
@@ -63,8 +77,16 @@ std::string MetricsLine(const config::JobConfig& c, const std::vector<std::strin
   if (hosts.size() > kMetricsHostsShown) {
     line += ", and " + std::to_string(hosts.size() - kMetricsHostsShown) + " more node(s)";
   }
-  return "on " + line + " (a port per local rank, path /metrics; RUN_DIR/" +
-         std::string(base::kScrapeTargetsFile) + " lists them; docs/metrics.md)";
+  std::string how;
+  if (chosen_base > 0 && chosen_base != c.metrics.port_base) {
+    how = "; " + std::to_string(c.metrics.port_base) + "-" + std::to_string(chosen_base - 1) +
+          " are taken on this host (another job?)";
+  } else if (chosen_base == 0) {
+    how = "; a node whose ports are taken moves its ranks up a block of " +
+          std::to_string(c.world.procs_per_node);
+  }
+  return what + "on " + line + " (a port per local rank, path /metrics" + how + "; " + targets +
+         "; docs/metrics.md)";
 }
 
 // world.device resolved on this host, where backend local runs every rank: nullopt for
@@ -84,7 +106,7 @@ std::optional<config::DevicePlan> PlanDeviceHere(const config::JobConfig& c) {
 
 std::vector<std::string> StartupLines(const config::JobConfig& c, const std::string& run_dir,
                                       const std::vector<std::string>& hosts,
-                                      const std::string& this_host) {
+                                      const std::string& this_host, int chosen_port_base) {
   std::vector<std::string> node_hosts = hosts;
   if (node_hosts.empty()) {
     // Backend local: the ranks serve on this host, at the address they resolve `bind` to
@@ -114,7 +136,7 @@ std::vector<std::string> StartupLines(const config::JobConfig& c, const std::str
   }
   lines.push_back("ringpilot: run directory " + run_dir + " (ringpilot status|logs|stop " +
                   run_dir + ")");
-  lines.push_back("ringpilot: metrics " + MetricsLine(c, node_hosts));
+  lines.push_back("ringpilot: metrics " + MetricsLine(c, node_hosts, chosen_port_base));
   return lines;
 }
 
@@ -246,9 +268,21 @@ int RunJob(const RunArgs& args) {
   const launcher::RunDirLayout layout(
       std::filesystem::absolute(std::filesystem::path(chosen)).lexically_normal().string());
   ctx.run_dir = layout.root;
+  // On one host the metrics ports can be checked now: the first free block at or above
+  // port_base (a second job on the host moves up); the ranks start there and step over a
+  // port taken later themselves. The job file keeps port_base as written.
+  int chosen_port_base = 0;
+  config::JobConfig launched = config;
+  if (backend == config::Backend::kLocal && config.metrics.enabled &&
+      config.metrics.port_base != 0) {
+    const std::string address = metrics::ResolveBind(config.metrics.bind, env);
+    chosen_port_base = metrics::FirstFreePortBlock(
+        address, config.metrics.port_base, config.world.procs_per_node, base::kMetricsPortBlocks);
+    if (chosen_port_base > 0) launched.metrics.port_base = chosen_port_base;
+  }
   launcher::MpirunCommand cmd;
   try {
-    cmd = launcher::BuildMpirunCommand(config, ctx);
+    cmd = launcher::BuildMpirunCommand(launched, ctx);
   } catch (const std::invalid_argument& e) {
     std::cerr << args.job_path << ": " << e.what() << "\n";
     return base::kExitUsage;
@@ -256,7 +290,7 @@ int RunJob(const RunArgs& args) {
   const std::string launching = "ringpilot: launching: " + base::ShellJoin(cmd.argv);
   const std::vector<std::string> hosts = HostfileHosts(cmd.hostfile_content);
   const std::vector<std::string> startup =
-      StartupLines(config, layout.root, hosts, base::HostName());
+      StartupLines(config, layout.root, hosts, base::HostName(), chosen_port_base);
   if (args.dry_run) {
     // What an attempt would run, as one shell command line (the variables the supervisor
     // sets first), and nothing else on stdout.
@@ -270,6 +304,9 @@ int RunJob(const RunArgs& args) {
                        assign(base::kMasterAddrVar, cmd.master_addr) +
                        assign(base::kMasterPortVar, std::to_string(cmd.master_port)) +
                        assign(base::kVerboseVar, args.verbose ? "1" : "0");
+    if (chosen_port_base > 0 && chosen_port_base != config.metrics.port_base && !runs_command) {
+      line += assign(base::kMetricsPortFromVar, std::to_string(chosen_port_base));
+    }
     for (const auto& [name, value] : cmd.env) line += assign(name, value);
     std::cout << line << base::ShellJoin(cmd.argv) << "\n";
     return base::kExitOk;
@@ -331,8 +368,8 @@ int RunJob(const RunArgs& args) {
 
   launcher::SupervisorOptions options;
   options.max_restarts = config.launch.max_restarts;
-  // A launch.command program writes no heartbeat: only the trainer's start is watched.
-  options.start_timeout_s = runs_command ? 0 : config.launch.start_timeout_s;
+  // A launch.command rank's start is its wrapper's first beat (logs/rank-N.program.json).
+  options.start_timeout_s = config.launch.start_timeout_s;
   options.abort_grace_s = config.launch.abort_grace_s;
   options.run_dir = layout.root;
   options.log_path = layout.launcher_log;
@@ -375,6 +412,13 @@ int RunJob(const RunArgs& args) {
     command.env[base::kMasterAddrVar] = cmd.master_addr;
     command.env[base::kMasterPortVar] = std::to_string(cmd.master_port);
     command.env[base::kVerboseVar] = args.verbose ? "1" : "0";
+    // The trainer's ranks (on this host) start at the block found free; a program's get it
+    // as RINGPILOT_METRICS_PORT_BASE (cmd.env).
+    if (chosen_port_base > 0 && chosen_port_base != config.metrics.port_base && !runs_command) {
+      command.env[base::kMetricsPortFromVar] = std::to_string(chosen_port_base);
+    } else {
+      command.env.erase(base::kMetricsPortFromVar);
+    }
     return supervisor.Run(command).exit_status;
   } catch (const std::runtime_error& e) {
     std::cerr << e.what() << "\n";

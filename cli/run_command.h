@@ -36,9 +36,12 @@ struct RunArgs {
 /// The start-up block `ringpilot run` prints before the first attempt: a few lines naming
 /// the job, its ranks and device, the data, the run directory and where the metrics are.
 /// `hosts`: the host of each node in rank order (empty for backend local: this host).
+/// `chosen_port_base`: the first port of the block of metrics ports found free on this host
+/// (backend local), 0 when not checked. A launch.command job is described by its command:
+/// its data and steps are the program's.
 std::vector<std::string> StartupLines(const config::JobConfig& config, const std::string& run_dir,
                                       const std::vector<std::string>& hosts,
-                                      const std::string& this_host);
+                                      const std::string& this_host, int chosen_port_base = 0);
 
 /// Runs the job; returns its exit status (base::kExitPreempted when it checkpointed and
 /// stopped), base::kExitUsage for a bad job, base::kExitFailure for a local problem.

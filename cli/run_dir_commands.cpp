@@ -37,16 +37,20 @@ std::string Absolute(const std::string& path) {
   return std::filesystem::absolute(std::filesystem::path(path)).lexically_normal().string();
 }
 
-std::string ResumeCommand(const RunStatus& s) {
-  return "ringpilot run " + s.run_dir + "/job.yaml --run-dir " + s.run_dir;
-}
+std::string ResumeCommand(const RunStatus& s) { return launcher::ResumeCommand(s.run_dir); }
 
 std::string StepText(const RunStatus& s) {
+  if (!s.progress_reported) {
+    return "no progress reported (a program reports it with lines like `step 120/600 loss "
+           "0.41`: docs/programs.md)";
+  }
   std::string text = std::to_string(s.step);
   if (s.steps_target > 0) text += "/" + std::to_string(s.steps_target);
   if (s.loss) {
     text += " | loss " + base::FormatFixed(*s.loss, 4);
-    if (s.loss_source == "heartbeat") text += " (last progress line)";
+    if (s.loss_source == "heartbeat") text += " (rank 0's last progress line)";
+    if (s.loss_source == "progress line") text += " (rank 0's last progress line)";
+    if (s.loss_source == "summary.json") text += " (summary.json final_loss)";
   }
   return text;
 }
@@ -56,24 +60,40 @@ void PrintStatus(const RunStatus& s, std::ostream& out) {
     out << name << std::string(name.size() < 12 ? 12 - name.size() : 1, ' ') << value << "\n";
   };
   row("run", s.run_dir);
-  row("job", s.job_name + ": " + s.model + ", " + std::to_string(s.world_size) + " rank(s) (" +
-                 std::to_string(s.nodes) + " node(s) x " + std::to_string(s.procs_per_node) +
-                 ", device " + s.device + "), data " + s.data);
+  const std::string ranks = std::to_string(s.world_size) + " rank(s) (" + std::to_string(s.nodes) +
+                            " node(s) x " + std::to_string(s.procs_per_node) + ", device " +
+                            s.device + ")";
+  if (s.program) {
+    row("job", s.job_name + ": " + ranks);
+    row("command", s.command);
+  } else {
+    row("job", s.job_name + ": " + s.model + ", " + ranks + ", data " + s.data);
+  }
   row("state", s.state + (s.detail.empty() ? "" : " (" + s.detail + ")"));
   if (s.launcher && s.launcher->attempt > 0) {
-    row("attempt", std::to_string(s.launcher->attempt) + " of at most " +
-                       std::to_string(s.launcher->max_attempts));
+    std::string attempt = std::to_string(s.launcher->attempt) + " of at most " +
+                          std::to_string(s.launcher->max_attempts);
+    if (s.launcher->run > 1) {
+      // Each `ringpilot run` of the directory numbers its attempts from 1.
+      attempt += " in run " + std::to_string(s.launcher->run) + " of this directory (" +
+                 std::to_string(s.launcher->attempts_before + s.launcher->attempt) +
+                 " attempt(s) over the " + std::to_string(s.launcher->run) + " runs)";
+    }
+    row("attempt", attempt);
   }
   row("step", StepText(s));
   if (s.samples_per_second)
     row("throughput", base::FormatFixed(*s.samples_per_second, 1) + " samples/s");
-  row("checkpoint", s.latest_checkpoint >= 0
-                        ? "step " + std::to_string(s.latest_checkpoint) + " (checkpoints/)"
-                        : "none yet");
+  row("checkpoint", s.latest_checkpoint >= 0 ? "step " + std::to_string(s.latest_checkpoint) +
+                                                   " (" + s.latest_checkpoint_path + ")"
+                                             : "none yet");
   if (s.state == "running") {
-    row("ranks", std::to_string(s.ranks_fresh) + " of " + std::to_string(s.world_size) +
-                     " heartbeating (beat in the last " +
-                     base::FormatFixed(launcher::kFreshHeartbeatSeconds, 0) + " s)");
+    const std::string recent =
+        " in the last " + base::FormatFixed(launcher::kFreshHeartbeatSeconds, 0) + " s";
+    row("ranks",
+        std::to_string(s.ranks_fresh) + " of " + std::to_string(s.world_size) +
+            (s.program ? " running (their processes, as `ringpilot exec` sees them" + recent + ")"
+                       : " heartbeating (beat" + recent + ")"));
   }
   switch (s.lock.state) {
     case history::LockState::kFree:
@@ -205,11 +225,15 @@ int Stop(const StopArgs& args) {
     }
   }
   const RunStatus after = launcher::ReadRunStatus(dir, base::UnixNow());
-  std::cout << "ringpilot stop: " << after.state
-            << (after.detail.empty() ? "" : " (" + after.detail + ")") << "\n";
-  if (after.state == "stopped" && !args.force && after.latest_checkpoint >= 0) {
-    std::cout << "ringpilot stop: checkpoint of step " << after.latest_checkpoint
-              << "; resume with: " << ResumeCommand(after) << "\n";
+  const bool clean_stop = after.launcher && after.launcher->exit_status &&
+                          *after.launcher->exit_status == base::kExitStopped;
+  if (clean_stop) {
+    // The launcher's one line: "stopped at step N by ringpilot stop; checkpoint ...;
+    // resume with: ...".
+    std::cout << "ringpilot stop: " << after.detail << "\n";
+  } else {
+    std::cout << "ringpilot stop: " << after.state
+              << (after.detail.empty() ? "" : " (" + after.detail + ")") << "\n";
   }
   return after.state == "failed" ? base::kExitFailure : base::kExitOk;
 }

@@ -229,6 +229,9 @@ struct K8sConfig {
   std::string cpu_per_rank = "8";         ///< worker pod CPU request = limit: this x procs_per_node
   /// Worker pod memory request = limit: this x procs_per_node + shm_size (/dev/shm counts).
   std::string memory_per_rank = "32Gi";
+  /// Data volumes of the worker pods, each `pvc:CLAIM:/MOUNT`, `hostPath:/DIR:/MOUNT` or
+  /// `nfs:SERVER:/EXPORT:/MOUNT`, optionally ending `:ro` (config::ParseK8sVolume).
+  std::vector<std::string> volumes;
 };
 
 struct JobConfig {

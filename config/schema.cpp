@@ -92,10 +92,10 @@ std::vector<KeySpec> BuildSchema() {
       "fault, metrics.gpu_sample_seconds) are then not allowed (docs/programs.md)"));
   s.push_back(FloatKey("launch.start_timeout_s",
                        Member(&JC::launch, &LaunchConfig::start_timeout_s), 0, false, 86400, false,
-                       "an attempt none of whose trainer ranks has started by then (no "
-                       "heartbeat) is stopped and restarted: mpirun waits for ever on a host it "
-                       "cannot reach (docs/faults.md); 0 = wait. Not applied to "
-                       "`launch.command` programs, which write no heartbeat"));
+                       "an attempt none of whose ranks has started by then (no trainer "
+                       "heartbeat; for a `launch.command` program, no beat of its rank's "
+                       "`ringpilot exec`) is stopped and restarted: mpirun waits for ever on a "
+                       "host it cannot reach (docs/faults.md); 0 = wait"));
   s.push_back(FloatKey("launch.abort_grace_s", Member(&JC::launch, &LaunchConfig::abort_grace_s), 0,
                        false, 86400, false,
                        "after a rank gave up (a collective timed out), how long mpirun may take "
@@ -195,7 +195,8 @@ std::vector<KeySpec> BuildSchema() {
                               "optimizer steps"));
   s.push_back(IntKey<int64_t>(
       "train.epochs", Member(&JC::train, &TrainConfig::epochs), 0, 1000000,
-      "dataset kinds (cifar, tokens): passes over data.train instead of train.steps "
+      "every dataset kind (cifar, image_folder, image_shards, tokens; not synthetic): "
+      "passes over data.train instead of train.steps "
       "(steps = epochs x full global batches per epoch; train.steps is then not "
       "used); 0 = train.steps"));
   s.push_back(IntKey<int64_t>(
@@ -350,8 +351,10 @@ std::vector<KeySpec> BuildSchema() {
                         "nodes or a rank under Slurm (SLURM_JOB_ID) or Kubernetes "
                         "(KUBERNETES_SERVICE_HOST), else 127.0.0.1; `0.0.0.0`: every interface"));
   s.push_back(IntKey("metrics.port_base", Member(&JC::metrics, &MetricsConfig::port_base), 0, 65535,
-                     "local rank l serves on port_base + l (the same ports on every node); 0 "
-                     "picks free ports (RUN_DIR/prometheus-targets.json lists them)",
+                     "local rank l serves on port_base + l, or where another job holds "
+                     "those, on the first free block of world.procs_per_node ports above "
+                     "(RUN_DIR/prometheus-targets.json and the start-up line say which); 0 "
+                     "picks free ports",
                      "0..65535; port_base + world.procs_per_node - 1 <= 65535"));
   s.push_back(FloatKey(
       "metrics.gpu_sample_seconds", Member(&JC::metrics, &MetricsConfig::gpu_sample_seconds), 0,
@@ -494,6 +497,14 @@ std::vector<KeySpec> BuildSchema() {
       "positive quantity (`32Gi`)",
       "worker pod memory request and limit: this x world.procs_per_node + k8s.shm_size "
       "(/dev/shm is memory the pod is charged for)"));
+  s.push_back(StringListKey(
+      "k8s.volumes", Member(&JC::k8s, &K8sConfig::volumes),
+      "data volumes of the worker pods, mounted where the job's paths (data.train, data.val, "
+      "a program's arguments) point: a PersistentVolumeClaim, a host directory or an NFS "
+      "export; `:ro` mounts read-only (docs/kubernetes.md, \"Data\")",
+      "list of `pvc:CLAIM:/MOUNT`, `hostPath:/DIR:/MOUNT` or `nfs:SERVER:/EXPORT:/MOUNT`, "
+      "each optionally ending `:ro`",
+      CheckK8sVolume));
   // What only the built-in trainer reads: a launch.command job must not set it (the
   // program takes its own arguments), and its resolved job file leaves it out.
   static const std::set<std::string> kTrainerSections = {"model", "data",       "eval",  "train",

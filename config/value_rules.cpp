@@ -264,4 +264,95 @@ bool IsImageReference(const std::string& s) {
   return true;
 }
 
+namespace {
+
+// An absolute path of safe characters without `..` components, or the problem.
+std::string CheckAbsolutePath(const std::string& what, const std::string& path) {
+  if (path.empty() || path.front() != '/')
+    return what + " must be an absolute path, got '" + path + "'";
+  if (path.size() > 1024) return what + " is longer than 1024 characters";
+  for (char c : path) {
+    if (!std::isalnum(static_cast<unsigned char>(c)) &&
+        std::string("._/+-").find(c) == std::string::npos) {
+      return what + " '" + path + "' has a character outside [A-Za-z0-9._/+-]";
+    }
+  }
+  if (("/" + path + "/").find("/../") != std::string::npos) {
+    return what + " '" + path + "' has a '..' component";
+  }
+  return "";
+}
+
+}  // namespace
+
+bool PathUnder(const std::string& path, const std::string& dir) {
+  std::string d = dir;
+  while (d.size() > 1 && d.back() == '/') d.pop_back();
+  if (d == "/") return !path.empty() && path.front() == '/';
+  return path == d ||
+         (path.size() > d.size() && path.compare(0, d.size(), d) == 0 && path[d.size()] == '/');
+}
+
+std::optional<K8sVolume> ParseK8sVolume(const std::string& text, std::string* problem) {
+  const auto fail = [problem](const std::string& why) -> std::optional<K8sVolume> {
+    *problem = why;
+    return std::nullopt;
+  };
+  std::vector<std::string> parts;
+  for (std::size_t start = 0;;) {
+    const std::size_t colon = text.find(':', start);
+    parts.push_back(text.substr(start, colon == std::string::npos ? colon : colon - start));
+    if (colon == std::string::npos) break;
+    start = colon + 1;
+  }
+  K8sVolume v;
+  if (!parts.empty() && parts.back() == "ro") {
+    v.read_only = true;
+    parts.pop_back();
+  }
+  const std::string forms = "pvc:CLAIM:/MOUNT, hostPath:/DIR:/MOUNT or nfs:SERVER:/EXPORT:/MOUNT";
+  if (parts.empty() || parts.size() < 3) return fail("expected " + forms + ", got '" + text + "'");
+  const std::string& kind = parts[0];
+  std::string check;
+  if (kind == "pvc" && parts.size() == 3) {
+    v.kind = K8sVolume::Kind::kPvc;
+    v.source = parts[1];
+    if (!IsDnsSubdomain(v.source)) {
+      return fail("claim '" + v.source + "' is not a DNS subdomain (lowercase a-z, 0-9, '-', '.')");
+    }
+  } else if (kind == "hostPath" && parts.size() == 3) {
+    v.kind = K8sVolume::Kind::kHostPath;
+    v.source = parts[1];
+    check = CheckAbsolutePath("the host directory", v.source);
+  } else if (kind == "nfs" && parts.size() == 4) {
+    v.kind = K8sVolume::Kind::kNfs;
+    v.server = parts[1];
+    v.source = parts[2];
+    bool host_ok = !v.server.empty() && v.server.size() <= 253;
+    for (char c : v.server) {
+      host_ok = host_ok && (std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '-');
+    }
+    if (!host_ok) return fail("NFS server '" + v.server + "' is not a host name or IPv4 address");
+    check = CheckAbsolutePath("the NFS export", v.source);
+  } else {
+    return fail("expected " + forms + " (optionally ending :ro), got '" + text + "'");
+  }
+  if (!check.empty()) return fail(check);
+  v.mount = parts.back();
+  check = CheckAbsolutePath("the mount path", v.mount);
+  if (!check.empty()) return fail(check);
+  if (v.mount == "/") return fail("the mount path may not be /");
+  for (const char* own : {"/etc/ringpilot", "/checkpoints", "/dev/shm"}) {
+    if (PathUnder(v.mount, own) || PathUnder(own, v.mount)) {
+      return fail("the mount path " + v.mount + " clashes with the pods' own mount " + own);
+    }
+  }
+  return v;
+}
+
+std::string CheckK8sVolume(const std::string& text) {
+  std::string problem;
+  return ParseK8sVolume(text, &problem) ? std::string() : problem;
+}
+
 }  // namespace ringpilot::config

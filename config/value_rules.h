@@ -53,6 +53,26 @@ std::optional<double> QuantityValue(const std::string& s);
 std::string MemoryQuantity(double bytes);
 /// `cores` as a CPU quantity: whole cores when exact ("16"), else millicores ("1500m").
 std::string CpuQuantity(double cores);
+/// One `k8s.volumes` entry: a volume of the worker pods mounted at `mount`.
+struct K8sVolume {
+  enum class Kind { kPvc, kHostPath, kNfs };
+  Kind kind = Kind::kPvc;
+  std::string source;  ///< the claim name, the host directory, or the NFS export path
+  std::string server;  ///< NFS server (host name or IPv4 address); "" otherwise
+  std::string mount;   ///< absolute path in the container
+  bool read_only = false;
+};
+/// Parses `pvc:CLAIM:/MOUNT`, `hostPath:/DIR:/MOUNT` or `nfs:SERVER:/EXPORT:/MOUNT`, each
+/// optionally followed by `:ro`. CLAIM is a DNS subdomain; DIR, EXPORT and MOUNT are
+/// absolute paths of [A-Za-z0-9._/+-] without `..`; MOUNT is none of the pods' own mounts
+/// (/etc/ringpilot, /checkpoints, /dev/shm) nor under them. nullopt with the problem in
+/// `*problem` otherwise.
+std::optional<K8sVolume> ParseK8sVolume(const std::string& text, std::string* problem);
+/// "" when ParseK8sVolume takes `text`, else its problem.
+std::string CheckK8sVolume(const std::string& text);
+/// Whether `path` is `dir` or lies under it (both absolute, compared by components).
+bool PathUnder(const std::string& path, const std::string& dir);
+
 /// Container image reference: 1 to 255 of [A-Za-z0-9._/:@-], starting alphanumeric
 /// (`registry.example.com:5000/team/ringpilot:1.0`, `repo@sha256:...`).
 bool IsImageReference(const std::string& s);

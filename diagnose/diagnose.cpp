@@ -159,6 +159,7 @@ RunData LoadRun(const std::string& run_dir, const std::string& infiniband_dir) {
   std::sort(stats_files.begin(), stats_files.end());
   std::sort(nccl_files.begin(), nccl_files.end());
   LoadPluginRanks(run_dir, &data);
+  data.program_beats = history::ReadProgramBeats(logs.string(), 0);
   data.attempts = history::ReadAttempts(run_dir);
   for (const history::AttemptRecord& a : data.attempts) {
     const fs::path dir = root / a.dir;
@@ -185,10 +186,11 @@ RunData LoadRun(const std::string& run_dir, const std::string& infiniband_dir) {
   // failure.json: it is a run directory all the same (`ringpilot status` reads it).
   const bool job = fs::exists(root / "job.yaml", ec);
   if (!data.summary && stats_files.empty() && data.plugin_ranks.empty() && data.attempts.empty() &&
-      !job && !data.launcher && !data.failure) {
+      data.program_beats.empty() && !job && !data.launcher && !data.failure) {
     throw DiagnoseError(run_dir +
                         ": not a run directory (no job.yaml, summary.json, "
-                        "logs/rank-<N>.stats.json, logs/rank-<N>.nccl.json or attempts/)");
+                        "logs/rank-<N>.stats.json, logs/rank-<N>.nccl.json, "
+                        "logs/rank-<N>.program.json or attempts/)");
   }
   data.now_unix =
       std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
@@ -220,7 +222,7 @@ Diagnosis Analyze(RunData data) {
   const std::string summary_file = (fs::path(run.run_dir) / "summary.json").string();
   if (run.summary) world = Fields(*run.summary, summary_file).Int("world_size", 0, 0, kMaxRank + 1);
   // A program's run has neither: its records are the plugin's.
-  const bool program = !run.plugin_ranks.empty();
+  const bool program = !run.plugin_ranks.empty() || !run.program_beats.empty();
   if (!run.summary && !program) {
     d.missing.push_back(run.attempts.empty()
                             ? "summary.json (the run did not finish, or rank 0 died)"

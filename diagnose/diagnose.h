@@ -22,6 +22,7 @@
 
 #include "history/attempts.h"
 #include "history/failure.h"
+#include "history/program_beat.h"
 
 namespace ringpilot::diagnose {
 
@@ -122,6 +123,9 @@ struct RunData {
   std::vector<PeerTransport> transports;  ///< sorted by (rank, peer)
   std::vector<std::string> ib_ports;      ///< "mlx5_0/1", ... on this machine
   std::vector<PluginRank> plugin_ranks;   ///< a program's ranks, sorted by rank
+  /// A launch.command program's ranks as `ringpilot exec` saw their processes
+  /// (logs/rank-<N>.program.json): command, state, CPU, memory, reported progress.
+  std::map<int, history::ProgramBeat> program_beats;
   /// logs/topology-<host>.json (written by `ringpilot exec --bind`): host -> path.
   std::map<std::string, std::string> topology_files;
   double now_unix = 0;  ///< when it was read: a live run's files are this old

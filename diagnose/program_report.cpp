@@ -56,12 +56,50 @@ json CollectiveJson(const CollectiveRow& row) {
       {"below_half_of_expected", row.low}};
 }
 
+// The processes as `ringpilot exec` saw them, and the progress the program reported.
+void RenderProcesses(const Diagnosis& d, std::ostream& out) {
+  const auto& beats = d.data.program_beats;
+  if (beats.empty()) return;
+  out << "\nprogram: " << beats.begin()->second.command << "\n";
+  const auto zero = beats.find(0);
+  if (zero != beats.end() && zero->second.progress) {
+    const history::ProgramProgress& p = *zero->second.progress;
+    out << "progress: step " << p.step
+        << (p.steps > 0 ? "/" + std::to_string(p.steps) : std::string())
+        << (p.loss ? " loss " + Fmt(*p.loss, 4) : std::string())
+        << " (rank 0's last progress line, " << Fmt(d.data.now_unix - p.unix, 0) << " s ago)\n";
+  } else {
+    out << "progress: no progress reported (a program reports it with lines like "
+           "`step 120/600 loss 0.41`: docs/programs.md)\n";
+  }
+  std::vector<std::vector<std::string>> rows = {
+      {"rank", "pid", "state", "cpu_s", "rss_mib", "elapsed_s", "step", "heard"}};
+  for (const auto& [rank, b] : beats) {
+    const double end = b.state == "exited" ? b.unix : d.data.now_unix;
+    rows.push_back({std::to_string(rank), std::to_string(b.pid),
+                    b.state + (b.status ? " (" + std::to_string(*b.status) + ")" : std::string()),
+                    b.cpu_seconds ? Fmt(*b.cpu_seconds, 1) : "-",
+                    b.rss_bytes ? Fmt(static_cast<double>(*b.rss_bytes) / (1 << 20), 0) : "-",
+                    b.started_unix > 0 ? Fmt(end - b.started_unix, 1) : "-",
+                    b.progress ? std::to_string(b.progress->step) : "-",
+                    Fmt(d.data.now_unix - b.unix, 0) + " s ago"});
+  }
+  Print(out, rows);
+  out << "  (logs/rank-<N>.program.json: each rank's process as `ringpilot exec` saw it; "
+         "cpu_s: user + system CPU time)\n";
+  if (d.data.plugin_ranks.empty()) {
+    out << "communication: no NCCL records (logs/rank-<N>.nccl.json): the program used no "
+           "NCCL (gloo, or CPU tensors), so there is no per-collective analysis\n";
+  }
+}
+
 }  // namespace
 
 std::string RenderProgramText(const Diagnosis& d) {
   const ProgramDiagnosis& p = d.program;
-  if (d.data.plugin_ranks.empty()) return "";
   std::ostringstream out;
+  RenderProcesses(d, out);
+  if (d.data.plugin_ranks.empty()) return out.str();
   out << "\nprogram (NCCL profiler records, logs/rank-<N>.nccl.json): communication "
       << (p.comm_share ? Fmt(100 * *p.comm_share, 1) + "%" : std::string("unknown"))
       << " of the time (mean over ranks)\n";
@@ -138,9 +176,41 @@ std::string RenderProgramText(const Diagnosis& d) {
   return out.str();
 }
 
+namespace {
+
+json ProcessesJson(const Diagnosis& d) {
+  json ranks = json::array();
+  for (const auto& [rank, b] : d.data.program_beats) {
+    json progress = nullptr;
+    if (b.progress) {
+      progress = {{"step", b.progress->step},
+                  {"steps", b.progress->steps > 0 ? json(b.progress->steps) : json(nullptr)},
+                  {"loss", b.progress->loss ? json(*b.progress->loss) : json(nullptr)},
+                  {"unix", b.progress->unix}};
+    }
+    ranks.push_back({{"rank", rank},
+                     {"pid", b.pid},
+                     {"state", b.state},
+                     {"status", b.status ? json(*b.status) : json(nullptr)},
+                     {"cpu_seconds", b.cpu_seconds ? json(*b.cpu_seconds) : json(nullptr)},
+                     {"rss_bytes", b.rss_bytes ? json(*b.rss_bytes) : json(nullptr)},
+                     {"started_unix", b.started_unix},
+                     {"unix", b.unix},
+                     {"progress", progress}});
+  }
+  return ranks;
+}
+
+}  // namespace
+
 json ProgramToJson(const Diagnosis& d) {
   const ProgramDiagnosis& p = d.program;
-  if (d.data.plugin_ranks.empty()) return nullptr;
+  if (d.data.plugin_ranks.empty() && d.data.program_beats.empty()) return nullptr;
+  if (d.data.plugin_ranks.empty()) {
+    return {{"command", d.data.program_beats.begin()->second.command},
+            {"processes", ProcessesJson(d)},
+            {"nccl", false}};
+  }
   json ranks = json::array();
   for (const ProgramRankRow& r : p.ranks) {
     ranks.push_back({{"rank", r.rank},
@@ -177,7 +247,12 @@ json ProgramToJson(const Diagnosis& d) {
   }
   json collectives = json::array();
   for (const CollectiveRow& row : p.collectives) collectives.push_back(CollectiveJson(row));
-  return {{"comm", p.comm},
+  return {{"command", d.data.program_beats.empty()
+                          ? json(nullptr)
+                          : json(d.data.program_beats.begin()->second.command)},
+          {"processes", ProcessesJson(d)},
+          {"nccl", true},
+          {"comm", p.comm},
           {"comm_share", p.comm_share ? json(*p.comm_share) : json(nullptr)},
           {"ranks", ranks},
           {"aligned_collectives", p.aligned_collectives},

@@ -1,5 +1,10 @@
 #include "k8s/manifest.h"
 
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
 #include <yaml-cpp/yaml.h>
 
 #include "config/value_rules.h"
@@ -30,6 +35,42 @@ void Metadata(YAML::Emitter& e, const std::string& name, const JobConfig& c) {
   Str(e, "app.kubernetes.io/name", "ringpilot");
   Str(e, kJobLabel, c.name);
   e << YAML::EndMap << YAML::EndMap;
+}
+
+// k8s.volumes, parsed (the job's rules accepted every entry; one that fails here comes
+// from a hand-built config and is left out after RenderDocuments refused it).
+std::vector<config::K8sVolume> DataVolumes(const JobConfig& c) {
+  std::vector<config::K8sVolume> out;
+  for (const std::string& text : c.k8s.volumes) {
+    std::string problem;
+    if (std::optional<config::K8sVolume> v = config::ParseK8sVolume(text, &problem)) {
+      out.push_back(*v);
+    }
+  }
+  return out;
+}
+
+std::string DataVolumeName(std::size_t index) { return "data-" + std::to_string(index); }
+
+// The paths a trainer job reads its data from: data.train and data.val (image_shards: each
+// comma-separated file or pattern).
+std::vector<std::pair<std::string, std::string>> DataPaths(const JobConfig& c) {
+  std::vector<std::pair<std::string, std::string>> paths;
+  if (config::RunsCommand(c)) return paths;  // a program's paths are its arguments
+  for (const auto& [key, value] : {std::pair<std::string, std::string>{"data.train", c.data.train},
+                                   std::pair<std::string, std::string>{"data.val", c.data.val}}) {
+    std::size_t start = 0;
+    while (start <= value.size() && !value.empty()) {
+      const std::size_t comma = value.find(',', start);
+      std::string part = value.substr(start, comma == std::string::npos ? comma : comma - start);
+      while (!part.empty() && part.front() == ' ') part.erase(0, 1);
+      while (!part.empty() && part.back() == ' ') part.pop_back();
+      if (!part.empty()) paths.emplace_back(key, part);
+      if (comma == std::string::npos) break;
+      start = comma + 1;
+    }
+  }
+  return paths;
 }
 
 void Header(YAML::Emitter& e, const std::string& api_version, const std::string& kind) {
@@ -87,11 +128,37 @@ void Volumes(YAML::Emitter& e, const JobConfig& c, const Names& n, bool worker) 
     Str(e, "medium", "Memory");
     Str(e, "sizeLimit", c.k8s.shm_size);
     e << YAML::EndMap << YAML::EndMap;
+    // k8s.volumes: the data, where the job's paths point (RenderDocuments checked them).
+    const std::vector<config::K8sVolume> data = DataVolumes(c);
+    for (std::size_t i = 0; i < data.size(); ++i) {
+      const config::K8sVolume& v = data[i];
+      e << YAML::BeginMap;
+      Str(e, "name", DataVolumeName(i));
+      switch (v.kind) {
+        case config::K8sVolume::Kind::kPvc:
+          e << YAML::Key << "persistentVolumeClaim" << YAML::Value << YAML::BeginMap;
+          Str(e, "claimName", v.source);
+          if (v.read_only) e << YAML::Key << "readOnly" << YAML::Value << true;
+          break;
+        case config::K8sVolume::Kind::kHostPath:
+          e << YAML::Key << "hostPath" << YAML::Value << YAML::BeginMap;
+          Str(e, "path", v.source);
+          Str(e, "type", "Directory");
+          break;
+        case config::K8sVolume::Kind::kNfs:
+          e << YAML::Key << "nfs" << YAML::Value << YAML::BeginMap;
+          Str(e, "server", v.server);
+          Str(e, "path", v.source);
+          if (v.read_only) e << YAML::Key << "readOnly" << YAML::Value << true;
+          break;
+      }
+      e << YAML::EndMap << YAML::EndMap;
+    }
   }
   e << YAML::EndSeq;
 }
 
-void VolumeMounts(YAML::Emitter& e, bool worker) {
+void VolumeMounts(YAML::Emitter& e, const JobConfig& c, bool worker) {
   e << YAML::Key << "volumeMounts" << YAML::Value << YAML::BeginSeq;
   e << YAML::BeginMap;
   Str(e, "name", "job");
@@ -106,6 +173,14 @@ void VolumeMounts(YAML::Emitter& e, bool worker) {
     Str(e, "name", "dshm");
     Str(e, "mountPath", "/dev/shm");
     e << YAML::EndMap;
+    const std::vector<config::K8sVolume> data = DataVolumes(c);
+    for (std::size_t i = 0; i < data.size(); ++i) {
+      e << YAML::BeginMap;
+      Str(e, "name", DataVolumeName(i));
+      Str(e, "mountPath", data[i].mount);
+      if (data[i].read_only) e << YAML::Key << "readOnly" << YAML::Value << true;
+      e << YAML::EndMap;
+    }
   }
   e << YAML::EndSeq;
 }
@@ -186,7 +261,7 @@ void PodTemplate(YAML::Emitter& e, const JobConfig& c, const Names& n, bool work
   e << YAML::Key << "capabilities" << YAML::Value << YAML::BeginMap;
   e << YAML::Key << "add" << YAML::Value << YAML::BeginSeq << "IPC_LOCK" << YAML::EndSeq;
   e << YAML::EndMap << YAML::EndMap;
-  VolumeMounts(e, worker);
+  VolumeMounts(e, c, worker);
   e << YAML::EndMap << YAML::EndSeq;  // container, containers
   Volumes(e, c, n, worker);
   e << YAML::EndMap << YAML::EndMap;  // spec, template
@@ -241,7 +316,11 @@ std::string PodMonitorDoc(const JobConfig& c, const Names& n) {
   e << YAML::Key << "matchNames" << YAML::Value << YAML::BeginSeq << YAML::DoubleQuoted
     << c.k8s.namespace_ << YAML::EndSeq << YAML::EndMap;
   e << YAML::Key << "podMetricsEndpoints" << YAML::Value << YAML::BeginSeq;
-  for (int local = 0; local < c.world.procs_per_node; ++local) {
+  // A program's rank serves twice: `ringpilot exec` its process on port_base + l, the
+  // NCCL profiler plugin in it the NCCL series one block up (a pod's ports are its own, so
+  // the blocks are where they start).
+  const int ports = c.world.procs_per_node * (config::RunsCommand(c) ? 2 : 1);
+  for (int local = 0; local < ports; ++local) {
     e << YAML::BeginMap;
     Str(e, "path", "/metrics");
     Str(e, "interval", "15s");
@@ -335,6 +414,24 @@ std::vector<std::string> RenderDocuments(const JobConfig& c) {
         "must be a positive quantity");
   Check(config::IsPositiveQuantity(c.k8s.memory_per_rank), "k8s.memory_per_rank",
         "must be a positive quantity");
+
+  std::vector<std::string> mounts;
+  for (const std::string& text : c.k8s.volumes) {
+    std::string problem;
+    const std::optional<config::K8sVolume> v = config::ParseK8sVolume(text, &problem);
+    Check(v.has_value(), "k8s.volumes", problem);
+    for (const std::string& other : mounts) {
+      Check(!config::PathUnder(v->mount, other) && !config::PathUnder(other, v->mount),
+            "k8s.volumes", "mount paths " + other + " and " + v->mount + " overlap");
+    }
+    mounts.push_back(v->mount);
+  }
+  // Inside the pods the working directory is nobody's: a relative path reaches no data.
+  for (const auto& [key, path] : DataPaths(c)) {
+    Check(!path.empty() && path.front() == '/', key,
+          "'" + path + "' is relative; in the pods it must be absolute, on a k8s.volumes mount " +
+              "(e.g. k8s.volumes: [\"pvc:imagenet:/data\"] and " + key + ": /data/...)");
+  }
 
   const Names n = NamesFor(c.name);
   std::vector<std::string> docs = {ConfigMapDoc(c, n), PvcDoc(c, n), MpiJobDoc(c, n)};

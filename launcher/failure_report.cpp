@@ -12,6 +12,7 @@
 
 #include "base/files.h"
 #include "base/time.h"
+#include "history/program_beat.h"
 
 namespace ringpilot::launcher {
 namespace {
@@ -211,6 +212,24 @@ std::map<int, RankHeartbeat> ReadHeartbeats(const std::string& logs_dir, double 
     b.steps = j.contains("steps") && j["steps"].is_number_integer() ? j["steps"].get<int64_t>() : 0;
     if (j.contains("loss") && j["loss"].is_number()) b.loss = j["loss"].get<double>();
     if (b.unix >= since_unix) beats.emplace(b.rank, b);
+  }
+  return beats;
+}
+
+std::map<int, RankHeartbeat> ReadProgramBeats(const std::string& logs_dir, double since_unix) {
+  std::map<int, RankHeartbeat> beats;
+  for (const auto& [rank, p] : history::ReadProgramBeats(logs_dir, since_unix)) {
+    RankHeartbeat b;
+    b.rank = rank;
+    b.unix = p.unix;
+    b.phase = p.state.empty() ? "running" : p.state;
+    if (p.progress) {
+      b.progress = true;
+      b.step = p.progress->step;
+      b.steps = p.progress->steps;
+      b.loss = p.progress->loss;
+    }
+    beats.emplace(rank, b);
   }
   return beats;
 }

@@ -62,6 +62,10 @@ struct RankHeartbeat {
   std::string stuck_op = {};  ///< "" when no collective was in flight
   uint64_t stuck_seq = 0;     ///< that collective's sequence number
   double stuck_seconds = 0;   ///< how long it had been in flight when the file was written
+  /// A launch.command rank's beat written by `ringpilot exec` (ReadProgramBeats): true when
+  /// the program reported progress (a progress line, docs/programs.md); `step` is then the
+  /// steps done that it reported, `steps` its target (0 when it gave none), `loss` its loss.
+  bool progress = false;
 };
 
 /// Every rank's heartbeat in `logs_dir` written at or after `since_unix` (older ones are
@@ -74,6 +78,13 @@ std::map<int, RankHeartbeat> ReadHeartbeats(const std::string& logs_dir, double 
 /// = when the file was written, and the collective in flight there (or, after an abort,
 /// the one it was stuck in). Unreadable or malformed files are left out.
 std::map<int, RankHeartbeat> ReadNcclHeartbeats(const std::string& logs_dir, double since_unix);
+
+/// Every launch.command rank's beat (logs/rank-N.program.json, history/program_beat.h: the
+/// launcher's view of the process, where the program sends no heartbeat) written at or after
+/// `since_unix`, by rank: `unix` when it was written, `phase` "running" or "exited",
+/// `progress` (and `step`, `steps`, `loss`) when the program printed a progress line.
+/// Unreadable or malformed files are left out.
+std::map<int, RankHeartbeat> ReadProgramBeats(const std::string& logs_dir, double since_unix);
 
 /// The rank the others waited for, from heartbeats: one that fell silent (max_silence_s
 /// above kStoppedSilenceSeconds: stopped, then revived by mpirun's SIGCONT), the longest

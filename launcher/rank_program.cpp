@@ -10,12 +10,16 @@
 #include <cerrno>
 #include <csignal>
 #include <cstring>
+#include <regex>
+#include <sstream>
 #include <stdexcept>
 
 #include "base/exit_status.h"
 #include "base/files.h"
+#include "base/shell.h"
 #include "base/signal_pipe.h"
 #include "base/time.h"
+#include "history/program_beat.h"
 #include "launcher/failure_report.h"
 
 namespace ringpilot::launcher {
@@ -61,7 +65,85 @@ bool IsStopSignal(int sig) {
   return sig == SIGINT || sig == SIGTERM || sig == SIGHUP || sig == SIGQUIT;
 }
 
+// CPU seconds (user + system) and resident bytes of a process, from /proc/PID/stat;
+// nullopt when it cannot be read (gone, or not Linux).
+struct ProcUsage {
+  double cpu_seconds = 0;
+  int64_t rss_bytes = 0;
+};
+std::optional<ProcUsage> ReadProcUsage(pid_t pid) {
+  std::string text;
+  try {
+    text = base::ReadFile("/proc/" + std::to_string(pid) + "/stat");
+  } catch (const base::FileError&) {
+    return std::nullopt;
+  }
+  // The command name (field 2) is in parentheses and may hold spaces: count after it.
+  const std::size_t close = text.rfind(')');
+  if (close == std::string::npos) return std::nullopt;
+  std::istringstream in(text.substr(close + 1));
+  std::vector<std::string> fields;  // fields[0] is field 3 (state)
+  for (std::string f; in >> f;) fields.push_back(f);
+  if (fields.size() < 22) return std::nullopt;
+  const double tick = static_cast<double>(::sysconf(_SC_CLK_TCK));
+  const double page = static_cast<double>(::sysconf(_SC_PAGESIZE));
+  ProcUsage u;
+  try {
+    u.cpu_seconds = (std::stod(fields[11]) + std::stod(fields[12])) / (tick > 0 ? tick : 100);
+    u.rss_bytes = static_cast<int64_t>(std::stod(fields[21]) * page);
+  } catch (const std::exception&) {
+    return std::nullopt;
+  }
+  return u;
+}
+
+// history/program_beat.h's beat. A failed write is ignored: the beat is for `status` and
+// diagnosis, and the program must not stop for it.
+void WriteBeat(const RankProgramOptions& options, pid_t pid, const std::string& state,
+               double started_unix, const std::optional<history::ProgramProgress>& progress,
+               const std::optional<int>& status) {
+  if (options.beat_path.empty()) return;
+  history::ProgramBeat b;
+  b.rank = options.rank;
+  b.pid = pid;
+  b.command = base::ShellJoin(options.argv);
+  b.state = state;
+  b.started_unix = started_unix;
+  b.unix = base::UnixNow();
+  if (const std::optional<ProcUsage> u = ReadProcUsage(pid)) {
+    b.cpu_seconds = u->cpu_seconds;
+    b.rss_bytes = u->rss_bytes;
+  }
+  b.progress = progress;
+  b.status = status;
+  try {
+    base::WriteFileAtomically(options.beat_path, history::ProgramBeatJson(b));
+  } catch (const base::FileError&) {
+  }
+}
+
 }  // namespace
+
+std::optional<ProgramProgress> ParseProgressLine(const std::string& line) {
+  // "step 12", "step 12/600", "step=12", "Step: 12 / 600" at the start; then "loss X".
+  static const std::regex kStep(R"(^\s*[Ss]tep\s*[=:]?\s*(\d{1,15})(?:\s*/\s*(\d{1,15}))?\b)");
+  static const std::regex kLoss(
+      R"(\b[Ll]oss\s*[=:]?\s*([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|nan|inf)\b)");
+  std::smatch m;
+  if (!std::regex_search(line, m, kStep)) return std::nullopt;
+  ProgramProgress p;
+  p.step = std::stoll(m[1].str());
+  if (m[2].matched) p.steps = std::stoll(m[2].str());
+  const std::string rest = m.suffix().str();
+  std::smatch l;
+  if (std::regex_search(rest, l, kLoss)) {
+    try {
+      p.loss = std::stod(l[1].str());
+    } catch (const std::exception&) {
+    }
+  }
+  return p;
+}
 
 int ShellStatus(const RankProgramEnd& end) {
   if (end.exec_failed) {
@@ -187,7 +269,16 @@ int RunRankProgram(const RankProgramOptions& options) {
 
   Stream streams[2] = {{out_pipe[0], options.stdout_fd, false, {}},
                        {err_pipe[0], options.stderr_fd, true, {}}};
+  if (options.on_start) options.on_start(static_cast<int>(pid));
+  const double started_unix = base::UnixNow();
+  std::optional<history::ProgramProgress> progress;
+  constexpr int64_t kBeatPeriodNs = 1'000'000'000;
+  int64_t next_beat_ns = base::MonotonicNs() + kBeatPeriodNs;
+  WriteBeat(options, pid, "running", started_unix, progress, std::nullopt);
   const auto emit = [&](Stream& s, const std::string& line) {
+    if (const std::optional<ProgramProgress> p = ParseProgressLine(line)) {
+      progress = history::ProgramProgress{p->step, p->steps, p->loss, base::UnixNow()};
+    }
     WriteAll(s.out_fd, line + "\n");
     WriteAll(log_fd, base::LogTimeNow() + (s.is_stderr ? " ERR " : " OUT ") + line + "\n");
     if (s.is_stderr && line.find_first_not_of(" \t\r") != std::string::npos) {
@@ -234,6 +325,10 @@ int RunRankProgram(const RankProgramOptions& options) {
         s.partial.clear();
       }
     }
+    if (!exited && base::MonotonicNs() >= next_beat_ns) {
+      next_beat_ns = base::MonotonicNs() + kBeatPeriodNs;
+      WriteBeat(options, pid, "running", started_unix, progress, std::nullopt);
+    }
     for (const int sig : signals.Take()) {
       if (sig == SIGCHLD || exited) continue;
       if (IsStopSignal(sig) && end.stop_signal == 0) end.stop_signal = sig;
@@ -249,6 +344,7 @@ int RunRankProgram(const RankProgramOptions& options) {
   } else {
     end.exit_code = WEXITSTATUS(status);
   }
+  WriteBeat(options, pid, "exited", started_unix, progress, ShellStatus(end));
   const std::string closing = ClosingLogLine(end, program, died_ns);
   WriteAll(log_fd, closing + "\n");
   if (const std::optional<FatalLine> fatal = ParseFatalLine(closing)) {

@@ -8,6 +8,8 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -26,6 +28,14 @@ struct RankProgramOptions {
   std::vector<std::string> header;  ///< lines written to the log before the program starts
   int stdout_fd = 1;                ///< where the program's stdout lines are relayed
   int stderr_fd = 2;                ///< where its stderr lines are relayed
+  /// Rewritten (atomically) about once a second while the program runs, and once when it
+  /// ended: the launcher's view of the process (RUN_DIR/logs/rank-N.program.json, read by
+  /// ReadProgramBeats): pid, state, CPU seconds, resident bytes, and the last progress line
+  /// it printed (ParseProgressLine). "" = none.
+  std::string beat_path;
+  int rank = 0;  ///< named in the beat
+  /// Called with the program's pid once it runs (exec succeeded); may be empty.
+  std::function<void(int pid)> on_start;
   /// After the program exited, output still in its pipes (a child of the program that kept
   /// them open) is copied for at most this long.
   double drain_timeout_s = 2.0;
@@ -40,6 +50,17 @@ struct RankProgramEnd {
   int exec_errno = 0;
   std::string last_error_line;  ///< its last non-empty stderr line
 };
+
+/// What a program reports of its progress with a line on stdout or stderr (the minimal
+/// protocol of docs/programs.md): `step N`, `step N/M`, `step=N` ... at the start of the
+/// line, and optionally `loss X` / `loss=X` / `loss: X` later in it, as the trainer's own
+/// progress lines read (`step 600/600 loss 0.3012 (41.2 steps/s)`).
+struct ProgramProgress {
+  int64_t step = 0;   ///< steps done
+  int64_t steps = 0;  ///< the target; 0 when the line gives none
+  std::optional<double> loss;
+};
+std::optional<ProgramProgress> ParseProgressLine(const std::string& line);
 
 /// The status `ringpilot exec` exits with, as a shell reports a command: the exit code,
 /// 128 + N after signal N, 126 (not executable) or 127 (not found) when exec failed.

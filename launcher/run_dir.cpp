@@ -6,6 +6,8 @@
 #include <cerrno>
 
 #include <fstream>
+#include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -47,6 +49,44 @@ FinishedRun ReadFinishedRun(const RunDirLayout& layout) {
     run.epochs = summary["epochs"].get<int64_t>();
   }
   return run;
+}
+
+CheckpointRef LatestCheckpoint(const std::string& checkpoints_dir) {
+  CheckpointRef latest;
+  std::vector<std::string> names;
+  try {
+    names = base::ListDir(checkpoints_dir);
+  } catch (const base::FileError&) {
+    return latest;
+  }
+  for (const std::string& name : names) {
+    if (name.rfind("step-", 0) != 0) continue;
+    const std::size_t end = name.find_first_not_of("0123456789", 5);
+    const std::string digits = name.substr(5, end == std::string::npos ? end : end - 5);
+    if (digits.empty() || digits.size() > 18) continue;
+    if (end != std::string::npos) {
+      // step-N.EXT: a finished file of a program; in-progress names are skipped.
+      const std::string ext = name.substr(end);
+      if (ext.size() < 2 || ext[0] != '.') continue;
+      bool writing = false;
+      for (const char* suffix : {".tmp", ".partial", ".part"}) {
+        const std::string sfx(suffix);
+        if (ext.size() >= sfx.size() && ext.compare(ext.size() - sfx.size(), sfx.size(), sfx) == 0)
+          writing = true;
+      }
+      if (writing) continue;
+    }
+    const int64_t step = std::stoll(digits);
+    if (step > latest.step) {
+      latest.step = step;
+      latest.path = checkpoints_dir + "/" + name;
+    }
+  }
+  return latest;
+}
+
+std::string ResumeCommand(const std::string& run_dir) {
+  return "ringpilot run " + run_dir + "/job.yaml --run-dir " + run_dir;
 }
 
 std::string RunDirLayout::AttemptFailureJson(int attempt) const {

@@ -15,7 +15,7 @@ inline constexpr const char* kDefaultRunsDir = "runs";
 struct RunDirLayout {
   std::string root;
   std::string logs;           ///< root/logs: rank-N.log (trainer), launcher.log (supervisor)
-  std::string checkpoints;    ///< root/checkpoints: step-NNNNNNNN/ (trainer)
+  std::string checkpoints;    ///< root/checkpoints: step-NNNNNNNN/ (trainer), step-N.* (programs)
   std::string trace;          ///< root/trace: rank-N.json (trainer)
   std::string job_yaml;       ///< root/job.yaml: the resolved config every rank reads
   std::string launcher_log;   ///< root/logs/launcher.log
@@ -35,6 +35,22 @@ struct RunDirLayout {
   /// restarted.
   std::string AttemptFailureJson(int attempt) const;
 };
+
+/// The newest checkpoint in a run directory's checkpoints/.
+struct CheckpointRef {
+  int64_t step = -1;  ///< -1: none
+  std::string path;   ///< absolute when `checkpoints_dir` is; "" for none
+};
+
+/// The checkpoint with the highest step in `checkpoints_dir`: an entry named `step-N`
+/// (the trainer's directories, step-NNNNNNNN) or `step-N.EXT` (a program's files, e.g.
+/// step-00000600.pt; docs/programs.md, "Progress and checkpoints"), N decimal digits, file
+/// or directory. Names ending in .tmp, .partial or .part are being written and are left
+/// out, as is anything else (the trainer's .tmp-* and corrupt-* entries).
+CheckpointRef LatestCheckpoint(const std::string& checkpoints_dir);
+
+/// `ringpilot run RUN_DIR/job.yaml --run-dir RUN_DIR`: what resumes a stopped or failed run.
+std::string ResumeCommand(const std::string& run_dir);
 
 /// `PARENT/<name>-YYYYmmdd-HHMMSS`, `now` in local time.
 std::string DefaultRunDirName(const std::string& job_name, std::time_t now,

@@ -48,6 +48,8 @@ std::string LauncherJson(const LauncherRecord& r) {
                               {"updated", r.updated},
                               {"attempt", r.attempt},
                               {"max_attempts", r.max_attempts},
+                              {"run", r.run},
+                              {"attempts_before", r.attempts_before},
                               {"state", ToString(r.state)},
                               {"detail", r.detail}};
   if (r.exit_status) j["exit_status"] = *r.exit_status;
@@ -80,6 +82,8 @@ std::optional<LauncherRecord> ParseLauncherJson(const std::string& text) {
   r.slurm_job_id = text_of("slurm_job_id");
   r.attempt = int_of("attempt", 0);
   r.max_attempts = int_of("max_attempts", 1);
+  r.run = int_of("run", 1);
+  r.attempts_before = int_of("attempts_before", 0);
   if (j.contains("exit_status") && j["exit_status"].is_number_integer()) {
     r.exit_status = j["exit_status"].get<int>();
   }

@@ -28,6 +28,11 @@ struct LauncherRecord {
   std::string updated;     ///< when this record was written
   int attempt = 0;         ///< the current (or last) attempt, 1-based; 0 before the first
   int max_attempts = 1;    ///< 1 + launch.max_restarts
+  /// Which `ringpilot run` of this run directory this is: 1 for the first, 2 after one
+  /// resume, ... (each run numbers its attempts from 1 again).
+  int run = 1;
+  /// Attempts that the earlier runs of this directory made, all together.
+  int attempts_before = 0;
   RunState state = RunState::kRunning;
   std::string detail;              ///< one line on how it ended ("" while running)
   std::optional<int> exit_status;  ///< `ringpilot run`'s exit status once it ended

@@ -5,6 +5,7 @@
 #include <stdexcept>
 
 #include "base/files.h"
+#include "base/shell.h"
 #include "base/time.h"
 #include "config/job.h"
 #include "history/failure.h"
@@ -17,20 +18,6 @@ nlohmann::json ReadJson(const std::string& path) {
   std::ifstream in(path);
   if (!in) return nlohmann::json();
   return nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
-}
-
-// checkpoints/step-NNNNNNNN: the store renames a checkpoint to that name only once it is
-// complete, and renames a corrupt one away, so the name is enough here.
-int64_t LatestCheckpoint(const std::string& dir) {
-  int64_t latest = -1;
-  for (const std::string& name : base::ListDir(dir)) {
-    if (name.size() != 13 || name.rfind("step-", 0) != 0) continue;
-    const std::string digits = name.substr(5);
-    if (digits.find_first_not_of("0123456789") != std::string::npos) continue;
-    if (!base::IsDirectory(dir + "/" + name)) continue;
-    latest = std::max<int64_t>(latest, std::stoll(digits));
-  }
-  return latest;
 }
 
 }  // namespace
@@ -53,15 +40,26 @@ RunStatus ReadRunStatus(const std::string& run_dir, double now_unix) {
     throw std::runtime_error(e.lines().front());
   }
   s.job_name = job.name;
-  s.model = config::ToString(job.model.name);
+  s.program = config::RunsCommand(job);
   s.device = config::ToString(job.world.device);
   s.nodes = job.world.nodes;
   s.procs_per_node = job.world.procs_per_node;
   s.world_size = job.world.size();
-  s.data = config::ToString(job.data.kind);
-  if (!job.data.train.empty()) s.data += " " + job.data.train;
-  if (job.train.epochs == 0) s.steps_target = job.train.steps;
-  s.latest_checkpoint = LatestCheckpoint(layout.checkpoints);
+  if (s.program) {
+    // The model, data and steps are the program's: known only from what it reports.
+    s.command = base::ShellJoin(job.launch.command);
+    s.progress_reported = false;
+  } else {
+    s.model = config::ToString(job.model.name);
+    s.data = config::ToString(job.data.kind);
+    if (!job.data.train.empty()) s.data += " " + job.data.train;
+    if (job.train.epochs == 0) s.steps_target = job.train.steps;
+  }
+  // The store (and the protocol for programs) renames a checkpoint to its step-N name
+  // only once it is complete, so the name is enough here.
+  const CheckpointRef checkpoint = LatestCheckpoint(layout.checkpoints);
+  s.latest_checkpoint = checkpoint.step;
+  s.latest_checkpoint_path = checkpoint.path;
 
   s.launcher = ReadLauncherRecord(layout.launcher_json);
   s.lock = history::ReadRunLock(run_dir);
@@ -69,7 +67,8 @@ RunStatus ReadRunStatus(const std::string& run_dir, double now_unix) {
   const std::optional<history::FailureRecord> failure =
       history::ReadFailureRecord(layout.failure_json);
   const double since = 0;  // every heartbeat; those of this attempt are told by their time
-  std::map<int, RankHeartbeat> beats = ReadHeartbeats(layout.logs, since);
+  std::map<int, RankHeartbeat> beats =
+      s.program ? ReadProgramBeats(layout.logs, since) : ReadHeartbeats(layout.logs, since);
   if (s.launcher) {
     // Only this attempt's beats: an earlier attempt's are older than the record's start.
     const std::optional<int64_t> started = base::ParseLogTimeNs(s.launcher->started);
@@ -81,9 +80,20 @@ RunStatus ReadRunStatus(const std::string& run_dir, double now_unix) {
   }
   s.ranks_seen = static_cast<int>(beats.size());
   for (const auto& [rank, b] : beats) {
-    if (now_unix - b.unix <= kFreshHeartbeatSeconds) ++s.ranks_fresh;
+    if (now_unix - b.unix <= kFreshHeartbeatSeconds && b.phase != "exited") ++s.ranks_fresh;
   }
-  if (const auto zero = beats.find(0); zero != beats.end()) {
+  const auto zero = beats.find(0);
+  if (s.program && zero != beats.end() && zero->second.progress) {
+    // The program's own progress line: steps done, its target, its loss.
+    const RankHeartbeat& b = zero->second;
+    s.progress_reported = true;
+    s.step = b.step;
+    s.steps_target = b.steps;
+    if (b.loss) {
+      s.loss = b.loss;
+      s.loss_source = "progress line";
+    }
+  } else if (!s.program && zero != beats.end()) {
     const RankHeartbeat& b = zero->second;
     // `step` is the step being run: done once the rank has moved on to its checkpoint,
     // evaluation or the end.
@@ -95,8 +105,8 @@ RunStatus ReadRunStatus(const std::string& run_dir, double now_unix) {
     }
   }
 
-  const bool finished =
-      summary.is_object() && summary.contains("steps") && summary["steps"].is_number_integer();
+  const bool finished = !s.program && summary.is_object() && summary.contains("steps") &&
+                        summary["steps"].is_number_integer();
   if (LauncherStarting(s)) {
     // A launcher holds the directory and has not written its launcher.json yet (it is in
     // its start-up checks); the one there is an earlier run's.
@@ -139,7 +149,8 @@ RunStatus ReadRunStatus(const std::string& run_dir, double now_unix) {
     if (summary.contains("samples_per_second") && summary["samples_per_second"].is_number()) {
       s.samples_per_second = summary["samples_per_second"].get<double>();
     }
-  } else if (s.state == ToString(RunState::kStopped) && s.latest_checkpoint > s.step) {
+  } else if (s.state == ToString(RunState::kStopped) && s.latest_checkpoint > s.step &&
+             !s.program) {
     s.step = s.latest_checkpoint;
   }
   if (s.state == ToString(RunState::kFailed) && failure) {
@@ -179,18 +190,22 @@ nlohmann::ordered_json RunStatusJson(const RunStatus& s) {
       {"state", s.state},
       {"detail", s.detail},
       {"job", s.job_name},
-      {"model", s.model},
+      {"command", s.program ? ordered_json(s.command) : ordered_json(nullptr)},
+      {"model", s.program ? ordered_json(nullptr) : ordered_json(s.model)},
       {"device", s.device},
       {"nodes", s.nodes},
       {"procs_per_node", s.procs_per_node},
       {"world_size", s.world_size},
-      {"data", s.data},
-      {"step", s.step},
+      {"data", s.program ? ordered_json(nullptr) : ordered_json(s.data)},
+      {"progress_reported", s.progress_reported},
+      {"step", s.progress_reported ? ordered_json(s.step) : ordered_json(nullptr)},
       {"steps_target", s.steps_target > 0 ? ordered_json(s.steps_target) : ordered_json(nullptr)},
       {"loss", or_null(s.loss)},
       {"loss_source", s.loss ? ordered_json(s.loss_source) : ordered_json(nullptr)},
       {"latest_checkpoint",
        s.latest_checkpoint >= 0 ? ordered_json(s.latest_checkpoint) : ordered_json(nullptr)},
+      {"latest_checkpoint_path",
+       s.latest_checkpoint >= 0 ? ordered_json(s.latest_checkpoint_path) : ordered_json(nullptr)},
       {"ranks_seen", s.ranks_seen},
       {"ranks_fresh", s.ranks_fresh},
       {"samples_per_second", or_null(s.samples_per_second)},

@@ -36,6 +36,10 @@ struct RunStatus {
 
   // The job (RUN_DIR/job.yaml).
   std::string job_name;
+  /// A launch.command job: `command` is the program's command line (shell-quoted), and
+  /// `model` and `data` are empty (the program's own business).
+  bool program = false;
+  std::string command;
   std::string model;
   std::string device;  ///< world.device as written: cpu, cuda, auto
   int nodes = 0;
@@ -43,12 +47,19 @@ struct RunStatus {
   int world_size = 0;
   std::string data;  ///< data.kind (and data.train when set)
 
+  /// Whether the step, target and loss are known: always for the trainer; for a program
+  /// only once it printed a progress line (docs/programs.md), else "no progress reported".
+  bool progress_reported = true;
   int64_t step = 0;          ///< steps done, as far as known
   int64_t steps_target = 0;  ///< train.steps, or what train.epochs came to; 0 = unknown
   std::optional<double> loss;
-  std::string loss_source;                   ///< "summary.json" or "heartbeat"
-  int64_t latest_checkpoint = -1;            ///< step of the newest checkpoints/step-N, -1 none
-  int ranks_seen = 0;                        ///< heartbeats of this attempt
+  /// "summary.json" or "heartbeat" (the trainer's), "progress line" (a program's).
+  std::string loss_source;
+  int64_t latest_checkpoint = -1;      ///< step of the newest checkpoints/step-N, -1 none
+  std::string latest_checkpoint_path;  ///< its path ("" for none)
+  /// Heartbeats of this attempt: the trainer's, or for a program the launcher's view of
+  /// each rank's process (logs/rank-N.program.json, `ringpilot exec`).
+  int ranks_seen = 0;
   int ranks_fresh = 0;                       ///< ... written in the last kFreshHeartbeatSeconds
   std::optional<double> samples_per_second;  ///< summary.json, finished runs
   int first_failing_rank = -1;               ///< failure.json

@@ -13,6 +13,8 @@
 #include <cstdio>
 #include <cstring>
 #include <ctime>
+#include <map>
+#include <optional>
 #include <stdexcept>
 
 #include "base/exit_status.h"
@@ -56,6 +58,20 @@ void WriteAll(int fd, const std::string& data) {
       return;  // a closed terminal or pipe: the log still gets the line
     }
   }
+}
+
+// A line of dashes at least this long frames one of mpirun's notices; a notice block
+// longer than this many lines is not one.
+constexpr std::size_t kMinRuleLength = 20;
+constexpr std::size_t kMaxHeldBlockLines = 40;
+
+// " of run N of this run directory (M attempts over the N runs)" after the first run, so
+// that "finished after 1 attempt(s)" does not hide the resumes before it.
+std::string RunsNote(const LauncherRecord& record, int attempts) {
+  if (record.run <= 1) return "";
+  return " of run " + std::to_string(record.run) + " of this run directory (" +
+         std::to_string(record.attempts_before + attempts) + " attempt(s) over the " +
+         std::to_string(record.run) + " runs)";
 }
 
 // One output stream of the child, split into lines.
@@ -113,13 +129,15 @@ JobOutcome Supervisor::Ended(JobOutcome outcome) {
   record_.exit_status = outcome.exit_status;
   if (outcome.exit_status == 0) {
     record_.state = RunState::kFinished;
-    record_.detail = "finished after " + std::to_string(outcome.attempts) + " attempt(s)";
+    record_.detail = "finished after " + std::to_string(outcome.attempts) + " attempt(s)" +
+                     RunsNote(record_, outcome.attempts);
+  } else if (outcome.stopped) {
+    record_.state = RunState::kStopped;
+    record_.detail = stop_line_;
   } else if (outcome.preempted) {
     record_.state = RunState::kStopped;
-    const bool requested = base::Exists(RunDirLayout(options_.run_dir).stop_request);
-    record_.detail = std::string(requested ? "stopped by `ringpilot stop`" : "SIGUSR1") +
-                     ": checkpointed and stopped (exit " + std::to_string(outcome.exit_status) +
-                     "); run it again to resume";
+    record_.detail = "SIGUSR1: checkpointed and stopped (exit " +
+                     std::to_string(outcome.exit_status) + "); run it again to resume";
   } else if (outcome.interrupted) {
     record_.state = RunState::kStopped;
     record_.detail = "interrupted by " + SignalName(outcome.exit_status - 128) + " (exit " +
@@ -128,7 +146,8 @@ JobOutcome Supervisor::Ended(JobOutcome outcome) {
   } else {
     record_.state = RunState::kFailed;
     record_.detail = "failed (exit " + std::to_string(outcome.exit_status) + ") after " +
-                     std::to_string(outcome.attempts) + " attempt(s)";
+                     std::to_string(outcome.attempts) + " attempt(s)" +
+                     RunsNote(record_, outcome.attempts);
     if (outcome.first_failing_rank >= 0) {
       record_.detail += "; first failing rank " + std::to_string(outcome.first_failing_rank);
     }
@@ -138,6 +157,48 @@ JobOutcome Supervisor::Ended(JobOutcome outcome) {
 }
 
 void Supervisor::Relay(int out_fd, const std::string& line, Attempt* attempt) {
+  if (preempt_requested_) {
+    // mpirun frames its notices with rules of dashes; after SIGUSR1 the one that says a
+    // rank "returned a non-zero exit code" (75: checkpointed and stopped) is expected and
+    // reads as a crash, so such blocks wait for the attempt's end (ReleaseHeld).
+    const bool rule =
+        line.size() >= kMinRuleLength && line.find_first_not_of('-') == std::string::npos;
+    if (attempt->holding || rule) {
+      if (!attempt->holding) attempt->block_start = attempt->held.size();
+      attempt->held.emplace_back(out_fd, line);
+      const std::size_t in_block = attempt->held.size() - attempt->block_start;
+      if (attempt->holding && rule && in_block > 2) {
+        attempt->holding = false;  // the block is complete
+      } else if (in_block > kMaxHeldBlockLines) {
+        // Not one of mpirun's notices: pass the lines on as they came.
+        for (std::size_t i = attempt->block_start; i < attempt->held.size(); ++i) {
+          Pass(attempt->held[i].first, attempt->held[i].second, attempt);
+        }
+        attempt->held.resize(attempt->block_start);
+        attempt->holding = false;
+      } else {
+        attempt->holding = true;
+      }
+      return;
+    }
+  }
+  Pass(out_fd, line, attempt);
+}
+
+void Supervisor::ReleaseHeld(Attempt* attempt, bool quiet) {
+  for (const auto& [fd, line] : attempt->held) {
+    if (quiet) {
+      AppendToLog(line);
+      attempt->output.push_back(line);
+    } else {
+      Pass(fd, line, attempt);
+    }
+  }
+  attempt->held.clear();
+  attempt->holding = false;
+}
+
+void Supervisor::Pass(int out_fd, const std::string& line, Attempt* attempt) {
   WriteAll(out_fd, line + "\n");
   AppendToLog(line);
   attempt->output.push_back(line);
@@ -330,6 +391,7 @@ Supervisor::Attempt Supervisor::RunAttempt(const SupervisedCommand& command, int
   } else {
     attempt.exit_code = WEXITSTATUS(status);
   }
+  ReleaseHeld(&attempt, attempt.term_signal == 0 && attempt.exit_code == base::kExitPreempted);
   return attempt;
 }
 
@@ -349,7 +411,10 @@ void Supervisor::Watch(pid_t pid, AttemptWatch* watch, Attempt* attempt, bool* k
   if ((watch_start || watch_abort) && now >= watch->next_check_ns) {
     watch->next_check_ns = now + kWatchIntervalNs;
     const double since = static_cast<double>(attempt->start_ns - kFatalClockSlackNs) * 1e-9;
-    for (const auto& [rank, beat] : ReadHeartbeats(RunDirLayout(options_.run_dir).logs, since)) {
+    const std::string logs = RunDirLayout(options_.run_dir).logs;
+    // A launch.command rank has started once its wrapper wrote its first beat.
+    if (!watch->started && !ReadProgramBeats(logs, since).empty()) watch->started = true;
+    for (const auto& [rank, beat] : ReadHeartbeats(logs, since)) {
       watch->started = true;
       if (beat.phase == "abort" && watch->abort_seen_ns == 0) {
         watch->abort_seen_ns = now;
@@ -383,9 +448,17 @@ void Supervisor::OnSignal(int sig, pid_t pid, int64_t* kill_deadline) {
   if (sig == SIGUSR1) {
     if (!preempt_requested_) {
       preempt_requested_ = true;
-      Report(pid > 0 ? "ringpilot: received SIGUSR1; forwarding it to mpirun: the ranks "
-                       "checkpoint at the next step boundary and stop (no restart)"
-                     : "ringpilot: received SIGUSR1; not starting another attempt");
+      const std::string line =
+          pid > 0 ? "ringpilot: received SIGUSR1; forwarding it to mpirun: the ranks "
+                    "checkpoint at the next step boundary and stop (no restart)"
+                  : "ringpilot: received SIGUSR1; not starting another attempt";
+      // A stop asked for with `ringpilot stop` ends with one line (StopLine); `stop` itself
+      // told the user what happens meanwhile.
+      if (base::Exists(RunDirLayout(options_.run_dir).stop_request)) {
+        Note(line + " (ringpilot stop)");
+      } else {
+        Report(line);
+      }
     }
     // mpirun alone: it forwards SIGUSR1 to every rank, on every host (its local ranks
     // would get it twice through the process group).
@@ -401,10 +474,44 @@ void Supervisor::OnSignal(int sig, pid_t pid, int64_t* kill_deadline) {
   if (pid > 0) ::kill(-pid, sig);
 }
 
+std::string Supervisor::StopLine(int64_t attempt_start_ns, bool checkpointed) const {
+  const RunDirLayout layout(options_.run_dir);
+  const CheckpointRef checkpoint = LatestCheckpoint(layout.checkpoints);
+  // Where rank 0 was: the trainer stops at the step it checkpointed; a program's own
+  // progress lines (or its checkpoint) say where it was, when it reports any.
+  int64_t step = checkpointed ? checkpoint.step : -1;
+  if (step < 0 && attempt_start_ns > 0) {
+    const double since = static_cast<double>(attempt_start_ns - kFatalClockSlackNs) * 1e-9;
+    const std::map<int, RankHeartbeat> beats = ReadProgramBeats(layout.logs, since);
+    if (const auto zero = beats.find(0); zero != beats.end() && zero->second.progress) {
+      step = zero->second.step;
+    }
+  }
+  std::string line = "stopped";
+  if (step >= 0) line += " at step " + std::to_string(step);
+  line += " by ringpilot stop; ";
+  if (checkpoint.step >= 0) {
+    line += "checkpoint " + checkpoint.path;
+    if (!checkpointed) line += " (the newest; none written at the stop)";
+  } else {
+    line += "no checkpoint in " + layout.checkpoints;
+  }
+  return line + "; resume with: " + ResumeCommand(options_.run_dir);
+}
+
 JobOutcome Supervisor::Preempted(const Attempt& last, JobOutcome outcome) {
   outcome.preempted = true;
   outcome.exit_status = base::kExitPreempted;
-  if (last.term_signal == 0 && last.exit_code == base::kExitPreempted) {
+  const bool clean = last.term_signal == 0 && last.exit_code == base::kExitPreempted;
+  if (base::Exists(RunDirLayout(options_.run_dir).stop_request)) {
+    // Asked for: not a failure and not a preemption to requeue.
+    outcome.stopped = true;
+    outcome.exit_status = base::kExitStopped;
+    stop_line_ = StopLine(last.start_ns, clean);
+    Report("ringpilot: " + stop_line_);
+    return outcome;
+  }
+  if (clean) {
     Report("ringpilot: job preempted: the ranks checkpointed and stopped; exit " +
            std::to_string(base::kExitPreempted) + " (run the same run directory again to resume)");
   } else {
@@ -490,7 +597,15 @@ JobOutcome Supervisor::Run(const SupervisedCommand& command) {
   } forget{&signals_};
   interrupt_signal_ = 0;
   preempt_requested_ = false;
+  // The run before this one in this directory (a resume): its record numbers the runs.
+  const std::optional<LauncherRecord> previous =
+      ReadLauncherRecord(RunDirLayout(options_.run_dir).launcher_json);
   record_ = LauncherRecord{};
+  stop_line_.clear();
+  if (previous) {
+    record_.run = previous->run + 1;
+    record_.attempts_before = previous->attempts_before + previous->attempt;
+  }
   record_.pid = static_cast<int>(::getpid());
   record_.host = base::HostName();
   record_.executable = base::SelfExecutablePath();

@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "base/environment.h"
@@ -46,7 +47,8 @@ struct SupervisorOptions {
   /// mpirun waits for the daemon of every host, and one it cannot reach (a cut link, a
   /// dead switch) holds it until TCP gives up, many minutes, or for good when the daemon
   /// started and cannot call back. So the supervisor reads the ranks' heartbeats
-  /// (RUN_DIR/logs/rank-N.heartbeat) once a second and stops mpirun (SIGTERM, then SIGKILL
+  /// (RUN_DIR/logs/rank-N.heartbeat, or a launch.command rank's logs/rank-N.program.json)
+  /// once a second and stops mpirun (SIGTERM, then SIGKILL
   /// 5 s later; the attempt is then reported and restarted like any failure) when
   ///   start_timeout_s  passed since the launch and no rank has written a heartbeat, or
   ///   abort_grace_s    passed since a rank gave up (heartbeat phase "abort": it called
@@ -79,8 +81,8 @@ struct SupervisedCommand {
 struct JobOutcome {
   /// What `ringpilot run` exits with: 0 on success; mpirun's exit code after the last
   /// failure (128 + N when killed by signal N); 128 + SIGINT/SIGTERM (130/143) when we were
-  /// interrupted; base::kExitPreempted (75) when preempted; 127 when mpirun could not be
-  /// executed.
+  /// interrupted; base::kExitPreempted (75) when preempted; base::kExitStopped (79) when
+  /// `ringpilot stop` stopped it; 127 when mpirun could not be executed.
   int exit_status = 0;
   int attempts = 0;
   bool interrupted = false;
@@ -88,6 +90,9 @@ struct JobOutcome {
   /// mpirun exited with base::kExitPreempted (the ranks checkpointed and stopped). No
   /// failure.json is written and no restart is made; rerunning the run directory resumes.
   bool preempted = false;
+  /// ... and the SIGUSR1 came from `ringpilot stop` (RUN_DIR/stop-request): exit_status is
+  /// base::kExitStopped, and the scheduler must not requeue it.
+  bool stopped = false;
   int first_failing_rank = -1;  ///< after a failure for good; -1 when unknown
 };
 
@@ -122,6 +127,13 @@ class Supervisor {
     /// Why ringpilot stopped mpirun itself (start_timeout_s or abort_grace_s ran out);
     /// empty otherwise.
     std::string stopped_because;
+    /// After SIGUSR1, mpirun's rule-framed notice blocks ("Primary job terminated
+    /// normally, but 1 process returned a non-zero exit code ..."), held back until the
+    /// attempt ends: a clean stop (every rank exited base::kExitPreempted) keeps them in
+    /// the log only; any other end relays them. (fd, line) pairs.
+    std::vector<std::pair<int, std::string>> held;
+    bool holding = false;         // inside such a block
+    std::size_t block_start = 0;  // index in held of the open block's first line
   };
 
   // What the heartbeats said about the running attempt (monotonic clock).
@@ -139,6 +151,12 @@ class Supervisor {
   // abort_grace_s ran out.
   void Watch(pid_t pid, AttemptWatch* watch, Attempt* attempt, bool* killed);
   void Relay(int out_fd, const std::string& line, Attempt* attempt);
+  void Pass(int out_fd, const std::string& line, Attempt* attempt);
+  // After the attempt: the held mpirun blocks to the log only (`quiet`) or relayed.
+  void ReleaseHeld(Attempt* attempt, bool quiet);
+  // One line for a stop that `ringpilot stop` asked for: the step, the checkpoint, the
+  // command that resumes (the ranks' heartbeats of the attempt that began at start_ns).
+  std::string StopLine(int64_t attempt_start_ns, bool checkpointed) const;
   void AppendToLog(const std::string& line);
   bool WaitForRestart();  // false when a signal came in during the pause
   void OnSignal(int sig, pid_t pid, int64_t* kill_deadline);  // pid -1: no job running
@@ -163,6 +181,7 @@ class Supervisor {
   base::SignalPipe* signals_ = nullptr;
   int interrupt_signal_ = 0;        // first SIGINT/SIGTERM received
   bool preempt_requested_ = false;  // SIGUSR1 received
+  std::string stop_line_;           // StopLine of a stop `ringpilot stop` asked for
 };
 
 }  // namespace ringpilot::launcher

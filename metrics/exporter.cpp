@@ -6,6 +6,7 @@
 #include <sys/time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <chrono>
@@ -140,6 +141,10 @@ std::string ResolveIpv4(const std::string& bind, int port) {
 
 void ValidateOptions(const ExporterOptions& o) {
   const std::string where = "metrics exporter: ";
+  if (o.port_step < 1 || o.port_tries < 1) {
+    throw ExporterError(where + "invalid port_step " + std::to_string(o.port_step) +
+                        " or port_tries " + std::to_string(o.port_tries) + " (1 or more)");
+  }
   if (o.port < 0 || o.port > 65535) {
     throw ExporterError(where + "invalid port " + std::to_string(o.port) + " (0..65535)");
   }
@@ -298,11 +303,25 @@ Exporter::Exporter(std::weak_ptr<prometheus::Collectable> metrics, ExporterOptio
   gate.max_pending = kMaxPendingConnections;
   gate.inspect_headers = !tls;
   gate.thread_nice = options_.thread_nice;
-  try {
-    gate_ = std::make_unique<ConnectionGate>(gate);
-  } catch (const std::system_error& e) {
-    throw ExporterError("metrics exporter: cannot listen on " + where + ": " +
-                        std::strerror(e.code().value()));
+  const int tries = options_.port > 0 ? std::max(1, options_.port_tries) : 1;
+  for (int i = 0;; ++i) {
+    gate.port = options_.port + i * options_.port_step;
+    try {
+      gate_ = std::make_unique<ConnectionGate>(gate);
+      break;
+    } catch (const std::system_error& e) {
+      // Another process has the port: the next block, if any is left.
+      const int next = gate.port + options_.port_step;
+      if (e.code().value() == EADDRINUSE && i + 1 < tries && next <= 65535) continue;
+      std::string tried = where;
+      if (i > 0) {
+        tried += " nor on the next " + std::to_string(i) + " port(s) " +
+                 std::to_string(options_.port + options_.port_step) + ".." +
+                 std::to_string(gate.port) + " (step " + std::to_string(options_.port_step) + ")";
+      }
+      throw ExporterError("metrics exporter: cannot listen on " + tried + ": " +
+                          std::strerror(e.code().value()));
+    }
   }
   std::vector<std::string> config = {
       "listening_ports",    HostPort("127.0.0.1", 0) + (tls ? "s" : ""),

@@ -45,6 +45,11 @@ struct ExporterOptions {
   std::string bind = "127.0.0.1";
   /// TCP port; 0 picks a free port (port() reports it).
   int port = 0;
+  /// When `port` is taken (EADDRINUSE), try port + port_step, port + 2 x port_step, ...:
+  /// port_tries ports in all (1: `port` only). A rank steps by its node's rank count, so a
+  /// second job's ranks take the next free block together (base::kMetricsPortBlocks).
+  int port_step = 1;
+  int port_tries = 1;
   /// Both set: every request needs `Authorization: Basic base64(user:password)`.
   /// Exactly one set is an error; the user may not contain ':' (RFC 7617).
   std::string basic_auth_user;

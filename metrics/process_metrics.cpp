@@ -39,11 +39,11 @@ double BootTime(const std::string& proc) {
   return -1;
 }
 
-double OpenFds(const std::string& proc) {
-  DIR* dir = ::opendir((proc + "/self/fd").c_str());
+double OpenFds(const std::string& proc, const std::string& process) {
+  DIR* dir = ::opendir((proc + "/" + process + "/fd").c_str());
   if (dir == nullptr) return -1;
   // In the real /proc, the descriptor opendir holds is listed too and is not counted.
-  const std::string own = proc == "/proc" ? std::to_string(::dirfd(dir)) : "";
+  const std::string own = proc == "/proc" && process == "self" ? std::to_string(::dirfd(dir)) : "";
   double n = 0;
   while (const dirent* e = ::readdir(dir)) {
     if (e->d_name[0] != '.' && own != e->d_name) ++n;
@@ -52,8 +52,8 @@ double OpenFds(const std::string& proc) {
   return n;
 }
 
-double MaxFds(const std::string& proc) {
-  std::ifstream in(proc + "/self/limits");
+double MaxFds(const std::string& proc, const std::string& process) {
+  std::ifstream in(proc + "/" + process + "/limits");
   for (std::string line; std::getline(in, line);) {
     if (line.rfind("Max open files", 0) != 0) continue;
     std::istringstream words(line.substr(14));
@@ -67,9 +67,9 @@ double MaxFds(const std::string& proc) {
 
 }  // namespace
 
-ProcessReading ReadProcess(const std::string& proc) {
+ProcessReading ReadProcess(const std::string& proc, const std::string& process) {
   ProcessReading r;
-  const std::vector<std::string> stat = StatFields(proc + "/self/stat");
+  const std::vector<std::string> stat = StatFields(proc + "/" + process + "/stat");
   const long ticks = ::sysconf(_SC_CLK_TCK);
   const long page = ::sysconf(_SC_PAGESIZE);
   const double utime = StatField(stat, 14), stime = StatField(stat, 15);
@@ -81,12 +81,13 @@ ProcessReading ReadProcess(const std::string& proc) {
   const double btime = BootTime(proc);
   if (start_ticks >= 0 && btime > 0 && ticks > 0)
     r.start_time_seconds = btime + start_ticks / ticks;
-  r.open_fds = OpenFds(proc);
-  r.max_fds = MaxFds(proc);
+  r.open_fds = OpenFds(proc, process);
+  r.max_fds = MaxFds(proc, process);
   return r;
 }
 
-ProcessMetrics::ProcessMetrics(Families& families, std::string proc) : proc_(std::move(proc)) {
+ProcessMetrics::ProcessMetrics(Families& families, std::string proc, std::string process)
+    : proc_(std::move(proc)), process_(std::move(process)) {
   cpu_ = &families
               .AddCounter("process_cpu_seconds_total",
                           "Total user and system CPU time spent in seconds.")
@@ -106,7 +107,7 @@ ProcessMetrics::ProcessMetrics(Families& families, std::string proc) : proc_(std
 }
 
 void ProcessMetrics::Update() {
-  const ProcessReading r = ReadProcess(proc_);
+  const ProcessReading r = ReadProcess(proc_, process_);
   if (r.cpu_seconds > cpu_counted_) {
     cpu_->Increment(r.cpu_seconds - cpu_counted_);
     cpu_counted_ = r.cpu_seconds;

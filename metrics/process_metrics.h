@@ -9,7 +9,7 @@
 
 namespace ringpilot::metrics {
 
-/// One reading of /proc/self; a value that could not be read is negative.
+/// One reading of /proc/self (or /proc/PID); a value that could not be read is negative.
 struct ProcessReading {
   double cpu_seconds = -1;            ///< user + system CPU time (stat fields 14, 15)
   double resident_memory_bytes = -1;  ///< RSS pages x page size (stat field 24)
@@ -19,9 +19,9 @@ struct ProcessReading {
   double max_fds = -1;                ///< soft "Max open files" of /proc/self/limits
 };
 
-/// Reads this process's values. `proc` is the /proc root (tests point it at a fake tree);
-/// never throws.
-ProcessReading ReadProcess(const std::string& proc = "/proc");
+/// Reads this process's values, or with `process` a pid's (PROC/PID/...). `proc` is the
+/// /proc root (tests point it at a fake tree); never throws.
+ProcessReading ReadProcess(const std::string& proc = "/proc", const std::string& process = "self");
 
 /// Registers in `families` (with its constant labels):
 ///   process_cpu_seconds_total        counter  seconds
@@ -35,7 +35,10 @@ ProcessReading ReadProcess(const std::string& proc = "/proc");
 /// time (an exporter's scrape hook, which the exporter serializes).
 class ProcessMetrics {
  public:
-  explicit ProcessMetrics(Families& families, std::string proc = "/proc");
+  /// `process`: "self", or the pid of another process to report (`ringpilot exec` reports
+  /// its program's).
+  explicit ProcessMetrics(Families& families, std::string proc = "/proc",
+                          std::string process = "self");
   ProcessMetrics(const ProcessMetrics&) = delete;
   ProcessMetrics& operator=(const ProcessMetrics&) = delete;
 
@@ -43,6 +46,7 @@ class ProcessMetrics {
 
  private:
   const std::string proc_;
+  const std::string process_;
   Counter* cpu_;
   double cpu_counted_ = 0;  // what cpu_ was moved to (a counter only goes up)
   Gauge* resident_;

@@ -71,6 +71,8 @@ void Profiler::Start(const CommIdentity& first, int api_version) {
     metrics::ExporterOptions o;
     o.bind = metrics::ResolveBind(settings_.bind, base::CurrentEnvironment(), settings_.multi_node);
     o.port = settings_.port;
+    o.port_step = settings_.port_step;
+    o.port_tries = settings_.port_tries;
     exporter_ = std::make_unique<metrics::Exporter>(export_->families().registry(), o);
     exporter_->SetScrapeCallback([this] { export_->Refresh(Snapshots()); });
   }

@@ -45,6 +45,11 @@ Settings SettingsFromEnvironment(const base::Environment& env, int first_comm_ra
                           " is past port 65535");
     }
   }
+  const std::string local_world_size = base::Lookup(env, "LOCAL_WORLD_SIZE", "");
+  if (port.empty() && s.port > 0 && s.local_rank >= 0 && !local_world_size.empty()) {
+    s.port_step = ParseInt("LOCAL_WORLD_SIZE", local_world_size, 1, 1 << 24);
+    s.port_tries = base::kMetricsPortBlocks;
+  }
   s.bind = base::Lookup(env, base::kMetricsBindVar, base::kMetricsBindAuto);
   s.run_dir = base::Lookup(env, base::kRunDirVar, "");
   s.file_sd_dir = base::Lookup(env, base::kMetricsFileSdDirVar, "");

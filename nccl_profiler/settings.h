@@ -20,6 +20,10 @@ struct Settings {
   /// base::MetricsPort(RINGPILOT_METRICS_PORT_BASE, LOCAL_RANK) (RANK when LOCAL_RANK is
   /// unset); -1 = neither set, no HTTP endpoint.
   int port = -1;
+  /// A port from RINGPILOT_METRICS_PORT_BASE that another process holds: the next block of
+  /// LOCAL_WORLD_SIZE ports, up to port_tries ports in all (metrics::ExporterOptions).
+  int port_step = 1;
+  int port_tries = 1;
   /// RINGPILOT_METRICS_BIND, else "auto" (metrics::ResolveBind: the node's address under
   /// Slurm or Kubernetes, else loopback).
   std::string bind;

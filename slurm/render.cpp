@@ -131,6 +131,10 @@ std::string RenderSbatch(const config::JobConfig& job, const std::string& self_r
        "preempted_status="
     << base::kExitPreempted
     << "\n"
+       "# `ringpilot stop RUN_DIR` ends `ringpilot run` with this status: not requeued.\n"
+       "stopped_status="
+    << base::kExitStopped
+    << "\n"
        "pid=\"\"\n"
        "usr1_pending=0\n"
        "# shellcheck disable=SC2317  # called by the USR1 trap\n"
@@ -153,6 +157,11 @@ std::string RenderSbatch(const config::JobConfig& job, const std::string& self_r
        "  if wait \"$pid\"; then status=0; else status=$?; fi\n"
        "  kill -0 \"$pid\" 2>/dev/null || break\n"
        "done\n"
+       "if ((status == stopped_status)); then\n"
+       "  echo \"ringpilot: job ${SLURM_JOB_ID} stopped by 'ringpilot stop' (checkpoint "
+       "written); not requeueing\" >&2\n"
+       "  exit 0\n"
+       "fi\n"
        "if ((status == preempted_status)); then\n"
        "  # `ringpilot stop` asked for this stop (it leaves RUN_DIR/"
     << base::kStopRequestFile

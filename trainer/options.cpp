@@ -1,11 +1,13 @@
 #include "trainer/options.h"
 
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <cstdio>
 #include <string>
 
 #include "base/files.h"
+#include "base/run_variables.h"
 #include "metrics/scrape_targets.h"
 
 namespace ringpilot::trainer {
@@ -193,6 +195,17 @@ metrics::ExporterOptions ExporterOptionsFor(const config::MetricsConfig& metrics
   metrics::ExporterOptions o;
   o.bind = metrics::ResolveBind(metrics.bind, env, multi_node);
   o.port = config::MetricsPort(metrics, local_rank);
+  // `ringpilot run` on one host found the first free block at or above port_base (another
+  // job may hold port_base's): the ranks start there.
+  const std::string from = base::Lookup(env, base::kMetricsPortFromVar, "");
+  if (metrics.port_base != 0 && !from.empty()) {
+    int chosen = 0;
+    const auto r = std::from_chars(from.data(), from.data() + from.size(), chosen);
+    if (r.ec == std::errc() && r.ptr == from.data() + from.size() && chosen > 0 &&
+        chosen <= 65535) {
+      o.port = base::MetricsPort(chosen, local_rank);
+    }
+  }
   o.tls_cert_pem = metrics.tls_cert_file;
   if (!metrics.basic_auth_user.empty()) {
     const std::string& path = metrics.basic_auth_password_file;

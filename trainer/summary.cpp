@@ -60,14 +60,17 @@ void RecordAttempt(const std::string& run_dir, int rank, const history::AttemptP
   }
 }
 
-void WriteSummary(const config::JobConfig& job, const std::string& run_dir, int rank, int world,
-                  bool cuda, const RunTotals& totals, const at::Tensor& loss,
-                  const std::vector<at::Tensor>& params, double peak_device_bytes,
-                  comm::Communicator& host) {
+std::optional<double> WriteSummary(const config::JobConfig& job, const std::string& run_dir,
+                                   int rank, int world, bool cuda, const RunTotals& totals,
+                                   const at::Tensor& loss, const std::vector<at::Tensor>& params,
+                                   double peak_device_bytes, comm::Communicator& host) {
   at::Tensor loss_sum = at::zeros({1}, at::kDouble);
   if (loss.defined()) loss_sum[0] = loss.item<double>();
+  const double own = loss.defined() ? loss_sum[0].item<double>() : 0.0;
   host.AllReduce(loss_sum, comm::ReduceOp::kAvg)->Wait();
-  if (rank != 0) return;
+  const std::optional<double> mean =
+      loss.defined() ? std::optional<double>(loss_sum[0].item<double>()) : std::nullopt;
+  if (rank != 0) return mean;
   using nlohmann::json;
   // Samples per optimizer step and rank: every micro-batch counts.
   const int64_t batch = static_cast<int64_t>(job.data.batch_per_rank) * job.train.grad_accum_steps;
@@ -77,7 +80,11 @@ void WriteSummary(const config::JobConfig& job, const std::string& run_dir, int 
       {"world_size", world},
       {"steps", job.train.steps},
       // No step in this attempt (resumed at train.steps): nothing measured.
-      {"final_loss", loss.defined() ? json(loss_sum[0].item<double>()) : json(nullptr)},
+      // The mean over the ranks of the last step's loss; rank 0's own is the number of its
+      // last progress line.
+      {"final_loss", mean ? json(*mean) : json(nullptr)},
+      {"final_loss_of", "mean over the ranks of the last step's loss"},
+      {"final_loss_rank0", loss.defined() ? json(own) : json(nullptr)},
       {"samples_per_second", totals.timed_steps > 0 && totals.timed_seconds > 0
                                  ? json(totals.timed_steps * batch * world / totals.timed_seconds)
                                  : json(nullptr)},
@@ -126,6 +133,7 @@ void WriteSummary(const config::JobConfig& job, const std::string& run_dir, int 
                             summary.dump(2) + "\n");
   const nlohmann::json combined = history::CombinedSummary(summary, history::ReadAttempts(run_dir));
   base::WriteFileAtomically(run_dir + "/summary.json", combined.dump(2) + "\n");
+  return mean;
 }
 
 }  // namespace ringpilot::trainer

@@ -417,8 +417,20 @@ class TrainingLoop {
                        telemetry::Percentile(totals_.step_seconds, 0.99));
     const double peak = telemetry::PeakDeviceMemoryBytes(p_.device.cuda) +
                         static_cast<double>(p_.comms.device->registered_bytes());
-    WriteSummary(p_.job, run_dir, p_.place.rank, p_.place.world, p_.device.cuda, totals_,
-                 p_.step.loss(), p_.state.params, peak, *p_.comms.host);
+    const std::optional<double> final_loss =
+        WriteSummary(p_.job, run_dir, p_.place.rank, p_.place.world, p_.device.cuda, totals_,
+                     p_.step.loss(), p_.state.params, peak, *p_.comms.host);
+    if (p_.place.rank == 0 && final_loss) {
+      // The last progress line showed rank 0's own loss; summary.json's final_loss (and
+      // `status` after the run) is the mean: say which is which.
+      char line[256];
+      std::snprintf(line, sizeof(line),
+                    "final loss %.4f: the last step's loss averaged over the %d rank(s) "
+                    "(summary.json final_loss); rank 0's own, as in the last progress line: %.4f",
+                    *final_loss, p_.place.world, p_.step.loss().item<double>());
+      p_.log.Info(line);
+      p_.heartbeat.SetLoss(*final_loss);
+    }
     if (p_.place.rank == 0) {
       p_.log.Info("done: " + std::to_string(total_) + " steps, summary " + run_dir +
                   "/summary.json");
@@ -580,8 +592,12 @@ int Trainer::Run() {
   if (train_images) metrics->EnableImageInput();
   if (job.metrics.enabled) {
     const bool multi_node = place.world > place.local_size;
-    metrics->Serve(
-        ExporterOptionsFor(job.metrics, place.local_rank, multi_node, base::CurrentEnvironment()));
+    metrics::ExporterOptions serve =
+        ExporterOptionsFor(job.metrics, place.local_rank, multi_node, base::CurrentEnvironment());
+    // A port another job holds: this node's ranks move up a block together.
+    serve.port_step = std::max(1, place.local_size);
+    serve.port_tries = base::kMetricsPortBlocks;
+    metrics->Serve(serve);
     // Every rank's real address and port (free ones with port_base 0) for Prometheus.
     telemetry::PublishScrapeTargets(*comms.host, metrics->exporter(), job.name, run_dir,
                                     job.metrics.file_sd_dir);

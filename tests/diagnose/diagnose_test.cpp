@@ -256,6 +256,37 @@ TEST(Diagnose, FailureBeforeTheFirstStepIsReported) {
   EXPECT_EQ(Diagnose(tmp.path(), false).status, 0);
 }
 
+// A program on gloo: no NCCL records, only what `ringpilot exec` saw of its processes.
+TEST(Diagnose, AProgramWithoutNcclIsReportedFromItsProcesses) {
+  TempDir tmp;
+  std::filesystem::create_directories(tmp.path() + "/logs");
+  WriteFile(tmp.path() + "/logs/rank-0.program.json",
+            R"({"rank": 0, "pid": 41, "command": "python3 train.py --steps 600", "state": "exited",
+ "started_unix": 1000, "unix": 1060, "cpu_seconds": 110.5, "rss_bytes": 524288000,
+ "progress": {"step": 600, "steps": 600, "loss": 0.3012, "unix": 1059}, "status": 0})");
+  WriteFile(tmp.path() + "/logs/rank-1.program.json",
+            R"({"rank": 1, "pid": 42, "command": "python3 train.py --steps 600", "state": "exited",
+ "started_unix": 1000, "unix": 1060, "status": 0})");
+  const Result text = Diagnose(tmp.path(), false);
+  ASSERT_EQ(text.status, 0) << text.err;
+  EXPECT_NE(text.out.find("\nprogram: python3 train.py --steps 600\n"), std::string::npos)
+      << text.out;
+  EXPECT_NE(text.out.find("progress: step 600/600 loss 0.3012 (rank 0's last progress line"),
+            std::string::npos)
+      << text.out;
+  EXPECT_NE(text.out.find("communication: no NCCL records"), std::string::npos) << text.out;
+  EXPECT_EQ(text.out.find("missing: summary.json"), std::string::npos) << text.out;
+  const Result j = Diagnose(tmp.path(), true);
+  ASSERT_EQ(j.status, 0) << j.err;
+  const json program = json::parse(j.out)["program"];
+  EXPECT_EQ(program["command"], "python3 train.py --steps 600");
+  EXPECT_EQ(program["nccl"], false);
+  ASSERT_EQ(program["processes"].size(), 2u);
+  EXPECT_EQ(program["processes"][0]["progress"]["step"], 600);
+  EXPECT_EQ(program["processes"][0]["cpu_seconds"], 110.5);
+  EXPECT_TRUE(program["processes"][1]["progress"].is_null());
+}
+
 TEST(Diagnose, BadInputIsOneLineAndExit2) {
   const Result malformed = Diagnose(Fixture("malformed"), false);
   EXPECT_EQ(malformed.status, 2);

@@ -5,12 +5,16 @@
 #   (b) `status` says running (attempt 1, a step, a loss, 2 ranks beating), `--json` too;
 #   (c) `logs -n 3` prints three lines of rank 0's log, each in the one time format;
 #   (d) `stop` ends the job gracefully: every rank stops at the same step K with a
-#       checkpoint of K, `ringpilot run` exits 75, `stop` names step K; a `logs -f` started
-#       before ends by itself with the ranks' last lines;
+#       checkpoint of K, `ringpilot run` exits 79 (stopped, not a failure) with one line
+#       `stopped at step K by ringpilot stop; checkpoint ...; resume with: ...` and none of
+#       mpirun's "non-zero exit code" notices, `stop` says the same line; a `logs -f`
+#       started before ends by itself with the ranks' last lines;
 #   (e) `status` then says stopped at step K with the resume command; no failure.json;
 #   (f) running the same directory again resumes from K and finishes; `status` says
-#       finished; summary.json has attempt 1 and resumed_from_step K; every line of the
-#       rank logs and launcher.log starts with the one time format;
+#       finished, as run 2 of the directory (2 attempts over the 2 runs); summary.json has
+#       attempt 1 and resumed_from_step K, and its final_loss is the number rank 0's
+#       closing "final loss" line names; every line of the rank logs and launcher.log
+#       starts with the one time format;
 #   (g) `ringpilot --version` names ringpilot's commit and the trainer's LibTorch.
 #
 # Usage: RINGPILOT_BUILD_DIR=build tests/integration/run_control.sh
@@ -102,17 +106,26 @@ stop_rc=0
 "$RINGPILOT" stop "$run" --timeout "$STOP_WAIT_S" >"$RP_TMP/stop.txt" 2>&1 || stop_rc=$?
 rc=0
 wait "$tpid" || rc=$?
-k=$(sed -n 's/.*checkpoint of step \([0-9]*\); resume with: .*/\1/p' "$RP_TMP/stop.txt")
+k=$(sed -n 's/^ringpilot stop: stopped at step \([0-9]*\) by ringpilot stop; checkpoint .*; resume with: .*/\1/p' "$RP_TMP/stop.txt")
 ranks_k=$({ grep -ho 'preempted: SIGUSR1 received; checkpoint of step [0-9]*' "$run"/logs/rank-*.log ||
   true; } | grep -oE '[0-9]+$' | sort -u | tr '\n' ' ' || true)
-if ((stop_rc == 0 && rc == 75)) && [[ -n $k && $ranks_k == "$k " ]] &&
+stop_line="ringpilot: stopped at step $k by ringpilot stop; checkpoint $run/checkpoints/step-$(printf '%08d' "${k:-0}"); resume with: ringpilot run $run/job.yaml --run-dir $run"
+if ((stop_rc == 0 && rc == 79)) && [[ -n $k && $ranks_k == "$k " ]] &&
   [[ -d $run/checkpoints/step-$(printf '%08d' "$k") ]]; then
-  rp_row "(d) stop" "exit 75, both ranks stopped at step $k with its checkpoint" PASS
+  rp_row "(d) stop" "exit 79, both ranks stopped at step $k with its checkpoint" PASS
 else
   rp_row "(d) stop" "stop exit $stop_rc, run exit $rc, stop says step '${k}', ranks '${ranks_k}'" FAIL
   rp_tail "$RP_TMP/stop.txt"
   rp_tail "$RP_TMP/job.out"
   k=${k:-0}
+fi
+if [[ $(tail -n 1 "$RP_TMP/job.out") == "$stop_line" ]] &&
+  ! grep -qE 'non-zero exit code|Primary job|exited with non-zero status' "$RP_TMP/job.out" &&
+  grep -q 'non-zero exit code' "$run/logs/launcher.log"; then
+  rp_row "(d) stop line" "the run's last line: ${stop_line:11:60}...; no mpirun notice (launcher.log keeps it)" PASS
+else
+  rp_row "(d) stop line" "last line '$(tail -n 1 "$RP_TMP/job.out")', or an mpirun notice on the terminal" FAIL
+  rp_tail "$RP_TMP/job.out"
 fi
 follow_rc=0
 for ((i = 0; i < 50; i++)); do
@@ -148,13 +161,28 @@ target=$((k + 3))
 rp_run "$JOB_LIMIT_S" "$RP_TMP/resume.out" "$run" "$run/job.yaml" --set "train.steps=$target"
 rp_expect_ok "(f) resume" "$RP_TMP/resume.out" "$run" || true
 "$RINGPILOT" status "$run" --json >"$RP_TMP/status-finished.json" 2>&1 || true
+"$RINGPILOT" status "$run" >"$RP_TMP/status-finished.txt" 2>&1 || true
 if [[ $(rp_json "$RP_TMP/status-finished.json" state) == finished &&
   $(rp_json "$RP_TMP/status-finished.json" step) == "$target" &&
   $(rp_json "$run/summary.json" resumed_from_step) == "$k" &&
-  $(rp_json "$run/summary.json" attempt) == 1 ]]; then
-  rp_row "(f) status finished" "finished $target steps, resumed from $k, attempt 1" PASS
+  $(rp_json "$run/summary.json" attempt) == 1 ]] &&
+  grep -q '^attempt     1 of at most 1 in run 2 of this directory (2 attempt(s) over the 2 runs)$' "$RP_TMP/status-finished.txt" &&
+  grep -q 'finished after 1 attempt(s) of run 2 of this run directory' "$RP_TMP/status-finished.txt"; then
+  rp_row "(f) status finished" "finished $target steps, resumed from $k, attempt 1 of run 2 (2 attempts in all)" PASS
 else
   rp_row "(f) status finished" "state $(rp_json "$RP_TMP/status-finished.json" state), step $(rp_json "$RP_TMP/status-finished.json" step), resumed_from_step $(rp_json "$run/summary.json" resumed_from_step)" FAIL
+fi
+# summary.json's final_loss is what rank 0's closing line names (the mean over the ranks),
+# and says so; rank 0's own is the last progress line's.
+final=$(grep -o 'final loss [0-9.]*: the last step.s loss averaged over the 2 rank(s)' "$run/logs/rank-0.log" |
+  tail -n 1 | awk '{print $3}' | tr -d :)
+summary_loss=$(python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print("%.4f %s %.4f" % (d["final_loss"], d["final_loss_of"].replace(" ", "_"), d["final_loss_rank0"]))' "$run/summary.json" 2>/dev/null || true)
+last_line_loss=$({ grep -oE "step $target/$target \| loss [0-9.]+" "$run/logs/rank-0.log" || true; } | tail -n 1 | awk '{print $5}')
+if [[ -n $final && ${summary_loss%% *} == "$final" && $summary_loss == *"mean_over_the_ranks"* &&
+  ${summary_loss##* } == "$last_line_loss" ]]; then
+  rp_row "(f) final loss" "summary.json final_loss $final = rank 0's closing line (mean); final_loss_rank0 = last progress line $last_line_loss" PASS
+else
+  rp_row "(f) final loss" "closing line '$final', summary '$summary_loss', last progress line '$last_line_loss'" FAIL
 fi
 # Every line of the rank logs and launcher.log starts with the one time format, and the
 # attempt number is the launcher's.

@@ -7,8 +7,15 @@
 #    failure report names rank 1 and the signal, the job restarts, the program resumes from
 #    its own checkpoint (step 120), sees RINGPILOT_ATTEMPT 2, learns (test accuracy) and the
 #    run exits 0; every rank has its log.
+#    The start-up lines describe the command (no model or data defaults); `status` shows the
+#    command, the program's own progress line (step 240/240, its loss) and its checkpoint
+#    file; `diagnose` reports the run (gloo: no NCCL records) and exits 0.
 # 2. Rank 1 exits 3 on every attempt: after launch.max_restarts the run ends with exit 3,
 #    failure.json names rank 1 and its status, and each earlier attempt has its report.
+# 3. A long run, live: `status` counts 2 of 2 ranks running (the launcher's view of the
+#    processes) and shows the progress the program prints; each rank serves its program's
+#    process series (CPU, memory, restarts) though the program loads no NCCL; `ringpilot
+#    stop` ends it with exit 79 and one line naming the step and the program's checkpoint.
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 rp_init user_program
 
@@ -93,6 +100,36 @@ else
   rp_row "learning" "test accuracy '$accuracy' < 0.65" FAIL
 fi
 
+# What the user sees of the program: the command, never the trainer's defaults.
+if grep -q "^ringpilot: job crash_once: python3 $program --data $data" "$RP_TMP/crash.out" &&
+  ! grep -qE '^ringpilot: (data |job crash_once: resnet)' "$RP_TMP/crash.out" &&
+  grep -q "^ringpilot: metrics of each rank's program process" "$RP_TMP/crash.out"; then
+  rp_row "start-up lines" "the command and the metrics each rank serves; no model or data" PASS
+else
+  rp_row "start-up lines" "$(grep '^ringpilot:' "$RP_TMP/crash.out" | head -n 4 | tr '\n' ';')" FAIL
+fi
+"$RINGPILOT" status "$run" >"$RP_TMP/crash-status.txt" 2>&1 || true
+"$RINGPILOT" status "$run" --json >"$RP_TMP/crash-status.json" 2>&1 || true
+if grep -q "^command     python3 $program " "$RP_TMP/crash-status.txt" &&
+  grep -qE "^step        240/240 \| loss [0-9.]+ \(rank 0's last progress line\)$" "$RP_TMP/crash-status.txt" &&
+  grep -q "^checkpoint  step 240 ($run/checkpoints/step-00000240.pt)$" "$RP_TMP/crash-status.txt" &&
+  ! grep -qE 'resnet|synthetic' "$RP_TMP/crash-status.txt" &&
+  [[ $(rp_json "$RP_TMP/crash-status.json" loss_source) == "progress line" &&
+     $(rp_json "$RP_TMP/crash-status.json" model) == null ]]; then
+  rp_row "status" "command, step 240/240 and loss from the program's line, its step-00000240.pt" PASS
+else
+  rp_row "status" "$(tr '\n' ';' <"$RP_TMP/crash-status.txt" | head -c 500)" FAIL
+fi
+diag_rc=0
+"$RINGPILOT" diagnose "$run" >"$RP_TMP/crash-diagnose.txt" 2>&1 || diag_rc=$?
+if ((diag_rc == 0)) && grep -q "^program: python3 $program" "$RP_TMP/crash-diagnose.txt" &&
+  grep -qE '^progress: step 240/240 loss [0-9.]+' "$RP_TMP/crash-diagnose.txt" &&
+  grep -q '^communication: no NCCL records' "$RP_TMP/crash-diagnose.txt"; then
+  rp_row "diagnose" "exit 0: the command, step 240/240, a row per rank, no NCCL records (gloo)" PASS
+else
+  rp_row "diagnose" "exit $diag_rc: $(head -c 400 "$RP_TMP/crash-diagnose.txt" | tr '\n' ';')" FAIL
+fi
+
 # ---- 2. a failure on every attempt ------------------------------------------------------
 job exit3 --steps 100 --checkpoint-every 50 --crash-rank 1 --crash-step 20 --crash-exit 3 \
   --crash-every-attempt
@@ -117,4 +154,57 @@ rp_check "attempt report" "attempts/1/failure.json of the restarted attempt" \
 rp_check "summary" "the terminal says it failed for good and names rank 1" \
   bash -c "grep -q 'job failed for good after 2 attempt' '$RP_TMP/exit3.out' &&
     grep -q 'first failing rank: 1: python3 exited with status 3' '$RP_TMP/exit3.out'"
+# ---- 3. live: status, the processes' metrics, a stop -------------------------------------
+job live --steps 100000 --checkpoint-every 20 --log-every 5
+run=$RP_TMP/run-live
+timeout -k 20 600 "$RINGPILOT" run "$RP_TMP/live.yaml" --run-dir "$run" >"$RP_TMP/live.out" 2>&1 &
+RP_JOB_PID=$!
+deadline=$((SECONDS + 240))
+while ((SECONDS < deadline)) && kill -0 "$RP_JOB_PID" 2>/dev/null; do
+  "$RINGPILOT" status "$run" --json >"$RP_TMP/live-status.json" 2>/dev/null || true
+  s=$(rp_json "$RP_TMP/live-status.json" step)
+  [[ $s =~ ^[0-9]+$ ]] && ((s >= 10)) && break
+  sleep 1
+done
+"$RINGPILOT" status "$run" >"$RP_TMP/live-status.txt" 2>&1 || true
+if grep -q '^state       running ' "$RP_TMP/live-status.txt" &&
+  grep -q '^ranks       2 of 2 running (their processes' "$RP_TMP/live-status.txt" &&
+  grep -qE "^step        [0-9]+/100000 \| loss [0-9.]+ \(rank 0's last progress line\)$" "$RP_TMP/live-status.txt"; then
+  rp_row "status (running)" "$(grep '^step' "$RP_TMP/live-status.txt" | cut -c 13-60); 2 of 2 running" PASS
+else
+  rp_row "status (running)" "$(tr '\n' ';' <"$RP_TMP/live-status.txt" | head -c 500)" FAIL
+  rp_tail "$RP_TMP/live.out"
+fi
+# Each rank's own endpoint (the program loads no NCCL on CPUs).
+scraped=0
+for r in 0 1; do
+  target=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))[0]["targets"][0])' \
+    "$run/prometheus-targets-rank-$r.process.json" 2>/dev/null || true)
+  body=$(curl -fsS --max-time 10 "http://$target/metrics" 2>/dev/null || true)
+  if [[ -n $target ]] && grep -q "^process_cpu_seconds_total{.*rank=\"$r\"" <<<"$body" &&
+    grep -q '^process_resident_memory_bytes{' <<<"$body"; then
+    scraped=$((scraped + 1))
+  fi
+done
+if ((scraped == 2)) && [[ ! -e $run/prometheus-targets-rank-0.json ]]; then
+  rp_row "process metrics" "both ranks serve process_cpu_seconds_total and memory; no NCCL target (gloo)" PASS
+else
+  rp_row "process metrics" "$scraped of 2 ranks served process series" FAIL
+fi
+stop_rc=0
+"$RINGPILOT" stop "$run" --timeout 120 >"$RP_TMP/live-stop.txt" 2>&1 || stop_rc=$?
+rc=0
+wait "$RP_JOB_PID" || rc=$?
+RP_JOB_PID=""
+k=$(sed -n 's/^ringpilot: stopped at step \([0-9]*\) by ringpilot stop; checkpoint .*/\1/p' "$RP_TMP/live.out")
+expected="ringpilot: stopped at step $k by ringpilot stop; checkpoint $run/checkpoints/step-$(printf '%08d' "${k:-0}").pt; resume with: ringpilot run $run/job.yaml --run-dir $run"
+if ((rc == 79 && stop_rc == 0)) && [[ -n $k && $(tail -n 1 "$RP_TMP/live.out") == "$expected" ]] &&
+  ! grep -qE 'non-zero exit code|Primary job' "$RP_TMP/live.out" &&
+  [[ $(rp_json "$run/prometheus-targets-rank-0.process.json" x 2>/dev/null) != unreadable ]] &&
+  [[ $(cat "$run/prometheus-targets-rank-0.process.json") == "[]" ]]; then
+  rp_row "stop" "exit 79; the last line: stopped at step $k ...step-$(printf '%08d' "$k").pt; no mpirun notice" PASS
+else
+  rp_row "stop" "run exit $rc, stop exit $stop_rc, last line '$(tail -n 1 "$RP_TMP/live.out")'" FAIL
+  rp_tail "$RP_TMP/live.out"
+fi
 rp_finish

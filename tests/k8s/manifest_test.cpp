@@ -1,4 +1,5 @@
 // `ringpilot k8s render` objects, parsed back with yaml-cpp.
+#include <map>
 #include <set>
 #include <string>
 #include <vector>
@@ -163,7 +164,14 @@ k8s: {image: "registry.example.com/team/train:1"}
   const YAML::Node job = FindKind(docs, "MPIJob");
   EXPECT_EQ(Container(job, "Launcher")["command"][1].as<std::string>(), "run");
   EXPECT_EQ(Container(job, "Worker")["resources"]["limits"]["nvidia.com/gpu"].as<int>(), 4);
-  FindKind(docs, "PodMonitor");
+  // Two endpoints per rank: the process series `ringpilot exec` serves, then the NCCL
+  // profiler plugin's one block up.
+  const YAML::Node eps = FindKind(docs, "PodMonitor")["spec"]["podMetricsEndpoints"];
+  ASSERT_EQ(eps.size(), 8u);
+  for (size_t i = 0; i < eps.size(); ++i) {
+    EXPECT_EQ(eps[i]["relabelings"][0]["replacement"].as<std::string>(),
+              "$1:" + std::to_string(18400 + i));
+  }
 }
 
 TEST(K8sManifest, PvcUsesStorageClassAndSize) {
@@ -218,6 +226,69 @@ TEST(K8sManifest, RequiresAnImage) {
     FAIL() << "rendered without an image";
   } catch (const RenderError& e) {
     EXPECT_NE(std::string(e.what()).find("k8s.image"), std::string::npos);
+  }
+}
+
+TEST(K8sManifest, DataVolumesAreMountedInEveryWorkerAtTheirPaths) {
+  const JobConfig c =
+      Job({"k8s.volumes=[\"pvc:imagenet:/data:ro\", \"hostPath:/mnt/scratch:/scratch\", "
+           "\"nfs:nfs.example.com:/exports/text:/text:ro\"]",
+           "data.kind=image_folder", "data.train=/data/imagenet/train"});
+  const YAML::Node job = FindKind(Render(c), "MPIJob");
+  const YAML::Node spec = job["spec"]["mpiReplicaSpecs"]["Worker"]["template"]["spec"];
+  std::map<std::string, YAML::Node> volumes, mounts;
+  for (const YAML::Node& v : spec["volumes"]) volumes.emplace(v["name"].as<std::string>(), v);
+  for (const YAML::Node& m : Container(job, "Worker")["volumeMounts"]) {
+    mounts.emplace(m["name"].as<std::string>(), m);
+  }
+  ASSERT_TRUE(volumes.count("data-0") && volumes.count("data-1") && volumes.count("data-2"));
+  EXPECT_EQ(volumes["data-0"]["persistentVolumeClaim"]["claimName"].as<std::string>(), "imagenet");
+  EXPECT_TRUE(volumes["data-0"]["persistentVolumeClaim"]["readOnly"].as<bool>());
+  EXPECT_EQ(volumes["data-1"]["hostPath"]["path"].as<std::string>(), "/mnt/scratch");
+  EXPECT_EQ(volumes["data-1"]["hostPath"]["type"].as<std::string>(), "Directory");
+  EXPECT_EQ(volumes["data-2"]["nfs"]["server"].as<std::string>(), "nfs.example.com");
+  EXPECT_EQ(volumes["data-2"]["nfs"]["path"].as<std::string>(), "/exports/text");
+  EXPECT_EQ(mounts["data-0"]["mountPath"].as<std::string>(), "/data");
+  EXPECT_TRUE(mounts["data-0"]["readOnly"].as<bool>());
+  EXPECT_EQ(mounts["data-1"]["mountPath"].as<std::string>(), "/scratch");
+  EXPECT_FALSE(mounts["data-1"]["readOnly"].IsDefined());
+  EXPECT_EQ(mounts["data-2"]["mountPath"].as<std::string>(), "/text");
+  // The launcher runs `ringpilot run` and mpirun: no data.
+  for (const auto& v : job["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]["spec"]["volumes"]) {
+    EXPECT_NE(v["name"].as<std::string>().rfind("data-", 0), 0u);
+  }
+}
+
+TEST(K8sManifest, RelativeDataPathsAndOverlappingMountsAreRefused) {
+  for (const std::vector<std::string>& sets : std::vector<std::vector<std::string>>{
+           {"data.kind=image_folder", "data.train=imagenet/train"},
+           {"data.kind=image_shards", "data.train=\"/data/a-*.tar, b-*.tar\""},
+           {"data.kind=image_folder", "data.train=/data/train", "data.val=val"},
+           {"k8s.volumes=[\"pvc:a:/data\", \"pvc:b:/data/sub\"]"}}) {
+    try {
+      RenderManifests(Job(sets));
+      ADD_FAILURE() << "rendered: " << sets.back();
+    } catch (const RenderError& e) {
+      const std::string what = e.what();
+      EXPECT_TRUE(what.find("is relative") != std::string::npos ||
+                  what.find("overlap") != std::string::npos)
+          << what;
+    }
+  }
+  // Absolute paths render (on a volume, or the image's own).
+  EXPECT_NO_THROW(RenderManifests(
+      Job({"data.kind=image_folder", "data.train=/data/train", "data.val=/data/val"})));
+}
+
+TEST(K8sConfigKeys, BadVolumesAreConfigErrors) {
+  for (const std::string bad :
+       {"k8s.volumes=[\"pvc:imagenet\"]", "k8s.volumes=[\"pvc:ImageNet:/data\"]",
+        "k8s.volumes=[\"pvc:imagenet:data\"]", "k8s.volumes=[\"hostPath:mnt:/data\"]",
+        "k8s.volumes=[\"nfs:server:/export\"]", "k8s.volumes=[\"s3:bucket:/data\"]",
+        "k8s.volumes=[\"pvc:imagenet:/checkpoints/x\"]", "k8s.volumes=[\"pvc:imagenet:/\"]",
+        "k8s.volumes=[\"pvc:imagenet:/data/../etc\"]", "k8s.volumes=[\"pvc:imagenet:/dev\"]",
+        "k8s.volumes=[\"pvc:imagenet:/data:rw\"]"}) {
+    EXPECT_THROW(Job({bad}), config::ConfigError) << bad;
   }
 }
 

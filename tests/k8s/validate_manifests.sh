@@ -50,7 +50,44 @@ model: {name: resnet50}
 k8s: {image: "registry.example.com/ml/ringpilot:0.1", cpu_per_rank: 1500m, memory_per_rank: 12Gi}
 JOB
 
+# docs/kubernetes.md's ImageNet-on-a-PVC example, as the page shows it (the yaml block after
+# its marker), with its data volume.
+docs="$here/../../docs/kubernetes.md"
+awk '/<!-- k8s-example: imagenet-pvc -->/ {found = 1; next}
+     found && /^```yaml/ {inside = 1; next}
+     inside && /^```/ {exit}
+     inside {print}' "$docs" > "$tmp/imagenet.yaml"
+if [[ ! -s $tmp/imagenet.yaml ]]; then
+  echo "validate_manifests: FAIL: no imagenet-pvc example in $docs" >&2
+  exit 1
+fi
+
 status=0
+"$ringpilot" validate "$tmp/imagenet.yaml" > /dev/null || status=1
+"$ringpilot" k8s render "$tmp/imagenet.yaml" > "$tmp/imagenet.k8s.yaml" || status=1
+"$venv/bin/python" "$here/validate_manifests.py" "$ringpilot" "$tmp/imagenet.k8s.yaml" || status=1
+"$venv/bin/python" - "$tmp/imagenet.k8s.yaml" <<'PY' || status=1
+import sys, yaml
+docs = [d for d in yaml.safe_load_all(open(sys.argv[1])) if d]
+job = next(d for d in docs if d["kind"] == "MPIJob")
+pod = job["spec"]["mpiReplicaSpecs"]["Worker"]["template"]["spec"]
+vols = {v["name"]: v for v in pod["volumes"]}
+mounts = {m["name"]: m for m in pod["containers"][0]["volumeMounts"]}
+ok = (vols.get("data-0", {}).get("persistentVolumeClaim") == {"claimName": "imagenet", "readOnly": True}
+      and mounts.get("data-0", {}).get("mountPath") == "/data" and mounts["data-0"].get("readOnly") is True)
+print("validate_manifests: imagenet-pvc example: data-0 %s" % ("mounted at /data" if ok else "MISSING: %r %r" % (vols, mounts)))
+sys.exit(0 if ok else 1)
+PY
+# A relative data path reaches nothing in the pods: refused (exit 2, naming the key).
+sed 's|train: /data/imagenet/train|train: imagenet/train|' "$tmp/imagenet.yaml" > "$tmp/relative.yaml"
+if "$ringpilot" k8s render "$tmp/relative.yaml" > /dev/null 2> "$tmp/relative.err"; then
+  echo "validate_manifests: FAIL: a relative data.train was rendered" >&2
+  status=1
+elif ! grep -q "data.train: 'imagenet/train' is relative" "$tmp/relative.err"; then
+  echo "validate_manifests: FAIL: relative data.train: $(cat "$tmp/relative.err")" >&2
+  status=1
+fi
+
 for job in gpu cpu auto; do
   for variant in "" "--set metrics.enabled=false"; do
     out="$tmp/$job${variant:+-nometrics}.k8s.yaml"

@@ -8,6 +8,7 @@
 #include <chrono>
 #include <csignal>
 #include <ctime>
+#include <map>
 #include <optional>
 #include <string>
 #include <thread>
@@ -18,6 +19,7 @@
 #include "base/environment.h"
 #include "base/exit_status.h"
 #include "base/time.h"
+#include "history/program_beat.h"
 #include "launcher/failure_report.h"
 #include "launcher/rank_program.h"
 #include "tests/test_util.h"
@@ -183,6 +185,64 @@ TEST(RankProgram, ClosingLines) {
                        0),
             0u);
   EXPECT_EQ(ShellStatus(code), 78);
+}
+
+TEST(RankProgram, ProgressLines) {
+  const auto p = ParseProgressLine("step 600/600 loss 0.3012 (41.2 steps/s)");
+  ASSERT_TRUE(p.has_value());
+  EXPECT_EQ(p->step, 600);
+  EXPECT_EQ(p->steps, 600);
+  EXPECT_DOUBLE_EQ(*p->loss, 0.3012);
+  const auto q = ParseProgressLine("Step: 12 / 40, loss=1.5e-1, lr 0.1");
+  ASSERT_TRUE(q.has_value());
+  EXPECT_EQ(q->step, 12);
+  EXPECT_EQ(q->steps, 40);
+  EXPECT_DOUBLE_EQ(*q->loss, 0.15);
+  const auto r = ParseProgressLine("step=7");
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ(r->step, 7);
+  EXPECT_EQ(r->steps, 0);
+  EXPECT_FALSE(r->loss.has_value());
+  // Not progress: the step is not where the line starts, or no number follows.
+  EXPECT_FALSE(ParseProgressLine("rank 0: preempted: checkpoint at step 240, exit 75"));
+  EXPECT_FALSE(ParseProgressLine("steps per epoch: 117"));
+  EXPECT_FALSE(ParseProgressLine("stepping through the data"));
+  // val_loss is not the loss.
+  EXPECT_FALSE(ParseProgressLine("step 3 val_loss 0.5")->loss.has_value());
+}
+
+TEST(RankProgram, BeatSaysTheProcessAndTheLastProgressLine) {
+  TempDir dir;
+  RankProgramOptions o;
+  o.path = "/bin/sh";
+  o.argv = {"sh", "-c", "echo 'step 10/20 loss 2.5'; echo 'step 20/20 loss 1.25'; exit 0"};
+  o.env = base::CurrentEnvironment();
+  o.log_path = dir.path() + "/logs/rank-1.log";
+  o.beat_path = history::ProgramBeatPath(dir.path() + "/logs", 1);
+  o.rank = 1;
+  const int null_fd = ::open("/dev/null", O_WRONLY);
+  o.stdout_fd = null_fd;
+  o.stderr_fd = null_fd;
+  EXPECT_EQ(RunRankProgram(o), 0);
+  ::close(null_fd);
+  const std::map<int, history::ProgramBeat> beats =
+      history::ReadProgramBeats(dir.path() + "/logs", 0);
+  ASSERT_EQ(beats.count(1), 1u);
+  const history::ProgramBeat& b = beats.at(1);
+  EXPECT_EQ(b.state, "exited");
+  EXPECT_EQ(b.status, 0);
+  EXPECT_GT(b.pid, 0);
+  EXPECT_NE(b.command.find("sh -c"), std::string::npos) << b.command;
+  ASSERT_TRUE(b.progress.has_value());
+  EXPECT_EQ(b.progress->step, 20);
+  EXPECT_EQ(b.progress->steps, 20);
+  EXPECT_EQ(b.progress->loss, 1.25);
+  // The launcher's reader of the same file.
+  const std::map<int, RankHeartbeat> heartbeats = ReadProgramBeats(dir.path() + "/logs", 0);
+  ASSERT_EQ(heartbeats.count(1), 1u);
+  EXPECT_TRUE(heartbeats.at(1).progress);
+  EXPECT_EQ(heartbeats.at(1).step, 20);
+  EXPECT_EQ(heartbeats.at(1).phase, "exited");
 }
 
 }  // namespace

@@ -155,5 +155,24 @@ TEST(RunDir, ErrorsNameThePath) {
   EXPECT_EQ(ReadFile(tmp.path() + "/file"), "x");
 }
 
+TEST(RunDir, LatestCheckpointOfTheTrainerAndOfPrograms) {
+  TempDir tmp;
+  const std::string dir = tmp.path() + "/checkpoints";
+  EXPECT_EQ(LatestCheckpoint(dir).step, -1);  // no directory
+  base::MakeDirs(dir + "/step-00000040");
+  base::MakeDirs(dir + "/.tmp-step-00000090-123");
+  base::MakeDirs(dir + "/corrupt-step-00000080-1");
+  EXPECT_EQ(LatestCheckpoint(dir).step, 40);
+  EXPECT_EQ(LatestCheckpoint(dir).path, dir + "/step-00000040");
+  testing::WriteFile(dir + "/step-00000600.pt", "x");
+  testing::WriteFile(dir + "/step-00000700.pt.tmp", "x");  // being written
+  testing::WriteFile(dir + "/step-x.pt", "x");
+  EXPECT_EQ(LatestCheckpoint(dir).step, 600);
+  EXPECT_EQ(LatestCheckpoint(dir).path, dir + "/step-00000600.pt");
+  testing::WriteFile(dir + "/step-1200", "x");
+  EXPECT_EQ(LatestCheckpoint(dir).step, 1200);
+  EXPECT_EQ(ResumeCommand("/r/x"), "ringpilot run /r/x/job.yaml --run-dir /r/x");
+}
+
 }  // namespace
 }  // namespace ringpilot::launcher

@@ -199,5 +199,51 @@ TEST(RunStatus, StoppedFinishedFailedAndUnknown) {
   EXPECT_EQ(s.samples_per_second, 100.5);
 }
 
+TEST(RunStatus, AProgramIsItsCommandAndItsOwnProgress) {
+  TempDir tmp;
+  RunDirLayout layout(tmp.path() + "/run");
+  PrepareRunDir(layout,
+                "name: prog\nworld: {nodes: 1, procs_per_node: 2, device: cpu}\n"
+                "launch: {command: [python3, train.py, --steps, \"600\"]}\n");
+  LauncherRecord r;
+  r.pid = static_cast<int>(::getpid());
+  r.host = base::HostName();
+  r.executable = base::SelfExecutablePath();
+  r.started = base::LogTimeNow();
+  r.attempt = 1;
+  r.max_attempts = 3;
+  base::WriteFileAtomically(layout.launcher_json, LauncherJson(r));
+  const double now = base::UnixNow();
+  // Two processes running, no progress line yet.
+  for (int rank = 0; rank < 2; ++rank) {
+    WriteFile(layout.logs + "/rank-" + std::to_string(rank) + ".program.json",
+              "{\"rank\": " + std::to_string(rank) +
+                  ", \"pid\": 1, \"state\": \"running\", \"unix\": " + std::to_string(now) + "}\n");
+  }
+  RunStatus s = ReadRunStatus(layout.root, now);
+  EXPECT_TRUE(s.program);
+  EXPECT_EQ(s.command, "python3 train.py --steps 600");
+  EXPECT_EQ(s.model, "");
+  EXPECT_EQ(s.data, "");
+  EXPECT_FALSE(s.progress_reported);
+  EXPECT_EQ(s.ranks_fresh, 2);
+  EXPECT_TRUE(RunStatusJson(s)["step"].is_null());
+  // Rank 0 printed `step 120/600 loss 0.41`; a checkpoint file of the program's.
+  WriteFile(layout.logs + "/rank-0.program.json",
+            "{\"rank\": 0, \"pid\": 1, \"state\": \"running\", \"unix\": " + std::to_string(now) +
+                ", \"progress\": {\"step\": 120, \"steps\": 600, \"loss\": 0.41}}\n");
+  WriteFile(layout.checkpoints + "/step-00000100.pt", "x");
+  s = ReadRunStatus(layout.root, now);
+  EXPECT_TRUE(s.progress_reported);
+  EXPECT_EQ(s.step, 120);
+  EXPECT_EQ(s.steps_target, 600);
+  EXPECT_EQ(s.loss, 0.41);
+  EXPECT_EQ(s.loss_source, "progress line");
+  EXPECT_EQ(s.latest_checkpoint, 100);
+  EXPECT_EQ(s.latest_checkpoint_path, layout.checkpoints + "/step-00000100.pt");
+  EXPECT_EQ(RunStatusJson(s)["command"], "python3 train.py --steps 600");
+  EXPECT_TRUE(RunStatusJson(s)["model"].is_null());
+}
+
 }  // namespace
 }  // namespace ringpilot::launcher

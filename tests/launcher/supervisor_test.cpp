@@ -308,17 +308,84 @@ TEST(Supervisor, RunningRecordAndAStopRequest) {
     WriteFile(request, "now\n");
     ::kill(::getpid(), SIGUSR1);
   });
+  // Like the ranks: a checkpoint of step 12, exit 75, and mpirun's notice about it.
+  const std::string checkpoints = h.layout.checkpoints;
   const JobOutcome outcome = sup.Run(h.Script(R"(#!/bin/sh
-trap 'exit 75' USR1
+trap 'mkdir -p )" + checkpoints + R"(/step-00000012; echo "rank 0: checkpoint of step 12"
+echo "--------------------------------------------------------------------------" >&2
+echo "Primary job  terminated normally, but 1 process returned" >&2
+echo "a non-zero exit code. Per user-direction, the job has been aborted." >&2
+echo "--------------------------------------------------------------------------" >&2
+exit 75' USR1
 while :; do sleep 0.05; done
 )"));
   stopper.join();
   EXPECT_TRUE(outcome.preempted);
+  EXPECT_TRUE(outcome.stopped);
+  EXPECT_EQ(outcome.exit_status, base::kExitStopped);
+  const std::string line = "stopped at step 12 by ringpilot stop; checkpoint " + checkpoints +
+                           "/step-00000012; resume with: ringpilot run " + h.layout.root +
+                           "/job.yaml --run-dir " + h.layout.root;
+  EXPECT_TRUE(h.ProgressHas("ringpilot: " + line));
+  EXPECT_EQ(h.progress.size(), 1u)
+      << "one line for a stop";  // the received-SIGUSR1 note is in the log only
+  // No crash banner on the terminal; the log keeps mpirun's lines.
+  EXPECT_EQ(ReadFile(h.err_path).find("non-zero exit code"), std::string::npos);
+  EXPECT_NE(ReadFile(h.out_path).find("checkpoint of step 12"), std::string::npos);
+  EXPECT_NE(ReadFile(h.layout.launcher_log).find("non-zero exit code"), std::string::npos);
   const std::optional<LauncherRecord> rec = ReadLauncherRecord(record);
   ASSERT_TRUE(rec.has_value());
   EXPECT_EQ(rec->state, RunState::kStopped);
-  EXPECT_EQ(rec->detail.rfind("stopped by `ringpilot stop`: checkpointed and stopped", 0), 0u)
-      << rec->detail;
+  EXPECT_EQ(rec->exit_status, base::kExitStopped);
+  EXPECT_EQ(rec->detail, line);
+}
+
+TEST(Supervisor, MpirunNoticesAfterAFailedStopAreRelayed) {
+  Harness h;
+  WriteFile(h.layout.stop_request, "x\n");
+  Supervisor sup(h.Options(0));
+  std::thread sender([] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(700));
+    ::kill(::getpid(), SIGUSR1);
+  });
+  // Run() removes an old request; this one comes with the signal, as `stop` sends it.
+  const std::string request = h.layout.stop_request;
+  std::thread writer([request] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    WriteFile(request, "now\n");
+  });
+  const JobOutcome outcome = sup.Run(h.Script(R"(#!/bin/sh
+trap 'echo "------------------------------------------" >&2; echo "a rank failed" >&2
+echo "------------------------------------------" >&2; exit 9' USR1
+while :; do sleep 0.05; done
+)"));
+  sender.join();
+  writer.join();
+  EXPECT_EQ(outcome.exit_status, base::kExitStopped);
+  // Not the clean checkpointed end: mpirun's notice reaches the terminal.
+  EXPECT_NE(ReadFile(h.err_path).find("a rank failed"), std::string::npos);
+  ASSERT_EQ(h.progress.size(), 1u);
+  EXPECT_NE(h.progress[0].find("stopped by ringpilot stop; no checkpoint in "), std::string::npos)
+      << h.progress[0];
+}
+
+TEST(Supervisor, EachRunOfADirectoryIsNumbered) {
+  Harness h;
+  for (int run = 1; run <= 3; ++run) {
+    Supervisor sup(h.Options(1));
+    EXPECT_EQ(sup.Run(h.Script("#!/bin/sh\nexit 0\n")).exit_status, 0);
+    const std::optional<LauncherRecord> rec = ReadLauncherRecord(h.layout.launcher_json);
+    ASSERT_TRUE(rec.has_value());
+    EXPECT_EQ(rec->run, run);
+    EXPECT_EQ(rec->attempts_before, run - 1);
+    if (run == 1) {
+      EXPECT_EQ(rec->detail, "finished after 1 attempt(s)");
+    } else {
+      EXPECT_EQ(rec->detail, "finished after 1 attempt(s) of run " + std::to_string(run) +
+                                 " of this run directory (" + std::to_string(run) +
+                                 " attempt(s) over the " + std::to_string(run) + " runs)");
+    }
+  }
 }
 
 TEST(Supervisor, FailureAfterUsr1IsPreemptedNotRestarted) {

@@ -284,6 +284,32 @@ TEST_F(metrics_Exporter, SecondExporterOnSamePortThrowsClearError) {
   EXPECT_EQ(Get(first.port(), "/metrics").status, 200);  // the first one is unharmed
 }
 
+// A second job on the host: its rank steps over the taken port by whole blocks.
+TEST_F(metrics_Exporter, ATakenPortMovesUpByBlocks) {
+  Exporter first(families_.registry(), AnyPort());
+  ExporterOptions next;
+  next.port = first.port();
+  next.port_step = 3;
+  next.port_tries = 4;
+  std::unique_ptr<Exporter> second;
+  // The block above may be taken by another process too: the test only needs one of the
+  // next ports, in steps of 3.
+  ASSERT_NO_THROW(second = std::make_unique<Exporter>(families_.registry(), next));
+  EXPECT_GT(second->port(), first.port());
+  EXPECT_EQ((second->port() - first.port()) % 3, 0);
+  EXPECT_EQ(Get(second->port(), "/metrics").status, 200);
+  // Every try taken: the error names the ports tried.
+  ExporterOptions none;
+  none.port = first.port();
+  none.port_step = second->port() - first.port();
+  none.port_tries = 2;
+  EXPECT_EQ(ExporterErrorOf([&] { Exporter third(families_.registry(), none); }),
+            "metrics exporter: cannot listen on 127.0.0.1:" + std::to_string(first.port()) +
+                " nor on the next 1 port(s) " + std::to_string(second->port()) + ".." +
+                std::to_string(second->port()) + " (step " + std::to_string(none.port_step) +
+                "): Address already in use");
+}
+
 TEST_F(metrics_Exporter, InvalidOptionsThrow) {
   ExporterOptions o = AnyPort();
   o.bind = "999.1.1.1";

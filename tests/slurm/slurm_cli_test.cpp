@@ -123,6 +123,17 @@ TEST(SlurmCli, Usr1IsForwardedAndAPreemptedRunIsRequeued) {
   EXPECT_EQ(stopped.exit_code, 0) << stopped.err;
   EXPECT_EQ(ReadFile(record), "");
   EXPECT_NE(stopped.err.find("stopped by 'ringpilot stop'"), std::string::npos) << stopped.err;
+
+  // `ringpilot run` says it itself: exit 79 (base::kExitStopped), not requeued.
+  WriteFile(bin + "/ringpilot", "#!/bin/bash\nexit 79\n", true);
+  const ProcessResult stopped79 =
+      RunProcess({"bash", dir.path() + "/job.sbatch"}, {{"SLURM_JOB_ID", "4242"},
+                                                        {"SLURM_JOB_NODELIST", "n[1-2]"},
+                                                        {"PATH", bin + ":/usr/bin:/bin"}});
+  EXPECT_EQ(stopped79.exit_code, 0) << stopped79.err;
+  EXPECT_EQ(ReadFile(record), "");
+  EXPECT_NE(stopped79.err.find("stopped by 'ringpilot stop'"), std::string::npos)
+      << stopped79.err;
 }
 
 TEST(SlurmCli, SubmitRunsSbatchOnTheScript) {
