@@ -183,7 +183,8 @@ std::vector<KeySpec> BuildSchema() {
                       "JPEG engines where the GPU has them, else its GPU backend) and crops on "
                       "the GPU, data.workers host threads (0: 8) reading files; false decodes "
                       "on data.workers host threads as CPU ranks do; auto: true where the GPU "
-                      "has hardware JPEG engines (A100, H100, H200), else false (docs/data.md)"));
+                      "has hardware JPEG engines (A100, H100, H200) and the rank fewer than 12 "
+                      "cores, else false (docs/data.md)"));
   s.push_back(IntKey<int64_t>("eval.every_steps", Member(&JC::eval, &EvalConfig::every_steps), 0,
                               kMaxSteps,
                               "evaluate on data.val every N steps; 0 = after the last "

@@ -114,27 +114,41 @@ std::unique_ptr<ImagePipeline> MakeImagePipeline(const config::JobConfig& job,
                                                  std::string* decision) {
   const config::GpuDecode mode = job.data.gpu_decode;
   const std::string key = std::string("data.gpu_decode ") + config::ToString(mode);
+  const int cores = BoundCores();
   if (!device.cuda) {
     *decision = "decoding images on host threads (a CPU rank)";
   } else {
 #ifdef RINGPILOT_WITH_NVJPEG
     const bool hardware = data::cuda::HasHardwareJpegDecoder(device.device.index());
-    if (mode == config::GpuDecode::kOn || (mode == config::GpuDecode::kAuto && hardware)) {
+    const bool few_cores = cores < kHostDecodeMinCores;
+    if (mode == config::GpuDecode::kOn ||
+        (mode == config::GpuDecode::kAuto && hardware && few_cores)) {
       const int threads = GpuDecodeThreadsFor(job.data);
       *decision = std::string("decoding JPEGs on the GPU with nvJPEG (") +
                   (hardware ? "hardware JPEG engines" : "its CUDA backend: no hardware engines") +
-                  ", " + std::to_string(threads) + " reader threads; " + key + ")";
+                  ", " + std::to_string(threads) + " reader threads; " + key +
+                  (mode == config::GpuDecode::kAuto
+                       ? ": " + std::to_string(cores) + " cores for this rank, fewer than " +
+                             std::to_string(kHostDecodeMinCores)
+                       : std::string()) +
+                  ")";
       return std::make_unique<GpuImagePipeline>(job, source, image, place, device, threads);
     }
-    *decision =
-        std::string("decoding images on host threads (") + key +
-        (mode == config::GpuDecode::kAuto ? ": this GPU has no hardware JPEG engines)" : ")");
+    if (mode == config::GpuDecode::kAuto) {
+      *decision = "decoding images on host threads (" + key + ": " +
+                  (hardware ? std::to_string(cores) + " cores for this rank, at least " +
+                                  std::to_string(kHostDecodeMinCores)
+                            : std::string("this GPU has no hardware JPEG engines")) +
+                  ")";
+    } else {
+      *decision = "decoding images on host threads (" + key + ")";
+    }
 #else
     *decision = std::string("decoding images on host threads (") + key +
                 (mode == config::GpuDecode::kOff ? ")" : ": this build has no nvJPEG)");
 #endif
   }
-  const int workers = DecodeWorkersFor(job.data, BoundCores(), device.cuda);
+  const int workers = DecodeWorkersFor(job.data, cores, device.cuda);
   *decision += ", " + std::to_string(workers) + " threads";
   return std::make_unique<CpuImagePipeline>(job, source, image, place, device, workers);
 }

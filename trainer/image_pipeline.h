@@ -48,10 +48,18 @@ class ImagePipeline {
   virtual std::vector<int64_t> bad_files() const = 0;
 };
 
+/// data.gpu_decode auto decodes on host threads when the rank has at least this many cores,
+/// else on the GPU's hardware JPEG engines where it has them. Measured on an H200 with 16
+/// cores, ResNet-50 bf16 b256: host decode kept 100% of the synthetic rate on 40 KB JPEGs
+/// where nvJPEG beside the step gave 86-88%, and both gave 68-72% on ImageNet-like files
+/// (bench/results/2026-11-28-nvidia-h200-image-input.md); an H100 host needed ~12 cores
+/// per GPU for the host to keep up (2026-11-25-nvidia-h100-x1-image-input.md).
+inline constexpr int kHostDecodeMinCores = 12;
+
 /// The rank's pipeline for `source` (which must outlive it): batches of data.batch_per_rank
 /// at the model's image size, training crops, data.prefetch batches ahead. Decodes on the
-/// GPU (nvJPEG) or on host threads by data.gpu_decode (auto: the GPU where it has hardware
-/// JPEG engines); `*decision` gets one line saying which and why, for the rank's log.
+/// GPU (nvJPEG) or on host threads by data.gpu_decode (auto: kHostDecodeMinCores);
+/// `*decision` gets one line saying which and why, for the rank's log.
 std::unique_ptr<ImagePipeline> MakeImagePipeline(const config::JobConfig& job,
                                                  const data::ImageSource& source,
                                                  const models::ImageSpec& image,

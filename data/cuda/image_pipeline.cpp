@@ -33,8 +33,7 @@ ImagePipeline::ImagePipeline(const ImageSource& source, const ImagePipelineOptio
   decoder_ = std::make_unique<Decoder>(options_.device);
   Decoder& d = *decoder_;
   // The lowest priority: the step's kernels go first, and the batch's one kernel fills the
-  // gaps between them (the decode itself runs on the JPEG engines). Per-image kernels at the
-  // step's priority once starved the next batch; there is one kernel per batch now.
+  // gaps between them (the decode itself runs on the JPEG engines).
   int least_priority = 0, greatest_priority = 0;
   PIPELINE_CUDA(cudaDeviceGetStreamPriorityRange(&least_priority, &greatest_priority));
   const int priority = options_.high_priority ? greatest_priority : least_priority;

@@ -48,8 +48,10 @@ struct ImagePipelineOptions {
   bool hardware = true;  ///< use the hardware JPEG engines where the GPU has them
   bool train = true;     ///< random resized crop + flip (train) or centre crop (eval)
   uint64_t seed = 0;     ///< train.seed: crops are drawn from (seed, epoch, sample)
-  /// The decode stream's priority: the lowest (default) lets the training step's kernels go
-  /// first; the highest makes the batch's few kernels jump the step's queue.
+  /// The decode streams' priority: the lowest (default; the same as PyTorch's pool streams,
+  /// the training stream's) or the highest. Beside a ResNet-50 step on an H200 the highest
+  /// changed nothing measurable (87.5% of the synthetic rate against 86.3%,
+  /// bench/results/2026-11-28-nvidia-h200-image-input.md).
   bool high_priority = false;
   /// JPEGs nvJPEG's batch refuses go to its decoupled decoder on the GPU (else the host's).
   bool odd_on_gpu = true;
