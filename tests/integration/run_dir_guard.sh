@@ -199,7 +199,7 @@ else
 fi
 rc=0
 "$RINGPILOT" validate "$job" --set 'train={steps: 5} junk' >"$RP_TMP/f-set.out" 2>&1 || rc=$?
-want="--set[1]:1:18: train: text after the value: an override is one YAML value (quote a string that holds spaces, e.g. --set 'name=\"my job\"')"
+want="--set[1]:1:18: train: text after the value: an override is one YAML value (quote text meant as one string)"
 if ((rc == 2)) && [[ $(cat "$RP_TMP/f-set.out") == "$want" ]]; then
   rp_row "(f) --set trailing text" "$want" PASS
 else
