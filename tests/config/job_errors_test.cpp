@@ -201,7 +201,9 @@ TEST(JobErrors, OverrideIsOneCompleteValue) {
   EXPECT_NE(scalar[0].find("--set[1]:1:"), std::string::npos);
   EXPECT_NE(scalar[0].find("train.steps: text after the value"), std::string::npos);
   // A plain scalar with spaces is one value; so is a whole section.
-  EXPECT_EQ(ParseJobConfig(kMinimal, "f.yaml", {"data.train=/my data/x"}).data.train, "/my data/x");
+  EXPECT_EQ(
+      ParseJobConfig(kMinimal, "f.yaml", {"data.kind=cifar", "data.train=/my data/x"}).data.train,
+      "/my data/x");
   EXPECT_EQ(ParseJobConfig(kMinimal, "f.yaml", {"train={steps: 7}"}).train.steps, 7);
 }
 
