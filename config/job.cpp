@@ -315,8 +315,8 @@ void Loader::ApplyOverrideText(size_t index, const std::string& text) {
   const YAML::Node& value = parsed.doc;
   if (parsed.roots.size() > 1) {
     Fail(origin.At(parsed.roots[1]), KeyText(key),
-         "text after the value: an override is one YAML value (quote a string that holds "
-         "spaces, e.g. --set 'name=\"my job\"')");
+         "text after the value: an override is one YAML value (quote text meant as one "
+         "string)");
   }
   std::vector<std::string> parts;
   for (size_t start = 0;;) {

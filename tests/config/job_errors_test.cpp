@@ -191,8 +191,8 @@ TEST(JobErrors, OverrideIsOneCompleteValue) {
   const std::vector<std::string> lines = Problems(kMinimal, {"train={steps: 5} junk"});
   ASSERT_EQ(lines.size(), 1u) << ::testing::PrintToString(lines);
   EXPECT_EQ(lines[0],
-            "--set[1]:1:18: train: text after the value: an override is one YAML value (quote a "
-            "string that holds spaces, e.g. --set 'name=\"my job\"')");
+            "--set[1]:1:18: train: text after the value: an override is one YAML value (quote "
+            "text meant as one string)");
   // The same text in a job file is rejected too.
   EXPECT_EQ(Problems("name: t\nmodel: {name: resnet18-cifar}\ntrain: {steps: 5} junk\n").size(),
             1u);
@@ -201,7 +201,9 @@ TEST(JobErrors, OverrideIsOneCompleteValue) {
   EXPECT_NE(scalar[0].find("--set[1]:1:"), std::string::npos);
   EXPECT_NE(scalar[0].find("train.steps: text after the value"), std::string::npos);
   // A plain scalar with spaces is one value; so is a whole section.
-  EXPECT_EQ(ParseJobConfig(kMinimal, "f.yaml", {"name=my job"}).name, "my job");
+  EXPECT_EQ(
+      ParseJobConfig(kMinimal, "f.yaml", {"data.kind=cifar", "data.train=/my data/x"}).data.train,
+      "/my data/x");
   EXPECT_EQ(ParseJobConfig(kMinimal, "f.yaml", {"train={steps: 7}"}).train.steps, 7);
 }
 

@@ -54,6 +54,13 @@ def main():
     if not os.path.isdir(a.source):
         sys.exit(f"make_cifar_fashion: {a.source}: missing (apt-get install dataset-fashion-mnist)")
     os.makedirs(a.out, exist_ok=True)
+    # What earlier versions of this script wrote there (distribution names, which must hold
+    # CIFAR-10's 10,000 records each): a folder read as CIFAR would list them too. A file of
+    # the distribution's size (the real CIFAR-10's) is left alone.
+    for old in ("data_batch_1.bin", "test_batch.bin"):
+        path = os.path.join(a.out, old)
+        if os.path.isfile(path) and os.path.getsize(path) != 10000 * 3073:
+            os.remove(path)
     n = convert("train", a.train, os.path.join(a.out, "data_batch_fashion.bin"), a.source)
     m = convert("t10k", a.test, os.path.join(a.out, "test_batch_fashion.bin"), a.source)
     print(f"make_cifar_fashion: {a.out}: {n} training, {m} test images")
