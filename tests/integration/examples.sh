@@ -184,19 +184,19 @@ else
   rp_tail "$RP_TMP/ddp-fashion-mnist.out"
 fi
 
-# resnet18-cifar10 as shipped (30 epochs, 2 warm-up) on 64 images: 2 ranks x 16, 2 steps
-# per epoch, 60 steps.
+# resnet18-cifar10 (2 warm-up epochs as shipped) on 64 images: 2 ranks x 16, 2 steps per
+# epoch, 3 epochs: 6 steps.
 run_in_repo resnet18-cifar10 --set "data.train=\"$cifar\"" --set "data.val=\"$cifar\"" \
-  --set data.batch_per_rank=16 --set eval.batch_per_rank=32
+  --set data.batch_per_rank=16 --set eval.batch_per_rank=32 --set train.epochs=3
 if expect_example resnet18-cifar10; then
   expect_notice resnet18-cifar10
-  # 60 steps, warm-up 4: the last step (index 59) is cosine's p = 55/56 of 0.1 x 32 / 256.
-  want=$(python3 -c 'import math; print(0.1*32/256*0.5*(1+math.cos(math.pi*55/56)))')
+  # 6 steps, warm-up 4: the last step (index 5) is cosine's p = 1/2 of 0.1 x 32 / 256.
+  want=$(python3 -c 'import math; print(0.1*32/256*0.5*(1+math.cos(math.pi*1/2)))')
   got=$(rp_json "$RP_TMP/resnet18-cifar10/summary.json" final_lr)
   steps=$(rp_json "$RP_TMP/resnet18-cifar10/summary.json" steps)
-  if [[ $steps == 60 ]] && approx "$got" "$want" &&
+  if [[ $steps == 6 ]] && approx "$got" "$want" &&
     grep -q "warm-up 4 steps" "$RP_TMP/resnet18-cifar10/logs/rank-0.log"; then
-    rp_row "resnet18-cifar10: recipe" "60 steps, warm-up 4 (2 epochs), final_lr $got = cosine of 0.1 x 32/256" PASS
+    rp_row "resnet18-cifar10: recipe" "6 steps, warm-up 4 (2 epochs), final_lr $got = cosine of 0.1 x 32/256" PASS
   else
     rp_row "resnet18-cifar10: recipe" "steps $steps, final_lr $got, want $want after a 4-step warm-up" FAIL
   fi
