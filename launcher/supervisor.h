@@ -146,6 +146,10 @@ class Supervisor {
     int64_t term_ns = 0;  // when mpirun was sent SIGTERM
   };
 
+  // FATAL lines this much older than an attempt's start still count for it: ranks on
+  // other hosts stamp them with their own clocks.
+  static constexpr int64_t kFatalClockSlackNs = 1'000'000'000;
+
   Attempt RunAttempt(const SupervisedCommand& command, int attempt);
   // Stops mpirun (SIGTERM, then SIGKILL setting *killed) when start_timeout_s or
   // abort_grace_s ran out.

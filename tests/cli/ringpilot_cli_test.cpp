@@ -192,7 +192,8 @@ TEST(RingpilotCli, DryRunOfTwoNodesNamesTheLocalRankPortsOfEach) {
   ASSERT_EQ(block.size(), 4u) << r.err;
   EXPECT_EQ(block[3],
             "ringpilot: metrics on n1:18400-18401, n2:18400-18401 (a port per local rank, path "
-            "/metrics; RUN_DIR/prometheus-targets.json lists them; docs/metrics.md)");
+            "/metrics; a node whose ports are taken moves its ranks up a block of 2; "
+            "RUN_DIR/prometheus-targets.json lists them; docs/metrics.md)");
   EXPECT_FALSE(Exists(c.run_dir));
 }
 

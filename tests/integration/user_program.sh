@@ -170,7 +170,7 @@ done
 if grep -q '^state       running ' "$RP_TMP/live-status.txt" &&
   grep -q '^ranks       2 of 2 running (their processes' "$RP_TMP/live-status.txt" &&
   grep -qE "^step        [0-9]+/100000 \| loss [0-9.]+ \(rank 0's last progress line\)$" "$RP_TMP/live-status.txt"; then
-  rp_row "status (running)" "$(grep '^step' "$RP_TMP/live-status.txt" | cut -c 13-60); 2 of 2 running" PASS
+  rp_row "status (running)" "$(grep "^step" "$RP_TMP/live-status.txt" | cut -c 13-60 | tr -d "|"); 2 of 2 running" PASS
 else
   rp_row "status (running)" "$(tr '\n' ';' <"$RP_TMP/live-status.txt" | head -c 500)" FAIL
   rp_tail "$RP_TMP/live.out"

@@ -63,7 +63,6 @@ if [[ ! -s $tmp/imagenet.yaml ]]; then
 fi
 
 status=0
-"$ringpilot" validate "$tmp/imagenet.yaml" > /dev/null || status=1
 "$ringpilot" k8s render "$tmp/imagenet.yaml" > "$tmp/imagenet.k8s.yaml" || status=1
 "$venv/bin/python" "$here/validate_manifests.py" "$ringpilot" "$tmp/imagenet.k8s.yaml" || status=1
 "$venv/bin/python" - "$tmp/imagenet.k8s.yaml" <<'PY' || status=1

@@ -132,8 +132,7 @@ TEST(SlurmCli, Usr1IsForwardedAndAPreemptedRunIsRequeued) {
                                                         {"PATH", bin + ":/usr/bin:/bin"}});
   EXPECT_EQ(stopped79.exit_code, 0) << stopped79.err;
   EXPECT_EQ(ReadFile(record), "");
-  EXPECT_NE(stopped79.err.find("stopped by 'ringpilot stop'"), std::string::npos)
-      << stopped79.err;
+  EXPECT_NE(stopped79.err.find("stopped by 'ringpilot stop'"), std::string::npos) << stopped79.err;
 }
 
 TEST(SlurmCli, SubmitRunsSbatchOnTheScript) {
