@@ -51,6 +51,7 @@ model: {name: resnet18-cifar, num_classes: 10}
 data: {kind: image_folder, batch_per_rank: 32, train: "$data/train", val: "$data/val",
        prefetch: 2, workers: 1}
 train: {epochs: 2, optimizer: sgd, lr: 0.05, momentum: 0.9, weight_decay: 5.0e-4, seed: 3,
+        lr_schedule: cosine, lr_warmup_steps: 6,
         threads_per_rank: 1, log_every_s: 30}
 eval: {every_steps: 0, batch_per_rank: 100}
 checkpoint: {every_steps: 0, keep: 1}
