@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # data.kind image_folder and image_shards on real images: Fashion-MNIST (Debian
 # dataset-fashion-mnist; photos of 10 kinds of garment) written at test time as 28x28
-# greyscale PNGs in ROOT/classK/N.png, 2000 training and 1000 held-out images. 2 CPU ranks
+# greyscale PNGs in ROOT/classK/N.png, 1280 training and 1000 held-out images. 2 CPU ranks
 # train resnet18-cifar (32x32 input: random resized crops of the 28x28 images, centre crop
-# for evaluation), batch 32 per rank, 31 steps per epoch:
+# for evaluation), batch 32 per rank, 20 steps per epoch (the sizes keep this test to a few
+# minutes on 2 cores):
 #   (a) image_folder, 2 epochs, with three bad files planted in the training folder (a JPEG
 #       whose data is noise, a JPEG cut in half, a text file named .jpg): held-out top-1
 #       >= MIN_TOP1 (chance 0.10); summary.json data.bad_files == 3; the rank logs warn
@@ -25,7 +26,7 @@ readonly JOB_LIMIT_S=600
 readonly MIN_TOP1=0.30
 data=$RP_TMP/fashion
 python3 "$(dirname "${BASH_SOURCE[0]}")/../data/make_image_folder_fashion.py" "$data" \
-  --train 2000 --val 1000 >&2
+  --train 1280 --val 1000 >&2
 
 # Real JPEGs to spoil: pack a few images, take them out of the shard.
 mkdir -p "$RP_TMP/few/class0"
@@ -90,14 +91,14 @@ if rp_expect_ok "(a) image_folder, 2 epochs" "$a.out" "$a"; then
   done
   rp_check "(a) each bad file warned about" "$warned of 3 named in the rank logs" test "$warned" = 3
   steps=$(rp_json "$a/summary.json" steps)
-  rp_check "(a) 2 epochs = 62 steps" "steps $steps" test "$steps" = 62
+  rp_check "(a) 2 epochs = 40 steps" "steps $steps" test "$steps" = 40
 fi
 
 shards=$RP_TMP/shards
 "$RINGPILOT" data pack "$data/train" "$shards" --shard-size 1000 --max-side 32 --quality 95 \
   >"$RP_TMP/pack.out" 2>"$RP_TMP/pack.err" || true
 skipped=$(grep -c "^ringpilot data pack: skipping $data/train/class3/zz-" "$RP_TMP/pack.err" || true)
-if grep -q "^packed 2000 images into 2 shard(s) in $shards (.* resized), 3 file(s) skipped" \
+if grep -q "^packed 1280 images into 2 shard(s) in $shards (.* resized), 3 file(s) skipped" \
   "$RP_TMP/pack.out" &&
   [[ $skipped == 3 ]]; then
   rp_row "(b) data pack" "$(cat "$RP_TMP/pack.out")" PASS
