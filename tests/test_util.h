@@ -1,7 +1,10 @@
 // Helpers shared by the launcher tests that touch files and processes.
 #pragma once
 
+#include <arpa/inet.h>
 #include <fcntl.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -10,6 +13,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <random>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -105,6 +109,32 @@ inline std::string RingpilotBinary() {
   std::error_code ec;
   const std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", ec);
   return (self.parent_path().parent_path() / "bin" / "ringpilot").string();
+}
+
+/// A base port P such that P..P+n-1 can all be bound on 127.0.0.1 right now (below the
+/// kernel's ephemeral range, where an outgoing connection cannot take one before the
+/// program under test listens); 0 when none was found. For tests that would otherwise
+/// assume a fixed port (18400) is free on the host.
+inline int FreeLoopbackPorts(int n) {
+  std::mt19937 random(std::random_device{}());
+  std::uniform_int_distribution<int> pick(20000, 32000 - n);
+  for (int attempt = 0; attempt < 200; ++attempt) {
+    const int base = pick(random);
+    std::vector<int> fds;
+    bool all = true;
+    for (int port = base; port < base + n && all; ++port) {
+      const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+      sockaddr_in addr{};
+      addr.sin_family = AF_INET;
+      addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+      addr.sin_port = htons(static_cast<uint16_t>(port));
+      all = fd >= 0 && ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0;
+      if (fd >= 0) fds.push_back(fd);
+    }
+    for (int fd : fds) ::close(fd);
+    if (all) return base;
+  }
+  return 0;
 }
 
 inline std::vector<std::string> SplitLines(const std::string& text) {

@@ -151,7 +151,11 @@ TEST(RingpilotCli, CommandLineErrorsAreOneLineExit2) {
 
 TEST(RingpilotCli, DryRunPrintsTheCommandAndCreatesNothing) {
   Cli c;
-  const ProcessResult r = c.Ringpilot({"run", c.job, "--run-dir", c.run_dir, "--dry-run"});
+  // A free block: a taken one would (rightly) move the ranks to the next free block.
+  const int ports = testing::FreeLoopbackPorts(2);
+  ASSERT_NE(ports, 0);
+  const ProcessResult r = c.Ringpilot({"run", c.job, "--run-dir", c.run_dir, "--dry-run", "--set",
+                                       "metrics.port_base=" + std::to_string(ports)});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   // One shell command line: the attempt's variables, then mpirun; nothing says "launching".
   const std::string prefix = "RINGPILOT_RUN_DIR=" + c.run_dir +
@@ -172,8 +176,10 @@ TEST(RingpilotCli, DryRunPrintsTheCommandAndCreatesNothing) {
   EXPECT_EQ(block[2], "ringpilot: run directory " + c.run_dir + " (ringpilot status|logs|stop " +
                           c.run_dir + ")");
   EXPECT_EQ(block[3],
-            "ringpilot: metrics on 127.0.0.1:18400-18401 (a port per local rank, path /metrics; "
-            "RUN_DIR/prometheus-targets.json lists them; docs/metrics.md)");
+            "ringpilot: metrics on 127.0.0.1:" + std::to_string(ports) + "-" +
+                std::to_string(ports + 1) +
+                " (a port per local rank, path /metrics; "
+                "RUN_DIR/prometheus-targets.json lists them; docs/metrics.md)");
   EXPECT_NE(
       r.out.find(c.trainer + " --config " + c.run_dir + "/job.yaml --run-dir " + c.run_dir + "\n"),
       std::string::npos)

@@ -149,6 +149,44 @@ TEST(JpegCropDecode, SamePixelsAsTheWholeImageForEveryKindAndBox) {
   }
 }
 
+// Images smaller than the output (Fashion-MNIST's 28x28, CIFAR-sized crops upscaled to
+// 32x32): the crop path must give what a full-resolution decode and the same box give.
+TEST(JpegCropDecode, SmallImagesUpscaledAsTheWholeImageIs) {
+  constexpr int kOut = 32;
+  const Kind kinds[] = {{"tiny grey", 28, 28, TJSAMP_GRAY, TJPF_GRAY, 0},
+                        {"tiny 420", 28, 28, TJSAMP_420, TJPF_RGB, 0},
+                        {"small 444", 40, 36, TJSAMP_444, TJPF_RGB, 0}};
+  for (const Kind& kind : kinds) {
+    const std::vector<uint8_t> jpeg = Encode(kind);
+    DecodedImage whole;
+    std::string error;
+    ASSERT_TRUE(DecodeImage(jpeg.data(), jpeg.size(), &whole, &error)) << error;
+    ASSERT_EQ(whole.width, kind.width);
+    std::vector<CropBox> boxes;
+    for (int64_t sample = 0; sample < 40; ++sample)
+      boxes.push_back(TrainCropBox(kind.width, kind.height, 3, 1, sample));
+    boxes.push_back(EvalCropBox(kind.width, kind.height));
+    for (const CropBox& box : boxes) {
+      SCOPED_TRACE(std::string(kind.name) + " box " + std::to_string(box.x) + "," +
+                   std::to_string(box.y) + " " + std::to_string(box.width) + "x" +
+                   std::to_string(box.height));
+      std::vector<uint8_t> want(static_cast<size_t>(3) * kOut * kOut);
+      ResampleCrop(whole.rgb.data(), whole.width, whole.height, box, kOut, kOut, want.data());
+      DecodedImage region;
+      const std::vector<uint8_t> got = CropOnly(jpeg, box, kOut, &region);
+      int max_diff = 0;
+      double sum = 0;
+      for (size_t i = 0; i < got.size(); ++i) {
+        const int d = std::abs(int{got[i]} - int{want[i]});
+        max_diff = std::max(max_diff, d);
+        sum += d;
+      }
+      EXPECT_LE(max_diff, 2);
+      EXPECT_LE(sum / static_cast<double>(got.size()), 0.05);
+    }
+  }
+}
+
 TEST(JpegCropDecode, BrokenFilesAreErrorsAndTheDecoderStaysUsable) {
   const Kind kind = kKinds[0];
   const std::vector<uint8_t> jpeg = Encode(kind);

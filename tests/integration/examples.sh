@@ -56,7 +56,7 @@ def idx(name):
     dims = struct.unpack(">" + "I" * ndim, data[4:4 + 4 * ndim])
     return np.frombuffer(data, np.uint8, offset=4 + 4 * ndim).reshape(dims)
 # Every class in both sets (class indices follow the sorted folder names of each set).
-for split, prefix, per_class in (("train", "train", 2), ("val", "t10k", 1)):
+for split, prefix, per_class in (("train", "train", 1), ("val", "t10k", 1)):
     images, labels = idx(prefix + "-images-idx3-ubyte.gz"), idx(prefix + "-labels-idx1-ubyte.gz")
     chosen = [i for c in range(10) for i in np.flatnonzero(labels == c)[:per_class]]
     for i in chosen:
@@ -205,20 +205,20 @@ if expect_example resnet18-cifar10; then
   rp_check "resnet18-cifar10: evaluation" "top1 $top1 on 64 held-out images" rp_finite "$top1"
 fi
 
-# resnet50-imagenet: 2 ranks x 4 JPEGs, 20 training images: 2 steps per epoch; 6 epochs
+# resnet50-imagenet: 2 ranks x 2 JPEGs, 10 training images: 2 steps per epoch; 6 epochs
 # (the warm-up is 5): 12 steps, the last one on the cosine.
 run_in_repo resnet50-imagenet --set world.procs_per_node=2 \
   --set "data.train=\"$imagenet/train\"" --set "data.val=\"$imagenet/val\"" \
-  --set data.batch_per_rank=4 --set eval.batch_per_rank=4 --set train.epochs=6
+  --set data.batch_per_rank=2 --set eval.batch_per_rank=4 --set train.epochs=6
 if expect_example resnet50-imagenet; then
   expect_notice resnet50-imagenet
   log=$RP_TMP/resnet50-imagenet/logs/rank-0.log
-  # 12 steps, warm-up 10; the last (index 11) is cosine's p = 1/2 of 0.1 x 8 / 256.
-  want=$(python3 -c 'import math; print(0.1*8/256*0.5*(1+math.cos(math.pi*1/2)))')
+  # 12 steps, warm-up 10; the last (index 11) is cosine's p = 1/2 of 0.1 x 4 / 256.
+  want=$(python3 -c 'import math; print(0.1*4/256*0.5*(1+math.cos(math.pi*1/2)))')
   got=$(rp_json "$RP_TMP/resnet50-imagenet/summary.json" final_lr)
-  if grep -q "learning rate 0.003125: train.lr 0.1 x global batch 8 / train.lr_base_batch 256" "$log" &&
+  if grep -q "learning rate 0.0015625: train.lr 0.1 x global batch 4 / train.lr_base_batch 256" "$log" &&
     grep -q "2 batches per epoch, 12 steps, warm-up 10 steps" "$log" && approx "$got" "$want"; then
-    rp_row "resnet50-imagenet: recipe" "lr 0.1 x 8/256, warm-up 10 steps (5 epochs), final_lr $got (cosine)" PASS
+    rp_row "resnet50-imagenet: recipe" "lr 0.1 x 4/256, warm-up 10 steps (5 epochs), final_lr $got (cosine)" PASS
   else
     rp_row "resnet50-imagenet: recipe" "final_lr $got (want $want); log: $(grep -m 2 -h 'learning rate\|batches per epoch' "$log" | tr '\n' ' ')" FAIL
   fi
