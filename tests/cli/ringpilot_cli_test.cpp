@@ -175,11 +175,10 @@ TEST(RingpilotCli, DryRunPrintsTheCommandAndCreatesNothing) {
   EXPECT_EQ(block[1], "ringpilot: data synthetic, batch 32 per rank");
   EXPECT_EQ(block[2], "ringpilot: run directory " + c.run_dir + " (ringpilot status|logs|stop " +
                           c.run_dir + ")");
-  EXPECT_EQ(block[3],
-            "ringpilot: metrics on 127.0.0.1:" + std::to_string(ports) + "-" +
-                std::to_string(ports + 1) +
-                " (a port per local rank, path /metrics; "
-                "RUN_DIR/prometheus-targets.json lists them; docs/metrics.md)");
+  EXPECT_EQ(block[3], "ringpilot: metrics on 127.0.0.1:" + std::to_string(ports) + "-" +
+                          std::to_string(ports + 1) +
+                          " (a port per local rank, path /metrics; "
+                          "RUN_DIR/prometheus-targets.json lists them; docs/metrics.md)");
   EXPECT_NE(
       r.out.find(c.trainer + " --config " + c.run_dir + "/job.yaml --run-dir " + c.run_dir + "\n"),
       std::string::npos)
