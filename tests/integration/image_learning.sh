@@ -4,7 +4,9 @@
 # greyscale PNGs in ROOT/classK/N.png, 1280 training and 1000 held-out images. 2 CPU ranks
 # train resnet18-cifar (32x32 input: random resized crops of the 28x28 images, centre crop
 # for evaluation), batch 32 per rank, 20 steps per epoch (the sizes keep this test to a few
-# minutes on 2 cores):
+# minutes on 2 cores), SGD lr 0.02 with cosine after 6 warm-up steps (at lr 0.05 the
+# held-out top-1 of these short runs scattered from 0.18 to 0.63 with the data order; at
+# 0.02 the folder and shard runs reached 0.542 and 0.536):
 #   (a) image_folder, 2 epochs, with three bad files planted in the training folder (a JPEG
 #       whose data is noise, a JPEG cut in half, a text file named .jpg): held-out top-1
 #       >= MIN_TOP1 (chance 0.10); summary.json data.bad_files == 3; the rank logs warn
@@ -23,7 +25,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 rp_init image_learning
 
 readonly JOB_LIMIT_S=600
-readonly MIN_TOP1=0.30
+readonly MIN_TOP1=0.40
 data=$RP_TMP/fashion
 python3 "$(dirname "${BASH_SOURCE[0]}")/../data/make_image_folder_fashion.py" "$data" \
   --train 1280 --val 1000 >&2
@@ -51,7 +53,7 @@ launch: {backend: local, max_restarts: 0}
 model: {name: resnet18-cifar, num_classes: 10}
 data: {kind: image_folder, batch_per_rank: 32, train: "$data/train", val: "$data/val",
        prefetch: 2, workers: 1}
-train: {epochs: 2, optimizer: sgd, lr: 0.05, momentum: 0.9, weight_decay: 5.0e-4, seed: 3,
+train: {epochs: 2, optimizer: sgd, lr: 0.02, momentum: 0.9, weight_decay: 5.0e-4, seed: 3,
         lr_schedule: cosine, lr_warmup_steps: 6,
         threads_per_rank: 1, log_every_s: 30}
 eval: {every_steps: 0, batch_per_rank: 100}
