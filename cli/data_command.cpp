@@ -1,7 +1,5 @@
 #include "cli/data_command.h"
 
-#include <sched.h>
-
 #include <algorithm>
 #include <cstdlib>
 #include <iostream>
@@ -10,6 +8,7 @@
 
 #include "base/exit_status.h"
 #include "data/image_pack.h"
+#include "topology/affinity.h"
 
 namespace ringpilot::cli {
 namespace {
@@ -30,13 +29,6 @@ bool ParseShardSize(const std::string& text, data::PackOptions* o) {
   if (n <= 0) return false;
   (megabytes ? o->shard_bytes : o->shard_samples) = megabytes ? n * kBytesPerMB : n;
   return true;
-}
-
-int UsableCores() {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  if (::sched_getaffinity(0, sizeof(set), &set) != 0) return 1;
-  return std::max(1, CPU_COUNT(&set));
 }
 
 }  // namespace
@@ -85,7 +77,7 @@ int RunPack(const PackArgs& args, std::ostream& out, std::ostream& err) {
   }
   options.max_side = args.max_side;
   options.quality = args.quality;
-  options.threads = args.threads > 0 ? args.threads : UsableCores();
+  options.threads = args.threads > 0 ? args.threads : topology::BoundCpuCount();
   try {
     const data::PackResult r = data::PackImageFolder(
         args.folder, args.out_dir, options,

@@ -38,6 +38,11 @@ std::vector<int> CurrentAffinity() {
   return cpus;
 }
 
+int BoundCpuCount() {
+  const std::vector<int> cpus = CurrentAffinity();
+  return cpus.empty() ? 1 : static_cast<int>(cpus.size());
+}
+
 void BindProcess(const std::vector<int>& cpus) {
   CpuMask mask;
   for (int c : cpus) {

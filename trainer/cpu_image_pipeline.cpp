@@ -1,11 +1,10 @@
 #include "trainer/cpu_image_pipeline.h"
 
-#include <sched.h>
-
 #include <chrono>
 
 #include "base/time.h"
 #include "data/cifar.h"
+#include "topology/affinity.h"
 #include "trainer/options.h"
 #ifdef RINGPILOT_WITH_NVJPEG
 #include "trainer/gpu_image_pipeline.h"
@@ -114,7 +113,7 @@ std::unique_ptr<ImagePipeline> MakeImagePipeline(const config::JobConfig& job,
                                                  std::string* decision) {
   const config::GpuDecode mode = job.data.gpu_decode;
   const std::string key = std::string("data.gpu_decode ") + config::ToString(mode);
-  const int cores = BoundCores();
+  const int cores = topology::BoundCpuCount();
   if (!device.cuda) {
     *decision = "decoding images on host threads (a CPU rank)";
   } else {
@@ -151,13 +150,6 @@ std::unique_ptr<ImagePipeline> MakeImagePipeline(const config::JobConfig& job,
   const int workers = DecodeWorkersFor(job.data, cores, device.cuda);
   *decision += ", " + std::to_string(workers) + " threads";
   return std::make_unique<CpuImagePipeline>(job, source, image, place, device, workers);
-}
-
-int BoundCores() {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  if (::sched_getaffinity(0, sizeof(set), &set) != 0) return 1;
-  return std::max(1, CPU_COUNT(&set));
 }
 
 std::unique_ptr<data::ImageSource> OpenImageSet(const config::JobConfig& job,

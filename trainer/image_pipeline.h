@@ -66,9 +66,6 @@ std::unique_ptr<ImagePipeline> MakeImagePipeline(const config::JobConfig& job,
                                                  const RankPlace& place, const RankDevice& device,
                                                  std::string* decision);
 
-/// Cores this thread may run on (its affinity mask; the rank's binding), at least 1.
-int BoundCores();
-
 /// data.train (or data.val) of an image kind as a source: null for other kinds or an empty
 /// path. Checks that its classes fit model.num_classes. Throws data::DataError.
 std::unique_ptr<data::ImageSource> OpenImageSet(const config::JobConfig& job,

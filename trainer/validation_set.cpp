@@ -6,6 +6,7 @@
 
 #include "data/cifar.h"
 #include "data/image_loader.h"
+#include "topology/affinity.h"
 #include "trainer/image_pipeline.h"
 #include "trainer/input_feed.h"
 #include "trainer/options.h"
@@ -123,7 +124,7 @@ std::unique_ptr<ValidationSet> LoadValidationSet(const config::JobConfig& job,
     case config::DataKind::kImageShards:
       return std::make_unique<ImageValidationSet>(
           job, OpenImageSet(job, job.data.val), model.image_spec(),
-          DecodeWorkersFor(job.data, BoundCores(), device.cuda));
+          DecodeWorkersFor(job.data, topology::BoundCpuCount(), device.cuda));
   }
   return nullptr;
 }

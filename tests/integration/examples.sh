@@ -68,33 +68,7 @@ print("imagenet-like folder:", out)
 PY
 # Text: unique paragraphs of the licence texts; spm_train on all of them, a small part
 # (a few BERT-base steps) tokenised for training and validation.
-python3 - "$RP_TMP" <<'PY'
-import os, sys
-out = sys.argv[1]
-root = "/usr/share/common-licenses"
-seen, paragraphs = set(), []
-for name in sorted(os.listdir(root)):
-    path = os.path.join(root, name)
-    if os.path.islink(path) or not os.path.isfile(path):
-        continue
-    for p in open(path, encoding="utf-8", errors="replace").read().split("\n\n"):
-        p = " ".join(p.split())
-        if len(p) > 40 and p not in seen:
-            seen.add(p)
-            paragraphs.append(p)
-with open(os.path.join(out, "corpus.txt"), "w") as f:
-    f.write("\n\n".join(paragraphs) + "\n")
-def take(first, chars, name):
-    text, i = [], first
-    while sum(len(t) for t in text) < chars:
-        text.append(paragraphs[i])
-        i += 1
-    with open(os.path.join(out, name), "w") as f:
-        f.write("\n\n".join(text) + "\n")
-    return i
-end = take(0, 8000, "train.txt")
-take(end, 2500, "val.txt")
-PY
+python3 "$here/../data/make_licence_text.py" "$RP_TMP" --corpus --train-chars 8000 --val-chars 2500
 spm_train --input="$RP_TMP/corpus.txt" --model_prefix="$RP_TMP/spm" --vocab_size=1000 \
   --model_type=unigram --control_symbols='[CLS],[SEP],[MASK],[PAD]' --minloglevel=2 >&2
 shards=$RP_TMP/shards

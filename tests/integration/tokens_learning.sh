@@ -24,25 +24,7 @@ readonly JOB_LIMIT_S=600
 command -v spm_train >/dev/null || rp_die "spm_train not found (Debian sentencepiece; scripts/setup.sh)"
 
 # Unique paragraphs of the licence texts; every tenth one held out for validation.
-python3 - "$RP_TMP" <<'PY'
-import os, sys
-out = sys.argv[1]
-root = "/usr/share/common-licenses"
-seen, paragraphs = set(), []
-for name in sorted(os.listdir(root)):
-    path = os.path.join(root, name)
-    if os.path.islink(path) or not os.path.isfile(path):
-        continue
-    text = open(path, encoding="utf-8", errors="replace").read()
-    for p in text.split("\n\n"):
-        p = " ".join(p.split())
-        if len(p) > 40 and p not in seen:
-            seen.add(p)
-            paragraphs.append(p)
-with open(os.path.join(out, "train.txt"), "w") as t, open(os.path.join(out, "val.txt"), "w") as v:
-    for i, p in enumerate(paragraphs):
-        (v if i % 10 == 3 else t).write(p + "\n\n")
-PY
+python3 "$(dirname "${BASH_SOURCE[0]}")/../data/make_licence_text.py" "$RP_TMP" --hold-out-every 10
 spm_train --input="$RP_TMP/train.txt" --model_prefix="$RP_TMP/spm" --vocab_size=1000 \
   --model_type=unigram --control_symbols='[CLS],[SEP],[MASK],[PAD]' --minloglevel=1 >&2
 "$RINGPILOT" data tokenize --model "$RP_TMP/spm.model" --out "$RP_TMP/train" "$RP_TMP/train.txt" >&2
