@@ -138,22 +138,12 @@ int main(int argc, char** argv) {
   auto whole = [&](int64_t i, const std::vector<uint8_t>& bytes, DecodedImage* image,
                    uint8_t* out) {
     std::string error;
-    int w = 0, h = 0;
-    if (!ringpilot::data::ReadImageSize(bytes.data(), bytes.size(), &w, &h, &error)) return false;
-    CropBox box = boxes[static_cast<size_t>(i)];
-    const int min_w =
-        static_cast<int>(std::ceil(static_cast<double>(size) * w / std::max(1.0f, box.width)));
-    const int min_h =
-        static_cast<int>(std::ceil(static_cast<double>(size) * h / std::max(1.0f, box.height)));
-    if (!ringpilot::data::DecodeImage(bytes.data(), bytes.size(), image, &error, min_w, min_h)) {
+    CropBox box;
+    if (!ringpilot::data::DecodeWholeImageForCrop(bytes.data(), bytes.size(),
+                                                  boxes[static_cast<size_t>(i)], size, size, image,
+                                                  &box, &error)) {
       return false;
     }
-    const float fx = static_cast<float>(image->width) / static_cast<float>(w);
-    const float fy = static_cast<float>(image->height) / static_cast<float>(h);
-    box.x *= fx;
-    box.width *= fx;
-    box.y *= fy;
-    box.height *= fy;
     ringpilot::data::ResampleCrop(image->rgb.data(), image->width, image->height, box, size, size,
                                   out);
     return true;

@@ -3,6 +3,8 @@
 #include <png.h>
 #include <turbojpeg.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstring>
 
 #include "data/jpeg_crop_decode.h"
@@ -211,6 +213,31 @@ bool DecodeImageCrop(const uint8_t* data, size_t size, const CropBox& box, int o
   }
   *region_box = box;
   return DecodeImage(data, size, out, error);
+}
+
+void CropDecodeMinimum(int width, int height, const CropBox& box, int out_width, int out_height,
+                       int* min_width, int* min_height) {
+  *min_width = static_cast<int>(std::ceil(static_cast<double>(out_width) * width /
+                                          std::max(1.0, static_cast<double>(box.width))));
+  *min_height = static_cast<int>(std::ceil(static_cast<double>(out_height) * height /
+                                           std::max(1.0, static_cast<double>(box.height))));
+}
+
+bool DecodeWholeImageForCrop(const uint8_t* data, size_t size, const CropBox& box, int out_width,
+                             int out_height, DecodedImage* out, CropBox* region_box,
+                             std::string* error) {
+  int width = 0, height = 0, min_width = 0, min_height = 0;
+  if (!ReadImageSize(data, size, &width, &height, error)) return false;
+  CropDecodeMinimum(width, height, box, out_width, out_height, &min_width, &min_height);
+  if (!DecodeImage(data, size, out, error, min_width, min_height)) return false;
+  const float fx = static_cast<float>(out->width) / static_cast<float>(width);
+  const float fy = static_cast<float>(out->height) / static_cast<float>(height);
+  *region_box = box;
+  region_box->x *= fx;
+  region_box->width *= fx;
+  region_box->y *= fy;
+  region_box->height *= fy;
+  return true;
 }
 
 bool DecodeImage(const uint8_t* data, size_t size, DecodedImage* out, std::string* error,

@@ -57,6 +57,20 @@ bool DecodeImage(const uint8_t* data, size_t size, DecodedImage* out, std::strin
 bool DecodeImageCrop(const uint8_t* data, size_t size, const CropBox& box, int out_width,
                      int out_height, DecodedImage* out, CropBox* region_box, std::string* error);
 
+/// The smallest decoded size (*min_width x *min_height) at which `box`, in source pixels of
+/// a width x height image, still holds out_width x out_height pixels: what both
+/// DecodeImageCrop's DCT scale and DecodeWholeImageForCrop's are chosen from.
+void CropDecodeMinimum(int width, int height, const CropBox& box, int out_width, int out_height,
+                       int* min_width, int* min_height);
+
+/// DecodeImageCrop's contract, decoding every pixel: the whole image through DecodeImage at
+/// the coarsest DCT scale that CropDecodeMinimum allows, and `*region_box` = `box` scaled
+/// to it. The reference that the crop-only decode is tested and benchmarked against (it
+/// reads the header twice; the loader does not use it). Thread-safe as DecodeImage.
+bool DecodeWholeImageForCrop(const uint8_t* data, size_t size, const CropBox& box, int out_width,
+                             int out_height, DecodedImage* out, CropBox* region_box,
+                             std::string* error);
+
 /// Encodes `height` x `width` interleaved RGB as a baseline JPEG (4:2:0) of `quality`
 /// (1-100) into `*out`. Returns false and sets `*error` on failure. Thread-safe.
 bool EncodeJpeg(const uint8_t* rgb, int width, int height, int quality, std::vector<uint8_t>* out,

@@ -64,14 +64,12 @@ Decompressor& ThreadDecompressor() {
 // rule as the whole-image decode (DecodeImage's min_width/min_height), so both paths
 // resample from the same scale.
 int PickScaleNum(int width, int height, const CropBox& box, int out_width, int out_height) {
-  const double min_width = std::ceil(static_cast<double>(out_width) * width /
-                                     std::max(1.0, static_cast<double>(box.width)));
-  const double min_height = std::ceil(static_cast<double>(out_height) * height /
-                                      std::max(1.0, static_cast<double>(box.height)));
+  int min_width = 0, min_height = 0;
+  CropDecodeMinimum(width, height, box, out_width, out_height, &min_width, &min_height);
   for (int n = 1; n < 8; ++n) {
     // libjpeg's scaled size: ceil(side * n / 8).
     const int64_t w = (int64_t{width} * n + 7) / 8, h = (int64_t{height} * n + 7) / 8;
-    if (static_cast<double>(w) >= min_width && static_cast<double>(h) >= min_height) return n;
+    if (w >= min_width && h >= min_height) return n;
   }
   return 8;
 }
