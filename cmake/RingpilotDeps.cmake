@@ -59,17 +59,20 @@ find_path(STB_INCLUDE_DIR stb_image_resize.h PATH_SUFFIXES stb REQUIRED)
 add_library(ringpilot_stb INTERFACE)
 target_include_directories(ringpilot_stb SYSTEM INTERFACE ${STB_INCLUDE_DIR})
 
+# The setup's venv (scripts/setup.sh): LibTorch's torch wheel, and in every build, the
+# trainer-less sanitizer build too, the Python that `ringpilot data tokenize` runs its
+# `tokenizers` helper with (cli/CMakeLists.txt).
+if(NOT RINGPILOT_PYTHON AND EXISTS ${CMAKE_SOURCE_DIR}/.venv/bin/python)
+  set(RINGPILOT_PYTHON ${CMAKE_SOURCE_DIR}/.venv/bin/python)
+endif()
+
 if(NOT RINGPILOT_TRAINER)
   return()
 endif()
 
-# LibTorch comes from the torch wheel (scripts/setup.sh puts it in .venv).
+# LibTorch comes from the torch wheel.
 if(NOT RINGPILOT_PYTHON)
-  if(EXISTS ${CMAKE_SOURCE_DIR}/.venv/bin/python)
-    set(RINGPILOT_PYTHON ${CMAKE_SOURCE_DIR}/.venv/bin/python)
-  else()
-    find_program(RINGPILOT_PYTHON NAMES python3 python REQUIRED)
-  endif()
+  find_program(RINGPILOT_PYTHON NAMES python3 python REQUIRED)
 endif()
 execute_process(
   COMMAND ${RINGPILOT_PYTHON} -c "import torch,os;print(torch.utils.cmake_prefix_path);print(os.path.dirname(torch.__file__))"
