@@ -1,12 +1,10 @@
 #include "history/program_beat.h"
 
 #include <cmath>
-#include <fstream>
-#include <regex>
 
 #include <nlohmann/json.hpp>
 
-#include "base/files.h"
+#include "history/rank_files.h"
 
 namespace ringpilot::history {
 
@@ -35,15 +33,11 @@ std::string ProgramBeatJson(const ProgramBeat& b) {
 
 std::map<int, ProgramBeat> ReadProgramBeats(const std::string& logs_dir, double since_unix) {
   std::map<int, ProgramBeat> beats;
-  static const std::regex kName(R"(rank-(\d{1,9})\.program\.json)");
-  for (const std::string& name : base::ListDir(logs_dir)) {
-    std::smatch m;
-    if (!std::regex_match(name, m, kName)) continue;
-    std::ifstream in(logs_dir + "/" + name);
-    const nlohmann::json j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+  for (const auto& [rank, path] : RankFiles(logs_dir, kProgramBeatSuffix)) {
+    const nlohmann::json j = ReadJsonObject(path);
     if (!j.is_object() || !j.contains("unix") || !j["unix"].is_number()) continue;
     ProgramBeat b;
-    b.rank = std::stoi(m[1].str());
+    b.rank = rank;
     b.unix = j["unix"].get<double>();
     if (b.unix < since_unix) continue;
     const auto text = [&j](const char* key) {

@@ -13,6 +13,8 @@
 #include "base/files.h"
 #include "base/time.h"
 #include "history/program_beat.h"
+#include "history/rank_files.h"
+#include "history/trainer_beat.h"
 
 namespace ringpilot::launcher {
 namespace {
@@ -24,22 +26,9 @@ constexpr std::streamoff kTailReadBytes = 256 * 1024;
 constexpr int kSummaryLines = 5;
 
 // rank-N.log files of `logs_dir` by rank.
+// None in an unreadable logs dir: the report says what mpirun said.
 std::map<int, std::string> RankLogs(const std::string& logs_dir) {
-  std::map<int, std::string> logs;
-  static const std::regex kRankLog(R"(rank-(\d{1,9})\.log)");
-  std::vector<std::string> names;
-  try {
-    names = base::ListDir(logs_dir);
-  } catch (const base::FileError&) {
-    return logs;  // an unreadable logs dir: the report says what mpirun said
-  }
-  for (const std::string& name : names) {
-    std::smatch m;
-    if (std::regex_match(name, m, kRankLog)) {
-      logs.emplace(std::stoi(m[1].str()), logs_dir + "/" + name);
-    }
-  }
-  return logs;
+  return history::RankFiles(logs_dir, ".log");
 }
 
 }  // namespace
@@ -188,30 +177,18 @@ std::map<int, std::vector<std::string>> RankLogTails(const std::string& logs_dir
 
 std::map<int, RankHeartbeat> ReadHeartbeats(const std::string& logs_dir, double since_unix) {
   std::map<int, RankHeartbeat> beats;
-  static const std::regex kBeat(R"(rank-(\d{1,9})\.heartbeat)");
-  std::vector<std::string> names;
-  try {
-    names = base::ListDir(logs_dir);
-  } catch (const base::FileError&) {
-    return beats;
-  }
-  for (const std::string& name : names) {
-    std::smatch m;
-    if (!std::regex_match(name, m, kBeat)) continue;
-    std::ifstream in(logs_dir + "/" + name);
-    const nlohmann::json j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
-    if (!j.is_object()) continue;
+  for (const auto& [rank, t] : history::ReadTrainerBeats(logs_dir, since_unix)) {
     RankHeartbeat b;
-    b.rank = std::stoi(m[1].str());
-    b.step = j.value("step", int64_t{0});
-    b.phase = j.value("phase", std::string());
-    b.unix = j.value("unix", 0.0);
-    b.max_silence_s = j.value("max_silence_s", 0.0);
-    b.collectives_started = j.value("collectives_started", uint64_t{0});
-    b.collectives_completed = j.value("collectives_completed", uint64_t{0});
-    b.steps = j.contains("steps") && j["steps"].is_number_integer() ? j["steps"].get<int64_t>() : 0;
-    if (j.contains("loss") && j["loss"].is_number()) b.loss = j["loss"].get<double>();
-    if (b.unix >= since_unix) beats.emplace(b.rank, b);
+    b.rank = rank;
+    b.step = t.step;
+    b.steps = t.steps;
+    b.phase = t.phase;
+    b.unix = t.unix;
+    b.max_silence_s = t.max_silence_s;
+    b.loss = t.loss;
+    b.collectives_started = t.collectives_started;
+    b.collectives_completed = t.collectives_completed;
+    beats.emplace(rank, std::move(b));
   }
   return beats;
 }
@@ -236,18 +213,8 @@ std::map<int, RankHeartbeat> ReadProgramBeats(const std::string& logs_dir, doubl
 
 std::map<int, RankHeartbeat> ReadNcclHeartbeats(const std::string& logs_dir, double since_unix) {
   std::map<int, RankHeartbeat> beats;
-  static const std::regex kStats(R"(rank-(\d{1,9})\.nccl\.json)");
-  std::vector<std::string> names;
-  try {
-    names = base::ListDir(logs_dir);
-  } catch (const base::FileError&) {
-    return beats;
-  }
-  for (const std::string& name : names) {
-    std::smatch m;
-    if (!std::regex_match(name, m, kStats)) continue;
-    std::ifstream in(logs_dir + "/" + name);
-    const nlohmann::json j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+  for (const auto& [rank, path] : history::RankFiles(logs_dir, ".nccl.json")) {
+    const nlohmann::json j = history::ReadJsonObject(path);
     if (!j.is_object() || !j.contains("communicators") || !j["communicators"].is_array()) continue;
     try {
       // The largest communicator (the world's, normally) is the one every rank shares.
@@ -256,7 +223,7 @@ std::map<int, RankHeartbeat> ReadNcclHeartbeats(const std::string& logs_dir, dou
         if (best == nullptr || c.value("comm_size", 0) > best->value("comm_size", 0)) best = &c;
       }
       RankHeartbeat b;
-      b.rank = std::stoi(m[1].str());
+      b.rank = rank;
       b.phase = "nccl";
       b.unix = j.value("written_unix", 0.0);
       if (best != nullptr) {

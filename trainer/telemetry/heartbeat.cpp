@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "base/time.h"
+#include "history/trainer_beat.h"
 
 namespace ringpilot::trainer::telemetry {
 
@@ -60,27 +61,26 @@ void Heartbeat::Write() {
   // runs again (mpirun revives stopped ranks with SIGCONT before it kills them).
   if (last_write_unix_ > 0) max_gap_s_ = std::max(max_gap_s_, now - last_write_unix_);
   last_write_unix_ = now;
+  history::TrainerBeat beat;
+  beat.rank = rank_;
+  beat.step = step_.load(std::memory_order_relaxed);
+  beat.steps = total_steps_.load(std::memory_order_relaxed);
+  beat.phase = phase_.load(std::memory_order_relaxed);
+  beat.unix = now;
+  beat.max_silence_s = max_gap_s_;
+  // Negative: no loss logged yet.
   const double loss = loss_.load(std::memory_order_relaxed);
-  char loss_text[48] = "null";
-  // A NaN or infinite loss is written as null too: JSON has no spelling for it.
-  if (loss >= 0 && loss < 1e300) std::snprintf(loss_text, sizeof loss_text, "%.6g", loss);
+  if (loss >= 0) beat.loss = loss;
+  beat.collectives_started = comm_ ? comm_->started_seq() : 0;
+  beat.collectives_completed = comm_ ? comm_->completed_seq() : 0;
   char line[512];
-  const int n = std::snprintf(
-      line, sizeof line,
-      "{\"rank\": %d, \"step\": %lld, \"steps\": %lld, \"phase\": \"%s\", \"unix\": %.3f, "
-      "\"max_silence_s\": %.3f, \"loss\": %s, "
-      "\"collectives_started\": %llu, \"collectives_completed\": %llu}\n",
-      rank_, static_cast<long long>(step_.load(std::memory_order_relaxed)),
-      static_cast<long long>(total_steps_.load(std::memory_order_relaxed)),
-      phase_.load(std::memory_order_relaxed), now, max_gap_s_, loss_text,
-      static_cast<unsigned long long>(comm_ ? comm_->started_seq() : 0),
-      static_cast<unsigned long long>(comm_ ? comm_->completed_seq() : 0));
-  if (n <= 0 || n >= static_cast<int>(sizeof line)) return;
+  const size_t n = history::FormatTrainerBeat(beat, line, sizeof line);
+  if (n == 0) return;
   // No fsync: a beat lost in a host crash is harmless, and a second's cadence of syncs on a
   // shared file system is not.
   const int fd = ::open(tmp_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) return;
-  const bool ok = ::write(fd, line, static_cast<size_t>(n)) == n;
+  const bool ok = ::write(fd, line, n) == static_cast<ssize_t>(n);
   ::close(fd);
   if (ok) ::rename(tmp_path_.c_str(), path_.c_str());
 }

@@ -3,7 +3,7 @@
 // blocked in a collective keeps beating while a stopped one (SIGSTOP, a dead host) does
 // not. After a hang the ranks that timed out name the collective they waited in, and the
 // heartbeats say which rank was behind (fewer collectives completed or started, or silent)
-// and what each was doing. The format is read by launcher/failure_report.h.
+// and what each was doing. The format: history/trainer_beat.h.
 #pragma once
 
 #include <atomic>
