@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <cstdio>
+
 #include "history/rank_files.h"
 
 namespace ringpilot::history {
@@ -50,7 +51,7 @@ std::map<int, TrainerBeat> ReadTrainerBeats(const std::string& logs_dir, double 
     if (j.contains("loss") && j["loss"].is_number()) b.loss = j["loss"].get<double>();
     b.collectives_started = counter("collectives_started");
     b.collectives_completed = counter("collectives_completed");
-    beats.emplace(b.rank, std::move(b));
+    beats.emplace(rank, std::move(b));
   }
   return beats;
 }

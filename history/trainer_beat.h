@@ -19,14 +19,14 @@ inline constexpr const char* kTrainerBeatSuffix = ".heartbeat";
 
 struct TrainerBeat {
   int rank = -1;
-  int64_t step = 0;            ///< 0-based step it was running (or had just run)
-  int64_t steps = 0;           ///< the attempt's step target; 0 when not known yet
-  std::string phase;           ///< "start", "step", "eval", "checkpoint", "done", "abort"
-  double unix = 0;             ///< when it was written (the rank's host clock)
-  double max_silence_s = 0;    ///< longest gap between its beats: a stopped rank's is long
-  std::optional<double> loss;  ///< the latest loss it logged, when finite
+  int64_t step = 0;          ///< 0-based step it was running (or had just run)
+  std::string phase;         ///< "start", "step", "eval", "checkpoint", "done", "abort"
+  double unix = 0;           ///< when it was written (the rank's host clock)
+  double max_silence_s = 0;  ///< longest gap between its beats: a stopped rank's is long
   uint64_t collectives_started = 0;
   uint64_t collectives_completed = 0;
+  int64_t steps = 0;                          ///< the attempt's step target; 0 when not known yet
+  std::optional<double> loss = std::nullopt;  ///< the latest loss it logged, when finite
 };
 
 /// logs_dir/rank-N.heartbeat.

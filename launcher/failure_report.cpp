@@ -25,8 +25,8 @@ constexpr std::streamoff kTailReadBytes = 256 * 1024;
 // mpirun lines and rank lines kept in the printed summary.
 constexpr int kSummaryLines = 5;
 
-// rank-N.log files of `logs_dir` by rank.
-// None in an unreadable logs dir: the report says what mpirun said.
+// rank-N.log files of `logs_dir` by rank; none in an unreadable logs dir (the report then
+// says what mpirun said).
 std::map<int, std::string> RankLogs(const std::string& logs_dir) {
   return history::RankFiles(logs_dir, ".log");
 }
@@ -177,17 +177,9 @@ std::map<int, std::vector<std::string>> RankLogTails(const std::string& logs_dir
 
 std::map<int, RankHeartbeat> ReadHeartbeats(const std::string& logs_dir, double since_unix) {
   std::map<int, RankHeartbeat> beats;
-  for (const auto& [rank, t] : history::ReadTrainerBeats(logs_dir, since_unix)) {
+  for (auto& [rank, trainer_beat] : history::ReadTrainerBeats(logs_dir, since_unix)) {
     RankHeartbeat b;
-    b.rank = rank;
-    b.step = t.step;
-    b.steps = t.steps;
-    b.phase = t.phase;
-    b.unix = t.unix;
-    b.max_silence_s = t.max_silence_s;
-    b.loss = t.loss;
-    b.collectives_started = t.collectives_started;
-    b.collectives_completed = t.collectives_completed;
+    static_cast<history::TrainerBeat&>(b) = std::move(trainer_beat);
     beats.emplace(rank, std::move(b));
   }
   return beats;

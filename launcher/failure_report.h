@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "history/trainer_beat.h"
+
 namespace ringpilot::launcher {
 
 /// Lines of each rank log kept in failure.json.
@@ -44,18 +46,10 @@ std::vector<std::string> TailLines(const std::string& path, int n);
 /// Last lines of every rank-N.log in `logs_dir`, by rank.
 std::map<int, std::vector<std::string>> RankLogTails(const std::string& logs_dir, int n);
 
-/// A rank's last heartbeat (RUN_DIR/logs/rank-N.heartbeat, written by the trainer once a
-/// second: trainer/telemetry/heartbeat.h): where it was when the job failed.
-struct RankHeartbeat {
-  int rank = -1;
-  int64_t step = 0;          ///< 0-based step it was running (or had just run)
-  std::string phase;         ///< "step", "eval", "checkpoint", "done"
-  double unix = 0;           ///< when it wrote the beat (its host's clock)
-  double max_silence_s = 0;  ///< longest gap between its beats: a stopped rank's is long
-  uint64_t collectives_started = 0;
-  uint64_t collectives_completed = 0;
-  int64_t steps = 0;                          ///< the attempt's step target; 0 when not known yet
-  std::optional<double> loss = std::nullopt;  ///< the latest loss it logged (rank 0), if any
+/// A rank's last heartbeat: where it was when the job failed. A trainer rank's is its
+/// RUN_DIR/logs/rank-N.heartbeat (history/trainer_beat.h, written once a second); a
+/// launch.command rank's fills the same fields from the files below, and these.
+struct RankHeartbeat : history::TrainerBeat {
   /// A launch.command rank's beat comes from its NCCL profiler file (ReadNcclHeartbeats):
   /// its largest communicator, and the collective it was in, if any.
   std::string comm = {};      ///< communicator hash; "" for the trainer's heartbeat

@@ -65,19 +65,6 @@ std::string Scrape(int port) {
   return raw.substr(body + 4);
 }
 
-// A port nothing listens on right now.
-int FreePort() {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
-  socklen_t len = sizeof addr;
-  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  close(fd);
-  return ntohs(addr.sin_port);
-}
-
 // The value of the first series named `name` whose labels end with `labels_suffix`
 // (constant labels come first, each group sorted by name), or -1.
 double Series(const std::string& text, const std::string& name, const std::string& labels_suffix) {
@@ -241,7 +228,8 @@ TEST(NcclProfilerPlugin, ExportsEveryVersionNcclLooksUpAndNoOther) {
 
 TEST(NcclProfilerPlugin, CollectivesAndP2pOnTwoCommunicatorsAreServedLive) {
   TempDir dir;
-  const int port = FreePort();
+  const int port = ringpilot::testing::FreeLoopbackPorts(1);
+  ASSERT_NE(port, 0);
   // As `ringpilot exec` sets it up: the base, and the process's own LOCAL_RANK.
   ScopedEnv env({{"RINGPILOT_METRICS_PORT_BASE", std::to_string(port - 1)},
                  {"RANK", "5"},
@@ -333,7 +321,8 @@ TEST(NcclProfilerPlugin, CollectivesAndP2pOnTwoCommunicatorsAreServedLive) {
 
 TEST(NcclProfilerPlugin, StoppedRankShowsItsInFlightOperationOnTheScrapeAndInTheStatsFile) {
   TempDir dir;
-  const int port = FreePort();
+  const int port = ringpilot::testing::FreeLoopbackPorts(1);
+  ASSERT_NE(port, 0);
   ScopedEnv env({{"RINGPILOT_METRICS_PORT", std::to_string(port)},
                  {"RINGPILOT_RUN_DIR", dir.path()},
                  {"RANK", "2"}});
