@@ -274,9 +274,20 @@ TEST(FailureReport, RanksThatTimedOutWaitingForEachOtherLostContact) {
 }
 
 TEST(FailureReport, NoRankBehindWhenLevelOrNotAHang) {
+  const auto level_beat = [](int rank) {
+    RankHeartbeat beat;
+    beat.rank = rank;
+    beat.step = 5;
+    beat.phase = "step";
+    beat.unix = 10.0;
+    beat.max_silence_s = 1.0;
+    beat.collectives_started = 20;
+    beat.collectives_completed = 20;
+    return beat;
+  };
   std::map<int, RankHeartbeat> level;
-  level[0] = {0, 5, "step", 10.0, 20, 20};
-  level[1] = {1, 5, "step", 10.0, 20, 20};
+  level[0] = level_beat(0);
+  level[1] = level_beat(1);
   EXPECT_EQ(RankBehind(level), -1);
   EXPECT_EQ(RankBehind({{0, level[0]}}), -1);
   TempDir tmp;
