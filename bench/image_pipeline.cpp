@@ -7,6 +7,7 @@
 //
 //   ringpilot-bench-image-pipeline ROOT|SHARDS [--batch 256] [--batches 60] [--warmup 5]
 //       [--threads 8] [--prefetch 3] [--side 224] [--no-hardware] [--high-priority] [--odd-on-host]
+//       [--host-share F]
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -69,7 +70,8 @@ int main(int argc, char** argv) {
   if (argc < 2 || argv[1][0] == '-') {
     std::fprintf(stderr,
                  "usage: %s ROOT|SHARDS [--batch B] [--batches N] [--warmup W] [--threads T] "
-                 "[--prefetch P] [--side S] [--no-hardware] [--high-priority] [--odd-on-host]\n",
+                 "[--prefetch P] [--side S] [--no-hardware] [--high-priority] [--odd-on-host] "
+                 "[--host-share F]\n",
                  argv[0]);
     return 2;
   }
@@ -86,6 +88,9 @@ int main(int argc, char** argv) {
     options.hardware = !Flag(argc, argv, "--no-hardware");
     options.high_priority = Flag(argc, argv, "--high-priority");
     options.odd_on_gpu = !Flag(argc, argv, "--odd-on-host");
+    for (int i = 2; i + 1 < argc; ++i) {
+      if (std::strcmp(argv[i], "--host-share") == 0) options.host_share = std::atof(argv[i + 1]);
+    }
     const int batches = Arg(argc, argv, "--batches", 60);
     const int warmup = Arg(argc, argv, "--warmup", 5);
     data::BadSampleLog bad(*source, /*max_fraction=*/1.0);
@@ -170,7 +175,8 @@ int main(int argc, char** argv) {
         "{\"what\": \"pipeline\", \"images\": %lld, \"batch\": %d, \"side\": %d, \"threads\": %d, "
         "\"backend\": \"%s\", \"output\": \"%s\", \"source\": \"%s\", \"img_per_s\": %.1f, "
         "\"device_decoded\": %lld, \"odd_gpu_decoded\": %lld, "
-        "\"host_decoded\": %lld, \"bad_samples\": %lld, \"wait_share\": %.3f, "
+        "\"host_decoded\": %lld, \"host_share\": %.2f, \"host_share_decoded\": %lld, "
+        "\"bad_samples\": %lld, \"wait_share\": %.3f, "
         "\"pinned_allocations_after_warmup\": %lld, \"device_pool_growth_after_warmup\": %lld, "
         "\"mean_abs_diff_vs_host\": %.3f, \"max_abs_diff_vs_host\": %d, "
         "\"decode_gpu_ms_per_batch\": %.3f, \"resample_gpu_ms_per_batch\": %.3f, "
@@ -181,7 +187,8 @@ int main(int argc, char** argv) {
         batches * options.batch / wall,
         static_cast<long long>(end.hardware_images - at_start.hardware_images),
         static_cast<long long>(end.odd_gpu_images - at_start.odd_gpu_images),
-        static_cast<long long>(end.host_images - at_start.host_images),
+        static_cast<long long>(end.host_images - at_start.host_images), options.host_share,
+        static_cast<long long>(end.host_share_images - at_start.host_share_images),
         static_cast<long long>(bad.replaced()), waited / wall,
         static_cast<long long>(end.pinned_allocations - at_start.pinned_allocations),
         static_cast<long long>(end.device_pool_bytes - at_start.device_pool_bytes), mean_abs_diff,

@@ -9,13 +9,6 @@
 
 namespace ringpilot::data {
 
-// Per-worker buffers, reused for every sample: no allocation once they have grown to the
-// largest image seen.
-struct ImageBatchLoader::Scratch {
-  std::vector<uint8_t> bytes;
-  DecodedImage image;
-};
-
 ImageBatchLoader::ImageBatchLoader(const ImageSource& source, StepPlan& plan,
                                    std::vector<BatchSlot> slots, const ImageLoaderOptions& options)
     : source_(source),
@@ -88,7 +81,7 @@ LoaderCounts ImageBatchLoader::counts() const {
 std::vector<int64_t> ImageBatchLoader::bad_files() const { return bad_.files(); }
 
 void ImageBatchLoader::Work() {
-  Scratch scratch;
+  CropScratch scratch;
   std::vector<BadSample> bad;  // this sample's failed tries
   std::unique_lock<std::mutex> lock(mu_);
   for (;;) {
@@ -122,7 +115,7 @@ void ImageBatchLoader::Work() {
     const int64_t index =
         LoadOrSubstitute(wanted, source_.size(), &bad, [&](int64_t i, std::string* why) {
           ++decoded;
-          label = Load(i, epoch, scratch, pixels, why);
+          label = LoadCroppedSample(source_, i, epoch, options_, scratch, pixels, why);
           return label >= 0;
         });
     if (index < 0) {  // a run of bad samples: a black image keeps the batch full
@@ -149,28 +142,29 @@ void ImageBatchLoader::Work() {
   }
 }
 
-int32_t ImageBatchLoader::Load(int64_t index, int64_t epoch, Scratch& scratch, uint8_t* pixels,
-                               std::string* error) {
-  const int32_t label = UsableLabel(source_, index, error);
+int32_t LoadCroppedSample(const ImageSource& source, int64_t index, int64_t epoch,
+                          const ImageLoaderOptions& options, CropScratch& scratch, uint8_t* pixels,
+                          std::string* error) {
+  const int32_t label = UsableLabel(source, index, error);
   if (label < 0) return -1;
-  if (!source_.Read(index, &scratch.bytes, error)) return -1;
+  if (!source.Read(index, &scratch.bytes, error)) return -1;
   int width = 0, height = 0;
   if (!ReadImageSize(scratch.bytes.data(), scratch.bytes.size(), &width, &height, error)) {
     return -1;
   }
-  const CropBox box = options_.transform == ImageTransform::kTrain
-                          ? TrainCropBox(width, height, options_.seed, epoch, index)
+  const CropBox box = options.transform == ImageTransform::kTrain
+                          ? TrainCropBox(width, height, options.seed, epoch, index)
                           : EvalCropBox(width, height);
   // Only the rows and columns the crop covers are decoded, at the coarsest DCT scale that
   // keeps its resolution: RandomResizedCrop keeps 8-100% of the area.
   CropBox region_box;
-  if (!DecodeImageCrop(scratch.bytes.data(), scratch.bytes.size(), box, options_.out_width,
-                       options_.out_height, &scratch.image, &region_box, error)) {
+  if (!DecodeImageCrop(scratch.bytes.data(), scratch.bytes.size(), box, options.out_width,
+                       options.out_height, &scratch.image, &region_box, error)) {
     return -1;
   }
   const DecodedImage& img = scratch.image;
-  ResampleCrop(img.rgb.data(), img.width, img.height, region_box, options_.out_height,
-               options_.out_width, pixels);
+  ResampleCrop(img.rgb.data(), img.width, img.height, region_box, options.out_height,
+               options.out_width, pixels);
   return label;
 }
 

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "data/bad_samples.h"
+#include "data/image_decode.h"
 #include "data/image_source.h"
 
 namespace ringpilot::data {
@@ -63,6 +64,23 @@ struct LoaderCounts {
   int ready_batches = 0;    ///< batches ready and not yet taken by Wait
 };
 
+/// One thread's buffers for LoadCroppedSample, reused for every sample: no allocation once
+/// they have grown to the largest image seen.
+struct CropScratch {
+  std::vector<uint8_t> bytes;
+  DecodedImage image;
+};
+
+/// One sample as the loader makes it: reads sample `index` of `source`, decodes what its
+/// crop needs (options.transform's box, drawn from options.seed, `epoch` and `index`;
+/// DecodeImageCrop) and resamples it to options.out_height x out_width planar RGB at
+/// `pixels`. Returns its label, or -1 with `*error` (a bad sample). Thread-safe for distinct
+/// `scratch` and `pixels`. The GPU pipeline's host share (data/cuda/image_pipeline.h) makes
+/// its samples through this too, so both decode a host sample alike.
+int32_t LoadCroppedSample(const ImageSource& source, int64_t index, int64_t epoch,
+                          const ImageLoaderOptions& options, CropScratch& scratch, uint8_t* pixels,
+                          std::string* error);
+
 /// Thread-safety: Start, Wait, Release, TakeWarnings, counts and bad_files are called from
 /// one thread (the training thread); the workers are internal.
 class ImageBatchLoader {
@@ -99,11 +117,7 @@ class ImageBatchLoader {
     int done = 0;
     std::vector<int64_t> indices;
   };
-  struct Scratch;
-
   void Work();
-  // Loads sample `index` into `pixels` and returns its label, or returns -1 with `*error`.
-  int32_t Load(int64_t index, int64_t epoch, Scratch& scratch, uint8_t* pixels, std::string* error);
 
   const ImageSource& source_;
   StepPlan& plan_;

@@ -2,6 +2,7 @@
 
 #include <chrono>
 
+#include "base/text.h"
 #include "base/time.h"
 #include "data/cifar.h"
 #include "topology/affinity.h"
@@ -122,10 +123,15 @@ std::unique_ptr<ImagePipeline> MakeImagePipeline(const config::JobConfig& job,
     const bool few_cores = cores < kHostDecodeMinCores;
     if (mode == config::GpuDecode::kOn ||
         (mode == config::GpuDecode::kAuto && hardware && few_cores)) {
-      const int threads = GpuDecodeThreadsFor(job.data);
+      const int threads = GpuDecodeThreadsFor(job.data, cores);
       *decision = std::string("decoding JPEGs on the GPU with nvJPEG (") +
                   (hardware ? "hardware JPEG engines" : "its CUDA backend: no hardware engines") +
-                  ", " + std::to_string(threads) + " reader threads; " + key +
+                  ", " + std::to_string(threads) + " reader threads" +
+                  (job.data.host_decode_share > 0
+                       ? ", " + base::FormatFixed(job.data.host_decode_share, 2) +
+                             " of each batch decoded on them"
+                       : std::string()) +
+                  "; " + key +
                   (mode == config::GpuDecode::kAuto
                        ? ": " + std::to_string(cores) + " cores for this rank, fewer than " +
                              std::to_string(kHostDecodeMinCores)

@@ -3,6 +3,7 @@
 #include <ATen/cuda/CUDAContext.h>
 
 #include <algorithm>
+#include <cstdio>
 
 namespace ringpilot::trainer {
 
@@ -23,6 +24,7 @@ GpuImagePipeline::GpuImagePipeline(const config::JobConfig& job, const data::Ima
   options.device = device.device.index();
   options.train = true;
   options.seed = job.train.seed;
+  options.host_share = job.data.host_decode_share;
   pipeline_ = std::make_unique<data::cuda::ImagePipeline>(source, options, bad_);
 }
 
@@ -58,5 +60,24 @@ ImageInputCounts GpuImagePipeline::counts() const {
 std::vector<std::string> GpuImagePipeline::TakeWarnings() { return bad_.TakeWarnings(); }
 
 std::vector<int64_t> GpuImagePipeline::bad_files() const { return bad_.files(); }
+
+std::string GpuImagePipeline::TimeReport() const {
+  const data::cuda::ImagePipelineCounters c = pipeline_->counters();
+  const double batches = static_cast<double>(c.images) / pipeline_->batch_size();
+  if (batches < 1) return "";
+  const double ms = 1e3 / batches;
+  char line[512];
+  std::snprintf(line, sizeof(line),
+                "nvJPEG pipeline, %.0f batches, per batch %.1f ms busy: reading %.1f, nvJPEG "
+                "calls %.1f, workers' decode %.1f, waiting for the GPU %.1f; GPU decode %.1f ms, "
+                "resample %.2f ms; images: %lld nvJPEG batch, %lld decoupled, %lld host share, "
+                "%lld host",
+                batches, c.busy_seconds * ms, c.read_seconds * ms, c.batch_call_seconds * ms,
+                c.odd_seconds * ms, c.finish_seconds * ms, c.decode_gpu_seconds * ms,
+                c.resample_gpu_seconds * ms, static_cast<long long>(c.hardware_images),
+                static_cast<long long>(c.odd_gpu_images),
+                static_cast<long long>(c.host_share_images), static_cast<long long>(c.host_images));
+  return line;
+}
 
 }  // namespace ringpilot::trainer

@@ -28,6 +28,10 @@ class GpuImagePipeline : public ImagePipeline {
   ImageInputCounts counts() const override;
   std::vector<std::string> TakeWarnings() override;
   std::vector<int64_t> bad_files() const override;
+  /// Per batch: the pipeline thread's time and its parts (reading, nvJPEG's calls, the
+  /// workers' decode, the wait for the GPU), the GPU's decode and resample time, and where
+  /// the images were decoded.
+  std::string TimeReport() const override;
   /// "hardware" or "gpu": the nvJPEG backend in use.
   const std::string& backend() const { return pipeline_->backend(); }
 

@@ -46,6 +46,9 @@ class ImagePipeline {
   virtual std::vector<std::string> TakeWarnings() = 0;
   /// Training-set indices of the distinct bad files seen so far.
   virtual std::vector<int64_t> bad_files() const = 0;
+  /// One line saying where the pipeline's time went per batch (for the rank's log at the
+  /// end); "" when it has nothing beyond the data phase's own figures.
+  virtual std::string TimeReport() const { return ""; }
 };
 
 /// data.gpu_decode auto decodes on host threads when the rank has at least this many cores,

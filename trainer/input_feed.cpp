@@ -146,6 +146,12 @@ int64_t StepsPerEpoch(const config::JobConfig& job, int world, const data::Image
   }
 }
 
+InputFeed::~InputFeed() {
+  if (!image_) return;
+  const std::string report = image_->TimeReport();
+  if (!report.empty()) log_.Info("input: " + report);
+}
+
 InputFeed::InputFeed(const config::JobConfig& job, const models::Model& model,
                      const RankPlace& place, const RankDevice& device,
                      telemetry::TrainingMetrics& metrics, telemetry::RankLog& log,

@@ -78,6 +78,8 @@ class InputFeed {
   InputFeed(const config::JobConfig& job, const models::Model& model, const RankPlace& place,
             const RankDevice& device, telemetry::TrainingMetrics& metrics, telemetry::RankLog& log,
             const data::ImageSource* images);
+  /// Image kinds: logs where the pipeline's time went (ImagePipeline::TimeReport), if it says.
+  ~InputFeed();
 
   /// Generates `step`'s batch into its host buffer, after the copy that last read that
   /// buffer (two steps ago) is done; image kinds wait for the pipeline's batch instead.

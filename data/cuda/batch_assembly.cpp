@@ -135,6 +135,31 @@ void ImagePipeline::ResolveSample(int thread, int64_t wanted, bool host_only, Sa
   s.height = 0;
 }
 
+// The host share's sample `i` of the batch, made as the CPU loader makes it (the same
+// substitute rule for bad samples) into `pixels` (pinned, 3 x out_height x out_width).
+void ImagePipeline::MakeHostShareSample(int thread, const BatchRequest& request, int i,
+                                        uint8_t* pixels) {
+  Decoder& d = *decoder_;
+  Sample& s = d.samples[i];
+  CropScratch& scratch = d.share_scratch[thread];
+  int32_t label = 0;
+  const int64_t index = LoadOrSubstitute(
+      request.indices[i], source_.size(), &s.failures, [&](int64_t k, std::string* why) {
+        label = LoadCroppedSample(source_, k, request.epoch, d.share_options, scratch, pixels, why);
+        return label >= 0;
+      });
+  if (index < 0) {  // a run of bad samples: a black image of class 0 keeps the batch full
+    std::memset(pixels, 0,
+                static_cast<size_t>(3) * d.share_options.out_height * d.share_options.out_width);
+    s.black = true;
+    s.index = request.indices[i];
+    s.label = 0;
+    return;
+  }
+  s.index = index;
+  s.label = label;
+}
+
 void ImagePipeline::MakeBatch(const BatchRequest& request, Slot& slot, bool slot_in_use) {
   Decoder& d = *decoder_;
   const int n = options_.batch;
@@ -166,11 +191,29 @@ void ImagePipeline::MakeBatch(const BatchRequest& request, Slot& slot, bool slot
     return std::chrono::duration<double>(Clock::now() - t).count();
   };
   double read_s = 0, batch_call_s = 0, odd_s = 0;
+  // The host share (the last share_count samples) is read and made on the workers in step
+  // 4, beside nvJPEG; the rest is read and parsed here.
+  const int first_shared = n - d.share_count;
   auto t = Clock::now();
   on_workers(nullptr, [&](int thread, int i) {
-    ResolveSample(thread, request.indices[i], /*host_only=*/false, d.samples[i]);
+    Sample& s = d.samples[i];
+    if (i < first_shared) {
+      ResolveSample(thread, request.indices[i], /*host_only=*/false, s);
+      return;
+    }
+    s.black = false;
+    s.retry = false;
+    s.route = Route::kHostShare;
+    s.width = 0;
+    s.height = 0;
   });
   read_s += seconds_since(t);
+  const size_t out_bytes = static_cast<size_t>(3) * options_.out_height * options_.out_width;
+  uint8_t* share_pixels = nullptr;  // pinned [share_count,3,H,W], freed in stream order
+  if (d.share_count > 0) {
+    PIPELINE_CUDA(d.pinned_cache.Allocate(reinterpret_cast<void**>(&share_pixels),
+                                          out_bytes * d.share_count));
+  }
 
   ResampleJob* jobs = d.host_jobs;
   int batched = 0, odd = 0;
@@ -178,6 +221,7 @@ void ImagePipeline::MakeBatch(const BatchRequest& request, Slot& slot, bool slot
   // marks free of that wait (it is normally long done).
   if (slot_in_use) PIPELINE_CUDA(cudaStreamWaitEvent(d.stream, slot.consumed, 0));
   PIPELINE_CUDA(cudaEventRecord(d.marks[0], d.stream));
+  bool first_pass = true;
   for (bool decoded = false; !decoded;) {
     // 2. Arena layout: every image gets room for 8-bit RGB at an aligned offset (any
     //    route's layout fits), so a route can change without moving the others.
@@ -188,12 +232,16 @@ void ImagePipeline::MakeBatch(const BatchRequest& request, Slot& slot, bool slot
     d.host_samples.clear();
     for (int i = 0; i < n; ++i) {
       const Sample& s = d.samples[i];
+      ResampleJob& job = jobs[i];
+      job = ResampleJob{};
+      if (s.route == Route::kHostShare) {
+        job.layout = SourceLayout::kWritten;
+        continue;
+      }
       const CropBox box =
           s.black          ? CropBox{}
           : options_.train ? TrainCropBox(s.width, s.height, options_.seed, request.epoch, s.index)
                            : EvalCropBox(s.width, s.height);
-      ResampleJob& job = jobs[i];
-      job = ResampleJob{};
       job.plane_offset[0] = arena_bytes;
       job.pitch[0] = s.width * 3;
       job.layout = s.black ? SourceLayout::kNone : SourceLayout::kInterleavedRgb;
@@ -204,7 +252,6 @@ void ImagePipeline::MakeBatch(const BatchRequest& request, Slot& slot, bool slot
       job.box_width = box.width;
       job.box_height = box.height;
       job.flip = box.flip ? 1 : 0;
-      d.host_labels[i] = s.label;
       const size_t image_bytes = static_cast<size_t>(s.width) * s.height * 3;
       arena_bytes += AlignUp(image_bytes);
       if (s.black) continue;
@@ -240,10 +287,15 @@ void ImagePipeline::MakeBatch(const BatchRequest& request, Slot& slot, bool slot
     //    take either is decoded on the host, and one nobody can decode is replaced below.
     //    Work items -1, -2, ... are the batch's nvJPEG calls (one per subsampling), which
     //    workers make while the others decode (the hybrid decoder's Huffman runs here).
+    //    Work items n + i are the host share's samples (first pass only).
     std::atomic<int> retries{0};
     std::vector<int> work;
     for (int g = 0; g < d.batch->groups(); ++g) work.push_back(-1 - g);
     work.insert(work.end(), d.odd_samples.begin(), d.odd_samples.end());
+    if (first_pass) {
+      for (int i = first_shared; i < n; ++i) work.push_back(n + i);
+    }
+    first_pass = false;
     std::mutex call_mutex;
     t = Clock::now();
     on_workers(&work, [&](int thread, int i) {
@@ -252,6 +304,11 @@ void ImagePipeline::MakeBatch(const BatchRequest& request, Slot& slot, bool slot
         if (!d.batch->DecodeGroup(-1 - i, d.arena_ready)) batch_failed = true;
         std::lock_guard<std::mutex> lock(call_mutex);
         batch_call_s += seconds_since(call);
+        return;
+      }
+      if (i >= n) {
+        MakeHostShareSample(thread, request, i - n,
+                            share_pixels + out_bytes * static_cast<size_t>(i - n - first_shared));
         return;
       }
       Sample& s = d.samples[i];
@@ -336,7 +393,15 @@ void ImagePipeline::MakeBatch(const BatchRequest& request, Slot& slot, bool slot
   }
   if (!bad_.Record(n, replaced, failures)) throw DataError(bad_.fatal());
 
-  // 6. Colour, crop, resize, flip into the slot: one kernel for the batch.
+  // 6. Colour, crop, resize, flip into the slot: one kernel for the batch (it leaves the host
+  //    share's rows alone: they are copied in whole).
+  for (int i = 0; i < n; ++i) d.host_labels[i] = d.samples[i].label;
+  if (d.share_count > 0) {
+    PIPELINE_CUDA(cudaMemcpyAsync(slot.pixels + out_bytes * static_cast<size_t>(first_shared),
+                                  share_pixels, out_bytes * d.share_count, cudaMemcpyHostToDevice,
+                                  d.stream));
+    PIPELINE_CUDA(d.pinned_cache.Free(share_pixels, d.stream));
+  }
   PIPELINE_CUDA(cudaEventRecord(d.marks[1], d.stream));
   PIPELINE_CUDA(cudaMemcpyAsync(d.device_jobs, jobs, sizeof(ResampleJob) * n,
                                 cudaMemcpyHostToDevice, d.stream));
@@ -365,7 +430,8 @@ void ImagePipeline::MakeBatch(const BatchRequest& request, Slot& slot, bool slot
   counters_.images += n;
   counters_.hardware_images += batched;
   counters_.odd_gpu_images += odd;
-  counters_.host_images += n - batched - odd;
+  counters_.host_images += n - batched - odd - d.share_count;
+  counters_.host_share_images += d.share_count;
 }
 
 }  // namespace ringpilot::data::cuda

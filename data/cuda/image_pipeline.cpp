@@ -3,6 +3,7 @@
 #include <nvjpeg.h>
 
 #include <chrono>
+#include <cmath>
 #include <stdexcept>
 #include <utility>
 
@@ -28,6 +29,10 @@ ImagePipeline::ImagePipeline(const ImageSource& source, const ImagePipelineOptio
       options_.prefetch < 1 || options_.threads < 1) {
     throw std::invalid_argument(
         "ImagePipeline: batch, output size, prefetch, threads must be >= 1");
+  }
+  if (!(options_.host_share >= 0 && options_.host_share <= 1)) {
+    throw std::invalid_argument("ImagePipeline: host_share " + std::to_string(options_.host_share) +
+                                " is outside [0, 1]");
   }
   PIPELINE_CUDA(cudaSetDevice(options_.device));
   decoder_ = std::make_unique<Decoder>(options_.device);
@@ -73,6 +78,13 @@ ImagePipeline::ImagePipeline(const ImageSource& source, const ImagePipelineOptio
   }
 
   d.samples.resize(options_.batch);
+  d.share_count = static_cast<int>(std::lround(options_.host_share * options_.batch));
+  d.share_options.batch = options_.batch;
+  d.share_options.out_height = options_.out_height;
+  d.share_options.out_width = options_.out_width;
+  d.share_options.transform = options_.train ? ImageTransform::kTrain : ImageTransform::kEval;
+  d.share_options.seed = options_.seed;
+  d.share_scratch.resize(options_.threads);
   PIPELINE_CUDA(d.pinned_cache.Allocate(reinterpret_cast<void**>(&d.host_jobs),
                                         sizeof(ResampleJob) * options_.batch));
   PIPELINE_CUDA(d.pinned_cache.Allocate(reinterpret_cast<void**>(&d.host_labels),

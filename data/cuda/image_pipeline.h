@@ -55,6 +55,12 @@ struct ImagePipelineOptions {
   bool high_priority = false;
   /// JPEGs nvJPEG's batch refuses go to its decoupled decoder on the GPU (else the host's).
   bool odd_on_gpu = true;
+  /// The share of every batch (its last round(host_share x batch) samples) that the worker
+  /// threads make on the host instead, as the CPU loader does (data::LoadCroppedSample:
+  /// crop-only libjpeg-turbo decode and resample), while nvJPEG decodes the rest: the host's
+  /// cores and the JPEG engines work side by side (DALI's hw_decoder_load). Fixed positions,
+  /// so a batch's pixels do not depend on timing. In [0, 1].
+  double host_share = 0;
 };
 
 /// Whether `device` has hardware JPEG engines nvJPEG can use (A100, H100, H200): what
@@ -73,10 +79,11 @@ struct ImagePipelineCounters {
   int64_t hardware_images = 0;      ///< of which in nvJPEG's batch (hardware or GPU backend)
   int64_t odd_gpu_images = 0;       ///< of which by nvJPEG's decoupled decoder (progressive, ...)
   int64_t host_images = 0;          ///< of which on the host (PNG, truncated, fallback)
+  int64_t host_share_images = 0;    ///< of which the host share made (host_share)
   double busy_seconds = 0;          ///< wall time the pipeline thread spent making batches,
   double read_seconds = 0;          ///< of which reading, parsing, host decode (workers)
   double batch_call_seconds = 0;    ///< in nvJPEG's batched calls (host side)
-  double odd_seconds = 0;           ///< the batch call and odd JPEGs side by side (workers)
+  double odd_seconds = 0;           ///< the batch call, odd JPEGs and the host share (workers)
   double finish_seconds = 0;        ///< waiting for the batch's GPU work at the end
   double decode_gpu_seconds = 0;    ///< GPU time of the batch's decode (engines + kernels)
   double resample_gpu_seconds = 0;  ///< GPU time of the crop-resize kernel (SM time)
@@ -114,6 +121,8 @@ class ImagePipeline {
   /// have run on `stream` (an event orders it; the host does not wait for it).
   double CopyNext(uint8_t* pixels, int64_t* labels, cudaStream_t stream);
 
+  /// Images per batch (options.batch).
+  int batch_size() const { return options_.batch; }
   /// "hardware" or "gpu" (nvJPEG backend of the batch).
   const std::string& backend() const { return backend_name_; }
   /// "ycbcr" (nvJPEG's native planar output) or "rgb" (planar RGB, where the backend refused
@@ -128,6 +137,7 @@ class ImagePipeline {
   void Loop();
   void MakeBatch(const BatchRequest& request, Slot& slot, bool slot_in_use);
   void ResolveSample(int thread, int64_t wanted, bool host_only, Sample& sample);
+  void MakeHostShareSample(int thread, const BatchRequest& request, int i, uint8_t* pixels);
 
   const ImageSource& source_;
   const ImagePipelineOptions options_;

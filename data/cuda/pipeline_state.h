@@ -17,11 +17,14 @@
 #include "data/cuda/resample_kernels.h"
 #include "data/cuda/worker_pool.h"
 #include "data/image_decode.h"
+#include "data/image_loader.h"
 #include "data/image_source.h"
 
 namespace ringpilot::data::cuda {
 
-enum class Route { kBatch, kOdd, kHost };
+// kHostShare: one of the batch's last host_share samples, made whole on a worker
+// (data::LoadCroppedSample) into the pinned share buffer.
+enum class Route { kBatch, kOdd, kHost, kHostShare };
 
 // What the workers find out about one sample of the batch.
 struct ImagePipeline::Sample {
@@ -75,6 +78,11 @@ struct ImagePipeline::Decoder {
   ResampleJob* host_jobs = nullptr;  // pinned
   int64_t* host_labels = nullptr;    // pinned
   std::vector<int> batch_samples, odd_samples, host_samples;
+  // The host share: its loader options, one scratch per worker, and how many of the last
+  // samples of each batch it makes.
+  ImageLoaderOptions share_options;
+  std::vector<CropScratch> share_scratch;
+  int share_count = 0;
 
   ~Decoder() {
     if (stream) cudaStreamSynchronize(stream);

@@ -76,6 +76,7 @@ __global__ void ResampleCropsKernel(const uint8_t* __restrict__ arena,
   const int plane = out_height * out_width;
   if (pixel >= plane) return;
   const ResampleJob job = jobs[blockIdx.y];
+  if (job.layout == SourceLayout::kWritten) return;
   uint8_t* dst = out + static_cast<size_t>(blockIdx.y) * 3 * plane + pixel;
   if (job.layout == SourceLayout::kNone || job.width == 0) {
     dst[0] = dst[plane] = dst[2 * plane] = 0;

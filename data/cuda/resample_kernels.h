@@ -18,6 +18,7 @@ enum class SourceLayout : int32_t {
   kPlanarRgb = 2,       ///< planes 0,1,2: R, G, B
   kYCbCr = 3,           ///< plane 0: Y at full size; planes 1,2: Cb, Cr subsampled (JFIF)
   kGrey = 4,            ///< plane 0: Y (greyscale JPEG)
+  kWritten = 5,         ///< the output is already there (made on the host): left as it is
 };
 
 /// One decoded image of a batch and the box of it to resample (data::CropBox's fields).

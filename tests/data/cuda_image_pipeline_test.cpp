@@ -18,6 +18,7 @@
 #include "data/bad_samples.h"
 #include "data/cuda/image_pipeline.h"
 #include "data/image_decode.h"
+#include "data/image_loader.h"
 #include "data/image_source.h"
 #include "data/image_transform.h"
 
@@ -136,6 +137,100 @@ TEST_F(CudaImagePipelineTest, EveryJpegKindDecodesOnTheGpuAsLibjpegTurboDoes) {
       pipeline.backend().c_str(), pipeline.batch_output().c_str(),
       static_cast<long long>(c.hardware_images), static_cast<long long>(c.odd_gpu_images),
       static_cast<long long>(c.host_images));
+}
+
+// data.host_decode_share: the last share of the batch is made on the host exactly as the
+// CPU loader makes it (same crops, same bytes), the rest on the GPU as before.
+TEST_F(CudaImagePipelineTest, HostShareIsTheCpuLoadersOwnSamples) {
+  const auto source = OpenImageFolder(kinds_);
+  const int n = static_cast<int>(source->size());
+  constexpr int kSide = 96;
+  ImagePipelineOptions options;
+  options.batch = n;
+  options.out_height = options.out_width = kSide;
+  options.prefetch = 1;
+  options.threads = 4;
+  options.train = true;
+  options.seed = 7;
+  options.host_share = 0.5;
+  BadSampleLog bad(*source, 1.0);
+  ImagePipeline pipeline(*source, options, bad);
+  BatchRequest request;
+  request.epoch = 3;
+  for (int i = 0; i < n; ++i) request.indices.push_back((i * 5) % n);
+  pipeline.Enqueue(request);
+  DeviceBatch out(n, kSide);
+  pipeline.CopyNext(out.pixels, out.labels, out.stream);
+  ASSERT_EQ(cudaStreamSynchronize(out.stream), cudaSuccess);
+  const size_t image = static_cast<size_t>(3) * kSide * kSide;
+  std::vector<uint8_t> got(image * n), want(image);
+  ASSERT_EQ(cudaMemcpy(got.data(), out.pixels, got.size(), cudaMemcpyDeviceToHost), cudaSuccess);
+  std::vector<int64_t> labels(n);
+  ASSERT_EQ(cudaMemcpy(labels.data(), out.labels, sizeof(int64_t) * n, cudaMemcpyDeviceToHost),
+            cudaSuccess);
+  const int shared = static_cast<int>(std::lround(0.5 * n));
+  const ImagePipelineCounters c = pipeline.counters();
+  EXPECT_EQ(c.host_share_images, shared);
+  EXPECT_EQ(c.images, n);
+  ImageLoaderOptions loader;
+  loader.batch = n;
+  loader.out_height = loader.out_width = kSide;
+  loader.transform = ImageTransform::kTrain;
+  loader.seed = 7;
+  CropScratch scratch;
+  std::vector<uint8_t> bytes;
+  DecodedImage decoded;
+  std::string error;
+  double gpu_diff = 0;
+  int64_t gpu_pixels = 0;
+  for (int i = 0; i < n; ++i) {
+    const int64_t index = request.indices[i];
+    EXPECT_EQ(labels[i], source->label(index)) << source->Describe(index);
+    ASSERT_EQ(LoadCroppedSample(*source, index, 3, loader, scratch, want.data(), &error),
+              source->label(index))
+        << error;
+    if (i >= n - shared) {
+      EXPECT_TRUE(std::equal(want.begin(), want.end(), got.begin() + i * image))
+          << "host share sample " << i << " (" << source->Describe(index) << ")";
+      continue;
+    }
+    // The GPU half: the same crop of the whole image decoded by libjpeg-turbo, as above.
+    if (source->Describe(index).find("/k8_cmyk/") != std::string::npos) continue;
+    ASSERT_TRUE(source->Read(index, &bytes, &error)) << error;
+    ASSERT_TRUE(DecodeImage(bytes.data(), bytes.size(), &decoded, &error)) << error;
+    ResampleCrop(decoded.rgb.data(), decoded.width, decoded.height,
+                 TrainCropBox(decoded.width, decoded.height, 7, 3, index), kSide, kSide,
+                 want.data());
+    for (size_t k = 0; k < image; ++k) gpu_diff += std::abs(int{got[i * image + k]} - want[k]);
+    gpu_pixels += static_cast<int64_t>(image);
+  }
+  ASSERT_GT(gpu_pixels, 0);
+  const double mean = gpu_diff / static_cast<double>(gpu_pixels);
+  std::printf("[ share    ] %d of %d on the host; GPU half mean abs diff %.3f levels\n", shared, n,
+              mean);
+  EXPECT_LE(mean, 0.5);
+}
+
+TEST_F(CudaImagePipelineTest, HostShareSkipsBadFilesAsTheRestDoes) {
+  const auto source = OpenImageFolder(kinds_ + "-bad");
+  const int n = static_cast<int>(source->size());  // 2 bad + 6 good
+  ImagePipelineOptions options;
+  options.batch = n;
+  options.out_height = options.out_width = 64;
+  options.prefetch = 1;
+  options.threads = 2;
+  options.host_share = 1.0;
+  BadSampleLog bad(*source, 1.0);
+  ImagePipeline pipeline(*source, options, bad);
+  BatchRequest request;
+  for (int i = 0; i < n; ++i) request.indices.push_back(i);
+  pipeline.Enqueue(request);
+  DeviceBatch out(n, 64);
+  pipeline.CopyNext(out.pixels, out.labels, out.stream);
+  ASSERT_EQ(cudaStreamSynchronize(out.stream), cudaSuccess);
+  EXPECT_EQ(bad.replaced(), 2);
+  EXPECT_EQ(bad.files().size(), 2u);
+  EXPECT_EQ(pipeline.counters().host_share_images, n);
 }
 
 TEST_F(CudaImagePipelineTest, BadFilesAreSkippedAndCounted) {

@@ -114,6 +114,12 @@ row = {"model": sys.argv[2], "world": world, "batch_per_gpu": int(sys.argv[4]),
        "first_step_s": s["first_step_s"], "peak_mem_gb": s["peak_mem_gb"],
        "data_ms_p50": s.get("data_seconds_p50", 0) * 1e3, "final_loss": s.get("final_loss"),
        "variant": os.environ.get("RP_VARIANT", "")}
+# The rank's input lines (which decoder and why; where the GPU pipeline's time went).
+log = os.path.join(os.path.dirname(sys.argv[5]), "rank-0.log")
+if os.path.exists(log):
+    for line in open(log, errors="replace"):
+        if "input: " in line:
+            row.setdefault("input", []).append(line.split("input: ", 1)[1].strip())
 # Exposed communication (GPU timeline, timed steps only): the wait for gradient
 # all-reduces after backward, per step and as a share of the median step.
 if os.path.exists(sys.argv[5]):
