@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "data/jpeg_crop_decode.h"
+#include "data/jpeg_frame.h"
 
 namespace ringpilot::data {
 namespace {
@@ -115,7 +116,22 @@ bool DecodeJpeg(const uint8_t* data, size_t size, DecodedImage* out, std::string
                 int min_width, int min_height) {
   tjhandle handle = Handles().decompress();
   int width = 0, height = 0, colorspace = 0;
-  if (!JpegHeader(handle, data, size, &width, &height, &colorspace, error)) return false;
+  if (!JpegHeader(handle, data, size, &width, &height, &colorspace, error)) {
+    // TurboJPEG's header reader refuses sampling layouts its own encoder never writes (CMYK
+    // with only the first channel subsampled, as Pillow writes CMYK at 4:2:0); libjpeg's
+    // API decodes them: the whole image as one crop, at the same DCT scale.
+    JpegFrame frame;
+    if (!ReadJpegFrame(data, size, &frame)) return false;
+    const CropBox whole{0, 0, static_cast<float>(frame.width), static_cast<float>(frame.height)};
+    CropBox region;
+    std::string why;
+    if (!DecodeJpegCrop(data, size, whole, min_width > 0 ? min_width : frame.width,
+                        min_height > 0 ? min_height : frame.height, out, &region, &why)) {
+      *error = why;
+      return false;
+    }
+    return true;
+  }
   const tjscalingfactor scale = PickScale(width, height, min_width, min_height);
   const int w = TJSCALED(width, scale), h = TJSCALED(height, scale);
   // TurboJPEG converts CMYK/YCCK only to CMYK: decode 4 channels, then to RGB in place.
@@ -194,6 +210,14 @@ ImageFormat SniffImageFormat(const uint8_t* data, size_t size) {
 bool ReadImageSize(const uint8_t* data, size_t size, int* width, int* height, std::string* error) {
   switch (SniffImageFormat(data, size)) {
     case ImageFormat::kJpeg: {
+      // The frame header alone (no decompressor): what the crop is drawn from. TurboJPEG's
+      // header reader would also refuse sampling layouts libjpeg decodes (DecodeJpeg).
+      JpegFrame frame;
+      if (ReadJpegFrame(data, size, &frame)) {
+        *width = frame.width;
+        *height = frame.height;
+        return SizeOk(frame.width, frame.height, error);
+      }
       int colorspace = 0;
       return JpegHeader(Handles().decompress(), data, size, width, height, &colorspace, error);
     }

@@ -127,6 +127,9 @@ std::unique_ptr<ImagePipeline> MakeImagePipeline(const config::JobConfig& job,
       *decision = std::string("decoding JPEGs on the GPU with nvJPEG (") +
                   (hardware ? "hardware JPEG engines" : "its CUDA backend: no hardware engines") +
                   ", " + std::to_string(threads) + " reader threads" +
+                  (job.data.gpu_decoders > 1
+                       ? " in each of " + std::to_string(job.data.gpu_decoders) + " pipelines"
+                       : std::string()) +
                   (job.data.host_decode_share > 0
                        ? ", " + base::FormatFixed(job.data.host_decode_share, 2) +
                              " of each batch decoded on them"

@@ -2,6 +2,10 @@
 // alpha) decoding, DCT-scaled decode, broken input as errors, crop boxes and resampling.
 #include <turbojpeg.h>
 
+#include <cstdio>  // jpeglib.h needs FILE
+
+#include <jpeglib.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
@@ -132,6 +136,75 @@ TEST(ImageDecode, PngRgbGreyAndAlphaExactly) {
   ASSERT_TRUE(EncodePng(rgba.data(), w, h, 4, &png, &error)) << error;
   ASSERT_TRUE(DecodeImage(png.data(), png.size(), &img, &error)) << error;
   EXPECT_EQ(img.rgb, rgb);  // alpha dropped, colour untouched (PIL's convert("RGB"))
+}
+
+// CMYK at 4:2:0 as Pillow writes it (`Image.save(..., subsampling=2)`): only the first
+// channel has 2x2 sampling factors. TurboJPEG's header reader cannot name that layout
+// ("Could not determine subsampling type"), so before libjpeg's API took over such files
+// were bad samples (0.45% of the ImageNet-like bench set on the host path).
+std::vector<uint8_t> PillowStyleCmyk420(const std::vector<uint8_t>& cmyk, int width, int height) {
+  jpeg_compress_struct cinfo;
+  jpeg_error_mgr jerr;
+  cinfo.err = jpeg_std_error(&jerr);
+  jpeg_create_compress(&cinfo);
+  unsigned char* buf = nullptr;
+  unsigned long size = 0;
+  jpeg_mem_dest(&cinfo, &buf, &size);
+  cinfo.image_width = static_cast<JDIMENSION>(width);
+  cinfo.image_height = static_cast<JDIMENSION>(height);
+  cinfo.input_components = 4;
+  cinfo.in_color_space = JCS_CMYK;
+  jpeg_set_defaults(&cinfo);
+  jpeg_set_quality(&cinfo, 95, TRUE);
+  cinfo.comp_info[0].h_samp_factor = 2;
+  cinfo.comp_info[0].v_samp_factor = 2;
+  jpeg_start_compress(&cinfo, TRUE);
+  while (cinfo.next_scanline < cinfo.image_height) {
+    JSAMPROW row =
+        const_cast<uint8_t*>(&cmyk[static_cast<size_t>(cinfo.next_scanline) * width * 4]);
+    jpeg_write_scanlines(&cinfo, &row, 1);
+  }
+  jpeg_finish_compress(&cinfo);
+  std::vector<uint8_t> out(buf, buf + size);
+  jpeg_destroy_compress(&cinfo);
+  std::free(buf);
+  return out;
+}
+
+TEST(ImageDecode, CmykWithOnlyItsFirstChannelSubsampledDecodes) {
+  const int w = 64, h = 48;
+  // Adobe's inverted CMYK of one colour: R = C x K / 255 (K = 255: no black ink).
+  std::vector<uint8_t> cmyk(static_cast<size_t>(w) * h * 4);
+  for (size_t i = 0; i < static_cast<size_t>(w) * h; ++i) {
+    cmyk[4 * i] = 200;
+    cmyk[4 * i + 1] = 100;
+    cmyk[4 * i + 2] = 50;
+    cmyk[4 * i + 3] = 255;
+  }
+  const std::vector<uint8_t> jpeg = PillowStyleCmyk420(cmyk, w, h);
+  int width = 0, height = 0;
+  std::string error;
+  ASSERT_TRUE(ReadImageSize(jpeg.data(), jpeg.size(), &width, &height, &error)) << error;
+  EXPECT_EQ(width, w);
+  EXPECT_EQ(height, h);
+  DecodedImage whole, crop;
+  ASSERT_TRUE(DecodeImage(jpeg.data(), jpeg.size(), &whole, &error)) << error;
+  ASSERT_EQ(whole.width, w);
+  ASSERT_EQ(whole.height, h);
+  ASSERT_EQ(whole.rgb.size(), static_cast<size_t>(w) * h * 3);
+  for (size_t i = 0; i < whole.rgb.size(); i += 3) {
+    ASSERT_NEAR(whole.rgb[i], 200, 3) << i;
+    ASSERT_NEAR(whole.rgb[i + 1], 100, 3) << i;
+    ASSERT_NEAR(whole.rgb[i + 2], 50, 3) << i;
+  }
+  // At a DCT scale, and as the loader's crop-only decode.
+  ASSERT_TRUE(DecodeImage(jpeg.data(), jpeg.size(), &whole, &error, w / 2, h / 2)) << error;
+  EXPECT_EQ(whole.width, w / 2);
+  CropBox region;
+  ASSERT_TRUE(DecodeImageCrop(jpeg.data(), jpeg.size(), CropBox{8, 8, 32, 24}, 16, 12, &crop,
+                              &region, &error))
+      << error;
+  EXPECT_NEAR(crop.rgb[0], 200, 3);
 }
 
 TEST(ImageDecode, BrokenInputIsAnError) {

@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# GPU image decode variants on one GPU, in one call (issue 33). Each part has its own time
+# limit and appends its rows to OUT_DIR/rows.jsonl as it ends, so a call cut short keeps
+# what ran:
+#   1. facts (GPU, driver, versions, cores, the carried build's commit);
+#   2. the GPU pipeline's unit test (data_cuda_image_pipeline_test: every JPEG kind, the
+#      host share equal to the CPU loader's samples, bad files counted);
+#   3. ResNet-50 bf16 b256 with CUDA graphs (tests/gpu/bench_train.sh): synthetic, then each
+#      variant of RP_VARIANTS, one per line, "NAME SET DATA-KEYS" where SET is natural or
+#      imagenet (bench/make_natural_jpegs.py, 6,000 files; imagenet = --imagenet-like), and
+#      DATA-KEYS more data keys (FOLDER and SHARDS stand for the set's paths); each row
+#      carries the rank's input lines (decoder, time per batch);
+#   4. with RP_PEER=1, the peer (ImageFolder + DataLoader on all cores + PIL) on the
+#      ImageNet-like folder.
+#   bench/gpu_decode_variants.sh OUT_DIR
+set -uo pipefail
+HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+out=${1:?OUT_DIR}
+mkdir -p "$out"
+rows="$out/rows.jsonl"
+: >>"$rows"
+# shellcheck source=tests/gpu/env.sh
+source "$HERE/tests/gpu/env.sh" || exit 1
+sets=${RP_IMAGE_SETS:-/tmp/rp-sets}
+variants=${RP_VARIANTS:-"imagenet-folder-decoders2 imagenet kind: image_folder, train: FOLDER, gpu_decode: true, gpu_decoders: 2
+imagenet-folder-host imagenet kind: image_folder, train: FOLDER, gpu_decode: false"}
+{
+  nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv,noheader
+  python3 -c 'import torch, torchvision; print("torch", torch.__version__, "torchvision",
+torchvision.__version__, "cuda", torch.version.cuda, "nccl", ".".join(map(str, torch.cuda.nccl.version())))'
+  echo "cores $(nproc)"
+  "$RP" --version
+} >"$out/facts.txt" 2>&1
+cat "$out/facts.txt"
+
+make_set() {  # NAME
+  local name=$1 extra=()
+  [[ $name == imagenet ]] && extra=(--imagenet-like)
+  [[ -d $sets/$name/train ]] || python3 "$HERE/bench/make_natural_jpegs.py" "$sets/$name/train" \
+    --classes 100 --per-class 60 "${extra[@]}" >>"$out/sets.log" 2>&1
+  [[ -d $sets/$name/shards ]] || "$RP" data pack "$sets/$name/train" "$sets/$name/shards" \
+    >>"$out/sets.log" 2>&1
+}
+SECONDS=0
+kinds="$sets/kinds"
+[[ -d $kinds ]] || python3 "$HERE/tests/data/make_jpeg_kinds.py" "$kinds" --bad >>"$out/sets.log" 2>&1
+test_rc=0
+RINGPILOT_JPEG_KINDS="$kinds" RINGPILOT_SOURCE_DIR="$HERE" timeout 90 \
+  "$(gpu_test_binary data_cuda_image_pipeline_test)" >"$out/unit.log" 2>&1 || test_rc=$?
+echo "{\"what\": \"data_cuda_image_pipeline_test\", \"rc\": $test_rc}" >>"$rows"
+grep -E "^\[ (kinds|share)|FAILED|PASSED" "$out/unit.log"
+
+train() {  # VARIANT [data keys]
+  local variant=$1
+  if (($# > 1)); then export RP_DATA=$2; else unset RP_DATA; fi
+  echo "gpu_decode_variants: $variant (${SECONDS} s)"
+  RP_VARIANT=$variant timeout 100 "$HERE/tests/gpu/bench_train.sh" --what ringpilot --worlds 1 \
+    --models resnet50 --steps 80 --out "$out/train-$variant.jsonl" >>"$out/train.log" 2>&1 ||
+    echo "gpu_decode_variants: $variant failed or timed out" >&2
+  [[ -f $out/train-$variant.jsonl ]] && cat "$out/train-$variant.jsonl" >>"$rows" &&
+    cat "$out/train-$variant.jsonl"
+  unset RP_DATA
+}
+train synthetic
+while read -r name set keys; do
+  [[ -n $name ]] || continue
+  make_set "$set"
+  shards=$(find "$sets/$set/shards" -name '*.tar' | sort | paste -sd, -)
+  keys=${keys//FOLDER/$sets/$set/train}
+  keys=${keys//SHARDS/\"$shards\"}
+  train "$name" "$keys"
+done <<<"$variants"
+
+if [[ ${RP_PEER:-0} == 1 ]]; then
+  echo "gpu_decode_variants: peer (${SECONDS} s)"
+  make_set imagenet
+  timeout 120 python3 "$HERE/bench/peer_imagefolder.py" "$sets/imagenet/train" --steps 30 \
+    --warmup 5 2>"$out/peer.log" | sed -n 's/^PEER {/{"set": "imagenet", /p' | tee -a "$rows"
+fi
+echo "gpu_decode_variants: done (${SECONDS} s)"
