@@ -22,8 +22,10 @@ rows="$out/rows.jsonl"
 # shellcheck source=tests/gpu/env.sh
 source "$HERE/tests/gpu/env.sh" || exit 1
 sets=${RP_IMAGE_SETS:-/tmp/rp-sets}
-variants=${RP_VARIANTS:-"imagenet-folder-decoders2 imagenet kind: image_folder, train: FOLDER, gpu_decode: true, gpu_decoders: 2
-imagenet-folder-host imagenet kind: image_folder, train: FOLDER, gpu_decode: false"}
+variants=${RP_VARIANTS:-"imagenet-folder-gpu imagenet kind: image_folder, train: FOLDER, gpu_decode: true
+imagenet-folder-host imagenet kind: image_folder, train: FOLDER, gpu_decode: false
+natural-folder-gpu natural kind: image_folder, train: FOLDER, gpu_decode: true
+natural-folder-host natural kind: image_folder, train: FOLDER, gpu_decode: false"}
 {
   nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv,noheader
   python3 -c 'import torch, torchvision; print("torch", torch.__version__, "torchvision",

@@ -96,11 +96,6 @@ struct DataConfig {
   int workers = 0;   ///< image kinds: decode threads per rank; 0 = from the rank's cores
   double max_bad_fraction = 0.01;           ///< image kinds: bad samples tolerated per sample read
   GpuDecode gpu_decode = GpuDecode::kAuto;  ///< image kinds on GPU ranks: nvJPEG decode
-  /// With nvJPEG decode: the share of each batch made on host threads beside it.
-  double host_decode_share = 0;
-  /// With nvJPEG decode: pipelines making batches side by side (each its own decoder state,
-  /// stream, threads and data.prefetch device slots).
-  int gpu_decoders = 1;
 };
 
 /// Evaluation on data.val (image models: top-1, top-5 and loss; BERT: MLM accuracy and loss).

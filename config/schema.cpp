@@ -185,15 +185,6 @@ std::vector<KeySpec> BuildSchema() {
                       "on data.workers host threads as CPU ranks do; auto: true where the GPU "
                       "has hardware JPEG engines (A100, H100, H200) and the rank fewer than 12 "
                       "cores, else false (docs/data.md)"));
-  s.push_back(FloatKey("data.host_decode_share", Member(&JC::data, &DataConfig::host_decode_share),
-                       0, false, 1, false,
-                       "image kinds decoding with nvJPEG: the share of each batch decoded "
-                       "on host threads beside it (crop-only, as data.gpu_decode false), so "
-                       "the cores and the JPEG engines work side by side (docs/data.md)"));
-  s.push_back(IntKey("data.gpu_decoders", Member(&JC::data, &DataConfig::gpu_decoders), 1, 8,
-                     "image kinds decoding with nvJPEG: pipelines making batches side by side, "
-                     "each with its own decoder state, stream, data.workers threads and "
-                     "data.prefetch device slots (docs/data.md)"));
   s.push_back(IntKey<int64_t>("eval.every_steps", Member(&JC::eval, &EvalConfig::every_steps), 0,
                               kMaxSteps,
                               "evaluate on data.val every N steps; 0 = after the last "

@@ -2,7 +2,6 @@
 
 #include <chrono>
 
-#include "base/text.h"
 #include "base/time.h"
 #include "data/cifar.h"
 #include "topology/affinity.h"
@@ -123,18 +122,10 @@ std::unique_ptr<ImagePipeline> MakeImagePipeline(const config::JobConfig& job,
     const bool few_cores = cores < kHostDecodeMinCores;
     if (mode == config::GpuDecode::kOn ||
         (mode == config::GpuDecode::kAuto && hardware && few_cores)) {
-      const int threads = GpuDecodeThreadsFor(job.data, cores);
+      const int threads = GpuDecodeThreadsFor(job.data);
       *decision = std::string("decoding JPEGs on the GPU with nvJPEG (") +
                   (hardware ? "hardware JPEG engines" : "its CUDA backend: no hardware engines") +
-                  ", " + std::to_string(threads) + " reader threads" +
-                  (job.data.gpu_decoders > 1
-                       ? " in each of " + std::to_string(job.data.gpu_decoders) + " pipelines"
-                       : std::string()) +
-                  (job.data.host_decode_share > 0
-                       ? ", " + base::FormatFixed(job.data.host_decode_share, 2) +
-                             " of each batch decoded on them"
-                       : std::string()) +
-                  "; " + key +
+                  ", " + std::to_string(threads) + " reader threads; " + key +
                   (mode == config::GpuDecode::kAuto
                        ? ": " + std::to_string(cores) + " cores for this rank, fewer than " +
                              std::to_string(kHostDecodeMinCores)

@@ -24,11 +24,7 @@ GpuImagePipeline::GpuImagePipeline(const config::JobConfig& job, const data::Ima
   options.device = device.device.index();
   options.train = true;
   options.seed = job.train.seed;
-  options.host_share = job.data.host_decode_share;
-  const int lanes = std::max(1, job.data.gpu_decoders);
-  for (int i = 0; i < lanes; ++i) {
-    lanes_.push_back(std::make_unique<data::cuda::ImagePipeline>(source, options, bad_));
-  }
+  pipeline_ = std::make_unique<data::cuda::ImagePipeline>(source, options, bad_);
 }
 
 void GpuImagePipeline::Resume(int64_t step, data::SamplePosition position) {
@@ -39,53 +35,24 @@ data::SamplePosition GpuImagePipeline::PositionOf(int64_t step) const {
   return sampler_.PositionOf(step);
 }
 
-data::cuda::ImagePipeline& GpuImagePipeline::LaneOf(int64_t step) {
-  return *lanes_[static_cast<size_t>(step % static_cast<int64_t>(lanes_.size()))];
-}
-
 double GpuImagePipeline::Fill(int64_t step) {
   if (next_queued_ < 0) next_queued_ = step;
-  // Keep data.prefetch steps per lane queued ahead: the lanes make them side by side while
-  // the device trains, each in the order of its own steps.
-  const int64_t ahead = static_cast<int64_t>(prefetch_) * static_cast<int64_t>(lanes_.size());
-  for (; next_queued_ < std::min(end_step_, step + ahead); ++next_queued_) {
+  // Keep data.prefetch steps queued ahead: the pipeline makes them while the device trains.
+  for (; next_queued_ < std::min(end_step_, step + prefetch_); ++next_queued_) {
     data::cuda::BatchRequest request;
     request.epoch = sampler_.Batch(next_queued_, rank_, &request.indices).epoch;
-    LaneOf(next_queued_).Enqueue(std::move(request));
+    pipeline_->Enqueue(std::move(request));
   }
-  return LaneOf(step).WaitNext();
+  return pipeline_->WaitNext();
 }
 
 void GpuImagePipeline::CopyToDevice(int64_t step, Batch& device) {
-  LaneOf(step).CopyNext(device.input.data_ptr<uint8_t>(), device.target.data_ptr<int64_t>(),
-                        at::cuda::getCurrentCUDAStream().stream());
-}
-
-data::cuda::ImagePipelineCounters GpuImagePipeline::Totals() const {
-  data::cuda::ImagePipelineCounters t;
-  for (const auto& lane : lanes_) {
-    const data::cuda::ImagePipelineCounters c = lane->counters();
-    t.images += c.images;
-    t.hardware_images += c.hardware_images;
-    t.odd_gpu_images += c.odd_gpu_images;
-    t.host_images += c.host_images;
-    t.host_share_images += c.host_share_images;
-    t.busy_seconds += c.busy_seconds;
-    t.read_seconds += c.read_seconds;
-    t.batch_call_seconds += c.batch_call_seconds;
-    t.odd_seconds += c.odd_seconds;
-    t.finish_seconds += c.finish_seconds;
-    t.decode_gpu_seconds += c.decode_gpu_seconds;
-    t.resample_gpu_seconds += c.resample_gpu_seconds;
-    t.ready_batches += c.ready_batches;
-    t.pinned_allocations += c.pinned_allocations;
-    t.device_pool_bytes += c.device_pool_bytes;
-  }
-  return t;
+  pipeline_->CopyNext(device.input.data_ptr<uint8_t>(), device.target.data_ptr<int64_t>(),
+                      at::cuda::getCurrentCUDAStream().stream());
 }
 
 ImageInputCounts GpuImagePipeline::counts() const {
-  const data::cuda::ImagePipelineCounters c = Totals();
+  const data::cuda::ImagePipelineCounters c = pipeline_->counters();
   return {bad_.entries(), c.images, bad_.replaced(), c.ready_batches};
 }
 
@@ -94,22 +61,20 @@ std::vector<std::string> GpuImagePipeline::TakeWarnings() { return bad_.TakeWarn
 std::vector<int64_t> GpuImagePipeline::bad_files() const { return bad_.files(); }
 
 std::string GpuImagePipeline::TimeReport() const {
-  const data::cuda::ImagePipelineCounters c = Totals();
-  const double batches = static_cast<double>(c.images) / lanes_.front()->batch_size();
+  const data::cuda::ImagePipelineCounters c = pipeline_->counters();
+  const double batches = static_cast<double>(c.images) / pipeline_->batch_size();
   if (batches < 1) return "";
   const double ms = 1e3 / batches;
   char line[512];
-  std::snprintf(
-      line, sizeof(line),
-      "nvJPEG pipeline, %d lane(s), %.0f batches, per batch %.1f ms busy: reading %.1f, nvJPEG "
-      "calls %.1f, workers' decode %.1f, waiting for the GPU %.1f; GPU decode %.1f ms, "
-      "resample %.2f ms; images: %lld nvJPEG batch, %lld decoupled, %lld host share, "
-      "%lld host",
-      static_cast<int>(lanes_.size()), batches, c.busy_seconds * ms, c.read_seconds * ms,
-      c.batch_call_seconds * ms, c.odd_seconds * ms, c.finish_seconds * ms,
-      c.decode_gpu_seconds * ms, c.resample_gpu_seconds * ms,
-      static_cast<long long>(c.hardware_images), static_cast<long long>(c.odd_gpu_images),
-      static_cast<long long>(c.host_share_images), static_cast<long long>(c.host_images));
+  std::snprintf(line, sizeof(line),
+                "nvJPEG pipeline, %.0f batches, per batch %.1f ms busy: reading %.1f, nvJPEG "
+                "calls %.1f, workers' decode %.1f, waiting for the GPU %.1f; GPU decode %.1f ms, "
+                "resample %.2f ms; images: %lld nvJPEG batch, %lld decoupled, %lld host",
+                batches, c.busy_seconds * ms, c.read_seconds * ms, c.batch_call_seconds * ms,
+                c.odd_seconds * ms, c.finish_seconds * ms, c.decode_gpu_seconds * ms,
+                c.resample_gpu_seconds * ms, static_cast<long long>(c.hardware_images),
+                static_cast<long long>(c.odd_gpu_images),
+                static_cast<long long>(c.host_images + c.host_share_images));
   return line;
 }
 

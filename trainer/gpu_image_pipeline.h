@@ -6,7 +6,6 @@
 #pragma once
 
 #include <memory>
-#include <vector>
 
 #include "data/bad_samples.h"
 #include "data/cuda/image_pipeline.h"
@@ -34,20 +33,15 @@ class GpuImagePipeline : public ImagePipeline {
   /// the images were decoded.
   std::string TimeReport() const override;
   /// "hardware" or "gpu": the nvJPEG backend in use.
-  const std::string& backend() const { return lanes_.front()->backend(); }
+  const std::string& backend() const { return pipeline_->backend(); }
 
  private:
-  data::cuda::ImagePipeline& LaneOf(int64_t step);
-  data::cuda::ImagePipelineCounters Totals() const;
-
   const int rank_;
   const int64_t end_step_;
   const int prefetch_;
   data::EpochSampler sampler_;
   data::BadSampleLog bad_;
-  // data.gpu_decoders pipelines ("lanes"), each with its own nvJPEG state, stream, threads
-  // and device slots; step s is made by lane s % lanes.
-  std::vector<std::unique_ptr<data::cuda::ImagePipeline>> lanes_;
+  std::unique_ptr<data::cuda::ImagePipeline> pipeline_;
   int64_t next_queued_ = -1;  // first step not yet queued; -1 before the first Fill
 };
 

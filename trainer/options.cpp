@@ -182,15 +182,12 @@ int DecodeWorkersFor(const config::DataConfig& data, int bound_cores, bool cuda)
   return std::max(1, cuda ? bound_cores - 1 : bound_cores / 4);
 }
 
-int GpuDecodeThreadsFor(const config::DataConfig& data, int bound_cores) {
-  if (data.workers > 0) return data.workers;
+int GpuDecodeThreadsFor(const config::DataConfig& data) {
   // nvJPEG's engines do most decoding; the threads read files into pinned memory, parse
   // headers, make the batch's nvJPEG calls and run the Huffman stage of progressive JPEGs
   // (about 2.7 ms each). 8 kept the pipeline at 27k img/s on an H200
-  // (bench/results/2026-11-28-nvidia-h200-image-input.md). A host share decodes on them
-  // too: then all cores but the training thread's and the pipeline thread's.
-  if (data.host_decode_share > 0) return std::max(8, bound_cores - 2);
-  return 8;
+  // (bench/results/2026-11-28-nvidia-h200-image-input.md).
+  return data.workers > 0 ? data.workers : 8;
 }
 
 metrics::ExporterOptions ExporterOptionsFor(const config::MetricsConfig& metrics, int local_rank,

@@ -70,9 +70,8 @@ data::ImageLoaderOptions ImageLoaderOptionsFor(const config::JobConfig& job, int
 /// data.workers, 0 resolved from the cores the rank is bound to: GPU ranks all but one
 /// (the training thread's), CPU ranks a quarter (the compute threads take the rest).
 int DecodeWorkersFor(const config::DataConfig& data, int bound_cores, bool cuda);
-/// Host threads of the GPU image pipeline (data.gpu_decode): data.workers, else 8, or all
-/// cores but two (at least 8) with a data.host_decode_share.
-int GpuDecodeThreadsFor(const config::DataConfig& data, int bound_cores);
+/// Host threads of the GPU image pipeline (data.gpu_decode): data.workers, else 8.
+int GpuDecodeThreadsFor(const config::DataConfig& data);
 
 /// metrics.*: how the exporter of the rank with node-local rank `local_rank` serves:
 /// metrics.bind resolved against the rank's environment `env` (metrics::ResolveBind:

@@ -57,9 +57,11 @@ struct ImagePipelineOptions {
   bool odd_on_gpu = true;
   /// The share of every batch (its last round(host_share x batch) samples) that the worker
   /// threads make on the host instead, as the CPU loader does (data::LoadCroppedSample:
-  /// crop-only libjpeg-turbo decode and resample), while nvJPEG decodes the rest: the host's
-  /// cores and the JPEG engines work side by side (DALI's hw_decoder_load). Fixed positions,
-  /// so a batch's pixels do not depend on timing. In [0, 1].
+  /// crop-only libjpeg-turbo decode and resample), while nvJPEG decodes the rest (DALI's
+  /// hw_decoder_load). Fixed positions, so a batch's pixels do not depend on timing. In
+  /// [0, 1]. Not a job key: beside a ResNet-50 step on a 16-core H200 every share lost to
+  /// both pure paths (bench/results/2026-11-28-nvidia-h200-decode-share.md); measurable
+  /// elsewhere with ringpilot-bench-image-pipeline --host-share.
   double host_share = 0;
 };
 
