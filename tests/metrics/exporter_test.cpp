@@ -9,6 +9,7 @@
 
 #include <atomic>
 #include <cerrno>
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -215,6 +216,13 @@ TEST_F(metrics_Exporter, ItsThreadsYieldToTraining) {
   {
     Exporter exporter(families_.registry(), options);
     ASSERT_EQ(Get(exporter.port(), "/metrics").status, 200);
+    // Each civetweb thread lowers itself as it starts (init_thread): one request answered
+    // does not mean every worker has started yet, so wait a while for the rest.
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (ThreadsWithNice(19) - before < options.threads + 2 &&
+           std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
     EXPECT_GE(ThreadsWithNice(19) - before, options.threads + 2);
     EXPECT_EQ(::getpriority(PRIO_PROCESS, static_cast<id_t>(::syscall(SYS_gettid))), 0);
   }
