@@ -26,14 +26,7 @@ variants=${RP_VARIANTS:-"imagenet-folder-gpu imagenet kind: image_folder, train:
 imagenet-folder-host imagenet kind: image_folder, train: FOLDER, gpu_decode: false
 natural-folder-gpu natural kind: image_folder, train: FOLDER, gpu_decode: true
 natural-folder-host natural kind: image_folder, train: FOLDER, gpu_decode: false"}
-{
-  nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv,noheader
-  python3 -c 'import torch, torchvision; print("torch", torch.__version__, "torchvision",
-torchvision.__version__, "cuda", torch.version.cuda, "nccl", ".".join(map(str, torch.cuda.nccl.version())))'
-  echo "cores $(nproc)"
-  "$RP" --version
-} >"$out/facts.txt" 2>&1
-cat "$out/facts.txt"
+gpu_facts "$out/facts.txt"
 
 make_set() {  # NAME
   local name=$1 extra=()

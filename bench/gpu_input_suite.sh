@@ -18,14 +18,7 @@ out=${1:?OUT_DIR}
 mkdir -p "$out"
 # shellcheck source=tests/gpu/env.sh
 source "$HERE/tests/gpu/env.sh" || exit 1
-{
-  nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv,noheader
-  python3 -c 'import torch, torchvision; print("torch", torch.__version__, "torchvision",
-torchvision.__version__, "cuda", torch.version.cuda, "nccl", ".".join(map(str, torch.cuda.nccl.version())))'
-  echo "cores $(nproc)"
-  "$RP" --version
-} >"$out/facts.txt" 2>&1
-cat "$out/facts.txt"
+gpu_facts "$out/facts.txt"
 timeout "${RP_PIPELINE_S:-150}" "$HERE/tests/gpu/image_pipeline.sh" "$out/pipeline.jsonl" \
   >"$out/pipeline.log" 2>&1
 echo "gpu_input_suite: pipeline rc $?"

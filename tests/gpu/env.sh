@@ -156,6 +156,19 @@ gpu_build_test() {
 }
 
 # gpu_test_binary NAME: the path of a test binary gpu_build_test made or found.
+# gpu_facts FILE: the GPU, driver, torch/torchvision/CUDA/NCCL versions, cores and the
+# ringpilot build in use, into FILE, and printed (the head of every results file).
+gpu_facts() {
+  {
+    nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv,noheader
+    python3 -c 'import torch, torchvision; print("torch", torch.__version__, "torchvision",
+torchvision.__version__, "cuda", torch.version.cuda, "nccl", ".".join(map(str, torch.cuda.nccl.version())))'
+    echo "cores $(nproc)"
+    "$RP" --version
+  } >"$1" 2>&1
+  cat "$1"
+}
+
 gpu_test_binary() {
   if [[ $RINGPILOT_BUILD_DIR == "$PREBUILT" ]]; then
     echo "$PREBUILT/tests/$1"
