@@ -124,13 +124,8 @@ bool DecodeJpeg(const uint8_t* data, size_t size, DecodedImage* out, std::string
     if (!ReadJpegFrame(data, size, &frame)) return false;
     const CropBox whole{0, 0, static_cast<float>(frame.width), static_cast<float>(frame.height)};
     CropBox region;
-    std::string why;
-    if (!DecodeJpegCrop(data, size, whole, min_width > 0 ? min_width : frame.width,
-                        min_height > 0 ? min_height : frame.height, out, &region, &why)) {
-      *error = why;
-      return false;
-    }
-    return true;
+    return DecodeJpegCrop(data, size, whole, min_width > 0 ? min_width : frame.width,
+                          min_height > 0 ? min_height : frame.height, out, &region, error);
   }
   const tjscalingfactor scale = PickScale(width, height, min_width, min_height);
   const int w = TJSCALED(width, scale), h = TJSCALED(height, scale);

@@ -60,6 +60,33 @@ struct DeviceBatch {
   }
 };
 
+// One batch of `request` through a pipeline of `options`, read back to the host.
+struct HostBatch {
+  std::vector<uint8_t> pixels;  // [batch, 3, out_height, out_width]
+  std::vector<int64_t> labels;
+  ImagePipelineCounters counters;
+  std::string backend, batch_output;
+};
+
+void DecodeOneBatch(const ImageSource& source, const ImagePipelineOptions& options,
+                    BadSampleLog& bad, const BatchRequest& request, HostBatch* got) {
+  ImagePipeline pipeline(source, options, bad);
+  pipeline.Enqueue(request);
+  const int n = options.batch;
+  DeviceBatch out(n, options.out_height);
+  pipeline.CopyNext(out.pixels, out.labels, out.stream);
+  ASSERT_EQ(cudaStreamSynchronize(out.stream), cudaSuccess);
+  got->pixels.resize(static_cast<size_t>(n) * 3 * options.out_height * options.out_width);
+  ASSERT_EQ(cudaMemcpy(got->pixels.data(), out.pixels, got->pixels.size(), cudaMemcpyDeviceToHost),
+            cudaSuccess);
+  got->labels.resize(n);
+  ASSERT_EQ(cudaMemcpy(got->labels.data(), out.labels, sizeof(int64_t) * n, cudaMemcpyDeviceToHost),
+            cudaSuccess);
+  got->counters = pipeline.counters();
+  got->backend = pipeline.backend();
+  got->batch_output = pipeline.batch_output();
+}
+
 class CudaImagePipelineTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -81,21 +108,16 @@ TEST_F(CudaImagePipelineTest, EveryJpegKindDecodesOnTheGpuAsLibjpegTurboDoes) {
   options.threads = 4;
   options.train = false;  // centre crops: the reference needs no random draw
   BadSampleLog bad(*source, 1.0);
-  ImagePipeline pipeline(*source, options, bad);
   BatchRequest request;
   for (int i = 0; i < n; ++i) request.indices.push_back(i);
-  pipeline.Enqueue(request);
-  DeviceBatch out(n, kSide);
-  pipeline.CopyNext(out.pixels, out.labels, out.stream);
-  ASSERT_EQ(cudaStreamSynchronize(out.stream), cudaSuccess);
+  HostBatch batch;
+  ASSERT_NO_FATAL_FAILURE(DecodeOneBatch(*source, options, bad, request, &batch));
   const size_t image = static_cast<size_t>(3) * kSide * kSide;
-  std::vector<uint8_t> got(image * n), want(image);
-  ASSERT_EQ(cudaMemcpy(got.data(), out.pixels, got.size(), cudaMemcpyDeviceToHost), cudaSuccess);
-  std::vector<int64_t> labels(n);
-  ASSERT_EQ(cudaMemcpy(labels.data(), out.labels, sizeof(int64_t) * n, cudaMemcpyDeviceToHost),
-            cudaSuccess);
+  const std::vector<uint8_t>& got = batch.pixels;
+  const std::vector<int64_t>& labels = batch.labels;
+  std::vector<uint8_t> want(image);
 
-  const ImagePipelineCounters c = pipeline.counters();
+  const ImagePipelineCounters& c = batch.counters;
   int pngs = 0, cmyk = 0;
   std::map<std::string, std::pair<double, int64_t>> diff;  // kind -> (sum, count)
   std::vector<uint8_t> bytes;
@@ -134,9 +156,8 @@ TEST_F(CudaImagePipelineTest, EveryJpegKindDecodesOnTheGpuAsLibjpegTurboDoes) {
   std::printf(
       "[ kinds    ] backend %s, batch output %s, %lld in the batch, %lld odd on the GPU, "
       "%lld on the host\n",
-      pipeline.backend().c_str(), pipeline.batch_output().c_str(),
-      static_cast<long long>(c.hardware_images), static_cast<long long>(c.odd_gpu_images),
-      static_cast<long long>(c.host_images));
+      batch.backend.c_str(), batch.batch_output.c_str(), static_cast<long long>(c.hardware_images),
+      static_cast<long long>(c.odd_gpu_images), static_cast<long long>(c.host_images));
 }
 
 // data.host_decode_share: the last share of the batch is made on the host exactly as the
@@ -154,22 +175,17 @@ TEST_F(CudaImagePipelineTest, HostShareIsTheCpuLoadersOwnSamples) {
   options.seed = 7;
   options.host_share = 0.5;
   BadSampleLog bad(*source, 1.0);
-  ImagePipeline pipeline(*source, options, bad);
   BatchRequest request;
   request.epoch = 3;
   for (int i = 0; i < n; ++i) request.indices.push_back((i * 5) % n);
-  pipeline.Enqueue(request);
-  DeviceBatch out(n, kSide);
-  pipeline.CopyNext(out.pixels, out.labels, out.stream);
-  ASSERT_EQ(cudaStreamSynchronize(out.stream), cudaSuccess);
+  HostBatch batch;
+  ASSERT_NO_FATAL_FAILURE(DecodeOneBatch(*source, options, bad, request, &batch));
   const size_t image = static_cast<size_t>(3) * kSide * kSide;
-  std::vector<uint8_t> got(image * n), want(image);
-  ASSERT_EQ(cudaMemcpy(got.data(), out.pixels, got.size(), cudaMemcpyDeviceToHost), cudaSuccess);
-  std::vector<int64_t> labels(n);
-  ASSERT_EQ(cudaMemcpy(labels.data(), out.labels, sizeof(int64_t) * n, cudaMemcpyDeviceToHost),
-            cudaSuccess);
+  const std::vector<uint8_t>& got = batch.pixels;
+  const std::vector<int64_t>& labels = batch.labels;
+  std::vector<uint8_t> want(image);
   const int shared = static_cast<int>(std::lround(0.5 * n));
-  const ImagePipelineCounters c = pipeline.counters();
+  const ImagePipelineCounters& c = batch.counters;
   EXPECT_EQ(c.host_share_images, shared);
   EXPECT_EQ(c.images, n);
   ImageLoaderOptions loader;
@@ -211,49 +227,31 @@ TEST_F(CudaImagePipelineTest, HostShareIsTheCpuLoadersOwnSamples) {
   EXPECT_LE(mean, 0.5);
 }
 
-TEST_F(CudaImagePipelineTest, HostShareSkipsBadFilesAsTheRestDoes) {
-  const auto source = OpenImageFolder(kinds_ + "-bad");
-  const int n = static_cast<int>(source->size());  // 2 bad + 6 good
-  ImagePipelineOptions options;
-  options.batch = n;
-  options.out_height = options.out_width = 64;
-  options.prefetch = 1;
-  options.threads = 2;
-  options.host_share = 1.0;
-  BadSampleLog bad(*source, 1.0);
-  ImagePipeline pipeline(*source, options, bad);
-  BatchRequest request;
-  for (int i = 0; i < n; ++i) request.indices.push_back(i);
-  pipeline.Enqueue(request);
-  DeviceBatch out(n, 64);
-  pipeline.CopyNext(out.pixels, out.labels, out.stream);
-  ASSERT_EQ(cudaStreamSynchronize(out.stream), cudaSuccess);
-  EXPECT_EQ(bad.replaced(), 2);
-  EXPECT_EQ(bad.files().size(), 2u);
-  EXPECT_EQ(pipeline.counters().host_share_images, n);
-}
-
+// Bad files are skipped, counted and named whichever path decodes them: nvJPEG's (share 0)
+// or the host share's (share 1).
 TEST_F(CudaImagePipelineTest, BadFilesAreSkippedAndCounted) {
   const auto source = OpenImageFolder(kinds_ + "-bad");
   const int n = static_cast<int>(source->size());  // 2 bad + 6 good
-  ImagePipelineOptions options;
-  options.batch = n;
-  options.out_height = options.out_width = 64;
-  options.prefetch = 1;
-  options.threads = 2;
-  BadSampleLog bad(*source, 1.0);
-  ImagePipeline pipeline(*source, options, bad);
-  BatchRequest request;
-  for (int i = 0; i < n; ++i) request.indices.push_back(i);
-  pipeline.Enqueue(request);
-  DeviceBatch out(n, 64);
-  pipeline.CopyNext(out.pixels, out.labels, out.stream);
-  ASSERT_EQ(cudaStreamSynchronize(out.stream), cudaSuccess);
-  EXPECT_EQ(bad.replaced(), 2);
-  EXPECT_EQ(bad.files().size(), 2u);
-  const std::vector<std::string> warnings = bad.TakeWarnings();
-  ASSERT_EQ(warnings.size(), 2u);
-  for (const std::string& w : warnings) EXPECT_NE(w.find("/bad/"), std::string::npos) << w;
+  for (const double share : {0.0, 1.0}) {
+    SCOPED_TRACE("host_share " + std::to_string(share));
+    ImagePipelineOptions options;
+    options.batch = n;
+    options.out_height = options.out_width = 64;
+    options.prefetch = 1;
+    options.threads = 2;
+    options.host_share = share;
+    BadSampleLog bad(*source, 1.0);
+    BatchRequest request;
+    for (int i = 0; i < n; ++i) request.indices.push_back(i);
+    HostBatch batch;
+    ASSERT_NO_FATAL_FAILURE(DecodeOneBatch(*source, options, bad, request, &batch));
+    EXPECT_EQ(bad.replaced(), 2);
+    EXPECT_EQ(bad.files().size(), 2u);
+    EXPECT_EQ(batch.counters.host_share_images, share > 0 ? n : 0);
+    const std::vector<std::string> warnings = bad.TakeWarnings();
+    ASSERT_EQ(warnings.size(), 2u);
+    for (const std::string& w : warnings) EXPECT_NE(w.find("/bad/"), std::string::npos) << w;
+  }
 }
 
 TEST_F(CudaImagePipelineTest, AllocatesNothingOnceWarm) {
