@@ -7,7 +7,10 @@
 //
 //   ringpilot-bench-image-pipeline ROOT|SHARDS [--batch 256] [--batches 60] [--warmup 5]
 //       [--threads 8] [--prefetch 3] [--side 224] [--no-hardware] [--high-priority] [--odd-on-host]
-//       [--host-share F]
+//       [--host-share F] [--contend none|sm|hbm|cpu:N]
+//
+// --contend runs a load beside the pipeline in this process (bench/gpu_contention.h): which
+// of SM time, HBM bandwidth or host cores slows the decode beside a training step.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -15,9 +18,11 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <string>
 #include <vector>
 
+#include "bench/gpu_contention.h"
 #include "data/bad_samples.h"
 #include "data/cuda/image_pipeline.h"
 #include "data/image_decode.h"
@@ -71,7 +76,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr,
                  "usage: %s ROOT|SHARDS [--batch B] [--batches N] [--warmup W] [--threads T] "
                  "[--prefetch P] [--side S] [--no-hardware] [--high-priority] [--odd-on-host] "
-                 "[--host-share F]\n",
+                 "[--host-share F] [--contend none|sm|hbm|cpu:N]\n",
                  argv[0]);
     return 2;
   }
@@ -90,6 +95,10 @@ int main(int argc, char** argv) {
     options.odd_on_gpu = !Flag(argc, argv, "--odd-on-host");
     for (int i = 2; i + 1 < argc; ++i) {
       if (std::strcmp(argv[i], "--host-share") == 0) options.host_share = std::atof(argv[i + 1]);
+    }
+    std::string contend = "none";
+    for (int i = 2; i + 1 < argc; ++i) {
+      if (std::strcmp(argv[i], "--contend") == 0) contend = argv[i + 1];
     }
     const int batches = Arg(argc, argv, "--batches", 60);
     const int warmup = Arg(argc, argv, "--warmup", 5);
@@ -152,11 +161,14 @@ int main(int argc, char** argv) {
       }
       mean_abs_diff = count ? sum / static_cast<double>(count) : -1;
     };
+    // Started once the pipeline is warm, so its set-up is not measured against the load.
+    std::unique_ptr<bench::GpuContention> load;
     double waited = 0;
     auto start = std::chrono::steady_clock::now();
     data::cuda::ImagePipelineCounters at_start;
     for (int b = 0; b < warmup + batches; ++b) {
       if (b == warmup) {
+        load = std::make_unique<bench::GpuContention>(contend, options.device);
         cudaStreamSynchronize(stream);
         start = std::chrono::steady_clock::now();
         at_start = pipeline.counters();
@@ -170,6 +182,8 @@ int main(int argc, char** argv) {
     cudaStreamSynchronize(stream);
     const double wall =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    const long long load_launches = load ? load->launches() : 0;
+    load.reset();
     const data::cuda::ImagePipelineCounters end = pipeline.counters();
     std::printf(
         "{\"what\": \"pipeline\", \"images\": %lld, \"batch\": %d, \"side\": %d, \"threads\": %d, "
@@ -181,7 +195,8 @@ int main(int argc, char** argv) {
         "\"mean_abs_diff_vs_host\": %.3f, \"max_abs_diff_vs_host\": %d, "
         "\"decode_gpu_ms_per_batch\": %.3f, \"resample_gpu_ms_per_batch\": %.3f, "
         "\"busy_ms_per_batch\": %.2f, \"read_ms\": %.2f, \"batch_call_ms\": %.2f, "
-        "\"odd_ms\": %.2f, \"finish_ms\": %.2f}\n",
+        "\"odd_ms\": %.2f, \"finish_ms\": %.2f, \"contend\": \"%s\", "
+        "\"contend_launches_per_s\": %.1f}\n",
         static_cast<long long>(source->size()), options.batch, options.out_height, options.threads,
         pipeline.backend().c_str(), pipeline.batch_output().c_str(), shards ? "shards" : "folder",
         batches * options.batch / wall,
@@ -198,7 +213,8 @@ int main(int argc, char** argv) {
         (end.read_seconds - at_start.read_seconds) * 1e3 / batches,
         (end.batch_call_seconds - at_start.batch_call_seconds) * 1e3 / batches,
         (end.odd_seconds - at_start.odd_seconds) * 1e3 / batches,
-        (end.finish_seconds - at_start.finish_seconds) * 1e3 / batches);
+        (end.finish_seconds - at_start.finish_seconds) * 1e3 / batches, contend.c_str(),
+        static_cast<double>(load_launches) / wall);
     return 0;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "ringpilot-bench-image-pipeline: %s\n", e.what());
