@@ -2,6 +2,7 @@
 
 #include <stdexcept>
 
+#include "base/thread_priority.h"
 #include "bench/gpu_contention.h"
 
 namespace ringpilot::bench {
@@ -70,10 +71,12 @@ GpuContention::GpuContention(const std::string& kind, int device) {
     threads_.emplace_back([this, hbm, device] { GpuLoad(hbm, device, stop_, launches_); });
     return;
   }
-  if (kind.rfind("cpu:", 0) == 0) {
-    const int n = std::stoi(kind.substr(4));
+  if (kind.rfind("cpu:", 0) == 0 || kind.rfind("cpu-nice:", 0) == 0) {
+    const bool niced = kind[3] == '-';
+    const int n = std::stoi(kind.substr(kind.find(':') + 1));
     for (int i = 0; i < n; ++i) {
-      threads_.emplace_back([this] {
+      threads_.emplace_back([this, niced] {
+        if (niced) base::SetThisThreadNice(10);
         volatile double x = 1;
         while (!stop_.load(std::memory_order_relaxed)) {
           for (int k = 0; k < 100000; ++k) x = x * 1.0000001 + 1e-9;
@@ -83,7 +86,7 @@ GpuContention::GpuContention(const std::string& kind, int device) {
     }
     return;
   }
-  throw std::invalid_argument("--contend " + kind + ": not none, sm, hbm or cpu:N");
+  throw std::invalid_argument("--contend " + kind + ": not none, sm, hbm, cpu:N or cpu-nice:N");
 }
 
 GpuContention::~GpuContention() {

@@ -11,9 +11,9 @@
 
 namespace ringpilot::bench {
 
-/// Starts `kind` ("none", "sm", "hbm", "cpu:N") on `device` at construction and stops it at
-/// destruction. GPU loads run on their own normal-priority stream from one host thread that
-/// keeps a few launches queued, as a training step's host thread does. Throws
+/// Starts `kind` ("none", "sm", "hbm", "cpu:N", "cpu-nice:N": N threads at nice 10) on `device` at
+/// construction and stops it at destruction. GPU loads run on their own normal-priority stream from
+/// one host thread that keeps a few launches queued, as a training step's host thread does. Throws
 /// std::invalid_argument for an unknown kind.
 class GpuContention {
  public:

@@ -3,9 +3,10 @@
 #   1. facts, and the GPU pipeline's unit test (data_cuda_image_pipeline_test);
 #   2. the pipeline alone on the ImageNet-like folder (bench/make_natural_jpegs.py
 #      --imagenet-like), then beside each load of bench/gpu_contention.h in the same process:
-#      kernels filling every SM, kernels streaming HBM, busy host cores (RP_CONTEND);
-#   3. one eager ResNet-50 step traced with the pipeline decoding beside it
-#      (tests/gpu/profile_step.sh): the kernel table, and per stream how long its copies
+#      kernels filling every SM, kernels streaming HBM, busy host cores; RP_PIPELINE_RUNS
+#      (one line of ringpilot-bench-image-pipeline arguments per run) replaces that list;
+#   3. unless RP_PROFILE=0, one eager ResNet-50 step traced with the pipeline decoding beside
+#      it (tests/gpu/profile_step.sh): the kernel table, and per stream how long its copies
 #      waited between their API call and their start (tests/gpu/stream_summary.py).
 # Rows go to OUT_DIR/rows.jsonl as each part ends.
 #   bench/gpu_decode_diagnosis.sh OUT_DIR
@@ -34,12 +35,19 @@ set_dir="$sets/imagenet/train"
   --per-class 60 --imagenet-like >>"$out/sets.log" 2>&1
 echo "gpu_decode_diagnosis: set ready (${SECONDS} s)"
 threads=$(($(nproc) - 2))
-for load in ${RP_CONTEND:-none sm hbm cpu:$threads none}; do
+runs=${RP_PIPELINE_RUNS:-"--contend none
+--contend sm
+--contend hbm
+--contend cpu:$threads
+--contend none"}
+while read -r -a run_args; do
+  ((${#run_args[@]})) || continue
   timeout 60 "$RINGPILOT_BUILD_DIR/bin/ringpilot-bench-image-pipeline" "$set_dir" \
-    --threads "$threads" --batches 30 --contend "$load" 2>>"$out/pipeline.log" | tee -a "$rows" ||
-    echo "gpu_decode_diagnosis: pipeline with --contend $load failed" >&2
-done
+    --threads "$threads" --batches 30 "${run_args[@]}" 2>>"$out/pipeline.log" | tee -a "$rows" ||
+    echo "gpu_decode_diagnosis: pipeline with ${run_args[*]} failed" >&2
+done <<<"$runs"
 echo "gpu_decode_diagnosis: pipeline runs done (${SECONDS} s)"
+[[ ${RP_PROFILE:-1} == 1 ]] || exit 0
 
 prof=$(mktemp -d)  # the trace is tens of MB: summarised here, not kept
 timeout 240 "$HERE/tests/gpu/profile_step.sh" --model resnet50 --out "$prof" \

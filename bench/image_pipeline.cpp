@@ -7,7 +7,8 @@
 //
 //   ringpilot-bench-image-pipeline ROOT|SHARDS [--batch 256] [--batches 60] [--warmup 5]
 //       [--threads 8] [--prefetch 3] [--side 224] [--no-hardware] [--high-priority] [--odd-on-host]
-//       [--host-share F] [--contend none|sm|hbm|cpu:N]
+//       [--host-share F] [--share-threads T] [--share-nice N]
+//       [--contend none|sm|hbm|cpu:N|cpu-nice:N]
 //
 // --contend runs a load beside the pipeline in this process (bench/gpu_contention.h): which
 // of SM time, HBM bandwidth or host cores slows the decode beside a training step.
@@ -76,7 +77,8 @@ int main(int argc, char** argv) {
     std::fprintf(stderr,
                  "usage: %s ROOT|SHARDS [--batch B] [--batches N] [--warmup W] [--threads T] "
                  "[--prefetch P] [--side S] [--no-hardware] [--high-priority] [--odd-on-host] "
-                 "[--host-share F] [--contend none|sm|hbm|cpu:N]\n",
+                 "[--host-share F] [--share-threads T] [--share-nice N] "
+                 "[--contend none|sm|hbm|cpu:N|cpu-nice:N]\n",
                  argv[0]);
     return 2;
   }
@@ -96,6 +98,8 @@ int main(int argc, char** argv) {
     for (int i = 2; i + 1 < argc; ++i) {
       if (std::strcmp(argv[i], "--host-share") == 0) options.host_share = std::atof(argv[i + 1]);
     }
+    options.share_threads = Arg(argc, argv, "--share-threads", 0);
+    options.share_nice = Arg(argc, argv, "--share-nice", 0);
     std::string contend = "none";
     for (int i = 2; i + 1 < argc; ++i) {
       if (std::strcmp(argv[i], "--contend") == 0) contend = argv[i + 1];
@@ -195,7 +199,7 @@ int main(int argc, char** argv) {
         "\"mean_abs_diff_vs_host\": %.3f, \"max_abs_diff_vs_host\": %d, "
         "\"decode_gpu_ms_per_batch\": %.3f, \"resample_gpu_ms_per_batch\": %.3f, "
         "\"busy_ms_per_batch\": %.2f, \"read_ms\": %.2f, \"batch_call_ms\": %.2f, "
-        "\"odd_ms\": %.2f, \"finish_ms\": %.2f, \"contend\": \"%s\", "
+        "\"odd_ms\": %.2f, \"share_ms\": %.2f, \"finish_ms\": %.2f, \"contend\": \"%s\", "
         "\"contend_launches_per_s\": %.1f}\n",
         static_cast<long long>(source->size()), options.batch, options.out_height, options.threads,
         pipeline.backend().c_str(), pipeline.batch_output().c_str(), shards ? "shards" : "folder",
@@ -213,6 +217,7 @@ int main(int argc, char** argv) {
         (end.read_seconds - at_start.read_seconds) * 1e3 / batches,
         (end.batch_call_seconds - at_start.batch_call_seconds) * 1e3 / batches,
         (end.odd_seconds - at_start.odd_seconds) * 1e3 / batches,
+        (end.share_seconds - at_start.share_seconds) * 1e3 / batches,
         (end.finish_seconds - at_start.finish_seconds) * 1e3 / batches, contend.c_str(),
         static_cast<double>(load_launches) / wall);
     return 0;

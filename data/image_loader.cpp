@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "base/thread_priority.h"
 #include "data/image_decode.h"
 #include "data/image_transform.h"
 
@@ -81,6 +82,7 @@ LoaderCounts ImageBatchLoader::counts() const {
 std::vector<int64_t> ImageBatchLoader::bad_files() const { return bad_.files(); }
 
 void ImageBatchLoader::Work() {
+  base::SetThisThreadNice(options_.worker_nice);
   CropScratch scratch;
   std::vector<BadSample> bad;  // this sample's failed tries
   std::unique_lock<std::mutex> lock(mu_);

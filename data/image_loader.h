@@ -47,6 +47,9 @@ struct ImageLoaderOptions {
   uint64_t seed = 0;  ///< train.seed
   int workers = 0;    ///< decode threads, >= 1
   double max_bad_fraction = 0;
+  /// Nice value of the decode threads (0: unchanged): on a GPU rank they yield to the
+  /// training thread, which keeps the device fed.
+  int worker_nice = 0;
 };
 
 /// One batch buffer: `pixels` holds batch x 3 x out_height x out_width uint8 (planar RGB,

@@ -19,7 +19,7 @@
 #include <system_error>
 #include <utility>
 
-#include "metrics/thread_priority.h"
+#include "base/thread_priority.h"
 
 namespace ringpilot::metrics {
 namespace {
@@ -367,7 +367,7 @@ void ConnectionGate::Start(int upstream_port) {
   // The relay is built here, not in the thread, so that its errors reach the caller.
   auto relay = std::make_unique<Relay>(options_, listen_fd_, wake_fd_, upstream_port_);
   thread_ = std::thread([relay = std::move(relay), nice = options_.thread_nice] {
-    SetThisThreadNice(nice);
+    base::SetThisThreadNice(nice);
     relay->Run();
   });
 }

@@ -28,7 +28,7 @@ struct ConnectionGateOptions {
   int max_pending = 0;
   /// false (TLS, whose header the gate cannot read): relay once the first byte arrives.
   bool inspect_headers = true;
-  /// Nice value of the gate's thread (metrics/thread_priority.h; 0: unchanged).
+  /// Nice value of the gate's thread (base/thread_priority.h; 0: unchanged).
   int thread_nice = 0;
 };
 

@@ -27,8 +27,8 @@
 #include <prometheus/collectable.h>
 #include <prometheus/exposer.h>
 
+#include "base/thread_priority.h"
 #include "metrics/connection_gate.h"
-#include "metrics/thread_priority.h"
 
 namespace ringpilot::metrics {
 // Defined in thread_stack.cpp; referencing it links the stack-size floor in.
@@ -86,7 +86,7 @@ Exporter* ExporterOf(const mg_connection* conn) { return ExporterOf(mg_get_conte
 // civetweb's master and worker threads, each as it starts (after InitContext).
 void* InitThread(const mg_context* ctx, int /*thread_type*/) {
   const Exporter* exporter = ExporterOf(ctx);
-  SetThisThreadNice(exporter ? exporter->thread_nice() : 0);
+  base::SetThisThreadNice(exporter ? exporter->thread_nice() : 0);
   return nullptr;
 }
 

@@ -1,7 +1,9 @@
 #include "trainer/cpu_image_pipeline.h"
 
+#include <algorithm>
 #include <chrono>
 
+#include "base/text.h"
 #include "base/time.h"
 #include "data/cifar.h"
 #include "topology/affinity.h"
@@ -125,13 +127,19 @@ std::unique_ptr<ImagePipeline> MakeImagePipeline(const config::JobConfig& job,
       const int threads = GpuDecodeThreadsFor(job.data);
       *decision = std::string("decoding JPEGs on the GPU with nvJPEG (") +
                   (hardware ? "hardware JPEG engines" : "its CUDA backend: no hardware engines") +
-                  ", " + std::to_string(threads) + " reader threads; " + key +
+                  ", " + std::to_string(threads) + " reader threads" +
+                  (job.data.host_decode_share > 0
+                       ? ", " + base::FormatFixed(job.data.host_decode_share, 2) +
+                             " of each batch decoded on " + std::to_string(std::max(1, cores - 2)) +
+                             " host threads"
+                       : std::string()) +
+                  "; " + key +
                   (mode == config::GpuDecode::kAuto
                        ? ": " + std::to_string(cores) + " cores for this rank, fewer than " +
                              std::to_string(kHostDecodeMinCores)
                        : std::string()) +
                   ")";
-      return std::make_unique<GpuImagePipeline>(job, source, image, place, device, threads);
+      return std::make_unique<GpuImagePipeline>(job, source, image, place, device, cores);
     }
     if (mode == config::GpuDecode::kAuto) {
       *decision = "decoding images on host threads (" + key + ": " +

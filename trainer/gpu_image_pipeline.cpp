@@ -5,26 +5,20 @@
 #include <algorithm>
 #include <cstdio>
 
+#include "trainer/options.h"
+
 namespace ringpilot::trainer {
 
 GpuImagePipeline::GpuImagePipeline(const config::JobConfig& job, const data::ImageSource& source,
                                    const models::ImageSpec& image, const RankPlace& place,
-                                   const RankDevice& device, int threads)
+                                   const RankDevice& device, int bound_cores)
     : rank_(place.rank),
       end_step_(job.train.steps * job.train.grad_accum_steps),  // input batches, not steps
       prefetch_(job.data.prefetch),
       sampler_(source.size(), place.world, job.data.batch_per_rank, job.train.seed),
       bad_(source, job.data.max_bad_fraction) {
-  data::cuda::ImagePipelineOptions options;
-  options.batch = job.data.batch_per_rank;
-  options.out_height = image.height;
-  options.out_width = image.width;
-  options.prefetch = job.data.prefetch;
-  options.threads = threads;
-  options.device = device.device.index();
-  options.train = true;
-  options.seed = job.train.seed;
-  pipeline_ = std::make_unique<data::cuda::ImagePipeline>(source, options, bad_);
+  pipeline_ = std::make_unique<data::cuda::ImagePipeline>(
+      source, GpuImagePipelineOptionsFor(job, image, device.device.index(), bound_cores), bad_);
 }
 
 void GpuImagePipeline::Resume(int64_t step, data::SamplePosition position) {
@@ -68,12 +62,13 @@ std::string GpuImagePipeline::TimeReport() const {
   char line[512];
   std::snprintf(line, sizeof(line),
                 "nvJPEG pipeline, %.0f batches, per batch %.1f ms busy: reading %.1f, nvJPEG "
-                "calls %.1f, workers' decode %.1f, waiting for the GPU %.1f; GPU decode %.1f ms, "
+                "calls %.1f, workers' decode %.1f, host share %.1f, waiting for the GPU %.1f; GPU "
+                "decode %.1f ms, "
                 "resample %.2f ms; images: %lld nvJPEG batch, %lld decoupled, %lld host",
                 batches, c.busy_seconds * ms, c.read_seconds * ms, c.batch_call_seconds * ms,
-                c.odd_seconds * ms, c.finish_seconds * ms, c.decode_gpu_seconds * ms,
-                c.resample_gpu_seconds * ms, static_cast<long long>(c.hardware_images),
-                static_cast<long long>(c.odd_gpu_images),
+                c.odd_seconds * ms, c.share_seconds * ms, c.finish_seconds * ms,
+                c.decode_gpu_seconds * ms, c.resample_gpu_seconds * ms,
+                static_cast<long long>(c.hardware_images), static_cast<long long>(c.odd_gpu_images),
                 static_cast<long long>(c.host_images + c.host_share_images));
   return line;
 }

@@ -15,11 +15,11 @@ namespace ringpilot::trainer {
 
 class GpuImagePipeline : public ImagePipeline {
  public:
-  /// `threads` host threads (reading, header parsing, host decode of what nvJPEG cannot
-  /// take). Throws std::runtime_error when nvJPEG cannot start on the rank's device.
+  /// Options from GpuImagePipelineOptionsFor (`bound_cores`: the rank's cores). Throws
+  /// std::runtime_error when nvJPEG cannot start on the rank's device.
   GpuImagePipeline(const config::JobConfig& job, const data::ImageSource& source,
                    const models::ImageSpec& image, const RankPlace& place, const RankDevice& device,
-                   int threads);
+                   int bound_cores);
 
   void Resume(int64_t step, data::SamplePosition position) override;
   data::SamplePosition PositionOf(int64_t step) const override;

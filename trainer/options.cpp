@@ -174,6 +174,7 @@ data::ImageLoaderOptions ImageLoaderOptionsFor(const config::JobConfig& job, int
   o.seed = job.train.seed;
   o.workers = workers;
   o.max_bad_fraction = job.data.max_bad_fraction;
+  o.worker_nice = job.data.worker_nice;
   return o;
 }
 
@@ -189,6 +190,26 @@ int GpuDecodeThreadsFor(const config::DataConfig& data) {
   // (bench/results/2026-11-28-nvidia-h200-image-input.md).
   return data.workers > 0 ? data.workers : 8;
 }
+
+#ifdef RINGPILOT_WITH_NVJPEG
+data::cuda::ImagePipelineOptions GpuImagePipelineOptionsFor(const config::JobConfig& job,
+                                                            const models::ImageSpec& image,
+                                                            int device, int bound_cores) {
+  data::cuda::ImagePipelineOptions o;
+  o.batch = job.data.batch_per_rank;
+  o.out_height = image.height;
+  o.out_width = image.width;
+  o.prefetch = job.data.prefetch;
+  o.threads = GpuDecodeThreadsFor(job.data);
+  o.device = device;
+  o.train = true;
+  o.seed = job.train.seed;
+  o.host_share = job.data.host_decode_share;
+  o.share_threads = std::max(1, bound_cores - 2);
+  o.share_nice = job.data.worker_nice;
+  return o;
+}
+#endif
 
 metrics::ExporterOptions ExporterOptionsFor(const config::MetricsConfig& metrics, int local_rank,
                                             bool multi_node, const base::Environment& env) {

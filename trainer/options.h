@@ -24,6 +24,9 @@
 #ifdef RINGPILOT_WITH_CUDA
 #include "comm/nccl_communicator.h"
 #endif
+#ifdef RINGPILOT_WITH_NVJPEG
+#include "data/cuda/image_pipeline.h"
+#endif
 
 namespace ringpilot::trainer {
 
@@ -72,6 +75,16 @@ data::ImageLoaderOptions ImageLoaderOptionsFor(const config::JobConfig& job, int
 int DecodeWorkersFor(const config::DataConfig& data, int bound_cores, bool cuda);
 /// Host threads of the GPU image pipeline (data.gpu_decode): data.workers, else 8.
 int GpuDecodeThreadsFor(const config::DataConfig& data);
+
+#ifdef RINGPILOT_WITH_NVJPEG
+/// The GPU image pipeline of a training set on CUDA device `device`: data.batch_per_rank,
+/// data.prefetch, GpuDecodeThreadsFor's threads, train crops from train.seed, and
+/// data.host_decode_share made by all `bound_cores` but two (the training thread's and the
+/// pipeline's; at least 1) at data.worker_nice.
+data::cuda::ImagePipelineOptions GpuImagePipelineOptionsFor(const config::JobConfig& job,
+                                                            const models::ImageSpec& image,
+                                                            int device, int bound_cores);
+#endif
 
 /// metrics.*: how the exporter of the rank with node-local rank `local_rank` serves:
 /// metrics.bind resolved against the rank's environment `env` (metrics::ResolveBind:

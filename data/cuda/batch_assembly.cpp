@@ -12,6 +12,7 @@
 #include <functional>
 #include <mutex>
 #include <string>
+#include <thread>
 
 #include "data/cifar.h"
 #include "data/cuda/image_pipeline.h"
@@ -190,9 +191,9 @@ void ImagePipeline::MakeBatch(const BatchRequest& request, Slot& slot, bool slot
   auto seconds_since = [](Clock::time_point t) {
     return std::chrono::duration<double>(Clock::now() - t).count();
   };
-  double read_s = 0, batch_call_s = 0, odd_s = 0;
-  // The host share (the last share_count samples) is read and made on the workers in step
-  // 4, beside nvJPEG; the rest is read and parsed here.
+  double read_s = 0, batch_call_s = 0, odd_s = 0, share_s = 0;
+  // The host share (the last share_count samples) is read and made on its own threads in
+  // step 4, beside nvJPEG; the rest is read and parsed here.
   const int first_shared = n - d.share_count;
   auto t = Clock::now();
   on_workers(nullptr, [&](int thread, int i) {
@@ -287,46 +288,65 @@ void ImagePipeline::MakeBatch(const BatchRequest& request, Slot& slot, bool slot
     //    take either is decoded on the host, and one nobody can decode is replaced below.
     //    Work items -1, -2, ... are the batch's nvJPEG calls (one per subsampling), which
     //    workers make while the others decode (the hybrid decoder's Huffman runs here).
-    //    Work items n + i are the host share's samples (first pass only).
+    //    The host share (first pass only) is made on its own threads meanwhile, at a lower
+    //    priority where share_nice says so: the threads feeding nvJPEG go first.
+    std::thread share_runner;
+    if (first_pass && d.share_count > 0) {
+      share_runner = std::thread([&] {
+        const auto start = Clock::now();
+        d.share_pool->Run(d.share_count, [&](int thread, int k) {
+          try {
+            MakeHostShareSample(thread, request, first_shared + k,
+                                share_pixels + out_bytes * static_cast<size_t>(k));
+          } catch (...) {
+            std::lock_guard<std::mutex> lock(error_mutex);
+            if (!worker_error) worker_error = std::current_exception();
+          }
+        });
+        share_s = seconds_since(start);
+      });
+    }
+    auto join_share = [&] {
+      if (share_runner.joinable()) share_runner.join();
+    };
     std::atomic<int> retries{0};
     std::vector<int> work;
     for (int g = 0; g < d.batch->groups(); ++g) work.push_back(-1 - g);
     work.insert(work.end(), d.odd_samples.begin(), d.odd_samples.end());
-    if (first_pass) {
-      for (int i = first_shared; i < n; ++i) work.push_back(n + i);
-    }
     first_pass = false;
     std::mutex call_mutex;
     t = Clock::now();
-    on_workers(&work, [&](int thread, int i) {
-      if (i < 0) {
-        const auto call = Clock::now();
-        if (!d.batch->DecodeGroup(-1 - i, d.arena_ready)) batch_failed = true;
-        std::lock_guard<std::mutex> lock(call_mutex);
-        batch_call_s += seconds_since(call);
-        return;
-      }
-      if (i >= n) {
-        MakeHostShareSample(thread, request, i - n,
-                            share_pixels + out_bytes * static_cast<size_t>(i - n - first_shared));
-        return;
-      }
-      Sample& s = d.samples[i];
-      ResampleJob& job = jobs[i];
-      if (d.odd[thread]->Decode(s.bytes, s.length, s.shape, d.arena, job.plane_offset[0],
-                                d.arena_ready, &job)) {
-        return;
-      }
-      std::string why;
-      if (DecodeImage(s.bytes, s.length, &s.decoded, &why) && s.decoded.width == s.width &&
-          s.decoded.height == s.height) {
-        s.route = Route::kHost;
-        return;
-      }
-      s.retry = true;
-      ++retries;
-    });
+    try {
+      on_workers(&work, [&](int thread, int i) {
+        if (i < 0) {
+          const auto call = Clock::now();
+          if (!d.batch->DecodeGroup(-1 - i, d.arena_ready)) batch_failed = true;
+          std::lock_guard<std::mutex> lock(call_mutex);
+          batch_call_s += seconds_since(call);
+          return;
+        }
+        Sample& s = d.samples[i];
+        ResampleJob& job = jobs[i];
+        if (d.odd[thread]->Decode(s.bytes, s.length, s.shape, d.arena, job.plane_offset[0],
+                                  d.arena_ready, &job)) {
+          return;
+        }
+        std::string why;
+        if (DecodeImage(s.bytes, s.length, &s.decoded, &why) && s.decoded.width == s.width &&
+            s.decoded.height == s.height) {
+          s.route = Route::kHost;
+          return;
+        }
+        s.retry = true;
+        ++retries;
+      });
+    } catch (...) {
+      join_share();  // its threads use this frame's state
+      throw;
+    }
     odd_s += seconds_since(t);
+    join_share();
+    if (worker_error) std::rethrow_exception(worker_error);
     PIPELINE_CUDA(d.batch->JoinInto(d.stream));
     odd = 0;
     for (int i : d.odd_samples) {
@@ -424,6 +444,7 @@ void ImagePipeline::MakeBatch(const BatchRequest& request, Slot& slot, bool slot
   counters_.read_seconds += read_s;
   counters_.batch_call_seconds += batch_call_s;
   counters_.odd_seconds += odd_s;
+  counters_.share_seconds += share_s;
   counters_.finish_seconds += finish_s;
   counters_.decode_gpu_seconds += decode_ms * 1e-3;
   counters_.resample_gpu_seconds += resample_ms * 1e-3;

@@ -30,6 +30,9 @@ ImagePipeline::ImagePipeline(const ImageSource& source, const ImagePipelineOptio
     throw std::invalid_argument(
         "ImagePipeline: batch, output size, prefetch, threads must be >= 1");
   }
+  if (options_.share_threads < 0 || options_.share_nice < 0 || options_.share_nice > 19) {
+    throw std::invalid_argument("ImagePipeline: share_threads must be >= 0, share_nice in [0, 19]");
+  }
   if (!(options_.host_share >= 0 && options_.host_share <= 1)) {
     throw std::invalid_argument("ImagePipeline: host_share " + std::to_string(options_.host_share) +
                                 " is outside [0, 1]");
@@ -84,7 +87,8 @@ ImagePipeline::ImagePipeline(const ImageSource& source, const ImagePipelineOptio
   d.share_options.out_width = options_.out_width;
   d.share_options.transform = options_.train ? ImageTransform::kTrain : ImageTransform::kEval;
   d.share_options.seed = options_.seed;
-  d.share_scratch.resize(options_.threads);
+  const int share_threads = options_.share_threads > 0 ? options_.share_threads : options_.threads;
+  if (d.share_count > 0) d.share_scratch.resize(share_threads);
   PIPELINE_CUDA(d.pinned_cache.Allocate(reinterpret_cast<void**>(&d.host_jobs),
                                         sizeof(ResampleJob) * options_.batch));
   PIPELINE_CUDA(d.pinned_cache.Allocate(reinterpret_cast<void**>(&d.host_labels),
@@ -103,6 +107,9 @@ ImagePipeline::ImagePipeline(const ImageSource& source, const ImagePipelineOptio
   }
   PIPELINE_CUDA(cudaStreamSynchronize(d.stream));
   d.pool = std::make_unique<WorkerPool>(options_.threads);
+  if (d.share_count > 0) {
+    d.share_pool = std::make_unique<WorkerPool>(share_threads, options_.share_nice);
+  }
   thread_ = std::thread([this] { Loop(); });
 }
 

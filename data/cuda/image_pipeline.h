@@ -55,14 +55,18 @@ struct ImagePipelineOptions {
   bool high_priority = false;
   /// JPEGs nvJPEG's batch refuses go to its decoupled decoder on the GPU (else the host's).
   bool odd_on_gpu = true;
-  /// The share of every batch (its last round(host_share x batch) samples) that the worker
-  /// threads make on the host instead, as the CPU loader does (data::LoadCroppedSample:
-  /// crop-only libjpeg-turbo decode and resample), while nvJPEG decodes the rest (DALI's
-  /// hw_decoder_load). Fixed positions, so a batch's pixels do not depend on timing. In
-  /// [0, 1]. Not a job key: beside a ResNet-50 step on a 16-core H200 every share lost to
-  /// both pure paths (bench/results/2026-11-28-nvidia-h200-decode-share.md); measurable
-  /// elsewhere with ringpilot-bench-image-pipeline --host-share.
+  /// The share of every batch (its last round(host_share x batch) samples) made on the host
+  /// instead, as the CPU loader does (data::LoadCroppedSample: crop-only libjpeg-turbo
+  /// decode and resample), by `share_threads` threads of their own while nvJPEG decodes the
+  /// rest (DALI's hw_decoder_load). Fixed positions, so a batch's pixels do not depend on
+  /// timing. In [0, 1].
   double host_share = 0;
+  /// Threads decoding the host share (0: `threads`).
+  int share_threads = 0;
+  /// Nice value of the host share's threads (0: unchanged). nvJPEG's hardware path slows by
+  /// a third when every core is busy at the same priority (bench/gpu_decode_diagnosis.sh):
+  /// its host threads feed the engines and must not wait behind a decode.
+  int share_nice = 0;
 };
 
 /// Whether `device` has hardware JPEG engines nvJPEG can use (A100, H100, H200): what
@@ -85,7 +89,8 @@ struct ImagePipelineCounters {
   double busy_seconds = 0;          ///< wall time the pipeline thread spent making batches,
   double read_seconds = 0;          ///< of which reading, parsing, host decode (workers)
   double batch_call_seconds = 0;    ///< in nvJPEG's batched calls (host side)
-  double odd_seconds = 0;           ///< the batch call, odd JPEGs and the host share (workers)
+  double odd_seconds = 0;           ///< the batch calls and odd JPEGs (workers)
+  double share_seconds = 0;         ///< the host share (its own threads, beside the above)
   double finish_seconds = 0;        ///< waiting for the batch's GPU work at the end
   double decode_gpu_seconds = 0;    ///< GPU time of the batch's decode (engines + kernels)
   double resample_gpu_seconds = 0;  ///< GPU time of the crop-resize kernel (SM time)

@@ -70,6 +70,7 @@ struct ImagePipeline::Decoder {
   // thread waits for it anyway): decode start, resample start, end.
   cudaEvent_t marks[3] = {nullptr, nullptr, nullptr};
   std::unique_ptr<WorkerPool> pool;
+  std::unique_ptr<WorkerPool> share_pool;  // the host share's threads (host_share > 0)
   std::vector<Sample> samples;
   // Device arena of decoded images, grown stream-ordered from the pool.
   uint8_t* arena = nullptr;

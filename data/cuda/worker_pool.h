@@ -14,13 +14,21 @@
 #include <thread>
 #include <vector>
 
+#include "base/thread_priority.h"
+
 namespace ringpilot::data::cuda {
 
 /// Run is called by one thread at a time (the pipeline's); fn runs on the workers.
 class WorkerPool {
  public:
-  explicit WorkerPool(int threads) {
-    for (int t = 0; t < threads; ++t) workers_.emplace_back([this, t] { Work(t); });
+  /// `nice` > 0: every worker runs at that nice value (base/thread_priority.h).
+  explicit WorkerPool(int threads, int nice = 0) {
+    for (int t = 0; t < threads; ++t) {
+      workers_.emplace_back([this, t, nice] {
+        base::SetThisThreadNice(nice);
+        Work(t);
+      });
+    }
   }
   ~WorkerPool() {
     {

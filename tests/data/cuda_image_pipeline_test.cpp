@@ -174,6 +174,8 @@ TEST_F(CudaImagePipelineTest, HostShareIsTheCpuLoadersOwnSamples) {
   options.train = true;
   options.seed = 7;
   options.host_share = 0.5;
+  options.share_threads = 3;  // its own threads, at a lower priority: the same samples
+  options.share_nice = 5;
   BadSampleLog bad(*source, 1.0);
   BatchRequest request;
   request.epoch = 3;
@@ -188,6 +190,7 @@ TEST_F(CudaImagePipelineTest, HostShareIsTheCpuLoadersOwnSamples) {
   const ImagePipelineCounters& c = batch.counters;
   EXPECT_EQ(c.host_share_images, shared);
   EXPECT_EQ(c.images, n);
+  EXPECT_GT(c.share_seconds, 0);
   ImageLoaderOptions loader;
   loader.batch = n;
   loader.out_height = loader.out_width = kSide;
