@@ -10,8 +10,8 @@
 #      imagenet (bench/make_natural_jpegs.py, 6,000 files; imagenet = --imagenet-like), and
 #      DATA-KEYS more data keys (FOLDER and SHARDS stand for the set's paths); each row
 #      carries the rank's input lines (decoder, time per batch);
-#   4. with RP_PEER=1, the peer (ImageFolder + DataLoader on all cores + PIL) on the
-#      ImageNet-like folder.
+#   4. with RP_PEER=1, the peer (ImageFolder + DataLoader on all cores + PIL) on each folder
+#      of RP_PEER_SETS (default: imagenet).
 #   bench/gpu_decode_variants.sh OUT_DIR
 set -uo pipefail
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -67,9 +67,11 @@ while read -r name set keys; do
 done <<<"$variants"
 
 if [[ ${RP_PEER:-0} == 1 ]]; then
-  echo "gpu_decode_variants: peer (${SECONDS} s)"
-  make_set imagenet
-  timeout 120 python3 "$HERE/bench/peer_imagefolder.py" "$sets/imagenet/train" --steps 30 \
-    --warmup 5 2>"$out/peer.log" | sed -n 's/^PEER {/{"set": "imagenet", /p' | tee -a "$rows"
+  for set in ${RP_PEER_SETS:-imagenet}; do
+    echo "gpu_decode_variants: peer on $set (${SECONDS} s)"
+    make_set "$set"
+    timeout 120 python3 "$HERE/bench/peer_imagefolder.py" "$sets/$set/train" --steps 30 \
+      --warmup 5 2>>"$out/peer.log" | sed -n "s/^PEER {/{\"set\": \"$set\", /p" | tee -a "$rows"
+  done
 fi
 echo "gpu_decode_variants: done (${SECONDS} s)"

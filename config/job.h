@@ -96,10 +96,8 @@ struct DataConfig {
   int workers = 0;   ///< image kinds: decode threads per rank; 0 = from the rank's cores
   double max_bad_fraction = 0.01;           ///< image kinds: bad samples tolerated per sample read
   GpuDecode gpu_decode = GpuDecode::kAuto;  ///< image kinds on GPU ranks: nvJPEG decode
-  /// With nvJPEG decode: the share of each batch decoded on host threads beside it.
-  double host_decode_share = 0;
-  /// Nice value of the host decode threads (0: unchanged).
-  int worker_nice = 0;
+  /// Nice value of the host decode threads (0: the rank's own).
+  int worker_nice = 10;
 };
 
 /// Evaluation on data.val (image models: top-1, top-5 and loss; BERT: MLM accuracy and loss).

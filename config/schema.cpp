@@ -173,9 +173,9 @@ std::vector<KeySpec> BuildSchema() {
                      "image kinds: decode threads per rank; 0 = from the cores the rank is "
                      "bound to (GPU ranks: all but one; CPU ranks: a quarter, at least 1)"));
   s.push_back(IntKey("data.worker_nice", Member(&JC::data, &DataConfig::worker_nice), 0, 19,
-                     "image kinds: nice value of the host decode threads (0: the rank's own); "
-                     "above 0 they yield the cores to the training thread and nvJPEG's "
-                     "threads (docs/data.md)"));
+                     "image kinds: nice value of the host decode threads (0: the rank's own): "
+                     "they yield the cores to the training thread, which keeps the device fed "
+                     "(docs/data.md)"));
   s.push_back(FloatKey("data.max_bad_fraction", Member(&JC::data, &DataConfig::max_bad_fraction), 0,
                        false, 1, false,
                        "image kinds: the job fails when bad samples (replaced by substitutes) "
@@ -189,12 +189,6 @@ std::vector<KeySpec> BuildSchema() {
                       "on data.workers host threads as CPU ranks do; auto: true where the GPU "
                       "has hardware JPEG engines (A100, H100, H200) and the rank fewer than 12 "
                       "cores, else false (docs/data.md)"));
-  s.push_back(FloatKey("data.host_decode_share", Member(&JC::data, &DataConfig::host_decode_share),
-                       0, false, 1, false,
-                       "image kinds decoding with nvJPEG: the share of each batch decoded on "
-                       "host threads of its own beside it (crop-only, as data.gpu_decode "
-                       "false; all cores but two, at data.worker_nice), so the cores and the "
-                       "JPEG engines work side by side (docs/data.md)"));
   s.push_back(IntKey<int64_t>("eval.every_steps", Member(&JC::eval, &EvalConfig::every_steps), 0,
                               kMaxSteps,
                               "evaluate on data.val every N steps; 0 = after the last "

@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <chrono>
 
-#include "base/text.h"
 #include "base/time.h"
 #include "data/cifar.h"
 #include "topology/affinity.h"
@@ -127,19 +126,13 @@ std::unique_ptr<ImagePipeline> MakeImagePipeline(const config::JobConfig& job,
       const int threads = GpuDecodeThreadsFor(job.data);
       *decision = std::string("decoding JPEGs on the GPU with nvJPEG (") +
                   (hardware ? "hardware JPEG engines" : "its CUDA backend: no hardware engines") +
-                  ", " + std::to_string(threads) + " reader threads" +
-                  (job.data.host_decode_share > 0
-                       ? ", " + base::FormatFixed(job.data.host_decode_share, 2) +
-                             " of each batch decoded on " + std::to_string(std::max(1, cores - 2)) +
-                             " host threads"
-                       : std::string()) +
-                  "; " + key +
+                  ", " + std::to_string(threads) + " reader threads; " + key +
                   (mode == config::GpuDecode::kAuto
                        ? ": " + std::to_string(cores) + " cores for this rank, fewer than " +
                              std::to_string(kHostDecodeMinCores)
                        : std::string()) +
                   ")";
-      return std::make_unique<GpuImagePipeline>(job, source, image, place, device, cores);
+      return std::make_unique<GpuImagePipeline>(job, source, image, place, device);
     }
     if (mode == config::GpuDecode::kAuto) {
       *decision = "decoding images on host threads (" + key + ": " +
@@ -156,7 +149,9 @@ std::unique_ptr<ImagePipeline> MakeImagePipeline(const config::JobConfig& job,
 #endif
   }
   const int workers = DecodeWorkersFor(job.data, cores, device.cuda);
-  *decision += ", " + std::to_string(workers) + " threads";
+  *decision += ", " + std::to_string(workers) + " threads" +
+               (job.data.worker_nice > 0 ? " at nice " + std::to_string(job.data.worker_nice)
+                                         : std::string());
   return std::make_unique<CpuImagePipeline>(job, source, image, place, device, workers);
 }
 

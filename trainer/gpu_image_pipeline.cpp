@@ -11,14 +11,14 @@ namespace ringpilot::trainer {
 
 GpuImagePipeline::GpuImagePipeline(const config::JobConfig& job, const data::ImageSource& source,
                                    const models::ImageSpec& image, const RankPlace& place,
-                                   const RankDevice& device, int bound_cores)
+                                   const RankDevice& device)
     : rank_(place.rank),
       end_step_(job.train.steps * job.train.grad_accum_steps),  // input batches, not steps
       prefetch_(job.data.prefetch),
       sampler_(source.size(), place.world, job.data.batch_per_rank, job.train.seed),
       bad_(source, job.data.max_bad_fraction) {
   pipeline_ = std::make_unique<data::cuda::ImagePipeline>(
-      source, GpuImagePipelineOptionsFor(job, image, device.device.index(), bound_cores), bad_);
+      source, GpuImagePipelineOptionsFor(job, image, device.device.index()), bad_);
 }
 
 void GpuImagePipeline::Resume(int64_t step, data::SamplePosition position) {

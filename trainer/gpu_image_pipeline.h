@@ -15,11 +15,11 @@ namespace ringpilot::trainer {
 
 class GpuImagePipeline : public ImagePipeline {
  public:
-  /// Options from GpuImagePipelineOptionsFor (`bound_cores`: the rank's cores). Throws
-  /// std::runtime_error when nvJPEG cannot start on the rank's device.
+  /// Options from GpuImagePipelineOptionsFor. Throws std::runtime_error when nvJPEG cannot
+  /// start on the rank's device.
   GpuImagePipeline(const config::JobConfig& job, const data::ImageSource& source,
-                   const models::ImageSpec& image, const RankPlace& place, const RankDevice& device,
-                   int bound_cores);
+                   const models::ImageSpec& image, const RankPlace& place,
+                   const RankDevice& device);
 
   void Resume(int64_t step, data::SamplePosition position) override;
   data::SamplePosition PositionOf(int64_t step) const override;

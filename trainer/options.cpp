@@ -194,7 +194,7 @@ int GpuDecodeThreadsFor(const config::DataConfig& data) {
 #ifdef RINGPILOT_WITH_NVJPEG
 data::cuda::ImagePipelineOptions GpuImagePipelineOptionsFor(const config::JobConfig& job,
                                                             const models::ImageSpec& image,
-                                                            int device, int bound_cores) {
+                                                            int device) {
   data::cuda::ImagePipelineOptions o;
   o.batch = job.data.batch_per_rank;
   o.out_height = image.height;
@@ -204,9 +204,6 @@ data::cuda::ImagePipelineOptions GpuImagePipelineOptionsFor(const config::JobCon
   o.device = device;
   o.train = true;
   o.seed = job.train.seed;
-  o.host_share = job.data.host_decode_share;
-  o.share_threads = std::max(1, bound_cores - 2);
-  o.share_nice = job.data.worker_nice;
   return o;
 }
 #endif

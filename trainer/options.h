@@ -78,12 +78,12 @@ int GpuDecodeThreadsFor(const config::DataConfig& data);
 
 #ifdef RINGPILOT_WITH_NVJPEG
 /// The GPU image pipeline of a training set on CUDA device `device`: data.batch_per_rank,
-/// data.prefetch, GpuDecodeThreadsFor's threads, train crops from train.seed, and
-/// data.host_decode_share made by all `bound_cores` but two (the training thread's and the
-/// pipeline's; at least 1) at data.worker_nice.
+/// data.prefetch, GpuDecodeThreadsFor's threads, train crops from train.seed. No host
+/// share: beside a ResNet-50 step every share lost to host decode
+/// (bench/results/2026-11-29-nvidia-h200-decode-contention.md).
 data::cuda::ImagePipelineOptions GpuImagePipelineOptionsFor(const config::JobConfig& job,
                                                             const models::ImageSpec& image,
-                                                            int device, int bound_cores);
+                                                            int device);
 #endif
 
 /// metrics.*: how the exporter of the rank with node-local rank `local_rank` serves:
