@@ -163,7 +163,9 @@ gpu_facts() {
     nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv,noheader
     python3 -c 'import torch, torchvision; print("torch", torch.__version__, "torchvision",
 torchvision.__version__, "cuda", torch.version.cuda, "nccl", ".".join(map(str, torch.cuda.nccl.version())))'
-    echo "cores $(nproc)"
+    # The kind is not one host: host decode and a host-bound peer move with its CPU.
+    echo "cores $(nproc), $(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1)," \
+      "$(awk '/^cpu MHz/ {s += $4; n++} END {if (n) printf "%.0f MHz mean now", s / n}' /proc/cpuinfo)"
     "$RP" --version
   } >"$1" 2>&1
   cat "$1"
