@@ -169,11 +169,11 @@ class Subprocess {
 
  private:
   Subprocess() = default;
+  // Closes the pipes; kills and reaps a child not yet reaped.
+  void Release();
   // Forks with the stdio of `options`; in the child, after its set-up, runs `child_main`
   // and exits with its value; a failed set-up is written (its errno) to `report_fd` when
   // that is >= 0, and the child exits 127.
-  // Closes the pipes; kills and reaps a child not yet reaped.
-  void Release();
   static Subprocess Launch(const ChildOptions& options, const std::function<int()>& child_main,
                            int report_fd);
 
