@@ -1,7 +1,6 @@
 #include "cli/data_tokenize_command.h"
 
 #include <sentencepiece_processor.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -19,6 +18,7 @@
 #include "base/environment.h"
 #include "base/exit_status.h"
 #include "base/files.h"
+#include "base/subprocess.h"
 #include "data/token_shards.h"
 
 namespace ringpilot::cli {
@@ -70,39 +70,26 @@ std::string RunHelper(const std::vector<std::string>& args) {
   if (!base::Exists(script)) return script + " is missing (build ringpilot)";
   std::vector<std::string> words = {HelperPython(), script};
   words.insert(words.end(), args.begin(), args.end());
-  std::vector<char*> argv;
-  for (std::string& w : words) argv.push_back(w.data());
-  argv.push_back(nullptr);
-  int err_pipe[2];
-  if (::pipe(err_pipe) != 0) return std::string("pipe: ") + std::strerror(errno);
-  const pid_t pid = ::fork();
-  if (pid < 0) return std::string("fork: ") + std::strerror(errno);
-  if (pid == 0) {
-    ::dup2(err_pipe[1], STDERR_FILENO);
-    ::close(err_pipe[0]);
-    ::close(err_pipe[1]);
-    ::execvp(argv[0], argv.data());
-    std::fprintf(stderr, "cannot run %s: %s\n", argv[0], std::strerror(errno));
-    ::_exit(127);
+  base::SpawnOptions helper;
+  helper.argv = words;
+  helper.stderr_to = base::ChildOutput::kPipe;
+  base::RunResult run;
+  try {
+    run = base::RunToEnd(helper);
+  } catch (const base::SpawnError& e) {
+    return e.what();
   }
-  ::close(err_pipe[1]);
-  std::string text;
-  char buf[4096];
-  for (ssize_t n; (n = ::read(err_pipe[0], buf, sizeof(buf))) != 0;) {
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) break;
-    text.append(buf, static_cast<size_t>(n));
+  if (run.exec_errno != 0) {
+    return "cannot run " + words[0] + ": " + std::strerror(run.exec_errno);
   }
-  ::close(err_pipe[0]);
-  int status = 0;
-  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
-  if (WIFEXITED(status) && WEXITSTATUS(status) == 0) return "";
+  if (run.status.Succeeded()) return "";
+  std::string& text = run.error_output;
   while (!text.empty() && text.back() == '\n') text.pop_back();
   const std::string last =
       text.substr(text.rfind('\n') == std::string::npos ? 0 : text.rfind('\n') + 1);
   if (!last.empty()) return last;
-  return words[0] + " " + script + " failed (status " + std::to_string(status) + ")";
+  return words[0] + " " + script + " failed (status " + std::to_string(run.status.ShellCode()) +
+         ")";
 }
 
 // Every text file readable, before anything is written.

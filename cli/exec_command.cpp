@@ -15,6 +15,7 @@
 #include "base/files.h"
 #include "base/run_variables.h"
 #include "base/shell.h"
+#include "base/subprocess.h"
 #include "cli/exec_metrics.h"
 #include "cli/exec_placement.h"
 #include "history/program_beat.h"
@@ -105,15 +106,7 @@ int RunExec(const ExecArgs& args) {
     std::cerr << "ringpilot exec: " << command[0] << ": command not found\n";
     return base::kExitNotFound;
   }
-  std::vector<char*> argv;
-  for (const std::string& a : command) argv.push_back(const_cast<char*>(a.c_str()));
-  argv.push_back(nullptr);
-  const std::vector<std::string> env_strings = base::ToEnvStrings(env);
-  std::vector<char*> envp;
-  for (const std::string& e : env_strings) envp.push_back(const_cast<char*>(e.c_str()));
-  envp.push_back(nullptr);
-  ::execve(path.c_str(), argv.data(), envp.data());
-  const int err = errno;
+  const int err = base::ExecInPlace(path, command, env);
   std::cerr << "ringpilot exec: cannot execute " << path << ": " << std::strerror(err) << "\n";
   return err == ENOENT ? base::kExitNotFound : base::kExitNotExecutable;
 }

@@ -1,7 +1,5 @@
 #include "cli/export_command.h"
 
-#include <unistd.h>
-
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -11,6 +9,7 @@
 #include "base/environment.h"
 #include "base/exit_status.h"
 #include "base/files.h"
+#include "base/subprocess.h"
 
 namespace ringpilot::cli {
 namespace {
@@ -27,12 +26,7 @@ int RunExport(const ExportArgs& args) {
                  "RINGPILOT_TRAINER)\n";
     return base::kExitNotFound;
   }
-  const std::vector<std::string> command = ExportTrainerArgv(path, args);
-  std::vector<char*> argv;
-  for (const std::string& a : command) argv.push_back(const_cast<char*>(a.c_str()));
-  argv.push_back(nullptr);
-  ::execv(path.c_str(), argv.data());
-  const int err = errno;
+  const int err = base::ExecInPlace(path, ExportTrainerArgv(path, args));
   std::cerr << "ringpilot export: cannot execute " << path << ": " << std::strerror(err) << "\n";
   return err == ENOENT ? base::kExitNotFound : base::kExitNotExecutable;
 }

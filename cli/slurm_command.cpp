@@ -1,9 +1,5 @@
 #include "cli/slurm_command.h"
 
-#include <sys/wait.h>
-#include <unistd.h>
-
-#include <cerrno>
 #include <climits>
 #include <cstdlib>
 #include <cstring>
@@ -14,6 +10,7 @@
 #include "base/environment.h"
 #include "base/exit_status.h"
 #include "base/files.h"
+#include "base/subprocess.h"
 #include "config/job.h"
 #include "slurm/render.h"
 
@@ -67,24 +64,22 @@ int Submit(const SlurmArgs& args) {
     return base::kExitFailure;
   }
   std::cout.flush();
-  const pid_t pid = ::fork();
-  if (pid < 0) {
-    std::cerr << "ringpilot slurm submit: fork: " << std::strerror(errno) << "\n";
+  base::SpawnOptions sbatch;
+  sbatch.argv = {"sbatch", path};
+  base::RunResult run;
+  try {
+    run = base::RunToEnd(sbatch);
+  } catch (const base::SpawnError& e) {
+    std::cerr << "ringpilot slurm submit: " << e.what() << "\n";
     return base::kExitFailure;
   }
-  if (pid == 0) {
-    const char* argv[] = {"sbatch", path.c_str(), nullptr};
-    ::execvp(argv[0], const_cast<char* const*>(argv));
-    const int err = errno;
-    std::cerr << "ringpilot slurm submit: cannot run sbatch: " << std::strerror(err)
+  if (run.exec_errno != 0) {
+    std::cerr << "ringpilot slurm submit: cannot run sbatch: " << std::strerror(run.exec_errno)
               << " (is Slurm installed and on PATH?)\n";
-    ::_exit(base::kExitFailure);
+    return base::kExitFailure;
   }
-  int status = 0;
-  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
-  if (WIFEXITED(status)) return WEXITSTATUS(status);
-  std::cerr << "ringpilot slurm submit: sbatch killed by signal " << WTERMSIG(status) << "\n";
+  if (run.status.term_signal == 0) return run.status.exit_code;
+  std::cerr << "ringpilot slurm submit: sbatch killed by signal " << run.status.term_signal << "\n";
   return base::kExitFailure;
 }
 

@@ -1,6 +1,5 @@
 #include "commbench/command.h"
 
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -20,8 +19,10 @@
 #include <stdexcept>
 
 #include "base/environment.h"
+#include "base/exit_status.h"
 #include "base/files.h"
 #include "base/shell.h"
+#include "base/subprocess.h"
 #include "base/text.h"
 #include "mpirun/cma_probe.h"
 #include "mpirun/flags.h"
@@ -52,31 +53,19 @@ int VisibleGpus(const base::Environment& env) {
 }
 
 // Runs argv with env, inheriting stdout and stderr; returns the exit status (128 + signal
-// for a signal).
+// for a signal, 127 when it could not be executed).
 int Spawn(const std::vector<std::string>& argv, const base::Environment& env) {
-  const std::string exe = base::ResolveExecutable(argv.front(), base::Lookup(env, "PATH", ""));
-  if (exe.empty()) throw std::runtime_error("'" + argv.front() + "' not found or not executable");
-  std::vector<char*> cargv;
-  for (const std::string& a : argv) cargv.push_back(const_cast<char*>(a.c_str()));
-  cargv.push_back(nullptr);
-  const std::vector<std::string> env_strings = base::ToEnvStrings(env);
-  std::vector<char*> envp;
-  for (const std::string& e : env_strings) envp.push_back(const_cast<char*>(e.c_str()));
-  envp.push_back(nullptr);
+  base::SpawnOptions options;
+  options.argv = argv;
+  options.path = base::ResolveExecutable(argv.front(), base::Lookup(env, "PATH", ""));
+  if (options.path.empty()) {
+    throw std::runtime_error("'" + argv.front() + "' not found or not executable");
+  }
+  options.env = env;
   std::cout.flush();
   std::cerr.flush();
-  const pid_t pid = ::fork();
-  if (pid < 0) throw std::runtime_error(std::string("cannot fork: ") + std::strerror(errno));
-  if (pid == 0) {
-    ::execve(exe.c_str(), cargv.data(), envp.data());
-    ::_exit(127);
-  }
-  int status = 0;
-  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
-  if (WIFEXITED(status)) return WEXITSTATUS(status);
-  if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
-  return kExitFailure;
+  const base::RunResult run = base::RunToEnd(options);
+  return run.exec_errno != 0 ? base::kExitNotFound : run.status.ShellCode();
 }
 
 // Prints (and plots) a result document; the exit status of RunBenchComm.

@@ -1,24 +1,20 @@
-// The real DoctorEnv (statvfs, getrlimit, fork/exec with a timeout, NVML and libcuda and NCCL
+// The real DoctorEnv (statvfs, getrlimit, commands with a timeout, NVML and libcuda and NCCL
 // through dlopen, so `ringpilot` links neither CUDA nor NCCL), the check sequence, and the
 // JSON and table renderings.
 #include <dlfcn.h>
-#include <fcntl.h>
-#include <poll.h>
-#include <signal.h>
 #include <sys/resource.h>
 #include <sys/statvfs.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <cerrno>
-#include <chrono>
 #include <climits>
 #include <filesystem>
 #include <memory>
 
 #include "base/environment.h"
+#include "base/exit_status.h"
 #include "base/files.h"
+#include "base/subprocess.h"
 #include "doctor/doctor.h"
 #include "topology/node_topology.h"
 #include "topology/nvml_api.h"
@@ -27,10 +23,11 @@
 #define RINGPILOT_CUDA_RUNTIME_VERSION "unknown"
 #endif
 
-extern char** environ;
-
 namespace ringpilot::doctor {
 namespace {
+
+// A command's output (stdout and stderr together) kept for the checks; the rest is dropped.
+constexpr std::size_t kMaxCommandOutputBytes = 1 << 20;
 
 // ---- NVML and the CUDA driver API, declared here (stable C ABIs) --------------------------
 
@@ -231,66 +228,28 @@ CommandResult RunWithTimeout(const base::Environment& vars, const std::vector<st
                              int timeout_s) {
   CommandResult result;
   const auto path_it = vars.find("PATH");
-  const std::string exe =
-      base::ResolveExecutable(argv.at(0), path_it == vars.end() ? "" : path_it->second);
-  if (exe.empty()) return result;
-  int fds[2];
-  if (::pipe2(fds, O_CLOEXEC) != 0) return result;
-  const pid_t pid = ::fork();
-  if (pid < 0) {
-    ::close(fds[0]);
-    ::close(fds[1]);
+  base::SpawnOptions options;
+  options.argv = argv;
+  options.path = base::ResolveExecutable(argv.at(0), path_it == vars.end() ? "" : path_it->second);
+  if (options.path.empty()) return result;
+  options.own_process_group = true;
+  options.stdin_from = base::ChildInput::kNull;
+  options.stdout_to = base::ChildOutput::kPipe;
+  options.stderr_to = base::ChildOutput::kMerge;
+  base::RunResult run;
+  try {
+    run = base::RunToEnd(options, {static_cast<double>(timeout_s), kMaxCommandOutputBytes});
+  } catch (const base::SpawnError&) {
     return result;
   }
-  if (pid == 0) {
-    ::setpgid(0, 0);
-    const int null = ::open("/dev/null", O_RDONLY);
-    ::dup2(null, 0);
-    ::dup2(fds[1], 1);
-    ::dup2(fds[1], 2);
-    std::vector<char*> args;
-    for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-    args.push_back(nullptr);
-    ::execve(exe.c_str(), args.data(), environ);
-    ::_exit(127);
-  }
-  ::setpgid(pid, pid);
-  ::close(fds[1]);
   result.started = true;
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(timeout_s);
-  const auto remaining_ms = [&] {
-    return static_cast<int>(std::max<long long>(
-        0, std::chrono::duration_cast<std::chrono::milliseconds>(deadline -
-                                                                 std::chrono::steady_clock::now())
-               .count()));
-  };
-  bool open = true;
-  while (open) {
-    pollfd pfd{fds[0], POLLIN, 0};
-    const int ms = remaining_ms();
-    if (ms == 0) break;
-    if (::poll(&pfd, 1, ms) <= 0) continue;
-    char buf[4096];
-    const ssize_t n = ::read(fds[0], buf, sizeof buf);
-    if (n > 0) {
-      if (result.output.size() < (1u << 20)) result.output.append(buf, static_cast<size_t>(n));
-    } else if (n == 0 || errno != EINTR) {
-      open = false;
-    }
+  if (run.exec_errno != 0) {
+    result.exit_code = base::kExitNotFound;  // as the child that failed to exec exits
+    return result;
   }
-  ::close(fds[0]);
-  int status = 0;
-  while (::waitpid(pid, &status, WNOHANG) == 0) {
-    if (remaining_ms() == 0) {
-      result.timed_out = true;
-      ::kill(-pid, SIGKILL);
-      ::waitpid(pid, &status, 0);
-      break;
-    }
-    ::usleep(10000);
-  }
-  if (result.timed_out) return result;
-  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  result.output = std::move(run.output);
+  result.timed_out = run.timed_out;
+  if (!result.timed_out) result.exit_code = run.status.exit_code;
   return result;
 }
 

@@ -1,15 +1,13 @@
 #include "launcher/rank_program.h"
 
 #include <fcntl.h>
-#include <poll.h>
-#include <sys/prctl.h>
-#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <csignal>
 #include <cstring>
+#include <iterator>
 #include <regex>
 #include <sstream>
 #include <stdexcept>
@@ -18,6 +16,7 @@
 #include "base/files.h"
 #include "base/shell.h"
 #include "base/signal_pipe.h"
+#include "base/subprocess.h"
 #include "base/time.h"
 #include "history/program_beat.h"
 #include "launcher/failure_report.h"
@@ -25,41 +24,10 @@
 namespace ringpilot::launcher {
 namespace {
 
-// A "line" longer than this is passed on in pieces rather than buffered without bound.
-constexpr std::size_t kMaxLineBytes = 64 * 1024;
 // The last stderr line quoted in a FATAL line is cut to this many bytes.
 constexpr std::size_t kQuotedLineBytes = 300;
 
 constexpr int kForwarded[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2};
-
-void WriteAll(int fd, const std::string& data) {
-  std::size_t done = 0;
-  while (done < data.size()) {
-    const ssize_t n = ::write(fd, data.data() + done, data.size() - done);
-    if (n > 0) {
-      done += static_cast<std::size_t>(n);
-    } else if (n < 0 && errno == EAGAIN) {
-      pollfd p{fd, POLLOUT, 0};
-      if (::poll(&p, 1, 1000) <= 0) return;
-    } else if (n < 0 && errno == EINTR) {
-      continue;
-    } else {
-      return;  // a closed stdout: the log still gets the line
-    }
-  }
-}
-
-struct Stream {
-  int fd = -1;
-  int out_fd = -1;
-  bool is_stderr = false;
-  std::string partial;
-};
-
-void CloseFd(int* fd) {
-  if (*fd >= 0) ::close(*fd);
-  *fd = -1;
-}
 
 bool IsStopSignal(int sig) {
   return sig == SIGINT || sig == SIGTERM || sig == SIGHUP || sig == SIGQUIT;
@@ -197,7 +165,7 @@ int RunRankProgram(const RankProgramOptions& options) {
     ~LogCloser() { ::close(fd); }
   } log_closer{log_fd};
   for (const std::string& line : options.header) {
-    WriteAll(log_fd, base::LogTimeNow() + " INFO " + line + "\n");
+    base::WriteBestEffort(log_fd, base::LogTimeNow() + " INFO " + line + "\n");
   }
 
   // Signals (SIGCHLD included, so that a child's death wakes the loop at once) arrive on a
@@ -205,126 +173,70 @@ int RunRankProgram(const RankProgramOptions& options) {
   // started ignored: the loop needs it.
   base::SignalPipe signals({SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGCHLD},
                            {SIGCHLD});
-  // Everything the child needs is built before fork: after it only async-signal-safe
-  // calls are allowed.
-  std::vector<char*> argv;
-  for (const std::string& a : options.argv) argv.push_back(const_cast<char*>(a.c_str()));
-  argv.push_back(nullptr);
-  const std::vector<std::string> env_strings = base::ToEnvStrings(options.env);
-  std::vector<char*> envp;
-  for (const std::string& e : env_strings) envp.push_back(const_cast<char*>(e.c_str()));
-  envp.push_back(nullptr);
-  int out_pipe[2], err_pipe[2], exec_pipe[2];
-  if (::pipe2(out_pipe, O_CLOEXEC) != 0 || ::pipe2(err_pipe, O_CLOEXEC) != 0 ||
-      ::pipe2(exec_pipe, O_CLOEXEC) != 0) {
-    throw std::runtime_error(std::string("ringpilot exec: cannot create a pipe: ") +
-                             std::strerror(errno));
-  }
-  const pid_t parent = ::getpid();
-  const pid_t pid = ::fork();
-  if (pid < 0) {
-    throw std::runtime_error(std::string("ringpilot exec: cannot fork: ") + std::strerror(errno));
-  }
-  if (pid == 0) {
-    ::setpgid(0, 0);
-    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-    if (::getppid() != parent) ::_exit(128 + SIGKILL);  // the parent died before prctl
-    ::dup2(out_pipe[1], STDOUT_FILENO);
-    ::dup2(err_pipe[1], STDERR_FILENO);
-    struct sigaction dfl {};
-    dfl.sa_handler = SIG_DFL;
-    sigemptyset(&dfl.sa_mask);
-    for (const int sig : kForwarded) ::sigaction(sig, &dfl, nullptr);
-    ::sigaction(SIGCHLD, &dfl, nullptr);
-    ::sigaction(SIGPIPE, &dfl, nullptr);
-    sigset_t none;
-    sigemptyset(&none);
-    ::sigprocmask(SIG_SETMASK, &none, nullptr);
-    ::execve(options.path.c_str(), argv.data(), envp.data());
-    const int err = errno;
-    [[maybe_unused]] const ssize_t n = ::write(exec_pipe[1], &err, sizeof err);
-    ::_exit(base::kExitNotFound);
-  }
-  ::setpgid(pid, pid);  // also here, so the group exists before we signal it
-  for (int fd : {out_pipe[1], err_pipe[1], exec_pipe[1]}) ::close(fd);
+  base::SpawnOptions spawn;
+  spawn.path = options.path;
+  spawn.argv = options.argv;
+  spawn.env = options.env;
+  spawn.own_process_group = true;
+  spawn.parent_death_signal = SIGKILL;
+  spawn.stdout_to = base::ChildOutput::kPipe;
+  spawn.stderr_to = base::ChildOutput::kPipe;
+  spawn.default_signals.assign(std::begin(kForwarded), std::end(kForwarded));
+  spawn.default_signals.insert(spawn.default_signals.end(), {SIGCHLD, SIGPIPE});
+  base::Subprocess child = [&] {
+    try {
+      return base::Subprocess::Spawn(spawn);
+    } catch (const base::SpawnError& e) {
+      throw std::runtime_error(std::string("ringpilot exec: ") + e.what());
+    }
+  }();
+  const pid_t pid = child.pid();
 
   RankProgramEnd end;
   const std::string program = options.argv.empty() ? options.path : options.argv[0];
-  ssize_t got;
-  do {
-    got = ::read(exec_pipe[0], &end.exec_errno, sizeof end.exec_errno);
-  } while (got < 0 && errno == EINTR);
-  ::close(exec_pipe[0]);
-  if (got == static_cast<ssize_t>(sizeof end.exec_errno)) {
-    int status = 0;
-    ::waitpid(pid, &status, 0);
-    ::close(out_pipe[0]);
-    ::close(err_pipe[0]);
+  if (child.exec_errno() != 0) {
     end.exec_failed = true;
-    WriteAll(options.stderr_fd, "ringpilot exec: cannot execute " + options.path + ": " +
-                                    std::strerror(end.exec_errno) + "\n");
-    WriteAll(log_fd, ClosingLogLine(end, program, base::UnixNowNs()) + "\n");
+    end.exec_errno = child.exec_errno();
+    base::WriteBestEffort(options.stderr_fd, "ringpilot exec: cannot execute " + options.path +
+                                                 ": " + std::strerror(end.exec_errno) + "\n");
+    base::WriteBestEffort(log_fd, ClosingLogLine(end, program, base::UnixNowNs()) + "\n");
     return ShellStatus(end);
   }
 
-  Stream streams[2] = {{out_pipe[0], options.stdout_fd, false, {}},
-                       {err_pipe[0], options.stderr_fd, true, {}}};
   if (options.on_start) options.on_start(static_cast<int>(pid));
   const double started_unix = base::UnixNow();
   std::optional<history::ProgramProgress> progress;
   constexpr int64_t kBeatPeriodNs = 1'000'000'000;
   int64_t next_beat_ns = base::MonotonicNs() + kBeatPeriodNs;
   WriteBeat(options, pid, "running", started_unix, progress, std::nullopt);
-  const auto emit = [&](Stream& s, const std::string& line) {
+  const base::LineHandler emit = [&](base::ChildStream stream, const std::string& line) {
+    const bool is_stderr = stream == base::ChildStream::kStderr;
     if (const std::optional<ProgramProgress> p = ParseProgressLine(line)) {
       progress = history::ProgramProgress{p->step, p->steps, p->loss, base::UnixNow()};
     }
-    WriteAll(s.out_fd, line + "\n");
-    WriteAll(log_fd, base::LogTimeNow() + (s.is_stderr ? " ERR " : " OUT ") + line + "\n");
-    if (s.is_stderr && line.find_first_not_of(" \t\r") != std::string::npos) {
+    base::WriteBestEffort(is_stderr ? options.stderr_fd : options.stdout_fd, line + "\n");
+    base::WriteBestEffort(log_fd,
+                          base::LogTimeNow() + (is_stderr ? " ERR " : " OUT ") + line + "\n");
+    if (is_stderr && line.find_first_not_of(" \t\r") != std::string::npos) {
       end.last_error_line = line;
     }
   };
   bool exited = false;
-  int status = 0;
+  base::ProcessStatus status;
   int64_t drain_deadline = 0;
   int64_t died_ns = 0;
-  char buf[16384];
   while (true) {
     if (!exited) {
-      const pid_t r = ::waitpid(pid, &status, WNOHANG);
-      if (r == pid) {
+      if (const std::optional<base::ProcessStatus> s = child.TryWait()) {
+        status = *s;
         exited = true;
         died_ns = base::UnixNowNs();
         drain_deadline = base::MonotonicNs() + static_cast<int64_t>(options.drain_timeout_s * 1e9);
       }
     }
-    if (exited && streams[0].fd < 0 && streams[1].fd < 0) break;
+    if (exited && !child.OutputOpen()) break;
     if (exited && base::MonotonicNs() > drain_deadline) break;
-    pollfd fds[3] = {
-        {streams[0].fd, POLLIN, 0}, {streams[1].fd, POLLIN, 0}, {signals.fd(), POLLIN, 0}};
-    if (::poll(fds, 3, exited ? 20 : 200) < 0 && errno != EINTR) break;
-    for (int i = 0; i < 2; ++i) {
-      Stream& s = streams[i];
-      if (s.fd < 0 || (fds[i].revents & (POLLIN | POLLHUP | POLLERR)) == 0) continue;
-      const ssize_t r = ::read(s.fd, buf, sizeof buf);
-      if (r < 0 && (errno == EINTR || errno == EAGAIN)) continue;
-      if (r <= 0) {
-        CloseFd(&s.fd);
-        continue;
-      }
-      s.partial.append(buf, static_cast<std::size_t>(r));
-      std::size_t start = 0;
-      for (std::size_t nl; (nl = s.partial.find('\n', start)) != std::string::npos;
-           start = nl + 1) {
-        emit(s, s.partial.substr(start, nl - start));
-      }
-      s.partial.erase(0, start);
-      if (s.partial.size() > kMaxLineBytes) {
-        emit(s, s.partial);
-        s.partial.clear();
-      }
-    }
+    if (!child.RelayLines(exited ? 20 : 200, {signals.fd()}, emit)) break;
     if (!exited && base::MonotonicNs() >= next_beat_ns) {
       next_beat_ns = base::MonotonicNs() + kBeatPeriodNs;
       WriteBeat(options, pid, "running", started_unix, progress, std::nullopt);
@@ -332,25 +244,23 @@ int RunRankProgram(const RankProgramOptions& options) {
     for (const int sig : signals.Take()) {
       if (sig == SIGCHLD || exited) continue;
       if (IsStopSignal(sig) && end.stop_signal == 0) end.stop_signal = sig;
-      ::kill(-pid, sig);
+      child.Signal(sig);
     }
   }
-  for (Stream& s : streams) {
-    if (!s.partial.empty()) emit(s, s.partial);
-    CloseFd(&s.fd);
-  }
-  if (WIFSIGNALED(status)) {
-    end.term_signal = WTERMSIG(status);
+  child.FinishLines(emit);
+  if (status.term_signal != 0) {
+    end.term_signal = status.term_signal;
   } else {
-    end.exit_code = WEXITSTATUS(status);
+    end.exit_code = status.exit_code;
   }
   WriteBeat(options, pid, "exited", started_unix, progress, ShellStatus(end));
   const std::string closing = ClosingLogLine(end, program, died_ns);
-  WriteAll(log_fd, closing + "\n");
+  base::WriteBestEffort(log_fd, closing + "\n");
   if (const std::optional<FatalLine> fatal = ParseFatalLine(closing)) {
     // The terminal gets the same news without the time stamp.
-    WriteAll(options.stderr_fd, "ringpilot exec: rank " + base::Lookup(options.env, "RANK", "?") +
-                                    ": " + fatal->message + "\n");
+    base::WriteBestEffort(options.stderr_fd, "ringpilot exec: rank " +
+                                                 base::Lookup(options.env, "RANK", "?") + ": " +
+                                                 fatal->message + "\n");
   }
   return ShellStatus(end);
 }

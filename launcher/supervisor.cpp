@@ -2,8 +2,6 @@
 
 #include <fcntl.h>
 #include <poll.h>
-#include <sys/prctl.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -30,8 +28,6 @@ namespace {
 
 // Lines of mpirun output kept per attempt for naming the failing rank and failure.json.
 constexpr std::size_t kKeptOutputLines = 200;
-// A "line" longer than this is relayed in pieces rather than buffered without bound.
-constexpr std::size_t kMaxLineBytes = 64 * 1024;
 // How often the child is checked for exit while its pipes are quiet.
 constexpr int kPollIntervalMs = 100;
 // After mpirun exits, output still in the pipes is relayed for at most this long (a
@@ -42,44 +38,17 @@ constexpr int64_t kDrainTimeoutNs = 2'000'000'000;
 constexpr int64_t kWatchIntervalNs = 1'000'000'000;
 constexpr int64_t kAbortKillDelayNs = 5'000'000'000;
 
-void WriteAll(int fd, const std::string& data) {
-  std::size_t done = 0;
-  while (done < data.size()) {
-    const ssize_t n = ::write(fd, data.data() + done, data.size() - done);
-    if (n >= 0) {
-      done += static_cast<std::size_t>(n);
-    } else if (errno == EAGAIN) {
-      pollfd p{fd, POLLOUT, 0};
-      if (::poll(&p, 1, 1000) <= 0) return;
-    } else if (errno != EINTR) {
-      return;  // a closed terminal or pipe: the log still gets the line
-    }
-  }
-}
-
 // A line of dashes at least this long frames one of mpirun's notices; a notice block
 // longer than this many lines is not one.
 constexpr std::size_t kMinRuleLength = 20;
 constexpr std::size_t kMaxHeldBlockLines = 40;
-
-// One output stream of the child, split into lines.
-struct Stream {
-  int fd = -1;      // read end of the child's pipe; -1 once it reached EOF
-  int out_fd = -1;  // where its lines are relayed
-  std::string partial;
-};
-
-void CloseFd(int* fd) {
-  if (*fd >= 0) ::close(*fd);
-  *fd = -1;
-}
 
 }  // namespace
 
 Supervisor::Supervisor(SupervisorOptions options) : options_(std::move(options)) {
   if (!options_.progress) {
     const int fd = options_.stderr_fd;
-    options_.progress = [fd](const std::string& line) { WriteAll(fd, line + "\n"); };
+    options_.progress = [fd](const std::string& line) { base::WriteBestEffort(fd, line + "\n"); };
   }
   if (!options_.log_path.empty()) {
     log_fd_ = ::open(options_.log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
@@ -90,10 +59,12 @@ Supervisor::Supervisor(SupervisorOptions options) : options_(std::move(options))
   }
 }
 
-Supervisor::~Supervisor() { CloseFd(&log_fd_); }
+Supervisor::~Supervisor() {
+  if (log_fd_ >= 0) ::close(log_fd_);
+}
 
 void Supervisor::AppendToLog(const std::string& line) {
-  if (log_fd_ >= 0) WriteAll(log_fd_, base::LogTimeNow() + " " + line + "\n");
+  if (log_fd_ >= 0) base::WriteBestEffort(log_fd_, base::LogTimeNow() + " " + line + "\n");
 }
 
 void Supervisor::Report(const std::string& line) {
@@ -156,7 +127,7 @@ void Supervisor::ReleaseHeld(Attempt* attempt, bool quiet) {
 }
 
 void Supervisor::Pass(int out_fd, const std::string& line, Attempt* attempt) {
-  WriteAll(out_fd, line + "\n");
+  base::WriteBestEffort(out_fd, line + "\n");
   AppendToLog(line);
   attempt->output.push_back(line);
   if (attempt->output.size() > 2 * kKeptOutputLines) {
@@ -191,136 +162,66 @@ Supervisor::Attempt Supervisor::RunAttempt(const SupervisedCommand& command, int
     return attempt;
   }
 
-  // Everything the child needs is built before fork: after it only async-signal-safe
-  // calls are allowed.
-  std::vector<char*> argv;
-  for (const std::string& a : command.argv) argv.push_back(const_cast<char*>(a.c_str()));
-  argv.push_back(nullptr);
-  const std::vector<std::string> env_strings = base::ToEnvStrings(env);
-  std::vector<char*> envp;
-  for (const std::string& e : env_strings) envp.push_back(const_cast<char*>(e.c_str()));
-  envp.push_back(nullptr);
-
-  int out_pipe[2], err_pipe[2], exec_pipe[2];
-  if (::pipe2(out_pipe, O_CLOEXEC) != 0 || ::pipe2(err_pipe, O_CLOEXEC) != 0 ||
-      ::pipe2(exec_pipe, O_CLOEXEC) != 0) {
-    throw std::runtime_error(std::string("ringpilot: cannot create a pipe: ") +
-                             std::strerror(errno));
-  }
-  const int devnull = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+  base::SpawnOptions spawn;
+  spawn.argv = command.argv;
+  spawn.path = exe;
+  spawn.env = std::move(env);
+  // Own process group: the terminal's Ctrl-C reaches only us, and we decide what mpirun
+  // and every rank under it receive.
+  spawn.own_process_group = true;
+  // A launcher killed outright (SIGKILL) cannot stop its job: mpirun is told by the
+  // kernel instead, so no rank trains on in a directory whose lock is free again.
+  spawn.parent_death_signal = SIGTERM;
+  spawn.stdin_from = base::ChildInput::kNull;
+  spawn.stdout_to = base::ChildOutput::kPipe;
+  spawn.stderr_to = base::ChildOutput::kPipe;
+  spawn.default_signals = {SIGPIPE, SIGINT, SIGTERM, SIGUSR1};
   attempt.start_ns = base::UnixNowNs();
-  const pid_t parent = ::getpid();
-  const pid_t pid = ::fork();
-  if (pid < 0) {
-    throw std::runtime_error(std::string("ringpilot: cannot fork: ") + std::strerror(errno));
-  }
-  if (pid == 0) {
-    // Own process group: the terminal's Ctrl-C reaches only us, and we decide what
-    // mpirun and every rank under it receive.
-    ::setpgid(0, 0);
-    // A launcher killed outright (SIGKILL) cannot stop its job: mpirun is told by the
-    // kernel instead, so no rank trains on in a directory whose lock is free again.
-    ::prctl(PR_SET_PDEATHSIG, SIGTERM);
-    if (::getppid() != parent) ::_exit(127);
-    if (devnull >= 0) ::dup2(devnull, STDIN_FILENO);
-    ::dup2(out_pipe[1], STDOUT_FILENO);
-    ::dup2(err_pipe[1], STDERR_FILENO);
-    struct sigaction dfl {};
-    dfl.sa_handler = SIG_DFL;
-    sigemptyset(&dfl.sa_mask);
-    for (const int sig : {SIGPIPE, SIGINT, SIGTERM, SIGUSR1}) ::sigaction(sig, &dfl, nullptr);
-    sigset_t none;
-    sigemptyset(&none);
-    ::sigprocmask(SIG_SETMASK, &none, nullptr);
-    ::execve(exe.c_str(), argv.data(), envp.data());
-    const int err = errno;
-    [[maybe_unused]] const ssize_t n = ::write(exec_pipe[1], &err, sizeof err);
-    ::_exit(127);
-  }
-  ::setpgid(pid, pid);  // also here, so the group exists before we might signal it
-  for (int fd : {out_pipe[1], err_pipe[1], exec_pipe[1], devnull}) {
-    if (fd >= 0) ::close(fd);
-  }
-
-  int exec_errno = 0;
-  ssize_t got;
-  do {
-    got = ::read(exec_pipe[0], &exec_errno, sizeof exec_errno);
-  } while (got < 0 && errno == EINTR);
-  ::close(exec_pipe[0]);
-  if (got == static_cast<ssize_t>(sizeof exec_errno)) {
-    int status = 0;
-    ::waitpid(pid, &status, 0);
-    CloseFd(&out_pipe[0]);
-    CloseFd(&err_pipe[0]);
-    Report("ringpilot: cannot execute '" + exe + "': " + std::strerror(exec_errno));
+  base::Subprocess mpirun = [&] {
+    try {
+      return base::Subprocess::Spawn(spawn);
+    } catch (const base::SpawnError& e) {
+      throw std::runtime_error(std::string("ringpilot: ") + e.what());
+    }
+  }();
+  if (mpirun.exec_errno() != 0) {
+    Report("ringpilot: cannot execute '" + exe + "': " + std::strerror(mpirun.exec_errno()));
     attempt.exec_failed = true;
     return attempt;
   }
 
-  Stream streams[2] = {{out_pipe[0], options_.stdout_fd, {}},
-                       {err_pipe[0], options_.stderr_fd, {}}};
+  const base::LineHandler relay = [&](base::ChildStream stream, const std::string& line) {
+    Relay(stream == base::ChildStream::kStdout ? options_.stdout_fd : options_.stderr_fd, line,
+          &attempt);
+  };
   AttemptWatch watch;
   watch.start_ns = base::MonotonicNs();
   bool exited = false;
   bool killed = false;
-  int status = 0;
+  base::ProcessStatus status;
   int64_t drain_deadline = 0;
   int64_t kill_deadline = 0;
   const auto hang_period_ns = static_cast<int64_t>(options_.hang_check_period_s * 1e9);
   int64_t next_hang_check = base::MonotonicNs() + hang_period_ns;
-  char buf[16384];
   while (true) {
-    if (!exited) {
-      siginfo_t info{};
-      // WNOWAIT leaves the zombie in place, so its pid cannot be reused as a process group
-      // id while we kill what is left of the group (ranks mpirun failed to reap).
-      if (::waitid(P_PID, static_cast<id_t>(pid), &info, WEXITED | WNOHANG | WNOWAIT) == 0 &&
-          info.si_pid == pid) {
-        ::kill(-pid, SIGKILL);
-        ::waitpid(pid, &status, 0);
-        exited = true;
-        drain_deadline = base::MonotonicNs() + kDrainTimeoutNs;
-      }
+    // HasExited leaves the zombie in place, so its pid cannot be reused as a process group
+    // id while we kill what is left of the group (ranks mpirun failed to reap).
+    if (!exited && mpirun.HasExited()) {
+      mpirun.Signal(SIGKILL);
+      status = mpirun.Wait();
+      exited = true;
+      drain_deadline = base::MonotonicNs() + kDrainTimeoutNs;
     }
-    if (exited && streams[0].fd < 0 && streams[1].fd < 0) break;
+    if (exited && !mpirun.OutputOpen()) break;
     if (exited && base::MonotonicNs() > drain_deadline) break;
-
-    pollfd fds[3];
-    nfds_t n = 0;
-    for (const Stream& s : streams) fds[n++] = {s.fd, POLLIN, 0};  // fd -1 is skipped by poll
-    fds[n++] = {signals_->fd(), POLLIN, 0};
-    const int ready = ::poll(fds, n, kPollIntervalMs);
-    if (ready < 0 && errno != EINTR) break;
-
-    for (int i = 0; i < 2; ++i) {
-      Stream& s = streams[i];
-      if (s.fd < 0 || (fds[i].revents & (POLLIN | POLLHUP | POLLERR)) == 0) continue;
-      const ssize_t r = ::read(s.fd, buf, sizeof buf);
-      if (r < 0 && (errno == EINTR || errno == EAGAIN)) continue;
-      if (r <= 0) {
-        CloseFd(&s.fd);
-        continue;
-      }
-      s.partial.append(buf, static_cast<std::size_t>(r));
-      std::size_t start = 0;
-      for (std::size_t nl; (nl = s.partial.find('\n', start)) != std::string::npos;
-           start = nl + 1) {
-        Relay(s.out_fd, s.partial.substr(start, nl - start), &attempt);
-      }
-      s.partial.erase(0, start);
-      if (s.partial.size() > kMaxLineBytes) {
-        Relay(s.out_fd, s.partial, &attempt);
-        s.partial.clear();
-      }
-    }
+    if (!mpirun.RelayLines(kPollIntervalMs, {signals_->fd()}, relay)) break;
 
     for (const int sig : signals_->Take()) {
-      if (!exited) OnSignal(sig, pid, &kill_deadline);
+      if (!exited) OnSignal(sig, &mpirun, &kill_deadline);
     }
     // The heartbeat watch (start_timeout_s, abort_grace_s) and hang_check each stop the
     // attempt at most once, and not both.
-    if (!exited && !killed && attempt.hang.empty()) Watch(pid, &watch, &attempt, &killed);
+    if (!exited && !killed && attempt.hang.empty()) Watch(&mpirun, &watch, &attempt, &killed);
     if (options_.hang_check && !exited && attempt.hang.empty() && attempt.stopped_because.empty() &&
         interrupt_signal_ == 0 && base::MonotonicNs() > next_hang_check) {
       next_hang_check = base::MonotonicNs() + hang_period_ns;
@@ -328,37 +229,35 @@ Supervisor::Attempt Supervisor::RunAttempt(const SupervisedCommand& command, int
       if (!attempt.hang.empty()) {
         Report("ringpilot: job hung: " + attempt.hang + "; stopping this attempt");
         kill_deadline = base::MonotonicNs() + static_cast<int64_t>(options_.kill_grace_s * 1e9);
-        ::kill(-pid, SIGTERM);
+        mpirun.Signal(SIGTERM);
       }
     }
     if ((interrupt_signal_ != 0 || !attempt.hang.empty()) && !exited && !killed &&
         base::MonotonicNs() > kill_deadline) {
       Report("ringpilot: mpirun did not stop within " + std::to_string(options_.kill_grace_s) +
              " s; killing its process group");
-      ::kill(-pid, SIGKILL);
+      mpirun.Signal(SIGKILL);
       killed = true;
     }
   }
-  for (Stream& s : streams) {
-    if (!s.partial.empty()) Relay(s.out_fd, s.partial, &attempt);
-    CloseFd(&s.fd);
-  }
-  if (WIFSIGNALED(status)) {
-    attempt.term_signal = WTERMSIG(status);
+  mpirun.FinishLines(relay);
+  if (status.term_signal != 0) {
+    attempt.term_signal = status.term_signal;
   } else {
-    attempt.exit_code = WEXITSTATUS(status);
+    attempt.exit_code = status.exit_code;
   }
   ReleaseHeld(&attempt, attempt.term_signal == 0 && attempt.exit_code == base::kExitPreempted);
   return attempt;
 }
 
-void Supervisor::Watch(pid_t pid, AttemptWatch* watch, Attempt* attempt, bool* killed) {
+void Supervisor::Watch(base::Subprocess* mpirun, AttemptWatch* watch, Attempt* attempt,
+                       bool* killed) {
   if (interrupt_signal_ != 0) return;
   const int64_t now = base::MonotonicNs();
   if (watch->term_ns != 0) {  // told to stop: it has kAbortKillDelayNs
     if (now - watch->term_ns > kAbortKillDelayNs) {
       Report("ringpilot: mpirun did not stop after SIGTERM; killing its process group");
-      ::kill(-pid, SIGKILL);
+      mpirun->Signal(SIGKILL);
       *killed = true;
     }
     return;
@@ -397,18 +296,18 @@ void Supervisor::Watch(pid_t pid, AttemptWatch* watch, Attempt* attempt, bool* k
   if (why[0] == '\0') return;
   attempt->stopped_because = why;
   Report(std::string("ringpilot: ") + why + "; stopping mpirun");
-  ::kill(-pid, SIGTERM);
+  mpirun->Signal(SIGTERM);
   watch->term_ns = now;
 }
 
-void Supervisor::OnSignal(int sig, pid_t pid, int64_t* kill_deadline) {
+void Supervisor::OnSignal(int sig, base::Subprocess* mpirun, int64_t* kill_deadline) {
   if (sig == SIGUSR1) {
     if (!preempt_requested_) {
       preempt_requested_ = true;
       const std::string line =
-          pid > 0 ? "ringpilot: received SIGUSR1; forwarding it to mpirun: the ranks "
-                    "checkpoint at the next step boundary and stop (no restart)"
-                  : "ringpilot: received SIGUSR1; not starting another attempt";
+          mpirun != nullptr ? "ringpilot: received SIGUSR1; forwarding it to mpirun: the ranks "
+                              "checkpoint at the next step boundary and stop (no restart)"
+                            : "ringpilot: received SIGUSR1; not starting another attempt";
       // A stop asked for with `ringpilot stop` ends with one line (StopLine); `stop` itself
       // told the user what happens meanwhile.
       if (base::Exists(RunDirLayout(options_.run_dir).stop_request)) {
@@ -419,23 +318,23 @@ void Supervisor::OnSignal(int sig, pid_t pid, int64_t* kill_deadline) {
     }
     // mpirun alone: it forwards SIGUSR1 to every rank, on every host (its local ranks
     // would get it twice through the process group).
-    if (pid > 0) ::kill(pid, SIGUSR1);
+    if (mpirun != nullptr) mpirun->SignalChild(SIGUSR1);
     return;
   }
   if (interrupt_signal_ == 0) {
     interrupt_signal_ = sig;
-    if (pid <= 0) return;
+    if (mpirun == nullptr) return;
     *kill_deadline = base::MonotonicNs() + static_cast<int64_t>(options_.kill_grace_s * 1e9);
     Report("ringpilot: received " + SignalName(sig) + "; stopping the job (no restart)");
   }
-  if (pid > 0) ::kill(-pid, sig);
+  if (mpirun != nullptr) mpirun->Signal(sig);
 }
 
 bool Supervisor::WaitForRestart() {
   const int64_t until = base::MonotonicNs() + static_cast<int64_t>(options_.restart_delay_s * 1e9);
   int64_t unused_deadline = 0;
   while (true) {
-    for (const int sig : signals_->Take()) OnSignal(sig, -1, &unused_deadline);
+    for (const int sig : signals_->Take()) OnSignal(sig, nullptr, &unused_deadline);
     if (interrupt_signal_ != 0 || preempt_requested_) return false;
     const int64_t left_ns = until - base::MonotonicNs();
     if (left_ns <= 0) return true;
@@ -485,7 +384,7 @@ JobOutcome Supervisor::Run(const SupervisedCommand& command) {
     return Ended(outcome);
   };
   int64_t unused_deadline = 0;
-  for (const int sig : signals_->Take()) OnSignal(sig, -1, &unused_deadline);
+  for (const int sig : signals_->Take()) OnSignal(sig, nullptr, &unused_deadline);
   if (interrupt_signal_ != 0) return stop();
   if (preempt_requested_) return Ended(Preempted(Attempt{}, outcome));
   for (int restart = 0;; ++restart) {

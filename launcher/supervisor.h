@@ -16,6 +16,7 @@
 
 #include "base/environment.h"
 #include "base/signal_pipe.h"
+#include "base/subprocess.h"
 #include "launcher/run_state.h"
 
 namespace ringpilot::launcher {
@@ -153,7 +154,7 @@ class Supervisor {
   Attempt RunAttempt(const SupervisedCommand& command, int attempt);
   // Stops mpirun (SIGTERM, then SIGKILL setting *killed) when start_timeout_s or
   // abort_grace_s ran out.
-  void Watch(pid_t pid, AttemptWatch* watch, Attempt* attempt, bool* killed);
+  void Watch(base::Subprocess* mpirun, AttemptWatch* watch, Attempt* attempt, bool* killed);
   void Relay(int out_fd, const std::string& line, Attempt* attempt);
   void Pass(int out_fd, const std::string& line, Attempt* attempt);
   // After the attempt: the held mpirun blocks to the log only (`quiet`) or relayed.
@@ -163,7 +164,8 @@ class Supervisor {
   std::string StopLine(int64_t attempt_start_ns, bool checkpointed) const;
   void AppendToLog(const std::string& line);
   bool WaitForRestart();  // false when a signal came in during the pause
-  void OnSignal(int sig, pid_t pid, int64_t* kill_deadline);  // pid -1: no job running
+  // mpirun nullptr: no job running.
+  void OnSignal(int sig, base::Subprocess* mpirun, int64_t* kill_deadline);
   JobOutcome Preempted(const Attempt& last, JobOutcome outcome);
   // Analyses the attempt that just failed and writes its report: failure.json when the job
   // failed for good (`final`), else attempts/N/failure.json before the restart.

@@ -2,11 +2,11 @@
 
 #include <sys/prctl.h>
 #include <sys/uio.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
-#include <cerrno>
 #include <cstdint>
+
+#include "base/subprocess.h"
 
 namespace ringpilot::mpirun {
 namespace {
@@ -16,7 +16,37 @@ namespace {
 volatile uint64_t probe_cell = 0;
 constexpr uint64_t kMarker = 0x52494e4750494c54ULL;  // "RINGPILT"
 
-[[noreturn]] void RunTarget(int ready_fd, int done_fd) {
+// A pipe whose ends are closed when it goes (each process closes the ends it does not use).
+struct Pipe {
+  int read = -1;
+  int write = -1;
+  Pipe() {
+    int fds[2];
+    if (pipe(fds) == 0) {
+      read = fds[0];
+      write = fds[1];
+    }
+  }
+  Pipe(const Pipe&) = delete;
+  Pipe& operator=(const Pipe&) = delete;
+  ~Pipe() {
+    CloseRead();
+    CloseWrite();
+  }
+  bool ok() const { return read >= 0; }
+  void CloseRead() {
+    if (read >= 0) close(read);
+    read = -1;
+  }
+  void CloseWrite() {
+    if (write >= 0) close(write);
+    write = -1;
+  }
+};
+
+// The target child: marks itself traceable, stores the marker, says so, and waits until
+// the parent closes `done`.
+int RunTarget(int ready_fd, int done_fd) {
 #ifdef PR_SET_PTRACER
   prctl(PR_SET_PTRACER, PR_SET_PTRACER_ANY, 0, 0, 0);
 #endif
@@ -25,60 +55,49 @@ constexpr uint64_t kMarker = 0x52494e4750494c54ULL;  // "RINGPILT"
   (void)!write(ready_fd, &byte, 1);
   char sink;
   (void)!read(done_fd, &sink, 1);  // until the parent closes its end
-  _exit(0);
+  return 0;
 }
 
-[[noreturn]] void RunReader(pid_t target, int ready_fd) {
+// The reader child: 0 when it read the marker out of the target.
+int RunReader(pid_t target, int ready_fd) {
   char byte = 0;
-  if (read(ready_fd, &byte, 1) != 1) _exit(2);
+  if (read(ready_fd, &byte, 1) != 1) return 2;
   uint64_t value = 0;
   iovec local{&value, sizeof value};
   iovec remote{const_cast<uint64_t*>(&probe_cell), sizeof value};
   const ssize_t n = process_vm_readv(target, &local, 1, &remote, 1, 0);
-  _exit(n == static_cast<ssize_t>(sizeof value) && value == kMarker ? 0 : 1);
-}
-
-int WaitStatus(pid_t pid) {
-  int status = 0;
-  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
-  return status;
+  return n == static_cast<ssize_t>(sizeof value) && value == kMarker ? 0 : 1;
 }
 
 }  // namespace
 
 bool CrossMemoryAttachWorks() {
-  int ready[2], done[2];
-  if (pipe(ready) != 0) return false;
-  if (pipe(done) != 0) {
-    close(ready[0]);
-    close(ready[1]);
+  Pipe ready, done;
+  if (!ready.ok() || !done.ok()) return false;
+  try {
+    base::Subprocess target = base::Subprocess::Fork([&] {
+      ready.CloseRead();
+      done.CloseWrite();
+      return RunTarget(ready.write, done.read);
+    });
+    ready.CloseWrite();
+    done.CloseRead();
+    bool works = false;
+    try {
+      base::Subprocess reader = base::Subprocess::Fork([&] {
+        done.CloseWrite();
+        return RunReader(target.pid(), ready.read);
+      });
+      works = reader.Wait().Succeeded();
+    } catch (const base::SpawnError&) {
+    }
+    ready.CloseRead();
+    done.CloseWrite();  // lets the target return from its read and exit
+    target.Wait();
+    return works;
+  } catch (const base::SpawnError&) {
     return false;
   }
-  const pid_t target = fork();
-  if (target == 0) {
-    close(ready[0]);
-    close(done[1]);
-    RunTarget(ready[1], done[0]);
-  }
-  close(ready[1]);
-  close(done[0]);
-  bool works = false;
-  if (target > 0) {
-    const pid_t reader = fork();
-    if (reader == 0) {
-      close(done[1]);
-      RunReader(target, ready[0]);
-    }
-    if (reader > 0) {
-      const int status = WaitStatus(reader);
-      works = WIFEXITED(status) && WEXITSTATUS(status) == 0;
-    }
-  }
-  close(ready[0]);
-  close(done[1]);  // lets the target return from its read and exit
-  if (target > 0) WaitStatus(target);
-  return works;
 }
 
 }  // namespace ringpilot::mpirun

@@ -8,8 +8,8 @@
 
 namespace ringpilot::mpirun {
 
-/// Forks two sibling processes of this user; one reads a value out of the other with
-/// process_vm_readv after marking itself traceable by any process (as OpenMPI's vader
+/// Forks two sibling processes of this user (base::Subprocess::Fork); one reads a value out of the
+/// other with process_vm_readv after marking itself traceable by any process (as OpenMPI's vader
 /// transport does). True when the read returns the value. A few milliseconds; never
 /// throws; a failed fork counts as "no". Thread-safe (the children only make
 /// async-signal-safe calls).

@@ -18,6 +18,9 @@
 #include <string>
 #include <vector>
 
+#include "base/environment.h"
+#include "base/subprocess.h"
+
 namespace ringpilot::testing {
 
 /// A fresh directory under TMPDIR, removed with everything in it at scope exit.
@@ -62,41 +65,31 @@ struct ProcessResult {
 };
 
 /// Runs argv (PATH lookup) with `env_overrides` applied on top of this process's
-/// environment ("" values unset the variable); stdout and stderr go to files read back.
+/// environment ("" values unset the variable), in `cwd` when given, stdin from /dev/null;
+/// exit code 121 when it could not be started.
 inline ProcessResult RunProcess(const std::vector<std::string>& argv,
                                 const std::map<std::string, std::string>& env_overrides = {},
                                 const std::string& cwd = "") {
-  TempDir tmp;
-  const std::string out_path = tmp.path() + "/out";
-  const std::string err_path = tmp.path() + "/err";
-  const pid_t pid = ::fork();
-  if (pid == 0) {
-    for (const auto& [name, value] : env_overrides) {
-      if (value.empty()) {
-        ::unsetenv(name.c_str());
-      } else {
-        ::setenv(name.c_str(), value.c_str(), 1);
-      }
+  base::SpawnOptions options;
+  options.argv = argv;
+  base::Environment env = base::CurrentEnvironment();
+  for (const auto& [name, value] : env_overrides) {
+    if (value.empty()) {
+      env.erase(name);
+    } else {
+      env[name] = value;
     }
-    if (!cwd.empty() && ::chdir(cwd.c_str()) != 0) ::_exit(120);
-    const int out = ::open(out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    const int err = ::open(err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    const int in = ::open("/dev/null", O_RDONLY);
-    ::dup2(in, 0);
-    ::dup2(out, 1);
-    ::dup2(err, 2);
-    std::vector<char*> args;
-    for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-    args.push_back(nullptr);
-    ::execvp(args[0], args.data());
-    ::_exit(121);
   }
-  int status = 0;
-  ::waitpid(pid, &status, 0);
+  options.env = std::move(env);
+  options.working_dir = cwd;
+  options.stdin_from = base::ChildInput::kNull;
+  options.stdout_to = base::ChildOutput::kPipe;
+  options.stderr_to = base::ChildOutput::kPipe;
+  base::RunResult run = base::RunToEnd(options);
   ProcessResult r;
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  r.out = ReadFile(out_path);
-  r.err = ReadFile(err_path);
+  r.exit_code = run.exec_errno != 0 ? 121 : run.status.exit_code;
+  r.out = std::move(run.output);
+  r.err = std::move(run.error_output);
   return r;
 }
 

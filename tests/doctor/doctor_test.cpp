@@ -4,7 +4,6 @@
 // bad environments (16 MiB /dev/shm, low memlock with InfiniBand, NCCL not on the path).
 #include <sched.h>
 #include <sys/mount.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -14,6 +13,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "base/subprocess.h"
 #include "doctor/doctor.h"
 #include "tests/test_util.h"
 
@@ -99,24 +99,22 @@ TEST(DoctorDevShm, RealSixteenMegabyteTmpfsInMountNamespace) {
   TempDir tmp;
   const std::string mnt = tmp.path() + "/shm";
   MakeDirs(mnt);
-  const pid_t pid = ::fork();
-  if (pid == 0) {
-    if (::unshare(CLONE_NEWNS) != 0) ::_exit(77);
-    if (::mount("none", "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) ::_exit(77);
-    if (::mount("tmpfs", mnt.c_str(), "tmpfs", 0, "size=16m") != 0) ::_exit(77);
-    DoctorEnv env = SystemDoctorEnv();
-    env.shm_path = mnt;
-    const CheckResult r = CheckDevShm(env);
-    const bool ok = r.status == CheckStatus::kFail && !r.hint.empty() &&
-                    r.detail.find("16 MiB") != std::string::npos;
-    ::umount(mnt.c_str());
-    ::_exit(ok ? 0 : 1);
-  }
-  int status = 0;
-  ::waitpid(pid, &status, 0);
-  ASSERT_TRUE(WIFEXITED(status));
-  if (WEXITSTATUS(status) == 77) GTEST_SKIP() << "unshare/mount not permitted here";
-  EXPECT_EQ(WEXITSTATUS(status), 0) << "16 MiB tmpfs not reported as FAIL with a hint";
+  const base::ProcessStatus status =
+      base::Subprocess::Fork([&] {
+        if (::unshare(CLONE_NEWNS) != 0) return 77;
+        if (::mount("none", "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) return 77;
+        if (::mount("tmpfs", mnt.c_str(), "tmpfs", 0, "size=16m") != 0) return 77;
+        DoctorEnv env = SystemDoctorEnv();
+        env.shm_path = mnt;
+        const CheckResult r = CheckDevShm(env);
+        const bool ok = r.status == CheckStatus::kFail && !r.hint.empty() &&
+                        r.detail.find("16 MiB") != std::string::npos;
+        ::umount(mnt.c_str());
+        return ok ? 0 : 1;
+      }).Wait();
+  ASSERT_EQ(status.term_signal, 0);
+  if (status.exit_code == 77) GTEST_SKIP() << "unshare/mount not permitted here";
+  EXPECT_EQ(status.exit_code, 0) << "16 MiB tmpfs not reported as FAIL with a hint";
 }
 
 // ---- memlock ---------------------------------------------------------------------------

@@ -1,11 +1,11 @@
 #include "history/run_lock.h"
 
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <gtest/gtest.h>
 
 #include "base/environment.h"
+#include "base/subprocess.h"
 #include "tests/test_util.h"
 
 namespace ringpilot::history {
@@ -17,11 +17,9 @@ using testing::WriteFile;
 
 // The pid of a process that has exited (and been reaped): no process has it for now.
 int DeadPid() {
-  const pid_t child = ::fork();
-  if (child == 0) ::_exit(0);
-  int status = 0;
-  ::waitpid(child, &status, 0);
-  return static_cast<int>(child);
+  base::Subprocess child = base::Subprocess::Fork([] { return 0; });
+  child.Wait();
+  return static_cast<int>(child.pid());
 }
 
 TEST(RunLock, SecondLauncherIsRefusedWithTheHolderAndNothingChanges) {

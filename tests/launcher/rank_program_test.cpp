@@ -2,7 +2,6 @@
 // into the rank log and relayed, the closing line (FATAL when the program failed on its
 // own), signals forwarded, exit status as a shell's.
 #include <fcntl.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -18,6 +17,7 @@
 
 #include "base/environment.h"
 #include "base/exit_status.h"
+#include "base/subprocess.h"
 #include "base/time.h"
 #include "history/program_beat.h"
 #include "launcher/failure_report.h"
@@ -138,8 +138,7 @@ TEST(RankProgram, MissingProgramIsFatalAnd127) {
 TEST(RankProgram, ForwardedSigtermStopsTheProgramWithoutBlame) {
   TempDir dir;
   const std::string log = dir.path() + "/logs/rank-3.log";
-  const pid_t pid = ::fork();
-  if (pid == 0) {
+  base::Subprocess wrapper = base::Subprocess::Fork([&] {
     RankProgramOptions o;
     o.path = "/bin/sh";
     // The program traps TERM to show that it got it, from us (its own process group).
@@ -148,17 +147,16 @@ TEST(RankProgram, ForwardedSigtermStopsTheProgramWithoutBlame) {
     o.env = base::CurrentEnvironment();
     o.log_path = log;
     o.stdout_fd = o.stderr_fd = ::open("/dev/null", O_WRONLY);
-    ::_exit(RunRankProgram(o));
-  }
+    return RunRankProgram(o);
+  });
   for (int i = 0; i < 200 && ReadFile(log).find("ready") == std::string::npos; ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   ASSERT_NE(ReadFile(log).find("ready"), std::string::npos);
-  ::kill(pid, SIGTERM);
-  int status = 0;
-  ::waitpid(pid, &status, 0);
-  ASSERT_TRUE(WIFEXITED(status));
-  EXPECT_EQ(WEXITSTATUS(status), 143);
+  wrapper.SignalChild(SIGTERM);
+  const base::ProcessStatus status = wrapper.Wait();
+  ASSERT_EQ(status.term_signal, 0);
+  EXPECT_EQ(status.exit_code, 143);
   const std::string text = ReadFile(log);
   EXPECT_NE(text.find("got TERM"), std::string::npos) << text;
   EXPECT_EQ(text.find("FATAL"), std::string::npos) << text;

@@ -10,6 +10,7 @@
 
 #include <gtest/gtest.h>
 
+#include "base/subprocess.h"
 #include "mpirun/cma_probe.h"
 
 namespace ringpilot::mpirun {
@@ -21,24 +22,22 @@ constexpr int kSkip = 3;
 // default profiles do), the probe's exit status: 0 "works", 1 "does not", kSkip when the
 // filter could not be installed.
 int ProbeUnderSeccompDenial() {
-  const pid_t pid = fork();
-  if (pid == 0) {
-    sock_filter filter[] = {
-        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, nr)),
-        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_process_vm_readv, 0, 1),
-        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | (EPERM & SECCOMP_RET_DATA)),
-        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
-    };
-    sock_fprog prog{static_cast<unsigned short>(sizeof filter / sizeof filter[0]), filter};
-    if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 ||
-        prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog) != 0) {
-      _exit(kSkip);
-    }
-    _exit(CrossMemoryAttachWorks() ? 0 : 1);
-  }
-  int status = 0;
-  waitpid(pid, &status, 0);
-  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  const base::ProcessStatus status =
+      base::Subprocess::Fork([] {
+        sock_filter filter[] = {
+            BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, nr)),
+            BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_process_vm_readv, 0, 1),
+            BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | (EPERM & SECCOMP_RET_DATA)),
+            BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+        };
+        sock_fprog prog{static_cast<unsigned short>(sizeof filter / sizeof filter[0]), filter};
+        if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 ||
+            prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog) != 0) {
+          return kSkip;
+        }
+        return CrossMemoryAttachWorks() ? 0 : 1;
+      }).Wait();
+  return status.exit_code;
 }
 
 TEST(CmaProbe, RefusedSystemCallMeansNo) {
