@@ -1,11 +1,7 @@
 #include "cli/version_command.h"
 
 #include <algorithm>
-#include <optional>
-#include <sstream>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "cli/build_info.h"
 #include "cli/run_command.h"
@@ -14,25 +10,7 @@
 namespace ringpilot::cli {
 namespace {
 
-// LibTorch loads in a second or two; a cold page cache on a network file system is slower.
-constexpr int kTrainerTimeoutS = 60;
 constexpr int kMpirunTimeoutS = 10;
-
-// The last line of `output` that parses as a JSON object (LibTorch may warn on stderr first).
-std::optional<nlohmann::json> LastJsonObject(const std::string& output) {
-  std::optional<nlohmann::json> found;
-  std::istringstream in(output);
-  for (std::string line; std::getline(in, line);) {
-    if (line.empty() || line[0] != '{') continue;
-    auto doc = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
-    if (doc.is_object()) found = std::move(doc);
-  }
-  return found;
-}
-
-std::string Field(const nlohmann::json& j, const char* key) {
-  return j.contains(key) && j[key].is_string() ? j[key].get<std::string>() : std::string();
-}
 
 // "loaded (compiled against X)" when they differ, else one of them.
 std::string LoadedAndCompiled(const std::string& loaded, const std::string& compiled) {
@@ -59,23 +37,19 @@ std::string VersionText(const base::Environment& env) {
   }();
 
   const std::string trainer = TrainerPath(env);
-  const doctor::CommandResult r = system.run({trainer, "--versions"}, kTrainerTimeoutS);
-  const std::optional<nlohmann::json> v =
-      r.exit_code == 0 ? LastJsonObject(r.output) : std::nullopt;
-  if (v) {
-    rows.emplace_back("libtorch", Field(*v, "torch"));
-    const std::string cuda =
-        LoadedAndCompiled(Field(*v, "cuda_runtime"), Field(*v, "cuda_compiled"));
+  const doctor::TrainerVersions v = doctor::RunTrainerVersions(system, trainer);
+  const doctor::CommandResult& r = v.run;
+  if (v.versions) {
+    rows.emplace_back("libtorch", v.Field("torch"));
+    const std::string cuda = LoadedAndCompiled(v.Field("cuda_runtime"), v.Field("cuda_compiled"));
     rows.emplace_back("cuda runtime", cuda.empty() ? "none (CPU build)" : cuda);
-    const std::string nccl =
-        LoadedAndCompiled(Field(*v, "nccl_loaded"), Field(*v, "nccl_compiled"));
+    const std::string nccl = LoadedAndCompiled(v.Field("nccl_loaded"), v.Field("nccl_compiled"));
     rows.emplace_back("nccl", nccl.empty() ? "none (CPU build)" : nccl);
-    const std::string cudnn =
-        LoadedAndCompiled(Field(*v, "cudnn_loaded"), Field(*v, "cudnn_compiled"));
+    const std::string cudnn = LoadedAndCompiled(v.Field("cudnn_loaded"), v.Field("cudnn_compiled"));
     if (!cudnn.empty()) rows.emplace_back("cudnn", cudnn);
-    const std::string driver = Field(*v, "nvidia_driver");
+    const std::string driver = v.Field("nvidia_driver");
     if (!driver.empty()) rows.emplace_back("nvidia driver", driver);
-    rows.emplace_back("mpi", Field(*v, "mpi").empty() ? "unknown" : Field(*v, "mpi"));
+    rows.emplace_back("mpi", v.Field("mpi").empty() ? "unknown" : v.Field("mpi"));
   } else {
     const std::string why =
         !r.started ? "unknown: " + trainer +

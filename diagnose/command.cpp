@@ -32,7 +32,7 @@ int RunDiagnose(const DiagnoseArgs& args, std::ostream& out, std::ostream& err) 
   Diagnosis d;
   try {
     d = Analyze(LoadRun(args.run_dir, args.infiniband_dir));
-  } catch (const DiagnoseError& e) {
+  } catch (const history::RecordError& e) {  // a DiagnoseError, or a record's
     err << "ringpilot diagnose: " << e.what() << "\n";
     return 2;
   }

@@ -11,14 +11,15 @@
 #include <sstream>
 
 #include "base/text.h"
-#include "diagnose/json_fields.h"
+#include "history/rank_files.h"
+#include "history/record_fields.h"
 #include "metrics/nccl_log.h"
 
 namespace ringpilot::diagnose {
 namespace fs = std::filesystem;
-using detail::Fields;
-using detail::kMaxRank;
-using detail::ReadJsonFile;
+using history::ReadJsonFile;
+using Fields = history::RecordFields;
+constexpr int kMaxRank = history::kMaxRecordRank;
 using nlohmann::json;
 
 namespace {
@@ -86,6 +87,13 @@ int RankFromName(const std::string& name, const std::string& prefix, const std::
   return std::atoi(digits.c_str());
 }
 
+// DIR/rank-<N>.stats.json by rank (N up to kMaxRank, as the files' "rank").
+std::map<int, std::string> RankStatsFiles(const std::string& dir) {
+  std::map<int, std::string> files = history::RankFiles(dir, history::kRankStatsSuffix);
+  files.erase(files.upper_bound(kMaxRank), files.end());
+  return files;
+}
+
 std::vector<std::string> InfinibandPorts(const std::string& dir) {
   std::vector<std::string> ports;
   std::error_code ec;
@@ -145,35 +153,24 @@ RunData LoadRun(const std::string& run_dir, const std::string& infiniband_dir) {
     (void)Fields(*data.summary, summary.string());  // must be an object
   }
   const fs::path logs = root / "logs";
-  std::vector<std::pair<int, fs::path>> stats_files, nccl_files;
+  const std::map<int, std::string> stats_files = RankStatsFiles(logs.string());
+  std::vector<std::pair<int, fs::path>> nccl_files;
   if (fs::is_directory(logs, ec)) {
     for (const auto& entry : fs::directory_iterator(logs, ec)) {
       const std::string name = entry.path().filename().string();
-      if (int r = RankFromName(name, "rank-", ".stats.json"); r >= 0) {
-        stats_files.emplace_back(r, entry.path());
-      } else if (int n = RankFromName(name, "nccl-rank-", ".log"); n >= 0) {
+      if (int n = RankFromName(name, "nccl-rank-", ".log"); n >= 0) {
         nccl_files.emplace_back(n, entry.path());
       }
     }
   }
-  std::sort(stats_files.begin(), stats_files.end());
   std::sort(nccl_files.begin(), nccl_files.end());
   LoadPluginRanks(run_dir, &data);
   data.program_beats = history::ReadProgramBeats(logs.string(), 0);
   data.attempts = history::ReadAttempts(run_dir);
   for (const history::AttemptRecord& a : data.attempts) {
-    const fs::path dir = root / a.dir;
-    std::vector<std::pair<int, fs::path>> files;
-    for (const auto& entry : fs::directory_iterator(dir, ec)) {
-      const std::string name = entry.path().filename().string();
-      if (int r = RankFromName(name, "rank-", ".stats.json"); r >= 0) {
-        files.emplace_back(r, entry.path());
-      }
-    }
-    std::sort(files.begin(), files.end());
-    for (const auto& [rank, path] : files) {
+    for (const auto& [rank, path] : RankStatsFiles((root / a.dir).string())) {
       data.attempt_ranks[{a.run, a.attempt}].push_back(
-          ParseRankStats(ReadJsonFile(path.string()), path.string(), rank));
+          ParseRankStats(ReadJsonFile(path), path, rank));
     }
   }
   if (const fs::path launcher = root / "launcher.json"; fs::exists(launcher, ec)) {
@@ -195,7 +192,7 @@ RunData LoadRun(const std::string& run_dir, const std::string& infiniband_dir) {
   data.now_unix =
       std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
   for (const auto& [rank, path] : stats_files) {
-    data.ranks.push_back(ParseRankStats(ReadJsonFile(path.string()), path.string(), rank));
+    data.ranks.push_back(ParseRankStats(ReadJsonFile(path), path, rank));
   }
   // logs/ has the statistics of the last attempt that finished; a run that has not (live,
   // interrupted, failed) still has its attempts' records as of their last checkpoint.

@@ -23,14 +23,16 @@
 #include "history/attempts.h"
 #include "history/failure.h"
 #include "history/program_beat.h"
+#include "history/record_fields.h"
 
 namespace ringpilot::diagnose {
 
 /// Bad input: a missing run directory, unreadable or malformed JSON. The message names
-/// the file and fits on one line.
-class DiagnoseError : public std::runtime_error {
+/// the file and fits on one line. A record of the run directory that cannot be read throws
+/// its base, history::RecordError (history/record_fields.h), with the same kind of message.
+class DiagnoseError : public history::RecordError {
  public:
-  using std::runtime_error::runtime_error;
+  using history::RecordError::RecordError;
 };
 
 struct CollectiveStat {
@@ -106,7 +108,8 @@ struct PluginComm {
   std::vector<RecentCollective> recent;  ///< ascending seq
 };
 
-/// A program rank's logs/rank-<N>.nccl.json (docs/nccl-profiler.md).
+/// A program rank's logs/rank-<N>.nccl.json (history/nccl_record.h) as diagnose uses it:
+/// operations summed over algorithms and protocols, recent collectives by seq.
 struct PluginRank {
   std::string file;
   int rank = 0;

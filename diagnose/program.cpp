@@ -8,15 +8,14 @@
 #include <set>
 
 #include "diagnose/diagnose.h"
-#include "diagnose/json_fields.h"
+#include "history/nccl_record.h"
+#include "history/rank_files.h"
+#include "history/record_fields.h"
 #include "topology/bandwidth.h"
 #include "topology/node_topology.h"
 
 namespace ringpilot::diagnose {
 namespace fs = std::filesystem;
-using detail::Fields;
-using detail::kMaxRank;
-using nlohmann::json;
 
 namespace {
 
@@ -26,100 +25,60 @@ constexpr double kArrivalSpreadSeconds = 10e-6;
 // The collectives whose bus bandwidth follows the ring model of topology/bandwidth.h.
 const std::set<std::string> kRingOps = {"allreduce", "allgather", "reduce_scatter", "broadcast"};
 
-std::optional<InFlightOp> ParseInFlight(const Fields& c, const std::string& key, bool abandoned) {
-  if (!c.Has(key)) return std::nullopt;
-  const Fields o = c.Object(key);
-  InFlightOp op;
-  op.op = o.String("op");
-  op.seq = static_cast<uint64_t>(o.Number("seq"));
-  op.start_unix = o.Number("start_unix");
-  op.age_seconds = o.Number("age_seconds");
-  op.abandoned = abandoned;
-  return op;
+std::optional<InFlightOp> InFlightOf(const std::optional<history::NcclInFlight>& o,
+                                     bool abandoned) {
+  if (!o) return std::nullopt;
+  return InFlightOp{o->op, o->seq, o->start_unix, o->age_seconds, abandoned};
 }
 
-PluginComm ParseComm(const json& j, const std::string& file, const std::string& prefix) {
-  const Fields c(j, file, prefix);
+PluginComm CommOf(const history::NcclCommRecord& c) {
   PluginComm comm;
-  comm.comm = c.String("comm");
-  if (comm.comm.empty()) c.Fail("comm", "missing");
-  comm.name = c.String("name");
-  comm.comm_rank = c.Int("comm_rank", -1, -1, kMaxRank);
-  comm.comm_size = c.Int("comm_size", 0, 0, kMaxRank + 1);
-  comm.nodes = c.Int("nodes", 0, 0, kMaxRank + 1);
-  comm.gpu_timing = c.String("timing") == "gpu";
-  comm.finalized = c.Has("finalized") && c.raw().at("finalized") == true;
-  comm.init_unix = c.Number("init_unix");
-  const Fields seq = c.Object("collective_seq");
-  comm.coll_started = static_cast<uint64_t>(seq.Number("started"));
-  comm.coll_completed = static_cast<uint64_t>(seq.Number("completed"));
+  comm.comm = c.comm;
+  comm.name = c.name;
+  comm.comm_rank = c.comm_rank;
+  comm.comm_size = c.comm_size;
+  comm.nodes = c.nodes;
+  comm.gpu_timing = c.gpu_timing;
+  comm.finalized = c.finalized;
+  comm.init_unix = c.init_unix;
+  comm.coll_started = c.collectives_started;
+  comm.coll_completed = c.collectives_completed;
   std::map<std::pair<std::string, std::string>, CollectiveStat> ops;
   std::map<std::pair<std::string, std::string>, double> weighted_bw;
-  if (c.Has("operations")) {
-    const json& list = c.raw().at("operations");
-    if (!list.is_array()) c.Fail("operations", "expected a list");
-    for (std::size_t i = 0; i < list.size(); ++i) {
-      const Fields o(list[i], file, prefix + "operations[" + std::to_string(i) + "].");
-      const std::pair<std::string, std::string> key{o.String("op"), o.String("size_bucket")};
-      if (key.first.empty()) o.Fail("op", "missing");
-      CollectiveStat& s = ops[key];
-      s.op = key.first;
-      s.size_bucket = key.second;
-      s.count += o.Number("count");
-      s.bytes_total += o.Number("bytes_total");
-      const double seconds = o.Number("seconds_total");
-      s.seconds_total += seconds;
-      // Over algorithms and protocols: timed bytes x factor / seconds, summed as such.
-      weighted_bw[key] += o.Number("busbw_bytes_per_second") * seconds;
-    }
+  for (const history::NcclOperationTotals& o : c.operations) {
+    const std::pair<std::string, std::string> key{o.op, o.size_bucket};
+    CollectiveStat& s = ops[key];
+    s.op = key.first;
+    s.size_bucket = key.second;
+    s.count += static_cast<double>(o.count);
+    s.bytes_total += static_cast<double>(o.bytes_total);
+    s.seconds_total += o.seconds_total;
+    // Over algorithms and protocols: timed bytes x factor / seconds, summed as such.
+    weighted_bw[key] += o.busbw_bytes_per_second * o.seconds_total;
   }
   for (auto& [key, s] : ops) {
     s.busbw = s.seconds_total > 0 ? weighted_bw[key] / s.seconds_total : 0;
     comm.ops.push_back(s);
   }
-  comm.in_flight = ParseInFlight(c, "oldest_in_flight", false);
-  if (!comm.in_flight) comm.in_flight = ParseInFlight(c, "abandoned_oldest", true);
-  if (c.Has("recent_collectives")) {
-    const json& rows = c.raw().at("recent_collectives");
-    if (!rows.is_array()) c.Fail("recent_collectives", "expected a list");
-    for (std::size_t i = 0; i < rows.size(); ++i) {
-      const json& r = rows[i];
-      const bool ok = r.is_array() && r.size() == 6 && r[0].is_number_unsigned() &&
-                      r[1].is_string() && r[2].is_number() && r[3].is_number() &&
-                      r[4].is_number() && r[5].is_number();
-      if (!ok) {
-        c.Fail(
-            "recent_collectives[" + std::to_string(i) + "]",
-            "expected [seq, op, bytes, enqueue_unix, kernel_start_ns, seconds], got " + r.dump());
-      }
-      comm.recent.push_back({r[0].get<uint64_t>(), r[1].get<std::string>(), r[2].get<double>(),
-                             r[3].get<double>(), r[4].get<double>(), r[5].get<double>()});
-    }
-    std::sort(comm.recent.begin(), comm.recent.end(),
-              [](const RecentCollective& a, const RecentCollective& b) { return a.seq < b.seq; });
+  comm.in_flight = InFlightOf(c.oldest_in_flight, false);
+  if (!comm.in_flight) comm.in_flight = InFlightOf(c.abandoned_oldest, true);
+  for (const history::NcclRecentCollective& r : c.recent_collectives) {
+    comm.recent.push_back({r.seq, r.op, static_cast<double>(r.bytes), r.enqueue_unix,
+                           static_cast<double>(r.kernel_start_ns), r.seconds});
   }
+  std::sort(comm.recent.begin(), comm.recent.end(),
+            [](const RecentCollective& a, const RecentCollective& b) { return a.seq < b.seq; });
   return comm;
 }
 
-PluginRank ParsePluginRank(const json& j, const std::string& file, int file_rank) {
-  const Fields f(j, file);
+PluginRank PluginRankOf(const history::NcclRecord& record, const std::string& file) {
   PluginRank r;
   r.file = file;
-  r.rank = f.Int("rank", file_rank, 0, kMaxRank);
-  if (r.rank != file_rank) {
-    f.Fail("rank", "is " + std::to_string(r.rank) + " but the file name says rank " +
-                       std::to_string(file_rank));
-  }
-  r.node = f.String("node");
-  r.local_rank = f.Int("local_rank", -1, -1, kMaxRank);
-  r.written_unix = f.Number("written_unix");
-  if (f.Has("communicators")) {
-    const json& list = j.at("communicators");
-    if (!list.is_array()) f.Fail("communicators", "expected a list");
-    for (std::size_t i = 0; i < list.size(); ++i) {
-      r.comms.push_back(ParseComm(list[i], file, "communicators[" + std::to_string(i) + "]."));
-    }
-  }
+  r.rank = record.rank;
+  r.node = record.node;
+  r.local_rank = record.local_rank;
+  r.written_unix = record.written_unix;
+  for (const history::NcclCommRecord& c : record.communicators) r.comms.push_back(CommOf(c));
   return r;
 }
 
@@ -304,30 +263,19 @@ void Hang(const RunData& run, const std::string& comm, ProgramDiagnosis* p) {
 
 void LoadPluginRanks(const std::string& run_dir, RunData* data) {
   const fs::path logs = fs::path(run_dir) / "logs";
+  std::map<int, std::string> files = history::RankFiles(logs.string(), history::kNcclRecordSuffix);
+  files.erase(files.upper_bound(history::kMaxRecordRank), files.end());  // as the files' "rank"
+  for (const auto& [rank, path] : files) {
+    data->plugin_ranks.push_back(PluginRankOf(history::ReadNcclRecord(path, rank), path));
+  }
   std::error_code ec;
   if (!fs::is_directory(logs, ec)) return;
-  std::vector<std::pair<int, fs::path>> files;
   for (const auto& entry : fs::directory_iterator(logs, ec)) {
     const std::string name = entry.path().filename().string();
-    const std::string prefix = "rank-", suffix = ".nccl.json";
-    if (name.size() > prefix.size() + suffix.size() && name.rfind(prefix, 0) == 0 &&
-        name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0) {
-      const std::string digits =
-          name.substr(prefix.size(), name.size() - prefix.size() - suffix.size());
-      if (!digits.empty() && digits.size() <= 7 &&
-          std::all_of(digits.begin(), digits.end(),
-                      [](char ch) { return ch >= '0' && ch <= '9'; })) {
-        files.emplace_back(std::stoi(digits), entry.path());
-      }
-    } else if (name.rfind("topology-", 0) == 0 && name.size() > 14 &&
-               name.compare(name.size() - 5, 5, ".json") == 0) {
+    if (name.rfind("topology-", 0) == 0 && name.size() > 14 &&
+        name.compare(name.size() - 5, 5, ".json") == 0) {
       data->topology_files[name.substr(9, name.size() - 14)] = entry.path().string();
     }
-  }
-  std::sort(files.begin(), files.end());
-  for (const auto& [rank, path] : files) {
-    data->plugin_ranks.push_back(
-        ParsePluginRank(detail::ReadJsonFile(path.string()), path.string(), rank));
   }
 }
 

@@ -4,57 +4,14 @@
 #include <sstream>
 
 #include "diagnose/diagnose.h"
+#include "diagnose/report_format.h"
 
 namespace ringpilot::diagnose {
+using detail::CollectiveJson;
+using detail::Fmt;
 using nlohmann::json;
 
 namespace {
-
-std::string Fmt(double v, int digits) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.*f", digits, v);
-  return buf;
-}
-
-void Row(std::ostream& out, const std::vector<std::string>& cells,
-         const std::vector<std::size_t>& width) {
-  std::string line = "  ";
-  for (std::size_t i = 0; i < cells.size(); ++i) {
-    line += cells[i];
-    if (i + 1 < cells.size() && width[i] > cells[i].size()) {
-      line += std::string(width[i] - cells[i].size(), ' ');
-    }
-    if (i + 1 < cells.size()) line += "  ";
-  }
-  while (!line.empty() && line.back() == ' ') line.pop_back();
-  out << line << "\n";
-}
-
-void Print(std::ostream& out, const std::vector<std::vector<std::string>>& rows) {
-  std::vector<std::size_t> width;
-  for (const auto& row : rows) {
-    for (std::size_t i = 0; i < row.size(); ++i) {
-      if (width.size() <= i) width.push_back(0);
-      width[i] = std::max(width[i], row[i].size());
-    }
-  }
-  for (const auto& row : rows) Row(out, row, width);
-}
-
-json CollectiveJson(const CollectiveRow& row) {
-  return {
-      {"op", row.op},
-      {"size_bucket", row.size_bucket},
-      {"count", row.count},
-      {"bytes_total", row.bytes_total},
-      {"seconds_total", row.seconds_total},
-      {"busbw_bytes_per_second", row.busbw_mean},
-      {"busbw_min_bytes_per_second", row.busbw_min},
-      {"busbw_min_rank", row.busbw_min_rank},
-      {"expected_busbw_bytes_per_second", row.expected > 0 ? json(row.expected) : json(nullptr)},
-      {"ratio", row.expected > 0 ? json(row.busbw_mean / row.expected) : json(nullptr)},
-      {"below_half_of_expected", row.low}};
-}
 
 // The processes as `ringpilot exec` saw them, and the progress the program reported.
 void RenderProcesses(const Diagnosis& d, std::ostream& out) {
@@ -84,7 +41,7 @@ void RenderProcesses(const Diagnosis& d, std::ostream& out) {
                     b.progress ? std::to_string(b.progress->step) : "-",
                     Fmt(d.data.now_unix - b.unix, 0) + " s ago"});
   }
-  Print(out, rows);
+  detail::PrintTable(out, rows);
   out << "  (logs/rank-<N>.program.json: each rank's process as `ringpilot exec` saw it; "
          "cpu_s: user + system CPU time)\n";
   if (d.data.plugin_ranks.empty()) {
@@ -112,7 +69,7 @@ std::string RenderProgramText(const Diagnosis& d) {
                     std::to_string(r.started), std::to_string(r.completed),
                     Fmt(r.silent_seconds, 0) + " s ago"});
   }
-  Print(out, rows);
+  detail::PrintTable(out, rows);
   out << "  (comm_s: kernel time of the rank's NCCL operations, waiting for late ranks "
          "included; started/completed: collective sequence numbers on "
       << (p.comm.empty() ? "-" : p.comm) << ")\n";
@@ -133,7 +90,7 @@ std::string RenderProgramText(const Diagnosis& d) {
       t.push_back({std::to_string(r.rank), Fmt(r.caused_wait_seconds, 4),
                    std::to_string(r.last_arrivals), std::to_string(r.last_enqueues)});
     }
-    Print(out, t);
+    detail::PrintTable(out, t);
     out << "  (per collective, the rank with the shortest kernel arrived last and the others' "
            "extra kernel time waited for it; last_enqueues: by the host clocks)\n";
   }
@@ -170,7 +127,7 @@ std::string RenderProgramText(const Diagnosis& d) {
                    row.expected > 0 ? Fmt(100 * row.busbw_mean / row.expected, 1) + "%" : "-",
                    row.low ? "LOW" : ""});
     }
-    Print(out, t);
+    detail::PrintTable(out, t);
     out << "  expected: " << (p.expected_source.empty() ? "-" : p.expected_source) << "\n";
   }
   return out.str();

@@ -3,17 +3,13 @@
 #include <sstream>
 
 #include "diagnose/diagnose.h"
+#include "diagnose/report_format.h"
 
 namespace ringpilot::diagnose {
+using detail::Fmt;
 using nlohmann::json;
 
 namespace {
-
-std::string Fmt(double v, int digits) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.*f", digits, v);
-  return buf;
-}
 
 std::string Percent(double share) { return Fmt(100 * share, 1) + "%"; }
 
@@ -24,24 +20,7 @@ class Table {
  public:
   explicit Table(std::vector<std::string> header) { rows_.push_back(std::move(header)); }
   void Add(std::vector<std::string> row) { rows_.push_back(std::move(row)); }
-  void Print(std::ostream& out, const std::string& indent = "  ") const {
-    std::vector<std::size_t> width;
-    for (const auto& row : rows_) {
-      for (std::size_t i = 0; i < row.size(); ++i) {
-        if (width.size() <= i) width.push_back(0);
-        width[i] = std::max(width[i], row[i].size());
-      }
-    }
-    for (const auto& row : rows_) {
-      std::string line = indent;
-      for (std::size_t i = 0; i < row.size(); ++i) {
-        line += row[i];
-        if (i + 1 < row.size()) line += std::string(width[i] - row[i].size() + 2, ' ');
-      }
-      while (!line.empty() && line.back() == ' ') line.pop_back();
-      out << line << "\n";
-    }
-  }
+  void Print(std::ostream& out) const { detail::PrintTable(out, rows_); }
 
  private:
   std::vector<std::vector<std::string>> rows_;
@@ -212,19 +191,7 @@ json DiagnosisToJson(const Diagnosis& d) {
   }
   json collectives = json::array();
   for (const CollectiveRow& row : d.collectives) {
-    collectives.push_back({
-        {"op", row.op},
-        {"size_bucket", row.size_bucket},
-        {"count", row.count},
-        {"bytes_total", row.bytes_total},
-        {"seconds_total", row.seconds_total},
-        {"busbw_bytes_per_second", row.busbw_mean},
-        {"busbw_min_bytes_per_second", row.busbw_min},
-        {"busbw_min_rank", row.busbw_min_rank},
-        {"expected_busbw_bytes_per_second", row.expected > 0 ? json(row.expected) : json(nullptr)},
-        {"ratio", row.expected > 0 ? json(row.busbw_mean / row.expected) : json(nullptr)},
-        {"below_half_of_expected", row.low},
-    });
+    collectives.push_back(detail::CollectiveJson(row));
   }
   j["input_bound_ranks"] = d.input_bound_ranks;
   j["comm"] = {

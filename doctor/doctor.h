@@ -169,6 +169,22 @@ CheckResult CheckTrainerLibraries(const DoctorEnv& env, config::Device dev);
 /// loaded cuDNN is not LibTorch's major.minor. SKIP without a trainer and in quick mode (LibTorch
 /// loads).
 CheckResult CheckLibraryVersions(const DoctorEnv& env);
+
+/// How long `ringpilot-trainer --versions` may take: LibTorch loads in a second or two, a
+/// cold page cache on a network file system is slower.
+inline constexpr int kTrainerVersionsTimeoutS = 60;
+
+/// `TRAINER --versions` (trainer/telemetry/versions.h), run through env.run: the one reading
+/// of it, for CheckLibraryVersions and `ringpilot --version` (cli/version_command.h).
+struct TrainerVersions {
+  CommandResult run;
+  /// The last line of its output that parses as a JSON object (LibTorch may warn on stderr
+  /// first), when it exited 0; nullopt otherwise.
+  std::optional<nlohmann::json> versions;
+  /// versions[key] when it is a string, else "".
+  std::string Field(const char* key) const;
+};
+TrainerVersions RunTrainerVersions(const DoctorEnv& env, const std::string& trainer);
 /// Each visible GPU's compute capability vs the SASS / PTX architectures in the trainer's
 /// libtorch_cuda.so (ldd of the trainer, or $RINGPILOT_LIBTORCH_CUDA).
 CheckResult CheckCudaArchitectures(const DoctorEnv& env, const DriverInfo& drv, config::Device dev);

@@ -14,8 +14,6 @@
 namespace ringpilot::doctor {
 namespace {
 
-constexpr int kVersionsTimeoutS = 30;  // LibTorch loads in 1-2 s; a cold page cache is slower
-
 // "2.28.9" -> {2, 28, 9}; nullopt unless it starts with MAJOR.MINOR.
 std::optional<std::array<int, 3>> ParseDotted(const std::string& text) {
   static const std::regex re(R"(^(\d+)\.(\d+)(?:\.(\d+))?)");
@@ -31,18 +29,6 @@ std::string ShortMpi(const std::string& line) {
   std::smatch m;
   if (std::regex_search(head, m, re)) return m[1].str() + " " + m[2].str();
   return head;
-}
-
-// The last line of OUTPUT that parses as a JSON object (LibTorch may warn on stderr first).
-std::optional<nlohmann::json> VersionsObject(const std::string& output) {
-  std::optional<nlohmann::json> found;
-  std::istringstream in(output);
-  for (std::string line; std::getline(in, line);) {
-    if (line.empty() || line[0] != '{') continue;
-    auto doc = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
-    if (doc.is_object()) found = std::move(doc);
-  }
-  return found;
 }
 
 struct Verdict {
@@ -105,6 +91,25 @@ std::string CompareCudnn(const std::string& compiled, const std::string& loaded,
 
 }  // namespace
 
+std::string TrainerVersions::Field(const char* key) const {
+  if (!versions) return "";
+  const auto it = versions->find(key);
+  return it != versions->end() && it->is_string() ? it->get<std::string>() : std::string();
+}
+
+TrainerVersions RunTrainerVersions(const DoctorEnv& env, const std::string& trainer) {
+  TrainerVersions v;
+  v.run = env.run({trainer, "--versions"}, kTrainerVersionsTimeoutS);
+  if (v.run.exit_code != 0) return v;
+  std::istringstream in(v.run.output);
+  for (std::string line; std::getline(in, line);) {
+    if (line.empty() || line[0] != '{') continue;
+    auto doc = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+    if (doc.is_object()) v.versions = std::move(doc);
+  }
+  return v;
+}
+
 CheckResult CheckLibraryVersions(const DoctorEnv& env) {
   const std::string name = "library_versions";
   const std::string trainer = TrainerPath(env);
@@ -119,27 +124,24 @@ CheckResult CheckLibraryVersions(const DoctorEnv& env) {
   const std::string run_hint = "run `" + cmd +
                                "` by hand; a loader error (missing library) is explained by "
                                "trainer_libraries";
-  const CommandResult r = env.run({trainer, "--versions"}, kVersionsTimeoutS);
+  const TrainerVersions versions = RunTrainerVersions(env, trainer);
+  const CommandResult& r = versions.run;
   if (!r.started) return {name, CheckStatus::kFail, "`" + cmd + "` could not be run", run_hint};
   if (r.timed_out || r.exit_code != 0) {
     const std::string last = LastLine(r.output);
     return {name, CheckStatus::kFail,
             "`" + cmd + "` " +
-                (r.timed_out ? "timed out after " + std::to_string(kVersionsTimeoutS) + " s"
+                (r.timed_out ? "timed out after " + std::to_string(kTrainerVersionsTimeoutS) + " s"
                              : "exited " + std::to_string(r.exit_code)) +
                 (last.empty() ? "" : ": " + last),
             run_hint};
   }
-  const auto doc = VersionsObject(r.output);
-  if (!doc) {
+  if (!versions.versions) {
     return {
         name, CheckStatus::kFail, "`" + cmd + "` printed no JSON object: " + LastLine(r.output),
         "a trainer built before --versions existed? rebuild it (scripts/build.sh); " + run_hint};
   }
-  const auto field = [&](const char* key) {
-    const auto it = doc->find(key);
-    return it != doc->end() && it->is_string() ? it->get<std::string>() : std::string();
-  };
+  const auto field = [&versions](const char* key) { return versions.Field(key); };
   Verdict v;
   std::vector<std::string> parts{"LibTorch " + (field("torch").empty() ? "?" : field("torch"))};
   if (field("cuda_compiled").empty()) {

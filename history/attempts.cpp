@@ -1,4 +1,5 @@
 #include "history/attempts.h"
+#include "history/rank_files.h"
 
 #include <sys/stat.h>
 
@@ -157,7 +158,7 @@ std::string AttemptFailurePath(const std::string& run_dir, int attempt) {
 }
 
 std::string AttemptRankStatsPath(const std::string& run_dir, int attempt, int rank) {
-  return AttemptDir(run_dir, attempt) + "/rank-" + std::to_string(rank) + ".stats.json";
+  return AttemptDir(run_dir, attempt) + "/rank-" + std::to_string(rank) + kRankStatsSuffix;
 }
 
 int64_t AttemptRecord::StepsTrained() const {

@@ -9,6 +9,10 @@
 
 namespace ringpilot::history {
 
+/// rank-R<this>: a rank's step statistics (trainer/telemetry's StepStats::WriteJson; diagnose
+/// parses them), in logs/ and in attempts/N/ (AttemptRankStatsPath, attempts.h).
+inline constexpr const char* kRankStatsSuffix = ".stats.json";
+
 /// The files logs_dir/rank-N<suffix> (N decimal, up to 9 digits), by rank; none when the
 /// folder is missing or unreadable.
 std::map<int, std::string> RankFiles(const std::string& logs_dir, const std::string& suffix);

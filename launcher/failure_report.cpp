@@ -12,8 +12,10 @@
 
 #include "base/files.h"
 #include "base/time.h"
+#include "history/nccl_record.h"
 #include "history/program_beat.h"
 #include "history/rank_files.h"
+#include "history/record_fields.h"
 #include "history/trainer_beat.h"
 
 namespace ringpilot::launcher {
@@ -205,37 +207,35 @@ std::map<int, RankHeartbeat> ReadProgramBeats(const std::string& logs_dir, doubl
 
 std::map<int, RankHeartbeat> ReadNcclHeartbeats(const std::string& logs_dir, double since_unix) {
   std::map<int, RankHeartbeat> beats;
-  for (const auto& [rank, path] : history::RankFiles(logs_dir, ".nccl.json")) {
-    const nlohmann::json j = history::ReadJsonObject(path);
-    if (!j.is_object() || !j.contains("communicators") || !j["communicators"].is_array()) continue;
+  for (const auto& [rank, path] : history::RankFiles(logs_dir, history::kNcclRecordSuffix)) {
+    history::NcclRecord record;
     try {
-      // The largest communicator (the world's, normally) is the one every rank shares.
-      const nlohmann::json* best = nullptr;
-      for (const nlohmann::json& c : j["communicators"]) {
-        if (best == nullptr || c.value("comm_size", 0) > best->value("comm_size", 0)) best = &c;
-      }
-      RankHeartbeat b;
-      b.rank = rank;
-      b.phase = "nccl";
-      b.unix = j.value("written_unix", 0.0);
-      if (best != nullptr) {
-        b.comm = best->value("comm", std::string());
-        const nlohmann::json seq = best->value("collective_seq", nlohmann::json::object());
-        b.collectives_started = seq.value("started", uint64_t{0});
-        b.collectives_completed = seq.value("completed", uint64_t{0});
-        for (const char* key : {"oldest_in_flight", "abandoned_oldest"}) {
-          const nlohmann::json o = best->value(key, nlohmann::json());
-          if (!o.is_object()) continue;
-          b.stuck_op = o.value("op", std::string());
-          b.stuck_seq = o.value("seq", uint64_t{0});
-          b.stuck_seconds = o.value("age_seconds", 0.0);
-          break;
-        }
-      }
-      if (b.unix >= since_unix) beats.emplace(b.rank, b);
-    } catch (const nlohmann::json::exception&) {
-      continue;  // a field of the wrong type: as unreadable
+      record = history::ReadNcclRecord(path, rank);
+    } catch (const history::RecordError&) {
+      continue;  // unreadable, half written or foreign: no beat
     }
+    RankHeartbeat b;
+    b.rank = rank;
+    b.phase = "nccl";
+    b.unix = record.written_unix;
+    // The largest communicator (the world's, normally) is the one every rank shares.
+    const history::NcclCommRecord* best = nullptr;
+    for (const history::NcclCommRecord& c : record.communicators) {
+      if (best == nullptr || c.comm_size > best->comm_size) best = &c;
+    }
+    if (best != nullptr) {
+      b.comm = best->comm;
+      b.collectives_started = best->collectives_started;
+      b.collectives_completed = best->collectives_completed;
+      for (const auto* stuck : {&best->oldest_in_flight, &best->abandoned_oldest}) {
+        if (!*stuck) continue;
+        b.stuck_op = (*stuck)->op;
+        b.stuck_seq = (*stuck)->seq;
+        b.stuck_seconds = (*stuck)->age_seconds;
+        break;
+      }
+    }
+    if (b.unix >= since_unix) beats.emplace(b.rank, b);
   }
   return beats;
 }

@@ -66,8 +66,9 @@ struct RankHeartbeat : history::TrainerBeat {
 /// an earlier attempt's), by rank. Unreadable or malformed files are left out.
 std::map<int, RankHeartbeat> ReadHeartbeats(const std::string& logs_dir, double since_unix);
 
-/// The heartbeat of each rank of a launch.command job: its logs/rank-N.nccl.json (the NCCL
-/// profiler plugin, rewritten every few seconds while the process lives) written at or
+/// The heartbeat of each rank of a launch.command job: its logs/rank-N.nccl.json
+/// (history/nccl_record.h: the NCCL profiler plugin rewrites it every few seconds while the
+/// process lives) written at or
 /// after `since_unix`: the collective sequence numbers of its largest communicator, `unix`
 /// = when the file was written, and the collective in flight there (or, after an abort,
 /// the one it was stuck in). Unreadable or malformed files are left out.

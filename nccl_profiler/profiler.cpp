@@ -77,7 +77,7 @@ void Profiler::Start(const CommIdentity& first, int api_version) {
     exporter_->SetScrapeCallback([this] { export_->Refresh(Snapshots()); });
   }
   if (!settings_.run_dir.empty()) {
-    stats_path_ = StatsPath(settings_.run_dir, rank_);
+    stats_path_ = history::NcclRecordPath(settings_.run_dir + "/logs", rank_);
     base::MakeDirs(base::DirName(stats_path_));
     if (exporter_) {
       // No MPI here to gather the ranks into one file: each process lists itself, and
@@ -170,7 +170,7 @@ void Profiler::WriteStatsFile() {
     labels.local_rank = settings_.local_rank;
     const double now =
         std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-    text = StatsJson(labels, api_version_, SnapshotsLocked(), now);
+    text = history::NcclRecordJson(StatsRecord(labels, api_version_, SnapshotsLocked(), now));
   }
   try {
     base::WriteFileAtomically(stats_path_, text);

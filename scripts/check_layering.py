@@ -20,7 +20,7 @@ ALLOWED = {
     "topology": {"base"},
     "metrics": {"topology", "base"},
     "comm": {"base"},
-    "nccl_profiler": {"metrics", "comm", "base"},
+    "nccl_profiler": {"history", "metrics", "comm", "base"},
     "slurm": {"config", "base"},
     "k8s": {"config", "base"},
     "mpirun": {"base"},

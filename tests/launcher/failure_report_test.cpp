@@ -353,5 +353,18 @@ TEST(FailureReport, ProgramHeartbeatsComeFromTheNcclProfilerFiles) {
   EXPECT_TRUE(named);
 }
 
+TEST(FailureReport, HalfWrittenOrForeignNcclRecordsAreLeftOut) {
+  testing::TempDir dir;
+  RecordProgram(dir.path(), 2, 3, {});
+  const std::string logs = dir.path() + "/logs";
+  const std::string whole = testing::ReadFile(logs + "/rank-1.nccl.json");
+  WriteFile(logs + "/rank-1.nccl.json", whole.substr(0, whole.size() / 2));
+  WriteFile(logs + "/rank-2.nccl.json", R"({"rank": 5, "written_unix": 9e9})");
+  WriteFile(logs + "/rank-3.nccl.json", "not json");
+  const std::map<int, RankHeartbeat> beats = ReadNcclHeartbeats(logs, 0);
+  ASSERT_EQ(beats.size(), 1u);
+  EXPECT_EQ(beats.at(0).collectives_completed, 3u);
+}
+
 }  // namespace
 }  // namespace ringpilot::launcher
