@@ -290,6 +290,9 @@ void ImagePipeline::MakeBatch(const BatchRequest& request, Slot& slot, bool slot
     //    workers make while the others decode (the hybrid decoder's Huffman runs here).
     //    The host share (first pass only) is made on its own threads meanwhile, at a lower
     //    priority where share_nice says so: the threads feeding nvJPEG go first.
+    // Its own error slot: on_workers reads worker_error while these threads still run.
+    std::mutex share_error_mutex;
+    std::exception_ptr share_error;
     std::thread share_runner;
     if (first_pass && d.share_count > 0) {
       share_runner = std::thread([&] {
@@ -299,8 +302,8 @@ void ImagePipeline::MakeBatch(const BatchRequest& request, Slot& slot, bool slot
             MakeHostShareSample(thread, request, first_shared + k,
                                 share_pixels + out_bytes * static_cast<size_t>(k));
           } catch (...) {
-            std::lock_guard<std::mutex> lock(error_mutex);
-            if (!worker_error) worker_error = std::current_exception();
+            std::lock_guard<std::mutex> lock(share_error_mutex);
+            if (!share_error) share_error = std::current_exception();
           }
         });
         share_s = seconds_since(start);
@@ -346,7 +349,7 @@ void ImagePipeline::MakeBatch(const BatchRequest& request, Slot& slot, bool slot
     }
     odd_s += seconds_since(t);
     join_share();
-    if (worker_error) std::rethrow_exception(worker_error);
+    if (share_error) std::rethrow_exception(share_error);
     PIPELINE_CUDA(d.batch->JoinInto(d.stream));
     odd = 0;
     for (int i : d.odd_samples) {
