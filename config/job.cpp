@@ -369,12 +369,12 @@ JobConfig Loader::Finish() {
     const auto model = sections_.find("model");
     Collect("model.name", [&] {
       Fail(model != sections_.end() ? model->second : root_, "model.name",
-           "required key missing (one of resnet18-cifar, resnet50, bert-tiny, bert-base; or "
-           "launch.command to run your own program)");
+           "required key missing (one of " + ModelNameList() +
+               "; or launch.command to run your own program)");
     });
   }
-  if (config_.model.name == ModelName::kResnet50 && !IsGiven("model.num_classes")) {
-    config_.model.num_classes = 1000;
+  if (!IsGiven("model.num_classes")) {
+    config_.model.num_classes = DefaultNumClasses(config_.model.name);
   }
 
   CrossCheck();

@@ -26,6 +26,9 @@ enum class NcclBufferRegistration { kNone, kRegister, kSymmetric };
 enum class GpuDecode { kAuto, kOn, kOff };
 /// The models the trainer builds (model.name).
 enum class ModelName { kResnet18Cifar, kResnet50, kBertTiny, kBertBase };
+/// model.num_classes when the job leaves it out: ImageNet's 1000 for resnet50, else
+/// CIFAR-10's 10.
+constexpr int DefaultNumClasses(ModelName name) { return name == ModelName::kResnet50 ? 1000 : 10; }
 /// Where training samples come from (data.kind).
 enum class DataKind { kSynthetic, kCifar, kImageFolder, kImageShards, kTokens };
 /// CPU binding of each rank (docs/topology.md): `auto` is `numa` for GPU ranks and `cores`
@@ -82,7 +85,9 @@ struct ModelConfig {
   /// BERT vocabulary (embedding rows); 0 = the data's: data.kind tokens: the shards' vocab
   /// size (a smaller value is an error), synthetic: 30522 (BERT's WordPiece).
   int vocab_size = 0;
-  int num_classes = 10;  ///< ResNet classes (resnet50 uses 1000 unless set)
+  /// ResNet classes; a job that leaves it out gets DefaultNumClasses(name) (the loader
+  /// sets it once `name` is known).
+  int num_classes = DefaultNumClasses(ModelName::kResnet18Cifar);
 };
 
 struct DataConfig {

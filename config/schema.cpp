@@ -564,6 +564,8 @@ std::string FormatDouble(double v) {
   return std::string(buf, r.ptr);
 }
 
+std::string ModelNameList() { return JoinNames(Names(kModelNames), ""); }
+
 }  // namespace detail
 
 const char* ToString(Device d) { return detail::NameOf(detail::kDeviceNames, static_cast<int>(d)); }

@@ -76,6 +76,8 @@ struct KeySpec {
 
 /// Every job key, in reference order (top-level keys first, then section by section).
 const std::vector<KeySpec>& Schema();
+/// model.name's names, comma-separated, in the enum's order (for messages).
+std::string ModelNameList();
 /// Section names in reference order.
 const std::vector<std::string>& Sections();
 bool IsSection(const std::string& name);
