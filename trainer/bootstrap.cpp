@@ -20,7 +20,6 @@
 #include "topology/bandwidth.h"
 #include "topology/cluster.h"
 #include "topology/probe.h"
-#include "trainer/options.h"
 
 namespace ringpilot::trainer {
 namespace {
@@ -109,8 +108,8 @@ std::vector<std::string> GatherStrings(const std::string& mine, int rank, int wo
   return out;
 }
 
-bool UsesCuda(const config::JobConfig& cfg, int visible_gpus) {
-  switch (cfg.world.device) {
+bool UsesCuda(config::Device device, int visible_gpus) {
+  switch (device) {
     case config::Device::kCpu:
       return false;
     case config::Device::kCuda:
@@ -128,7 +127,7 @@ bool UsesCuda(const config::JobConfig& cfg, int visible_gpus) {
 
 }  // namespace
 
-RankPlacement PlaceRank(const config::JobConfig& cfg, int rank, int world, int local_rank,
+RankPlacement PlaceRank(const PlacementOptions& options, int rank, int world, int local_rank,
                         int local_size, telemetry::RankLog& log) {
   MPI_Comm local;
   MPI_CHECK(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &local));
@@ -139,7 +138,7 @@ RankPlacement PlaceRank(const config::JobConfig& cfg, int rank, int world, int l
   const topology::NodeReport report =
       topology::NodeReportFromJson(nlohmann::json::parse(report_json));
   const std::map<std::string, std::string> env = PlanEnvironment();
-  const bool cuda = UsesCuda(cfg, report.visible_gpus);
+  const bool cuda = UsesCuda(options.device, report.visible_gpus);
 
   // Cluster view and expected bandwidth at rank 0.
   RankPlacement out;
@@ -178,7 +177,7 @@ RankPlacement PlaceRank(const config::JobConfig& cfg, int rank, int world, int l
   in.local_rank = local_rank;
   in.local_size = local_size;
   in.cuda = cuda;
-  in.bind = BindPolicyFor(cfg.placement.bind);
+  in.bind = options.bind;
   in.allowed_cpus = topology::CurrentAffinity();
   in.env = env;
   out.plan = topology::PlanRank(report.topology, in);

@@ -14,6 +14,12 @@
 
 namespace ringpilot::trainer {
 
+/// What placement reads of the job (trainer/options.cpp PlacementOptionsFor fills it).
+struct PlacementOptions {
+  config::Device device = config::Device::kAuto;  ///< world.device
+  topology::BindPolicy bind = topology::BindPolicy::kAuto;
+};
+
 struct RankPlacement {
   topology::RankPlan plan;
   double expected_bus_bytes_per_second = 0;  ///< the job's, same on every rank; 0: no model
@@ -28,7 +34,7 @@ struct RankPlacement {
 /// missing source is a warning in the report), or from the file named by
 /// RINGPILOT_TOPOLOGY_SNAPSHOT (tests, or nodes where probing is not wanted); one that
 /// cannot be read throws std::runtime_error.
-RankPlacement PlaceRank(const config::JobConfig& cfg, int rank, int world, int local_rank,
+RankPlacement PlaceRank(const PlacementOptions& options, int rank, int world, int local_rank,
                         int local_size, telemetry::RankLog& log);
 
 }  // namespace ringpilot::trainer

@@ -8,6 +8,7 @@
 
 #include "base/files.h"
 #include "base/run_variables.h"
+#include "config/device_plan.h"
 #include "metrics/scrape_targets.h"
 
 namespace ringpilot::trainer {
@@ -116,6 +117,54 @@ std::optional<c10::ScalarType> AutocastDtypeFor(config::Precision precision) {
       return c10::kBFloat16;
   }
   return std::nullopt;
+}
+
+PlacementOptions PlacementOptionsFor(const config::JobConfig& job) {
+  PlacementOptions o;
+  o.device = job.world.device;
+  o.bind = BindPolicyFor(job.placement.bind);
+  return o;
+}
+
+DeviceOptions DeviceOptionsFor(const config::JobConfig& job, bool cuda_visible,
+                               const std::string& host) {
+  DeviceOptions o;
+  o.plan = config::PlanDevice(job, cuda_visible, host);
+  o.threads_per_rank = job.train.threads_per_rank;
+  o.retain_host_memory = job.train.retain_host_memory;
+  o.deterministic = job.train.deterministic;
+  o.tf32 = job.train.tf32;
+  return o;
+}
+
+CommunicatorOptions CommunicatorOptionsFor(const config::JobConfig& job) {
+  CommunicatorOptions o;
+  o.timeout_s = job.comm.timeout_s;
+  o.sync_batchnorm = job.model.sync_batchnorm;
+#ifdef RINGPILOT_WITH_CUDA
+  o.nccl = NcclOptionsFor(job.comm);
+#endif
+  return o;
+}
+
+TrainStepOptions TrainStepOptionsFor(const config::JobConfig& job, const RankDevice& device,
+                                     int rank) {
+  TrainStepOptions o;
+  o.autocast = AutocastDtypeFor(device.precision);
+  o.update = GradientUpdateOptionsFor(job.comm);
+  o.backward_sm_carveout = job.comm.backward_sm_carveout;
+  o.straggle_s = rank == job.fault.straggler_rank ? job.fault.straggler_ms / 1000.0 : 0.0;
+  o.grad_accum_steps = job.train.grad_accum_steps;
+  o.max_grad_norm = job.train.max_grad_norm;
+  return o;
+}
+
+telemetry::RankTelemetryOptions RankTelemetryOptionsFor(const config::JobConfig& job) {
+  telemetry::RankTelemetryOptions o;
+  o.gpu_sample_seconds = job.metrics.gpu_sample_seconds;
+  o.trace = job.trace.enabled;
+  o.trace_max_events = job.trace.max_events;
+  return o;
 }
 
 topology::BindPolicy BindPolicyFor(config::BindMode mode) {

@@ -16,10 +16,14 @@
 #include "data/image_loader.h"
 #include "metrics/exporter.h"
 #include "topology/plan.h"
+#include "trainer/bootstrap.h"
 #include "trainer/gradient_update.h"
 #include "trainer/lr_schedule.h"
 #include "trainer/models/model.h"
 #include "trainer/optimizer.h"
+#include "trainer/rank_setup.h"
+#include "trainer/telemetry/rank_telemetry.h"
+#include "trainer/train_step.h"
 
 #ifdef RINGPILOT_WITH_CUDA
 #include "comm/nccl_communicator.h"
@@ -63,6 +67,26 @@ c10::ScalarType GradWireDtypeFor(config::GradDtype dtype);
 std::optional<c10::ScalarType> AutocastDtypeFor(config::Precision precision);
 
 topology::BindPolicy BindPolicyFor(config::BindMode mode);
+
+/// world.device and placement.bind for PlaceRank.
+PlacementOptions PlacementOptionsFor(const config::JobConfig& job);
+
+/// world.device planned for this host (config::PlanDevice with `cuda_visible`, naming
+/// `host` in its error) and train.threads_per_rank, retain_host_memory, deterministic,
+/// tf32. Throws config::ConfigError for world.device cuda with no CUDA device visible.
+DeviceOptions DeviceOptionsFor(const config::JobConfig& job, bool cuda_visible,
+                               const std::string& host);
+
+/// comm.timeout_s, model.sync_batchnorm and, on CUDA builds, the NCCL options.
+CommunicatorOptions CommunicatorOptionsFor(const config::JobConfig& job);
+
+/// train.* and comm.* of the step on `device` (its precision as it applies), and this
+/// rank's share of fault.straggler_* (`rank`).
+TrainStepOptions TrainStepOptionsFor(const config::JobConfig& job, const RankDevice& device,
+                                     int rank);
+
+/// metrics.gpu_sample_seconds and trace.*.
+telemetry::RankTelemetryOptions RankTelemetryOptionsFor(const config::JobConfig& job);
 
 /// data.* and train.seed for an image batch loader: `batch` samples per slot, the model's
 /// image size, decode threads `workers` (DecodeWorkersFor).

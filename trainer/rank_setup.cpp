@@ -11,9 +11,7 @@
 
 #include "base/environment.h"
 #include "comm/status.h"
-#include "config/device_plan.h"
 #include "trainer/host_memory.h"
-#include "trainer/options.h"
 #include "trainer/telemetry/rank_telemetry.h"
 
 #ifdef RINGPILOT_WITH_CUDA
@@ -40,25 +38,29 @@ RankPlace JoinWorld() {
   return p;
 }
 
-RankDevice SetUpDevice(const config::JobConfig& job, const RankPlace& place,
-                       telemetry::RankLog& log) {
-  bool have_cuda = false;
+bool CudaAvailable() {
 #ifdef RINGPILOT_WITH_CUDA
-  have_cuda = torch::cuda::is_available();
+  return torch::cuda::is_available();
+#else
+  return false;
 #endif
-  const config::DevicePlan plan = config::PlanDevice(job, have_cuda, place.node);
+}
+
+RankDevice SetUpDevice(const DeviceOptions& options, const RankPlace& place,
+                       telemetry::RankLog& log) {
+  const config::DevicePlan& plan = options.plan;
   if (!plan.notice.empty() && place.rank == 0) log.Warn(plan.notice);
   RankDevice d;
   d.cuda = plan.cuda;
   d.cuda_graphs = plan.cuda_graphs;
   d.precision = plan.precision;
-  d.threads = job.train.threads_per_rank;
+  d.threads = options.threads_per_rank;
   if (d.threads == 0) {
     const int cores = static_cast<int>(std::thread::hardware_concurrency());
     d.threads = std::max(1, cores / std::max(1, place.local_size));
   }
   at::set_num_threads(d.threads);
-  const HostMemoryPolicy host_memory = ConfigureHostMemory(job.train.retain_host_memory);
+  const HostMemoryPolicy host_memory = ConfigureHostMemory(options.retain_host_memory);
   if (place.rank == 0) log.Detail(host_memory.detail);
 #ifdef RINGPILOT_WITH_CUDA
   if (d.cuda) {
@@ -70,10 +72,10 @@ RankDevice SetUpDevice(const config::JobConfig& job, const RankPlace& place,
     }
     c10::cuda::set_device(dev);
     d.device = c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(dev));
-    at::globalContext().setBenchmarkCuDNN(!job.train.deterministic);
-    at::globalContext().setDeterministicCuDNN(job.train.deterministic);
-    at::globalContext().setAllowTF32CuBLAS(job.train.tf32);
-    at::globalContext().setAllowTF32CuDNN(job.train.tf32);
+    at::globalContext().setBenchmarkCuDNN(!options.deterministic);
+    at::globalContext().setDeterministicCuDNN(options.deterministic);
+    at::globalContext().setAllowTF32CuBLAS(options.tf32);
+    at::globalContext().setAllowTF32CuDNN(options.tf32);
   }
 #endif
   return d;
@@ -102,7 +104,7 @@ comm::Communicator* RankCommunicators::batch_norm() const {
   return norm ? static_cast<comm::Communicator*>(norm.get()) : device.get();
 }
 
-RankCommunicators MakeCommunicators(const config::JobConfig& job, const RankPlace& place,
+RankCommunicators MakeCommunicators(const CommunicatorOptions& options, const RankPlace& place,
                                     const RankDevice& device, const std::string& run_dir) {
   RankCommunicators c;
   c.host = std::make_unique<comm::MpiCommunicator>(MPI_COMM_WORLD);
@@ -110,7 +112,7 @@ RankCommunicators MakeCommunicators(const config::JobConfig& job, const RankPlac
   if (device.cuda) {
     telemetry::PrepareNcclDebugLog(run_dir, place.rank);  // transports per peer, in a file
     c.device = std::make_unique<comm::NcclCommunicator>(MPI_COMM_WORLD, device.device.index(),
-                                                        NcclOptionsFor(job.comm));
+                                                        options.nccl);
   }
 #else
   (void)place;
@@ -118,16 +120,16 @@ RankCommunicators MakeCommunicators(const config::JobConfig& job, const RankPlac
 #endif
   if (!c.device) {
     auto mpi = std::make_unique<comm::MpiCommunicator>(MPI_COMM_WORLD);
-    mpi->set_timeout(job.comm.timeout_s);
+    mpi->set_timeout(options.timeout_s);
     c.device = std::move(mpi);
   }
-  if (!device.cuda && job.model.sync_batchnorm) {
+  if (!device.cuda && options.sync_batchnorm) {
     c.norm = std::make_unique<comm::MpiCommunicator>(MPI_COMM_WORLD);
-    c.norm->set_timeout(job.comm.timeout_s);
+    c.norm->set_timeout(options.timeout_s);
   }
   // MPI waits forever for a stopped peer: every MPI communicator keeps comm.timeout_s
   // (NCCL's has its own watchdog).
-  c.host->set_timeout(job.comm.timeout_s);
+  c.host->set_timeout(options.timeout_s);
   return c;
 }
 

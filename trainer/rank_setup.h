@@ -10,8 +10,13 @@
 
 #include "comm/communicator.h"
 #include "comm/mpi_communicator.h"
+#include "config/device_plan.h"
 #include "config/job.h"
 #include "trainer/telemetry/rank_log.h"
+
+#ifdef RINGPILOT_WITH_CUDA
+#include "comm/nccl_communicator.h"
+#endif
 
 namespace ringpilot::trainer {
 
@@ -38,12 +43,23 @@ struct RankDevice {
   config::Precision precision = config::Precision::kFp32;
 };
 
-/// Picks the device (config::PlanDevice: world.device, CUDA when visible for auto, the
-/// GPU-only settings off on CPU ranks of an auto job, rank 0 logging the notice), sets
-/// LibTorch's threads (train.threads_per_rank, 0 = cores / local ranks), the host memory
-/// policy and the cuDNN and TF32 switches. Throws config::ConfigError for world.device
-/// cuda with no CUDA device visible (no attempt can succeed here).
-RankDevice SetUpDevice(const config::JobConfig& job, const RankPlace& place,
+/// Whether LibTorch sees a CUDA device in this process (false in a build without CUDA).
+bool CudaAvailable();
+
+/// What SetUpDevice reads (trainer/options.cpp DeviceOptionsFor fills it from the job).
+struct DeviceOptions {
+  /// world.device resolved on this host (config::PlanDevice: CUDA when visible for auto,
+  /// the GPU-only settings off on CPU ranks of an auto job, and the notice saying so).
+  config::DevicePlan plan;
+  int threads_per_rank = 0;         ///< LibTorch's intra-op threads; 0 = cores / local ranks
+  bool retain_host_memory = false;  ///< ConfigureHostMemory's `retain`
+  bool deterministic = false;       ///< cuDNN deterministic, no benchmark autotuning
+  bool tf32 = false;                ///< TF32 in cuBLAS and cuDNN
+};
+
+/// Takes the device of `options.plan` (rank 0 logs its notice), sets LibTorch's threads,
+/// the host memory policy and the cuDNN and TF32 switches.
+RankDevice SetUpDevice(const DeviceOptions& options, const RankPlace& place,
                        telemetry::RankLog& log);
 
 /// Makes a non-default CUDA stream current from construction to destruction (nothing on
@@ -73,8 +89,19 @@ struct RankCommunicators {
   comm::Communicator* batch_norm() const;
 };
 
+/// What MakeCommunicators reads (trainer/options.cpp CommunicatorOptionsFor).
+struct CommunicatorOptions {
+  /// Every MPI communicator's timeout (MPI waits forever for a stopped peer; NCCL's
+  /// communicator has its own watchdog, set in `nccl`).
+  double timeout_s = 0;
+  bool sync_batchnorm = false;  ///< CPU ranks then get the `norm` communicator
+#ifdef RINGPILOT_WITH_CUDA
+  comm::NcclOptions nccl;
+#endif
+};
+
 /// On CUDA routes NCCL's log to RUN_DIR/logs (telemetry::PrepareNcclDebugLog) first.
-RankCommunicators MakeCommunicators(const config::JobConfig& job, const RankPlace& place,
+RankCommunicators MakeCommunicators(const CommunicatorOptions& options, const RankPlace& place,
                                     const RankDevice& device, const std::string& run_dir);
 
 }  // namespace ringpilot::trainer

@@ -1,14 +1,15 @@
 #include "trainer/train_step.h"
 
+#include <algorithm>
+
 #include <ATen/autocast_mode.h>
 
 #include "trainer/autocast_region.h"
 #include "trainer/mlm_masking.h"
-#include "trainer/options.h"
 
 namespace ringpilot::trainer {
 
-TrainStep::TrainStep(const config::JobConfig& job, const RankPlace& place, const RankDevice& device,
+TrainStep::TrainStep(const TrainStepOptions& options, const RankDevice& device,
                      TrainingState& state, comm::GradientReducer& reducer, StepPhases& phases,
                      const InputFeed& input)
     : state_(state),
@@ -17,12 +18,12 @@ TrainStep::TrainStep(const config::JobConfig& job, const RankPlace& place, const
       input_(input),
       cuda_(device.cuda),
       device_type_(device.device.type()),
-      autocast_(AutocastDtypeFor(device.precision)),
-      update_options_(GradientUpdateOptionsFor(job.comm)),
-      carveout_(job.comm.backward_sm_carveout, device.cuda),
-      straggle_s_(place.rank == job.fault.straggler_rank ? job.fault.straggler_ms / 1000.0 : 0.0),
-      micro_scale_(1.0 / job.train.grad_accum_steps) {
-  if (job.train.max_grad_norm > 0) clipper_.emplace(state.params, job.train.max_grad_norm);
+      autocast_(options.autocast),
+      update_options_(options.update),
+      carveout_(options.backward_sm_carveout, device.cuda),
+      straggle_s_(options.straggle_s),
+      micro_scale_(1.0 / std::max(1, options.grad_accum_steps)) {
+  if (options.max_grad_norm > 0) clipper_.emplace(state.params, options.max_grad_norm);
   if (autocast_) at::autocast::set_autocast_dtype(device_type_, *autocast_);
   // The autocast weight cache would hold tensors from the capture's memory pool.
   if (device.cuda_graphs) at::autocast::set_autocast_cache_enabled(false);

@@ -6,9 +6,9 @@
 #include <optional>
 
 #include <ATen/core/TensorBody.h>
+#include <c10/core/ScalarType.h>
 
 #include "comm/gradient_reducer.h"
-#include "config/job.h"
 #include "trainer/gradient_clipping.h"
 #include "trainer/gradient_update.h"
 #include "trainer/input_feed.h"
@@ -19,12 +19,22 @@
 
 namespace ringpilot::trainer {
 
+/// What the step reads of the job (trainer/options.cpp TrainStepOptionsFor).
+struct TrainStepOptions {
+  /// The autocast dtype of train.precision as it applies on the rank's device; none: fp32.
+  std::optional<c10::ScalarType> autocast;
+  GradientUpdateOptions update;
+  int backward_sm_carveout = 0;  ///< SMs backward's GEMMs leave to NCCL (CUDA; 0 = none)
+  double straggle_s = 0;         ///< fault.straggler_*: extra compute seconds on this rank
+  int grad_accum_steps = 1;      ///< micro-batches per optimizer step (at least 1)
+  double max_grad_norm = 0;      ///< > 0: clip the global gradient L2 norm to it
+};
+
 /// Holds references to everything it uses; all must outlive it. Not thread-safe.
 class TrainStep {
  public:
-  TrainStep(const config::JobConfig& job, const RankPlace& place, const RankDevice& device,
-            TrainingState& state, comm::GradientReducer& reducer, StepPhases& phases,
-            const InputFeed& input);
+  TrainStep(const TrainStepOptions& options, const RankDevice& device, TrainingState& state,
+            comm::GradientReducer& reducer, StepPhases& phases, const InputFeed& input);
 
   /// Runs (or, inside GraphedStep::Capture, records) one step on one batch
   /// (train.grad_accum_steps 1). The loss lands in loss().

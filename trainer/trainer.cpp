@@ -568,11 +568,12 @@ int Trainer::Run() {
   if (job.train.lr_base_batch > 0 && place.rank == 0) log.Info(LearningRateLine(job));
   // Topology, cluster view, plan: NCCL NIC variables and CPU binding (trainer/bootstrap.h),
   // before CUDA, NCCL and compute threads start.
-  const RankPlacement placement =
-      PlaceRank(job, place.rank, place.world, place.local_rank, place.local_size, log);
-  const RankDevice device = SetUpDevice(job, place, log);
+  const RankPlacement placement = PlaceRank(PlacementOptionsFor(job), place.rank, place.world,
+                                            place.local_rank, place.local_size, log);
+  const RankDevice device =
+      SetUpDevice(DeviceOptionsFor(job, CudaAvailable(), place.node), place, log);
   const TrainingStream stream(device);
-  RankCommunicators comms = MakeCommunicators(job, place, device, run_dir);
+  RankCommunicators comms = MakeCommunicators(CommunicatorOptionsFor(job), place, device, run_dir);
   telemetry::Heartbeat heartbeat(
       run_dir + "/logs/rank-" + std::to_string(place.rank) + ".heartbeat", place.rank,
       comms.device.get());
@@ -582,7 +583,8 @@ int Trainer::Run() {
   // the telemetry, which detaches from them when it ends.
   std::unique_ptr<telemetry::TrainingMetrics> metrics;
   telemetry::RankTelemetry telemetry(
-      job, run_dir, {job.name, place.node, place.rank, place.local_rank, place.world, {}},
+      RankTelemetryOptionsFor(job), run_dir,
+      {job.name, place.node, place.rank, place.local_rank, place.world, {}},
       device.cuda ? device.device.index() : -1);
   metrics = std::make_unique<telemetry::TrainingMetrics>(
       telemetry.identity(), run_dir + "/logs/rank-" + std::to_string(place.rank) + ".counters.json",
@@ -629,7 +631,8 @@ int Trainer::Run() {
   }
   const std::unique_ptr<ValidationSet> val = LoadValidationSet(job, *state.model, device);
   const std::unique_ptr<TokenValidationSet> token_val = LoadTokenValidationSet(job);
-  TrainStep train_step(job, place, device, state, reducer, phases, input);
+  TrainStep train_step(TrainStepOptionsFor(job, device, place.rank), device, state, reducer, phases,
+                       input);
   PhaseReporter reporter(phases, *metrics, *comms.device, *comms.host, place.rank, place.world,
                          clock_offset);
   const LoopParts parts{job,        s_->opts,   place,     device,          comms,

@@ -84,6 +84,61 @@ TEST(Options, ImageInputCarriesTheDataKeys) {
 #endif
 }
 
+TEST(Options, StartUpStepAndTelemetryCarryTheirJobKeys) {
+  config::JobConfig job;
+  job.world.device = config::Device::kCpu;
+  job.placement.bind = config::BindMode::kCores;
+  const PlacementOptions place = PlacementOptionsFor(job);
+  EXPECT_EQ(place.device, config::Device::kCpu);
+  EXPECT_EQ(place.bind, topology::BindPolicy::kCores);
+
+  job.train.threads_per_rank = 3;
+  job.train.retain_host_memory = !job.train.retain_host_memory;
+  job.train.deterministic = true;
+  job.train.tf32 = !job.train.tf32;
+  job.train.precision = config::Precision::kBf16;
+  const DeviceOptions device = DeviceOptionsFor(job, /*cuda_visible=*/true, "node-a");
+  EXPECT_FALSE(device.plan.cuda);  // world.device cpu, whatever the host has
+  EXPECT_EQ(device.plan.precision, config::Precision::kBf16);
+  EXPECT_EQ(device.threads_per_rank, 3);
+  EXPECT_EQ(device.retain_host_memory, job.train.retain_host_memory);
+  EXPECT_TRUE(device.deterministic);
+  EXPECT_EQ(device.tf32, job.train.tf32);
+
+  job.comm.timeout_s = 42;
+  job.model.sync_batchnorm = true;
+  const CommunicatorOptions comms = CommunicatorOptionsFor(job);
+  EXPECT_DOUBLE_EQ(comms.timeout_s, 42);
+  EXPECT_TRUE(comms.sync_batchnorm);
+
+  job.comm.backward_sm_carveout = 8;
+  job.comm.overlap_optimizer = false;
+  job.fault.straggler_rank = 1;
+  job.fault.straggler_ms = 250;
+  job.train.grad_accum_steps = 4;
+  job.train.max_grad_norm = 1.5;
+  RankDevice bf16;
+  bf16.precision = config::Precision::kBf16;
+  const TrainStepOptions straggler = TrainStepOptionsFor(job, bf16, /*rank=*/1);
+  EXPECT_EQ(straggler.autocast, c10::kBFloat16);
+  EXPECT_FALSE(straggler.update.overlap);
+  EXPECT_EQ(straggler.backward_sm_carveout, 8);
+  EXPECT_DOUBLE_EQ(straggler.straggle_s, 0.25);
+  EXPECT_EQ(straggler.grad_accum_steps, 4);
+  EXPECT_DOUBLE_EQ(straggler.max_grad_norm, 1.5);
+  const TrainStepOptions other = TrainStepOptionsFor(job, RankDevice{}, /*rank=*/0);
+  EXPECT_FALSE(other.autocast.has_value());  // fp32 as the device plan applies it
+  EXPECT_DOUBLE_EQ(other.straggle_s, 0);
+
+  job.metrics.gpu_sample_seconds = 2.5;
+  job.trace.enabled = false;
+  job.trace.max_events = 77;
+  const telemetry::RankTelemetryOptions t = RankTelemetryOptionsFor(job);
+  EXPECT_DOUBLE_EQ(t.gpu_sample_seconds, 2.5);
+  EXPECT_FALSE(t.trace);
+  EXPECT_EQ(t.trace_max_events, 77);
+}
+
 TEST(Options, EnumsMapOneToOne) {
   EXPECT_EQ(BindPolicyFor(config::BindMode::kAuto), topology::BindPolicy::kAuto);
   EXPECT_EQ(BindPolicyFor(config::BindMode::kNuma), topology::BindPolicy::kNuma);

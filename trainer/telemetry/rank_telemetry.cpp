@@ -41,9 +41,12 @@ void PrepareNcclDebugLog(const std::string& run_dir, int rank) {
   ::setenv("NCCL_DEBUG_FILE", NcclLogPath(run_dir, rank).c_str(), 0);
 }
 
-RankTelemetry::RankTelemetry(const config::JobConfig& cfg, std::string run_dir, RankIdentity id,
-                             int cuda_device)
-    : cfg_(cfg), run_dir_(std::move(run_dir)), id_(std::move(id)), cuda_device_(cuda_device) {
+RankTelemetry::RankTelemetry(const RankTelemetryOptions& options, std::string run_dir,
+                             RankIdentity id, int cuda_device)
+    : options_(options),
+      run_dir_(std::move(run_dir)),
+      id_(std::move(id)),
+      cuda_device_(cuda_device) {
   if (cuda_device_ < 0) return;
   metrics::GpuIdentity gpu;
   std::string error;
@@ -74,20 +77,20 @@ RankTelemetry::~RankTelemetry() {
 void RankTelemetry::Start(TrainingMetrics& metrics, double clock_offset, RankLog& log) {
   metrics_ = &metrics;
   log_ = &log;
-  if (cuda_device_ >= 0 && cfg_.metrics.gpu_sample_seconds > 0) {
+  if (cuda_device_ >= 0 && options_.gpu_sample_seconds > 0) {
     metrics::GpuSamplerOptions o;
     o.pci_bus_id = CudaPciBusId(cuda_device_);
-    o.period_seconds = cfg_.metrics.gpu_sample_seconds;
+    o.period_seconds = options_.gpu_sample_seconds;
     sampler_ = std::make_unique<metrics::GpuSampler>(metrics.mutable_families(), o);
     if (!sampler_->active()) {
       log.Warn(sampler_->warning());
       sampler_.reset();
     }
   }
-  if (cfg_.trace.enabled) {
+  if (options_.trace) {
     trace_ = std::make_unique<metrics::Trace>(
         id_.rank, "rank " + std::to_string(id_.rank) + " (" + id_.node + ")",
-        static_cast<std::size_t>(cfg_.trace.max_events), clock_offset);
+        static_cast<std::size_t>(options_.trace_max_events), clock_offset);
     trace_->FlushOnSigusr2(run_dir_ + "/trace-rank-" + std::to_string(id_.rank) + ".json");
     metrics.set_trace(trace_.get());
   }

@@ -9,7 +9,6 @@
 #include <memory>
 #include <string>
 
-#include "config/job.h"
 #include "metrics/gpu_sampler.h"
 #include "metrics/trace.h"
 #include "trainer/telemetry/rank_log.h"
@@ -25,12 +24,19 @@ std::string NcclLogPath(const std::string& run_dir, int rank);
 /// transport) and NCCL_DEBUG_FILE=NcclLogPath(...), so NCCL's lines go to a file, not stderr.
 void PrepareNcclDebugLog(const std::string& run_dir, int rank);
 
+/// What RankTelemetry reads of the job (trainer/options.cpp RankTelemetryOptionsFor).
+struct RankTelemetryOptions {
+  double gpu_sample_seconds = 0;  ///< NVML sampling period of a CUDA rank's GPU; 0 = off
+  bool trace = false;             ///< the Chrome trace
+  int trace_max_events = 0;       ///< its ring buffer (newest events kept)
+};
+
 class RankTelemetry {
  public:
   /// `cuda_device` >= 0: the rank's CUDA device; its NVML identity (UUID, index, PCI bus
   /// id) is added to `id` (identity()), so every rank series carries dcgm-exporter's GPU
   /// labels. -1 on CPU ranks.
-  RankTelemetry(const config::JobConfig& cfg, std::string run_dir, RankIdentity id,
+  RankTelemetry(const RankTelemetryOptions& options, std::string run_dir, RankIdentity id,
                 int cuda_device);
   /// Writes the trace (when enabled) and detaches from the metrics.
   ~RankTelemetry();
@@ -51,7 +57,7 @@ class RankTelemetry {
  private:
   void ReadNcclTransports();
 
-  const config::JobConfig& cfg_;
+  const RankTelemetryOptions options_;
   const std::string run_dir_;
   RankIdentity id_;
   const int cuda_device_;
