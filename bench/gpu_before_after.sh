@@ -6,17 +6,22 @@
 #   bench/gpu_before_after.sh build   BASE_SRC          # build both (tests/gpu/env.sh)
 #   bench/gpu_before_after.sh gpu     BASE_SRC OUT.jsonl [--models M] [--repeat R] [--steps N]
 #   bench/gpu_before_after.sh cpu     BASE_SRC KEEP_DIR [cpu_ddp.sh arguments...]
+#   bench/gpu_before_after.sh carried BASE_BIN OUT.jsonl [--models M] [--repeat R] [--steps N]
 #
 # BASE_SRC is a source tree of the base revision, made where git is:
 #   mkdir -p .carry/base-src && git archive REV | tar -x -C .carry/base-src
 # and carried to the GPU machine with .carry. `gpu` runs tests/gpu/bench_train.sh
 # (--what ringpilot --worlds 1) against each build in turn, rows tagged variant base|new;
 # `cpu` runs bench/cpu_ddp.sh with each side's ringpilot (RINGPILOT=...), base first, into
-# KEEP_DIR/base and KEEP_DIR/new.
+# KEEP_DIR/base and KEEP_DIR/new. `carried` needs no build on the GPU machine: BASE_BIN is a
+# folder with the base revision's stripped ringpilot-trainer (packed on the CPU machine, e.g.
+# a copy of an earlier .carry/prebuilt/bin/ringpilot-trainer, carried in .carry), which
+# stands in for the carried build's trainer on the base side; the rest of the carried
+# build (the launcher, libraries) serves both sides.
 set -euo pipefail
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 mode=${1:?build|gpu|cpu}
-base_src="$(cd "${2:?BASE_SRC}" && pwd)"
+base_src="$(cd "${2:?BASE_SRC or BASE_BIN}" && pwd)"
 shift 2
 base_build="$base_src/build-gpu"
 new_build="$HERE/build-gpu"
@@ -58,6 +63,33 @@ case $mode in
       done
     done
     ;;
+  carried)
+    out=${1:?OUT.jsonl}
+    shift
+    models="bert-base resnet50" repeat=2 steps=65
+    while (($#)); do
+      case $1 in
+        --models) models=$2; shift 2 ;;
+        --repeat) repeat=$2; shift 2 ;;
+        --steps) steps=$2; shift 2 ;;
+        *) echo "gpu_before_after: unknown argument $1" >&2; exit 2 ;;
+      esac
+    done
+    trainer="$HERE/.carry/prebuilt/bin/ringpilot-trainer"
+    [[ -x $trainer && -x $base_src/ringpilot-trainer ]] || {
+      echo "gpu_before_after: carried needs $trainer and $base_src/ringpilot-trainer" >&2
+      exit 2
+    }
+    cp "$trainer" "$trainer.new"
+    trap 'cp "$trainer.new" "$trainer"' EXIT
+    for ((r = 1; r <= repeat; r++)); do
+      for side in base new; do
+        if [[ $side == base ]]; then cp "$base_src/ringpilot-trainer" "$trainer"; else cp "$trainer.new" "$trainer"; fi
+        RP_VARIANT=$side "$HERE/tests/gpu/bench_train.sh" \
+          --what ringpilot --worlds 1 --models "$models" --steps "$steps" --out "$out"
+      done
+    done
+    ;;
   cpu)
     keep=${1:?KEEP_DIR}
     shift
@@ -68,7 +100,7 @@ case $mode in
     done
     ;;
   *)
-    echo "gpu_before_after: unknown mode $mode (build, gpu, cpu)" >&2
+    echo "gpu_before_after: unknown mode $mode (build, gpu, carried, cpu)" >&2
     exit 2
     ;;
 esac

@@ -17,7 +17,8 @@
 # comm.backward_sm_carveout, RP_FIRST_BUCKET_MB=X comm.first_bucket_mb,
 # RP_NCCL_REGISTRATION=none|register|symmetric comm.nccl_buffer_registration, RP_DATA="kind:
 # image_folder, train: DIR" more data keys (bench/gpu_image_input.sh), RP_VOCAB=N BERT's
-# model.vocab_size.
+# model.vocab_size, RP_PEER_MLM_HEAD=masked the fair BERT peer (torch_ddp_bench.py --mlm-head
+# masked: MLM logits of the masked tokens only; impl names end in -masked).
 # Writes one JSON object per line (model, world, batch_per_gpu, impl, per_gpu_rate,
 # step_ms, step_p99_ms, first_step_s, peak_mem_gb; sm_clock_mhz, power_w and
 # power_capped_share from nvidia-smi during the run (tests/gpu/gpu_watch.py); ringpilot rows
@@ -138,6 +139,11 @@ bench_peer() {  # model world impl [compile mode]
   batch=$(batch_of "$model")
   local args=(--model "$model" --batch "$batch")
   [[ -n $mode ]] && args+=(--compile "$mode")
+  # The fair BERT peer computes the MLM logits of the masked tokens only, as ringpilot does.
+  if [[ $model == bert* && -n ${RP_PEER_MLM_HEAD:-} ]]; then
+    args+=(--mlm-head "$RP_PEER_MLM_HEAD")
+    impl="$impl-$RP_PEER_MLM_HEAD"
+  fi
   echo "bench_train: peer $impl $model x$world" >&2
   local log="$WORK/peer-$impl-$model-$world.log" watcher rc=0
   watcher=$(gpu_watch_start "$log.smi")
