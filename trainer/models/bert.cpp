@@ -212,9 +212,9 @@ class Bert : public Model {
         !at::autocast::is_autocast_enabled(m.rows.device().type())) {
       return ops::LinearCrossEntropy(m.rows, word->weight, decoder_bias, m.labels);
     }
-    at::Tensor logits = mixed != nullptr ? mixed->Forward(decoder_group_, m.rows)
-                                         : at::linear(m.rows, word->weight, decoder_bias);
-    return at::cross_entropy_loss(logits.to(at::kFloat), m.labels);
+    const at::Tensor logits = mixed != nullptr ? mixed->Forward(decoder_group_, m.rows)
+                                               : at::linear(m.rows, word->weight, decoder_bias);
+    return ops::CrossEntropyFloat(logits, m.labels);
   }
 
   MlmScores ScoreMasked(const at::Tensor& ids, const at::Tensor& target) override {
