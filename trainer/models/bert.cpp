@@ -27,9 +27,11 @@ namespace nn = torch::nn;
 
 nn::LayerNorm Norm(int h, double eps) { return nn::LayerNorm(nn::LayerNormOptions({h}).eps(eps)); }
 
-// With MixedLinear (`mixed`), LayerNorm's parameter gradients by ringpilot's kernel too.
+// With MixedLinear (`mixed`), LayerNorm's parameter gradients by ringpilot's kernel too,
+// added into their .grad as MixedLinear's are.
 at::Tensor ApplyNorm(nn::LayerNorm& norm, const at::Tensor& x, const ops::ShadowWeights* mixed) {
-  return mixed != nullptr ? ops::LayerNorm(x, norm->weight, norm->bias, norm->options.eps())
+  return mixed != nullptr ? ops::LayerNorm(x, norm->weight, norm->bias, norm->options.eps(),
+                                           mixed->accumulate_into_grad())
                           : norm(x);
 }
 
