@@ -27,9 +27,11 @@ namespace nn = torch::nn;
 
 nn::LayerNorm Norm(int h, double eps) { return nn::LayerNorm(nn::LayerNormOptions({h}).eps(eps)); }
 
-// With MixedLinear (`mixed`), LayerNorm's parameter gradients by ringpilot's kernel too.
+// With MixedLinear (`mixed`), LayerNorm's parameter gradients by ringpilot's kernel too,
+// added into their .grad as MixedLinear's are.
 at::Tensor ApplyNorm(nn::LayerNorm& norm, const at::Tensor& x, const ops::ShadowWeights* mixed) {
-  return mixed != nullptr ? ops::LayerNorm(x, norm->weight, norm->bias, norm->options.eps())
+  return mixed != nullptr ? ops::LayerNorm(x, norm->weight, norm->bias, norm->options.eps(),
+                                           mixed->accumulate_into_grad())
                           : norm(x);
 }
 
@@ -37,6 +39,13 @@ at::Tensor ApplyNorm(nn::LayerNorm& norm, const at::Tensor& x, const ops::Shadow
 at::Tensor ApplyLinear(nn::Linear& layer, int group, const at::Tensor& x,
                        const ops::ShadowWeights* mixed) {
   return mixed != nullptr ? mixed->Forward(group, x) : layer(x);
+}
+
+// at::gelu of `layer`, or of its group `group` of `mixed` as one op (MixedLinearGelu: the
+// GELU's backward and the bias gradients in one kernel).
+at::Tensor ApplyLinearGelu(nn::Linear& layer, int group, const at::Tensor& x,
+                           const ops::ShadowWeights* mixed) {
+  return mixed != nullptr ? mixed->ForwardGelu(group, x) : at::gelu(layer(x));
 }
 
 // A layer's activations: float32 `x` (the residual stream) and, with the fused residual
@@ -101,8 +110,7 @@ struct LayerImpl : nn::Module {
       const ops::ResidualNorm a =
           ops::ResidualLayerNorm(mixed->Forward(attn_out_group, ctx), rows, attn_norm->weight,
                                  attn_norm->bias, attn_norm->options.eps(), p, accumulate);
-      const at::Tensor f =
-          mixed->Forward(out_group, at::gelu(mixed->Forward(inter_group, a.out_low)));
+      const at::Tensor f = mixed->Forward(out_group, mixed->ForwardGelu(inter_group, a.out_low));
       const ops::ResidualNorm o = ops::ResidualLayerNorm(f, a.out, out_norm->weight, out_norm->bias,
                                                          out_norm->options.eps(), p, accumulate);
       return {o.out.view({b, l, h}), o.out_low.view({b, l, h})};
@@ -111,7 +119,7 @@ struct LayerImpl : nn::Module {
         ApplyNorm(attn_norm,
                   ops::Dropout(ApplyLinear(attn_out, attn_out_group, ctx, mixed), p) + rows, mixed);
     at::Tensor f =
-        ApplyLinear(out, out_group, at::gelu(ApplyLinear(inter, inter_group, a, mixed)), mixed);
+        ApplyLinear(out, out_group, ApplyLinearGelu(inter, inter_group, a, mixed), mixed);
     return {ApplyNorm(out_norm, ops::Dropout(f, p) + a, mixed).view({b, l, h}), {}};
   }
 
@@ -206,9 +214,9 @@ class Bert : public Model {
         !at::autocast::is_autocast_enabled(m.rows.device().type())) {
       return ops::LinearCrossEntropy(m.rows, word->weight, decoder_bias, m.labels);
     }
-    at::Tensor logits = mixed != nullptr ? mixed->Forward(decoder_group_, m.rows)
-                                         : at::linear(m.rows, word->weight, decoder_bias);
-    return at::cross_entropy_loss(logits.to(at::kFloat), m.labels);
+    const at::Tensor logits = mixed != nullptr ? mixed->Forward(decoder_group_, m.rows)
+                                               : at::linear(m.rows, word->weight, decoder_bias);
+    return ops::CrossEntropyFloat(logits, m.labels);
   }
 
   MlmScores ScoreMasked(const at::Tensor& ids, const at::Tensor& target) override {
@@ -239,8 +247,8 @@ class Bert : public Model {
     at::Tensor rows = hidden.gather(1, pos.unsqueeze(-1).expand({b, m, h})).reshape({b * m, h});
     MaskedRows out;
     out.labels = target.gather(1, pos).reshape({b * m});
-    out.rows = ApplyNorm(head_norm, at::gelu(ApplyLinear(head_transform, head_group_, rows, mixed)),
-                         mixed);
+    out.rows =
+        ApplyNorm(head_norm, ApplyLinearGelu(head_transform, head_group_, rows, mixed), mixed);
     return out;
   }
 

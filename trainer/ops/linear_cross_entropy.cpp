@@ -153,4 +153,10 @@ at::Tensor LinearCrossEntropy(const at::Tensor& x, const at::Tensor& weight, con
                                            CpuChunkColumns(options, x.size(0)));
 }
 
+at::Tensor CrossEntropyFloat(const at::Tensor& logits, const at::Tensor& labels) {
+  // An explicit dtype: autocast's log_softmax rule (float32 unless a dtype is given) and
+  // nll_loss's (float32 inputs) then insert no casts either.
+  return at::nll_loss(at::log_softmax(logits, 1, at::kFloat), labels);
+}
+
 }  // namespace ringpilot::trainer::ops

@@ -1,6 +1,7 @@
 #include <stdexcept>
 #include <string>
 
+#include <ATen/autocast_mode.h>
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
@@ -94,6 +95,59 @@ TEST(LinearCrossEntropy, CudaMatchesLinearThenCrossEntropy) {
     ExpectClose(f.b.cpu(), r.b.cpu(), "grad bias");
   }
   at::globalContext().setAllowTF32CuBLAS(tf32);
+}
+
+// CrossEntropyFloat and the reference it replaces: loss and the logits' gradient.
+struct LossAndLogitsGrad {
+  at::Tensor loss, grad;
+};
+
+LossAndLogitsGrad CrossEntropyOf(bool ours, const at::Tensor& logits0, const at::Tensor& labels) {
+  at::Tensor logits = logits0.detach().clone().requires_grad_();
+  at::Tensor loss = ours ? CrossEntropyFloat(logits, labels)
+                         : at::cross_entropy_loss(logits.to(at::kFloat), labels);
+  loss.backward();
+  return {loss.detach(), logits.grad()};
+}
+
+TEST(CrossEntropyFloat, SameAsCrossEntropyOfFloatLogitsOnCpu) {
+  torch::manual_seed(17);
+  const at::Tensor logits = at::randn({40, 1000}) * 4;
+  at::Tensor labels = at::randint(0, 1000, {40}, at::kLong);
+  labels[3] = -100;  // ignored, as by at::cross_entropy_loss
+  const LossAndLogitsGrad f = CrossEntropyOf(true, logits, labels);
+  const LossAndLogitsGrad r = CrossEntropyOf(false, logits, labels);
+  EXPECT_TRUE(at::equal(f.loss, r.loss));
+  EXPECT_TRUE(at::equal(f.grad, r.grad));
+  EXPECT_TRUE(at::equal(f.grad[3], at::zeros({1000})));
+}
+
+TEST(CrossEntropyFloat, Bfloat16LogitsOnCudaWithinRoundingOfTheFloatCopy) {
+  if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device";
+  torch::manual_seed(18);
+  const at::TensorOptions cuda = at::TensorOptions().device(at::kCUDA);
+  // The MLM head's shape: 64 rows x 19 masked positions over BERT's vocabulary.
+  const at::Tensor logits = (at::randn({1216, 30522}, cuda) * 3).to(at::kBFloat16);
+  const at::Tensor labels = at::randint(0, 30522, {1216}, cuda.dtype(at::kLong));
+  for (bool autocast : {false, true}) {
+    at::autocast::set_autocast_dtype(at::kCUDA, at::kBFloat16);
+    at::autocast::set_autocast_enabled(at::kCUDA, autocast);
+    const LossAndLogitsGrad f = CrossEntropyOf(true, logits, labels);
+    const LossAndLogitsGrad r = CrossEntropyOf(false, logits, labels);
+    at::autocast::set_autocast_enabled(at::kCUDA, false);
+    at::autocast::clear_cache();
+    const std::string what = autocast ? "autocast" : "no autocast";
+    EXPECT_EQ(f.loss.scalar_type(), at::kFloat) << what;
+    EXPECT_EQ(f.grad.scalar_type(), at::kBFloat16) << what;
+    // Float32 log-softmax of the same values (another reduction order at most).
+    EXPECT_NEAR(f.loss.item<double>(), r.loss.item<double>(), 1e-5 * r.loss.abs().item<double>())
+        << what;
+    // The float32 gradient rounded once to bfloat16 on both sides: at most one bf16 step
+    // (up to 2^-7 relative) apart, plus float32 noise near zero.
+    const at::Tensor a = f.grad.to(at::kDouble), b = r.grad.to(at::kDouble);
+    const double excess = ((a - b).abs() - b.abs() * (1.0 / 128) - 1e-9).max().item<double>();
+    EXPECT_LE(excess, 0.0) << what;
+  }
 }
 
 TEST(LinearCrossEntropy, LargeLogitsStayFinite) {
