@@ -5,9 +5,9 @@
 #include <torch/torch.h>
 
 #include "trainer/autocast_region.h"
-#include "trainer/mlm_masking.h"
+#include "trainer/input/mlm_masking.h"
+#include "trainer/input/synthetic_data.h"
 #include "trainer/options.h"
-#include "trainer/synthetic_data.h"
 
 namespace ringpilot::trainer {
 namespace {
@@ -24,21 +24,15 @@ int EvalBatch(const config::JobConfig& job) {
   return job.eval.batch_per_rank > 0 ? job.eval.batch_per_rank : job.data.batch_per_rank;
 }
 
-// data.val's token sequences [first, last), masked with evaluation keys: accuracy and loss
-// sums over the masked positions into `t` (correct, loss sum, positions, sequences).
-void ScoreTokens(const data::PackedSequences& val, const models::TokenSpec& tokens, int64_t first,
+// data.val's token sequences [first, last), masked with their evaluation keys: accuracy
+// and loss sums over the masked positions into `t` (correct, loss sum, positions,
+// sequences).
+void ScoreTokens(input::ValidationSet& val, const models::TokenSpec& tokens, int64_t first,
                  int64_t last, int batch, const RankDevice& device,
                  const std::optional<c10::ScalarType>& autocast, TrainingState& state, double* t) {
-  const int len = val.seq_len();
-  for (int64_t begin = first; begin < last; begin += batch) {
-    const int64_t count = std::min<int64_t>(batch, last - begin);
-    at::Tensor ids = at::empty({count, len}, at::kLong);
-    at::Tensor keys = at::empty({count}, at::kLong);
-    for (int64_t i = 0; i < count; ++i) {
-      val.Fill(begin + i, ids.data_ptr<int64_t>() + i * len);
-      keys.data_ptr<int64_t>()[i] = SequenceKey(kEvalMaskSeed, /*epoch=*/0, begin + i);
-    }
-    const MaskedTokens masked = MaskTokens(ids.to(device.device), keys.to(device.device), tokens);
+  val.ForEachBatch(first, last, batch, [&](const at::Tensor& ids, const at::Tensor& keys) {
+    const input::MaskedTokens masked =
+        input::MaskTokens(ids.to(device.device), keys.to(device.device), tokens);
     models::MlmScores scores;
     {
       const AutocastRegion region(device.device.type(), autocast);
@@ -47,14 +41,15 @@ void ScoreTokens(const data::PackedSequences& val, const models::TokenSpec& toke
     t[0] += scores.correct.item<double>();
     t[1] += scores.loss_sum.item<double>();
     t[2] += static_cast<double>(scores.count);
-    t[3] += static_cast<double>(count);
-  }
+    t[3] += static_cast<double>(ids.size(0));
+  });
 }
 
 }  // namespace
 
 EvalResult Evaluate(const config::JobConfig& job, const RankPlace& place, const RankDevice& device,
-                    TrainingState& state, ValidationSet& val, const RankCommunicators& comms) {
+                    TrainingState& state, input::ValidationSet& val,
+                    const RankCommunicators& comms) {
   ShareBuffers(state, comms);
   const int64_t n = val.size();
   const int64_t first = n * place.rank / place.world;
@@ -71,13 +66,13 @@ EvalResult Evaluate(const config::JobConfig& job, const RankPlace& place, const 
     torch::NoGradGuard no_grad;
     val.ForEachBatch(
         first, last, batch, [&](const at::Tensor& images, const at::Tensor& cpu_labels) {
-          at::Tensor input = NormalizeImages(images.to(device.device), at::kFloat);
-          if (state.channels_last) input = input.contiguous(at::MemoryFormat::ChannelsLast);
+          at::Tensor pixels = input::NormalizeImages(images.to(device.device), at::kFloat);
+          if (state.channels_last) pixels = pixels.contiguous(at::MemoryFormat::ChannelsLast);
           const at::Tensor labels = cpu_labels.to(device.device);
           at::Tensor logits;
           {
             const AutocastRegion region(device.device.type(), autocast);
-            logits = state.model->Logits(input).to(at::kFloat);
+            logits = state.model->Logits(pixels).to(at::kFloat);
           }
           const at::Tensor top = std::get<1>(logits.topk(k, /*dim=*/1));
           const at::Tensor hit = top.eq(labels.unsqueeze(1));
@@ -101,7 +96,7 @@ EvalResult Evaluate(const config::JobConfig& job, const RankPlace& place, const 
 
 EvalResult EvaluateMaskedLm(const config::JobConfig& job, const RankPlace& place,
                             const RankDevice& device, TrainingState& state,
-                            const TokenValidationSet& val, const models::TokenSpec& tokens,
+                            input::ValidationSet& val, const models::TokenSpec& tokens,
                             const RankCommunicators& comms) {
   ShareBuffers(state, comms);
   const int64_t n = val.size();
@@ -113,7 +108,7 @@ EvalResult EvaluateMaskedLm(const config::JobConfig& job, const RankPlace& place
   state.model->eval();
   {
     torch::NoGradGuard no_grad;
-    ScoreTokens(*val.sequences, tokens, first, last, EvalBatch(job), device,
+    ScoreTokens(val, tokens, first, last, EvalBatch(job), device,
                 AutocastDtypeFor(device.precision), state, t);
   }
   state.model->train();

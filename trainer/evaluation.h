@@ -5,47 +5,14 @@
 #pragma once
 
 #include <cstdint>
-#include <functional>
-#include <memory>
-#include <optional>
-#include <string>
-#include <vector>
-
-#include <ATen/core/TensorBody.h>
 
 #include "config/job.h"
-#include "data/token_shards.h"
+#include "trainer/input/validation_set.h"
 #include "trainer/models/model.h"
 #include "trainer/rank_setup.h"
 #include "trainer/training_state.h"
 
 namespace ringpilot::trainer {
-
-/// A held-out set that evaluation scores (trainer/validation_set.h: CIFAR in memory, or an
-/// image folder / shards decoded with the evaluation crop). Used by the training thread only.
-class ValidationSet {
- public:
-  using Consumer = std::function<void(const at::Tensor& images, const at::Tensor& labels)>;
-  virtual ~ValidationSet() = default;
-  virtual int64_t size() const = 0;
-  virtual int num_classes() const = 0;
-  /// Samples [first, last) in order, `batch` at a time (the last batch may be smaller), as
-  /// CPU tensors: images uint8 [n, 3, H, W] at the model's size, labels int64 [n]; they are
-  /// valid during the call only. Throws data::DataError when the set's bad-sample limit is
-  /// passed.
-  virtual void ForEachBatch(int64_t first, int64_t last, int batch, const Consumer& consume) = 0;
-  /// One line per bad file seen since the last call (image sets).
-  virtual std::vector<std::string> TakeWarnings() { return {}; }
-  /// Indices of the distinct bad files seen so far (image sets).
-  virtual std::vector<int64_t> bad_files() const { return {}; }
-};
-
-/// data.val of data.kind tokens: a mapped shard's sequences packed to model.seq_len.
-struct TokenValidationSet {
-  std::unique_ptr<data::TokenShard> shard;
-  std::unique_ptr<data::PackedSequences> sequences;
-  int64_t size() const { return sequences->size(); }
-};
 
 struct EvalResult {
   bool mlm = false;         ///< a masked-LM evaluation: mlm_accuracy, not top1/top5
@@ -62,13 +29,16 @@ struct EvalResult {
 /// scored which sample and a run resumed from rank 0's checkpoint evaluates as an unbroken
 /// one. The model runs in eval mode without gradients, under the job's autocast, and is back
 /// in train mode afterwards. Host-synchronous: evaluation is outside the timed steps.
+/// `val` is a set of labelled images (input::ValidationSet).
 EvalResult Evaluate(const config::JobConfig& job, const RankPlace& place, const RankDevice& device,
-                    TrainingState& state, ValidationSet& val, const RankCommunicators& comms);
+                    TrainingState& state, input::ValidationSet& val,
+                    const RankCommunicators& comms);
 
-/// As Evaluate, for BERT on token shards: `tokens` are the run's ids.
+/// As Evaluate, for BERT on token shards: `val` holds packed sequences with their
+/// evaluation masking keys, `tokens` are the run's ids.
 EvalResult EvaluateMaskedLm(const config::JobConfig& job, const RankPlace& place,
                             const RankDevice& device, TrainingState& state,
-                            const TokenValidationSet& val, const models::TokenSpec& tokens,
+                            input::ValidationSet& val, const models::TokenSpec& tokens,
                             const RankCommunicators& comms);
 
 }  // namespace ringpilot::trainer

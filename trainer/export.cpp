@@ -2,6 +2,7 @@
 
 #include <cstdio>
 #include <map>
+#include <optional>
 #include <stdexcept>
 #include <vector>
 
@@ -13,7 +14,7 @@
 #include "data/token_shards.h"
 #include "trainer/checkpoint/safetensors.h"
 #include "trainer/checkpoint/store.h"
-#include "trainer/input_feed.h"
+#include "trainer/input/dataset_factory.h"
 #include "trainer/models/reference_weights.h"
 #include "trainer/options.h"
 
@@ -125,20 +126,18 @@ std::string ExportTokenizer(const config::JobConfig& job, const models::TokenSpe
 
 ExportResult ExportCheckpoint(const ExportOptions& options) {
   const std::string job_path = options.run_dir + "/job.yaml";
-  config::JobConfig job = config::LoadJobConfig(job_path);
-  // model.vocab_size 0 follows the data, as in Trainer::Run (token shards: their header,
-  // so data.train must be readable; synthetic: BERT's WordPiece size).
-  models::TokenSpec tokens;
-  if (!config::IsImageModel(job.model.name)) {
-    tokens = TokenSpecFor(job);
-    job.model.vocab_size = static_cast<int>(tokens.vocab);
-  }
+  const config::JobConfig job = config::LoadJobConfig(job_path);
+  // model.vocab_size 0 follows the data, as in Trainer::Run's plan (token shards: their
+  // header, so data.train must be readable; synthetic: BERT's WordPiece size).
+  std::optional<models::TokenSpec> run_tokens;
+  if (!config::IsImageModel(job.model.name)) run_tokens = input::TokenSpecFor(job);
+  const models::TokenSpec tokens = run_tokens.value_or(models::TokenSpec{});
   const checkpoint::CheckpointStore store(options.run_dir + "/checkpoints", job.checkpoint.keep);
   const checkpoint::CheckpointInfo info = ChooseCheckpoint(store, options.step);
 
   // The model on the CPU, as the checkpoint's ranks built it (a plain BatchNorm stands in
   // for a synchronised one: same parameters and buffers).
-  const models::ModelOptions model_options = ModelOptionsFor(job);
+  const models::ModelOptions model_options = ModelOptionsFor(job, run_tokens);
   const std::shared_ptr<models::Model> model = models::MakeModel(model_options, nullptr);
   std::vector<checkpoint::NamedTensor> named;
   for (auto& p : model->named_parameters()) named.push_back({"model/" + p.key(), p.value()});

@@ -4,7 +4,6 @@
 #include <ATen/cuda/CUDAGraph.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
-#include <nvtx3/nvToolsExt.h>
 #endif
 
 #include <optional>
@@ -45,31 +44,6 @@ void GraphedStep::Replay() {
 
 bool GraphedStep::captured() const { return impl_->captured; }
 
-CopyFence::CopyFence(bool cuda) : cuda_(cuda) {
-  if (!cuda_) return;
-  for (auto& e : events_) {
-    cudaEvent_t ev;
-    cudaEventCreateWithFlags(&ev, cudaEventDisableTiming);
-    e = ev;
-  }
-}
-CopyFence::~CopyFence() {
-  for (auto& e : events_) {
-    if (e) cudaEventDestroy(static_cast<cudaEvent_t>(e));
-  }
-}
-void CopyFence::Record(int slot) {
-  if (cuda_) {
-    cudaEventRecord(static_cast<cudaEvent_t>(events_[slot]),
-                    c10::cuda::getCurrentCUDAStream().stream());
-  }
-}
-void CopyFence::Wait(int slot) {
-  if (cuda_) cudaEventSynchronize(static_cast<cudaEvent_t>(events_[slot]));
-}
-
-NvtxRange::NvtxRange(const char* name) { nvtxRangePushA(name); }
-NvtxRange::~NvtxRange() { nvtxRangePop(); }
 #else
 struct GraphedStep::Impl {};
 GraphedStep::GraphedStep() = default;
@@ -79,12 +53,6 @@ void GraphedStep::Capture(const std::function<void()>&) {
 }
 void GraphedStep::Replay() { throw std::runtime_error("CUDA graphs need a CUDA build"); }
 bool GraphedStep::captured() const { return false; }
-CopyFence::CopyFence(bool) : cuda_(false) {}
-CopyFence::~CopyFence() = default;
-void CopyFence::Record(int) {}
-void CopyFence::Wait(int) {}
-NvtxRange::NvtxRange(const char*) {}
-NvtxRange::~NvtxRange() = default;
 #endif
 
 }  // namespace ringpilot::trainer

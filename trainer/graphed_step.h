@@ -30,29 +30,4 @@ class GraphedStep {
   std::unique_ptr<Impl> impl_;
 };
 
-/// Orders reuse of pinned host buffers: Record(slot) after queueing a host-to-device
-/// copy from buffer `slot`, Wait(slot) before writing that buffer again. No-ops on CPU.
-class CopyFence {
- public:
-  explicit CopyFence(bool cuda);
-  ~CopyFence();
-  CopyFence(const CopyFence&) = delete;
-  CopyFence& operator=(const CopyFence&) = delete;
-  void Record(int slot);
-  void Wait(int slot);
-
- private:
-  bool cuda_;
-  void* events_[2] = {nullptr, nullptr};  // cudaEvent_t
-};
-
-/// NVTX range for Nsight timelines; a no-op without CUDA.
-class NvtxRange {
- public:
-  explicit NvtxRange(const char* name);
-  ~NvtxRange();
-  NvtxRange(const NvtxRange&) = delete;
-  NvtxRange& operator=(const NvtxRange&) = delete;
-};
-
 }  // namespace ringpilot::trainer

@@ -12,7 +12,7 @@ namespace ringpilot::trainer {
 struct LrScheduleOptions {
   config::LrSchedule kind = config::LrSchedule::kConstant;
   double lr = 0;            ///< the peak (train.lr)
-  int64_t total_steps = 0;  ///< optimizer steps of the run (train.steps, resolved from epochs)
+  int64_t total_steps = 0;  ///< optimizer steps of the run (RunPlan::steps)
   int64_t warmup_steps = 0;
   double min_ratio = 0;    ///< cosine, polynomial: the final lr / lr
   int64_t step_every = 0;  ///< step: > 0

@@ -18,13 +18,14 @@ constexpr double kBytesPerMiB = 1 << 20;
 
 }  // namespace
 
-models::ModelOptions ModelOptionsFor(const config::JobConfig& job) {
+models::ModelOptions ModelOptionsFor(const config::JobConfig& job,
+                                     const std::optional<models::TokenSpec>& tokens) {
   const config::ModelConfig& model = job.model;
   models::ModelOptions o;
   o.name = model.name;
   o.num_classes = model.num_classes;
   o.seq_len = model.seq_len;
-  o.vocab_size = model.vocab_size;  // resolved by Trainer::Run (0: the data's)
+  o.vocab_size = tokens ? tokens->vocab : 0;
   o.dropout = model.dropout;
   o.sync_batchnorm = model.sync_batchnorm;
   o.fused_batchnorm = model.fused_batchnorm;
@@ -36,7 +37,7 @@ models::ModelOptions ModelOptionsFor(const config::JobConfig& job) {
   return o;
 }
 
-OptimizerOptions OptimizerOptionsFor(const config::JobConfig& job) {
+OptimizerOptions OptimizerOptionsFor(const config::JobConfig& job, int64_t steps) {
   const config::TrainConfig& train = job.train;
   OptimizerOptions o;
   o.kind = train.optimizer;
@@ -47,17 +48,17 @@ OptimizerOptions OptimizerOptionsFor(const config::JobConfig& job) {
   o.beta2 = train.beta2;
   o.eps = train.eps;
   o.exempt_1d_from_decay = !train.decay_norm_and_bias;
-  o.lr_on_device = !IsConstant(LrScheduleOptionsFor(job));
+  o.lr_on_device = !IsConstant(LrScheduleOptionsFor(job, steps));
   return o;
 }
 
-LrScheduleOptions LrScheduleOptionsFor(const config::JobConfig& job) {
+LrScheduleOptions LrScheduleOptionsFor(const config::JobConfig& job, int64_t steps) {
   const config::TrainConfig& train = job.train;
   LrScheduleOptions o;
   o.kind = train.lr_schedule;
   o.lr = config::PeakLearningRate(job);
-  o.total_steps = train.steps;
-  o.warmup_steps = WarmupSteps(train);
+  o.total_steps = steps;
+  o.warmup_steps = WarmupSteps(train, steps);
   o.min_ratio = train.lr_min_ratio;
   o.step_every = train.lr_step_every;
   o.gamma = train.lr_gamma;
@@ -75,14 +76,13 @@ std::string LearningRateLine(const config::JobConfig& job) {
   return line;
 }
 
-int64_t WarmupSteps(const config::TrainConfig& train) {
+int64_t WarmupSteps(const config::TrainConfig& train, int64_t steps) {
   if (train.lr_warmup_epochs <= 0 || train.epochs <= 0) return train.lr_warmup_steps;
   // steps = epochs x batches per epoch / micro-batches, so this is lr_warmup_epochs x the
   // optimizer steps of one epoch.
-  const auto steps = static_cast<double>(train.steps);
-  const auto warmup = static_cast<int64_t>(
-      std::llround(steps * train.lr_warmup_epochs / static_cast<double>(train.epochs)));
-  return std::clamp<int64_t>(warmup, 1, std::max<int64_t>(1, train.steps - 1));
+  const auto warmup = static_cast<int64_t>(std::llround(
+      static_cast<double>(steps) * train.lr_warmup_epochs / static_cast<double>(train.epochs)));
+  return std::clamp<int64_t>(warmup, 1, std::max<int64_t>(1, steps - 1));
 }
 
 comm::ReducerOptions ReducerOptionsFor(const config::CommConfig& comm) {
@@ -208,51 +208,6 @@ comm::NcclOptions NcclOptionsFor(const config::CommConfig& comm) {
       o.buffer_registration = comm::NcclBufferRegistration::kSymmetric;
       break;
   }
-  return o;
-}
-#endif
-
-data::ImageLoaderOptions ImageLoaderOptionsFor(const config::JobConfig& job, int batch,
-                                               const models::ImageSpec& image,
-                                               data::ImageTransform transform, int workers) {
-  data::ImageLoaderOptions o;
-  o.batch = batch;
-  o.out_height = image.height;
-  o.out_width = image.width;
-  o.transform = transform;
-  o.seed = job.train.seed;
-  o.workers = workers;
-  o.max_bad_fraction = job.data.max_bad_fraction;
-  o.worker_nice = job.data.worker_nice;
-  return o;
-}
-
-int DecodeWorkersFor(const config::DataConfig& data, int bound_cores, bool cuda) {
-  if (data.workers > 0) return data.workers;
-  return std::max(1, cuda ? bound_cores - 1 : bound_cores / 4);
-}
-
-int GpuDecodeThreadsFor(const config::DataConfig& data) {
-  // nvJPEG's engines do most decoding; the threads read files into pinned memory, parse
-  // headers, make the batch's nvJPEG calls and run the Huffman stage of progressive JPEGs
-  // (about 2.7 ms each). 8 kept the pipeline at 27k img/s on an H200
-  // (bench/results/2026-11-28-nvidia-h200-image-input.md).
-  return data.workers > 0 ? data.workers : 8;
-}
-
-#ifdef RINGPILOT_WITH_NVJPEG
-data::cuda::ImagePipelineOptions GpuImagePipelineOptionsFor(const config::JobConfig& job,
-                                                            const models::ImageSpec& image,
-                                                            int device) {
-  data::cuda::ImagePipelineOptions o;
-  o.batch = job.data.batch_per_rank;
-  o.out_height = image.height;
-  o.out_width = image.width;
-  o.prefetch = job.data.prefetch;
-  o.threads = GpuDecodeThreadsFor(job.data);
-  o.device = device;
-  o.train = true;
-  o.seed = job.train.seed;
   return o;
 }
 #endif

@@ -13,7 +13,6 @@
 #include "base/environment.h"
 #include "comm/gradient_reducer.h"
 #include "config/job.h"
-#include "data/image_loader.h"
 #include "metrics/exporter.h"
 #include "topology/plan.h"
 #include "trainer/bootstrap.h"
@@ -28,31 +27,32 @@
 #ifdef RINGPILOT_WITH_CUDA
 #include "comm/nccl_communicator.h"
 #endif
-#ifdef RINGPILOT_WITH_NVJPEG
-#include "data/cuda/image_pipeline.h"
-#endif
 
 namespace ringpilot::trainer {
 
-/// model.* and the loss settings of train.* (label_smoothing).
-models::ModelOptions ModelOptionsFor(const config::JobConfig& job);
+/// model.* and the loss settings of train.* (label_smoothing); BERT's vocabulary from
+/// `tokens`, the run's ids (RunPlan::tokens: model.vocab_size resolved), nullopt for image
+/// models.
+models::ModelOptions ModelOptionsFor(const config::JobConfig& job,
+                                     const std::optional<models::TokenSpec>& tokens);
 
 /// train.optimizer and its settings at config::PeakLearningRate; the lr lives on the device
-/// when the schedule varies it.
-OptimizerOptions OptimizerOptionsFor(const config::JobConfig& job);
+/// when the schedule varies it. `steps`: the run's optimizer steps (RunPlan::steps).
+OptimizerOptions OptimizerOptionsFor(const config::JobConfig& job, int64_t steps);
 
-/// train.lr_* peaking at config::PeakLearningRate; `train.steps` must already be resolved
-/// (train.epochs), and so is train.lr_warmup_epochs then (WarmupSteps).
-LrScheduleOptions LrScheduleOptionsFor(const config::JobConfig& job);
+/// train.lr_* peaking at config::PeakLearningRate over the run's `steps` optimizer steps
+/// (RunPlan::steps: train.steps, or what train.epochs makes), train.lr_warmup_epochs
+/// resolved by WarmupSteps.
+LrScheduleOptions LrScheduleOptionsFor(const config::JobConfig& job, int64_t steps);
 
 /// "learning rate 0.4: train.lr 0.1 x global batch 1024 / train.lr_base_batch 256": how
 /// train.lr_base_batch scaled the rate (rank 0 logs it).
 std::string LearningRateLine(const config::JobConfig& job);
 
-/// The warm-up in optimizer steps: train.lr_warmup_steps, or with train.lr_warmup_epochs
-/// train.steps x lr_warmup_epochs / train.epochs rounded, at least 1 and below train.steps
-/// (`train.steps` resolved from train.epochs).
-int64_t WarmupSteps(const config::TrainConfig& train);
+/// The warm-up in optimizer steps of a run of `steps` (RunPlan::steps):
+/// train.lr_warmup_steps, or with train.lr_warmup_epochs steps x lr_warmup_epochs /
+/// train.epochs rounded, at least 1 and below `steps`.
+int64_t WarmupSteps(const config::TrainConfig& train, int64_t steps);
 
 /// Bucket caps from comm.bucket_mb / comm.first_bucket_mb (MiB), the wire dtype from
 /// comm.grad_dtype. on_first_launch is left to the caller.
@@ -87,28 +87,6 @@ TrainStepOptions TrainStepOptionsFor(const config::JobConfig& job, const RankDev
 
 /// metrics.gpu_sample_seconds and trace.*.
 telemetry::RankTelemetryOptions RankTelemetryOptionsFor(const config::JobConfig& job);
-
-/// data.* and train.seed for an image batch loader: `batch` samples per slot, the model's
-/// image size, decode threads `workers` (DecodeWorkersFor).
-data::ImageLoaderOptions ImageLoaderOptionsFor(const config::JobConfig& job, int batch,
-                                               const models::ImageSpec& image,
-                                               data::ImageTransform transform, int workers);
-
-/// data.workers, 0 resolved from the cores the rank is bound to: GPU ranks all but one
-/// (the training thread's), CPU ranks a quarter (the compute threads take the rest).
-int DecodeWorkersFor(const config::DataConfig& data, int bound_cores, bool cuda);
-/// Host threads of the GPU image pipeline (data.gpu_decode): data.workers, else 8.
-int GpuDecodeThreadsFor(const config::DataConfig& data);
-
-#ifdef RINGPILOT_WITH_NVJPEG
-/// The GPU image pipeline of a training set on CUDA device `device`: data.batch_per_rank,
-/// data.prefetch, GpuDecodeThreadsFor's threads, train crops from train.seed. No host
-/// share: beside a ResNet-50 step every share lost to host decode
-/// (bench/results/2026-11-29-nvidia-h200-decode-contention.md).
-data::cuda::ImagePipelineOptions GpuImagePipelineOptionsFor(const config::JobConfig& job,
-                                                            const models::ImageSpec& image,
-                                                            int device);
-#endif
 
 /// metrics.*: how the exporter of the rank with node-local rank `local_rank` serves:
 /// metrics.bind resolved against the rank's environment `env` (metrics::ResolveBind:

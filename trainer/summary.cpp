@@ -60,10 +60,11 @@ void RecordAttempt(const std::string& run_dir, int rank, const history::AttemptP
   }
 }
 
-std::optional<double> WriteSummary(const config::JobConfig& job, const std::string& run_dir,
-                                   int rank, int world, bool cuda, const RunTotals& totals,
-                                   const at::Tensor& loss, const std::vector<at::Tensor>& params,
-                                   double peak_device_bytes, comm::Communicator& host) {
+std::optional<double> WriteSummary(const config::JobConfig& job, int64_t steps,
+                                   const std::string& run_dir, int rank, int world, bool cuda,
+                                   const RunTotals& totals, const at::Tensor& loss,
+                                   const std::vector<at::Tensor>& params, double peak_device_bytes,
+                                   comm::Communicator& host) {
   at::Tensor loss_sum = at::zeros({1}, at::kDouble);
   if (loss.defined()) loss_sum[0] = loss.item<double>();
   const double own = loss.defined() ? loss_sum[0].item<double>() : 0.0;
@@ -78,7 +79,7 @@ std::optional<double> WriteSummary(const config::JobConfig& job, const std::stri
   json summary = {
       {"name", job.name},
       {"world_size", world},
-      {"steps", job.train.steps},
+      {"steps", steps},
       // No step in this attempt (resumed at train.steps): nothing measured.
       // The mean over the ranks of the last step's loss; rank 0's own is the number of its
       // last progress line.
@@ -125,7 +126,7 @@ std::optional<double> WriteSummary(const config::JobConfig& job, const std::stri
   }
   // This attempt alone, then the run over every attempt (earlier ones' records and the
   // launcher's failure reports) in the root file.
-  const int64_t last_step = std::max(totals.start_step, job.train.steps);
+  const int64_t last_step = std::max(totals.start_step, steps);
   summary.update(history::AttemptProgressJson(
       ProgressOf(totals, last_step, totals.timed_seconds, history::kCompleted)));
   base::MakeDirs(history::AttemptDir(run_dir, totals.attempt));

@@ -71,10 +71,12 @@ ParamFingerprint FingerprintParams(const std::vector<at::Tensor>& params);
 /// `peak_device_bytes`: this rank's peak device memory (allocator plus NCCL buffers).
 /// summary.json's `final_loss` is the mean (the global batch's loss, as
 /// avg(ringpilot_loss)); `final_loss_rank0` is rank 0's own, the number its last progress
-/// line shows. Returns the mean (nullopt when no step ran), for rank 0's closing line.
-std::optional<double> WriteSummary(const config::JobConfig& job, const std::string& run_dir,
-                                   int rank, int world, bool cuda, const RunTotals& totals,
-                                   const at::Tensor& loss, const std::vector<at::Tensor>& params,
-                                   double peak_device_bytes, comm::Communicator& host);
+/// line shows. `steps` is the run's (RunPlan::steps). Returns the mean (nullopt when no
+/// step ran), for rank 0's closing line.
+std::optional<double> WriteSummary(const config::JobConfig& job, int64_t steps,
+                                   const std::string& run_dir, int rank, int world, bool cuda,
+                                   const RunTotals& totals, const at::Tensor& loss,
+                                   const std::vector<at::Tensor>& params, double peak_device_bytes,
+                                   comm::Communicator& host);
 
 }  // namespace ringpilot::trainer

@@ -5,17 +5,19 @@
 #include <ATen/autocast_mode.h>
 
 #include "trainer/autocast_region.h"
-#include "trainer/mlm_masking.h"
+#include "trainer/input/mlm_masking.h"
+#include "trainer/telemetry/nvtx_range.h"
 
 namespace ringpilot::trainer {
 
 TrainStep::TrainStep(const TrainStepOptions& options, const RankDevice& device,
                      TrainingState& state, comm::GradientReducer& reducer, StepPhases& phases,
-                     const InputFeed& input)
+                     const input::InputFeed& input, const std::optional<models::TokenSpec>& tokens)
     : state_(state),
       reducer_(reducer),
       phases_(phases),
       input_(input),
+      tokens_(tokens),
       cuda_(device.cuda),
       device_type_(device.device.type()),
       autocast_(options.autocast),
@@ -34,7 +36,7 @@ void TrainStep::Run() {
   reducer_.PrepareForBackward();
   const at::Tensor loss = ForwardBackward(1.0);
   {
-    NvtxRange range("reduce+update");
+    telemetry::NvtxRange range("reduce+update");
     ReduceAndUpdate(reducer_, *state_.optimizer, phases_, update_options_,
                     clipper_ ? &*clipper_ : nullptr);
   }
@@ -57,7 +59,7 @@ void TrainStep::RunLastMicroBatch() {
   reducer_.ArmForBackward();
   const at::Tensor loss = ForwardBackward(micro_scale_);
   {
-    NvtxRange range("reduce+update");
+    telemetry::NvtxRange range("reduce+update");
     ReduceAndUpdate(reducer_, *state_.optimizer, phases_, update_options_,
                     clipper_ ? &*clipper_ : nullptr);
   }
@@ -67,16 +69,16 @@ void TrainStep::RunLastMicroBatch() {
 at::Tensor TrainStep::ForwardBackward(double scale) {
   at::Tensor loss;
   {
-    NvtxRange range("forward");
-    const Batch& batch = input_.device_batch();
+    telemetry::NvtxRange range("forward");
+    const input::Batch& batch = input_.device_batch();
     at::Tensor in = batch.input;
     at::Tensor target = batch.target;
     if (input_.images()) {
-      in = NormalizeImages(in, at::kFloat);
+      in = input::NormalizeImages(in, at::kFloat);
       if (state_.channels_last) in = in.contiguous(at::MemoryFormat::ChannelsLast);
     } else if (batch.keys.defined()) {
       // Real text: this step's masking, on the device (inside the graph when captured).
-      MaskedTokens masked = MaskTokens(in, batch.keys, input_.token_spec());
+      input::MaskedTokens masked = input::MaskTokens(in, batch.keys, *tokens_);
       in = std::move(masked.input);
       target = std::move(masked.target);
     }
@@ -91,7 +93,7 @@ at::Tensor TrainStep::ForwardBackward(double scale) {
     phases_.ForwardDone();
   }
   {
-    NvtxRange range("backward");
+    telemetry::NvtxRange range("backward");
     // fault.straggler_*: this rank's compute takes longer. On GPUs before backward, so
     // every bucket's all-reduce waits for it (the buckets are issued during backward);
     // on CPU after it, where MPI progresses only inside our calls and the other ranks

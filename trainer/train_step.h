@@ -11,7 +11,8 @@
 #include "comm/gradient_reducer.h"
 #include "trainer/gradient_clipping.h"
 #include "trainer/gradient_update.h"
-#include "trainer/input_feed.h"
+#include "trainer/input/input_feed.h"
+#include "trainer/models/model.h"
 #include "trainer/ops/backward_sm_carveout.h"
 #include "trainer/rank_setup.h"
 #include "trainer/step_phases.h"
@@ -33,8 +34,11 @@ struct TrainStepOptions {
 /// Holds references to everything it uses; all must outlive it. Not thread-safe.
 class TrainStep {
  public:
+  /// `tokens`: token models' ids (RunPlan::tokens), which the step masks token shards'
+  /// batches with; nullopt for image models.
   TrainStep(const TrainStepOptions& options, const RankDevice& device, TrainingState& state,
-            comm::GradientReducer& reducer, StepPhases& phases, const InputFeed& input);
+            comm::GradientReducer& reducer, StepPhases& phases, const input::InputFeed& input,
+            const std::optional<models::TokenSpec>& tokens);
 
   /// Runs (or, inside GraphedStep::Capture, records) one step on one batch
   /// (train.grad_accum_steps 1). The loss lands in loss().
@@ -61,7 +65,8 @@ class TrainStep {
   TrainingState& state_;
   comm::GradientReducer& reducer_;
   StepPhases& phases_;
-  const InputFeed& input_;
+  const input::InputFeed& input_;
+  const std::optional<models::TokenSpec> tokens_;
   const bool cuda_;
   const c10::DeviceType device_type_;
   const std::optional<c10::ScalarType> autocast_;

@@ -16,19 +16,19 @@
 #include "base/run_variables.h"
 #include "base/time.h"
 #include "comm/gradient_reducer.h"
-#include "data/cifar.h"
 #include "trainer/bootstrap.h"
 #include "trainer/checkpoint/store.h"
 #include "trainer/evaluation.h"
 #include "trainer/fatal_report.h"
 #include "trainer/graphed_step.h"
-#include "trainer/image_pipeline.h"
-#include "trainer/input_feed.h"
+#include "trainer/input/dataset_factory.h"
+#include "trainer/input/input_feed.h"
 #include "trainer/lr_schedule.h"
 #include "trainer/options.h"
 #include "trainer/phase_report.h"
 #include "trainer/preemption.h"
 #include "trainer/rank_setup.h"
+#include "trainer/run_plan.h"
 #include "trainer/step_clock.h"
 #include "trainer/step_phases.h"
 #include "trainer/step_readback.h"
@@ -36,6 +36,7 @@
 #include "trainer/telemetry/device.h"
 #include "trainer/telemetry/heartbeat.h"
 #include "trainer/telemetry/kernel_profile.h"
+#include "trainer/telemetry/nvtx_range.h"
 #include "trainer/telemetry/rank_log.h"
 #include "trainer/telemetry/rank_telemetry.h"
 #include "trainer/telemetry/scrape_targets.h"
@@ -44,7 +45,6 @@
 #include "trainer/telemetry/versions.h"
 #include "trainer/train_step.h"
 #include "trainer/training_state.h"
-#include "trainer/validation_set.h"
 
 namespace ringpilot::trainer {
 namespace {
@@ -61,13 +61,14 @@ constexpr int kInjectedCrashStatus = 17;
 // What the loop drives; everything is owned by Trainer::Run and outlives the loop.
 struct LoopParts {
   const config::JobConfig& job;
+  const RunPlan& plan;
   const TrainerOptions& opts;
   const RankPlace& place;
   const RankDevice& device;
   RankCommunicators& comms;
   TrainingState& state;
   checkpoint::CheckpointStore& store;
-  InputFeed& input;
+  input::InputFeed& input;
   TrainStep& step;
   StepPhases& phases;
   PhaseReporter& reporter;
@@ -77,22 +78,20 @@ struct LoopParts {
   telemetry::RankLog& log;
   telemetry::Heartbeat& heartbeat;
   const PreemptionWatch& preemption;
-  ValidationSet* val;                     // image kinds' and cifar's data.val, or null
-  const TokenValidationSet* token_val;    // tokens' data.val, or null
+  input::ValidationSet* val;              // data.val, or null
   const data::ImageSource* train_images;  // image kinds' data.train, else null
-  DataCount train_count;                  // what data.train holds (summary.json)
 };
 
-// Steps start_step..train.steps: graph capture after the eager warm-up, the timed window,
+// Steps start_step..plan.steps: graph capture after the eager warm-up, the timed window,
 // progress lines, periodic checkpoints, preemption, and the summary at the end.
 class TrainingLoop {
  public:
   TrainingLoop(const LoopParts& p, int64_t start_step)
       : p_(p),
         start_step_(start_step),
-        total_(p.job.train.steps),
+        total_(p.plan.steps),
         accum_(p.job.train.grad_accum_steps),
-        schedule_(LrScheduleOptionsFor(p.job)),
+        schedule_(LrScheduleOptionsFor(p.job, p.plan.steps)),
         varying_lr_(!IsConstant(schedule_)),
         clock_(p.device.cuda, p.job.train.host_lead_steps),
         readback_(p.device.cuda, p.job.train.host_lead_steps),
@@ -107,8 +106,8 @@ class TrainingLoop {
     totals_.start_step = start_step;
     p.heartbeat.SetTotalSteps(total_);
     p.metrics.SetStepsTarget(total_);
-    totals_.train_samples = p.train_count.samples;
-    totals_.train_files = p.train_count.files;
+    totals_.train_samples = p.plan.data.samples;
+    totals_.train_files = p.plan.data.files;
     totals_.restarts = p.opts.attempt - 1;
     totals_.attempt = p.opts.attempt;
   }
@@ -119,7 +118,7 @@ class TrainingLoop {
     Record(start_step_, nullptr, history::kRunning);
     if (start_step_ < total_) p_.input.Fill(start_step_ * accum_);
     for (int64_t step = start_step_; step < total_; ++step) {
-      NvtxRange step_range("step");
+      telemetry::NvtxRange step_range("step");
       p_.heartbeat.Beat(step, "step");
       const double step_s = RunStep(step);
       Measure(step, step_s);
@@ -128,7 +127,7 @@ class TrainingLoop {
       if (p_.place.rank == 0) LogProgress(step, step_s, last);
       const int64_t done = step + 1;
       const int64_t eval_every = p_.job.eval.every_steps;
-      if ((p_.val || p_.token_val) && (last || (eval_every > 0 && done % eval_every == 0))) {
+      if (p_.val && (last || (eval_every > 0 && done % eval_every == 0))) {
         Evaluate(step);
       }
       const int every = p_.job.checkpoint.every_steps;
@@ -307,7 +306,7 @@ class TrainingLoop {
       std::snprintf(line, sizeof(line), " | grad norm %.4g", *totals_.grad_norm);
       text += line;
     }
-    if (p_.job.data.kind != config::DataKind::kSynthetic) {
+    if (p_.plan.steps_per_epoch > 0) {
       text += " | epoch " + std::to_string(p_.input.EpochOf(LastBatchOf(step)) + 1);
     }
     if (totals_.eval) {
@@ -326,14 +325,12 @@ class TrainingLoop {
     p_.heartbeat.Beat(step, "eval");
     const auto e0 = Clock::now();
     telemetry::SynchronizeDevice(p_.device.cuda);  // the step's work first, then eager eval
-    const EvalResult r =
-        p_.token_val ? EvaluateMaskedLm(p_.job, p_.place, p_.device, p_.state, *p_.token_val,
-                                        p_.input.token_spec(), p_.comms)
-                     : trainer::Evaluate(p_.job, p_.place, p_.device, p_.state, *p_.val, p_.comms);
+    const EvalResult r = p_.plan.tokens ? EvaluateMaskedLm(p_.job, p_.place, p_.device, p_.state,
+                                                           *p_.val, *p_.plan.tokens, p_.comms)
+                                        : trainer::Evaluate(p_.job, p_.place, p_.device, p_.state,
+                                                            *p_.val, p_.comms);
     totals_.eval = r;
-    if (p_.val) {
-      for (const std::string& w : p_.val->TakeWarnings()) p_.log.Warn(w);
-    }
+    for (const std::string& w : p_.val->TakeWarnings()) p_.log.Warn(w);
     const double samples = static_cast<double>(r.samples);
     if (r.mlm) {
       p_.metrics.SetMlmEval(r.mlm_accuracy, r.loss, samples);
@@ -401,7 +398,7 @@ class TrainingLoop {
     // Throughput is training time only: checkpoints are reported separately.
     totals_.timed_seconds = base::Seconds(timed_start_, Clock::now()) - totals_.checkpoint_seconds -
                             totals_.eval_seconds;
-    if (p_.job.data.kind != config::DataKind::kSynthetic) {
+    if (p_.plan.steps_per_epoch > 0) {
       totals_.epochs = p_.input.EpochOf(LastBatchOf(total_ - 1)) + 1;
     }
     totals_.final_lr = lr_;
@@ -418,8 +415,8 @@ class TrainingLoop {
     const double peak = telemetry::PeakDeviceMemoryBytes(p_.device.cuda) +
                         static_cast<double>(p_.comms.device->registered_bytes());
     const std::optional<double> final_loss =
-        WriteSummary(p_.job, run_dir, p_.place.rank, p_.place.world, p_.device.cuda, totals_,
-                     p_.step.loss(), p_.state.params, peak, *p_.comms.host);
+        WriteSummary(p_.job, p_.plan.steps, run_dir, p_.place.rank, p_.place.world, p_.device.cuda,
+                     totals_, p_.step.loss(), p_.state.params, peak, *p_.comms.host);
     if (p_.place.rank == 0 && final_loss) {
       // The last progress line showed rank 0's own loss; summary.json's final_loss (and
       // `status` after the run) is the mean: say which is which.
@@ -501,15 +498,14 @@ void LogJobLine(const config::JobConfig& job, const RankPlace& place, const Rank
 
 }  // namespace
 
+// The job stays as loaded: what the data decides is the RunPlan's.
 struct Trainer::State {
-  config::JobConfig job;
-  TrainerOptions opts;
+  const config::JobConfig job;
+  const TrainerOptions opts;
 };
 
-Trainer::Trainer(config::JobConfig config, TrainerOptions options) : s_(std::make_unique<State>()) {
-  s_->job = std::move(config);
-  s_->opts = std::move(options);
-}
+Trainer::Trainer(config::JobConfig config, TrainerOptions options)
+    : s_(std::make_unique<State>(State{std::move(config), std::move(options)})) {}
 
 Trainer::~Trainer() = default;
 
@@ -531,40 +527,14 @@ int Trainer::Run() {
                              " but the job asks for " + std::to_string(job.world.size()) +
                              " (world.nodes x procs_per_node)");
   }
-  // The image set is indexed once, before anything else starts: a bad root or shard
-  // stops the rank here.
-  const std::unique_ptr<data::ImageSource> train_images = OpenImageSet(job, job.data.train);
-  const DataCount train_count = CountTrainData(job, train_images.get());
-  if (place.rank == 0 && train_count.samples >= 0) {
-    log.Info(DataCountLine(train_count) + (train_images ? "; " + train_images->Summary() : ""));
-  }
-  if (!config::IsImageModel(job.model.name)) {
-    // model.vocab_size 0 follows the data (the shards' header, or synthetic's 30522); a
-    // value below the shards' vocabulary stops here, before anything else starts.
-    s_->job.model.vocab_size = static_cast<int>(TokenSpecFor(job).vocab);
-  }
-  if (job.train.epochs > 0) {
-    // Batches of world x data.batch_per_rank; an optimizer step takes grad_accum_steps.
-    const int64_t per_epoch = StepsPerEpoch(job, place.world, train_images.get());
-    s_->job.train.steps = job.train.epochs * per_epoch / job.train.grad_accum_steps;
-    if (place.rank == 0) {
-      std::string line = "train.epochs " + std::to_string(job.train.epochs) + ": " +
-                         std::to_string(per_epoch) + " batches per epoch, " +
-                         std::to_string(job.train.steps) + " steps";
-      if (job.train.lr_warmup_epochs > 0 && job.train.steps > 1) {
-        line += ", warm-up " + std::to_string(WarmupSteps(job.train)) + " steps";
-      }
-      log.Info(line);
-    }
-    if (job.train.steps < 1 || WarmupSteps(job.train) >= job.train.steps) {
-      // The job itself cannot work: a permanent failure (no restart).
-      throw config::ConfigError(
-          job.source + ": train.epochs " + std::to_string(job.train.epochs) + " makes " +
-          std::to_string(job.train.steps) + " optimizer step(s), " +
-          (job.train.steps < 1 ? "none" : "no more than the learning-rate warm-up") +
-          " (train.grad_accum_steps " + std::to_string(job.train.grad_accum_steps) + ")");
-    }
-  }
+  // data.train is opened once, before anything else starts (an image set is indexed, CIFAR
+  // read, a token shard mapped): a bad file stops the rank here. What it decides about the
+  // run (steps, vocabulary) is the plan's; the job stays as loaded.
+  const std::unique_ptr<input::Dataset> dataset = input::OpenDataset(job, place.rank, place.world);
+  const RunPlan plan = MakeRunPlan(job, *dataset);
+  if (place.rank == 0 && !plan.data_line.empty()) log.Info(plan.data_line);
+  if (place.rank == 0 && !plan.epochs_line.empty()) log.Info(plan.epochs_line);
+  CheckRunPlan(job, plan);
   if (job.train.lr_base_batch > 0 && place.rank == 0) log.Info(LearningRateLine(job));
   // Topology, cluster view, plan: NCCL NIC variables and CPU binding (trainer/bootstrap.h),
   // before CUDA, NCCL and compute threads start.
@@ -591,7 +561,7 @@ int Trainer::Run() {
       s_->opts.attempt - 1);
   metrics->SetBuildInfo(telemetry::BuildInfoLabels(telemetry::QueryLibraryVersions()));
   metrics->SetExpectedBusBandwidth(placement.expected_bus_bytes_per_second);
-  if (train_images) metrics->EnableImageInput();
+  if (dataset->images()) metrics->EnableImageInput();
   if (job.metrics.enabled) {
     const bool multi_node = place.world > place.local_size;
     metrics::ExporterOptions serve =
@@ -614,9 +584,9 @@ int Trainer::Run() {
   metrics->WatchSequences(comms.device.get());
   telemetry.Start(*metrics, clock_offset, log);
 
-  TrainingState state = BuildTrainingState(job, place, device, comms.batch_norm());
+  TrainingState state = BuildTrainingState(job, plan, place, device, comms.batch_norm());
   checkpoint::CheckpointStore store(run_dir + "/checkpoints", job.checkpoint.keep);
-  const int64_t start_step = ResumeFromCheckpoint(job, place, comms, store, state, log);
+  const int64_t start_step = ResumeFromCheckpoint(job, plan, place, comms, store, state, log);
   comm::ReducerOptions reducer_options = ReducerOptionsFor(job.comm);
   reducer_options.on_first_launch = [&phases] { phases.FirstGradientsReady(); };
   comm::GradientReducer reducer(state.params, *comms.device, reducer_options);
@@ -624,22 +594,22 @@ int Trainer::Run() {
     LogJobLine(job, place, device, state, reducer, *comms.device, *metrics, log);
   }
 
-  InputFeed input(job, *state.model, place, device, *metrics, log, train_images.get());
+  input::InputFeed input(job, *dataset, *state.model, device.device, device.threads, plan.batches,
+                         *metrics, log);
   if (start_step > 0 && state.data_position[0].item<int64_t>() >= 0) {
     input.Resume(start_step * job.train.grad_accum_steps,
                  {state.data_position[0].item<int64_t>(), state.data_position[1].item<int64_t>()});
   }
-  const std::unique_ptr<ValidationSet> val = LoadValidationSet(job, *state.model, device);
-  const std::unique_ptr<TokenValidationSet> token_val = LoadTokenValidationSet(job);
+  const std::unique_ptr<input::ValidationSet> val =
+      dataset->LoadValidationSet(state.model->image_spec(), device.cuda);
   TrainStep train_step(TrainStepOptionsFor(job, device, place.rank), device, state, reducer, phases,
-                       input);
+                       input, plan.tokens);
   PhaseReporter reporter(phases, *metrics, *comms.device, *comms.host, place.rank, place.world,
                          clock_offset);
-  const LoopParts parts{job,        s_->opts,   place,     device,          comms,
-                        state,      store,      input,     train_step,      phases,
-                        reporter,   *metrics,   telemetry, stats,           log,
-                        heartbeat,  preemption, val.get(), token_val.get(), train_images.get(),
-                        train_count};
+  const LoopParts parts{job,    plan,      s_->opts,   place,     device,
+                        comms,  state,     store,      input,     train_step,
+                        phases, reporter,  *metrics,   telemetry, stats,
+                        log,    heartbeat, preemption, val.get(), dataset->images()};
   return TrainingLoop(parts, start_step).Run();
 }
 

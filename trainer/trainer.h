@@ -25,7 +25,8 @@ class Trainer {
  public:
   Trainer(config::JobConfig config, TrainerOptions options);
   ~Trainer();
-  /// Trains from the newest valid checkpoint (or from scratch) to `train.steps`.
+  /// Trains from the newest valid checkpoint (or from scratch) to the run plan's steps
+  /// (train.steps, or what train.epochs makes: trainer/run_plan.h).
   /// Returns the process exit status: base::kExitOk, or base::kExitPreempted when SIGUSR1
   /// stopped it after a checkpoint.
   int Run();

@@ -13,12 +13,13 @@
 
 namespace ringpilot::trainer {
 
-TrainingState BuildTrainingState(const config::JobConfig& job, const RankPlace& place,
-                                 const RankDevice& device, comm::Communicator* batch_norm_comm) {
+TrainingState BuildTrainingState(const config::JobConfig& job, const RunPlan& plan,
+                                 const RankPlace& place, const RankDevice& device,
+                                 comm::Communicator* batch_norm_comm) {
   TrainingState s;
   // The same seed everywhere, then rank 0's weights are broadcast anyway.
   torch::manual_seed(job.train.seed);
-  s.model = models::MakeModel(ModelOptionsFor(job), batch_norm_comm);
+  s.model = models::MakeModel(ModelOptionsFor(job, plan.tokens), batch_norm_comm);
   s.model->to(device.device);
   // channels_last on the CPU too: oneDNN skips reorders (bench/results/*-cpu-ddp.md).
   s.channels_last = job.train.channels_last && s.model->input_kind() == models::InputKind::kImages;
@@ -37,7 +38,7 @@ TrainingState BuildTrainingState(const config::JobConfig& job, const RankPlace& 
     s.named.push_back({"model/" + b.key(), b.value()});
     s.broadcast.push_back(b.value());
   }
-  s.optimizer = std::make_unique<FusedOptimizer>(s.params, OptimizerOptionsFor(job));
+  s.optimizer = std::make_unique<FusedOptimizer>(s.params, OptimizerOptionsFor(job, plan.steps));
   const std::vector<std::string> names = s.optimizer->StateNames();
   const std::vector<at::Tensor> tensors = s.optimizer->StateTensors();
   for (size_t i = 0; i < tensors.size(); ++i) {
@@ -52,9 +53,10 @@ TrainingState BuildTrainingState(const config::JobConfig& job, const RankPlace& 
   return s;
 }
 
-int64_t ResumeFromCheckpoint(const config::JobConfig& job, const RankPlace& place,
-                             const RankCommunicators& comms, checkpoint::CheckpointStore& store,
-                             TrainingState& state, telemetry::RankLog& log) {
+int64_t ResumeFromCheckpoint(const config::JobConfig& job, const RunPlan& plan,
+                             const RankPlace& place, const RankCommunicators& comms,
+                             checkpoint::CheckpointStore& store, TrainingState& state,
+                             telemetry::RankLog& log) {
   // Rank 0's word: the step to resume at, and whether the checkpoint's per-rank random
   // streams were loaded (not when it was written by another number of ranks).
   at::Tensor resume = at::zeros({2}, at::kLong);
@@ -71,10 +73,10 @@ int64_t ResumeFromCheckpoint(const config::JobConfig& job, const RankPlace& plac
       log.Info("checkpoints: " + line);
     }
     if (found) {
-      if (found->step > job.train.steps) {
+      if (found->step > plan.steps) {
         throw checkpoint::CheckpointMismatchError(
             found->path + ": checkpoint is at step " + std::to_string(found->step) +
-            ", beyond train.steps " + std::to_string(job.train.steps));
+            ", beyond train.steps " + std::to_string(plan.steps));
       }
       const bool same_world = found->world_size == place.world;
       std::vector<checkpoint::NamedTensor> wanted;

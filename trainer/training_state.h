@@ -17,6 +17,7 @@
 #include "trainer/models/model.h"
 #include "trainer/optimizer.h"
 #include "trainer/rank_setup.h"
+#include "trainer/run_plan.h"
 #include "trainer/telemetry/rank_log.h"
 
 namespace ringpilot::trainer {
@@ -38,18 +39,20 @@ struct TrainingState {
   at::Tensor data_position;
 };
 
-/// The model (seeded with train.seed on every rank), on `device`, in train mode, its
-/// optimizer and RNG state. `batch_norm_comm` reduces SyncBatchNorm statistics and must
-/// outlive the state.
-TrainingState BuildTrainingState(const config::JobConfig& job, const RankPlace& place,
-                                 const RankDevice& device, comm::Communicator* batch_norm_comm);
+/// The model (seeded with train.seed on every rank; BERT's vocabulary from `plan`), on
+/// `device`, in train mode, its optimizer (its schedule over plan.steps) and RNG state.
+/// `batch_norm_comm` reduces SyncBatchNorm statistics and must outlive the state.
+TrainingState BuildTrainingState(const config::JobConfig& job, const RunPlan& plan,
+                                 const RankPlace& place, const RankDevice& device,
+                                 comm::Communicator* batch_norm_comm);
 
 /// Collective: rank 0 loads the newest valid checkpoint in `store` (warnings for the
 /// invalid ones it skips go to `log`), every rank receives rank 0's tensors, RNG state and
 /// data position, and the optimizer's step count is restored. Returns the step to start from (0
-/// without a checkpoint). Throws std::runtime_error for a checkpoint beyond train.steps.
-int64_t ResumeFromCheckpoint(const config::JobConfig& job, const RankPlace& place,
-                             const RankCommunicators& comms, checkpoint::CheckpointStore& store,
-                             TrainingState& state, telemetry::RankLog& log);
+/// without a checkpoint). Throws std::runtime_error for a checkpoint beyond plan.steps.
+int64_t ResumeFromCheckpoint(const config::JobConfig& job, const RunPlan& plan,
+                             const RankPlace& place, const RankCommunicators& comms,
+                             checkpoint::CheckpointStore& store, TrainingState& state,
+                             telemetry::RankLog& log);
 
 }  // namespace ringpilot::trainer

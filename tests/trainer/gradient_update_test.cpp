@@ -83,7 +83,7 @@ void ExpectSameAsStepAfterWaitingForAll(config::Optimizer kind) {
     torch::NoGradGuard no_grad;
     for (size_t i = 0; i < src.size(); ++i) dst[i].copy_(src[i]);
   }
-  OptimizerOptions oo = OptimizerOptionsFor(config::JobConfig{});  // job defaults
+  OptimizerOptions oo = OptimizerOptionsFor(config::JobConfig{}, 100);  // job defaults, 100 steps
   oo.kind = kind;
   oo.lr = 0.05;
   oo.weight_decay = 0.01;
@@ -133,7 +133,7 @@ TEST(ReduceAndUpdate, EarlyBucketsAreUpdatedBeforeTheTailIsWaitedFor) {
     Mlp m;
     RecordingComm c;
     comm::GradientReducer r(m.parameters(), c, SmallBuckets());
-    OptimizerOptions oo = OptimizerOptionsFor(config::JobConfig{});  // job defaults
+    OptimizerOptions oo = OptimizerOptionsFor(config::JobConfig{}, 100);  // job defaults, 100 steps
     oo.lr = 0.1;
     FusedOptimizer opt(m.parameters(), oo);
     StepPhases phases(-1, nullptr);
@@ -228,7 +228,7 @@ TEST(ReduceAndUpdate, ClipsTheReducedGradientsBeforeTheUpdate) {
   RecordingComm ca, cb;
   comm::GradientReducer ra(a.parameters(), ca, SmallBuckets());
   comm::GradientReducer rb(b.parameters(), cb, SmallBuckets());
-  OptimizerOptions oo = OptimizerOptionsFor(config::JobConfig{});  // job defaults
+  OptimizerOptions oo = OptimizerOptionsFor(config::JobConfig{}, 100);  // job defaults, 100 steps
   oo.lr = 0.1;
   FusedOptimizer oa(a.parameters(), oo), ob(b.parameters(), oo);
   StepPhases pa(-1, nullptr);

@@ -107,24 +107,24 @@ TEST(LrSchedule, OnlyConstantWithoutWarmupIsConstant) {
 TEST(LrSchedule, JobKeysReachTheScheduleAndTheOptimizer) {
   config::JobConfig job;  // job defaults: constant
   config::TrainConfig& train = job.train;
-  EXPECT_TRUE(IsConstant(LrScheduleOptionsFor(job)));
-  EXPECT_FALSE(OptimizerOptionsFor(job).lr_on_device);
-  EXPECT_FALSE(OptimizerOptionsFor(job).exempt_1d_from_decay);
+  EXPECT_TRUE(IsConstant(LrScheduleOptionsFor(job, job.train.steps)));
+  EXPECT_FALSE(OptimizerOptionsFor(job, job.train.steps).lr_on_device);
+  EXPECT_FALSE(OptimizerOptionsFor(job, job.train.steps).exempt_1d_from_decay);
   train.lr_schedule = config::LrSchedule::kPolynomial;
   train.steps = 40;
   train.lr_warmup_steps = 4;
   train.lr_min_ratio = 0.2;
   train.lr_power = 3;
   train.decay_norm_and_bias = false;
-  const LrScheduleOptions o = LrScheduleOptionsFor(job);
+  const LrScheduleOptions o = LrScheduleOptionsFor(job, job.train.steps);
   EXPECT_EQ(o.kind, config::LrSchedule::kPolynomial);
   EXPECT_EQ(o.total_steps, 40);
   EXPECT_EQ(o.warmup_steps, 4);
   EXPECT_DOUBLE_EQ(o.min_ratio, 0.2);
   EXPECT_DOUBLE_EQ(o.power, 3);
   EXPECT_DOUBLE_EQ(o.lr, train.lr);
-  EXPECT_TRUE(OptimizerOptionsFor(job).lr_on_device);
-  EXPECT_TRUE(OptimizerOptionsFor(job).exempt_1d_from_decay);
+  EXPECT_TRUE(OptimizerOptionsFor(job, job.train.steps).lr_on_device);
+  EXPECT_TRUE(OptimizerOptionsFor(job, job.train.steps).exempt_1d_from_decay);
 }
 
 // ResNet-50's recipe: lr 0.1 per 256 samples, 5 warm-up epochs of 90.
@@ -138,12 +138,12 @@ TEST(LrSchedule, BaseBatchScalesTheLrAndEpochsSetTheWarmup) {
   job.train.lr_base_batch = 256;
   job.train.lr_schedule = config::LrSchedule::kCosine;
   job.train.epochs = 90;
-  job.train.steps = 90 * 1251;  // as Trainer::Run resolves it
+  job.train.steps = 90 * 1251;  // as the RunPlan resolves it
   job.train.lr_warmup_epochs = 5;
   EXPECT_EQ(config::GlobalBatch(job), 1024);
-  const LrScheduleOptions o = LrScheduleOptionsFor(job);
+  const LrScheduleOptions o = LrScheduleOptionsFor(job, job.train.steps);
   EXPECT_DOUBLE_EQ(o.lr, 0.4);
-  EXPECT_DOUBLE_EQ(OptimizerOptionsFor(job).lr, 0.4);
+  EXPECT_DOUBLE_EQ(OptimizerOptionsFor(job, job.train.steps).lr, 0.4);
   EXPECT_EQ(o.warmup_steps, 5 * 1251);
   EXPECT_NEAR(LearningRateAt(o, 1251), 0.4 / 5, 1e-15);      // linear: one epoch of five
   EXPECT_NEAR(LearningRateAt(o, 90 * 1251 - 1), 0.0, 1e-8);  // cosine to 0
@@ -151,11 +151,11 @@ TEST(LrSchedule, BaseBatchScalesTheLrAndEpochsSetTheWarmup) {
   job.train.epochs = 1;
   job.train.steps = 10;
   job.train.lr_warmup_epochs = 0.26;
-  EXPECT_EQ(WarmupSteps(job.train), 3);
+  EXPECT_EQ(WarmupSteps(job.train, job.train.steps), 3);
   job.train.lr_warmup_epochs = 0.01;
-  EXPECT_EQ(WarmupSteps(job.train), 1);
+  EXPECT_EQ(WarmupSteps(job.train, job.train.steps), 1);
   job.train.lr_warmup_epochs = 0.99;
-  EXPECT_EQ(WarmupSteps(job.train), 9);
+  EXPECT_EQ(WarmupSteps(job.train, job.train.steps), 9);
   // Without lr_base_batch the lr is train.lr whatever the batch.
   job.train.lr_base_batch = 0;
   EXPECT_DOUBLE_EQ(config::PeakLearningRate(job), 0.1);

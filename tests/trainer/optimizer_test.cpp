@@ -8,7 +8,7 @@ namespace ringpilot::trainer {
 namespace {
 
 OptimizerOptions WithDecay(config::Optimizer kind) {
-  OptimizerOptions o = OptimizerOptionsFor(config::JobConfig{});  // job defaults
+  OptimizerOptions o = OptimizerOptionsFor(config::JobConfig{}, 100);  // job defaults, 100 steps
   o.kind = kind;
   o.lr = 0.05;
   o.weight_decay = 0.1;
@@ -23,7 +23,7 @@ void ExpectSameState(const FusedOptimizer& a, const FusedOptimizer& b) {
 
 TEST(FusedOptimizer, SgdMomentumMatchesTheTorchOptimFormula) {
   at::Tensor p = at::tensor({1.0f, -2.0f, 3.0f}).requires_grad_();
-  OptimizerOptions o = OptimizerOptionsFor(config::JobConfig{});  // job defaults
+  OptimizerOptions o = OptimizerOptionsFor(config::JobConfig{}, 100);  // job defaults, 100 steps
   o.lr = 0.1;
   o.momentum = 0.9;
   o.weight_decay = 0.01;
@@ -44,7 +44,7 @@ TEST(FusedOptimizer, SgdMomentumMatchesTheTorchOptimFormula) {
 
 TEST(FusedOptimizer, AdamWMatchesTheTorchOptimFormula) {
   at::Tensor p = at::tensor({0.5f, -1.0f}).requires_grad_();
-  OptimizerOptions o = OptimizerOptionsFor(config::JobConfig{});  // job defaults
+  OptimizerOptions o = OptimizerOptionsFor(config::JobConfig{}, 100);  // job defaults, 100 steps
   o.kind = config::Optimizer::kAdamW;
   o.lr = 0.01;
   o.weight_decay = 0.1;
@@ -176,7 +176,7 @@ TEST(FusedOptimizer, AdamWLeavesOneDimensionalParametersUndecayedWhenAsked) {
 TEST(FusedOptimizer, SetLrAppliesToTheFollowingSteps) {
   for (bool on_device : {false, true}) {
     at::Tensor p = at::tensor({1.0f, -2.0f, 3.0f}).requires_grad_();
-    OptimizerOptions o = OptimizerOptionsFor(config::JobConfig{});  // job defaults
+    OptimizerOptions o = OptimizerOptionsFor(config::JobConfig{}, 100);  // job defaults, 100 steps
     o.lr = 0.1;
     o.momentum = 0.9;
     o.lr_on_device = on_device;  // CPU: the scalar path either way

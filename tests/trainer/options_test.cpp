@@ -27,13 +27,16 @@ TEST(Options, ModelAndOptimizerCarryEveryJobField) {
   job.model.seq_len = 64;
   job.model.dropout = 0.25;
   job.model.mixed_linear = false;
-  job.model.vocab_size = 2048;
+  job.model.vocab_size = 0;  // follows the data
   job.train.label_smoothing = 0.1;
-  const models::ModelOptions m = ModelOptionsFor(job);
+  models::TokenSpec tokens;
+  tokens.vocab = 1200;  // the run's (RunPlan::tokens): here the shards'; the job stays 0
+  const models::ModelOptions m = ModelOptionsFor(job, tokens);
   EXPECT_DOUBLE_EQ(m.label_smoothing, 0.1);
   EXPECT_EQ(m.name, config::ModelName::kBertBase);
   EXPECT_EQ(m.seq_len, 64);
-  EXPECT_EQ(m.vocab_size, 2048);
+  EXPECT_EQ(m.vocab_size, 1200);
+  EXPECT_EQ(ModelOptionsFor(job, std::nullopt).vocab_size, 0);  // image models: none
   EXPECT_DOUBLE_EQ(m.dropout, 0.25);
   EXPECT_FALSE(m.mixed_linear);
   EXPECT_EQ(m.fused_residual_norm, job.model.fused_residual_norm);
@@ -41,47 +44,11 @@ TEST(Options, ModelAndOptimizerCarryEveryJobField) {
 
   job.train.optimizer = config::Optimizer::kAdamW;
   job.train.beta2 = 0.98;
-  const OptimizerOptions o = OptimizerOptionsFor(job);
+  const OptimizerOptions o = OptimizerOptionsFor(job, job.train.steps);
   EXPECT_EQ(o.kind, config::Optimizer::kAdamW);
   EXPECT_DOUBLE_EQ(o.beta2, 0.98);
   EXPECT_DOUBLE_EQ(o.lr, job.train.lr);
   EXPECT_DOUBLE_EQ(o.eps, job.train.eps);
-}
-
-TEST(Options, ImageInputCarriesTheDataKeys) {
-  config::JobConfig job;
-  EXPECT_EQ(job.data.worker_nice, 10);  // the default: decode threads yield to training
-  job.data.batch_per_rank = 48;
-  job.data.max_bad_fraction = 0.05;
-  job.data.worker_nice = 7;
-  job.train.seed = 99;
-  models::ImageSpec image;
-  image.height = 160;
-  image.width = 128;
-  const data::ImageLoaderOptions o =
-      ImageLoaderOptionsFor(job, 40, image, data::ImageTransform::kEval, 6);
-  EXPECT_EQ(o.batch, 40);
-  EXPECT_EQ(o.out_height, 160);
-  EXPECT_EQ(o.out_width, 128);
-  EXPECT_EQ(o.transform, data::ImageTransform::kEval);
-  EXPECT_EQ(o.seed, 99u);
-  EXPECT_EQ(o.workers, 6);
-  EXPECT_DOUBLE_EQ(o.max_bad_fraction, 0.05);
-  EXPECT_EQ(o.worker_nice, 7);
-#ifdef RINGPILOT_WITH_NVJPEG
-  job.data.prefetch = 3;
-  job.data.workers = 5;
-  const data::cuda::ImagePipelineOptions g = GpuImagePipelineOptionsFor(job, image, 1);
-  EXPECT_EQ(g.batch, 48);
-  EXPECT_EQ(g.out_height, 160);
-  EXPECT_EQ(g.out_width, 128);
-  EXPECT_EQ(g.prefetch, 3);
-  EXPECT_EQ(g.threads, 5);
-  EXPECT_EQ(g.device, 1);
-  EXPECT_TRUE(g.train);
-  EXPECT_EQ(g.seed, 99u);
-  EXPECT_DOUBLE_EQ(g.host_share, 0);
-#endif
 }
 
 TEST(Options, StartUpStepAndTelemetryCarryTheirJobKeys) {

@@ -197,7 +197,7 @@ class Bert : public Model {
   }
 
   // target: int64 [B, L] with -100 at unmasked positions, and exactly the same number
-  // of masked positions in every row (synthetic data and trainer/mlm_masking.h guarantee
+  // of masked positions in every row (synthetic data and trainer/input/mlm_masking.h guarantee
   // it), so the rows to score are found without a host synchronisation.
   at::Tensor Loss(const at::Tensor& ids, const at::Tensor& target) override {
     // Under CUDA autocast the linear layers use low-precision shadows of the weights,

@@ -19,12 +19,12 @@ struct ImageSpec {
   int height = 32;
   int width = 32;
   int num_classes = 10;
-  int workers = 1;  ///< threads that generate one batch (trainer/synthetic_data.h)
+  int workers = 1;  ///< threads that generate one batch (trainer/input/synthetic_data.h)
 };
 
 /// Token input of a masked-LM model: int64 [B,L] ids, targets -100 where not masked. The
 /// vocabulary and special ids are the run's: the shards' (data.kind tokens) or synthetic
-/// data's (trainer/input_feed.h TokenSpecFor fills them).
+/// data's (trainer/input/dataset_factory.h TokenSpecFor fills them).
 struct TokenSpec {
   static constexpr int64_t kIgnore = -100;
   int64_t vocab = 0;  ///< ids are below this (model.vocab_size)

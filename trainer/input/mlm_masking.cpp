@@ -1,8 +1,8 @@
-#include "trainer/mlm_masking.h"
+#include "trainer/input/mlm_masking.h"
 
 #include <ATen/ATen.h>
 
-namespace ringpilot::trainer {
+namespace ringpilot::trainer::input {
 namespace {
 
 constexpr int64_t kLow32 = 0xFFFFFFFFLL;
@@ -66,4 +66,4 @@ MaskedTokens MaskTokens(const at::Tensor& tokens, const at::Tensor& keys,
   return out;
 }
 
-}  // namespace ringpilot::trainer
+}  // namespace ringpilot::trainer::input

@@ -1,24 +1,23 @@
-#include "trainer/gpu_image_pipeline.h"
+#include "trainer/input/gpu_image_pipeline.h"
 
 #include <ATen/cuda/CUDAContext.h>
 
 #include <algorithm>
 #include <cstdio>
 
-#include "trainer/options.h"
+#include "trainer/input/image_options.h"
 
-namespace ringpilot::trainer {
+namespace ringpilot::trainer::input {
 
 GpuImagePipeline::GpuImagePipeline(const config::JobConfig& job, const data::ImageSource& source,
-                                   const models::ImageSpec& image, const RankPlace& place,
-                                   const RankDevice& device)
-    : rank_(place.rank),
-      end_step_(job.train.steps * job.train.grad_accum_steps),  // input batches, not steps
+                                   const models::ImageSpec& image, const PipelineTarget& target)
+    : rank_(target.rank),
+      end_step_(target.batches),  // input batches, not steps
       prefetch_(job.data.prefetch),
-      sampler_(source.size(), place.world, job.data.batch_per_rank, job.train.seed),
+      sampler_(source.size(), target.world, job.data.batch_per_rank, job.train.seed),
       bad_(source, job.data.max_bad_fraction) {
   pipeline_ = std::make_unique<data::cuda::ImagePipeline>(
-      source, GpuImagePipelineOptionsFor(job, image, device.device.index()), bad_);
+      source, GpuImagePipelineOptionsFor(job, image, target.device.index()), bad_);
 }
 
 void GpuImagePipeline::Resume(int64_t step, data::SamplePosition position) {
@@ -73,4 +72,4 @@ std::string GpuImagePipeline::TimeReport() const {
   return line;
 }
 
-}  // namespace ringpilot::trainer
+}  // namespace ringpilot::trainer::input

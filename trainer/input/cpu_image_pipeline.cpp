@@ -1,4 +1,4 @@
-#include "trainer/cpu_image_pipeline.h"
+#include "trainer/input/cpu_image_pipeline.h"
 
 #include <algorithm>
 #include <chrono>
@@ -6,12 +6,12 @@
 #include "base/time.h"
 #include "data/cifar.h"
 #include "topology/affinity.h"
-#include "trainer/options.h"
+#include "trainer/input/image_options.h"
 #ifdef RINGPILOT_WITH_NVJPEG
-#include "trainer/gpu_image_pipeline.h"
+#include "trainer/input/gpu_image_pipeline.h"
 #endif
 
-namespace ringpilot::trainer {
+namespace ringpilot::trainer::input {
 
 // The loader's plan for training: the rank's slice of each step's global batch.
 class CpuImagePipeline::SamplerPlan : public data::StepPlan {
@@ -30,17 +30,17 @@ class CpuImagePipeline::SamplerPlan : public data::StepPlan {
 };
 
 CpuImagePipeline::CpuImagePipeline(const config::JobConfig& job, const data::ImageSource& source,
-                                   const models::ImageSpec& image, const RankPlace& place,
-                                   const RankDevice& device, int workers)
+                                   const models::ImageSpec& image, const PipelineTarget& target,
+                                   int workers)
     : source_(source),
-      cuda_(device.cuda),
-      end_step_(job.train.steps * job.train.grad_accum_steps),  // input batches, not steps
+      cuda_(target.device.is_cuda()),
+      end_step_(target.batches),  // input batches, not steps
       options_(ImageLoaderOptionsFor(job, job.data.batch_per_rank, image,
                                      data::ImageTransform::kTrain, workers)),
-      plan_(std::make_unique<SamplerPlan>(source.size(), place.rank, place.world,
+      plan_(std::make_unique<SamplerPlan>(source.size(), target.rank, target.world,
                                           job.data.batch_per_rank, job.train.seed)),
-      copied_(device.cuda) {
-  const auto pin = at::TensorOptions().pinned_memory(device.cuda);
+      copied_(cuda_) {
+  const auto pin = at::TensorOptions().pinned_memory(cuda_);
   const int batch = job.data.batch_per_rank;
   slots_.resize(static_cast<size_t>(job.data.prefetch) + 2);
   for (Batch& s : slots_) {
@@ -110,16 +110,17 @@ std::vector<int64_t> CpuImagePipeline::bad_files() const {
 std::unique_ptr<ImagePipeline> MakeImagePipeline(const config::JobConfig& job,
                                                  const data::ImageSource& source,
                                                  const models::ImageSpec& image,
-                                                 const RankPlace& place, const RankDevice& device,
+                                                 const PipelineTarget& target,
                                                  std::string* decision) {
+  const bool cuda = target.device.is_cuda();
   const config::GpuDecode mode = job.data.gpu_decode;
   const std::string key = std::string("data.gpu_decode ") + config::ToString(mode);
   const int cores = topology::BoundCpuCount();
-  if (!device.cuda) {
+  if (!cuda) {
     *decision = "decoding images on host threads (a CPU rank)";
   } else {
 #ifdef RINGPILOT_WITH_NVJPEG
-    const bool hardware = data::cuda::HasHardwareJpegDecoder(device.device.index());
+    const bool hardware = data::cuda::HasHardwareJpegDecoder(target.device.index());
     const bool few_cores = cores < kHostDecodeMinCores;
     if (mode == config::GpuDecode::kOn ||
         (mode == config::GpuDecode::kAuto && hardware && few_cores)) {
@@ -132,7 +133,7 @@ std::unique_ptr<ImagePipeline> MakeImagePipeline(const config::JobConfig& job,
                              std::to_string(kHostDecodeMinCores)
                        : std::string()) +
                   ")";
-      return std::make_unique<GpuImagePipeline>(job, source, image, place, device);
+      return std::make_unique<GpuImagePipeline>(job, source, image, target);
     }
     if (mode == config::GpuDecode::kAuto) {
       *decision = "decoding images on host threads (" + key + ": " +
@@ -148,35 +149,11 @@ std::unique_ptr<ImagePipeline> MakeImagePipeline(const config::JobConfig& job,
                 (mode == config::GpuDecode::kOff ? ")" : ": this build has no nvJPEG)");
 #endif
   }
-  const int workers = DecodeWorkersFor(job.data, cores, device.cuda);
+  const int workers = DecodeWorkersFor(job.data, cores, cuda);
   *decision += ", " + std::to_string(workers) + " threads" +
                (job.data.worker_nice > 0 ? " at nice " + std::to_string(job.data.worker_nice)
                                          : std::string());
-  return std::make_unique<CpuImagePipeline>(job, source, image, place, device, workers);
+  return std::make_unique<CpuImagePipeline>(job, source, image, target, workers);
 }
 
-std::unique_ptr<data::ImageSource> OpenImageSet(const config::JobConfig& job,
-                                                const std::string& path) {
-  if (path.empty()) return nullptr;
-  std::unique_ptr<data::ImageSource> source;
-  switch (job.data.kind) {
-    case config::DataKind::kSynthetic:
-    case config::DataKind::kCifar:
-    case config::DataKind::kTokens:
-      return nullptr;
-    case config::DataKind::kImageFolder:
-      source = data::OpenImageFolder(path);
-      break;
-    case config::DataKind::kImageShards:
-      source = data::OpenImageShards(data::ExpandShardList(path));
-      break;
-  }
-  if (source->num_classes() > job.model.num_classes) {
-    throw data::DataError(path + ": " + std::to_string(source->num_classes()) +
-                          " classes, more than model.num_classes " +
-                          std::to_string(job.model.num_classes));
-  }
-  return source;
-}
-
-}  // namespace ringpilot::trainer
+}  // namespace ringpilot::trainer::input

@@ -1,24 +1,23 @@
-#include "trainer/validation_set.h"
+#include "trainer/input/validation_set.h"
+
+#include <ATen/ATen.h>
 
 #include <algorithm>
 #include <cstring>
 #include <set>
 
-#include "data/cifar.h"
 #include "data/image_loader.h"
-#include "topology/affinity.h"
-#include "trainer/image_pipeline.h"
-#include "trainer/input_feed.h"
-#include "trainer/options.h"
+#include "data/token_shards.h"
+#include "trainer/input/image_options.h"
+#include "trainer/input/mlm_masking.h"
 
-namespace ringpilot::trainer {
+namespace ringpilot::trainer::input {
 namespace {
 
 class CifarValidationSet : public ValidationSet {
  public:
   explicit CifarValidationSet(data::CifarSet set) : set_(std::move(set)) {}
   int64_t size() const override { return set_.size(); }
-  int num_classes() const override { return set_.num_classes; }
   void ForEachBatch(int64_t first, int64_t last, int batch, const Consumer& consume) override {
     for (int64_t begin = first; begin < last; begin += batch) {
       const int64_t count = std::min<int64_t>(batch, last - begin);
@@ -60,7 +59,6 @@ class ImageValidationSet : public ValidationSet {
                      const models::ImageSpec& image, int workers)
       : job_(job), source_(std::move(source)), image_(image), workers_(workers) {}
   int64_t size() const override { return source_->size(); }
-  int num_classes() const override { return source_->num_classes(); }
 
   void ForEachBatch(int64_t first, int64_t last, int batch, const Consumer& consume) override {
     if (last <= first) return;
@@ -105,28 +103,48 @@ class ImageValidationSet : public ValidationSet {
   std::set<int64_t> bad_;
 };
 
+// data.val of data.kind tokens: a mapped shard's sequences packed to model.seq_len, with
+// the evaluation's masking keys.
+class TokenValidationSet : public ValidationSet {
+ public:
+  TokenValidationSet(const std::string& prefix, int seq_len)
+      : shard_(prefix), sequences_(shard_, seq_len) {}
+  int64_t size() const override { return sequences_.size(); }
+  void ForEachBatch(int64_t first, int64_t last, int batch, const Consumer& consume) override {
+    const int len = sequences_.seq_len();
+    for (int64_t begin = first; begin < last; begin += batch) {
+      const int64_t count = std::min<int64_t>(batch, last - begin);
+      at::Tensor ids = at::empty({count, len}, at::kLong);
+      at::Tensor keys = at::empty({count}, at::kLong);
+      for (int64_t i = 0; i < count; ++i) {
+        sequences_.Fill(begin + i, ids.data_ptr<int64_t>() + i * len);
+        keys.data_ptr<int64_t>()[i] = SequenceKey(kEvalMaskSeed, /*epoch=*/0, begin + i);
+      }
+      consume(ids, keys);
+    }
+  }
+
+ private:
+  const data::TokenShard shard_;
+  const data::PackedSequences sequences_;  // reads shard_
+};
+
 }  // namespace
 
-std::unique_ptr<ValidationSet> LoadValidationSet(const config::JobConfig& job,
-                                                 const models::Model& model,
-                                                 const RankDevice& device) {
-  if (job.data.val.empty()) return nullptr;
-  switch (job.data.kind) {
-    case config::DataKind::kSynthetic:
-    case config::DataKind::kTokens:  // LoadTokenValidationSet (input_feed.h)
-      return nullptr;
-    case config::DataKind::kCifar: {
-      const data::CifarVariant variant = CifarVariantFor(job.model);
-      return std::make_unique<CifarValidationSet>(
-          data::ReadCifar(data::CifarFiles(job.data.val, variant, /*train=*/false), variant));
-    }
-    case config::DataKind::kImageFolder:
-    case config::DataKind::kImageShards:
-      return std::make_unique<ImageValidationSet>(
-          job, OpenImageSet(job, job.data.val), model.image_spec(),
-          DecodeWorkersFor(job.data, topology::BoundCpuCount(), device.cuda));
-  }
-  return nullptr;
+std::unique_ptr<ValidationSet> LoadCifarValidationSet(const std::string& path,
+                                                      data::CifarVariant variant) {
+  return std::make_unique<CifarValidationSet>(
+      data::ReadCifar(data::CifarFiles(path, variant, /*train=*/false), variant));
 }
 
-}  // namespace ringpilot::trainer
+std::unique_ptr<ValidationSet> MakeImageValidationSet(const config::JobConfig& job,
+                                                      std::unique_ptr<data::ImageSource> source,
+                                                      const models::ImageSpec& image, int workers) {
+  return std::make_unique<ImageValidationSet>(job, std::move(source), image, workers);
+}
+
+std::unique_ptr<ValidationSet> LoadTokenValidationSet(const std::string& prefix, int seq_len) {
+  return std::make_unique<TokenValidationSet>(prefix, seq_len);
+}
+
+}  // namespace ringpilot::trainer::input

@@ -1,7 +1,7 @@
-// trainer/mlm_masking.h: the masking equals its written definition (a scalar reference here,
+// trainer/input/mlm_masking.h: the masking equals its written definition (a scalar reference here,
 // so any device running the same integer ops agrees), BERT's 15% / 80-10-10 statistics,
 // special tokens left alone, and determinism in (seed, epoch, sample).
-#include "trainer/mlm_masking.h"
+#include "trainer/input/mlm_masking.h"
 
 #include <algorithm>
 #include <cstdint>
@@ -16,7 +16,7 @@
 #include <c10/cuda/CUDAStream.h>
 #endif
 
-namespace ringpilot::trainer {
+namespace ringpilot::trainer::input {
 namespace {
 
 models::TokenSpec Spec(int seq_len, int64_t vocab = 2000) {
@@ -201,4 +201,4 @@ TEST(MlmMasking, CudaEagerAndGraphEqualTheCpu) {
 #endif  // RINGPILOT_WITH_CUDA
 
 }  // namespace
-}  // namespace ringpilot::trainer
+}  // namespace ringpilot::trainer::input

@@ -1,7 +1,8 @@
 // The image input of data.kind image_folder / image_shards: a pipeline turns the training
 // set's encoded images into each step's device batch. The CPU pipeline
 // (cpu_image_pipeline.h) decodes on host threads into pinned buffers and copies them in;
-// a GPU pipeline (nvJPEG) implements the same interface beside it. InputFeed drives it.
+// a GPU pipeline (nvJPEG) implements the same interface beside it. The images dataset
+// (image_dataset.cpp) makes one, and InputFeed drives it.
 #pragma once
 
 #include <cstdint>
@@ -9,14 +10,15 @@
 #include <string>
 #include <vector>
 
+#include <c10/core/Device.h>
+
 #include "config/job.h"
 #include "data/image_source.h"
 #include "data/sampler.h"
+#include "trainer/input/synthetic_data.h"
 #include "trainer/models/model.h"
-#include "trainer/rank_setup.h"
-#include "trainer/synthetic_data.h"
 
-namespace ringpilot::trainer {
+namespace ringpilot::trainer::input {
 
 /// Counts since the pipeline started (for the metrics and the log).
 struct ImageInputCounts {
@@ -59,6 +61,14 @@ class ImagePipeline {
 /// per GPU for the host to keep up (2026-11-25-nvidia-h100-x1-image-input.md).
 inline constexpr int kHostDecodeMinCores = 12;
 
+/// Which rank of how many, the run's input batches, and where they go.
+struct PipelineTarget {
+  int rank = 0;
+  int world = 1;
+  int64_t batches = 0;  ///< input batches of the run (optimizer steps x grad_accum_steps)
+  c10::Device device = c10::kCPU;
+};
+
 /// The rank's pipeline for `source` (which must outlive it): batches of data.batch_per_rank
 /// at the model's image size, training crops, data.prefetch batches ahead. Decodes on the
 /// GPU (nvJPEG) or on host threads by data.gpu_decode (auto: kHostDecodeMinCores);
@@ -66,12 +76,7 @@ inline constexpr int kHostDecodeMinCores = 12;
 std::unique_ptr<ImagePipeline> MakeImagePipeline(const config::JobConfig& job,
                                                  const data::ImageSource& source,
                                                  const models::ImageSpec& image,
-                                                 const RankPlace& place, const RankDevice& device,
+                                                 const PipelineTarget& target,
                                                  std::string* decision);
 
-/// data.train (or data.val) of an image kind as a source: null for other kinds or an empty
-/// path. Checks that its classes fit model.num_classes. Throws data::DataError.
-std::unique_ptr<data::ImageSource> OpenImageSet(const config::JobConfig& job,
-                                                const std::string& path);
-
-}  // namespace ringpilot::trainer
+}  // namespace ringpilot::trainer::input

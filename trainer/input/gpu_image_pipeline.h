@@ -9,17 +9,16 @@
 
 #include "data/bad_samples.h"
 #include "data/cuda/image_pipeline.h"
-#include "trainer/image_pipeline.h"
+#include "trainer/input/image_pipeline.h"
 
-namespace ringpilot::trainer {
+namespace ringpilot::trainer::input {
 
 class GpuImagePipeline : public ImagePipeline {
  public:
   /// Options from GpuImagePipelineOptionsFor. Throws std::runtime_error when nvJPEG cannot
   /// start on the rank's device.
   GpuImagePipeline(const config::JobConfig& job, const data::ImageSource& source,
-                   const models::ImageSpec& image, const RankPlace& place,
-                   const RankDevice& device);
+                   const models::ImageSpec& image, const PipelineTarget& target);
 
   void Resume(int64_t step, data::SamplePosition position) override;
   data::SamplePosition PositionOf(int64_t step) const override;
@@ -45,4 +44,4 @@ class GpuImagePipeline : public ImagePipeline {
   int64_t next_queued_ = -1;  // first step not yet queued; -1 before the first Fill
 };
 
-}  // namespace ringpilot::trainer
+}  // namespace ringpilot::trainer::input

@@ -9,7 +9,7 @@
 
 #include "trainer/models/model.h"
 
-namespace ringpilot::trainer {
+namespace ringpilot::trainer::input {
 
 using models::ImageSpec;
 using models::TokenSpec;
@@ -56,4 +56,4 @@ void FillTokens(uint64_t seed, int64_t first_index, const TokenSpec& spec, Batch
 /// Images as the model sees them: float, normalised to roughly zero mean, unit variance.
 at::Tensor NormalizeImages(const at::Tensor& uint8_images, at::ScalarType dtype);
 
-}  // namespace ringpilot::trainer
+}  // namespace ringpilot::trainer::input

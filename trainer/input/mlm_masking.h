@@ -28,7 +28,7 @@
 
 #include "trainer/models/model.h"
 
-namespace ringpilot::trainer {
+namespace ringpilot::trainer::input {
 
 /// Sequences up to this length (positions fit in 13 bits of the priority).
 inline constexpr int kMaxMaskedSeqLen = 8192;
@@ -52,4 +52,4 @@ struct MaskedTokens {
 MaskedTokens MaskTokens(const at::Tensor& tokens, const at::Tensor& keys,
                         const models::TokenSpec& spec);
 
-}  // namespace ringpilot::trainer
+}  // namespace ringpilot::trainer::input

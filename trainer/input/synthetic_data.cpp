@@ -1,4 +1,4 @@
-#include "trainer/synthetic_data.h"
+#include "trainer/input/synthetic_data.h"
 
 #include <ATen/Parallel.h>
 
@@ -9,7 +9,7 @@
 #include <unordered_map>
 #include <vector>
 
-namespace ringpilot::trainer {
+namespace ringpilot::trainer::input {
 
 namespace {
 
@@ -209,4 +209,4 @@ at::Tensor NormalizeImages(const at::Tensor& uint8_images, at::ScalarType dtype)
   return uint8_images.to(dtype).sub_(128.0).mul_(1.0 / 64.0);
 }
 
-}  // namespace ringpilot::trainer
+}  // namespace ringpilot::trainer::input

@@ -1,4 +1,4 @@
-// trainer/input_feed.h TokenSpecFor: the run's vocabulary and special ids come from the
+// trainer/input/dataset_factory.h TokenSpecFor: the run's vocabulary and special ids come from the
 // shard header (tokens) or synthetic data's constants, model.vocab_size follows them, and
 // a smaller vocab_size or a data.val shard of another vocabulary is a one-line error naming
 // the file.
@@ -9,10 +9,10 @@
 
 #include "base/files.h"
 #include "data/token_shards.h"
-#include "trainer/input_feed.h"
-#include "trainer/synthetic_data.h"
+#include "trainer/input/dataset_factory.h"
+#include "trainer/input/synthetic_data.h"
 
-namespace ringpilot::trainer {
+namespace ringpilot::trainer::input {
 namespace {
 
 // A fresh folder, removed at scope exit (base::RemoveTree: LibTorch shadows
@@ -99,4 +99,4 @@ TEST(TokenSpecFor, TokensFollowTheShardHeader) {
 }
 
 }  // namespace
-}  // namespace ringpilot::trainer
+}  // namespace ringpilot::trainer::input

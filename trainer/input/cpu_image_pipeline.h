@@ -7,17 +7,16 @@
 #include <vector>
 
 #include "data/image_loader.h"
-#include "trainer/graphed_step.h"
-#include "trainer/image_pipeline.h"
+#include "trainer/input/copy_fence.h"
+#include "trainer/input/image_pipeline.h"
 
-namespace ringpilot::trainer {
+namespace ringpilot::trainer::input {
 
 class CpuImagePipeline : public ImagePipeline {
  public:
   /// `workers` decode threads (DecodeWorkersFor). Allocates data.prefetch + 2 slots.
   CpuImagePipeline(const config::JobConfig& job, const data::ImageSource& source,
-                   const models::ImageSpec& image, const RankPlace& place, const RankDevice& device,
-                   int workers);
+                   const models::ImageSpec& image, const PipelineTarget& target, int workers);
   ~CpuImagePipeline() override;
 
   void Resume(int64_t step, data::SamplePosition position) override;
@@ -42,4 +41,4 @@ class CpuImagePipeline : public ImagePipeline {
   CopyFence copied_;
 };
 
-}  // namespace ringpilot::trainer
+}  // namespace ringpilot::trainer::input

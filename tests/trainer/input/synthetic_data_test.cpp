@@ -1,9 +1,9 @@
-#include "trainer/synthetic_data.h"
+#include "trainer/input/synthetic_data.h"
 
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
-namespace ringpilot::trainer {
+namespace ringpilot::trainer::input {
 namespace {
 
 Batch Images(int batch, int64_t first, uint64_t seed = 3) {
@@ -60,4 +60,4 @@ TEST(SyntheticData, RejectsWrongBuffers) {
 }
 
 }  // namespace
-}  // namespace ringpilot::trainer
+}  // namespace ringpilot::trainer::input
