@@ -119,7 +119,7 @@ RunData LoadRun(const std::string& run_dir, const std::string& infiniband_dir) {
     data.ranks_from_attempt = data.attempt_ranks.rbegin()->first.second;
   }
   for (const auto& [rank, path] : history::NcclDebugLogFiles(logs.string())) {
-    // NCCL_DEBUG_FILE is NCCL's own text: the transports it names are all diagnose uses.
+    // The ranks the other records may name (kMaxRecordRank).
     if (rank > kMaxRank) continue;
     std::ifstream in(path);
     if (!in) throw DiagnoseError(path + ": cannot be read");

@@ -342,8 +342,7 @@ TEST(Diagnose, BadInputIsOneLineAndExit2) {
   WriteFile(tmp.path() + "/launcher.json", R"({"state": "running"})");
   const Result launcher = Diagnose(tmp.path(), false);
   EXPECT_EQ(launcher.status, 2);
-  EXPECT_EQ(launcher.err, "ringpilot diagnose: " + tmp.path() + "/launcher.json: 'pid': missing
-");
+  EXPECT_EQ(launcher.err, "ringpilot diagnose: " + tmp.path() + "/launcher.json: 'pid': missing\n");
 }
 
 TEST(Diagnose, MissingRanksAreNamed) {
