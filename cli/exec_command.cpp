@@ -19,6 +19,7 @@
 #include "cli/exec_metrics.h"
 #include "cli/exec_placement.h"
 #include "history/program_beat.h"
+#include "history/rank_files.h"
 #include "launcher/nccl_metrics_env.h"
 #include "launcher/rank_program.h"
 #include "launcher/torchrun_env.h"
@@ -77,7 +78,7 @@ int RunExec(const ExecArgs& args) {
     options.path = path.empty() ? command[0] : path;
     options.argv = command;
     options.env = env;
-    options.log_path = args.log_dir + "/rank-" + rank + ".log";
+    options.log_path = history::RankLogPath(args.log_dir, std::atoi(rank.c_str()));
     options.beat_path = history::ProgramBeatPath(args.log_dir, std::atoi(rank.c_str()));
     options.rank = std::atoi(rank.c_str());
     options.header.push_back("ringpilot exec: rank " + rank + " of " +

@@ -7,6 +7,7 @@
 
 #include "base/files.h"
 #include "base/run_variables.h"
+#include "history/rank_files.h"
 #include "topology/affinity.h"
 #include "topology/node_topology.h"
 #include "topology/plan.h"
@@ -84,7 +85,7 @@ ExecPlacement PlaceExecRank(const base::Environment& env, const std::string& bin
 
   const std::string run_dir = base::Lookup(env, base::kRunDirVar, "");
   if (in.local_rank == 0 && !run_dir.empty()) {
-    const std::string path = run_dir + "/logs/topology-" + node.hostname + ".json";
+    const std::string path = history::TopologySnapshotPath(run_dir + "/logs", node.hostname);
     try {
       base::MakeDirs(run_dir + "/logs");
       base::WriteFileAtomically(path, topology::ToJson(node).dump(2) + "\n");

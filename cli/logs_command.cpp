@@ -19,6 +19,7 @@
 #include "base/files.h"
 #include "cli/run_dir_commands.h"
 #include "config/job.h"
+#include "history/launcher_record.h"
 #include "history/run_lock.h"
 #include "launcher/run_dir.h"
 #include "launcher/run_state.h"
@@ -93,7 +94,7 @@ off_t TailOffset(const std::string& path, int lines) {
 bool LauncherEnded(const launcher::RunDirLayout& layout) {
   const history::RunLockView lock = history::ReadRunLock(layout.root);
   const std::optional<launcher::LauncherRecord> rec =
-      launcher::ReadLauncherRecord(layout.launcher_json);
+      history::ReadLauncherRecordIfValid(layout.launcher_json);
   const bool locked =
       lock.state == history::LockState::kHeld || lock.state == history::LockState::kElsewhere;
   if (locked && (!rec || rec->pid != lock.record->pid)) return false;  // starting

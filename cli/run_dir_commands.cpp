@@ -18,6 +18,7 @@
 #include "base/files.h"
 #include "base/text.h"
 #include "base/time.h"
+#include "history/launcher_record.h"
 #include "history/run_lock.h"
 #include "launcher/run_dir.h"
 #include "launcher/run_status.h"
@@ -207,7 +208,7 @@ int Stop(const StopArgs& args) {
   while (true) {
     std::this_thread::sleep_for(std::chrono::duration<double>(kStopPollS));
     const std::optional<launcher::LauncherRecord> now =
-        launcher::ReadLauncherRecord(launcher::RunDirLayout(dir).launcher_json);
+        history::ReadLauncherRecordIfValid(launcher::RunDirLayout(dir).launcher_json);
     const bool ended = !now || now->state != RunState::kRunning ||
                        launcher::CheckLauncher(*now) == Liveness::kGone;
     if (ended) break;

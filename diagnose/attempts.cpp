@@ -35,9 +35,7 @@ std::string Key(int runs, const std::pair<int, int>& run_attempt) {
 
 // launcher.json's state, else what the attempts say.
 std::string RunState(const RunData& run) {
-  if (run.launcher && run.launcher->contains("state") && (*run.launcher)["state"].is_string()) {
-    return (*run.launcher)["state"].get<std::string>();
-  }
+  if (run.launcher) return history::ToString(run.launcher->state);
   if (run.attempts.empty()) return run.summary ? "finished" : run.failure ? "failed" : "";
   const history::AttemptRecord& last = run.attempts.back();
   if (last.outcome == history::kCompleted) return "finished";
@@ -64,10 +62,7 @@ void AnalyzeAttempts(Diagnosis* d) {
     FailureView f;
     f.record = *run.failure;
     f.attempt = run.failure->attempts;
-    if (run.launcher && run.launcher->contains("attempt") &&
-        (*run.launcher)["attempt"].is_number_integer() && f.attempt <= 0) {
-      f.attempt = (*run.launcher)["attempt"].get<int>();
-    }
+    if (run.launcher && f.attempt <= 0) f.attempt = run.launcher->attempt;
     // Its record in the last run's attempts/, if it left one that says what it trained.
     const history::AttemptRecord* record = nullptr;
     for (const history::AttemptRecord& a : run.attempts) {

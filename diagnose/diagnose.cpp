@@ -11,7 +11,9 @@
 #include <sstream>
 
 #include "base/text.h"
+#include "history/launcher_record.h"
 #include "history/rank_files.h"
+#include "history/rank_stats.h"
 #include "history/record_fields.h"
 #include "metrics/nccl_log.h"
 
@@ -23,76 +25,6 @@ constexpr int kMaxRank = history::kMaxRecordRank;
 using nlohmann::json;
 
 namespace {
-
-RankStats ParseRankStats(const json& j, const std::string& file, int file_rank) {
-  const Fields f(j, file);
-  RankStats s;
-  s.file = file;
-  s.rank = f.Int("rank", file_rank, 0, kMaxRank);
-  if (s.rank != file_rank) {
-    f.Fail("rank", "is " + std::to_string(s.rank) + " but the file name says rank " +
-                       std::to_string(file_rank));
-  }
-  s.node = f.String("node");
-  s.local_rank = f.Int("local_rank", -1, -1, kMaxRank);
-  s.world_size = f.Int("world_size", 0, 0, kMaxRank + 1);
-  s.steps = f.Number("steps");
-  const Fields step = f.Object("step_seconds");
-  s.step_p50 = step.Number("p50");
-  s.step_p99 = step.Number("p99");
-  s.step_mean = step.Number("mean");
-  s.phase_seconds_total = f.NumberMap("phase_seconds_total");
-  if (f.Has("input_wait_seconds")) {
-    const Fields wait = f.Object("input_wait_seconds");
-    s.input_wait_p50 = wait.Number("p50");
-    s.input_wait_p99 = wait.Number("p99");
-  }
-  if (f.Has("overlap_ratio")) s.overlap_ratio = f.Number("overlap_ratio");
-  const Fields strag = f.Object("straggler");
-  s.wait_seconds_total = strag.Number("wait_seconds_total");
-  s.culprit_steps = strag.RankMap("culprit_steps");
-  s.wait_by_culprit = strag.RankMap("wait_by_culprit_seconds");
-  s.compute_skew_mean = strag.Number("compute_skew_seconds_mean");
-  if (f.Has("collectives")) {
-    const json& list = j.at("collectives");
-    if (!list.is_array()) f.Fail("collectives", "expected a list");
-    for (std::size_t i = 0; i < list.size(); ++i) {
-      const Fields c(list[i], file, "collectives[" + std::to_string(i) + "].");
-      CollectiveStat cs;
-      cs.op = c.String("op");
-      cs.size_bucket = c.String("size_bucket");
-      if (cs.op.empty()) c.Fail("op", "missing");
-      cs.count = c.Number("count");
-      cs.bytes_total = c.Number("bytes_total");
-      cs.seconds_total = c.Number("seconds_total");
-      cs.busbw = c.Number("busbw_bytes_per_second");
-      s.collectives.push_back(cs);
-    }
-  }
-  s.expected_busbw = f.NumberMap("expected_busbw_bytes_per_second");
-  return s;
-}
-
-// "rank-<N><suffix>" -> N, or -1.
-int RankFromName(const std::string& name, const std::string& prefix, const std::string& suffix) {
-  if (name.size() <= prefix.size() + suffix.size()) return -1;
-  if (name.compare(0, prefix.size(), prefix) != 0) return -1;
-  if (name.compare(name.size() - suffix.size(), suffix.size(), suffix) != 0) return -1;
-  const std::string digits =
-      name.substr(prefix.size(), name.size() - prefix.size() - suffix.size());
-  if (digits.empty() || digits.size() > 7 ||
-      !std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; })) {
-    return -1;
-  }
-  return std::atoi(digits.c_str());
-}
-
-// DIR/rank-<N>.stats.json by rank (N up to kMaxRank, as the files' "rank").
-std::map<int, std::string> RankStatsFiles(const std::string& dir) {
-  std::map<int, std::string> files = history::RankFiles(dir, history::kRankStatsSuffix);
-  files.erase(files.upper_bound(kMaxRank), files.end());
-  return files;
-}
 
 std::vector<std::string> InfinibandPorts(const std::string& dir) {
   std::vector<std::string> ports;
@@ -153,31 +85,16 @@ RunData LoadRun(const std::string& run_dir, const std::string& infiniband_dir) {
     (void)Fields(*data.summary, summary.string());  // must be an object
   }
   const fs::path logs = root / "logs";
-  const std::map<int, std::string> stats_files = RankStatsFiles(logs.string());
-  std::vector<std::pair<int, fs::path>> nccl_files;
-  if (fs::is_directory(logs, ec)) {
-    for (const auto& entry : fs::directory_iterator(logs, ec)) {
-      const std::string name = entry.path().filename().string();
-      if (int n = RankFromName(name, "nccl-rank-", ".log"); n >= 0) {
-        nccl_files.emplace_back(n, entry.path());
-      }
-    }
-  }
-  std::sort(nccl_files.begin(), nccl_files.end());
+  const std::map<int, std::string> stats_files = history::RankStatsFiles(logs.string());
   LoadPluginRanks(run_dir, &data);
   data.program_beats = history::ReadProgramBeats(logs.string(), 0);
   data.attempts = history::ReadAttempts(run_dir);
   for (const history::AttemptRecord& a : data.attempts) {
-    for (const auto& [rank, path] : RankStatsFiles((root / a.dir).string())) {
-      data.attempt_ranks[{a.run, a.attempt}].push_back(
-          ParseRankStats(ReadJsonFile(path), path, rank));
+    for (const auto& [rank, path] : history::RankStatsFiles((root / a.dir).string())) {
+      data.attempt_ranks[{a.run, a.attempt}].push_back(history::ReadRankStats(path, rank));
     }
   }
-  if (const fs::path launcher = root / "launcher.json"; fs::exists(launcher, ec)) {
-    std::ifstream in(launcher);
-    json j = json::parse(in, nullptr, /*allow_exceptions=*/false);
-    if (j.is_object()) data.launcher = j;
-  }
+  data.launcher = history::ReadLauncherRecord(history::LauncherRecordPath(run_dir));
   data.failure = history::ReadFailureRecord((root / "failure.json").string());
   // A run that failed before its first step has only job.yaml, launcher.json and
   // failure.json: it is a run directory all the same (`ringpilot status` reads it).
@@ -192,7 +109,7 @@ RunData LoadRun(const std::string& run_dir, const std::string& infiniband_dir) {
   data.now_unix =
       std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
   for (const auto& [rank, path] : stats_files) {
-    data.ranks.push_back(ParseRankStats(ReadJsonFile(path), path, rank));
+    data.ranks.push_back(history::ReadRankStats(path, rank));
   }
   // logs/ has the statistics of the last attempt that finished; a run that has not (live,
   // interrupted, failed) still has its attempts' records as of their last checkpoint.
@@ -201,9 +118,11 @@ RunData LoadRun(const std::string& run_dir, const std::string& infiniband_dir) {
     data.ranks_from_run = data.attempt_ranks.rbegin()->first.first;
     data.ranks_from_attempt = data.attempt_ranks.rbegin()->first.second;
   }
-  for (const auto& [rank, path] : nccl_files) {
+  for (const auto& [rank, path] : history::NcclDebugLogFiles(logs.string())) {
+    // The ranks the other records may name (kMaxRecordRank).
+    if (rank > kMaxRank) continue;
     std::ifstream in(path);
-    if (!in) throw DiagnoseError(path.string() + ": cannot be read");
+    if (!in) throw DiagnoseError(path + ": cannot be read");
     std::map<int, std::set<std::string>> peers = metrics::NcclPeerTransports(in, rank);
     for (auto& [peer, ts] : peers) data.transports.push_back({rank, peer, std::move(ts)});
   }
@@ -307,9 +226,10 @@ Diagnosis Analyze(RunData data) {
   if (overlap_n > 0) d.mean_overlap = overlap_sum / overlap_n;
 
   // Bus bandwidth per op and size bucket, over the ranks.
-  std::map<std::pair<std::string, std::string>, std::vector<std::pair<int, CollectiveStat>>> groups;
+  std::map<std::pair<std::string, std::string>, std::vector<std::pair<int, CollectiveTotals>>>
+      groups;
   for (const RankStats& r : run.ranks) {
-    for (const CollectiveStat& c : r.collectives)
+    for (const CollectiveTotals& c : r.collectives)
       groups[{c.op, c.size_bucket}].push_back({r.rank, c});
   }
   for (const auto& [key, list] : groups) {
@@ -317,15 +237,15 @@ Diagnosis Analyze(RunData data) {
     row.op = key.first;
     row.size_bucket = key.second;
     double bw_sum = 0;
-    row.busbw_min = list.front().second.busbw;
+    row.busbw_min = list.front().second.busbw_bytes_per_second;
     row.busbw_min_rank = list.front().first;
     for (const auto& [rank, c] : list) {
       row.count += c.count;
       row.bytes_total += c.bytes_total;
       row.seconds_total += c.seconds_total;
-      bw_sum += c.busbw;
-      if (c.busbw < row.busbw_min) {
-        row.busbw_min = c.busbw;
+      bw_sum += c.busbw_bytes_per_second;
+      if (c.busbw_bytes_per_second < row.busbw_min) {
+        row.busbw_min = c.busbw_bytes_per_second;
         row.busbw_min_rank = rank;
       }
     }
@@ -379,9 +299,9 @@ Diagnosis Analyze(RunData data) {
     const RankStats& r = *std::find_if(run.ranks.begin(), run.ranks.end(),
                                        [rank](const RankStats& x) { return x.rank == rank; });
     std::string per_step;
-    if (r.input_wait_p50) {
-      per_step = "; per step p50 " + base::FormatFixed(*r.input_wait_p50, 4) + " s, p99 " +
-                 base::FormatFixed(r.input_wait_p99.value_or(0), 4) + " s";
+    if (r.input_wait) {
+      per_step = "; per step p50 " + base::FormatFixed(r.input_wait->p50, 4) + " s, p99 " +
+                 base::FormatFixed(r.input_wait->p99, 4) + " s";
     }
     d.warnings.push_back("input-bound on rank " + std::to_string(rank) + ": waiting for input is " +
                          base::FormatFixed(100 * d.input_share[rank], 1) + "% of its step time" +

@@ -1,7 +1,7 @@
 // `ringpilot diagnose RUN_DIR`: reads a finished (or interrupted) run's summary.json,
-// per-rank statistics (logs/rank-<N>.stats.json) and NCCL init logs
-// (logs/nccl-rank-<N>.log), and explains where the step time went: which rank the others
-// waited for, how much communication was exposed, how close the collectives came to the
+// per-rank statistics (logs/rank-<N>.stats.json, history/rank_stats.h) and NCCL init logs
+// (logs/nccl-rank-<N>.log, history/rank_files.h), and explains where the step time went: which rank
+// the others waited for, how much communication was exposed, how close the collectives came to the
 // expected bus bandwidth, and which transport NCCL picked per peer. For a user's program
 // (launch.command) it reads the NCCL profiler plugin's logs/rank-<N>.nccl.json instead,
 // while the run goes on or afterwards (diagnose/program.cpp). Every attempt of the job
@@ -22,7 +22,9 @@
 
 #include "history/attempts.h"
 #include "history/failure.h"
+#include "history/launcher_record.h"
 #include "history/program_beat.h"
+#include "history/rank_stats.h"
 #include "history/record_fields.h"
 
 namespace ringpilot::diagnose {
@@ -35,35 +37,11 @@ class DiagnoseError : public history::RecordError {
   using history::RecordError::RecordError;
 };
 
-struct CollectiveStat {
-  std::string op;
-  std::string size_bucket;
-  double count = 0;
-  double bytes_total = 0;
-  double seconds_total = 0;
-  double busbw = 0;  ///< bytes/s as measured by the rank
-};
-
-/// One rank's logs/rank-<N>.stats.json.
-struct RankStats {
-  std::string file;
-  int rank = 0;
-  std::string node;
-  int local_rank = -1;
-  int world_size = 0;
-  double steps = 0;
-  double step_p50 = 0, step_p99 = 0, step_mean = 0;
-  std::map<std::string, double> phase_seconds_total;  ///< data, forward, ..., comm_exposed
-  /// Per-step wait for the input batch (the data phase), when the file has it.
-  std::optional<double> input_wait_p50, input_wait_p99;
-  std::optional<double> overlap_ratio;
-  double wait_seconds_total = 0;
-  std::map<int, double> culprit_steps;    ///< culprit rank -> steps it was last
-  std::map<int, double> wait_by_culprit;  ///< culprit rank -> seconds this rank waited
-  double compute_skew_mean = 0;
-  std::vector<CollectiveStat> collectives;
-  std::map<std::string, double> expected_busbw;  ///< op -> bytes/s, 0 = unknown
-};
+/// A rank's collectives of one op and size class: a trainer rank's (its stats file) or a
+/// program rank's (its NCCL record, algorithms and protocols summed).
+using history::CollectiveTotals;
+/// One trainer rank's logs/rank-<N>.stats.json or attempts/N/rank-<R>.stats.json.
+using history::RankStats;
 
 /// Transports NCCL reported for the connections of one rank to one peer.
 struct PeerTransport {
@@ -103,7 +81,7 @@ struct PluginComm {
   bool finalized = false;
   double init_unix = 0;
   uint64_t coll_started = 0, coll_completed = 0;
-  std::vector<CollectiveStat> ops;  ///< per op and size bucket (algorithms summed)
+  std::vector<CollectiveTotals> ops;  ///< per op and size bucket (algorithms summed)
   std::optional<InFlightOp> in_flight;
   std::vector<RecentCollective> recent;  ///< ascending seq
 };
@@ -141,8 +119,8 @@ struct RunData {
   /// `ranks` come from the last attempt that recorded any (its rank-R.stats.json), not
   /// logs/: the run did not finish (live, interrupted or failed). 0 when from logs/.
   int ranks_from_attempt = 0;
-  int ranks_from_run = 0;                  ///< ... and the run that attempt belongs to
-  std::optional<nlohmann::json> launcher;  ///< RUN_DIR/launcher.json, when readable
+  int ranks_from_run = 0;                           ///< ... and the run that attempt belongs to
+  std::optional<history::LauncherRecord> launcher;  ///< RUN_DIR/launcher.json, when present
   /// RUN_DIR/failure.json: the report of the last run that failed for good, when readable.
   std::optional<history::FailureRecord> failure;
 };

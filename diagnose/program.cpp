@@ -43,21 +43,21 @@ PluginComm CommOf(const history::NcclCommRecord& c) {
   comm.init_unix = c.init_unix;
   comm.coll_started = c.collectives_started;
   comm.coll_completed = c.collectives_completed;
-  std::map<std::pair<std::string, std::string>, CollectiveStat> ops;
+  std::map<std::pair<std::string, std::string>, CollectiveTotals> ops;
   std::map<std::pair<std::string, std::string>, double> weighted_bw;
   for (const history::NcclOperationTotals& o : c.operations) {
     const std::pair<std::string, std::string> key{o.op, o.size_bucket};
-    CollectiveStat& s = ops[key];
+    CollectiveTotals& s = ops[key];
     s.op = key.first;
     s.size_bucket = key.second;
-    s.count += static_cast<double>(o.count);
-    s.bytes_total += static_cast<double>(o.bytes_total);
+    s.count += o.count;
+    s.bytes_total += o.bytes_total;
     s.seconds_total += o.seconds_total;
     // Over algorithms and protocols: timed bytes x factor / seconds, summed as such.
     weighted_bw[key] += o.busbw_bytes_per_second * o.seconds_total;
   }
   for (auto& [key, s] : ops) {
-    s.busbw = s.seconds_total > 0 ? weighted_bw[key] / s.seconds_total : 0;
+    s.busbw_bytes_per_second = s.seconds_total > 0 ? weighted_bw[key] / s.seconds_total : 0;
     comm.ops.push_back(s);
   }
   comm.in_flight = InFlightOf(c.oldest_in_flight, false);
@@ -268,15 +268,7 @@ void LoadPluginRanks(const std::string& run_dir, RunData* data) {
   for (const auto& [rank, path] : files) {
     data->plugin_ranks.push_back(PluginRankOf(history::ReadNcclRecord(path, rank), path));
   }
-  std::error_code ec;
-  if (!fs::is_directory(logs, ec)) return;
-  for (const auto& entry : fs::directory_iterator(logs, ec)) {
-    const std::string name = entry.path().filename().string();
-    if (name.rfind("topology-", 0) == 0 && name.size() > 14 &&
-        name.compare(name.size() - 5, 5, ".json") == 0) {
-      data->topology_files[name.substr(9, name.size() - 14)] = entry.path().string();
-    }
-  }
+  data->topology_files = history::TopologySnapshotFiles(logs.string());
 }
 
 void AnalyzeProgram(Diagnosis* d) {
@@ -293,7 +285,7 @@ void AnalyzeProgram(Diagnosis* d) {
     row.node = r.node;
     double first_init = 0;
     for (const PluginComm& c : r.comms) {
-      for (const CollectiveStat& s : c.ops) row.comm_seconds += s.seconds_total;
+      for (const CollectiveTotals& s : c.ops) row.comm_seconds += s.seconds_total;
       if (c.init_unix > 0 && (first_init == 0 || c.init_unix < first_init))
         first_init = c.init_unix;
     }
@@ -317,11 +309,12 @@ void AnalyzeProgram(Diagnosis* d) {
 
   // Bus bandwidth per op and size over the ranks, against the topology's figure.
   const double expected = Expected(run, p.comm, &p.expected_source);
-  std::map<std::pair<std::string, std::string>, std::vector<std::pair<int, CollectiveStat>>> groups;
+  std::map<std::pair<std::string, std::string>, std::vector<std::pair<int, CollectiveTotals>>>
+      groups;
   for (const PluginRank& r : run.plugin_ranks) {
     for (const PluginComm& c : r.comms) {
       if (c.comm != p.comm) continue;
-      for (const CollectiveStat& s : c.ops) groups[{s.op, s.size_bucket}].push_back({r.rank, s});
+      for (const CollectiveTotals& s : c.ops) groups[{s.op, s.size_bucket}].push_back({r.rank, s});
     }
   }
   for (const auto& [key, list] : groups) {
@@ -335,11 +328,11 @@ void AnalyzeProgram(Diagnosis* d) {
       row.count += s.count;
       row.bytes_total += s.bytes_total;
       row.seconds_total += s.seconds_total;
-      if (s.busbw <= 0) continue;
-      bw_sum += s.busbw;
+      if (s.busbw_bytes_per_second <= 0) continue;
+      bw_sum += s.busbw_bytes_per_second;
       ++bw_n;
-      if (row.busbw_min < 0 || s.busbw < row.busbw_min) {
-        row.busbw_min = s.busbw;
+      if (row.busbw_min < 0 || s.busbw_bytes_per_second < row.busbw_min) {
+        row.busbw_min = s.busbw_bytes_per_second;
         row.busbw_min_rank = rank;
       }
     }

@@ -5,39 +5,18 @@
 #include <sstream>
 
 #include "diagnose/diagnose.h"
+#include "history/rank_files.h"
+#include "history/record_fields.h"
 
 namespace ringpilot::diagnose {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-namespace {
-
-// "trace-rank-12.json" -> 12; -1 for other names.
-int TraceRank(const std::string& name) {
-  const std::string prefix = "trace-rank-", suffix = ".json";
-  if (name.size() <= prefix.size() + suffix.size() || name.rfind(prefix, 0) != 0 ||
-      name.compare(name.size() - suffix.size(), suffix.size(), suffix) != 0) {
-    return -1;
-  }
-  const std::string digits =
-      name.substr(prefix.size(), name.size() - prefix.size() - suffix.size());
-  if (digits.size() > 7 || !std::all_of(digits.begin(), digits.end(), ::isdigit)) return -1;
-  return std::stoi(digits);
-}
-
-}  // namespace
-
 TraceMerge MergeTraces(const std::string& run_dir) {
   TraceMerge result;
-  std::vector<std::pair<int, fs::path>> files;
-  std::error_code ec;
-  for (const auto& entry : fs::directory_iterator(run_dir, ec)) {
-    if (const int r = TraceRank(entry.path().filename().string()); r >= 0) {
-      files.emplace_back(r, entry.path());
-    }
-  }
+  std::map<int, std::string> files = history::TraceFiles(run_dir);
+  files.erase(files.upper_bound(history::kMaxRecordRank), files.end());
   if (files.empty()) return result;
-  std::sort(files.begin(), files.end());
   json events = json::array();
   for (const auto& [rank, path] : files) {
     std::ifstream in(path, std::ios::binary);
@@ -51,7 +30,7 @@ TraceMerge MergeTraces(const std::string& run_dir) {
         throw std::runtime_error("no traceEvents array");
       }
     } catch (const std::exception& e) {
-      result.warnings.push_back(path.string() + ": " + e.what() + ": skipped");
+      result.warnings.push_back(path + ": " + e.what() + ": skipped");
       continue;
     }
     std::string name = "rank " + std::to_string(rank);
@@ -89,6 +68,7 @@ TraceMerge MergeTraces(const std::string& run_dir) {
     out << json{{"traceEvents", std::move(events)}, {"displayTimeUnit", "ms"}}.dump() << "\n";
     if (!out) throw DiagnoseError(tmp.string() + ": write failed");
   }
+  std::error_code ec;
   fs::rename(tmp, out_path, ec);
   if (ec) throw DiagnoseError(out_path.string() + ": cannot be written: " + ec.message());
   result.path = out_path.string();

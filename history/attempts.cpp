@@ -1,5 +1,4 @@
 #include "history/attempts.h"
-#include "history/rank_files.h"
 
 #include <sys/stat.h>
 
@@ -10,6 +9,7 @@
 
 #include "base/files.h"
 #include "base/time.h"
+#include "history/rank_stats.h"
 
 namespace ringpilot::history {
 namespace {
@@ -158,7 +158,7 @@ std::string AttemptFailurePath(const std::string& run_dir, int attempt) {
 }
 
 std::string AttemptRankStatsPath(const std::string& run_dir, int attempt, int rank) {
-  return AttemptDir(run_dir, attempt) + "/rank-" + std::to_string(rank) + kRankStatsSuffix;
+  return RankStatsPath(AttemptDir(run_dir, attempt), rank);
 }
 
 int64_t AttemptRecord::StepsTrained() const {

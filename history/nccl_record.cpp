@@ -152,13 +152,10 @@ NcclRecord ReadNcclRecord(const std::string& path, int file_rank) {
   const json j = ReadJsonFile(path);
   const RecordFields f(j, path);
   NcclRecord r;
-  r.rank = f.Int("rank", file_rank, 0, kMaxRecordRank);
-  if (r.rank != file_rank) {
-    f.Fail("rank", "is " + std::to_string(r.rank) + " but the file name says rank " +
-                       std::to_string(file_rank));
-  }
-  r.node = f.String("node");
-  r.local_rank = f.Int("local_rank", -1, -1, kMaxRecordRank);
+  const RankHeader header = ReadRankHeader(f, file_rank);
+  r.rank = header.rank;
+  r.node = header.node;
+  r.local_rank = header.local_rank;
   r.written_unix = f.Number("written_unix");
   if (f.Has("communicators")) {
     const json& list = j.at("communicators");

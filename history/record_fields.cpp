@@ -103,4 +103,16 @@ std::map<int, double> RecordFields::RankMap(const std::string& key) const {
   return out;
 }
 
+RankHeader ReadRankHeader(const RecordFields& f, int file_rank) {
+  RankHeader h;
+  h.rank = f.Int("rank", file_rank, 0, kMaxRecordRank);
+  if (h.rank != file_rank) {
+    f.Fail("rank", "is " + std::to_string(h.rank) + " but the file name says rank " +
+                       std::to_string(file_rank));
+  }
+  h.node = f.String("node");
+  h.local_rank = f.Int("local_rank", -1, -1, kMaxRecordRank);
+  return h;
+}
+
 }  // namespace ringpilot::history

@@ -1,6 +1,6 @@
 // Reading a run directory's JSON records (logs/rank-N.nccl.json, logs/rank-N.stats.json,
-// ...) with errors that name the file and the key on one line: what `ringpilot diagnose`
-// prints when a record cannot be read, and what the launcher skips a record for.
+// launcher.json, ...) with errors that name the file and the key on one line: what `ringpilot
+// diagnose` prints when a record cannot be read, and what the launcher skips a record for.
 #pragma once
 
 #include <cstdint>
@@ -61,5 +61,17 @@ class RecordFields {
   std::string file_;
   std::string prefix_;
 };
+
+/// What every per-rank record says of its rank first: "rank", "node", "local_rank"
+/// (logs/rank-N.nccl.json, logs/rank-N.stats.json).
+struct RankHeader {
+  int rank = 0;
+  std::string node;
+  int local_rank = -1;  ///< -1 unknown
+};
+
+/// The header of the record `f` reads, the file of rank `file_rank`: a missing "rank" is
+/// file_rank, another one throws RecordError ("'rank': is R but the file name says rank N").
+RankHeader ReadRankHeader(const RecordFields& f, int file_rank);
 
 }  // namespace ringpilot::history

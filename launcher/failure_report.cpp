@@ -30,7 +30,7 @@ constexpr int kSummaryLines = 5;
 // rank-N.log files of `logs_dir` by rank; none in an unreadable logs dir (the report then
 // says what mpirun said).
 std::map<int, std::string> RankLogs(const std::string& logs_dir) {
-  return history::RankFiles(logs_dir, ".log");
+  return history::RankFiles(logs_dir, history::kRankLogSuffix);
 }
 
 }  // namespace

@@ -14,6 +14,8 @@
 #include "base/files.h"
 #include "base/run_variables.h"
 #include "history/attempts.h"
+#include "history/launcher_record.h"
+#include "history/rank_files.h"
 
 namespace ringpilot::launcher {
 
@@ -27,13 +29,11 @@ RunDirLayout::RunDirLayout(const std::string& root_dir)
       failure_json(root_dir + "/failure.json"),
       summary_json(root_dir + "/summary.json"),
       hostfile(root_dir + "/hostfile"),
-      launcher_json(root_dir + "/launcher.json"),
+      launcher_json(history::LauncherRecordPath(root_dir)),
       stop_request(root_dir + "/" + base::kStopRequestFile),
       prometheus_targets(root_dir + "/" + base::kScrapeTargetsFile) {}
 
-std::string RunDirLayout::RankLog(int rank) const {
-  return logs + "/rank-" + std::to_string(rank) + ".log";
-}
+std::string RunDirLayout::RankLog(int rank) const { return history::RankLogPath(logs, rank); }
 
 FinishedRun ReadFinishedRun(const RunDirLayout& layout) {
   FinishedRun run;

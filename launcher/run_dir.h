@@ -22,7 +22,8 @@ struct RunDirLayout {
   std::string failure_json;   ///< root/failure.json: root cause of a job that failed for good
   std::string summary_json;   ///< root/summary.json: results of a job that finished (trainer)
   std::string hostfile;       ///< root/hostfile (backend mpi)
-  std::string launcher_json;  ///< root/launcher.json: the launcher's pid and state (run_state.h)
+  std::string launcher_json;  ///< root/launcher.json: the launcher's pid and state
+                              ///< (history/launcher_record.h)
   /// root/stop-request: written by `ringpilot stop` before it signals the launcher, so that
   /// the stop is told from a scheduler's preemption (the Slurm script does not requeue it).
   std::string stop_request;

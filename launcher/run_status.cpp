@@ -9,6 +9,7 @@
 #include "base/time.h"
 #include "config/job.h"
 #include "history/failure.h"
+#include "history/launcher_record.h"
 #include "launcher/run_dir.h"
 
 namespace ringpilot::launcher {
@@ -61,7 +62,7 @@ RunStatus ReadRunStatus(const std::string& run_dir, double now_unix) {
   s.latest_checkpoint = checkpoint.step;
   s.latest_checkpoint_path = checkpoint.path;
 
-  s.launcher = ReadLauncherRecord(layout.launcher_json);
+  s.launcher = history::ReadLauncherRecordIfValid(layout.launcher_json);
   s.lock = history::ReadRunLock(run_dir);
   const nlohmann::json summary = ReadJson(layout.summary_json);
   const std::optional<history::FailureRecord> failure =
@@ -180,7 +181,7 @@ nlohmann::ordered_json RunStatusJson(const RunStatus& s) {
   const auto or_null = [](const auto& v) { return v ? ordered_json(*v) : ordered_json(nullptr); };
   ordered_json launcher = nullptr;
   if (s.launcher) {
-    launcher = ordered_json::parse(LauncherJson(*s.launcher));
+    launcher = ordered_json::parse(history::LauncherJson(*s.launcher));
     launcher["liveness"] = s.liveness == Liveness::kAlive       ? "alive"
                            : s.liveness == Liveness::kElsewhere ? "elsewhere"
                                                                 : "gone";

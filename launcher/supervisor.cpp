@@ -19,6 +19,7 @@
 #include "base/files.h"
 #include "base/run_variables.h"
 #include "base/time.h"
+#include "history/launcher_record.h"
 #include "launcher/failure_report.h"
 #include "launcher/mpirun_command.h"
 #include "launcher/run_dir.h"
@@ -77,7 +78,7 @@ void Supervisor::Note(const std::string& line) { AppendToLog(line); }
 void Supervisor::WriteRecord() {
   record_.updated = base::LogTimeNow();
   try {
-    base::WriteFileAtomically(RunDirLayout(options_.run_dir).launcher_json, LauncherJson(record_));
+    history::WriteLauncherRecord(RunDirLayout(options_.run_dir).launcher_json, record_);
   } catch (const base::FileError& e) {
     if (!record_write_failed_) Report(std::string("ringpilot: ") + e.what());
     record_write_failed_ = true;
@@ -357,7 +358,7 @@ JobOutcome Supervisor::Run(const SupervisedCommand& command) {
   preempt_requested_ = false;
   // The run before this one in this directory (a resume): its record numbers the runs.
   const std::optional<LauncherRecord> previous =
-      ReadLauncherRecord(RunDirLayout(options_.run_dir).launcher_json);
+      history::ReadLauncherRecordIfValid(RunDirLayout(options_.run_dir).launcher_json);
   record_ = LauncherRecord{};
   stop_line_.clear();
   if (previous) {

@@ -19,6 +19,7 @@
 #include "comm/status.h"
 #include "config/job.h"
 #include "data/cifar.h"
+#include "history/rank_files.h"
 #include "metrics/exporter.h"
 #include "trainer/checkpoint/store.h"
 #include "trainer/export.h"
@@ -43,7 +44,7 @@ namespace {
     // Still report on stderr below.
   }
   ringpilot::trainer::telemetry::RankLog log(
-      run_dir + "/logs/rank-" + std::to_string(rank) + ".log", rank, false);
+      ringpilot::history::RankLogPath(run_dir + "/logs", rank), rank, false);
   log.Fatal(message);
   if (initialized) MPI_Abort(MPI_COMM_WORLD, status);
   std::exit(status);

@@ -50,9 +50,10 @@ void RecordAttempt(const std::string& run_dir, int rank, const history::AttemptP
                                 history::AttemptProgressJson(progress).dump(2) + "\n");
     }
     if (stats) {
-      stats->WriteJson(history::AttemptRankStatsPath(run_dir, totals.attempt, rank),
-                       totals.timed_steps, telemetry::Percentile(totals.step_seconds, 0.5),
-                       telemetry::Percentile(totals.step_seconds, 0.99));
+      history::WriteRankStats(
+          history::AttemptRankStatsPath(run_dir, totals.attempt, rank),
+          stats->Record(totals.timed_steps, telemetry::Percentile(totals.step_seconds, 0.5),
+                        telemetry::Percentile(totals.step_seconds, 0.99)));
     }
   } catch (const base::FileError& e) {
     // History is for diagnosis: training goes on without it.

@@ -409,9 +409,10 @@ class TrainingLoop {
     if (p_.train_images) totals_.bad_files = CountBadFiles();
     p_.metrics.Refresh(p_.stats);
     const std::string& run_dir = p_.opts.run_dir;
-    p_.stats.WriteJson(run_dir + "/logs/rank-" + std::to_string(p_.place.rank) + ".stats.json",
-                       totals_.timed_steps, telemetry::Percentile(totals_.step_seconds, 0.5),
-                       telemetry::Percentile(totals_.step_seconds, 0.99));
+    history::WriteRankStats(
+        history::RankStatsPath(run_dir + "/logs", p_.place.rank),
+        p_.stats.Record(totals_.timed_steps, telemetry::Percentile(totals_.step_seconds, 0.5),
+                        telemetry::Percentile(totals_.step_seconds, 0.99)));
     const double peak = telemetry::PeakDeviceMemoryBytes(p_.device.cuda) +
                         static_cast<double>(p_.comms.device->registered_bytes());
     const std::optional<double> final_loss =

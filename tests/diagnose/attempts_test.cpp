@@ -12,6 +12,7 @@
 #include "diagnose/command.h"
 #include "diagnose/diagnose.h"
 #include "history/attempts.h"
+#include "history/launcher_record.h"
 #include "tests/test_util.h"
 
 namespace ringpilot::diagnose {
@@ -24,6 +25,16 @@ using testing::WriteFile;
 void Put(const std::string& path, const json& j) {
   std::filesystem::create_directories(std::filesystem::path(path).parent_path());
   WriteFile(path, j.dump(1));
+}
+
+// RUN_DIR/launcher.json as the launcher writes it, in `state` at `attempt`.
+void PutLauncher(const std::string& run_dir, history::RunState state, int attempt) {
+  history::LauncherRecord r;
+  r.pid = 1;
+  r.state = state;
+  r.attempt = attempt;
+  r.max_attempts = 3;
+  history::WriteLauncherRecord(history::LauncherRecordPath(run_dir), r);
 }
 
 json Progress(int attempt, int64_t resumed_from, int64_t last, const char* outcome) {
@@ -119,11 +130,11 @@ TEST(DiagnoseAttempts, LiveOrInterruptedRun) {
   EXPECT_NE(text.find("summary.json (the run has not finished: see attempts)"), std::string::npos)
       << text;
   // launcher.json tells a live run from a dead one.
-  Put(dir.path() + "/launcher.json", {{"state", "running"}, {"attempt", 2}});
+  PutLauncher(dir.path(), history::RunState::kRunning, 2);
   EXPECT_EQ(DiagnoseJson(dir.path())["attempts"]["state"], "running");
   EXPECT_EQ(DiagnoseJson(dir.path())["attempts"]["list"][1]["outcome"], "running");
   // Stopped (SIGINT): the attempt that was running ended with the job.
-  Put(dir.path() + "/launcher.json", {{"state", "stopped"}, {"attempt", 2}});
+  PutLauncher(dir.path(), history::RunState::kStopped, 2);
   const json stopped = DiagnoseJson(dir.path(), &text);
   EXPECT_EQ(stopped["attempts"]["state"], "stopped");
   EXPECT_EQ(stopped["attempts"]["list"][1]["outcome"], "interrupted");

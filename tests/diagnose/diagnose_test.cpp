@@ -336,6 +336,13 @@ TEST(Diagnose, BadInputIsOneLineAndExit2) {
   EXPECT_EQ(mismatch.status, 2);
   EXPECT_NE(mismatch.err.find("'rank': is 1 but the file name says rank 0"), std::string::npos)
       << mismatch.err;
+
+  // launcher.json is read through history/launcher_record.h as well.
+  std::filesystem::remove(tmp.path() + "/logs/rank-0.stats.json");
+  WriteFile(tmp.path() + "/launcher.json", R"({"state": "running"})");
+  const Result launcher = Diagnose(tmp.path(), false);
+  EXPECT_EQ(launcher.status, 2);
+  EXPECT_EQ(launcher.err, "ringpilot diagnose: " + tmp.path() + "/launcher.json: 'pid': missing\n");
 }
 
 TEST(Diagnose, MissingRanksAreNamed) {

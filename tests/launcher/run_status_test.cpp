@@ -1,4 +1,5 @@
-// launcher.json and how a run directory stands (what `ringpilot status` prints).
+// The launcher of launcher.json alive or not, and how a run directory stands (what
+// `ringpilot status` prints). The record's format: tests/history/launcher_record_test.cpp.
 #include <unistd.h>
 
 #include <string>
@@ -8,6 +9,7 @@
 #include "base/environment.h"
 #include "base/files.h"
 #include "base/time.h"
+#include "history/launcher_record.h"
 #include "history/run_lock.h"
 #include "launcher/run_dir.h"
 #include "launcher/run_state.h"
@@ -40,7 +42,7 @@ struct RunDir {
     r.state = state;
     r.detail = state == RunState::kRunning ? "" : "how it ended";
     if (state != RunState::kRunning) r.exit_status = 75;
-    base::WriteFileAtomically(layout.launcher_json, LauncherJson(r));
+    history::WriteLauncherRecord(layout.launcher_json, r);
   }
   void Beat(int rank, double unix, int64_t step, const std::string& phase, const char* loss) {
     WriteFile(layout.logs + "/rank-" + std::to_string(rank) + ".heartbeat",
@@ -49,32 +51,6 @@ struct RunDir {
                   "\", \"unix\": " + std::to_string(unix) + ", \"loss\": " + loss + "}\n");
   }
 };
-
-TEST(LauncherRecord, JsonRoundTrip) {
-  LauncherRecord r;
-  r.pid = 42;
-  r.host = "h";
-  r.started = "2026-01-02T03:04:05.678Z";
-  r.attempt = 3;
-  r.max_attempts = 4;
-  r.state = RunState::kStopped;
-  r.detail = "d";
-  r.exit_status = 75;
-  r.slurm_job_id = "99";
-  const std::optional<LauncherRecord> back = ParseLauncherJson(LauncherJson(r));
-  ASSERT_TRUE(back.has_value());
-  EXPECT_EQ(back->pid, 42);
-  EXPECT_EQ(back->state, RunState::kStopped);
-  EXPECT_EQ(back->attempt, 3);
-  EXPECT_EQ(back->exit_status, 75);
-  EXPECT_EQ(back->slurm_job_id, "99");
-  EXPECT_FALSE(ParseLauncherJson("{\"pid\": 1, \"state\": \"sleeping\"}").has_value());
-  EXPECT_FALSE(ParseLauncherJson("not json").has_value());
-  for (const RunState s :
-       {RunState::kRunning, RunState::kFinished, RunState::kFailed, RunState::kStopped}) {
-    EXPECT_EQ(RunStateFromString(ToString(s)), s);
-  }
-}
 
 TEST(LauncherRecord, Liveness) {
   LauncherRecord r;
@@ -212,7 +188,7 @@ TEST(RunStatus, AProgramIsItsCommandAndItsOwnProgress) {
   r.started = base::LogTimeNow();
   r.attempt = 1;
   r.max_attempts = 3;
-  base::WriteFileAtomically(layout.launcher_json, LauncherJson(r));
+  history::WriteLauncherRecord(layout.launcher_json, r);
   const double now = base::UnixNow();
   // Two processes running, no progress line yet.
   for (int rank = 0; rank < 2; ++rank) {

@@ -129,7 +129,7 @@ TEST(Supervisor, RestartsOnceThenSucceedsAndRelaysEverything) {
     EXPECT_EQ(line[base::kLogTimeLength], ' ') << line;
   }
   // launcher.json: finished, this process, the last attempt.
-  const std::optional<LauncherRecord> rec = ReadLauncherRecord(h.layout.launcher_json);
+  const std::optional<LauncherRecord> rec = history::ReadLauncherRecord(h.layout.launcher_json);
   ASSERT_TRUE(rec.has_value());
   EXPECT_EQ(rec->state, RunState::kFinished);
   EXPECT_EQ(rec->pid, static_cast<int>(::getpid()));
@@ -165,7 +165,7 @@ TEST(Supervisor, NoRestartsLeftWritesFailureJson) {
   ASSERT_EQ(j["last_lines"]["1"].size(), 2u);
   EXPECT_EQ(j["last_lines"]["1"][0], "step 3 loss 2.1");
   EXPECT_EQ(j["last_lines"]["0"].back(), "rank 0 attempt 1");
-  const std::optional<LauncherRecord> rec = ReadLauncherRecord(h.layout.launcher_json);
+  const std::optional<LauncherRecord> rec = history::ReadLauncherRecord(h.layout.launcher_json);
   ASSERT_TRUE(rec.has_value());
   EXPECT_EQ(rec->state, RunState::kFailed);
   EXPECT_EQ(rec->exit_status, 3);
@@ -243,7 +243,7 @@ while :; do sleep 0.05; done
   EXPECT_NE(ReadFile(h.out_path).find("got TERM"), std::string::npos);
   EXPECT_TRUE(h.ProgressHas("ringpilot: received SIGTERM; stopping the job (no restart)"));
   EXPECT_FALSE(Exists(h.layout.failure_json));
-  const std::optional<LauncherRecord> rec = ReadLauncherRecord(h.layout.launcher_json);
+  const std::optional<LauncherRecord> rec = history::ReadLauncherRecord(h.layout.launcher_json);
   ASSERT_TRUE(rec.has_value());
   EXPECT_EQ(rec->state, RunState::kStopped);
   EXPECT_EQ(rec->exit_status, 143);
@@ -283,7 +283,7 @@ while :; do sleep 0.05; done
   struct sigaction now {};
   ::sigaction(SIGUSR1, nullptr, &now);
   EXPECT_EQ(now.sa_handler, SIG_DFL);
-  const std::optional<LauncherRecord> rec = ReadLauncherRecord(h.layout.launcher_json);
+  const std::optional<LauncherRecord> rec = history::ReadLauncherRecord(h.layout.launcher_json);
   ASSERT_TRUE(rec.has_value());
   EXPECT_EQ(rec->state, RunState::kStopped);
   EXPECT_EQ(rec->exit_status, base::kExitPreempted);
@@ -300,7 +300,7 @@ TEST(Supervisor, RunningRecordAndAStopRequest) {
   std::thread stopper([record, request] {
     // What `ringpilot stop` does once the record says running: the request, then SIGUSR1.
     for (int i = 0; i < 200; ++i) {
-      const std::optional<LauncherRecord> r = ReadLauncherRecord(record);
+      const std::optional<LauncherRecord> r = history::ReadLauncherRecord(record);
       if (r && r->state == RunState::kRunning && r->attempt == 1) break;
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
@@ -333,7 +333,7 @@ while :; do sleep 0.05; done
   EXPECT_EQ(ReadFile(h.err_path).find("non-zero exit code"), std::string::npos);
   EXPECT_NE(ReadFile(h.out_path).find("checkpoint of step 12"), std::string::npos);
   EXPECT_NE(ReadFile(h.layout.launcher_log).find("non-zero exit code"), std::string::npos);
-  const std::optional<LauncherRecord> rec = ReadLauncherRecord(record);
+  const std::optional<LauncherRecord> rec = history::ReadLauncherRecord(record);
   ASSERT_TRUE(rec.has_value());
   EXPECT_EQ(rec->state, RunState::kStopped);
   EXPECT_EQ(rec->exit_status, base::kExitStopped);
@@ -374,7 +374,7 @@ TEST(Supervisor, EachRunOfADirectoryIsNumbered) {
   for (int run = 1; run <= 3; ++run) {
     Supervisor sup(h.Options(1));
     EXPECT_EQ(sup.Run(h.Script("#!/bin/sh\nexit 0\n")).exit_status, 0);
-    const std::optional<LauncherRecord> rec = ReadLauncherRecord(h.layout.launcher_json);
+    const std::optional<LauncherRecord> rec = history::ReadLauncherRecord(h.layout.launcher_json);
     ASSERT_TRUE(rec.has_value());
     EXPECT_EQ(rec->run, run);
     EXPECT_EQ(rec->attempts_before, run - 1);

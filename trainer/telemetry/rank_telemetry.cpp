@@ -7,6 +7,7 @@
 #include "base/files.h"
 #include "base/run_variables.h"
 #include "history/attempts.h"
+#include "history/rank_files.h"
 #include "metrics/nccl_log.h"
 #include "topology/probe.h"
 
@@ -28,11 +29,12 @@ std::string CudaPciBusId(int device) {
   return "";
 }
 
-}  // namespace
-
+// RUN_DIR/logs/nccl-rank-N.log: where PrepareNcclDebugLog sends NCCL's log.
 std::string NcclLogPath(const std::string& run_dir, int rank) {
-  return run_dir + "/logs/nccl-rank-" + std::to_string(rank) + ".log";
+  return history::NcclDebugLogPath(run_dir + "/logs", rank);
 }
+
+}  // namespace
 
 void PrepareNcclDebugLog(const std::string& run_dir, int rank) {
   if (std::getenv("NCCL_DEBUG")) return;  // the user chose a level (and where it goes)
@@ -59,15 +61,14 @@ RankTelemetry::~RankTelemetry() {
   if (metrics_) metrics_->set_trace(nullptr);
   sampler_.reset();
   if (!trace_) return;
-  const std::string path = run_dir_ + "/trace-rank-" + std::to_string(id_.rank) + ".json";
+  const std::string path = history::TracePath(run_dir_, id_.rank);
   try {
     trace_->WriteFile(path);
     // The next attempt rewrites trace-rank-N.json: each attempt's own stays in attempts/N/.
     if (const char* a = std::getenv(base::kAttemptVar); a && std::atoi(a) > 0) {
       const int attempt = std::atoi(a);
       base::MakeDirs(history::AttemptDir(run_dir_, attempt));
-      trace_->WriteFile(history::AttemptDir(run_dir_, attempt) + "/trace-rank-" +
-                        std::to_string(id_.rank) + ".json");
+      trace_->WriteFile(history::TracePath(history::AttemptDir(run_dir_, attempt), id_.rank));
     }
   } catch (const std::exception& e) {
     if (log_) log_->Warn(std::string("trace: ") + e.what());
@@ -91,7 +92,7 @@ void RankTelemetry::Start(TrainingMetrics& metrics, double clock_offset, RankLog
     trace_ = std::make_unique<metrics::Trace>(
         id_.rank, "rank " + std::to_string(id_.rank) + " (" + id_.node + ")",
         static_cast<std::size_t>(options_.trace_max_events), clock_offset);
-    trace_->FlushOnSigusr2(run_dir_ + "/trace-rank-" + std::to_string(id_.rank) + ".json");
+    trace_->FlushOnSigusr2(history::TracePath(run_dir_, id_.rank));
     metrics.set_trace(trace_.get());
   }
 }

@@ -16,12 +16,10 @@
 
 namespace ringpilot::trainer::telemetry {
 
-/// RUN_DIR/logs/nccl-rank-<rank>.log: where PrepareNcclDebugLog sends NCCL's log.
-std::string NcclLogPath(const std::string& run_dir, int rank);
-
 /// Call before the first NCCL call. Unless the user set NCCL_DEBUG (then nothing changes):
 /// NCCL_DEBUG=INFO and, unless set, NCCL_DEBUG_SUBSYS=INIT,ENV (INIT prints each channel's
-/// transport) and NCCL_DEBUG_FILE=NcclLogPath(...), so NCCL's lines go to a file, not stderr.
+/// transport) and NCCL_DEBUG_FILE=RUN_DIR/logs/nccl-rank-N.log (history::NcclDebugLogPath), so
+/// NCCL's lines go to a file, not stderr.
 void PrepareNcclDebugLog(const std::string& run_dir, int rank);
 
 /// What RankTelemetry reads of the job (trainer/options.cpp RankTelemetryOptionsFor).

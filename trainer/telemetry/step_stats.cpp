@@ -8,10 +8,6 @@
 #include <cstdio>
 #include <stdexcept>
 
-#include <nlohmann/json.hpp>
-
-#include "base/files.h"
-
 namespace ringpilot::trainer::telemetry {
 
 const char* ToString(Phase p) {
@@ -182,53 +178,47 @@ double StepStats::overlap_ratio() const {
   return std::clamp(1.0 - exposed / comm_total_, 0.0, 1.0);
 }
 
-void StepStats::WriteJson(const std::string& path, int64_t steps, double p50, double p99) const {
-  nlohmann::json phases = nlohmann::json::object();
-  for (int i = 0; i < kNumPhases; ++i) phases[ToString(static_cast<Phase>(i))] = phase_total_[i];
-  nlohmann::json culprits = nlohmann::json::object(), waits = nlohmann::json::object();
-  for (const auto& [r, n] : culprit_steps_) culprits[std::to_string(r)] = n;
-  for (const auto& [r, w] : wait_by_culprit_) waits[std::to_string(r)] = w;
-  nlohmann::json colls = nlohmann::json::array();
+history::RankStats StepStats::Record(int64_t steps, double p50, double p99) const {
+  history::RankStats r;
+  r.rank = rank_;
+  r.node = node_;
+  r.local_rank = local_rank_;
+  r.world_size = world_;
+  r.steps = static_cast<uint64_t>(std::max<int64_t>(steps, 0));
+  r.step_p50 = p50;
+  r.step_p99 = p99;
+  r.step_mean = steps_ ? step_total_ / steps_ : 0;
+  for (int i = 0; i < kNumPhases; ++i)
+    r.phase_seconds_total[ToString(static_cast<Phase>(i))] = phase_total_[i];
+  history::InputWaitSeconds wait;
+  wait.steps = input_waits_.size();
+  wait.total = phase_total_[static_cast<int>(Phase::kData)];
+  wait.p50 = Percentile(input_waits_, 0.5);
+  wait.p99 = Percentile(input_waits_, 0.99);
+  wait.max =
+      input_waits_.empty() ? 0.0 : *std::max_element(input_waits_.begin(), input_waits_.end());
+  r.input_wait = wait;
+  r.overlap_ratio = overlap_ratio();
+  r.wait_seconds_total = wait_total_;
+  for (const auto& [culprit, n] : culprit_steps_) r.culprit_steps[culprit] = static_cast<double>(n);
+  r.wait_by_culprit = wait_by_culprit_;
+  r.compute_skew_mean = straggler_steps_ ? skew_sum_ / straggler_steps_ : 0;
   for (const auto& [key, c] : coll_) {
     const auto op = static_cast<comm::CollectiveOp>(key.first);
-    colls.push_back(
-        {{"op", comm::ToString(op)},
-         {"size_bucket", key.second},
-         {"count", c.count},
-         {"bytes_total", c.bytes},
-         {"seconds_total", c.seconds},
-         {"busbw_bytes_per_second",
-          c.seconds > 0 ? c.bytes * comm::BusBandwidthFactor(op, world_) / c.seconds : 0.0}});
+    history::CollectiveTotals t;
+    t.op = comm::ToString(op);
+    t.size_bucket = key.second;
+    t.count = static_cast<uint64_t>(c.count);
+    t.bytes_total = static_cast<uint64_t>(c.bytes);
+    t.seconds_total = c.seconds;
+    t.busbw_bytes_per_second =
+        c.seconds > 0 ? c.bytes * comm::BusBandwidthFactor(op, world_) / c.seconds : 0.0;
+    r.collectives.push_back(std::move(t));
   }
-  nlohmann::json j = {
-      {"rank", rank_},
-      {"node", node_},
-      {"local_rank", local_rank_},
-      {"world_size", world_},
-      {"steps", steps},
-      {"step_seconds", {{"p50", p50}, {"p99", p99}, {"mean", steps_ ? step_total_ / steps_ : 0}}},
-      {"phase_seconds_total", phases},
-      {"input_wait_seconds",
-       {{"steps", input_waits_.size()},
-        {"total", phase_total_[static_cast<int>(Phase::kData)]},
-        {"p50", Percentile(input_waits_, 0.5)},
-        {"p99", Percentile(input_waits_, 0.99)},
-        {"max", input_waits_.empty()
-                    ? 0.0
-                    : *std::max_element(input_waits_.begin(), input_waits_.end())}}},
-      {"overlap_ratio", overlap_ratio()},
-      {"straggler",
-       {{"wait_seconds_total", wait_total_},
-        {"culprit_steps", culprits},
-        {"wait_by_culprit_seconds", waits},
-        {"compute_skew_seconds_mean", straggler_steps_ ? skew_sum_ / straggler_steps_ : 0}}},
-      {"collectives", colls},
-      {"expected_busbw_bytes_per_second",
-       {{"allreduce", expected_busbw_},
-        {"allgather", expected_busbw_},
-        {"broadcast", expected_busbw_}}},
-  };
-  base::WriteFileAtomically(path, j.dump(2) + "\n");
+  // One figure for every op: busbw is normalised to the slowest link.
+  for (const char* op : {"allreduce", "allgather", "broadcast"})
+    r.expected_busbw[op] = expected_busbw_;
+  return r;
 }
 
 }  // namespace ringpilot::trainer::telemetry

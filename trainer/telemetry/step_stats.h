@@ -1,7 +1,8 @@
 // Per-rank step accounting for diagnosis: phase times, exposed communication and
 // overlap, online straggler attribution, and collective statistics by op and size.
-// Feeds the Prometheus series (docs/metrics.md) and RUN_DIR/logs/rank-N.stats.json,
-// which `ringpilot diagnose` reads.
+// Feeds the Prometheus series (docs/metrics.md) and the rank's step statistics file
+// (history/rank_stats.h: logs/rank-N.stats.json, attempts/N/rank-R.stats.json), which
+// `ringpilot diagnose` reads.
 #pragma once
 
 #include <array>
@@ -12,6 +13,7 @@
 #include <vector>
 
 #include "comm/communicator.h"
+#include "history/rank_stats.h"
 
 namespace ringpilot::trainer::telemetry {
 
@@ -85,8 +87,9 @@ class StepStats {
   /// op: busbw is normalised to the slowest link); 0 = no model. Written to the JSON.
   void set_expected_busbw(double bytes_per_second) { expected_busbw_ = bytes_per_second; }
   double overlap_ratio() const;
-  /// Writes the stats JSON atomically. `step_p50/p99/mean` come from the trainer.
-  void WriteJson(const std::string& path, int64_t steps, double p50, double p99) const;
+  /// The step statistics file's record (history::WriteRankStats writes it). `steps` (timed
+  /// steps) and the step time percentiles `p50`/`p99` come from the trainer.
+  history::RankStats Record(int64_t steps, double p50, double p99) const;
 
  private:
   struct Coll {

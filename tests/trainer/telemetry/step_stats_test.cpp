@@ -1,4 +1,4 @@
-// Straggler attribution (trainer/telemetry/step_stats.h).
+// Straggler attribution and the rank's stats file record (trainer/telemetry/step_stats.h).
 #include <gtest/gtest.h>
 
 #include "trainer/telemetry/step_stats.h"
@@ -58,6 +58,61 @@ TEST(AttributeStraggler, TiesBlameNobodyAndNameTheSameCulprit) {
 TEST(AttributeStraggler, OutOfRangeRankGivesNoCulprit) {
   EXPECT_EQ(AttributeStraggler(Samples(), 4).culprit, -1);
   EXPECT_EQ(AttributeStraggler({}, 0).culprit, -1);
+}
+
+// What logs/rank-N.stats.json holds (history::RankStats, written through history/): the
+// totals of the timed window.
+TEST(StepStats, TheRecordHoldsTheTimedWindowsTotals) {
+  StepStats stats(1, 4, "gpu-01", 1);
+  stats.set_expected_busbw(2e9);
+  stats.AddPhase(Phase::kData, 9.0);  // a warm-up step's: forgotten
+  stats.AddCollective(comm::CollectiveOp::kBroadcast, 1024, 1.0);
+  stats.StartTimedWindow();
+  stats.AddPhase(Phase::kData, 0.25);
+  stats.AddPhase(Phase::kData, 0.75);
+  stats.AddPhase(Phase::kForward, 1.5);
+  stats.AddStep(2.0);
+  stats.AddStep(4.0);
+  StragglerStep late;
+  late.culprit = 2;
+  late.wait_seconds = 0.5;
+  late.skew_seconds = 0.1;
+  late.blame = {{3, 0.125}, {2, 0.375}};
+  stats.AddStraggler(late);
+  const int64_t bytes = int64_t(4) << 20;
+  stats.AddCollective(comm::CollectiveOp::kAllReduce, bytes, 0.01);
+  const history::RankStats r = stats.Record(2, 2.5, 3.9);
+  EXPECT_EQ(r.rank, 1);
+  EXPECT_EQ(r.node, "gpu-01");
+  EXPECT_EQ(r.local_rank, 1);
+  EXPECT_EQ(r.world_size, 4);
+  EXPECT_EQ(r.steps, 2u);
+  EXPECT_EQ(r.step_p50, 2.5);
+  EXPECT_EQ(r.step_p99, 3.9);
+  EXPECT_EQ(r.step_mean, 3.0);
+  EXPECT_EQ(r.phase_seconds_total.size(), static_cast<size_t>(kNumPhases));
+  EXPECT_EQ(r.phase_seconds_total.at("data"), 1.0);
+  EXPECT_EQ(r.phase_seconds_total.at("forward"), 1.5);
+  EXPECT_EQ(r.phase_seconds_total.at("comm_exposed"), 0.0);
+  ASSERT_TRUE(r.input_wait.has_value());
+  EXPECT_EQ(r.input_wait->steps, 2u);
+  EXPECT_EQ(r.input_wait->total, 1.0);
+  EXPECT_EQ(r.input_wait->max, 0.75);
+  EXPECT_EQ(r.input_wait->p50, 0.5);
+  EXPECT_EQ(r.overlap_ratio, 1.0);  // nothing exposed
+  EXPECT_EQ(r.wait_seconds_total, 0.5);
+  EXPECT_EQ(r.culprit_steps, (std::map<int, double>{{2, 1}}));
+  EXPECT_EQ(r.wait_by_culprit, (std::map<int, double>{{2, 0.375}, {3, 0.125}}));
+  EXPECT_EQ(r.compute_skew_mean, 0.1);
+  ASSERT_EQ(r.collectives.size(), 1u) << "the warm-up's broadcast is forgotten";
+  EXPECT_EQ(r.collectives[0].op, "allreduce");
+  EXPECT_EQ(r.collectives[0].count, 1u);
+  EXPECT_EQ(r.collectives[0].bytes_total, static_cast<uint64_t>(bytes));
+  EXPECT_EQ(r.collectives[0].seconds_total, 0.01);
+  EXPECT_DOUBLE_EQ(r.collectives[0].busbw_bytes_per_second,
+                   bytes * comm::BusBandwidthFactor(comm::CollectiveOp::kAllReduce, 4) / 0.01);
+  EXPECT_EQ(r.expected_busbw, (std::map<std::string, double>{
+                                  {"allreduce", 2e9}, {"allgather", 2e9}, {"broadcast", 2e9}}));
 }
 
 }  // namespace
