@@ -41,13 +41,11 @@ at::Tensor ApplyLinear(nn::Linear& layer, int group, const at::Tensor& x,
   return mixed != nullptr ? mixed->Forward(group, x) : layer(x);
 }
 
-// at::gelu of `layer`, or of its group `group` of `mixed`. Not MixedLinearGelu: its fused
-// GELU backward + bias sums (64 registers, half occupancy) took 69 us per call on an H200
-// against ~56 us for ATen's GELU backward and the column sums
-// (bench/results/2026-11-29-nvidia-h200-bert-column-sums.md).
+// at::gelu of `layer`, or of its group `group` of `mixed` as one op (MixedLinearGelu: the
+// GELU's backward and the bias gradients in one kernel).
 at::Tensor ApplyLinearGelu(nn::Linear& layer, int group, const at::Tensor& x,
                            const ops::ShadowWeights* mixed) {
-  return at::gelu(mixed != nullptr ? mixed->Forward(group, x) : layer(x));
+  return mixed != nullptr ? mixed->ForwardGelu(group, x) : at::gelu(layer(x));
 }
 
 // A layer's activations: float32 `x` (the residual stream) and, with the fused residual
@@ -112,8 +110,7 @@ struct LayerImpl : nn::Module {
       const ops::ResidualNorm a =
           ops::ResidualLayerNorm(mixed->Forward(attn_out_group, ctx), rows, attn_norm->weight,
                                  attn_norm->bias, attn_norm->options.eps(), p, accumulate);
-      const at::Tensor f =
-          mixed->Forward(out_group, at::gelu(mixed->Forward(inter_group, a.out_low)));
+      const at::Tensor f = mixed->Forward(out_group, mixed->ForwardGelu(inter_group, a.out_low));
       const ops::ResidualNorm o = ops::ResidualLayerNorm(f, a.out, out_norm->weight, out_norm->bias,
                                                          out_norm->options.eps(), p, accumulate);
       return {o.out.view({b, l, h}), o.out_low.view({b, l, h})};

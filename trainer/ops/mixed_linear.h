@@ -48,8 +48,7 @@ at::Tensor MixedLinear(const at::Tensor& x, at::TensorList weights, at::TensorLi
 /// the bias gradients in one kernel (column_sum::GeluBackwardColumnSum: no separate
 /// at::gelu_backward pass whose output a column sum reads back), with the unfused pair's
 /// maths: at::gelu_backward's, and the bias gradients summed from its low-precision result.
-/// Otherwise as MixedLinear. The models do not use it: on an H200 its kernel was slower
-/// than the unfused pair (bench/results/2026-11-29-nvidia-h200-bert-column-sums.md).
+/// Otherwise as MixedLinear.
 at::Tensor MixedLinearGelu(const at::Tensor& x, at::TensorList weights, at::TensorList biases,
                            const at::Tensor& shadow_w, const at::Tensor& shadow_b,
                            bool accumulate_into_grad = false);
