@@ -108,7 +108,7 @@ struct LayerNormArgs {
   float* grad_bias = nullptr;    ///< [cols], likewise
   bool accumulate = false;
   float* workspace = nullptr;  ///< WorkspaceFloats(args) floats
-  bool second_kernel = false;  ///< as Args::second_kernel (one more kernel, for both)
+  bool second_kernel = false;  ///< as Args::second_kernel (two more kernels)
 };
 
 int64_t WorkspaceFloats(const LayerNormArgs& args);
