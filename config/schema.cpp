@@ -124,9 +124,8 @@ std::vector<KeySpec> BuildSchema() {
   s.push_back(BoolKey("model.mixed_linear_accumulate",
                       Member(&JC::model, &ModelConfig::mixed_linear_accumulate),
                       "with model.mixed_linear (no effect without it): the backward GEMM adds each "
-                      "weight gradient into the gradient buffer itself (beta = 1), and the "
-                      "column-sum kernels each bias and LayerNorm gradient, instead of autograd "
-                      "adding it after"));
+                      "weight gradient into the gradient buffer itself (beta = 1) instead of "
+                      "autograd adding it after"));
   s.push_back(BoolKey("model.fused_residual_norm",
                       Member(&JC::model, &ModelConfig::fused_residual_norm),
                       "BERT with model.mixed_linear (no effect without it): each residual "
