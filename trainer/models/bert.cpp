@@ -27,11 +27,9 @@ namespace nn = torch::nn;
 
 nn::LayerNorm Norm(int h, double eps) { return nn::LayerNorm(nn::LayerNormOptions({h}).eps(eps)); }
 
-// With MixedLinear (`mixed`), LayerNorm's parameter gradients by ringpilot's kernel too,
-// added into their .grad as MixedLinear's are.
+// With MixedLinear (`mixed`), LayerNorm's parameter gradients by ringpilot's kernel too.
 at::Tensor ApplyNorm(nn::LayerNorm& norm, const at::Tensor& x, const ops::ShadowWeights* mixed) {
-  return mixed != nullptr ? ops::LayerNorm(x, norm->weight, norm->bias, norm->options.eps(),
-                                           mixed->accumulate_into_grad())
+  return mixed != nullptr ? ops::LayerNorm(x, norm->weight, norm->bias, norm->options.eps())
                           : norm(x);
 }
 

@@ -548,8 +548,8 @@ const char* LayerNormParamGrads(const LayerNormArgs& a, cudaStream_t stream) {
   Sums<2> sums{};
   sums.partial[0] = a.workspace;
   sums.partial[1] = p.chunks > 1 ? a.workspace + p.chunks * a.cols : nullptr;
-  sums.dest[0] = SingleDest(a.grad_weight, a.cols, a.accumulate);
-  sums.dest[1] = SingleDest(a.grad_bias, a.cols, a.accumulate);
+  sums.dest[0] = SingleDest(a.grad_weight, a.cols, false);
+  sums.dest[1] = SingleDest(a.grad_bias, a.cols, false);
   sums.finish = FinishInKernel(a.second_kernel, p);
   const dim3 grid(static_cast<unsigned>(p.x_blocks), static_cast<unsigned>(p.chunks));
   const dim3 block(kBlockX, kBlockY);

@@ -104,11 +104,10 @@ struct LayerNormArgs {
   const float* rstd = nullptr;
   int64_t rows = 0;
   int64_t cols = 0;
-  float* grad_weight = nullptr;  ///< [cols]: written, or added to when accumulate
-  float* grad_bias = nullptr;    ///< [cols], likewise
-  bool accumulate = false;
-  float* workspace = nullptr;  ///< WorkspaceFloats(args) floats
-  bool second_kernel = false;  ///< as Args::second_kernel (two more kernels)
+  float* grad_weight = nullptr;  ///< [cols], overwritten
+  float* grad_bias = nullptr;    ///< [cols], overwritten
+  float* workspace = nullptr;    ///< WorkspaceFloats(args) floats
+  bool second_kernel = false;    ///< as Args::second_kernel (two more kernels)
 };
 
 int64_t WorkspaceFloats(const LayerNormArgs& args);

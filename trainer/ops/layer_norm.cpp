@@ -5,8 +5,6 @@
 
 #include <torch/autograd.h>
 
-#include "trainer/ops/grad_accumulation.h"
-
 #ifdef RINGPILOT_WITH_CUDA
 #include <ATen/cuda/CUDAContext.h>
 #include <c10/cuda/CUDAGuard.h>
@@ -21,12 +19,9 @@ namespace {
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 
-// Weight and bias gradients by the column-sum kernel; false where it does not apply. With
-// `accumulate` (grad_weight and grad_bias the parameters' .grad, defined) added into them,
-// else into new tensors.
+// Weight and bias gradients by the column-sum kernel; false where it does not apply.
 bool KernelParamGrads(const at::Tensor& dy, const at::Tensor& x, const at::Tensor& mean,
-                      const at::Tensor& rstd, bool accumulate, at::Tensor& grad_weight,
-                      at::Tensor& grad_bias) {
+                      const at::Tensor& rstd, at::Tensor& grad_weight, at::Tensor& grad_bias) {
 #ifdef RINGPILOT_WITH_CUDA
   if (!x.is_cuda() || x.scalar_type() != at::kFloat || dy.scalar_type() != at::kFloat) {
     return false;
@@ -41,11 +36,8 @@ bool KernelParamGrads(const at::Tensor& dy, const at::Tensor& x, const at::Tenso
   a.rstd = rstd.data_ptr<float>();
   a.rows = x.numel() / cols;
   a.cols = cols;
-  if (!accumulate) {
-    grad_weight = at::empty({cols}, x.options());
-    grad_bias = at::empty({cols}, x.options());
-  }
-  a.accumulate = accumulate;
+  grad_weight = at::empty({cols}, x.options());
+  grad_bias = at::empty({cols}, x.options());
   a.grad_weight = grad_weight.data_ptr<float>();
   a.grad_bias = grad_bias.data_ptr<float>();
   const int64_t floats = cs::WorkspaceFloats(a);
@@ -55,7 +47,7 @@ bool KernelParamGrads(const at::Tensor& dy, const at::Tensor& x, const at::Tenso
   TORCH_CHECK(error == nullptr, "LayerNorm backward: ", error);
   return true;
 #else
-  (void)dy, (void)x, (void)mean, (void)rstd, (void)accumulate, (void)grad_weight, (void)grad_bias;
+  (void)dy, (void)x, (void)mean, (void)rstd, (void)grad_weight, (void)grad_bias;
   return false;
 #endif
 }
@@ -63,11 +55,10 @@ bool KernelParamGrads(const at::Tensor& dy, const at::Tensor& x, const at::Tenso
 class LayerNormFn : public torch::autograd::Function<LayerNormFn> {
  public:
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, const at::Tensor& weight,
-                            const at::Tensor& bias, double eps, bool accumulate) {
+                            const at::Tensor& bias, double eps) {
     const at::Tensor xc = x.contiguous();
     auto [y, mean, rstd] = at::native_layer_norm(xc, {x.size(-1)}, weight, bias, eps);
     ctx->save_for_backward({xc, weight, bias, mean, rstd});
-    ctx->saved_data["accumulate"] = accumulate;
     return y;
   }
 
@@ -77,14 +68,8 @@ class LayerNormFn : public torch::autograd::Function<LayerNormFn> {
     const at::Tensor dy = grads[0].contiguous();
     const std::array<bool, 3> mask = {ctx->needs_input_grad(0), ctx->needs_input_grad(1),
                                       ctx->needs_input_grad(2)};
-    // With accumulate, into the parameters' .grad where both can take it (none returned:
-    // AccumulateGrad adds nothing, its post-hooks still run).
-    at::Tensor dw = s[1].grad(), db = s[2].grad();
-    const bool accumulate = ctx->saved_data["accumulate"].toBool() && mask[1] && mask[2] &&
-                            CanAccumulateInto(dw, s[1]) && CanAccumulateInto(db, s[2]);
-    if (!accumulate) dw = db = at::Tensor();
-    const bool kernel =
-        (mask[1] || mask[2]) && KernelParamGrads(dy, x, s[3], s[4], accumulate, dw, db);
+    at::Tensor dw, db;
+    const bool kernel = (mask[1] || mask[2]) && KernelParamGrads(dy, x, s[3], s[4], dw, db);
     const std::array<bool, 3> aten_mask = {mask[0], mask[1] && !kernel, mask[2] && !kernel};
     at::Tensor dx;
     if (aten_mask[0] || aten_mask[1] || aten_mask[2]) {
@@ -93,20 +78,18 @@ class LayerNormFn : public torch::autograd::Function<LayerNormFn> {
           at::native_layer_norm_backward(dy, x, {x.size(-1)}, s[3], s[4], s[1], s[2], aten_mask);
       if (!kernel) dw = aten_dw, db = aten_db;
     }
-    if (kernel && accumulate) return {dx, at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor()};
-    return {dx, mask[1] ? dw : at::Tensor(), mask[2] ? db : at::Tensor(), at::Tensor(),
-            at::Tensor()};
+    return {dx, mask[1] ? dw : at::Tensor(), mask[2] ? db : at::Tensor(), at::Tensor()};
   }
 };
 
 }  // namespace
 
 at::Tensor LayerNorm(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias,
-                     double eps, bool accumulate_param_grads) {
+                     double eps) {
   // Autocast runs layer_norm in float32; the Function's native_layer_norm is not on its
   // lists, so the cast is ours.
   const at::Tensor xf = x.scalar_type() == weight.scalar_type() ? x : x.to(weight.scalar_type());
-  return LayerNormFn::apply(xf, weight, bias, eps, accumulate_param_grads);
+  return LayerNormFn::apply(xf, weight, bias, eps);
 }
 
 }  // namespace ringpilot::trainer::ops

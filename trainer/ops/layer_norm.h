@@ -13,12 +13,7 @@ namespace ringpilot::trainer::ops {
 /// GammaBetaBackward kernel took 42 us for 8192 x 768 on an H200, ~3x its memory time);
 /// elsewhere from ATen. weight and bias float32 [x.size(-1)]. Differentiable in x, weight
 /// and bias. Capturable in CUDA graphs.
-///
-/// `accumulate_param_grads` (model.mixed_linear_accumulate): where the kernel runs and
-/// both parameters' .grad are contiguous float32 tensors (CanAccumulateInto: the gradient
-/// reducer's bucket views), it adds the gradients into them and returns none, as
-/// MixedLinear does (grad + sum: AccumulateGrad's add, the same bits).
 at::Tensor LayerNorm(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias,
-                     double eps, bool accumulate_param_grads = false);
+                     double eps);
 
 }  // namespace ringpilot::trainer::ops

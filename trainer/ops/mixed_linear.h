@@ -81,9 +81,6 @@ class ShadowWeights {
   /// MixedLinearGelu of group `group` on x: at::gelu(Forward(group, x)).
   at::Tensor ForwardGelu(int group, const at::Tensor& x) const;
 
-  /// The options' accumulate_into_grad (also for the model's other ops, as LayerNorm's).
-  bool accumulate_into_grad() const { return options_.accumulate_into_grad; }
-
   /// True once Refresh has allocated shadows of `dtype` for the masters' device.
   bool Ready(at::ScalarType dtype, const at::Device& device) const;
 
