@@ -1,7 +1,6 @@
 #include "trainer/ops/column_sum_kernels.h"
 
 #include <algorithm>
-#include <cmath>
 #include <cstdint>
 #include <type_traits>
 
@@ -54,37 +53,13 @@ Plan MakePlan(const Args& a, uintptr_t address) {
 
 Plan MakePlan(const Args& a) { return MakePlan(a, reinterpret_cast<uintptr_t>(a.in)); }
 
-// A GeluBackwardColumnSum's sums: of dx, as written.
-Args SumArgs(const GeluBackwardArgs& g) {
-  Args a = g.sums;
-  a.in = g.dx;
-  a.ld = a.cols;
-  return a;
-}
-
-Plan MakePlan(const GeluBackwardArgs& g) {
-  return MakePlan(SumArgs(g), reinterpret_cast<uintptr_t>(g.dy) | reinterpret_cast<uintptr_t>(g.x) |
-                                  reinterpret_cast<uintptr_t>(g.dx));
-}
-
 Plan MakePlan(const LayerNormArgs& a) {
   const auto aligned = [](const float* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
   return MakePlan(a.rows, a.cols, a.cols % 4 == 0 && aligned(a.dy) && aligned(a.x) ? 4 : 1);
 }
 
-using cuda_elements::FromFloat;
 using cuda_elements::ToFloat;
 using cuda_elements::Vec;
-
-// d/dx of the exact GELU x * Phi(x), times dy: ATen's GeluBackwardCUDAKernelImpl
-// (approximate='none') expression for expression, so the same float32 arithmetic.
-__device__ __forceinline__ float GeluGrad(float dy, float x) {
-  constexpr float kBeta = M_2_SQRTPI * M_SQRT1_2 * 0.5f;
-  constexpr float kAlpha = M_SQRT1_2;
-  const float cdf = 0.5f * (1.0f + erff(x * kAlpha));
-  const float pdf = expf(-0.5f * x * x) * kBeta;
-  return dy * (cdf + x * pdf);
-}
 
 // Where ChunkPartials's sums come from. Each adds row r's contribution to columns
 // [c0, c0 + kVec) into its kAccumulators accumulators.
@@ -97,27 +72,6 @@ struct ColumnRows {  // sum of in[r, c]
     const Vec<T, VEC> v = *reinterpret_cast<const Vec<T, VEC>*>(in + r * ld + c0);
 #pragma unroll
     for (int i = 0; i < VEC; ++i) acc[0][i] += ToFloat(v.v[i]);
-  }
-};
-
-template <typename T, int VEC>
-struct GeluBackwardRows {  // sum of dx[r, c] = GeluGrad(dy, x) in T, which it writes
-  static constexpr int kAccumulators = 1, kVec = VEC;
-  const T* dy;
-  const T* x;
-  T* dx;
-  int64_t cols;
-  __device__ __forceinline__ void Add(int64_t r, int64_t c0, float (&acc)[1][VEC]) const {
-    const int64_t e = r * cols + c0;
-    const Vec<T, VEC> g = *reinterpret_cast<const Vec<T, VEC>*>(dy + e);
-    const Vec<T, VEC> v = *reinterpret_cast<const Vec<T, VEC>*>(x + e);
-    Vec<T, VEC> d;
-#pragma unroll
-    for (int i = 0; i < VEC; ++i) {
-      d.v[i] = FromFloat<T>(GeluGrad(ToFloat(g.v[i]), ToFloat(v.v[i])));
-      acc[0][i] += ToFloat(d.v[i]);
-    }
-    *reinterpret_cast<Vec<T, VEC>*>(dx + e) = d;
   }
 };
 
@@ -485,34 +439,6 @@ const char* ColumnSum(const Args& a, cudaStream_t stream) {
     });
   });
   return cudaGetLastError() == cudaSuccess ? nullptr : "column_sum: kernel launch failed";
-}
-
-int64_t WorkspaceFloats(const GeluBackwardArgs& args) {
-  const Args a = SumArgs(args);
-  if (a.rows <= 0 || a.cols <= 0) return 0;
-  const Plan p = MakePlan(args);
-  return p.chunks > 1 ? p.chunks * a.cols : 0;
-}
-
-const char* GeluBackwardColumnSum(const GeluBackwardArgs& g, cudaStream_t stream) {
-  const Args a = SumArgs(g);
-  if (a.rows > 0 && (g.dy == nullptr || g.x == nullptr || g.dx == nullptr)) {
-    return "gelu_backward_column_sum: null pointer";
-  }
-  const Plan p = a.rows > 0 && a.cols > 0 ? MakePlan(g) : Plan{};
-  Dest dest{};
-  bool done = false;
-  if (const char* e = Prepare(a, p, dest, &done, stream)) return e;
-  if (done) return nullptr;
-  ForType(a.dtype, [&](auto type) {
-    using T = typename decltype(type)::type;
-    ForVec<T>(p.vec, [&](auto vec) {
-      const GeluBackwardRows<T, decltype(vec)::value> rows{
-          static_cast<const T*>(g.dy), static_cast<const T*>(g.x), static_cast<T*>(g.dx), a.cols};
-      Launch(rows, a, p, dest, stream);
-    });
-  });
-  return cudaGetLastError() == cudaSuccess ? nullptr : "gelu_backward_column_sum: launch failed";
 }
 
 const char* SumPartials(const Partials* sets, int count, int64_t chunks, int64_t cols,

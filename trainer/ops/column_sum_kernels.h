@@ -58,24 +58,6 @@ int64_t WorkspaceFloats(const Args& args);
 /// arguments or a failed launch.
 const char* ColumnSum(const Args& args, cudaStream_t stream);
 
-/// The backward of an exact GELU, y = x * Phi(x), with the column sums of its input
-/// gradient (the bias gradient of the linear layer before the GELU) in the same pass:
-/// dx = dy * GELU'(x) in float32, rounded to nearest even (at::gelu_backward's maths), and
-/// the sums of dx as written, as ColumnSum of dx would give them.
-struct GeluBackwardArgs {
-  const void* dy = nullptr;  ///< rows x cols, contiguous, of sums.dtype
-  const void* x = nullptr;   ///< the GELU's input, likewise
-  void* dx = nullptr;        ///< written, likewise
-  /// The sums: dtype, rows, cols, outputs, accumulate, workspace and second_kernel as for
-  /// ColumnSum; `in` and `ld` are ignored (dx's).
-  Args sums;
-};
-
-int64_t WorkspaceFloats(const GeluBackwardArgs& args);
-
-/// As ColumnSum: deterministic, one kernel (two with `second_kernel`), capturable.
-const char* GeluBackwardColumnSum(const GeluBackwardArgs& args, cudaStream_t stream);
-
 /// One set of per-block partial sums for SumPartials: out[c] (+)= sum over k of
 /// partial[k * cols + c].
 struct Partials {

@@ -1,7 +1,6 @@
 #include "trainer/ops/mixed_linear.h"
 
 #include <string>
-#include <tuple>
 #include <utility>
 
 #include <torch/autograd.h>
@@ -23,34 +22,6 @@ namespace {
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 
-#ifdef RINGPILOT_WITH_CUDA
-bool ColumnSumDtype(at::ScalarType t) {
-  return t == at::kFloat || t == at::kBFloat16 || t == at::kHalf;
-}
-
-// The column-sum kernel's arguments for a 2-D CUDA x with unit column stride; the caller
-// sets the outputs.
-column_sum::Args ColumnSumArgs(const at::Tensor& x) {
-  column_sum::Args a;
-  a.in = x.data_ptr();
-  a.dtype = ElementTypeOf(x.scalar_type());
-  a.rows = x.size(0);
-  a.cols = x.size(1);
-  a.ld = x.stride(0);
-  return a;
-}
-
-// Runs it on x's current stream, its workspace from the caching allocator (so the
-// backward stays capturable).
-void RunColumnSum(column_sum::Args& a, const at::Tensor& x) {
-  const int64_t floats = column_sum::WorkspaceFloats(a);
-  const at::Tensor workspace = at::empty({floats}, x.options().dtype(at::kFloat));
-  a.workspace = floats > 0 ? workspace.data_ptr<float>() : nullptr;
-  const char* error = column_sum::ColumnSum(a, at::cuda::getCurrentCUDAStream(x.get_device()));
-  TORCH_CHECK(error == nullptr, "ColumnSumFloat: ", error);
-}
-#endif
-
 // a @ b with a float32 result from low-precision operands: CUDA's mm.dtype keeps the
 // GEMM's float32 accumulator; other devices compute in float32.
 at::Tensor MatmulFloat(const at::Tensor& a, const at::Tensor& b) {
@@ -68,99 +39,16 @@ void AddMatmulFloat(at::Tensor& grad, const at::Tensor& a, const at::Tensor& b) 
   }
 }
 
-#ifdef RINGPILOT_WITH_CUDA
-// Whether the column-sum kernel takes x, summed into `outputs` buffers.
-bool ColumnSumKernelTakes(const at::Tensor& x, size_t outputs) {
-  return x.is_cuda() && x.dim() == 2 && x.stride(1) == 1 && x.size(1) > 0 &&
-         x.stride(0) >= x.size(1) && ColumnSumDtype(x.scalar_type()) &&
-         outputs <= static_cast<size_t>(column_sum::kMaxOutputs);
-}
-
-// The sums go to `into` (added), or to a new float32 tensor, returned.
-at::Tensor SetOutputs(column_sum::Args& a, const std::vector<at::Tensor>& into,
-                      const at::Tensor& x) {
-  if (into.empty()) {
-    at::Tensor out = at::empty({a.cols}, x.options().dtype(at::kFloat));
-    a.out = out.data_ptr<float>();
-    return out;
-  }
-  for (size_t i = 0; i < into.size(); ++i) {
-    a.outputs[i] = {into[i].data_ptr<float>(), into[i].numel()};
-  }
-  a.output_count = static_cast<int>(into.size());
-  a.accumulate = true;
-  return {};
-}
-#endif
-
-// The bias gradients, dy's column sums: added into `into` (the biases' .grad, in column
-// order; the caller checked CanAccumulateInto) by the column-sum kernel, returning none, or
-// (`into` empty, or no kernel for dy) a float32 tensor.
-at::Tensor BiasGrads(const at::Tensor& dy, const std::vector<at::Tensor>& into) {
-#ifdef RINGPILOT_WITH_CUDA
-  if (!into.empty() && ColumnSumKernelTakes(dy, into.size())) {
-    const c10::cuda::CUDAGuard guard(dy.device());
-    column_sum::Args a = ColumnSumArgs(dy);
-    SetOutputs(a, into, dy);
-    RunColumnSum(a, dy);
-    return {};
-  }
-#else
-  (void)into;
-#endif
-  return ColumnSumFloat(dy);
-}
-
-// dh = at::gelu_backward(dy, h) and BiasGrads(dh, into), in one kernel where it applies.
-std::pair<at::Tensor, at::Tensor> GeluBackwardAndBiasGrads(const at::Tensor& dy,
-                                                           const at::Tensor& h,
-                                                           const std::vector<at::Tensor>& into) {
-#ifdef RINGPILOT_WITH_CUDA
-  if (ColumnSumKernelTakes(h, into.size()) && h.is_contiguous() && dy.is_contiguous() &&
-      dy.device() == h.device() && dy.scalar_type() == h.scalar_type() && dy.sizes() == h.sizes()) {
-    namespace cs = column_sum;
-    const c10::cuda::CUDAGuard guard(h.device());
-    at::Tensor dh = at::empty_like(h, at::MemoryFormat::Contiguous);
-    cs::GeluBackwardArgs g;
-    g.dy = dy.data_ptr();
-    g.x = h.data_ptr();
-    g.dx = dh.data_ptr();
-    g.sums = ColumnSumArgs(dh);
-    const at::Tensor db = SetOutputs(g.sums, into, dh);
-    const int64_t floats = cs::WorkspaceFloats(g);
-    const at::Tensor workspace = at::empty({floats}, h.options().dtype(at::kFloat));
-    g.sums.workspace = floats > 0 ? workspace.data_ptr<float>() : nullptr;
-    const char* error =
-        cs::GeluBackwardColumnSum(g, at::cuda::getCurrentCUDAStream(h.get_device()));
-    TORCH_CHECK(error == nullptr, "MixedLinearGelu backward: ", error);
-    return {dh, db};
-  }
-#endif
-  at::Tensor dh = at::gelu_backward(dy, h);
-  at::Tensor db = BiasGrads(dh, into);
-  return {dh, db};
-}
-
 class MixedLinearFn : public torch::autograd::Function<MixedLinearFn> {
  public:
-  // y = x W^T + b, or gelu(x W^T + b) with `gelu`.
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, at::TensorList weights,
                             at::TensorList biases, const at::Tensor& shadow_w,
-                            const at::Tensor& shadow_b, bool accumulate_into_grad, bool gelu) {
+                            const at::Tensor& shadow_b, bool accumulate_into_grad) {
     const at::Tensor xl =
         x.scalar_type() == shadow_w.scalar_type() ? x : x.to(shadow_w.scalar_type());
-    // With accumulate_into_grad the weights and biases themselves are saved, to reach
-    // their .grad; with the GELU its input, last.
+    // With accumulate_into_grad the weights themselves are saved, to reach their .grad.
     variable_list saved = {xl, shadow_w};
-    if (accumulate_into_grad) {
-      saved.insert(saved.end(), weights.begin(), weights.end());
-      saved.insert(saved.end(), biases.begin(), biases.end());
-    }
-    at::Tensor y = at::addmm(shadow_b, xl, shadow_w.t());
-    if (gelu) {
-      saved.push_back(y);
-      y = at::gelu(y);
-    }
+    if (accumulate_into_grad) saved.insert(saved.end(), weights.begin(), weights.end());
     ctx->save_for_backward(saved);
     std::vector<int64_t> outs;
     outs.reserve(weights.size());
@@ -168,42 +56,23 @@ class MixedLinearFn : public torch::autograd::Function<MixedLinearFn> {
     ctx->saved_data["outs"] = outs;
     ctx->saved_data["x_float"] = x.scalar_type() == at::kFloat;
     ctx->saved_data["accumulate"] = accumulate_into_grad;
-    ctx->saved_data["gelu"] = gelu;
-    return y;
+    return at::addmm(shadow_b, xl, shadow_w.t());
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     const variable_list saved = ctx->get_saved_variables();
     const at::Tensor& xl = saved[0];
     const at::Tensor& w = saved[1];
+    const at::Tensor& dy = grads[0];
     const std::vector<int64_t> outs = ctx->saved_data["outs"].toIntVector();
     const auto n = static_cast<int64_t>(outs.size());
-    const bool accumulate = ctx->saved_data["accumulate"].toBool();
-    variable_list out(static_cast<size_t>(1 + 2 * n + 4));
-    // The biases' .grad buffers when every one can take its gradient: the column-sum
-    // kernel adds into them (none returned, so no AccumulateGrad add per bias).
-    std::vector<at::Tensor> bias_grads;
-    for (int64_t i = 0; accumulate && i < n; ++i) {
-      const at::Tensor& bias = saved[2 + n + i];
-      if (!CanAccumulateInto(bias.grad(), bias)) {
-        bias_grads.clear();
-        break;
-      }
-      bias_grads.push_back(bias.grad());
-    }
-    // dy: the gradient of x W^T + b (through the GELU's backward); db: the biases'
-    // gradients, none where added into bias_grads.
-    at::Tensor dy, db;
-    if (ctx->saved_data["gelu"].toBool()) {
-      std::tie(dy, db) = GeluBackwardAndBiasGrads(grads[0], saved.back(), bias_grads);
-    } else {
-      dy = grads[0];
-      db = BiasGrads(dy, bias_grads);
-    }
+    variable_list out(static_cast<size_t>(1 + 2 * n + 3));
     if (ctx->needs_input_grad(0)) {
       out[0] = ctx->saved_data["x_float"].toBool() ? MatmulFloat(dy, w) : at::mm(dy, w);
     }
+    const bool accumulate = ctx->saved_data["accumulate"].toBool();
     at::Tensor dw;  // all layers' weight gradients, for those not accumulated in place
+    const at::Tensor db = ColumnSumFloat(dy);
     int64_t offset = 0;
     for (int64_t i = 0; i < n; ++i) {
       at::Tensor grad = accumulate ? saved[2 + i].grad() : at::Tensor();
@@ -215,7 +84,7 @@ class MixedLinearFn : public torch::autograd::Function<MixedLinearFn> {
         if (!dw.defined()) dw = MatmulFloat(dy.t(), xl);
         out[1 + i] = dw.narrow(0, offset, outs[i]);
       }
-      if (db.defined()) out[1 + n + i] = db.narrow(0, offset, outs[i]);
+      out[1 + n + i] = db.narrow(0, offset, outs[i]);
       offset += outs[i];
     }
     return out;
@@ -227,13 +96,26 @@ class MixedLinearFn : public torch::autograd::Function<MixedLinearFn> {
 at::Tensor ColumnSumFloat(const at::Tensor& x) {
   TORCH_CHECK(x.dim() == 2, "ColumnSumFloat: x must be 2-D, got ", x.sizes());
 #ifdef RINGPILOT_WITH_CUDA
-  if (x.is_cuda() && ColumnSumDtype(x.scalar_type()) && x.stride(1) == 1 && x.size(1) > 0 &&
+  const bool kernel_dtype = x.scalar_type() == at::kFloat || x.scalar_type() == at::kBFloat16 ||
+                            x.scalar_type() == at::kHalf;
+  if (x.is_cuda() && kernel_dtype && x.stride(1) == 1 && x.size(1) > 0 &&
       x.stride(0) >= x.size(1)) {
     const c10::cuda::CUDAGuard guard(x.device());
-    column_sum::Args a = ColumnSumArgs(x);
+    namespace cs = column_sum;
+    cs::Args a;
+    a.in = x.data_ptr();
+    a.dtype = ElementTypeOf(x.scalar_type());
+    a.rows = x.size(0);
+    a.cols = x.size(1);
+    a.ld = x.stride(0);
     at::Tensor out = at::empty({a.cols}, x.options().dtype(at::kFloat));
     a.out = out.data_ptr<float>();
-    RunColumnSum(a, x);
+    // From the caching allocator, so the backward stays capturable.
+    const int64_t floats = cs::WorkspaceFloats(a);
+    at::Tensor workspace = at::empty({floats}, out.options());
+    a.workspace = floats > 0 ? workspace.data_ptr<float>() : nullptr;
+    const char* error = cs::ColumnSum(a, at::cuda::getCurrentCUDAStream(x.get_device()));
+    TORCH_CHECK(error == nullptr, "ColumnSumFloat: ", error);
     return out;
   }
 #endif
@@ -243,15 +125,7 @@ at::Tensor ColumnSumFloat(const at::Tensor& x) {
 at::Tensor MixedLinear(const at::Tensor& x, at::TensorList weights, at::TensorList biases,
                        const at::Tensor& shadow_w, const at::Tensor& shadow_b,
                        bool accumulate_into_grad) {
-  return MixedLinearFn::apply(x, weights, biases, shadow_w, shadow_b, accumulate_into_grad,
-                              /*gelu=*/false);
-}
-
-at::Tensor MixedLinearGelu(const at::Tensor& x, at::TensorList weights, at::TensorList biases,
-                           const at::Tensor& shadow_w, const at::Tensor& shadow_b,
-                           bool accumulate_into_grad) {
-  return MixedLinearFn::apply(x, weights, biases, shadow_w, shadow_b, accumulate_into_grad,
-                              /*gelu=*/true);
+  return MixedLinearFn::apply(x, weights, biases, shadow_w, shadow_b, accumulate_into_grad);
 }
 
 int ShadowWeights::AddGroup(std::vector<at::Tensor> weights, std::vector<at::Tensor> biases) {
@@ -326,12 +200,6 @@ void ShadowWeights::Refresh(at::ScalarType dtype) {
 at::Tensor ShadowWeights::Forward(int group, const at::Tensor& x) const {
   const Group& g = groups_.at(static_cast<size_t>(group));
   return MixedLinear(x, g.weights, g.biases, g.shadow_w, g.shadow_b, options_.accumulate_into_grad);
-}
-
-at::Tensor ShadowWeights::ForwardGelu(int group, const at::Tensor& x) const {
-  const Group& g = groups_.at(static_cast<size_t>(group));
-  return MixedLinearGelu(x, g.weights, g.biases, g.shadow_w, g.shadow_b,
-                         options_.accumulate_into_grad);
 }
 
 }  // namespace ringpilot::trainer::ops

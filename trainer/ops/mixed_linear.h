@@ -35,23 +35,11 @@ at::Tensor ColumnSumFloat(const at::Tensor& x);
 /// `accumulate_into_grad`: where a master's .grad is a contiguous float32 tensor (the
 /// gradient reducer's bucket views), backward adds the weight gradient into it with the
 /// GEMM itself (beta = 1) and returns none for that weight, so autograd's AccumulateGrad
-/// adds nothing (its post-hooks still run, in the same order); other weights as above.
-/// Likewise the biases, on CUDA, when every bias of the call has such a .grad: the
-/// column-sum kernel adds into them (grad + sum, the bits of AccumulateGrad's add). Not
+/// adds nothing (its post-hooks still run, in the same order); other weights as above. Not
 /// under double backward (create_graph).
 at::Tensor MixedLinear(const at::Tensor& x, at::TensorList weights, at::TensorList biases,
                        const at::Tensor& shadow_w, const at::Tensor& shadow_b,
                        bool accumulate_into_grad = false);
-
-/// at::gelu(MixedLinear(...)) (the exact GELU) as one autograd function, for a linear
-/// layer followed by a GELU: on CUDA its backward computes the GELU's input gradient and
-/// the bias gradients in one kernel (column_sum::GeluBackwardColumnSum: no separate
-/// at::gelu_backward pass whose output a column sum reads back), with the unfused pair's
-/// maths: at::gelu_backward's, and the bias gradients summed from its low-precision result.
-/// Otherwise as MixedLinear.
-at::Tensor MixedLinearGelu(const at::Tensor& x, at::TensorList weights, at::TensorList biases,
-                           const at::Tensor& shadow_w, const at::Tensor& shadow_b,
-                           bool accumulate_into_grad = false);
 
 struct ShadowWeightsOptions {
   /// MixedLinear's accumulate_into_grad for every group (model.mixed_linear_accumulate).
@@ -78,8 +66,6 @@ class ShadowWeights {
 
   /// MixedLinear of group `group` on x ([rows, K]): [rows, sum of the group's n_i].
   at::Tensor Forward(int group, const at::Tensor& x) const;
-  /// MixedLinearGelu of group `group` on x: at::gelu(Forward(group, x)).
-  at::Tensor ForwardGelu(int group, const at::Tensor& x) const;
 
   /// True once Refresh has allocated shadows of `dtype` for the masters' device.
   bool Ready(at::ScalarType dtype, const at::Device& device) const;
