@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <type_traits>
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -38,9 +37,9 @@ Plan MakePlan(int64_t rows, int64_t cols, int vec) {
 }
 
 // Widest load every row start allows: 16 bytes, else 4 bytes (two 16-bit values), else one.
-// `address`: the matrix's start, or the OR of the starts of all matrices read alike.
-Plan MakePlan(const Args& a, uintptr_t address) {
+Plan MakePlan(const Args& a) {
   const int bytes = ElementBytes(a.dtype);
+  const auto address = reinterpret_cast<uintptr_t>(a.in);
   const int wide = 16 / bytes;
   int vec = 1;
   if (a.cols % wide == 0 && a.ld % wide == 0 && address % 16 == 0) {
@@ -50,8 +49,6 @@ Plan MakePlan(const Args& a, uintptr_t address) {
   }
   return MakePlan(a.rows, a.cols, vec);
 }
-
-Plan MakePlan(const Args& a) { return MakePlan(a, reinterpret_cast<uintptr_t>(a.in)); }
 
 Plan MakePlan(const LayerNormArgs& a) {
   const auto aligned = [](const float* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
@@ -95,135 +92,17 @@ struct LayerNormRows {  // sums of dy * x_hat and of dy
   }
 };
 
-// Where a column's final sum goes: runs of columns to their own buffers.
-struct Dest {
-  float* out[kMaxOutputs];
-  int64_t end[kMaxOutputs];  ///< output i takes columns [end[i - 1], end[i])
-  int count;
-  bool accumulate;
-
-  __device__ __forceinline__ void Put(int64_t c, float s) const {
-    int i = 0;
-    int64_t begin = 0;
-    while (i + 1 < count && c >= end[i]) begin = end[i++];
-    float* p = out[i] + (c - begin);
-    *p = accumulate ? *p + s : s;
-  }
-};
-
-Dest SingleDest(float* out, int64_t cols, bool accumulate) {
-  Dest d{};
-  d.out[0] = out;
-  d.end[0] = cols;
-  d.count = 1;
-  d.accumulate = accumulate;
-  return d;
-}
-
-// The second pass's shape, which the one-kernel finish keeps: 16 chunk-threads per column,
-// thread g summing chunks g, g + 16, ... in order, then the 16 sums added in order.
-constexpr int kChunkThreads = 16;
-static_assert(kMaxChunks <= kChunkThreads * kChunkThreads,
-              "a chunk group holds at most kChunkThreads chunks");
-
-// Arrival counters of the one-kernel finish, per column tile of ChunkPartials: one per
-// chunk group, one for the groups. Zero at module load, and every call leaves them zero.
-// Several chunks need x_blocks <= kTargetBlocks / 2 (MakePlan), which bounds the tiles.
-constexpr int kArrivalsPerTile = kChunkThreads + 1;
-// Partial sums one finishing thread loads before adding (more only costs registers,
-// which every block of the kernel pays, finishing or not).
-constexpr int kLoadsInFlight = 4;
-constexpr int64_t kMaxFinishedTiles = kTargetBlocks / 2;
-__device__ unsigned int g_arrivals[kMaxFinishedTiles * kArrivalsPerTile];
-
 template <int N>
-struct Sums {
-  float* partial[N];  ///< accumulator k's [chunks, cols] partial sums (several chunks)
-  Dest dest[N];       ///< accumulator k's final sums
-  bool finish;        ///< the last blocks sum the partials (else a second kernel does)
+struct Outputs {
+  float* p[N];  ///< accumulator k's [chunks, cols] partial sums (or final sums: one chunk)
 };
-
-// Called by every thread of each ChunkPartials block once its partial row `chunk` of
-// columns [c_begin, c_end) is written. The last block of chunk group g (chunks g, g + 16,
-// ...) to arrive sums that group's rows per column into row g; the last of the groups
-// adds rows 0..15 and writes the outputs: SumChunks's additions in SumChunks's order.
-// Classic threadfence reduction: partials stored, fenced, then counted; the last block
-// reads them past L1 (__ldcg).
-template <int N>
-__device__ void FinishTile(const Sums<N>& s, int64_t chunks, int64_t cols, int64_t chunk,
-                           int64_t c_begin, int64_t c_end, unsigned int* arrivals) {
-  __shared__ unsigned int ticket;
-  const int t = threadIdx.y * blockDim.x + threadIdx.x;
-  const int threads = blockDim.x * blockDim.y;
-  const int g = static_cast<int>(chunk % kChunkThreads);
-  const auto members = static_cast<unsigned int>((chunks - g + kChunkThreads - 1) / kChunkThreads);
-  const auto groups = static_cast<unsigned int>(min(chunks, int64_t{kChunkThreads}));
-  const int64_t width = c_end - c_begin;
-  __threadfence();
-  __syncthreads();
-  if (t == 0) {
-    ticket = atomicAdd(arrivals + g, 1u);
-    if (ticket == members - 1) atomicExch(arrivals + g, 0u);
-    __threadfence();
-  }
-  __syncthreads();
-  if (ticket != members - 1) return;
-  for (int64_t i = t; i < N * width; i += threads) {
-    const auto k = static_cast<int>(i / width);
-    const int64_t c = c_begin + i % width;
-    float* p = s.partial[k] + c;
-    float sum = 0.f;
-    for (unsigned int m0 = 0; m0 < members; m0 += kLoadsInFlight) {
-      float v[kLoadsInFlight];
-#pragma unroll
-      for (int j = 0; j < kLoadsInFlight; ++j) {
-        const int64_t row = g + int64_t{m0 + j} * kChunkThreads;
-        v[j] = m0 + j < members ? __ldcg(p + row * cols) : 0.f;
-      }
-#pragma unroll
-      for (int j = 0; j < kLoadsInFlight; ++j) {
-        if (m0 + j < members) sum += v[j];
-      }
-    }
-    p[g * cols] = sum;  // row g: read above by this thread only
-  }
-  __threadfence();
-  __syncthreads();
-  if (t == 0) {
-    ticket = atomicAdd(arrivals + kChunkThreads, 1u);
-    if (ticket == groups - 1) atomicExch(arrivals + kChunkThreads, 0u);
-    __threadfence();
-  }
-  __syncthreads();
-  if (ticket != groups - 1) return;
-  // Rows 0..15 (group g's sum in row g; 0 for the groups with no chunk), in order.
-  for (int64_t i = t; i < N * width; i += threads) {
-    const auto k = static_cast<int>(i / width);
-    const int64_t c = c_begin + i % width;
-    const float* p = s.partial[k] + c;
-    float sum = __ldcg(p);
-    for (int m0 = 1; m0 < kChunkThreads; m0 += kLoadsInFlight) {
-      float v[kLoadsInFlight];
-#pragma unroll
-      for (int j = 0; j < kLoadsInFlight; ++j) {
-        const unsigned int m = m0 + j;
-        v[j] = m < groups ? __ldcg(p + int64_t{m} * cols) : 0.f;
-      }
-#pragma unroll
-      for (int j = 0; j < kLoadsInFlight; ++j) {
-        if (m0 + j < kChunkThreads) sum += v[j];
-      }
-    }
-    s.dest[k].Put(c, sum);
-  }
-}
 
 // Block (x, y): columns [(x * 32 + tx) * VEC, + VEC), rows of chunk y in steps of 8;
 // the 8 row-threads of a column combine in shared memory, in a fixed order.
 template <typename Rows>
 __global__ void __launch_bounds__(kBlockX* kBlockY)
-    ChunkPartials(Rows src, int64_t rows, int64_t cols, int64_t rows_per_chunk, int64_t chunks,
-                  Sums<Rows::kAccumulators> sums) {
+    ChunkPartials(Rows src, int64_t rows, int64_t cols, int64_t rows_per_chunk,
+                  Outputs<Rows::kAccumulators> out) {
   constexpr int kN = Rows::kAccumulators, VEC = Rows::kVec;
   __shared__ float smem[kN][kBlockY][kBlockX * VEC];
   const int tx = threadIdx.x, ty = threadIdx.y;
@@ -256,37 +135,23 @@ __global__ void __launch_bounds__(kBlockX* kBlockY)
     }
 #pragma unroll
     for (int k = 0; k < kN; ++k) {
-      if (chunks == 1) {
+      float* dst = out.p[k] + int64_t{blockIdx.y} * cols + c0;
 #pragma unroll
-        for (int i = 0; i < VEC; ++i) sums.dest[k].Put(c0 + i, acc[k][i]);
-      } else {
-        float* dst = sums.partial[k] + int64_t{blockIdx.y} * cols + c0;
-#pragma unroll
-        for (int i = 0; i < VEC; ++i) dst[i] = acc[k][i];
-      }
+      for (int i = 0; i < VEC; ++i) dst[i] = acc[k][i];
     }
-  }
-  if (chunks > 1 && sums.finish) {
-    const int64_t c_begin = int64_t{blockIdx.x} * kBlockX * VEC;
-    FinishTile(sums, chunks, cols, blockIdx.y, c_begin, min(cols, c_begin + kBlockX * VEC),
-               g_arrivals + int64_t{blockIdx.x} * kArrivalsPerTile);
   }
 }
 
-// The second pass as its own kernel: block (x, set) sums 32 columns of partial set `set`
-// with 16 chunk-threads, each summing every 16th chunk; the 16 sums of a column combine in
-// shared memory in a fixed order. (One thread per column looping over all chunks was
-// latency-bound: 16 us for 768 columns of 256 chunks.)
-struct PartialSets {
-  const float* partial[kMaxPartials];
-  Dest dest[kMaxPartials];
-};
+// Block: 32 columns x 16 chunk-threads, each summing every 16th chunk; the 16 partial
+// sums of a column combine in shared memory in a fixed order. (One thread per column
+// looping over all chunks was latency-bound: 16 us for 768 columns of 256 chunks.)
+constexpr int kChunkThreads = 16;
 
 __global__ void __launch_bounds__(kBlockX* kChunkThreads)
-    SumChunks(PartialSets sets, int64_t chunks, int64_t cols) {
+    SumChunks(const float* __restrict__ partial, int64_t chunks, int64_t cols,
+              float* __restrict__ out, bool accumulate) {
   __shared__ float smem[kChunkThreads][kBlockX];
   const int tx = threadIdx.x, ty = threadIdx.y;
-  const float* __restrict__ partial = sets.partial[blockIdx.y];
   const int64_t c = int64_t{blockIdx.x} * kBlockX + tx;
   float s = 0.f;
   if (c < cols) {
@@ -297,124 +162,39 @@ __global__ void __launch_bounds__(kBlockX* kChunkThreads)
   __syncthreads();
   if (ty == 0 && c < cols) {
     for (int y = 1; y < kChunkThreads; ++y) s += smem[y][tx];
-    sets.dest[blockIdx.y].Put(c, s);
+    out[c] = accumulate ? out[c] + s : s;
   }
 }
 
-void LaunchSumChunks(const PartialSets& sets, int count, int64_t chunks, int64_t cols,
-                     cudaStream_t stream) {
-  const dim3 grid(static_cast<unsigned>((cols + kBlockX - 1) / kBlockX),
-                  static_cast<unsigned>(count));
-  SumChunks<<<grid, dim3(kBlockX, kChunkThreads), 0, stream>>>(sets, chunks, cols);
+void LaunchSumChunks(const float* partial, int64_t chunks, int64_t cols, float* out,
+                     cudaStream_t stream, bool accumulate = false) {
+  const auto blocks = static_cast<unsigned>((cols + kBlockX - 1) / kBlockX);
+  SumChunks<<<blocks, dim3(kBlockX, kChunkThreads), 0, stream>>>(partial, chunks, cols, out,
+                                                                 accumulate);
 }
 
-// The one-kernel finish, unless asked for the second kernel (or, never with MakePlan's
-// plans, there are more column tiles than arrival counters).
-bool FinishInKernel(bool second_kernel, const Plan& p) {
-  return !second_kernel && p.chunks > 1 && p.x_blocks <= kMaxFinishedTiles;
-}
-
-// ChunkPartials over `src` with a's shape, summed into `dest`; the second kernel too
-// where the finish is not in the first.
-template <typename Rows>
-void Launch(const Rows& src, const Args& a, const Plan& p, const Dest& dest, cudaStream_t stream) {
-  Sums<1> sums{};
-  sums.partial[0] = a.workspace;
-  sums.dest[0] = dest;
-  sums.finish = FinishInKernel(a.second_kernel, p);
+template <typename T, int VEC>
+void LaunchPartials(const Args& a, const Plan& p, float* dst, cudaStream_t stream) {
   const dim3 grid(static_cast<unsigned>(p.x_blocks), static_cast<unsigned>(p.chunks));
-  ChunkPartials<<<grid, dim3(kBlockX, kBlockY), 0, stream>>>(src, a.rows, a.cols, p.rows_per_chunk,
-                                                             p.chunks, sums);
-  if (p.chunks > 1 && !sums.finish) {
-    PartialSets sets{};
-    sets.partial[0] = a.workspace;
-    sets.dest[0] = dest;
-    LaunchSumChunks(sets, 1, p.chunks, a.cols, stream);
-  }
+  ChunkPartials<<<grid, dim3(kBlockX, kBlockY), 0, stream>>>(
+      ColumnRows<T, VEC>{static_cast<const T*>(a.in), a.ld}, a.rows, a.cols, p.rows_per_chunk,
+      Outputs<1>{{dst}});
 }
 
 template <typename T>
-struct Type {
-  using type = T;
-};
-
-// f(Type<T>{}) for the element type's T.
-template <typename F>
-void ForType(ElementType t, F&& f) {
-  switch (t) {
-    case ElementType::kFloat32:
-      f(Type<float>{});
-      break;
-    case ElementType::kBFloat16:
-      f(Type<__nv_bfloat16>{});
-      break;
-    case ElementType::kFloat16:
-      f(Type<__half>{});
-      break;
-  }
-}
-
-// f(std::integral_constant<int, VEC>{}) for a plan's load width, as instantiated for T.
-template <typename T, typename F>
-void ForVec(int vec, F&& f) {
+void LaunchPartials(const Args& a, const Plan& p, float* dst, cudaStream_t stream) {
   constexpr int kWide = 16 / sizeof(T);
-  if (vec == kWide) {
-    f(std::integral_constant<int, kWide>{});
+  if (p.vec == kWide) {
+    LaunchPartials<T, kWide>(a, p, dst, stream);
   } else if constexpr (sizeof(T) == 2) {
-    if (vec == 2) {
-      f(std::integral_constant<int, 2>{});
+    if (p.vec == 2) {
+      LaunchPartials<T, 2>(a, p, dst, stream);
     } else {
-      f(std::integral_constant<int, 1>{});
+      LaunchPartials<T, 1>(a, p, dst, stream);
     }
   } else {
-    f(std::integral_constant<int, 1>{});
+    LaunchPartials<T, 1>(a, p, dst, stream);
   }
-}
-
-// ColumnSum's outputs, or a message for invalid ones.
-const char* MakeDest(const Args& a, Dest& d) {
-  if (a.out != nullptr) {
-    d = SingleDest(a.out, a.cols, a.accumulate);
-    return nullptr;
-  }
-  d = Dest{};
-  d.accumulate = a.accumulate;
-  if (a.output_count < 1 || a.output_count > kMaxOutputs) return "column_sum: no outputs";
-  int64_t end = 0;
-  for (int i = 0; i < a.output_count; ++i) {
-    if (a.outputs[i].out == nullptr || a.outputs[i].cols <= 0) return "column_sum: bad output";
-    end += a.outputs[i].cols;
-    d.out[i] = a.outputs[i].out;
-    d.end[i] = end;
-  }
-  d.count = a.output_count;
-  return end == a.cols ? nullptr : "column_sum: outputs do not cover the columns";
-}
-
-// Checks a's shape and outputs and fills `dest`; with no rows, also sets the outputs
-// (zero, or unchanged when accumulating) and `*done`.
-const char* Prepare(const Args& a, const Plan& p, Dest& dest, bool* done, cudaStream_t stream) {
-  *done = false;
-  // An empty tensor may have no storage: `in` may be null when there are no rows.
-  if ((a.in == nullptr && a.rows > 0) || a.rows < 0 || a.cols <= 0 || a.ld < a.cols) {
-    return "column_sum: null pointer or bad shape";
-  }
-  if (const char* e = MakeDest(a, dest)) return e;
-  if (a.rows == 0) {
-    *done = true;
-    if (a.accumulate) return nullptr;
-    int64_t begin = 0;
-    for (int i = 0; i < dest.count; ++i) {
-      if (cudaMemsetAsync(dest.out[i], 0, (dest.end[i] - begin) * sizeof(float), stream) !=
-          cudaSuccess) {
-        return "column_sum: cudaMemsetAsync failed";
-      }
-      begin = dest.end[i];
-    }
-    return nullptr;
-  }
-  if (p.chunks > 1 && a.workspace == nullptr) return "column_sum: workspace missing";
-  return nullptr;
 }
 
 }  // namespace
@@ -426,35 +206,44 @@ int64_t WorkspaceFloats(const Args& args) {
 }
 
 const char* ColumnSum(const Args& a, cudaStream_t stream) {
-  const Plan p = a.rows > 0 && a.cols > 0 ? MakePlan(a) : Plan{};
-  Dest dest{};
-  bool done = false;
-  if (const char* e = Prepare(a, p, dest, &done, stream)) return e;
-  if (done) return nullptr;
-  ForType(a.dtype, [&](auto type) {
-    using T = typename decltype(type)::type;
-    ForVec<T>(p.vec, [&](auto vec) {
-      Launch(ColumnRows<T, decltype(vec)::value>{static_cast<const T*>(a.in), a.ld}, a, p, dest,
-             stream);
-    });
-  });
+  // An empty tensor may have no storage: `in` may be null when there are no rows.
+  if ((a.in == nullptr && a.rows > 0) || a.out == nullptr || a.rows < 0 || a.cols <= 0 ||
+      a.ld < a.cols) {
+    return "column_sum: null pointer or bad shape";
+  }
+  if (a.rows == 0) {
+    if (cudaMemsetAsync(a.out, 0, a.cols * sizeof(float), stream) != cudaSuccess) {
+      return "column_sum: cudaMemsetAsync failed";
+    }
+    return nullptr;
+  }
+  const Plan p = MakePlan(a);
+  if (p.chunks > 1 && a.workspace == nullptr) return "column_sum: workspace missing";
+  // One chunk writes the sums directly; several write partials, summed per column.
+  float* dst = p.chunks > 1 ? a.workspace : a.out;
+  switch (a.dtype) {
+    case ElementType::kFloat32:
+      LaunchPartials<float>(a, p, dst, stream);
+      break;
+    case ElementType::kBFloat16:
+      LaunchPartials<__nv_bfloat16>(a, p, dst, stream);
+      break;
+    case ElementType::kFloat16:
+      LaunchPartials<__half>(a, p, dst, stream);
+      break;
+  }
+  if (p.chunks > 1) {
+    LaunchSumChunks(a.workspace, p.chunks, a.cols, a.out, stream);
+  }
   return cudaGetLastError() == cudaSuccess ? nullptr : "column_sum: kernel launch failed";
 }
 
-const char* SumPartials(const Partials* sets, int count, int64_t chunks, int64_t cols,
+const char* SumPartials(const float* partial, int64_t chunks, int64_t cols, float* out,
                         bool accumulate, cudaStream_t stream) {
-  if (sets == nullptr || count < 1 || count > kMaxPartials || chunks <= 0 || cols <= 0) {
-    return "column_sum: SumPartials: no sets or empty shape";
+  if (partial == nullptr || out == nullptr || chunks <= 0 || cols <= 0) {
+    return "column_sum: SumPartials: null pointer or empty shape";
   }
-  PartialSets launch{};
-  for (int i = 0; i < count; ++i) {
-    if (sets[i].partial == nullptr || sets[i].out == nullptr) {
-      return "column_sum: SumPartials: null pointer";
-    }
-    launch.partial[i] = sets[i].partial;
-    launch.dest[i] = SingleDest(sets[i].out, cols, accumulate);
-  }
-  LaunchSumChunks(launch, count, chunks, cols, stream);
+  LaunchSumChunks(partial, chunks, cols, out, stream, accumulate);
   return cudaGetLastError() == cudaSuccess ? nullptr : "column_sum: SumPartials launch failed";
 }
 
@@ -471,28 +260,22 @@ const char* LayerNormParamGrads(const LayerNormArgs& a, cudaStream_t stream) {
   }
   const Plan p = MakePlan(a);
   if (p.chunks > 1 && a.workspace == nullptr) return "layer_norm_param_grads: workspace missing";
-  Sums<2> sums{};
-  sums.partial[0] = a.workspace;
-  sums.partial[1] = p.chunks > 1 ? a.workspace + p.chunks * a.cols : nullptr;
-  sums.dest[0] = SingleDest(a.grad_weight, a.cols, false);
-  sums.dest[1] = SingleDest(a.grad_bias, a.cols, false);
-  sums.finish = FinishInKernel(a.second_kernel, p);
+  float* dw = p.chunks > 1 ? a.workspace : a.grad_weight;
+  float* db = p.chunks > 1 ? a.workspace + p.chunks * a.cols : a.grad_bias;
   const dim3 grid(static_cast<unsigned>(p.x_blocks), static_cast<unsigned>(p.chunks));
   const dim3 block(kBlockX, kBlockY);
   if (p.vec == 4) {
     ChunkPartials<<<grid, block, 0, stream>>>(LayerNormRows<4>{a.dy, a.x, a.mean, a.rstd, a.cols},
-                                              a.rows, a.cols, p.rows_per_chunk, p.chunks, sums);
+                                              a.rows, a.cols, p.rows_per_chunk,
+                                              Outputs<2>{{dw, db}});
   } else {
     ChunkPartials<<<grid, block, 0, stream>>>(LayerNormRows<1>{a.dy, a.x, a.mean, a.rstd, a.cols},
-                                              a.rows, a.cols, p.rows_per_chunk, p.chunks, sums);
+                                              a.rows, a.cols, p.rows_per_chunk,
+                                              Outputs<2>{{dw, db}});
   }
-  if (p.chunks > 1 && !sums.finish) {
-    PartialSets sets{};
-    sets.partial[0] = sums.partial[0];
-    sets.partial[1] = sums.partial[1];
-    sets.dest[0] = sums.dest[0];
-    sets.dest[1] = sums.dest[1];
-    LaunchSumChunks(sets, 2, p.chunks, a.cols, stream);
+  if (p.chunks > 1) {
+    LaunchSumChunks(dw, p.chunks, a.cols, a.grad_weight, stream);
+    LaunchSumChunks(db, p.chunks, a.cols, a.grad_bias, stream);
   }
   return cudaGetLastError() == cudaSuccess ? nullptr : "layer_norm_param_grads: launch failed";
 }

@@ -328,11 +328,13 @@ const char* Backward(const BackwardArgs& a, cudaStream_t stream) {
     ForVpl(vpl, [&](auto v) { LaunchBackward<__half, decltype(v)::value>(a, stream); });
   }
   if (cudaGetLastError() != cudaSuccess) return "residual_norm: backward launch failed";
-  // Both parameter gradients' partials in one second kernel.
   const int64_t blocks = BackwardBlocks(a.rows);
-  const column_sum::Partials sets[] = {{a.workspace, a.grad_weight},
-                                       {a.workspace + blocks * a.cols, a.grad_bias}};
-  return column_sum::SumPartials(sets, 2, blocks, a.cols, a.accumulate, stream);
+  if (const char* e = column_sum::SumPartials(a.workspace, blocks, a.cols, a.grad_weight,
+                                              a.accumulate, stream)) {
+    return e;
+  }
+  return column_sum::SumPartials(a.workspace + blocks * a.cols, blocks, a.cols, a.grad_bias,
+                                 a.accumulate, stream);
 }
 
 }  // namespace ringpilot::trainer::ops::residual_norm
