@@ -42,7 +42,7 @@ case $mode in
       gpu_build
     )
     ;;
-  gpu)
+  gpu | carried)
     out=${1:?OUT.jsonl}
     shift
     models="bert-base resnet50" repeat=2 steps=65
@@ -54,38 +54,25 @@ case $mode in
         *) echo "gpu_before_after: unknown argument $1" >&2; exit 2 ;;
       esac
     done
+    if [[ $mode == carried ]]; then
+      trainer="$HERE/.carry/prebuilt/bin/ringpilot-trainer"
+      [[ -x $trainer && -x $base_src/ringpilot-trainer ]] || {
+        echo "gpu_before_after: carried needs $trainer and $base_src/ringpilot-trainer" >&2
+        exit 2
+      }
+      cp "$trainer" "$trainer.new"
+      trap 'cp "$trainer.new" "$trainer"' EXIT
+    fi
     for ((r = 1; r <= repeat; r++)); do
       for side in base new; do
+        # gpu: each side's own build; carried: each side's trainer in the carried build.
         build=$new_build
         [[ $side == base ]] && build=$base_build
+        if [[ $mode == carried ]]; then
+          build=""
+          if [[ $side == base ]]; then cp "$base_src/ringpilot-trainer" "$trainer"; else cp "$trainer.new" "$trainer"; fi
+        fi
         RINGPILOT_BUILD_DIR=$build RP_VARIANT=$side "$HERE/tests/gpu/bench_train.sh" \
-          --what ringpilot --worlds 1 --models "$models" --steps "$steps" --out "$out"
-      done
-    done
-    ;;
-  carried)
-    out=${1:?OUT.jsonl}
-    shift
-    models="bert-base resnet50" repeat=2 steps=65
-    while (($#)); do
-      case $1 in
-        --models) models=$2; shift 2 ;;
-        --repeat) repeat=$2; shift 2 ;;
-        --steps) steps=$2; shift 2 ;;
-        *) echo "gpu_before_after: unknown argument $1" >&2; exit 2 ;;
-      esac
-    done
-    trainer="$HERE/.carry/prebuilt/bin/ringpilot-trainer"
-    [[ -x $trainer && -x $base_src/ringpilot-trainer ]] || {
-      echo "gpu_before_after: carried needs $trainer and $base_src/ringpilot-trainer" >&2
-      exit 2
-    }
-    cp "$trainer" "$trainer.new"
-    trap 'cp "$trainer.new" "$trainer"' EXIT
-    for ((r = 1; r <= repeat; r++)); do
-      for side in base new; do
-        if [[ $side == base ]]; then cp "$base_src/ringpilot-trainer" "$trainer"; else cp "$trainer.new" "$trainer"; fi
-        RP_VARIANT=$side "$HERE/tests/gpu/bench_train.sh" \
           --what ringpilot --worlds 1 --models "$models" --steps "$steps" --out "$out"
       done
     done
