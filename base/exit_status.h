@@ -10,7 +10,7 @@ inline constexpr int kExitOk = 0;
 inline constexpr int kExitFailure = 1;
 /// Bad command line or job file: nothing was started.
 inline constexpr int kExitUsage = 2;
-/// A rank stopped after SIGUSR1 with a checkpoint of its last step (trainer/preemption.h),
+/// A rank stopped after SIGUSR1 with a checkpoint of its last step (trainer/startup/preemption.h),
 /// and `ringpilot run` for a job stopped that way (EX_TEMPFAIL: run the same run directory
 /// again to resume; the Slurm script requeues on it; docs/slurm.md).
 inline constexpr int kExitPreempted = 75;

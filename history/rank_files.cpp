@@ -56,6 +56,10 @@ std::string RankLogPath(const std::string& logs_dir, int rank) {
   return logs_dir + "/rank-" + std::to_string(rank) + kRankLogSuffix;
 }
 
+std::string CountersJournalPath(const std::string& logs_dir, int rank) {
+  return logs_dir + "/rank-" + std::to_string(rank) + ".counters.json";
+}
+
 std::string TracePath(const std::string& dir, int rank) {
   return dir + "/" + kTracePrefix + std::to_string(rank) + kTraceSuffix;
 }

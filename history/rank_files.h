@@ -21,6 +21,11 @@ inline constexpr const char* kRankLogSuffix = ".log";
 /// logs_dir/rank-N.log.
 std::string RankLogPath(const std::string& logs_dir, int rank);
 
+/// logs/rank-N.counters.json: trainer rank N's counter journal (the counters as of its
+/// last checkpoint, which a restarted attempt goes on from), written and read by
+/// trainer/telemetry's TrainingMetrics.
+std::string CountersJournalPath(const std::string& logs_dir, int rank);
+
 /// dir/trace-rank-N.json: rank N's Chrome trace (metrics/trace.h), which the trainer writes
 /// to RUN_DIR and to attempts/N/ (trace.enabled) and `ringpilot diagnose` merges.
 std::string TracePath(const std::string& dir, int rank);

@@ -27,7 +27,7 @@ BusBandwidth ExpectedAllReduceBusBandwidth(const NodeTopology& node, int gpus_pe
 
 /// NIC bandwidth the ring's inter-node hops get on a node running GPUs 0..gpus_per_node-1:
 /// the sum of the rates of the distinct NICs NcclNic picks for those GPUs (each rank's NCCL
-/// is pinned to its NIC, trainer/bootstrap.h); NodeNetworkBytesPerSecond when no GPU has a
+/// is pinned to its NIC, trainer/startup/bootstrap.h); NodeNetworkBytesPerSecond when no GPU has a
 /// NIC path recorded.
 double RingNetworkBytesPerSecond(const NodeTopology& node, int gpus_per_node);
 

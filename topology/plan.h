@@ -1,7 +1,7 @@
 // The placement plan of one rank: which GPU it drives, which NIC NCCL should use for it,
 // and which CPUs it binds to. A pure function of the node's topology, the rank's place on
 // the node, the device, the CPUs the process may use and the user's environment; the
-// trainer applies it (trainer/bootstrap.h). The policy is in docs/topology.md.
+// trainer applies it (trainer/startup/bootstrap.h). The policy is in docs/topology.md.
 #pragma once
 
 #include <map>

@@ -4,38 +4,34 @@
 
 #include <torch/torch.h>
 
-#include "trainer/autocast_region.h"
 #include "trainer/input/mlm_masking.h"
 #include "trainer/input/synthetic_data.h"
-#include "trainer/options.h"
+#include "trainer/step/autocast_region.h"
 
 namespace ringpilot::trainer {
 namespace {
 
 // Rank 0's buffers (BatchNorm statistics) on every rank, so scores do not depend on which
 // rank scored which sample.
-void ShareBuffers(TrainingState& state, const RankCommunicators& comms) {
+void ShareBuffers(step::TrainingState& state, const startup::RankCommunicators& comms) {
   std::vector<at::Tensor> buffers;
   for (const auto& b : state.model->named_buffers()) buffers.push_back(b.value());
   comm::BroadcastCoalesced(*comms.device, buffers, 0);
-}
-
-int EvalBatch(const config::JobConfig& job) {
-  return job.eval.batch_per_rank > 0 ? job.eval.batch_per_rank : job.data.batch_per_rank;
 }
 
 // data.val's token sequences [first, last), masked with their evaluation keys: accuracy
 // and loss sums over the masked positions into `t` (correct, loss sum, positions,
 // sequences).
 void ScoreTokens(input::ValidationSet& val, const models::TokenSpec& tokens, int64_t first,
-                 int64_t last, int batch, const RankDevice& device,
-                 const std::optional<c10::ScalarType>& autocast, TrainingState& state, double* t) {
+                 int64_t last, int batch, const startup::RankDevice& device,
+                 const std::optional<c10::ScalarType>& autocast, step::TrainingState& state,
+                 double* t) {
   val.ForEachBatch(first, last, batch, [&](const at::Tensor& ids, const at::Tensor& keys) {
     const input::MaskedTokens masked =
         input::MaskTokens(ids.to(device.device), keys.to(device.device), tokens);
     models::MlmScores scores;
     {
-      const AutocastRegion region(device.device.type(), autocast);
+      const step::AutocastRegion region(device.device.type(), autocast);
       scores = state.model->ScoreMasked(masked.input, masked.target);
     }
     t[0] += scores.correct.item<double>();
@@ -47,17 +43,17 @@ void ScoreTokens(input::ValidationSet& val, const models::TokenSpec& tokens, int
 
 }  // namespace
 
-EvalResult Evaluate(const config::JobConfig& job, const RankPlace& place, const RankDevice& device,
-                    TrainingState& state, input::ValidationSet& val,
-                    const RankCommunicators& comms) {
+EvalResult Evaluate(const EvaluationOptions& options, const startup::RankPlace& place,
+                    const startup::RankDevice& device, step::TrainingState& state,
+                    input::ValidationSet& val, const startup::RankCommunicators& comms) {
   ShareBuffers(state, comms);
   const int64_t n = val.size();
   const int64_t first = n * place.rank / place.world;
   const int64_t last = n * (place.rank + 1) / place.world;
-  const int batch = EvalBatch(job);
-  const std::optional<c10::ScalarType> autocast = AutocastDtypeFor(device.precision);
+  const int batch = options.batch_per_rank;
+  const std::optional<c10::ScalarType>& autocast = options.autocast;
   // The model scores model.num_classes classes (a set may use fewer).
-  const int k = std::min(5, job.model.num_classes);
+  const int k = std::min(5, options.num_classes);
   // correct@1, correct@5, loss sum, samples
   at::Tensor totals = at::zeros({4}, at::kDouble);
   double* t = totals.data_ptr<double>();
@@ -71,7 +67,7 @@ EvalResult Evaluate(const config::JobConfig& job, const RankPlace& place, const 
           const at::Tensor labels = cpu_labels.to(device.device);
           at::Tensor logits;
           {
-            const AutocastRegion region(device.device.type(), autocast);
+            const step::AutocastRegion region(device.device.type(), autocast);
             logits = state.model->Logits(pixels).to(at::kFloat);
           }
           const at::Tensor top = std::get<1>(logits.topk(k, /*dim=*/1));
@@ -94,10 +90,10 @@ EvalResult Evaluate(const config::JobConfig& job, const RankPlace& place, const 
   return r;
 }
 
-EvalResult EvaluateMaskedLm(const config::JobConfig& job, const RankPlace& place,
-                            const RankDevice& device, TrainingState& state,
+EvalResult EvaluateMaskedLm(const EvaluationOptions& options, const startup::RankPlace& place,
+                            const startup::RankDevice& device, step::TrainingState& state,
                             input::ValidationSet& val, const models::TokenSpec& tokens,
-                            const RankCommunicators& comms) {
+                            const startup::RankCommunicators& comms) {
   ShareBuffers(state, comms);
   const int64_t n = val.size();
   const int64_t first = n * place.rank / place.world;
@@ -108,8 +104,8 @@ EvalResult EvaluateMaskedLm(const config::JobConfig& job, const RankPlace& place
   state.model->eval();
   {
     torch::NoGradGuard no_grad;
-    ScoreTokens(val, tokens, first, last, EvalBatch(job), device,
-                AutocastDtypeFor(device.precision), state, t);
+    ScoreTokens(val, tokens, first, last, options.batch_per_rank, device, options.autocast, state,
+                t);
   }
   state.model->train();
   comms.host->AllReduce(totals, comm::ReduceOp::kSum)->Wait();

@@ -23,7 +23,7 @@
 #include "metrics/exporter.h"
 #include "trainer/checkpoint/store.h"
 #include "trainer/export.h"
-#include "trainer/preemption.h"
+#include "trainer/startup/preemption.h"
 #include "trainer/telemetry/rank_log.h"
 #include "trainer/telemetry/versions.h"
 #include "trainer/trainer.h"
@@ -78,7 +78,7 @@ int ExportMain(const ringpilot::trainer::ExportOptions& options) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  ringpilot::trainer::CatchSignalsEarly();
+  ringpilot::trainer::startup::CatchSignalsEarly();
   CLI::App app{"ringpilot-trainer: one rank of a ringpilot job (started by 'ringpilot run')"};
   std::string config_path, run_dir;
   // Required unless the export subcommand runs (checked after parsing).

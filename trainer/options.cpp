@@ -37,9 +37,9 @@ models::ModelOptions ModelOptionsFor(const config::JobConfig& job,
   return o;
 }
 
-OptimizerOptions OptimizerOptionsFor(const config::JobConfig& job, int64_t steps) {
+step::OptimizerOptions OptimizerOptionsFor(const config::JobConfig& job, int64_t steps) {
   const config::TrainConfig& train = job.train;
-  OptimizerOptions o;
+  step::OptimizerOptions o;
   o.kind = train.optimizer;
   o.lr = config::PeakLearningRate(job);
   o.momentum = train.momentum;
@@ -48,13 +48,13 @@ OptimizerOptions OptimizerOptionsFor(const config::JobConfig& job, int64_t steps
   o.beta2 = train.beta2;
   o.eps = train.eps;
   o.exempt_1d_from_decay = !train.decay_norm_and_bias;
-  o.lr_on_device = !IsConstant(LrScheduleOptionsFor(job, steps));
+  o.lr_on_device = !step::IsConstant(LrScheduleOptionsFor(job, steps));
   return o;
 }
 
-LrScheduleOptions LrScheduleOptionsFor(const config::JobConfig& job, int64_t steps) {
+step::LrScheduleOptions LrScheduleOptionsFor(const config::JobConfig& job, int64_t steps) {
   const config::TrainConfig& train = job.train;
-  LrScheduleOptions o;
+  step::LrScheduleOptions o;
   o.kind = train.lr_schedule;
   o.lr = config::PeakLearningRate(job);
   o.total_steps = steps;
@@ -93,8 +93,8 @@ comm::ReducerOptions ReducerOptionsFor(const config::CommConfig& comm) {
   return o;
 }
 
-GradientUpdateOptions GradientUpdateOptionsFor(const config::CommConfig& comm) {
-  GradientUpdateOptions o;
+step::GradientUpdateOptions GradientUpdateOptionsFor(const config::CommConfig& comm) {
+  step::GradientUpdateOptions o;
   o.overlap = comm.overlap_optimizer;
   return o;
 }
@@ -119,16 +119,16 @@ std::optional<c10::ScalarType> AutocastDtypeFor(config::Precision precision) {
   return std::nullopt;
 }
 
-PlacementOptions PlacementOptionsFor(const config::JobConfig& job) {
-  PlacementOptions o;
+startup::PlacementOptions PlacementOptionsFor(const config::JobConfig& job) {
+  startup::PlacementOptions o;
   o.device = job.world.device;
   o.bind = BindPolicyFor(job.placement.bind);
   return o;
 }
 
-DeviceOptions DeviceOptionsFor(const config::JobConfig& job, bool cuda_visible,
-                               const std::string& host) {
-  DeviceOptions o;
+startup::DeviceOptions DeviceOptionsFor(const config::JobConfig& job, bool cuda_visible,
+                                        const std::string& host) {
+  startup::DeviceOptions o;
   o.plan = config::PlanDevice(job, cuda_visible, host);
   o.threads_per_rank = job.train.threads_per_rank;
   o.retain_host_memory = job.train.retain_host_memory;
@@ -137,8 +137,8 @@ DeviceOptions DeviceOptionsFor(const config::JobConfig& job, bool cuda_visible,
   return o;
 }
 
-CommunicatorOptions CommunicatorOptionsFor(const config::JobConfig& job) {
-  CommunicatorOptions o;
+startup::CommunicatorOptions CommunicatorOptionsFor(const config::JobConfig& job) {
+  startup::CommunicatorOptions o;
   o.timeout_s = job.comm.timeout_s;
   o.sync_batchnorm = job.model.sync_batchnorm;
 #ifdef RINGPILOT_WITH_CUDA
@@ -147,15 +147,74 @@ CommunicatorOptions CommunicatorOptionsFor(const config::JobConfig& job) {
   return o;
 }
 
-TrainStepOptions TrainStepOptionsFor(const config::JobConfig& job, const RankDevice& device,
-                                     int rank) {
-  TrainStepOptions o;
+step::TrainStepOptions TrainStepOptionsFor(const config::JobConfig& job,
+                                           const startup::RankDevice& device, int rank) {
+  step::TrainStepOptions o;
   o.autocast = AutocastDtypeFor(device.precision);
   o.update = GradientUpdateOptionsFor(job.comm);
   o.backward_sm_carveout = job.comm.backward_sm_carveout;
   o.straggle_s = rank == job.fault.straggler_rank ? job.fault.straggler_ms / 1000.0 : 0.0;
   o.grad_accum_steps = job.train.grad_accum_steps;
   o.max_grad_norm = job.train.max_grad_norm;
+  return o;
+}
+
+step::TrainingStateOptions TrainingStateOptionsFor(const config::JobConfig& job,
+                                                   const RunPlan& plan) {
+  step::TrainingStateOptions o;
+  o.model = ModelOptionsFor(job, plan.tokens);
+  o.optimizer = OptimizerOptionsFor(job, plan.steps);
+  o.seed = job.train.seed;
+  o.channels_last = job.train.channels_last;
+  return o;
+}
+
+EvaluationOptions EvaluationOptionsFor(const config::JobConfig& job,
+                                       const startup::RankDevice& device) {
+  EvaluationOptions o;
+  o.batch_per_rank =
+      job.eval.batch_per_rank > 0 ? job.eval.batch_per_rank : job.data.batch_per_rank;
+  o.num_classes = job.model.num_classes;
+  o.autocast = AutocastDtypeFor(device.precision);
+  return o;
+}
+
+SummaryOptions SummaryOptionsFor(const config::JobConfig& job, const RunPlan& plan,
+                                 const std::string& run_dir) {
+  SummaryOptions o;
+  o.run_dir = run_dir;
+  o.job_name = job.name;
+  o.model = config::ToString(job.model.name);
+  o.batch_per_rank = job.data.batch_per_rank;
+  o.grad_accum_steps = job.train.grad_accum_steps;
+  o.steps = plan.steps;
+  return o;
+}
+
+TrainingLoopOptions TrainingLoopOptionsFor(const config::JobConfig& job, const RunPlan& plan,
+                                           const startup::RankDevice& device,
+                                           const std::string& run_dir, int attempt) {
+  TrainingLoopOptions o;
+  o.run_dir = run_dir;
+  o.job_name = job.name;
+  o.attempt = attempt;
+  o.steps = plan.steps;
+  o.steps_per_epoch = plan.steps_per_epoch;
+  o.train_samples = plan.data.samples;
+  o.train_files = plan.data.files;
+  o.batch_per_rank = job.data.batch_per_rank;
+  o.grad_accum_steps = job.train.grad_accum_steps;
+  o.host_lead_steps = job.train.host_lead_steps;
+  o.timing_skip_steps = job.train.timing_skip_steps;
+  o.log_every_s = job.train.log_every_s;
+  o.eval_every_steps = job.eval.every_steps;
+  o.checkpoint_every_steps = job.checkpoint.every_steps;
+  o.crash_rank = job.fault.crash_rank;
+  o.crash_step = job.fault.crash_step;
+  o.lr_schedule = LrScheduleOptionsFor(job, plan.steps);
+  o.evaluation = EvaluationOptionsFor(job, device);
+  o.tokens = plan.tokens;
+  o.summary = SummaryOptionsFor(job, plan, run_dir);
   return o;
 }
 

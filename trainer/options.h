@@ -15,14 +15,19 @@
 #include "config/job.h"
 #include "metrics/exporter.h"
 #include "topology/plan.h"
-#include "trainer/bootstrap.h"
-#include "trainer/gradient_update.h"
-#include "trainer/lr_schedule.h"
+#include "trainer/evaluation.h"
 #include "trainer/models/model.h"
-#include "trainer/optimizer.h"
-#include "trainer/rank_setup.h"
+#include "trainer/run_plan.h"
+#include "trainer/startup/bootstrap.h"
+#include "trainer/startup/rank_setup.h"
+#include "trainer/step/gradient_update.h"
+#include "trainer/step/lr_schedule.h"
+#include "trainer/step/optimizer.h"
+#include "trainer/step/train_step.h"
+#include "trainer/step/training_state.h"
+#include "trainer/summary.h"
 #include "trainer/telemetry/rank_telemetry.h"
-#include "trainer/train_step.h"
+#include "trainer/training_loop.h"
 
 #ifdef RINGPILOT_WITH_CUDA
 #include "comm/nccl_communicator.h"
@@ -38,12 +43,12 @@ models::ModelOptions ModelOptionsFor(const config::JobConfig& job,
 
 /// train.optimizer and its settings at config::PeakLearningRate; the lr lives on the device
 /// when the schedule varies it. `steps`: the run's optimizer steps (RunPlan::steps).
-OptimizerOptions OptimizerOptionsFor(const config::JobConfig& job, int64_t steps);
+step::OptimizerOptions OptimizerOptionsFor(const config::JobConfig& job, int64_t steps);
 
 /// train.lr_* peaking at config::PeakLearningRate over the run's `steps` optimizer steps
 /// (RunPlan::steps: train.steps, or what train.epochs makes), train.lr_warmup_epochs
 /// resolved by WarmupSteps.
-LrScheduleOptions LrScheduleOptionsFor(const config::JobConfig& job, int64_t steps);
+step::LrScheduleOptions LrScheduleOptionsFor(const config::JobConfig& job, int64_t steps);
 
 /// "learning rate 0.4: train.lr 0.1 x global batch 1024 / train.lr_base_batch 256": how
 /// train.lr_base_batch scaled the rate (rank 0 logs it).
@@ -58,7 +63,7 @@ int64_t WarmupSteps(const config::TrainConfig& train, int64_t steps);
 /// comm.grad_dtype. on_first_launch is left to the caller.
 comm::ReducerOptions ReducerOptionsFor(const config::CommConfig& comm);
 
-GradientUpdateOptions GradientUpdateOptionsFor(const config::CommConfig& comm);
+step::GradientUpdateOptions GradientUpdateOptionsFor(const config::CommConfig& comm);
 
 /// comm.grad_dtype as the gradient buckets' dtype on the wire.
 c10::ScalarType GradWireDtypeFor(config::GradDtype dtype);
@@ -68,23 +73,39 @@ std::optional<c10::ScalarType> AutocastDtypeFor(config::Precision precision);
 
 topology::BindPolicy BindPolicyFor(config::BindMode mode);
 
-/// world.device and placement.bind for PlaceRank.
-PlacementOptions PlacementOptionsFor(const config::JobConfig& job);
+/// world.device and placement.bind for startup::PlaceRank.
+startup::PlacementOptions PlacementOptionsFor(const config::JobConfig& job);
 
 /// world.device planned for this host (config::PlanDevice with `cuda_visible`, naming
 /// `host` in its error) and train.threads_per_rank, retain_host_memory, deterministic,
 /// tf32. Throws config::ConfigError for world.device cuda with no CUDA device visible.
-DeviceOptions DeviceOptionsFor(const config::JobConfig& job, bool cuda_visible,
-                               const std::string& host);
+startup::DeviceOptions DeviceOptionsFor(const config::JobConfig& job, bool cuda_visible,
+                                        const std::string& host);
 
 /// comm.timeout_s, model.sync_batchnorm and, on CUDA builds, the NCCL options.
-CommunicatorOptions CommunicatorOptionsFor(const config::JobConfig& job);
+startup::CommunicatorOptions CommunicatorOptionsFor(const config::JobConfig& job);
 
 /// train.* and comm.* of the step on `device` (its precision as it applies), and this
 /// rank's share of fault.straggler_* (`rank`).
-TrainStepOptions TrainStepOptionsFor(const config::JobConfig& job, const RankDevice& device,
-                                     int rank);
+step::TrainStepOptions TrainStepOptionsFor(const config::JobConfig& job,
+                                           const startup::RankDevice& device, int rank);
 
+/// model.*, train.optimizer and its schedule over the run's steps, train.seed and
+/// train.channels_last, with the run plan's vocabulary and steps.
+step::TrainingStateOptions TrainingStateOptionsFor(const config::JobConfig& job,
+                                                   const RunPlan& plan);
+/// eval.batch_per_rank (else data.batch_per_rank), model.num_classes, and train.precision
+/// as it applies on `device`.
+EvaluationOptions EvaluationOptionsFor(const config::JobConfig& job,
+                                       const startup::RankDevice& device);
+/// name, model.name, data.batch_per_rank, train.grad_accum_steps and the plan's steps.
+SummaryOptions SummaryOptionsFor(const config::JobConfig& job, const RunPlan& plan,
+                                 const std::string& run_dir);
+/// The loop's keys of train.*, eval.*, checkpoint.* and fault.crash_*, the plan's steps,
+/// epochs, data and token ids, and the evaluation and summary options above.
+TrainingLoopOptions TrainingLoopOptionsFor(const config::JobConfig& job, const RunPlan& plan,
+                                           const startup::RankDevice& device,
+                                           const std::string& run_dir, int attempt);
 /// metrics.gpu_sample_seconds and trace.*.
 telemetry::RankTelemetryOptions RankTelemetryOptionsFor(const config::JobConfig& job);
 

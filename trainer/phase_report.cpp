@@ -8,7 +8,7 @@
 
 namespace ringpilot::trainer {
 
-PhaseReporter::PhaseReporter(StepPhases& phases, telemetry::TrainingMetrics& metrics,
+PhaseReporter::PhaseReporter(step::StepPhases& phases, telemetry::TrainingMetrics& metrics,
                              comm::Communicator& device_comm, comm::MpiCommunicator& host_comm,
                              int rank, int world, double clock_offset)
     : phases_(phases),
@@ -21,7 +21,7 @@ PhaseReporter::PhaseReporter(StepPhases& phases, telemetry::TrainingMetrics& met
 
 void PhaseReporter::Report(bool device_idle) {
   using telemetry::Phase;
-  std::optional<StepPhaseTimes> t = phases_.Collect(device_idle);
+  std::optional<step::StepPhaseTimes> t = phases_.Collect(device_idle);
   if (!t) return;
   if (t->valid) {
     metrics_.OnPhase(Phase::kForward, t->forward, t->start_unix);

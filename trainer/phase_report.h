@@ -4,7 +4,7 @@
 
 #include "comm/communicator.h"
 #include "comm/mpi_communicator.h"
-#include "trainer/step_phases.h"
+#include "trainer/step/step_phases.h"
 #include "trainer/telemetry/training_metrics.h"
 
 namespace ringpilot::trainer {
@@ -13,7 +13,7 @@ namespace ringpilot::trainer {
 class PhaseReporter {
  public:
   /// `clock_offset`: this rank's clock minus rank 0's (telemetry::EstimateClockOffset).
-  PhaseReporter(StepPhases& phases, telemetry::TrainingMetrics& metrics,
+  PhaseReporter(step::StepPhases& phases, telemetry::TrainingMetrics& metrics,
                 comm::Communicator& device_comm, comm::MpiCommunicator& host_comm, int rank,
                 int world, double clock_offset);
 
@@ -23,7 +23,7 @@ class PhaseReporter {
   void Report(bool device_idle);
 
  private:
-  StepPhases& phases_;
+  step::StepPhases& phases_;
   telemetry::TrainingMetrics& metrics_;
   comm::Communicator& device_comm_;
   comm::MpiCommunicator& host_comm_;

@@ -61,8 +61,7 @@ void RecordAttempt(const std::string& run_dir, int rank, const history::AttemptP
   }
 }
 
-std::optional<double> WriteSummary(const config::JobConfig& job, int64_t steps,
-                                   const std::string& run_dir, int rank, int world, bool cuda,
+std::optional<double> WriteSummary(const SummaryOptions& options, int rank, int world, bool cuda,
                                    const RunTotals& totals, const at::Tensor& loss,
                                    const std::vector<at::Tensor>& params, double peak_device_bytes,
                                    comm::Communicator& host) {
@@ -75,12 +74,12 @@ std::optional<double> WriteSummary(const config::JobConfig& job, int64_t steps,
   if (rank != 0) return mean;
   using nlohmann::json;
   // Samples per optimizer step and rank: every micro-batch counts.
-  const int64_t batch = static_cast<int64_t>(job.data.batch_per_rank) * job.train.grad_accum_steps;
+  const int64_t batch = static_cast<int64_t>(options.batch_per_rank) * options.grad_accum_steps;
   const ParamFingerprint fp = FingerprintParams(params);
   json summary = {
-      {"name", job.name},
+      {"name", options.job_name},
       {"world_size", world},
-      {"steps", steps},
+      {"steps", options.steps},
       // No step in this attempt (resumed at train.steps): nothing measured.
       // The mean over the ranks of the last step's loss; rank 0's own is the number of its
       // last progress line.
@@ -99,9 +98,9 @@ std::optional<double> WriteSummary(const config::JobConfig& job, int64_t steps,
       {"param_sha256", fp.sha256},
       {"resumed_from_step", totals.start_step},
       {"device", cuda ? "cuda" : "cpu"},
-      {"model", config::ToString(job.model.name)},
-      {"batch_per_rank", job.data.batch_per_rank},
-      {"grad_accum_steps", job.train.grad_accum_steps},
+      {"model", options.model},
+      {"batch_per_rank", options.batch_per_rank},
+      {"grad_accum_steps", options.grad_accum_steps},
       {"final_lr", totals.final_lr},
       {"first_step_s", totals.first_step_s},
       {"checkpoint_seconds", totals.checkpoint_seconds},
@@ -127,14 +126,15 @@ std::optional<double> WriteSummary(const config::JobConfig& job, int64_t steps,
   }
   // This attempt alone, then the run over every attempt (earlier ones' records and the
   // launcher's failure reports) in the root file.
-  const int64_t last_step = std::max(totals.start_step, steps);
+  const int64_t last_step = std::max(totals.start_step, options.steps);
   summary.update(history::AttemptProgressJson(
       ProgressOf(totals, last_step, totals.timed_seconds, history::kCompleted)));
-  base::MakeDirs(history::AttemptDir(run_dir, totals.attempt));
-  base::WriteFileAtomically(history::AttemptSummaryPath(run_dir, totals.attempt),
+  base::MakeDirs(history::AttemptDir(options.run_dir, totals.attempt));
+  base::WriteFileAtomically(history::AttemptSummaryPath(options.run_dir, totals.attempt),
                             summary.dump(2) + "\n");
-  const nlohmann::json combined = history::CombinedSummary(summary, history::ReadAttempts(run_dir));
-  base::WriteFileAtomically(run_dir + "/summary.json", combined.dump(2) + "\n");
+  const nlohmann::json combined =
+      history::CombinedSummary(summary, history::ReadAttempts(options.run_dir));
+  base::WriteFileAtomically(options.run_dir + "/summary.json", combined.dump(2) + "\n");
   return mean;
 }
 

@@ -12,7 +12,6 @@
 #include <ATen/core/TensorBody.h>
 
 #include "comm/communicator.h"
-#include "config/job.h"
 #include "history/attempts.h"
 #include "trainer/evaluation.h"
 #include "trainer/telemetry/rank_log.h"
@@ -64,6 +63,17 @@ struct ParamFingerprint {
 };
 ParamFingerprint FingerprintParams(const std::vector<at::Tensor>& params);
 
+/// What the run summary reads of the job and the plan (trainer/options.cpp
+/// SummaryOptionsFor).
+struct SummaryOptions {
+  std::string run_dir;
+  std::string job_name;      ///< name
+  std::string model;         ///< model.name as the job spells it
+  int batch_per_rank = 0;    ///< data.batch_per_rank
+  int grad_accum_steps = 1;  ///< train.grad_accum_steps
+  int64_t steps = 0;         ///< the run's optimizer steps (RunPlan::steps)
+};
+
 /// Collective over `host`: averages the final `loss` (undefined when this attempt ran no
 /// step) over the world; rank 0 then writes this attempt's summary to
 /// RUN_DIR/attempts/N/summary.json and the combined one (every attempt:
@@ -71,10 +81,9 @@ ParamFingerprint FingerprintParams(const std::vector<at::Tensor>& params);
 /// `peak_device_bytes`: this rank's peak device memory (allocator plus NCCL buffers).
 /// summary.json's `final_loss` is the mean (the global batch's loss, as
 /// avg(ringpilot_loss)); `final_loss_rank0` is rank 0's own, the number its last progress
-/// line shows. `steps` is the run's (RunPlan::steps). Returns the mean (nullopt when no
+/// line shows. Returns the mean (nullopt when no
 /// step ran), for rank 0's closing line.
-std::optional<double> WriteSummary(const config::JobConfig& job, int64_t steps,
-                                   const std::string& run_dir, int rank, int world, bool cuda,
+std::optional<double> WriteSummary(const SummaryOptions& options, int rank, int world, bool cuda,
                                    const RunTotals& totals, const at::Tensor& loss,
                                    const std::vector<at::Tensor>& params, double peak_device_bytes,
                                    comm::Communicator& host);

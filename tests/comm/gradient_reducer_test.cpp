@@ -86,7 +86,7 @@ TEST_F(GradientReducerTest, AveragesGradientsAcrossRanksOverSeveralSteps) {
 }
 
 // FinishBackward in pieces (LaunchRemaining, WaitBuckets over ranges, EndBackward), as
-// trainer/gradient_update.h uses it: the same averages; misuse is an error.
+// trainer/step/gradient_update.h uses it: the same averages; misuse is an error.
 TEST_F(GradientReducerTest, WaitingInRangesGivesTheSameAverages) {
   Mlp model(6, 64, /*with_unused=*/true);
   BroadcastCoalesced(comm, model.parameters(), 0);

@@ -1,4 +1,4 @@
-"""What trainer/optimizer.h and the accumulation graphs rely on, in PyTorch terms, on a GPU:
+"""What trainer/step/optimizer.h and the accumulation graphs rely on, in PyTorch terms, on a GPU:
 the fused SGD/AdamW kernels read a float32 learning-rate tensor on the device when they run
 (a fill between CUDA graph replays changes the rate, no re-capture), and gradients add up
 across two graphs (a micro-batch graph replayed, then the last micro-batch with the update).
@@ -31,7 +31,7 @@ def train(optimizer, graphed, batches):
     steps = [torch.zeros((), device=DEVICE) for _ in params]
     state1 = [torch.zeros_like(p) for p in params]
     state2 = [torch.zeros_like(p) for p in params]
-    lr = torch.full((), 0.1, device=DEVICE)  # float32, as trainer/optimizer.cpp
+    lr = torch.full((), 0.1, device=DEVICE)  # float32, as trainer/step/optimizer.cpp
     x = torch.zeros(16, 64, device=DEVICE)  # the static input buffer
 
     def micro():

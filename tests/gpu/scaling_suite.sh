@@ -222,10 +222,10 @@ part_contention() {
 
 part_verify() {
   local d=$1 t bin fail=0
-  local tests=(comm_device_timeline_test trainer_fused_batch_norm_test
-               trainer_linear_cross_entropy_test trainer_gradient_update_test
-               trainer_mixed_linear_test trainer_layer_norm_test trainer_max_pool_test
-               trainer_residual_norm_test trainer_step_clock_test trainer_rng_state_test)
+  local tests=(comm_device_timeline_test trainer_ops_fused_batch_norm_test
+               trainer_ops_linear_cross_entropy_test trainer_step_gradient_update_test
+               trainer_ops_mixed_linear_test trainer_ops_layer_norm_test trainer_ops_max_pool_test
+               trainer_ops_residual_norm_test trainer_step_step_clock_test trainer_checkpoint_rng_state_test)
   gpu_build_test "${tests[@]}" >"$d/build.log" 2>&1 || { say "verify: test build failed"; tail -20 "$d/build.log"; return; }
   for t in "${tests[@]}"; do
     bin=$(gpu_test_binary "$t")

@@ -44,7 +44,7 @@ TEST(Options, ModelAndOptimizerCarryEveryJobField) {
 
   job.train.optimizer = config::Optimizer::kAdamW;
   job.train.beta2 = 0.98;
-  const OptimizerOptions o = OptimizerOptionsFor(job, job.train.steps);
+  const step::OptimizerOptions o = OptimizerOptionsFor(job, job.train.steps);
   EXPECT_EQ(o.kind, config::Optimizer::kAdamW);
   EXPECT_DOUBLE_EQ(o.beta2, 0.98);
   EXPECT_DOUBLE_EQ(o.lr, job.train.lr);
@@ -55,7 +55,7 @@ TEST(Options, StartUpStepAndTelemetryCarryTheirJobKeys) {
   config::JobConfig job;
   job.world.device = config::Device::kCpu;
   job.placement.bind = config::BindMode::kCores;
-  const PlacementOptions place = PlacementOptionsFor(job);
+  const startup::PlacementOptions place = PlacementOptionsFor(job);
   EXPECT_EQ(place.device, config::Device::kCpu);
   EXPECT_EQ(place.bind, topology::BindPolicy::kCores);
 
@@ -64,7 +64,7 @@ TEST(Options, StartUpStepAndTelemetryCarryTheirJobKeys) {
   job.train.deterministic = true;
   job.train.tf32 = !job.train.tf32;
   job.train.precision = config::Precision::kBf16;
-  const DeviceOptions device = DeviceOptionsFor(job, /*cuda_visible=*/true, "node-a");
+  const startup::DeviceOptions device = DeviceOptionsFor(job, /*cuda_visible=*/true, "node-a");
   EXPECT_FALSE(device.plan.cuda);  // world.device cpu, whatever the host has
   EXPECT_EQ(device.plan.precision, config::Precision::kBf16);
   EXPECT_EQ(device.threads_per_rank, 3);
@@ -74,7 +74,7 @@ TEST(Options, StartUpStepAndTelemetryCarryTheirJobKeys) {
 
   job.comm.timeout_s = 42;
   job.model.sync_batchnorm = true;
-  const CommunicatorOptions comms = CommunicatorOptionsFor(job);
+  const startup::CommunicatorOptions comms = CommunicatorOptionsFor(job);
   EXPECT_DOUBLE_EQ(comms.timeout_s, 42);
   EXPECT_TRUE(comms.sync_batchnorm);
 
@@ -84,16 +84,16 @@ TEST(Options, StartUpStepAndTelemetryCarryTheirJobKeys) {
   job.fault.straggler_ms = 250;
   job.train.grad_accum_steps = 4;
   job.train.max_grad_norm = 1.5;
-  RankDevice bf16;
+  startup::RankDevice bf16;
   bf16.precision = config::Precision::kBf16;
-  const TrainStepOptions straggler = TrainStepOptionsFor(job, bf16, /*rank=*/1);
+  const step::TrainStepOptions straggler = TrainStepOptionsFor(job, bf16, /*rank=*/1);
   EXPECT_EQ(straggler.autocast, c10::kBFloat16);
   EXPECT_FALSE(straggler.update.overlap);
   EXPECT_EQ(straggler.backward_sm_carveout, 8);
   EXPECT_DOUBLE_EQ(straggler.straggle_s, 0.25);
   EXPECT_EQ(straggler.grad_accum_steps, 4);
   EXPECT_DOUBLE_EQ(straggler.max_grad_norm, 1.5);
-  const TrainStepOptions other = TrainStepOptionsFor(job, RankDevice{}, /*rank=*/0);
+  const step::TrainStepOptions other = TrainStepOptionsFor(job, startup::RankDevice{}, /*rank=*/0);
   EXPECT_FALSE(other.autocast.has_value());  // fp32 as the device plan applies it
   EXPECT_DOUBLE_EQ(other.straggle_s, 0);
 
@@ -104,6 +104,78 @@ TEST(Options, StartUpStepAndTelemetryCarryTheirJobKeys) {
   EXPECT_DOUBLE_EQ(t.gpu_sample_seconds, 2.5);
   EXPECT_FALSE(t.trace);
   EXPECT_EQ(t.trace_max_events, 77);
+}
+
+// The loop, the evaluation, the summary and the training state read the job only through
+// these: each key they read changes what options.cpp fills, and the plan's values win
+// over the job's (train.steps, model.vocab_size).
+TEST(Options, LoopEvaluationSummaryAndStateCarryTheirJobKeys) {
+  config::JobConfig job;
+  job.name = "carry";
+  job.model.name = config::ModelName::kBertTiny;
+  job.model.num_classes = 7;
+  job.data.batch_per_rank = 12;
+  job.eval.batch_per_rank = 0;
+  job.eval.every_steps = 9;
+  job.checkpoint.every_steps = 11;
+  job.train.steps = 1000;  // the plan's steps win
+  job.train.grad_accum_steps = 3;
+  job.train.host_lead_steps = 2;
+  job.train.timing_skip_steps = 6;
+  job.train.log_every_s = 2.5;
+  job.train.seed = 4242;
+  job.train.channels_last = false;
+  job.fault.crash_rank = 1;
+  job.fault.crash_step = 5;
+  RunPlan plan;
+  plan.steps = 40;
+  plan.steps_per_epoch = 8;
+  plan.data = {96, 4};
+  models::TokenSpec tokens;
+  tokens.vocab = 321;
+  plan.tokens = tokens;
+  startup::RankDevice bf16;
+  bf16.precision = config::Precision::kBf16;
+
+  const TrainingLoopOptions loop = TrainingLoopOptionsFor(job, plan, bf16, "/runs/x", 2);
+  EXPECT_EQ(loop.run_dir, "/runs/x");
+  EXPECT_EQ(loop.job_name, "carry");
+  EXPECT_EQ(loop.attempt, 2);
+  EXPECT_EQ(loop.steps, 40);
+  EXPECT_EQ(loop.steps_per_epoch, 8);
+  EXPECT_EQ(loop.train_samples, 96);
+  EXPECT_EQ(loop.train_files, 4);
+  EXPECT_EQ(loop.batch_per_rank, 12);
+  EXPECT_EQ(loop.grad_accum_steps, 3);
+  EXPECT_EQ(loop.host_lead_steps, 2);
+  EXPECT_EQ(loop.timing_skip_steps, 6);
+  EXPECT_DOUBLE_EQ(loop.log_every_s, 2.5);
+  EXPECT_EQ(loop.eval_every_steps, 9);
+  EXPECT_EQ(loop.checkpoint_every_steps, 11);
+  EXPECT_EQ(loop.crash_rank, 1);
+  EXPECT_EQ(loop.crash_step, 5);
+  ASSERT_TRUE(loop.tokens.has_value());
+  EXPECT_EQ(loop.tokens->vocab, 321);
+  EXPECT_EQ(loop.summary.steps, 40);
+  EXPECT_EQ(loop.summary.model, "bert-tiny");
+  EXPECT_EQ(loop.summary.grad_accum_steps, 3);
+  EXPECT_EQ(loop.summary.batch_per_rank, 12);
+  EXPECT_EQ(loop.summary.run_dir, "/runs/x");
+
+  // eval.batch_per_rank 0 is data.batch_per_rank; the autocast is the device's precision.
+  EXPECT_EQ(loop.evaluation.batch_per_rank, 12);
+  EXPECT_EQ(loop.evaluation.num_classes, 7);
+  EXPECT_EQ(loop.evaluation.autocast, c10::kBFloat16);
+  job.eval.batch_per_rank = 5;
+  EXPECT_EQ(EvaluationOptionsFor(job, startup::RankDevice{}).batch_per_rank, 5);
+  EXPECT_FALSE(EvaluationOptionsFor(job, startup::RankDevice{}).autocast.has_value());
+
+  const step::TrainingStateOptions state = TrainingStateOptionsFor(job, plan);
+  EXPECT_EQ(state.seed, 4242u);
+  EXPECT_FALSE(state.channels_last);
+  EXPECT_EQ(state.model.vocab_size, 321);
+  job.train.channels_last = true;
+  EXPECT_TRUE(TrainingStateOptionsFor(job, plan).channels_last);
 }
 
 TEST(Options, EnumsMapOneToOne) {

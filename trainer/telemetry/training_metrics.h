@@ -63,7 +63,7 @@ class TrainingMetrics : public comm::CollectiveObserver {
   /// `ringpilot_build_info` 1 with `version` and LABELS (trainer/telemetry/versions.h
   /// BuildInfoLabels).
   void SetBuildInfo(const std::vector<std::pair<std::string, std::string>>& labels);
-  /// The topology model's expected bus bandwidth of the job (trainer/bootstrap.h), for
+  /// The topology model's expected bus bandwidth of the job (trainer/startup/bootstrap.h), for
   /// every op but barrier; 0 = no model: no series.
   void SetExpectedBusBandwidth(double bytes_per_second);
   /// The rank reads an image set (data.kind image_folder, image_shards): the ringpilot_data_*

@@ -1,0 +1,61 @@
+#include "trainer/step/step_clock.h"
+
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include <chrono>
+#include <thread>
+#include <vector>
+
+#ifdef RINGPILOT_WITH_CUDA
+#include <ATen/cuda/Sleep.h>
+#endif
+
+namespace ringpilot::trainer {
+namespace {
+
+TEST(StepClock, CpuStepIsTheHostTimeSinceBegin) {
+  step::StepClock clock(/*cuda=*/false, /*lead=*/3);
+  for (int step = 0; step < 3; ++step) {
+    clock.Begin();
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    const double s = clock.End();
+    EXPECT_GE(s, 0.005) << "step " << step;
+    EXPECT_LT(s, 5.0) << "step " << step;
+  }
+}
+
+#ifdef RINGPILOT_WITH_CUDA
+// With lead L the first L steps report host time; from then on each End() reports the GPU
+// time of the step L back, which spun the GPU for a known number of cycles, and returns
+// while the later steps are still queued.
+TEST(StepClockCuda, ReportsTheGpuTimeOfTheStepLeadStepsBack) {
+  if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device";
+  constexpr int64_t kCycles = 20'000'000;  // ~10 ms at 2 GHz
+  // The first launch loads the sleep kernel's module (lazy loading), which would widen
+  // the first timed step by that host time: load it before any step is timed.
+  at::cuda::sleep(1000);
+  torch::cuda::synchronize();
+  for (int lead = 1; lead <= step::StepClock::kMaxLead; ++lead) {
+    step::StepClock clock(/*cuda=*/true, lead);
+    std::vector<double> gpu;
+    for (int step = 0; step < lead + 4; ++step) {
+      clock.Begin();
+      at::cuda::sleep(kCycles);
+      const double s = clock.End();
+      if (step >= lead) gpu.push_back(s);
+    }
+    torch::cuda::synchronize();
+    ASSERT_EQ(gpu.size(), 4u);
+    for (double s : gpu) {
+      // One spin each: equal to within clock changes, and no more than a few steps' worth.
+      EXPECT_GT(s, 0.5 * gpu.front()) << "lead " << lead;
+      EXPECT_LT(s, 2.0 * gpu.front()) << "lead " << lead;
+      EXPECT_GT(s, 1e-4) << "lead " << lead;
+    }
+  }
+}
+#endif
+
+}  // namespace
+}  // namespace ringpilot::trainer

@@ -1,0 +1,73 @@
+#include "trainer/step/step_clock.h"
+
+#include <algorithm>
+
+#ifdef RINGPILOT_WITH_CUDA
+#include <c10/cuda/CUDAStream.h>
+#include <cuda_runtime.h>
+#endif
+
+namespace ringpilot::trainer::step {
+
+StepClock::StepClock(bool cuda, int lead) : cuda_(cuda), lead_(std::clamp(lead, 1, kMaxLead)) {
+#ifdef RINGPILOT_WITH_CUDA
+  if (cuda_) {
+    for (int i = 0; i <= lead_; ++i) {
+      cudaEvent_t begin, end;
+      cudaEventCreate(&begin);
+      cudaEventCreate(&end);
+      begin_events_.push_back(begin);
+      end_events_.push_back(end);
+    }
+  }
+#else
+  cuda_ = false;
+#endif
+}
+
+StepClock::~StepClock() {
+#ifdef RINGPILOT_WITH_CUDA
+  for (void* e : begin_events_) cudaEventDestroy(static_cast<cudaEvent_t>(e));
+  for (void* e : end_events_) cudaEventDestroy(static_cast<cudaEvent_t>(e));
+#endif
+}
+
+void StepClock::Begin() {
+  begin_ = std::chrono::steady_clock::now();
+#ifdef RINGPILOT_WITH_CUDA
+  if (cuda_) {
+    cudaEventRecord(static_cast<cudaEvent_t>(begin_events_[cur_]),
+                    c10::cuda::getCurrentCUDAStream().stream());
+  }
+#endif
+}
+
+double StepClock::End() {
+  const double host =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - begin_).count();
+#ifdef RINGPILOT_WITH_CUDA
+  if (cuda_) {
+    cudaEventRecord(static_cast<cudaEvent_t>(end_events_[cur_]),
+                    c10::cuda::getCurrentCUDAStream().stream());
+    const int slots = lead_ + 1;
+    // The slot `lead` steps back is the one the next step would overwrite.
+    const int back = (cur_ + 1) % slots;
+    double result = host;
+    if (recorded_ == lead_) {
+      auto start = static_cast<cudaEvent_t>(begin_events_[back]);
+      auto end = static_cast<cudaEvent_t>(end_events_[back]);
+      cudaEventSynchronize(end);
+      float ms = 0.f;
+      cudaEventElapsedTime(&ms, start, end);
+      result = ms / 1e3;
+    } else {
+      ++recorded_;
+    }
+    cur_ = back;
+    return result;
+  }
+#endif
+  return host;
+}
+
+}  // namespace ringpilot::trainer::step
