@@ -150,7 +150,7 @@ struct TrainConfig {
   bool tf32 = true;            ///< TF32 for float32 matmul/convolution on CUDA
   uint64_t seed = 0;
   int threads_per_rank = 0;        ///< CPU intra-op threads; 0 = cores on the node / local ranks
-  bool retain_host_memory = true;  ///< glibc malloc keeps freed memory (trainer/startup/host_memory.h)
+  bool retain_host_memory = true;  ///< malloc keeps freed pages (trainer/startup/host_memory.h)
   double log_every_s = 5.0;        ///< rank 0 progress line period
 };
 

@@ -78,7 +78,7 @@ check "resnet50 cuda_graphs on vs off (10 steps)" r50_eager r50_graph 1e-5
 # Resume with dropout: 12 steps straight == 6 steps, then the same run directory resumed to
 # 12 (the checkpoint carries each rank's CUDA generator, so the masks continue).
 bert_dropout=(model.name=bert-base model.dropout=0.1 train.optimizer=adamw train.lr=1e-4
-              world.procs_per_node=$PROCS train.cuda_graphs=true checkpoint.every_steps=6)
+              "world.procs_per_node=$PROCS" train.cuda_graphs=true checkpoint.every_steps=6)
 run bert_straight "${bert_dropout[@]}" train.steps=12
 run bert_resumed "${bert_dropout[@]}" train.steps=6
 resume_sets=()
