@@ -19,7 +19,9 @@
 #include "config/device_plan.h"
 #include "config/job.h"
 #include "doctor/command.h"
+#include "history/attempts.h"
 #include "history/run_lock.h"
+#include "history/run_summary.h"
 #include "launcher/failure_report.h"
 #include "launcher/mpirun_command.h"
 #include "launcher/run_dir.h"
@@ -330,15 +332,16 @@ int RunJob(const RunArgs& args) {
 
   // A finished run's results are history: running it again with nothing left to train
   // would only overwrite them. Training on (more steps or epochs) keeps the old summary.
-  // summary.json is the trainer's; a program's progress is its own (its checkpoints).
-  const launcher::FinishedRun finished =
-      runs_command ? launcher::FinishedRun{} : launcher::ReadFinishedRun(layout);
-  if (finished.finished && (config.train.epochs > 0 ? finished.epochs >= config.train.epochs
-                                                    : finished.steps >= config.train.steps)) {
-    const std::string done = config.train.epochs > 0 ? std::to_string(finished.epochs) + " epochs"
-                                                     : std::to_string(finished.steps) + " steps";
-    std::cerr << "ringpilot: " << layout.root << " already finished " << done
-              << " (summary.json); raise "
+  // summary.json is the trainer's; a program's progress is its own (its checkpoints). One
+  // that is absent or cannot be read is no finished run.
+  const std::optional<history::RunSummary> finished =
+      runs_command ? std::nullopt : history::ReadRunSummaryIfValid(layout.summary_json);
+  if (finished && (config.train.epochs > 0 ? finished->epochs >= config.train.epochs
+                                           : finished->steps >= config.train.steps)) {
+    const std::string done = config.train.epochs > 0 ? std::to_string(finished->epochs) + " epochs"
+                                                     : std::to_string(finished->steps) + " steps";
+    std::cerr << "ringpilot: " << layout.root << " already finished " << done << " ("
+              << history::kRunSummaryFile << "); raise "
               << (config.train.epochs > 0 ? "train.epochs" : "train.steps")
               << " to train on from its last checkpoint, or choose another --run-dir\n";
     return base::kExitUsage;
@@ -352,8 +355,9 @@ int RunJob(const RunArgs& args) {
     } else if (prepared.resumed) {
       resume_note = "; resuming with the same config";
     }
-    if (finished.finished && launcher::KeepPrevious(layout.summary_json)) {
-      resume_note += "; the finished run's summary kept as summary.json.prev";
+    if (finished && launcher::KeepPrevious(layout.summary_json)) {
+      resume_note +=
+          "; the finished run's summary kept as " + history::PrevPath(history::kRunSummaryFile);
     }
     // This run numbers its attempts from 1 again: the earlier ones' records stay whole.
     if (launcher::KeepPreviousAttempts(layout)) {

@@ -20,6 +20,7 @@
 #include "base/time.h"
 #include "history/launcher_record.h"
 #include "history/run_lock.h"
+#include "history/run_summary.h"
 #include "launcher/run_dir.h"
 #include "launcher/run_status.h"
 
@@ -51,7 +52,7 @@ std::string StepText(const RunStatus& s) {
     text += " | loss " + base::FormatFixed(*s.loss, 4);
     if (s.loss_source == "heartbeat") text += " (rank 0's last progress line)";
     if (s.loss_source == "progress line") text += " (rank 0's last progress line)";
-    if (s.loss_source == "summary.json") text += " (summary.json final_loss)";
+    if (s.loss_source == history::kRunSummaryFile) text += " (summary.json final_loss)";
   }
   return text;
 }

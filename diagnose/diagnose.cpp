@@ -15,12 +15,11 @@
 #include "history/rank_files.h"
 #include "history/rank_stats.h"
 #include "history/record_fields.h"
+#include "history/run_summary.h"
 #include "metrics/nccl_log.h"
 
 namespace ringpilot::diagnose {
 namespace fs = std::filesystem;
-using history::ReadJsonFile;
-using Fields = history::RecordFields;
 constexpr int kMaxRank = history::kMaxRecordRank;
 using nlohmann::json;
 
@@ -79,11 +78,7 @@ RunData LoadRun(const std::string& run_dir, const std::string& infiniband_dir) {
   RunData data;
   data.run_dir = run_dir;
   const fs::path root(run_dir);
-  const fs::path summary = root / "summary.json";
-  if (fs::exists(summary, ec)) {
-    data.summary = ReadJsonFile(summary.string());
-    (void)Fields(*data.summary, summary.string());  // must be an object
-  }
+  data.summary = history::ReadRunSummary(history::RunSummaryPath(run_dir));
   const fs::path logs = root / "logs";
   const std::map<int, std::string> stats_files = history::RankStatsFiles(logs.string());
   LoadPluginRanks(run_dir, &data);
@@ -134,9 +129,7 @@ Diagnosis Analyze(RunData data) {
   Diagnosis d;
   d.data = std::move(data);
   const RunData& run = d.data;
-  int world = 0;
-  const std::string summary_file = (fs::path(run.run_dir) / "summary.json").string();
-  if (run.summary) world = Fields(*run.summary, summary_file).Int("world_size", 0, 0, kMaxRank + 1);
+  int world = run.summary ? run.summary->world_size : 0;
   // A program's run has neither: its records are the plugin's.
   const bool program = !run.plugin_ranks.empty() || !run.program_beats.empty();
   if (!run.summary && !program) {
@@ -314,12 +307,9 @@ Diagnosis Analyze(RunData data) {
                          base::FormatFixed(100 * *d.mean_exposed_share, 1) +
                          "% of the step time: larger buckets or more overlap would help");
   }
-  if (run.summary) {
-    const double restarts = Fields(*run.summary, summary_file).Number("restarts");
-    if (restarts > 0) {
-      d.warnings.push_back("the job restarted " + base::FormatFixed(restarts, 0) +
-                           " time(s): see logs/launcher.log for the failures");
-    }
+  if (run.summary && run.summary->restarts > 0) {
+    d.warnings.push_back("the job restarted " + std::to_string(run.summary->restarts) +
+                         " time(s): see logs/launcher.log for the failures");
   }
   AnalyzeProgram(&d);
   return d;

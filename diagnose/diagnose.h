@@ -1,4 +1,5 @@
-// `ringpilot diagnose RUN_DIR`: reads a finished (or interrupted) run's summary.json,
+// `ringpilot diagnose RUN_DIR`: reads a finished (or interrupted) run's summary.json
+// (history/run_summary.h),
 // per-rank statistics (logs/rank-<N>.stats.json, history/rank_stats.h) and NCCL init logs
 // (logs/nccl-rank-<N>.log, history/rank_files.h), and explains where the step time went: which rank
 // the others waited for, how much communication was exposed, how close the collectives came to the
@@ -26,6 +27,7 @@
 #include "history/program_beat.h"
 #include "history/rank_stats.h"
 #include "history/record_fields.h"
+#include "history/run_summary.h"
 
 namespace ringpilot::diagnose {
 
@@ -99,11 +101,11 @@ struct PluginRank {
 
 struct RunData {
   std::string run_dir;
-  std::optional<nlohmann::json> summary;  ///< summary.json, when present
-  std::vector<RankStats> ranks;           ///< sorted by rank
-  std::vector<PeerTransport> transports;  ///< sorted by (rank, peer)
-  std::vector<std::string> ib_ports;      ///< "mlx5_0/1", ... on this machine
-  std::vector<PluginRank> plugin_ranks;   ///< a program's ranks, sorted by rank
+  std::optional<history::RunSummary> summary;  ///< summary.json, when present
+  std::vector<RankStats> ranks;                ///< sorted by rank
+  std::vector<PeerTransport> transports;       ///< sorted by (rank, peer)
+  std::vector<std::string> ib_ports;           ///< "mlx5_0/1", ... on this machine
+  std::vector<PluginRank> plugin_ranks;        ///< a program's ranks, sorted by rank
   /// A launch.command program's ranks as `ringpilot exec` saw their processes
   /// (logs/rank-<N>.program.json): command, state, CPU, memory, reported progress.
   std::map<int, history::ProgramBeat> program_beats;

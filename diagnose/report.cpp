@@ -33,12 +33,26 @@ const RankStats* FindRank(const RunData& run, int rank) {
   return nullptr;
 }
 
-json SummaryValue(const RunData& run, const char* key) {
-  if (!run.summary || !run.summary->contains(key)) return nullptr;
-  return run.summary->at(key);
-}
+// A number as JSON writes it (the shortest form that reads back the same).
+std::string Plain(double v) { return json(v).dump(); }
 
-std::string Plain(const json& v) { return v.is_string() ? v.get<std::string>() : v.dump(); }
+// "summary: name=... world_size=... ...": what summary.json says of the run, the numbers
+// that are unknown (no step measured) left out.
+std::string SummaryLine(const history::RunSummary& s) {
+  std::string line = "summary:";
+  const auto add = [&line](const char* key, const std::string& value) {
+    line += std::string(" ") + key + "=" + value;
+  };
+  if (!s.name.empty()) add("name", s.name);
+  add("world_size", std::to_string(s.world_size));
+  add("steps", std::to_string(s.steps));
+  if (s.final_loss) add("final_loss", Plain(*s.final_loss));
+  if (s.samples_per_second) add("samples_per_second", Plain(*s.samples_per_second));
+  add("step_seconds_p50", Plain(s.step_seconds_p50));
+  add("step_seconds_p99", Plain(s.step_seconds_p99));
+  add("restarts", std::to_string(s.restarts));
+  return line;
+}
 
 }  // namespace
 
@@ -46,15 +60,7 @@ std::string RenderDiagnosisText(const Diagnosis& d) {
   const RunData& run = d.data;
   std::ostringstream out;
   out << "run: " << run.run_dir << "\n";
-  if (run.summary) {
-    const json& s = *run.summary;
-    std::string line = "summary:";
-    for (const char* key : {"name", "world_size", "steps", "final_loss", "samples_per_second",
-                            "step_seconds_p50", "step_seconds_p99", "restarts"}) {
-      if (s.contains(key)) line += std::string(" ") + key + "=" + Plain(s.at(key));
-    }
-    out << line << "\n";
-  }
+  if (run.summary) out << SummaryLine(*run.summary) << "\n";
   for (const std::string& m : d.missing) out << "missing: " << m << "\n";
   out << RenderAttemptsText(d);
 
@@ -150,8 +156,8 @@ json DiagnosisToJson(const Diagnosis& d) {
   const RunData& run = d.data;
   json j;
   j["run_dir"] = run.run_dir;
-  j["summary"] = run.summary ? *run.summary : json(nullptr);
-  j["restarts"] = SummaryValue(run, "restarts");
+  j["summary"] = run.summary ? run.summary->as_written : json(nullptr);
+  j["restarts"] = run.summary ? json(run.summary->restarts) : json(nullptr);
   j["attempts"] = AttemptsToJson(d);
   json straggler = {{"rank", nullptr}, {"wait_seconds", nullptr}};
   if (d.straggler) {

@@ -5,17 +5,15 @@
 
 #include <cerrno>
 
-#include <fstream>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "base/files.h"
 #include "base/run_variables.h"
 #include "history/attempts.h"
 #include "history/launcher_record.h"
 #include "history/rank_files.h"
+#include "history/run_summary.h"
 
 namespace ringpilot::launcher {
 
@@ -27,29 +25,13 @@ RunDirLayout::RunDirLayout(const std::string& root_dir)
       job_yaml(root_dir + "/job.yaml"),
       launcher_log(root_dir + "/logs/launcher.log"),
       failure_json(root_dir + "/failure.json"),
-      summary_json(root_dir + "/summary.json"),
+      summary_json(history::RunSummaryPath(root_dir)),
       hostfile(root_dir + "/hostfile"),
       launcher_json(history::LauncherRecordPath(root_dir)),
       stop_request(root_dir + "/" + base::kStopRequestFile),
       prometheus_targets(root_dir + "/" + base::kScrapeTargetsFile) {}
 
 std::string RunDirLayout::RankLog(int rank) const { return history::RankLogPath(logs, rank); }
-
-FinishedRun ReadFinishedRun(const RunDirLayout& layout) {
-  FinishedRun run;
-  std::ifstream in(layout.summary_json);
-  if (!in) return run;
-  const nlohmann::json summary = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
-  if (!summary.is_object() || !summary.contains("steps") || !summary["steps"].is_number_integer()) {
-    return run;
-  }
-  run.finished = true;
-  run.steps = summary["steps"].get<int64_t>();
-  if (summary.contains("epochs") && summary["epochs"].is_number_integer()) {
-    run.epochs = summary["epochs"].get<int64_t>();
-  }
-  return run;
-}
 
 CheckpointRef LatestCheckpoint(const std::string& checkpoints_dir) {
   CheckpointRef latest;

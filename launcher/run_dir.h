@@ -20,7 +20,8 @@ struct RunDirLayout {
   std::string job_yaml;       ///< root/job.yaml: the resolved config every rank reads
   std::string launcher_log;   ///< root/logs/launcher.log
   std::string failure_json;   ///< root/failure.json: root cause of a job that failed for good
-  std::string summary_json;   ///< root/summary.json: results of a job that finished (trainer)
+  std::string summary_json;   ///< root/summary.json: results of a job that finished (trainer;
+                              ///< history/run_summary.h)
   std::string hostfile;       ///< root/hostfile (backend mpi)
   std::string launcher_json;  ///< root/launcher.json: the launcher's pid and state
                               ///< (history/launcher_record.h)
@@ -77,16 +78,6 @@ struct PreparedRunDir {
 /// job.yaml.prev (an older job.yaml.prev moves to job.yaml.prev.N first); nothing that
 /// exists is truncated. Throws base::FileError naming the path and the system error.
 PreparedRunDir PrepareRunDir(const RunDirLayout& layout, const std::string& job_yaml);
-
-/// What a finished run left in its directory (summary.json).
-struct FinishedRun {
-  bool finished = false;  ///< summary.json exists and names its steps
-  int64_t steps = 0;      ///< its "steps"
-  int64_t epochs = 0;     ///< its "epochs" (dataset runs with train.epochs), else 0
-};
-
-/// Reads root/summary.json; `finished` false when there is none or it is unreadable.
-FinishedRun ReadFinishedRun(const RunDirLayout& layout);
 
 /// root/attempts/ of an earlier run of this directory (each `ringpilot run` numbers its
 /// attempts from 1) moves to root/attempts.prev, an older attempts.prev first to

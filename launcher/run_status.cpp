@@ -1,7 +1,6 @@
 #include "launcher/run_status.h"
 
 #include <algorithm>
-#include <fstream>
 #include <stdexcept>
 
 #include "base/files.h"
@@ -10,18 +9,10 @@
 #include "config/job.h"
 #include "history/failure.h"
 #include "history/launcher_record.h"
+#include "history/run_summary.h"
 #include "launcher/run_dir.h"
 
 namespace ringpilot::launcher {
-namespace {
-
-nlohmann::json ReadJson(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return nlohmann::json();
-  return nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
-}
-
-}  // namespace
 
 RunStatus ReadRunStatus(const std::string& run_dir, double now_unix) {
   const RunDirLayout layout(run_dir);
@@ -64,7 +55,10 @@ RunStatus ReadRunStatus(const std::string& run_dir, double now_unix) {
 
   s.launcher = history::ReadLauncherRecordIfValid(layout.launcher_json);
   s.lock = history::ReadRunLock(run_dir);
-  const nlohmann::json summary = ReadJson(layout.summary_json);
+  // summary.json is the trainer's: a program's run finishes by its launcher's word. One
+  // that is absent or cannot be read is no finished run.
+  const std::optional<history::RunSummary> summary =
+      s.program ? std::nullopt : history::ReadRunSummaryIfValid(layout.summary_json);
   const std::optional<history::FailureRecord> failure =
       history::ReadFailureRecord(layout.failure_json);
   const double since = 0;  // every heartbeat; those of this attempt are told by their time
@@ -106,8 +100,7 @@ RunStatus ReadRunStatus(const std::string& run_dir, double now_unix) {
     }
   }
 
-  const bool finished = !s.program && summary.is_object() && summary.contains("steps") &&
-                        summary["steps"].is_number_integer();
+  const bool finished = summary.has_value();
   if (LauncherStarting(s)) {
     // A launcher holds the directory and has not written its launcher.json yet (it is in
     // its start-up checks); the one there is an earlier run's.
@@ -132,7 +125,7 @@ RunStatus ReadRunStatus(const std::string& run_dir, double now_unix) {
     }
   } else if (finished) {
     s.state = ToString(RunState::kFinished);
-    s.detail = "summary.json written";
+    s.detail = std::string(history::kRunSummaryFile) + " written";
   } else if (failure) {
     s.state = ToString(RunState::kFailed);
     s.detail = "failure.json written";
@@ -141,15 +134,13 @@ RunStatus ReadRunStatus(const std::string& run_dir, double now_unix) {
     s.detail = "no launcher.json, summary.json or failure.json";
   }
   if (s.state == ToString(RunState::kFinished) && finished) {
-    s.step = summary["steps"].get<int64_t>();
+    s.step = summary->steps;
     s.steps_target = s.step;
-    if (summary.contains("final_loss") && summary["final_loss"].is_number()) {
-      s.loss = summary["final_loss"].get<double>();
-      s.loss_source = "summary.json";
+    if (summary->final_loss) {
+      s.loss = summary->final_loss;
+      s.loss_source = history::kRunSummaryFile;
     }
-    if (summary.contains("samples_per_second") && summary["samples_per_second"].is_number()) {
-      s.samples_per_second = summary["samples_per_second"].get<double>();
-    }
+    s.samples_per_second = summary->samples_per_second;
   } else if (s.state == ToString(RunState::kStopped) && s.latest_checkpoint > s.step &&
              !s.program) {
     s.step = s.latest_checkpoint;

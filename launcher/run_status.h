@@ -53,7 +53,8 @@ struct RunStatus {
   int64_t step = 0;          ///< steps done, as far as known
   int64_t steps_target = 0;  ///< train.steps, or what train.epochs came to; 0 = unknown
   std::optional<double> loss;
-  /// "summary.json" or "heartbeat" (the trainer's), "progress line" (a program's).
+  /// "summary.json" (history::kRunSummaryFile) or "heartbeat" (the trainer's), "progress
+  /// line" (a program's).
   std::string loss_source;
   int64_t latest_checkpoint = -1;      ///< step of the newest checkpoints/step-N, -1 none
   std::string latest_checkpoint_path;  ///< its path ("" for none)
@@ -61,7 +62,7 @@ struct RunStatus {
   /// each rank's process (logs/rank-N.program.json, `ringpilot exec`).
   int ranks_seen = 0;
   int ranks_fresh = 0;                       ///< ... written in the last kFreshHeartbeatSeconds
-  std::optional<double> samples_per_second;  ///< summary.json, finished runs
+  std::optional<double> samples_per_second;  ///< summary.json, finished trainer runs
   int first_failing_rank = -1;               ///< failure.json
   std::string fatal_message;                 ///< failure.json
   std::string logs_dir;

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "base/files.h"
+#include "history/run_summary.h"
 #include "trainer/checkpoint/sha256.h"
 
 namespace ringpilot::trainer {
@@ -76,22 +77,26 @@ std::optional<double> WriteSummary(const SummaryOptions& options, int rank, int 
   // Samples per optimizer step and rank: every micro-batch counts.
   const int64_t batch = static_cast<int64_t>(options.batch_per_rank) * options.grad_accum_steps;
   const ParamFingerprint fp = FingerprintParams(params);
-  json summary = {
-      {"name", options.job_name},
-      {"world_size", world},
-      {"steps", options.steps},
-      // No step in this attempt (resumed at train.steps): nothing measured.
-      // The mean over the ranks of the last step's loss; rank 0's own is the number of its
-      // last progress line.
-      {"final_loss", mean ? json(*mean) : json(nullptr)},
+  // What readers use (history/run_summary.h), then the trainer's own fields.
+  history::RunSummary read_fields;
+  read_fields.name = options.job_name;
+  read_fields.world_size = world;
+  read_fields.steps = options.steps;
+  read_fields.epochs = totals.epochs;
+  // No step in this attempt (resumed at train.steps): nothing measured.
+  read_fields.final_loss = mean;
+  if (totals.timed_steps > 0 && totals.timed_seconds > 0) {
+    read_fields.samples_per_second = totals.timed_steps * batch * world / totals.timed_seconds;
+  }
+  read_fields.step_seconds_p50 = telemetry::Percentile(totals.step_seconds, 0.5);
+  read_fields.step_seconds_p99 = telemetry::Percentile(totals.step_seconds, 0.99);
+  read_fields.restarts = totals.restarts;
+  json summary = history::RunSummaryJson(read_fields);
+  summary.update({
+      // final_loss is the mean over the ranks of the last step's loss; rank 0's own is the
+      // number of its last progress line.
       {"final_loss_of", "mean over the ranks of the last step's loss"},
       {"final_loss_rank0", loss.defined() ? json(own) : json(nullptr)},
-      {"samples_per_second", totals.timed_steps > 0 && totals.timed_seconds > 0
-                                 ? json(totals.timed_steps * batch * world / totals.timed_seconds)
-                                 : json(nullptr)},
-      {"step_seconds_p50", telemetry::Percentile(totals.step_seconds, 0.5)},
-      {"step_seconds_p99", telemetry::Percentile(totals.step_seconds, 0.99)},
-      {"restarts", totals.restarts},
       {"attempt", totals.attempt},
       {"param_norm", fp.norm},
       {"param_abs_sum", fp.abs_sum},
@@ -106,8 +111,7 @@ std::optional<double> WriteSummary(const SummaryOptions& options, int rank, int 
       {"checkpoint_seconds", totals.checkpoint_seconds},
       {"data_seconds_p50", telemetry::Percentile(totals.data_seconds, 0.5)},
       {"peak_mem_gb", peak_device_bytes / 1e9},
-  };
-  if (totals.epochs > 0) summary["epochs"] = totals.epochs;
+  });
   if (totals.grad_norm) summary["grad_norm"] = *totals.grad_norm;
   if (totals.train_samples >= 0) {
     summary["data"]["train_samples"] = totals.train_samples;
@@ -132,9 +136,7 @@ std::optional<double> WriteSummary(const SummaryOptions& options, int rank, int 
   base::MakeDirs(history::AttemptDir(options.run_dir, totals.attempt));
   base::WriteFileAtomically(history::AttemptSummaryPath(options.run_dir, totals.attempt),
                             summary.dump(2) + "\n");
-  const nlohmann::json combined =
-      history::CombinedSummary(summary, history::ReadAttempts(options.run_dir));
-  base::WriteFileAtomically(options.run_dir + "/summary.json", combined.dump(2) + "\n");
+  history::WriteRunSummary(options.run_dir, summary);
   return mean;
 }
 

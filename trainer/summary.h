@@ -1,5 +1,6 @@
-// RUN_DIR/summary.json, written by rank 0 at the end of a run: final loss, throughput,
-// step-time percentiles, and a fingerprint of the final weights to compare runs; and
+// RUN_DIR/summary.json (its path and the fields readers use: history/run_summary.h),
+// written by rank 0 at the end of a run: final loss, throughput, step-time percentiles,
+// and a fingerprint of the final weights to compare runs; and
 // RUN_DIR/attempts/N/ (history/attempts.h): each attempt's own summary and its ranks'
 // step statistics, kept while it runs, so a failed attempt leaves what it had done.
 #pragma once
@@ -77,7 +78,7 @@ struct SummaryOptions {
 /// Collective over `host`: averages the final `loss` (undefined when this attempt ran no
 /// step) over the world; rank 0 then writes this attempt's summary to
 /// RUN_DIR/attempts/N/summary.json and the combined one (every attempt:
-/// history::CombinedSummary) to RUN_DIR/summary.json, each atomically.
+/// history::WriteRunSummary) to RUN_DIR/summary.json, each atomically.
 /// `peak_device_bytes`: this rank's peak device memory (allocator plus NCCL buffers).
 /// summary.json's `final_loss` is the mean (the global batch's loss, as
 /// avg(ringpilot_loss)); `final_loss_rank0` is rank 0's own, the number its last progress

@@ -9,6 +9,7 @@
 #include "base/exit_status.h"
 #include "base/run_variables.h"
 #include "base/time.h"
+#include "history/run_summary.h"
 #include "trainer/step/graphed_step.h"
 #include "trainer/step/step_clock.h"
 #include "trainer/step/step_readback.h"
@@ -389,8 +390,8 @@ class TrainingLoop {
       out_.heartbeat.SetLoss(*final_loss);
     }
     if (place_.rank == 0) {
-      out_.log.Info("done: " + std::to_string(total_) + " steps, summary " + run_dir +
-                    "/summary.json");
+      out_.log.Info("done: " + std::to_string(total_) + " steps, summary " +
+                    history::RunSummaryPath(run_dir));
     }
     comms_.host->Barrier();
     EndOnPurpose();

@@ -13,6 +13,7 @@
 #include "diagnose/diagnose.h"
 #include "history/attempts.h"
 #include "history/launcher_record.h"
+#include "history/run_summary.h"
 #include "tests/test_util.h"
 
 namespace ringpilot::diagnose {
@@ -47,6 +48,19 @@ json Progress(int attempt, int64_t resumed_from, int64_t last, const char* outco
   p.timed_seconds = 1.0;
   p.started_unix = 1000 + attempt;
   return history::AttemptProgressJson(p);
+}
+
+// RUN_DIR/summary.json as the trainer writes it when `last_attempt` (its progress)
+// finished: the fields readers use, then the view over every attempt. Returns the file.
+json PutRunSummary(const std::string& run_dir, int world_size, int64_t steps,
+                   const json& last_attempt) {
+  history::RunSummary read_fields;
+  read_fields.world_size = world_size;
+  read_fields.steps = steps;
+  json last = history::RunSummaryJson(read_fields);
+  last.update(last_attempt);
+  history::WriteRunSummary(run_dir, last);
+  return json::parse(testing::ReadFile(history::RunSummaryPath(run_dir)));
 }
 
 json Stats(int rank, int steps, double mean) {
@@ -90,9 +104,7 @@ TEST(DiagnoseAttempts, CompletedRunCoversEveryAttempt) {
   TempDir dir;
   MakeRun(dir.path(), history::kCompleted, 20);
   const json last = json::parse(testing::ReadFile(history::AttemptSummaryPath(dir.path(), 2)));
-  json summary = history::CombinedSummary(last, history::ReadAttempts(dir.path()));
-  summary["world_size"] = 2;
-  Put(dir.path() + "/summary.json", summary);
+  PutRunSummary(dir.path(), 2, 20, last);
   Put(dir.path() + "/logs/rank-0.stats.json", Stats(0, 9, 0.2));
   Put(dir.path() + "/logs/rank-1.stats.json", Stats(1, 9, 0.2));
   std::string text;
@@ -187,9 +199,7 @@ TEST(DiagnoseAttempts, EveryRunOfTheDirectory) {
   last["started_unix"] = 2000;
   Put(history::AttemptSummaryPath(dir.path(), 1), last);
   Put(history::AttemptRankStatsPath(dir.path(), 1, 0), Stats(0, 9, 0.2));
-  json summary = history::CombinedSummary(last, history::ReadAttempts(dir.path()));
-  summary["world_size"] = 1;
-  Put(dir.path() + "/summary.json", summary);
+  const json summary = PutRunSummary(dir.path(), 1, 20, last);
   EXPECT_EQ(summary["runs"], 2);
   EXPECT_EQ(summary["first_step"], 1);
   std::string text;

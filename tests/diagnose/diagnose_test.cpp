@@ -155,8 +155,9 @@ TEST(Diagnose, TextReportHasEverySection) {
         "and step); last to be ready on 18.0 of 20 steps",
         "per-rank step time (s):",
         "communication: exposed 39.1% of the step time, overlap ratio 0.40",
-        "allreduce  1MiB-4MiB     160", "LOW",
-        "transports (NCCL):", "warnings:", "summary: name=diag-straggler world_size=4"}) {
+        "allreduce  1MiB-4MiB     160", "LOW", "transports (NCCL):", "warnings:",
+        "summary: name=diag-straggler world_size=4 steps=20 final_loss=2.31 "
+        "samples_per_second=512.5 step_seconds_p50=0.111 step_seconds_p99=0.121 restarts=1\n"}) {
     EXPECT_NE(r.out.find(want), std::string::npos) << want << "\n" << r.out;
   }
   for (const std::string& line : SplitLines(r.out)) {
@@ -343,12 +344,25 @@ TEST(Diagnose, BadInputIsOneLineAndExit2) {
   const Result launcher = Diagnose(tmp.path(), false);
   EXPECT_EQ(launcher.status, 2);
   EXPECT_EQ(launcher.err, "ringpilot diagnose: " + tmp.path() + "/launcher.json: 'pid': missing\n");
+
+  // And summary.json through history/run_summary.h.
+  std::filesystem::remove(tmp.path() + "/launcher.json");
+  WriteFile(tmp.path() + "/summary.json", R"({"name": "x", "world_size": 2})");
+  const Result summary = Diagnose(tmp.path(), false);
+  EXPECT_EQ(summary.status, 2);
+  EXPECT_EQ(summary.err, "ringpilot diagnose: " + tmp.path() + "/summary.json: 'steps': missing\n");
+  WriteFile(tmp.path() + "/summary.json", R"({"steps": 5, "restarts": "two"})");
+  const Result restarts = Diagnose(tmp.path(), false);
+  EXPECT_EQ(restarts.status, 2);
+  EXPECT_EQ(restarts.err, "ringpilot diagnose: " + tmp.path() +
+                              "/summary.json: 'restarts': expected a number, got \"two\"\n");
 }
 
 TEST(Diagnose, MissingRanksAreNamed) {
   TempDir tmp;
   std::filesystem::create_directories(tmp.path() + "/logs");
-  WriteFile(tmp.path() + "/summary.json", R"({"name": "x", "world_size": 3, "restarts": 0})");
+  WriteFile(tmp.path() + "/summary.json",
+            R"({"name": "x", "world_size": 3, "steps": 4, "restarts": 0})");
   WriteFile(tmp.path() + "/logs/rank-1.stats.json",
             R"({"rank": 1, "world_size": 3, "steps": 4, "step_seconds": {"p50": 0.1}})");
   const Result r = Diagnose(tmp.path(), true);

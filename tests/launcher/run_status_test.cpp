@@ -175,6 +175,23 @@ TEST(RunStatus, StoppedFinishedFailedAndUnknown) {
   EXPECT_EQ(s.samples_per_second, 100.5);
 }
 
+// Without launcher.json (a directory of an older ringpilot), summary.json alone says the
+// run finished; one that is garbled, or has no steps, says nothing (history/run_summary.h).
+TEST(RunStatus, OnlyAReadableSummaryMeansFinished) {
+  RunDir d;
+  WriteFile(d.layout.summary_json, "{\"steps\": 40, \"final_loss\": ");
+  EXPECT_EQ(ReadRunStatus(d.layout.root, 0).state, "unknown");
+  WriteFile(d.layout.summary_json, "{\"final_loss\": 1.5}\n");
+  EXPECT_EQ(ReadRunStatus(d.layout.root, 0).state, "unknown");
+  WriteFile(d.layout.summary_json, "{\"steps\": 40, \"final_loss\": null}\n");
+  const RunStatus s = ReadRunStatus(d.layout.root, 0);
+  EXPECT_EQ(s.state, "finished");
+  EXPECT_EQ(s.detail, "summary.json written");
+  EXPECT_EQ(s.step, 40);
+  EXPECT_FALSE(s.loss.has_value()) << "the last attempt ran no step";
+  EXPECT_FALSE(s.samples_per_second.has_value());
+}
+
 TEST(RunStatus, AProgramIsItsCommandAndItsOwnProgress) {
   TempDir tmp;
   RunDirLayout layout(tmp.path() + "/run");
