@@ -130,7 +130,7 @@ ExportResult ExportCheckpoint(const ExportOptions& options) {
   // model.vocab_size 0 follows the data, as in Trainer::Run's plan (token shards: their
   // header, so data.train must be readable; synthetic: BERT's WordPiece size).
   std::optional<models::TokenSpec> run_tokens;
-  if (!config::IsImageModel(job.model.name)) run_tokens = input::TokenSpecFor(job);
+  if (!config::IsImageModel(job.model.name)) run_tokens = input::TokenSpecFor(InputOptionsFor(job));
   const models::TokenSpec tokens = run_tokens.value_or(models::TokenSpec{});
   const checkpoint::CheckpointStore store(options.run_dir + "/checkpoints", job.checkpoint.keep);
   const checkpoint::CheckpointInfo info = ChooseCheckpoint(store, options.step);

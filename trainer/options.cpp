@@ -309,4 +309,39 @@ metrics::ExporterOptions ExporterOptionsFor(const config::MetricsConfig& metrics
   return o;
 }
 
+namespace {
+
+// Host threads of the GPU image pipeline when data.workers is 0. nvJPEG's engines do most
+// decoding; the threads read files into pinned memory, parse headers, make the batch's
+// nvJPEG calls and run the Huffman stage of progressive JPEGs (about 2.7 ms each). 8 kept
+// the pipeline at 27k img/s on an H200 (bench/results/2026-11-28-nvidia-h200-image-input.md).
+constexpr int kGpuDecodeThreads = 8;
+
+}  // namespace
+
+input::InputOptions InputOptionsFor(const config::JobConfig& job) {
+  const config::ModelConfig& model = job.model;
+  input::InputOptions o;
+  o.kind = job.data.kind;
+  o.train = job.data.train;
+  o.val = job.data.val;
+  o.batch_per_rank = job.data.batch_per_rank;
+  o.seed = job.train.seed;
+  o.model_input =
+      config::IsImageModel(model.name) ? models::InputKind::kImages : models::InputKind::kTokens;
+  o.num_classes = model.num_classes;
+  // The config checks model.num_classes 10 or 100 for data.kind cifar.
+  o.cifar = model.num_classes == 100 ? data::CifarVariant::kCifar100 : data::CifarVariant::kCifar10;
+  o.seq_len = model.seq_len;
+  o.vocab_size = model.vocab_size;
+  o.synthetic_vocab_size = model.vocab_size > 0 ? model.vocab_size : config::kSyntheticVocabSize;
+  o.images.gpu_decode = job.data.gpu_decode;
+  o.images.prefetch = job.data.prefetch;
+  o.images.workers = job.data.workers;
+  o.images.gpu_threads = job.data.workers > 0 ? job.data.workers : kGpuDecodeThreads;
+  o.images.worker_nice = job.data.worker_nice;
+  o.images.max_bad_fraction = job.data.max_bad_fraction;
+  return o;
+}
+
 }  // namespace ringpilot::trainer

@@ -16,6 +16,7 @@
 #include "metrics/exporter.h"
 #include "topology/plan.h"
 #include "trainer/evaluation.h"
+#include "trainer/input/input_options.h"
 #include "trainer/models/model.h"
 #include "trainer/run_plan.h"
 #include "trainer/startup/bootstrap.h"
@@ -122,5 +123,11 @@ metrics::ExporterOptions ExporterOptionsFor(const config::MetricsConfig& metrics
 #ifdef RINGPILOT_WITH_CUDA
 comm::NcclOptions NcclOptionsFor(const config::CommConfig& comm);
 #endif
+
+/// data.*, train.seed and the model facts the input room reads (trainer/input: OpenDataset,
+/// TokenSpecFor, InputFeed): the image or token model of model.name, model.num_classes (and
+/// the CIFAR distribution it names), model.seq_len, model.vocab_size (0 resolved to
+/// config::kSyntheticVocabSize for synthetic sequences), the GPU pipeline's host threads.
+input::InputOptions InputOptionsFor(const config::JobConfig& job);
 
 }  // namespace ringpilot::trainer

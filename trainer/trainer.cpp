@@ -88,7 +88,9 @@ int Trainer::Run() {
   // data.train is opened once, before anything else starts (an image set is indexed, CIFAR
   // read, a token shard mapped): a bad file stops the rank here. What it decides about the
   // run (steps, vocabulary) is the plan's; the job stays as loaded.
-  const std::unique_ptr<input::Dataset> dataset = input::OpenDataset(job, place.rank, place.world);
+  const input::InputOptions input_options = InputOptionsFor(job);
+  const std::unique_ptr<input::Dataset> dataset =
+      input::OpenDataset(input_options, place.rank, place.world);
   const RunPlan plan = MakeRunPlan(job, *dataset);
   if (place.rank == 0 && !plan.data_line.empty()) log.Info(plan.data_line);
   if (place.rank == 0 && !plan.epochs_line.empty()) log.Info(plan.epochs_line);
@@ -153,8 +155,8 @@ int Trainer::Run() {
     LogJobLine(job, place, device, state, reducer, *comms.device, *metrics, log);
   }
 
-  input::InputFeed input(job, *dataset, *state.model, device.device, device.threads, plan.batches,
-                         *metrics, log);
+  input::InputFeed input(input_options, *dataset, *state.model, device.device, device.threads,
+                         plan.batches, *metrics, log);
   if (start_step > 0 && state.data_position[0].item<int64_t>() >= 0) {
     input.Resume(start_step * job.train.grad_accum_steps,
                  {state.data_position[0].item<int64_t>(), state.data_position[1].item<int64_t>()});

@@ -178,6 +178,61 @@ TEST(Options, LoopEvaluationSummaryAndStateCarryTheirJobKeys) {
   EXPECT_TRUE(TrainingStateOptionsFor(job, plan).channels_last);
 }
 
+TEST(Options, InputCarriesTheDataKeys) {
+  config::JobConfig job;  // the job defaults: synthetic, resnet18-cifar, data.workers 0
+  input::InputOptions in = InputOptionsFor(job);
+  EXPECT_EQ(in.kind, config::DataKind::kSynthetic);
+  EXPECT_EQ(in.model_input, models::InputKind::kImages);
+  EXPECT_EQ(in.cifar, data::CifarVariant::kCifar10);
+  EXPECT_EQ(in.vocab_size, 0);  // token shards: the shards' vocabulary
+  EXPECT_EQ(in.synthetic_vocab_size, config::kSyntheticVocabSize);
+  EXPECT_EQ(in.images.workers, 0);  // from the rank's cores (input::DecodeWorkersFor)
+  EXPECT_EQ(in.images.gpu_threads, 8);
+  EXPECT_EQ(in.images.worker_nice, 10);  // decode threads yield to training
+  EXPECT_EQ(in.images.prefetch, job.data.prefetch);
+  EXPECT_DOUBLE_EQ(in.images.max_bad_fraction, job.data.max_bad_fraction);
+  EXPECT_EQ(in.images.gpu_decode, config::GpuDecode::kAuto);
+
+  job.data.kind = config::DataKind::kImageShards;
+  job.data.train = "/data/train-*.tar";
+  job.data.val = "/data/val-*.tar";
+  job.data.batch_per_rank = 48;
+  job.data.prefetch = 3;
+  job.data.workers = 5;
+  job.data.worker_nice = 7;
+  job.data.max_bad_fraction = 0.05;
+  job.data.gpu_decode = config::GpuDecode::kOff;
+  job.train.seed = 99;
+  job.model.name = config::ModelName::kResnet50;
+  job.model.num_classes = 100;
+  in = InputOptionsFor(job);
+  EXPECT_EQ(in.kind, config::DataKind::kImageShards);
+  EXPECT_EQ(in.train, "/data/train-*.tar");
+  EXPECT_EQ(in.val, "/data/val-*.tar");
+  EXPECT_EQ(in.batch_per_rank, 48);
+  EXPECT_EQ(in.seed, 99u);
+  EXPECT_EQ(in.model_input, models::InputKind::kImages);
+  EXPECT_EQ(in.num_classes, 100);
+  EXPECT_EQ(in.cifar, data::CifarVariant::kCifar100);
+  EXPECT_EQ(in.images.prefetch, 3);
+  EXPECT_EQ(in.images.workers, 5);
+  EXPECT_EQ(in.images.gpu_threads, 5);  // data.workers, on the GPU too
+  EXPECT_EQ(in.images.worker_nice, 7);
+  EXPECT_DOUBLE_EQ(in.images.max_bad_fraction, 0.05);
+  EXPECT_EQ(in.images.gpu_decode, config::GpuDecode::kOff);
+
+  job.data.kind = config::DataKind::kTokens;
+  job.model.name = config::ModelName::kBertTiny;
+  job.model.seq_len = 64;
+  job.model.vocab_size = 2048;
+  in = InputOptionsFor(job);
+  EXPECT_EQ(in.kind, config::DataKind::kTokens);
+  EXPECT_EQ(in.model_input, models::InputKind::kTokens);
+  EXPECT_EQ(in.seq_len, 64);
+  EXPECT_EQ(in.vocab_size, 2048);
+  EXPECT_EQ(in.synthetic_vocab_size, 2048);
+}
+
 TEST(Options, EnumsMapOneToOne) {
   EXPECT_EQ(BindPolicyFor(config::BindMode::kAuto), topology::BindPolicy::kAuto);
   EXPECT_EQ(BindPolicyFor(config::BindMode::kNuma), topology::BindPolicy::kNuma);

@@ -49,7 +49,7 @@ TEST(RunPlan, StepsAndVocabularyComeFromTheData) {
   ScratchDir dir;
   config::JobConfig job = TokensJob(dir.path());
   job.train.steps = 7;
-  const auto data = input::OpenDataset(job, 0, 2);
+  const auto data = input::OpenDataset(InputOptionsFor(job), 0, 2);
   RunPlan plan = MakeRunPlan(job, *data);
   EXPECT_EQ(plan.data.samples, 18);
   EXPECT_EQ(plan.data_line, "data.train: 18 samples in 1 file");
@@ -76,7 +76,7 @@ TEST(RunPlan, StepsAndVocabularyComeFromTheData) {
   EXPECT_NO_THROW(CheckRunPlan(job, plan));
 
   job.model.vocab_size = 1280;  // more rows than ids
-  EXPECT_EQ(MakeRunPlan(job, *input::OpenDataset(job, 0, 2)).tokens->vocab, 1280);
+  EXPECT_EQ(MakeRunPlan(job, *input::OpenDataset(InputOptionsFor(job), 0, 2)).tokens->vocab, 1280);
 }
 
 TEST(RunPlan, EpochsThatMakeNoStepAreTheJobsError) {
@@ -84,7 +84,7 @@ TEST(RunPlan, EpochsThatMakeNoStepAreTheJobsError) {
   config::JobConfig job = TokensJob(dir.path());
   job.train.epochs = 1;
   job.train.grad_accum_steps = 5;  // 4 batches per epoch: no optimizer step
-  const RunPlan plan = MakeRunPlan(job, *input::OpenDataset(job, 0, 2));
+  const RunPlan plan = MakeRunPlan(job, *input::OpenDataset(InputOptionsFor(job), 0, 2));
   EXPECT_EQ(plan.steps, 0);
   try {
     CheckRunPlan(job, plan);
@@ -96,7 +96,7 @@ TEST(RunPlan, EpochsThatMakeNoStepAreTheJobsError) {
   }
   job.train.grad_accum_steps = 4;  // one optimizer step, and it would be warm-up
   job.train.lr_warmup_epochs = 0.5;
-  const RunPlan all_warmup = MakeRunPlan(job, *input::OpenDataset(job, 0, 2));
+  const RunPlan all_warmup = MakeRunPlan(job, *input::OpenDataset(InputOptionsFor(job), 0, 2));
   EXPECT_EQ(all_warmup.steps, 1);
   EXPECT_EQ(all_warmup.warmup_steps, 1);
   EXPECT_THROW(CheckRunPlan(job, all_warmup), config::ConfigError);
@@ -105,13 +105,13 @@ TEST(RunPlan, EpochsThatMakeNoStepAreTheJobsError) {
 TEST(RunPlan, SyntheticHasNoEpochsAndBertsVocabulary) {
   config::JobConfig job;
   job.train.steps = 9;
-  const RunPlan images = MakeRunPlan(job, *input::OpenDataset(job, 0, 1));
+  const RunPlan images = MakeRunPlan(job, *input::OpenDataset(InputOptionsFor(job), 0, 1));
   EXPECT_EQ(images.steps, 9);
   EXPECT_EQ(images.steps_per_epoch, 0);
   EXPECT_EQ(images.data_line, "");
   EXPECT_FALSE(images.tokens);
   job.model.name = config::ModelName::kBertTiny;
-  const RunPlan tokens = MakeRunPlan(job, *input::OpenDataset(job, 0, 1));
+  const RunPlan tokens = MakeRunPlan(job, *input::OpenDataset(InputOptionsFor(job), 0, 1));
   ASSERT_TRUE(tokens.tokens);
   EXPECT_EQ(tokens.tokens->vocab, config::kSyntheticVocabSize);
 }

@@ -45,37 +45,31 @@ void AugmentCifar(const uint8_t* src, uint8_t* dst, uint64_t seed, int64_t epoch
   }
 }
 
-// CIFAR-100 for model.num_classes 100, else CIFAR-10 (config checks 10|100).
-data::CifarVariant CifarVariantFor(const config::ModelConfig& model) {
-  return model.num_classes == 100 ? data::CifarVariant::kCifar100 : data::CifarVariant::kCifar10;
-}
-
 // The count first: it checks every file's size and record count with one-line errors
 // before the records are read.
-DataCount CountCifar(const config::JobConfig& job) {
-  const data::CifarVariant variant = CifarVariantFor(job.model);
-  const std::vector<std::string> files = data::CifarFiles(job.data.train, variant, /*train=*/true);
-  return {data::CountCifarRecords(files, variant), static_cast<int64_t>(files.size())};
+DataCount CountCifar(const InputOptions& options) {
+  const std::vector<std::string> files =
+      data::CifarFiles(options.train, options.cifar, /*train=*/true);
+  return {data::CountCifarRecords(files, options.cifar), static_cast<int64_t>(files.size())};
 }
 
 class CifarDataset : public Dataset {
  public:
-  CifarDataset(const config::JobConfig& job, int rank, int world)
-      : job_(job),
-        variant_(CifarVariantFor(job.model)),
-        count_(CountCifar(job)),
-        steps_per_epoch_(StepsPerEpochOf(job, world, count_.samples)),
-        set_(data::ReadCifar(data::CifarFiles(job.data.train, variant_, /*train=*/true), variant_)),
-        sampler_(set_.size(), world, job.data.batch_per_rank, job.train.seed),
-        seed_(job.train.seed),
+  CifarDataset(const InputOptions& options, int rank, int world)
+      : options_(options),
+        count_(CountCifar(options)),
+        steps_per_epoch_(StepsPerEpochOf(options, world, count_.samples)),
+        set_(data::ReadCifar(data::CifarFiles(options.train, options.cifar, /*train=*/true),
+                             options.cifar)),
+        sampler_(set_.size(), world, options.batch_per_rank, options.seed),
         rank_(rank) {}
 
   DataCount count() const override { return count_; }
   int64_t steps_per_epoch() const override { return steps_per_epoch_; }
   std::optional<models::TokenSpec> token_spec() const override { return std::nullopt; }
   std::unique_ptr<ValidationSet> LoadValidationSet(const models::ImageSpec&, bool) const override {
-    if (job_.data.val.empty()) return nullptr;
-    return LoadCifarValidationSet(job_.data.val, variant_);
+    if (options_.val.empty()) return nullptr;
+    return LoadCifarValidationSet(options_.val, options_.cifar);
   }
 
   void Start(int64_t, const models::ImageSpec&, const c10::Device&, telemetry::RankLog&) override {}
@@ -84,8 +78,8 @@ class CifarDataset : public Dataset {
     uint8_t* pixels = host.input.data_ptr<uint8_t>();
     int64_t* labels = host.target.data_ptr<int64_t>();
     for (size_t i = 0; i < indices_.size(); ++i) {
-      AugmentCifar(set_.image(indices_[i]), pixels + i * data::kCifarImageBytes, seed_, epoch,
-                   indices_[i]);
+      AugmentCifar(set_.image(indices_[i]), pixels + i * data::kCifarImageBytes, options_.seed,
+                   epoch, indices_[i]);
       labels[i] = set_.labels[indices_[i]];
     }
   }
@@ -97,21 +91,19 @@ class CifarDataset : public Dataset {
   }
 
  private:
-  const config::JobConfig& job_;
-  const data::CifarVariant variant_;
+  const InputOptions options_;
   const DataCount count_;
   const int64_t steps_per_epoch_;
   const data::CifarSet set_;
   data::EpochSampler sampler_;
-  const uint64_t seed_;
   const int rank_;
   std::vector<int64_t> indices_;  // the batch's samples, reused
 };
 
 }  // namespace
 
-std::unique_ptr<Dataset> OpenCifarDataset(const config::JobConfig& job, int rank, int world) {
-  return std::make_unique<CifarDataset>(job, rank, world);
+std::unique_ptr<Dataset> OpenCifarDataset(const InputOptions& options, int rank, int world) {
+  return std::make_unique<CifarDataset>(options, rank, world);
 }
 
 }  // namespace ringpilot::trainer::input

@@ -6,7 +6,6 @@
 #include "base/time.h"
 #include "data/cifar.h"
 #include "topology/affinity.h"
-#include "trainer/input/image_options.h"
 #ifdef RINGPILOT_WITH_NVJPEG
 #include "trainer/input/gpu_image_pipeline.h"
 #endif
@@ -29,20 +28,20 @@ class CpuImagePipeline::SamplerPlan : public data::StepPlan {
   const int rank_;
 };
 
-CpuImagePipeline::CpuImagePipeline(const config::JobConfig& job, const data::ImageSource& source,
+CpuImagePipeline::CpuImagePipeline(const InputOptions& options, const data::ImageSource& source,
                                    const models::ImageSpec& image, const PipelineTarget& target,
                                    int workers)
     : source_(source),
       cuda_(target.device.is_cuda()),
       end_step_(target.batches),  // input batches, not steps
-      options_(ImageLoaderOptionsFor(job, job.data.batch_per_rank, image,
+      options_(ImageLoaderOptionsFor(options, options.batch_per_rank, image,
                                      data::ImageTransform::kTrain, workers)),
       plan_(std::make_unique<SamplerPlan>(source.size(), target.rank, target.world,
-                                          job.data.batch_per_rank, job.train.seed)),
+                                          options.batch_per_rank, options.seed)),
       copied_(cuda_) {
   const auto pin = at::TensorOptions().pinned_memory(cuda_);
-  const int batch = job.data.batch_per_rank;
-  slots_.resize(static_cast<size_t>(job.data.prefetch) + 2);
+  const int batch = options.batch_per_rank;
+  slots_.resize(static_cast<size_t>(options.images.prefetch) + 2);
   for (Batch& s : slots_) {
     s.input = at::empty({batch, 3, image.height, image.width}, pin.dtype(at::kByte));
     s.target = at::empty({batch}, pin.dtype(at::kLong));
@@ -107,13 +106,13 @@ std::vector<int64_t> CpuImagePipeline::bad_files() const {
   return loader_ ? loader_->bad_files() : std::vector<int64_t>{};
 }
 
-std::unique_ptr<ImagePipeline> MakeImagePipeline(const config::JobConfig& job,
+std::unique_ptr<ImagePipeline> MakeImagePipeline(const InputOptions& options,
                                                  const data::ImageSource& source,
                                                  const models::ImageSpec& image,
                                                  const PipelineTarget& target,
                                                  std::string* decision) {
   const bool cuda = target.device.is_cuda();
-  const config::GpuDecode mode = job.data.gpu_decode;
+  const config::GpuDecode mode = options.images.gpu_decode;
   const std::string key = std::string("data.gpu_decode ") + config::ToString(mode);
   const int cores = topology::BoundCpuCount();
   if (!cuda) {
@@ -124,7 +123,7 @@ std::unique_ptr<ImagePipeline> MakeImagePipeline(const config::JobConfig& job,
     const bool few_cores = cores < kHostDecodeMinCores;
     if (mode == config::GpuDecode::kOn ||
         (mode == config::GpuDecode::kAuto && hardware && few_cores)) {
-      const int threads = GpuDecodeThreadsFor(job.data);
+      const int threads = options.images.gpu_threads;
       *decision = std::string("decoding JPEGs on the GPU with nvJPEG (") +
                   (hardware ? "hardware JPEG engines" : "its CUDA backend: no hardware engines") +
                   ", " + std::to_string(threads) + " reader threads; " + key +
@@ -133,7 +132,7 @@ std::unique_ptr<ImagePipeline> MakeImagePipeline(const config::JobConfig& job,
                              std::to_string(kHostDecodeMinCores)
                        : std::string()) +
                   ")";
-      return std::make_unique<GpuImagePipeline>(job, source, image, target);
+      return std::make_unique<GpuImagePipeline>(options, source, image, target);
     }
     if (mode == config::GpuDecode::kAuto) {
       *decision = "decoding images on host threads (" + key + ": " +
@@ -149,11 +148,11 @@ std::unique_ptr<ImagePipeline> MakeImagePipeline(const config::JobConfig& job,
                 (mode == config::GpuDecode::kOff ? ")" : ": this build has no nvJPEG)");
 #endif
   }
-  const int workers = DecodeWorkersFor(job.data, cores, cuda);
+  const int workers = DecodeWorkersFor(options.images, cores, cuda);
+  const int nice = options.images.worker_nice;
   *decision += ", " + std::to_string(workers) + " threads" +
-               (job.data.worker_nice > 0 ? " at nice " + std::to_string(job.data.worker_nice)
-                                         : std::string());
-  return std::make_unique<CpuImagePipeline>(job, source, image, target, workers);
+               (nice > 0 ? " at nice " + std::to_string(nice) : std::string());
+  return std::make_unique<CpuImagePipeline>(options, source, image, target, workers);
 }
 
 }  // namespace ringpilot::trainer::input

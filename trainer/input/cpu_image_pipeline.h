@@ -14,8 +14,8 @@ namespace ringpilot::trainer::input {
 
 class CpuImagePipeline : public ImagePipeline {
  public:
-  /// `workers` decode threads (DecodeWorkersFor). Allocates data.prefetch + 2 slots.
-  CpuImagePipeline(const config::JobConfig& job, const data::ImageSource& source,
+  /// `workers` decode threads (DecodeWorkersFor). Allocates images.prefetch + 2 slots.
+  CpuImagePipeline(const InputOptions& options, const data::ImageSource& source,
                    const models::ImageSpec& image, const PipelineTarget& target, int workers);
   ~CpuImagePipeline() override;
 

@@ -15,54 +15,53 @@ std::string DataCountLine(const DataCount& count) {
          std::to_string(count.files) + " file" + (count.files == 1 ? "" : "s");
 }
 
-int64_t StepsPerEpochOf(const config::JobConfig& job, int world, int64_t samples) {
+int64_t StepsPerEpochOf(const InputOptions& options, int world, int64_t samples) {
   try {
-    return data::FullStepsPerEpoch(samples, world, job.data.batch_per_rank);
+    return data::FullStepsPerEpoch(samples, world, options.batch_per_rank);
   } catch (const std::invalid_argument& e) {
-    throw std::runtime_error(job.data.train + ": " + e.what());
+    throw std::runtime_error(options.train + ": " + e.what());
   }
 }
 
-std::unique_ptr<Dataset> OpenDataset(const config::JobConfig& job, int rank, int world) {
-  switch (job.data.kind) {
+std::unique_ptr<Dataset> OpenDataset(const InputOptions& options, int rank, int world) {
+  switch (options.kind) {
     case config::DataKind::kSynthetic:
-      return OpenSyntheticDataset(job, rank, world,
-                                  config::IsImageModel(job.model.name)
+      return OpenSyntheticDataset(options, rank, world,
+                                  options.model_input == models::InputKind::kImages
                                       ? std::nullopt
-                                      : std::optional<models::TokenSpec>(TokenSpecFor(job)));
+                                      : std::optional<models::TokenSpec>(TokenSpecFor(options)));
     case config::DataKind::kCifar:
-      return OpenCifarDataset(job, rank, world);
+      return OpenCifarDataset(options, rank, world);
     case config::DataKind::kImageFolder:
       return OpenImageDataset(
-          job, rank, world, [](const std::string& path) { return data::OpenImageFolder(path); },
+          options, rank, world, [](const std::string& path) { return data::OpenImageFolder(path); },
           [](const data::ImageSource& train) { return train.size(); });  // a file per image
     case config::DataKind::kImageShards:
       return OpenImageDataset(
-          job, rank, world,
+          options, rank, world,
           [](const std::string& path) {
             return data::OpenImageShards(data::ExpandShardList(path));
           },
-          [&job](const data::ImageSource&) {
-            return static_cast<int64_t>(data::ExpandShardList(job.data.train).size());
+          [&options](const data::ImageSource&) {
+            return static_cast<int64_t>(data::ExpandShardList(options.train).size());
           });
     case config::DataKind::kTokens:
-      return OpenTokenDataset(job, rank, world, TokenSpecFor(job));
+      return OpenTokenDataset(options, rank, world, TokenSpecFor(options));
   }
-  throw std::logic_error("data.kind " + std::to_string(static_cast<int>(job.data.kind)));
+  throw std::logic_error("data.kind " + std::to_string(static_cast<int>(options.kind)));
 }
 
-models::TokenSpec TokenSpecFor(const config::JobConfig& job) {
-  switch (job.data.kind) {
+models::TokenSpec TokenSpecFor(const InputOptions& options) {
+  switch (options.kind) {
     case config::DataKind::kTokens:
-      return ShardTokenSpec(job);
+      return ShardTokenSpec(options);
     case config::DataKind::kSynthetic:
     case config::DataKind::kCifar:
     case config::DataKind::kImageFolder:
     case config::DataKind::kImageShards:
       break;
   }
-  const int vocab = job.model.vocab_size > 0 ? job.model.vocab_size : config::kSyntheticVocabSize;
-  return SyntheticTokenSpec(vocab, job.model.seq_len);
+  return SyntheticTokenSpec(options.synthetic_vocab_size, options.seq_len);
 }
 
 }  // namespace ringpilot::trainer::input

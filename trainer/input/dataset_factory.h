@@ -4,25 +4,25 @@
 
 #include <memory>
 
-#include "config/job.h"
 #include "trainer/input/dataset.h"
+#include "trainer/input/input_options.h"
 
 namespace ringpilot::trainer::input {
 
-/// data.train of `job` (which must outlive the dataset) as rank `rank` of `world` reads it:
-/// synthetic, cifar, image_folder or image_shards (an ImageSource, indexed here once), or
-/// tokens. Throws data::DataError naming a bad file (cifar: one cut short, or holding
-/// another number of records than its distribution name says; an image set with more
-/// classes than model.num_classes; a token shard's bad header, a data.val shard of another
-/// vocabulary, or a model.vocab_size below the shards' vocabulary), and std::runtime_error
-/// naming data.train when one global batch does not fit in it.
-std::unique_ptr<Dataset> OpenDataset(const config::JobConfig& job, int rank, int world);
+/// data.train of `options` as rank `rank` of `world` reads it: synthetic, cifar,
+/// image_folder or image_shards (an ImageSource, indexed here once), or tokens. Throws
+/// data::DataError naming a bad file (cifar: one cut short, or holding another number of
+/// records than its distribution name says; an image set with more classes than
+/// model.num_classes; a token shard's bad header, a data.val shard of another vocabulary,
+/// or a model.vocab_size below the shards' vocabulary), and std::runtime_error naming
+/// data.train when one global batch does not fit in it.
+std::unique_ptr<Dataset> OpenDataset(const InputOptions& options, int rank, int world);
 
 /// The run's token ids: data.kind tokens: the vocabulary and special ids of data.train's
 /// shard header (data.val's must be the same), with model.vocab_size rows (0: the shards'
-/// vocabulary size); other kinds: kSynthetic* ids and model.vocab_size (0: 30522). Reads
+/// vocabulary size); other kinds: kSynthetic* ids and synthetic_vocab_size ids. Reads
 /// headers only. Throws data::DataError naming the file for a bad header, a data.val shard
 /// of another vocabulary, or a model.vocab_size below the shards' vocabulary.
-models::TokenSpec TokenSpecFor(const config::JobConfig& job);
+models::TokenSpec TokenSpecFor(const InputOptions& options);
 
 }  // namespace ringpilot::trainer::input

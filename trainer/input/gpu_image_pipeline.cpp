@@ -5,19 +5,17 @@
 #include <algorithm>
 #include <cstdio>
 
-#include "trainer/input/image_options.h"
-
 namespace ringpilot::trainer::input {
 
-GpuImagePipeline::GpuImagePipeline(const config::JobConfig& job, const data::ImageSource& source,
+GpuImagePipeline::GpuImagePipeline(const InputOptions& options, const data::ImageSource& source,
                                    const models::ImageSpec& image, const PipelineTarget& target)
     : rank_(target.rank),
       end_step_(target.batches),  // input batches, not steps
-      prefetch_(job.data.prefetch),
-      sampler_(source.size(), target.world, job.data.batch_per_rank, job.train.seed),
-      bad_(source, job.data.max_bad_fraction) {
+      prefetch_(options.images.prefetch),
+      sampler_(source.size(), target.world, options.batch_per_rank, options.seed),
+      bad_(source, options.images.max_bad_fraction) {
   pipeline_ = std::make_unique<data::cuda::ImagePipeline>(
-      source, GpuImagePipelineOptionsFor(job, image, target.device.index()), bad_);
+      source, GpuImagePipelineOptionsFor(options, image, target.device.index()), bad_);
 }
 
 void GpuImagePipeline::Resume(int64_t step, data::SamplePosition position) {

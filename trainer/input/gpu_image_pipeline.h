@@ -17,7 +17,7 @@ class GpuImagePipeline : public ImagePipeline {
  public:
   /// Options from GpuImagePipelineOptionsFor. Throws std::runtime_error when nvJPEG cannot
   /// start on the rank's device.
-  GpuImagePipeline(const config::JobConfig& job, const data::ImageSource& source,
+  GpuImagePipeline(const InputOptions& options, const data::ImageSource& source,
                    const models::ImageSpec& image, const PipelineTarget& target);
 
   void Resume(int64_t step, data::SamplePosition position) override;

@@ -8,35 +8,33 @@
 #include "data/image_loader.h"
 #include "topology/affinity.h"
 #include "trainer/input/datasets.h"
-#include "trainer/input/image_options.h"
 
 namespace ringpilot::trainer::input {
 namespace {
 
 // data.train or data.val through `open`; its classes must fit model.num_classes.
-std::unique_ptr<data::ImageSource> OpenChecked(const config::JobConfig& job,
-                                               const std::string& path,
+std::unique_ptr<data::ImageSource> OpenChecked(const InputOptions& options, const std::string& path,
                                                const ImageSetOpener& open) {
   std::unique_ptr<data::ImageSource> source = open(path);
-  if (source->num_classes() > job.model.num_classes) {
+  if (source->num_classes() > options.num_classes) {
     throw data::DataError(path + ": " + std::to_string(source->num_classes()) +
                           " classes, more than model.num_classes " +
-                          std::to_string(job.model.num_classes));
+                          std::to_string(options.num_classes));
   }
   return source;
 }
 
 class ImageDataset : public Dataset {
  public:
-  ImageDataset(const config::JobConfig& job, int rank, int world, const ImageSetOpener& open,
+  ImageDataset(const InputOptions& options, int rank, int world, const ImageSetOpener& open,
                const std::function<int64_t(const data::ImageSource&)>& files)
-      : job_(job),
+      : options_(options),
         rank_(rank),
         world_(world),
         open_(open),
-        train_(OpenChecked(job, job.data.train, open)),
+        train_(OpenChecked(options, options.train, open)),
         count_{train_->size(), files(*train_)},
-        steps_per_epoch_(StepsPerEpochOf(job, world, train_->size())) {}
+        steps_per_epoch_(StepsPerEpochOf(options, world, train_->size())) {}
 
   DataCount count() const override { return count_; }
   int64_t steps_per_epoch() const override { return steps_per_epoch_; }
@@ -44,16 +42,17 @@ class ImageDataset : public Dataset {
   const data::ImageSource* images() const override { return train_.get(); }
   std::unique_ptr<ValidationSet> LoadValidationSet(const models::ImageSpec& image,
                                                    bool cuda) const override {
-    if (job_.data.val.empty()) return nullptr;
-    return MakeImageValidationSet(job_, OpenChecked(job_, job_.data.val, open_), image,
-                                  DecodeWorkersFor(job_.data, topology::BoundCpuCount(), cuda));
+    if (options_.val.empty()) return nullptr;
+    return MakeImageValidationSet(
+        options_, OpenChecked(options_, options_.val, open_), image,
+        DecodeWorkersFor(options_.images, topology::BoundCpuCount(), cuda));
   }
 
   void Start(int64_t batches, const models::ImageSpec& image, const c10::Device& device,
              telemetry::RankLog& log) override {
     std::string decision;
     pipeline_ =
-        MakeImagePipeline(job_, *train_, image, {rank_, world_, batches, device}, &decision);
+        MakeImagePipeline(options_, *train_, image, {rank_, world_, batches, device}, &decision);
     log.Info("input: " + decision);
   }
   ImagePipeline* pipeline() override { return pipeline_.get(); }
@@ -70,7 +69,7 @@ class ImageDataset : public Dataset {
   std::vector<int64_t> bad_files() const override { return pipeline_->bad_files(); }
 
  private:
-  const config::JobConfig& job_;
+  const InputOptions options_;
   const int rank_;
   const int world_;
   const ImageSetOpener open_;
@@ -83,9 +82,9 @@ class ImageDataset : public Dataset {
 }  // namespace
 
 std::unique_ptr<Dataset> OpenImageDataset(
-    const config::JobConfig& job, int rank, int world, const ImageSetOpener& open,
+    const InputOptions& options, int rank, int world, const ImageSetOpener& open,
     const std::function<int64_t(const data::ImageSource& train)>& files) {
-  return std::make_unique<ImageDataset>(job, rank, world, open, files);
+  return std::make_unique<ImageDataset>(options, rank, world, open, files);
 }
 
 }  // namespace ringpilot::trainer::input

@@ -12,9 +12,9 @@
 
 #include <c10/core/Device.h>
 
-#include "config/job.h"
 #include "data/image_source.h"
 #include "data/sampler.h"
+#include "trainer/input/input_options.h"
 #include "trainer/input/synthetic_data.h"
 #include "trainer/models/model.h"
 
@@ -69,11 +69,11 @@ struct PipelineTarget {
   c10::Device device = c10::kCPU;
 };
 
-/// The rank's pipeline for `source` (which must outlive it): batches of data.batch_per_rank
-/// at the model's image size, training crops, data.prefetch batches ahead. Decodes on the
-/// GPU (nvJPEG) or on host threads by data.gpu_decode (auto: kHostDecodeMinCores);
+/// The rank's pipeline for `source` (which must outlive it): batches of batch_per_rank at
+/// the model's image size, training crops, images.prefetch batches ahead. Decodes on the
+/// GPU (nvJPEG) or on host threads by images.gpu_decode (auto: kHostDecodeMinCores);
 /// `*decision` gets one line saying which and why, for the rank's log.
-std::unique_ptr<ImagePipeline> MakeImagePipeline(const config::JobConfig& job,
+std::unique_ptr<ImagePipeline> MakeImagePipeline(const InputOptions& options,
                                                  const data::ImageSource& source,
                                                  const models::ImageSpec& image,
                                                  const PipelineTarget& target,

@@ -15,7 +15,7 @@ InputFeed::~InputFeed() {
   if (!report.empty()) log_.Info("input: " + report);
 }
 
-InputFeed::InputFeed(const config::JobConfig& job, Dataset& dataset, const models::Model& model,
+InputFeed::InputFeed(const InputOptions& options, Dataset& dataset, const models::Model& model,
                      const c10::Device& device, int threads, int64_t batches,
                      telemetry::TrainingMetrics& metrics, telemetry::RankLog& log)
     : dataset_(dataset),
@@ -26,7 +26,7 @@ InputFeed::InputFeed(const config::JobConfig& job, Dataset& dataset, const model
   models::ImageSpec image = model.image_spec();
   image.workers = threads;
   dataset_.Start(batches, image, device, log_);
-  const int batch = job.data.batch_per_rank;
+  const int batch = options.batch_per_rank;
   const int seq_len = images_ ? 0 : dataset_.token_spec()->seq_len;
   const std::vector<int64_t> input_shape =
       images_ ? std::vector<int64_t>{batch, 3, image.height, image.width}

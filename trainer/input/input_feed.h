@@ -12,10 +12,10 @@
 
 #include <c10/core/Device.h>
 
-#include "config/job.h"
 #include "trainer/input/copy_fence.h"
 #include "trainer/input/dataset.h"
 #include "trainer/input/image_pipeline.h"
+#include "trainer/input/input_options.h"
 #include "trainer/input/synthetic_data.h"
 #include "trainer/models/model.h"
 #include "trainer/telemetry/rank_log.h"
@@ -27,11 +27,12 @@ namespace ringpilot::trainer::input {
 /// CopyToDevice(batch), (step runs), Fill(batch + 1).
 class InputFeed {
  public:
-  /// Starts `dataset` (Dataset::Start) for `batches` input batches of
-  /// data.batch_per_rank at the shapes of `model`, going to `device`; synthetic images
-  /// are generated on `threads` threads. Data time is reported to `metrics`, bad image
-  /// files to `log`. `dataset`, `metrics` and `log` must outlive the feed.
-  InputFeed(const config::JobConfig& job, Dataset& dataset, const models::Model& model,
+  /// Starts `dataset` (Dataset::Start, the dataset OpenDataset made of `options`) for
+  /// `batches` input batches of options.batch_per_rank at the shapes of `model`, going to
+  /// `device`; synthetic images are generated on `threads` threads. Data time is reported
+  /// to `metrics`, bad image files to `log`. `dataset`, `metrics` and `log` must outlive
+  /// the feed.
+  InputFeed(const InputOptions& options, Dataset& dataset, const models::Model& model,
             const c10::Device& device, int threads, int64_t batches,
             telemetry::TrainingMetrics& metrics, telemetry::RankLog& log);
   /// Image kinds: logs where the pipeline's time went (ImagePipeline::TimeReport), if it says.

@@ -11,12 +11,12 @@ namespace {
 
 class SyntheticDataset : public Dataset {
  public:
-  SyntheticDataset(const config::JobConfig& job, int rank, int world,
+  SyntheticDataset(const InputOptions& options, int rank, int world,
                    std::optional<models::TokenSpec> tokens)
-      : seed_(job.train.seed),
+      : seed_(options.seed),
         rank_(rank),
         world_(world),
-        batch_(job.data.batch_per_rank),
+        batch_(options.batch_per_rank),
         tokens_(std::move(tokens)) {}
 
   DataCount count() const override { return {}; }
@@ -53,9 +53,9 @@ class SyntheticDataset : public Dataset {
 
 }  // namespace
 
-std::unique_ptr<Dataset> OpenSyntheticDataset(const config::JobConfig& job, int rank, int world,
+std::unique_ptr<Dataset> OpenSyntheticDataset(const InputOptions& options, int rank, int world,
                                               std::optional<models::TokenSpec> tokens) {
-  return std::make_unique<SyntheticDataset>(job, rank, world, std::move(tokens));
+  return std::make_unique<SyntheticDataset>(options, rank, world, std::move(tokens));
 }
 
 }  // namespace ringpilot::trainer::input

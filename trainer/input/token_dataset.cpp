@@ -15,25 +15,23 @@ namespace {
 
 class TokenDataset : public Dataset {
  public:
-  TokenDataset(const config::JobConfig& job, int rank, int world, const models::TokenSpec& tokens)
-      : job_(job),
+  TokenDataset(const InputOptions& options, int rank, int world, const models::TokenSpec& tokens)
+      : options_(options),
         tokens_(tokens),
-        count_{
-            data::PackedSequenceCount(data::ReadTokenShardInfo(job.data.train), job.model.seq_len),
-            1},
-        steps_per_epoch_(StepsPerEpochOf(job, world, count_.samples)),
-        shard_(job.data.train),
+        count_{data::PackedSequenceCount(data::ReadTokenShardInfo(options.train), options.seq_len),
+               1},
+        steps_per_epoch_(StepsPerEpochOf(options, world, count_.samples)),
+        shard_(options.train),
         sequences_(shard_, tokens.seq_len),
-        sampler_(sequences_.size(), world, job.data.batch_per_rank, job.train.seed),
-        seed_(job.train.seed),
+        sampler_(sequences_.size(), world, options.batch_per_rank, options.seed),
         rank_(rank) {}
 
   DataCount count() const override { return count_; }
   int64_t steps_per_epoch() const override { return steps_per_epoch_; }
   std::optional<models::TokenSpec> token_spec() const override { return tokens_; }
   std::unique_ptr<ValidationSet> LoadValidationSet(const models::ImageSpec&, bool) const override {
-    if (job_.data.val.empty()) return nullptr;
-    return LoadTokenValidationSet(job_.data.val, job_.model.seq_len);
+    if (options_.val.empty()) return nullptr;
+    return LoadTokenValidationSet(options_.val, options_.seq_len);
   }
 
   void Start(int64_t, const models::ImageSpec&, const c10::Device&, telemetry::RankLog&) override {}
@@ -44,7 +42,7 @@ class TokenDataset : public Dataset {
     int64_t* keys = host.keys.data_ptr<int64_t>();
     for (size_t i = 0; i < indices_.size(); ++i) {
       sequences_.Fill(indices_[i], ids + static_cast<int64_t>(i) * tokens_.seq_len);
-      keys[i] = SequenceKey(seed_, epoch, indices_[i]);
+      keys[i] = SequenceKey(options_.seed, epoch, indices_[i]);
     }
   }
   void Resume(int64_t batch, data::SamplePosition position) override {
@@ -55,52 +53,51 @@ class TokenDataset : public Dataset {
   }
 
  private:
-  const config::JobConfig& job_;
+  const InputOptions options_;
   const models::TokenSpec tokens_;
   const DataCount count_;
   const int64_t steps_per_epoch_;
   const data::TokenShard shard_;
   const data::PackedSequences sequences_;  // reads shard_
   data::EpochSampler sampler_;
-  const uint64_t seed_;
   const int rank_;
   std::vector<int64_t> indices_;  // the batch's samples, reused
 };
 
 }  // namespace
 
-models::TokenSpec ShardTokenSpec(const config::JobConfig& job) {
-  const data::TokenShardInfo train = data::ReadTokenShardInfo(job.data.train);
+models::TokenSpec ShardTokenSpec(const InputOptions& options) {
+  const data::TokenShardInfo train = data::ReadTokenShardInfo(options.train);
   const data::TokenVocab& v = train.vocab;
-  if (!job.data.val.empty()) {
-    const data::TokenShardInfo val = data::ReadTokenShardInfo(job.data.val);
+  if (!options.val.empty()) {
+    const data::TokenShardInfo val = data::ReadTokenShardInfo(options.val);
     const data::TokenVocab& w = val.vocab;
     if (w.size != v.size || w.cls != v.cls || w.sep != v.sep || w.mask != v.mask ||
         w.pad != v.pad) {
-      throw data::DataError(data::TokenFilePath(job.data.val) +
+      throw data::DataError(data::TokenFilePath(options.val) +
                             ": another vocabulary than data.train's " +
-                            data::TokenFilePath(job.data.train) + " (size or special ids differ)");
+                            data::TokenFilePath(options.train) + " (size or special ids differ)");
     }
   }
-  if (job.model.vocab_size > 0 && job.model.vocab_size < v.size) {
-    throw data::DataError(data::TokenFilePath(job.data.train) + ": model.vocab_size " +
-                          std::to_string(job.model.vocab_size) +
+  if (options.vocab_size > 0 && options.vocab_size < v.size) {
+    throw data::DataError(data::TokenFilePath(options.train) + ": model.vocab_size " +
+                          std::to_string(options.vocab_size) +
                           " is smaller than the shard's vocabulary of " + std::to_string(v.size) +
                           " ids (leave it 0 to follow the shards)");
   }
   models::TokenSpec spec;
-  spec.vocab = job.model.vocab_size > 0 ? job.model.vocab_size : v.size;
+  spec.vocab = options.vocab_size > 0 ? options.vocab_size : v.size;
   spec.cls = v.cls;
   spec.sep = v.sep;
   spec.mask = v.mask;
   spec.pad = v.pad;
-  spec.seq_len = job.model.seq_len;
+  spec.seq_len = options.seq_len;
   return spec;
 }
 
-std::unique_ptr<Dataset> OpenTokenDataset(const config::JobConfig& job, int rank, int world,
+std::unique_ptr<Dataset> OpenTokenDataset(const InputOptions& options, int rank, int world,
                                           const models::TokenSpec& tokens) {
-  return std::make_unique<TokenDataset>(job, rank, world, tokens);
+  return std::make_unique<TokenDataset>(options, rank, world, tokens);
 }
 
 }  // namespace ringpilot::trainer::input

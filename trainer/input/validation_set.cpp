@@ -8,7 +8,6 @@
 
 #include "data/image_loader.h"
 #include "data/token_shards.h"
-#include "trainer/input/image_options.h"
 #include "trainer/input/mlm_masking.h"
 
 namespace ringpilot::trainer::input {
@@ -55,9 +54,9 @@ class RangePlan : public data::StepPlan {
 // files are replaced as in training, and remembered across evaluations.
 class ImageValidationSet : public ValidationSet {
  public:
-  ImageValidationSet(const config::JobConfig& job, std::unique_ptr<data::ImageSource> source,
+  ImageValidationSet(const InputOptions& options, std::unique_ptr<data::ImageSource> source,
                      const models::ImageSpec& image, int workers)
-      : job_(job), source_(std::move(source)), image_(image), workers_(workers) {}
+      : options_(options), source_(std::move(source)), image_(image), workers_(workers) {}
   int64_t size() const override { return source_->size(); }
 
   void ForEachBatch(int64_t first, int64_t last, int batch, const Consumer& consume) override {
@@ -74,7 +73,7 @@ class ImageValidationSet : public ValidationSet {
     RangePlan plan(first, last, batch);
     data::ImageBatchLoader loader(
         *source_, plan, slots,
-        ImageLoaderOptionsFor(job_, batch, image_, data::ImageTransform::kEval, workers_));
+        ImageLoaderOptionsFor(options_, batch, image_, data::ImageTransform::kEval, workers_));
     loader.Start(0, steps);
     for (int64_t step = 0; step < steps; ++step) {
       int count = 0;
@@ -95,7 +94,7 @@ class ImageValidationSet : public ValidationSet {
   std::vector<int64_t> bad_files() const override { return {bad_.begin(), bad_.end()}; }
 
  private:
-  const config::JobConfig& job_;
+  const InputOptions options_;
   const std::unique_ptr<data::ImageSource> source_;
   const models::ImageSpec image_;
   const int workers_;
@@ -137,10 +136,10 @@ std::unique_ptr<ValidationSet> LoadCifarValidationSet(const std::string& path,
       data::ReadCifar(data::CifarFiles(path, variant, /*train=*/false), variant));
 }
 
-std::unique_ptr<ValidationSet> MakeImageValidationSet(const config::JobConfig& job,
+std::unique_ptr<ValidationSet> MakeImageValidationSet(const InputOptions& options,
                                                       std::unique_ptr<data::ImageSource> source,
                                                       const models::ImageSpec& image, int workers) {
-  return std::make_unique<ImageValidationSet>(job, std::move(source), image, workers);
+  return std::make_unique<ImageValidationSet>(options, std::move(source), image, workers);
 }
 
 std::unique_ptr<ValidationSet> LoadTokenValidationSet(const std::string& prefix, int seq_len) {

@@ -12,9 +12,9 @@
 
 #include <ATen/core/TensorBody.h>
 
-#include "config/job.h"
 #include "data/cifar.h"
 #include "data/image_source.h"
+#include "trainer/input/input_options.h"
 #include "trainer/models/model.h"
 
 namespace ringpilot::trainer::input {
@@ -44,8 +44,8 @@ std::unique_ptr<ValidationSet> LoadCifarValidationSet(const std::string& path,
                                                       data::CifarVariant variant);
 
 /// `source` decoded with the evaluation crop at `image`'s size on `workers` threads, bad
-/// files replaced as in training (data.max_bad_fraction). `job` must outlive the set.
-std::unique_ptr<ValidationSet> MakeImageValidationSet(const config::JobConfig& job,
+/// files replaced as in training (images.max_bad_fraction).
+std::unique_ptr<ValidationSet> MakeImageValidationSet(const InputOptions& options,
                                                       std::unique_ptr<data::ImageSource> source,
                                                       const models::ImageSpec& image, int workers);
 

@@ -42,9 +42,9 @@ std::string FashionDir() {
   return std::string(build ? build : "build") + "/tests/data/fashion-cifar";
 }
 
-std::string ErrorOf(const config::JobConfig& job, int world) {
+std::string ErrorOf(const InputOptions& options, int world) {
   try {
-    OpenDataset(job, 0, world);
+    OpenDataset(options, 0, world);
   } catch (const std::exception& e) {
     return e.what();
   }
@@ -68,23 +68,25 @@ std::string MakeImageFolder(const std::string& root, int per_class) {
   return root;
 }
 
-config::JobConfig ImageJob(config::DataKind kind, const std::string& train,
-                           const std::string& val) {
-  config::JobConfig job;
-  job.model.name = config::ModelName::kResnet18Cifar;
-  job.model.num_classes = 10;
-  job.data.kind = kind;
-  job.data.train = train;
-  job.data.val = val;
-  job.data.batch_per_rank = 2;
-  job.data.workers = 1;
-  return job;
+// An image model of 10 classes reading `kind`.
+InputOptions ImageInput(config::DataKind kind, const std::string& train, const std::string& val) {
+  InputOptions options;
+  options.kind = kind;
+  options.train = train;
+  options.val = val;
+  options.batch_per_rank = 2;
+  options.model_input = models::InputKind::kImages;
+  options.num_classes = 10;
+  options.images.prefetch = 2;
+  options.images.workers = 1;
+  return options;
 }
 
 TEST(OpenDataset, SyntheticIsTheSeedsFunctionWithoutEpochs) {
-  config::JobConfig job;  // job defaults: synthetic, an image model
-  job.data.batch_per_rank = 4;
-  const auto images = OpenDataset(job, /*rank=*/1, /*world=*/2);
+  InputOptions options;  // synthetic, an image model
+  options.batch_per_rank = 4;
+  options.seed = 7;
+  const auto images = OpenDataset(options, /*rank=*/1, /*world=*/2);
   EXPECT_EQ(images->count().samples, -1);
   EXPECT_EQ(images->steps_per_epoch(), 0);
   EXPECT_FALSE(images->token_spec());
@@ -96,24 +98,25 @@ TEST(OpenDataset, SyntheticIsTheSeedsFunctionWithoutEpochs) {
   Batch got{at::empty({4, 3, 32, 32}, at::kByte), at::empty({4}, at::kLong), {}};
   images->Fill(3, got);
   Batch want{at::empty({4, 3, 32, 32}, at::kByte), at::empty({4}, at::kLong), {}};
-  FillImages(job.train.seed, FirstSampleIndex(3, 1, 2, 4), models::ImageSpec{}, want);
+  FillImages(options.seed, FirstSampleIndex(3, 1, 2, 4), models::ImageSpec{}, want);
   EXPECT_TRUE(got.input.equal(want.input));
   EXPECT_TRUE(got.target.equal(want.target));
   EXPECT_EQ(images->EpochOf(1000), 0);
 
-  job.model.name = config::ModelName::kBertTiny;
-  job.model.seq_len = 32;
-  const auto tokens = OpenDataset(job, 0, 1);
+  options.model_input = models::InputKind::kTokens;
+  options.seq_len = 32;
+  options.synthetic_vocab_size = 4096;
+  const auto tokens = OpenDataset(options, 0, 1);
   ASSERT_TRUE(tokens->token_spec());
-  EXPECT_EQ(tokens->token_spec()->vocab, config::kSyntheticVocabSize);
+  EXPECT_EQ(tokens->token_spec()->vocab, 4096);
   EXPECT_EQ(tokens->token_spec()->seq_len, 32);
   EXPECT_FALSE(tokens->masked_on_device());
 }
 
 TEST(OpenDataset, CifarCountsSamplesEpochsAndTheTestBatch) {
-  config::JobConfig job = ImageJob(config::DataKind::kCifar, FashionDir(), FashionDir());
-  job.data.batch_per_rank = 100;
-  const auto cifar = OpenDataset(job, /*rank=*/1, /*world=*/2);
+  InputOptions options = ImageInput(config::DataKind::kCifar, FashionDir(), FashionDir());
+  options.batch_per_rank = 100;
+  const auto cifar = OpenDataset(options, /*rank=*/1, /*world=*/2);
   EXPECT_EQ(cifar->count().samples, 2000);
   EXPECT_EQ(cifar->count().files, 1);
   EXPECT_EQ(cifar->steps_per_epoch(), 10);  // 2000 / (2 x 100)
@@ -138,10 +141,10 @@ TEST(OpenDataset, CifarCountsSamplesEpochsAndTheTestBatch) {
   EXPECT_EQ(cifar->EpochOf(20), 5);
   EXPECT_EQ(cifar->PositionOf(21).offset, 400);
 
-  job.data.val = "";
-  EXPECT_TRUE(OpenDataset(job, 0, 2)->LoadValidationSet(models::ImageSpec{}, false) == nullptr);
-  job.data.batch_per_rank = 1500;  // 2 x 1500 > 2000: not one global batch
-  const std::string small = ErrorOf(job, 2);
+  options.val = "";
+  EXPECT_TRUE(OpenDataset(options, 0, 2)->LoadValidationSet(models::ImageSpec{}, false) == nullptr);
+  options.batch_per_rank = 1500;  // 2 x 1500 > 2000: not one global batch
+  const std::string small = ErrorOf(options, 2);
   EXPECT_EQ(small.rfind(FashionDir() + ": dataset of 2000 samples is smaller than one global "
                                        "batch (2 ranks x 1500)",
                         0),
@@ -153,8 +156,8 @@ TEST(OpenDataset, ImageFolderAndShardsIndexTheSameImages) {
   ScratchDir dir;
   const std::string folder = MakeImageFolder(dir.path() + "/train", 5);
   const std::string val = MakeImageFolder(dir.path() + "/val", 2);
-  config::JobConfig job = ImageJob(config::DataKind::kImageFolder, folder, val);
-  const auto from_folder = OpenDataset(job, 0, /*world=*/2);
+  InputOptions options = ImageInput(config::DataKind::kImageFolder, folder, val);
+  const auto from_folder = OpenDataset(options, 0, /*world=*/2);
   EXPECT_EQ(from_folder->count().samples, 10);
   EXPECT_EQ(from_folder->count().files, 10);     // a file per image
   EXPECT_EQ(from_folder->steps_per_epoch(), 2);  // 10 / (2 x 2)
@@ -179,8 +182,8 @@ TEST(OpenDataset, ImageFolderAndShardsIndexTheSameImages) {
   const data::PackResult packed = data::PackImageFolder(
       folder, dir.path() + "/shards", {/*shard_samples=*/4, 0, 0, 0, 1}, [](const std::string&) {});
   ASSERT_EQ(packed.shards.size(), 3u);
-  job = ImageJob(config::DataKind::kImageShards, dir.path() + "/shards/shard-*.tar", "");
-  const auto from_shards = OpenDataset(job, 1, 2);
+  options = ImageInput(config::DataKind::kImageShards, dir.path() + "/shards/shard-*.tar", "");
+  const auto from_shards = OpenDataset(options, 1, 2);
   EXPECT_EQ(from_shards->count().samples, 10);
   EXPECT_EQ(from_shards->count().files, 3);  // the shards
   EXPECT_EQ(from_shards->steps_per_epoch(), 2);
@@ -197,8 +200,8 @@ TEST(OpenDataset, ImageFolderAndShardsIndexTheSameImages) {
   EXPECT_EQ(device.input.sizes(), (std::vector<int64_t>{2, 3, 8, 8}));
   EXPECT_EQ(from_shards->PositionOf(2).epoch, 1);
 
-  job.model.num_classes = 1;  // the folders hold two
-  const std::string classes = ErrorOf(job, 2);
+  options.num_classes = 1;  // the folders hold two
+  const std::string classes = ErrorOf(options, 2);
   EXPECT_NE(classes.find("2 classes, more than model.num_classes 1"), std::string::npos) << classes;
 }
 
@@ -209,17 +212,17 @@ TEST(OpenDataset, TokensFollowTheShardAndMaskOnTheDevice) {
     for (int d = 0; d < 40; ++d) w.AddDocument({1000 + d, 1001, 1002, 1003, 1004, 1005});
     w.Finish();
   }
-  config::JobConfig job;
-  job.model.name = config::ModelName::kBertTiny;
-  job.model.seq_len = 16;
-  job.data.kind = config::DataKind::kTokens;
-  job.data.train = dir.path() + "/train";
-  job.data.val = dir.path() + "/val";
-  job.data.batch_per_rank = 2;
+  InputOptions options;
+  options.model_input = models::InputKind::kTokens;
+  options.seq_len = 16;
+  options.kind = config::DataKind::kTokens;
+  options.train = dir.path() + "/train";
+  options.val = dir.path() + "/val";
+  options.batch_per_rank = 2;
   const int64_t sequences =
-      data::PackedSequenceCount(data::ReadTokenShardInfo(job.data.train), job.model.seq_len);
+      data::PackedSequenceCount(data::ReadTokenShardInfo(options.train), options.seq_len);
   ASSERT_GT(sequences, 8);
-  const auto tokens = OpenDataset(job, 0, /*world=*/2);
+  const auto tokens = OpenDataset(options, 0, /*world=*/2);
   EXPECT_EQ(tokens->count().samples, sequences);
   EXPECT_EQ(tokens->count().files, 1);
   EXPECT_EQ(tokens->steps_per_epoch(), sequences / 4);

@@ -37,19 +37,19 @@ std::string Shard(const std::string& prefix, const data::TokenVocab& vocab) {
   return prefix;
 }
 
-config::JobConfig TokensJob(const std::string& train, const std::string& val = "") {
-  config::JobConfig job;
-  job.model.name = config::ModelName::kBertTiny;
-  job.model.seq_len = 64;
-  job.data.kind = config::DataKind::kTokens;
-  job.data.train = train;
-  job.data.val = val;
-  return job;
+InputOptions TokensInput(const std::string& train, const std::string& val = "") {
+  InputOptions options;
+  options.model_input = models::InputKind::kTokens;
+  options.seq_len = 64;
+  options.kind = config::DataKind::kTokens;
+  options.train = train;
+  options.val = val;
+  return options;
 }
 
-std::string ErrorOf(const config::JobConfig& job) {
+std::string ErrorOf(const InputOptions& options) {
   try {
-    TokenSpecFor(job);
+    TokenSpecFor(options);
   } catch (const data::DataError& e) {
     return e.what();
   }
@@ -57,44 +57,45 @@ std::string ErrorOf(const config::JobConfig& job) {
 }
 
 TEST(TokenSpecFor, SyntheticUsesBertsIdsAndVocabSize) {
-  config::JobConfig job;
-  job.model.name = config::ModelName::kBertTiny;
-  job.model.seq_len = 32;
-  models::TokenSpec s = TokenSpecFor(job);
+  InputOptions options;  // synthetic
+  options.model_input = models::InputKind::kTokens;
+  options.seq_len = 32;
+  options.synthetic_vocab_size = config::kSyntheticVocabSize;  // model.vocab_size 0
+  models::TokenSpec s = TokenSpecFor(options);
   EXPECT_EQ(s.vocab, config::kSyntheticVocabSize);
   EXPECT_EQ(s.cls, kSyntheticCls);
   EXPECT_EQ(s.sep, kSyntheticSep);
   EXPECT_EQ(s.mask, kSyntheticMask);
   EXPECT_EQ(s.seq_len, 32);
-  job.model.vocab_size = 2048;
-  EXPECT_EQ(TokenSpecFor(job).vocab, 2048);
+  options.synthetic_vocab_size = 2048;
+  EXPECT_EQ(TokenSpecFor(options).vocab, 2048);
 }
 
 TEST(TokenSpecFor, TokensFollowTheShardHeader) {
   ScratchDir dir;
   const std::string train = Shard(dir.path() + "/train", {1200, 5, 6, 7, 0});
-  config::JobConfig job = TokensJob(train, Shard(dir.path() + "/val", {1200, 5, 6, 7, 0}));
-  models::TokenSpec s = TokenSpecFor(job);
+  InputOptions options = TokensInput(train, Shard(dir.path() + "/val", {1200, 5, 6, 7, 0}));
+  models::TokenSpec s = TokenSpecFor(options);
   EXPECT_EQ(s.vocab, 1200);
   EXPECT_EQ(s.cls, 5);
   EXPECT_EQ(s.sep, 6);
   EXPECT_EQ(s.mask, 7);
   EXPECT_EQ(s.pad, 0);
   EXPECT_EQ(s.seq_len, 64);
-  job.model.vocab_size = 1280;  // more rows than ids: allowed
-  EXPECT_EQ(TokenSpecFor(job).vocab, 1280);
+  options.vocab_size = 1280;  // more rows than ids: allowed
+  EXPECT_EQ(TokenSpecFor(options).vocab, 1280);
 
-  job.model.vocab_size = 1000;
-  const std::string small = ErrorOf(job);
+  options.vocab_size = 1000;
+  const std::string small = ErrorOf(options);
   EXPECT_EQ(small.rfind(data::TokenFilePath(train) + ": model.vocab_size 1000 is smaller", 0), 0u)
       << small;
 
   const std::string other = Shard(dir.path() + "/other", {1200, 5, 6, 8, 0});
-  const std::string mismatch = ErrorOf(TokensJob(train, other));
+  const std::string mismatch = ErrorOf(TokensInput(train, other));
   EXPECT_EQ(mismatch.rfind(data::TokenFilePath(other) + ": another vocabulary", 0), 0u) << mismatch;
   EXPECT_EQ(mismatch.find('\n'), std::string::npos);
 
-  const std::string missing = ErrorOf(TokensJob(dir.path() + "/nothing"));
+  const std::string missing = ErrorOf(TokensInput(dir.path() + "/nothing"));
   EXPECT_NE(missing.find("nothing.tokens: no such file"), std::string::npos) << missing;
 }
 
