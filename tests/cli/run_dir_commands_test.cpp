@@ -2,17 +2,20 @@
 // writes rank 0's log and heartbeat and, on SIGUSR1, a checkpoint and exit 75 (what the
 // real ranks do); and `ringpilot --version` with a fake trainer and mpirun.
 #include <signal.h>
-#include <sys/wait.h>
-#include <unistd.h>
+#include <sys/types.h>
 
 #include <chrono>
+#include <map>
+#include <optional>
 #include <string>
 #include <thread>
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "base/environment.h"
 #include "base/exit_status.h"
+#include "base/subprocess.h"
 #include "tests/test_util.h"
 
 namespace ringpilot::cli {
@@ -53,46 +56,37 @@ echo ready
 while :; do sleep 0.05; done
 )SH";
 
-// A process started in the background, its output in files.
+// A process started in the background (base/subprocess.h), its output in files: a shell
+// that redirects, then execs the program with the test's extra environment.
 struct Background {
-  pid_t pid = -1;
+  std::optional<base::Subprocess> child;
   std::string out;
   std::string err;
+  bool reaped = false;  // Wait saw it end
   Background(const std::vector<std::string>& argv, const std::map<std::string, std::string>& env,
              const std::string& dir, const std::string& name)
       : out(dir + "/" + name + ".out"), err(dir + "/" + name + ".err") {
-    pid = ::fork();
-    if (pid == 0) {
-      for (const auto& [k, v] : env) ::setenv(k.c_str(), v.c_str(), 1);
-      const int o = ::open(out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-      const int e = ::open(err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-      ::dup2(o, 1);
-      ::dup2(e, 2);
-      std::vector<char*> args;
-      for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-      args.push_back(nullptr);
-      ::execvp(args[0], args.data());
-      ::_exit(121);
-    }
+    base::SpawnOptions o;
+    o.argv = {"/bin/sh", "-c", "out=$1 err=$2; shift 2; exec \"$@\" >\"$out\" 2>\"$err\"",
+              "sh",      out,  err};
+    o.argv.insert(o.argv.end(), argv.begin(), argv.end());
+    o.env = base::CurrentEnvironment();
+    for (const auto& [k, v] : env) (*o.env)[k] = v;
+    child = base::Subprocess::Spawn(o);
   }
-  // The exit status, or -1 when it did not end within `seconds` (it is then killed).
+  pid_t pid() const { return child->pid(); }
+  // The exit status, or -1 when it did not end within `seconds` (it is killed when the
+  // Background goes).
   int Wait(double seconds) {
     const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
     while (std::chrono::steady_clock::now() < until) {
-      int status = 0;
-      if (::waitpid(pid, &status, WNOHANG) == pid) {
-        pid = -1;
-        return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+      if (const std::optional<base::ProcessStatus> s = child->TryWait()) {
+        reaped = true;
+        return s->term_signal == 0 ? s->exit_code : -1;
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
     }
     return -1;
-  }
-  ~Background() {
-    if (pid > 0) {
-      ::kill(pid, SIGKILL);
-      ::waitpid(pid, nullptr, 0);
-    }
   }
 };
 
@@ -133,7 +127,7 @@ TEST(RunDirCommands, StatusLogsAndStopOfARunningJob) {
 
   ProcessResult s = r.Ringpilot({"status", r.run_dir});
   ASSERT_EQ(s.exit_code, 0) << s.err;
-  EXPECT_NE(s.out.find("state       running (launcher pid " + std::to_string(job.pid)),
+  EXPECT_NE(s.out.find("state       running (launcher pid " + std::to_string(job.pid())),
             std::string::npos)
       << s.out;
   EXPECT_NE(s.out.find("attempt     1 of at most 3\n"), std::string::npos) << s.out;
@@ -146,7 +140,7 @@ TEST(RunDirCommands, StatusLogsAndStopOfARunningJob) {
   EXPECT_EQ(j["state"], "running");
   EXPECT_EQ(j["step"], 6);
   EXPECT_EQ(j["loss"], 2.5);
-  EXPECT_EQ(j["launcher"]["pid"], job.pid);
+  EXPECT_EQ(j["launcher"]["pid"], job.pid());
   EXPECT_EQ(j["launcher"]["attempt"], 1);
 
   ProcessResult logs = r.Ringpilot({"logs", r.run_dir});
@@ -162,7 +156,7 @@ TEST(RunDirCommands, StatusLogsAndStopOfARunningJob) {
   std::this_thread::sleep_for(std::chrono::milliseconds(500));
   const ProcessResult stop = r.Ringpilot({"stop", r.run_dir});
   EXPECT_EQ(stop.exit_code, 0) << stop.out << stop.err;
-  EXPECT_NE(stop.out.find("sent SIGUSR1 to the launcher (pid " + std::to_string(job.pid)),
+  EXPECT_NE(stop.out.find("sent SIGUSR1 to the launcher (pid " + std::to_string(job.pid())),
             std::string::npos)
       << stop.out;
   // The launcher's one line, which `stop` repeats.
@@ -208,9 +202,9 @@ TEST(RunDirCommands, LauncherGoneAndNotARunDirectory) {
                  "run");
   ASSERT_TRUE(r.WaitForRanks()) << ReadFile(job.err);
   // A launcher killed outright cannot record its end: status says so, stop refuses.
-  ::kill(job.pid, SIGKILL);
+  job.child->SignalChild(SIGKILL);
   job.Wait(10);
-  EXPECT_EQ(job.pid, -1);  // reaped
+  EXPECT_TRUE(job.reaped);
   // Its "ranks" live on, orphaned, as real ones would until mpirun's daemons noticed.
   const pid_t ranks = std::stoi(ReadFile(r.run_dir + "/ranks.pid"));
   ::kill(ranks, SIGKILL);

@@ -2,7 +2,6 @@
 // metrics::Families on prometheus-cpp: constant labels on every series, the exposition as
 // prometheus::TextSerializer writes it (and promtool accepts), setup errors that name the
 // metric, bucket layouts, and a hot path that never allocates.
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -18,6 +17,7 @@
 
 #include <gtest/gtest.h>
 
+#include "base/subprocess.h"
 #include "metrics/families.h"
 
 // Counts heap allocations in this binary, to check the hot path never allocates.
@@ -285,15 +285,15 @@ ToolResult PromtoolCheck(const std::string& promtool, const std::string& exposit
   if (fd < 0) return {-1, "mkstemp failed"};
   close(fd);
   std::ofstream(path) << exposition;
-  const std::string command = "'" + promtool + "' check metrics < '" + path + "' 2>&1";
+  // promtool reads the exposition from stdin: a shell redirects it.
+  base::SpawnOptions o;
+  o.argv = {"/bin/sh", "-c", "exec \"$0\" check metrics < \"$1\"", promtool, path};
+  o.stdout_to = base::ChildOutput::kPipe;
+  o.stderr_to = base::ChildOutput::kMerge;
+  const base::RunResult run = base::RunToEnd(o);
   ToolResult result;
-  FILE* pipe = popen(command.c_str(), "r");
-  if (pipe == nullptr) return {-1, "popen failed"};
-  char buffer[4096];
-  std::size_t n;
-  while ((n = fread(buffer, 1, sizeof buffer, pipe)) > 0) result.output.append(buffer, n);
-  const int status = pclose(pipe);
-  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  result.output = run.output;
+  result.exit_code = run.status.term_signal == 0 ? run.status.exit_code : -1;
   std::remove(path);
   return result;
 }

@@ -1,7 +1,6 @@
 // trainer/telemetry/versions.h: version texts, the in-process query against the venv's torch (an
 // independent view of the same LibTorch, cuDNN and NCCL wheels), build-info labels, and
 // `ringpilot-trainer --versions` end to end.
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -12,6 +11,7 @@
 
 #include <gtest/gtest.h>
 
+#include "base/subprocess.h"
 #include "trainer/telemetry/versions.h"
 
 namespace ringpilot::trainer::telemetry {
@@ -19,13 +19,11 @@ namespace {
 
 // stdout of the shell command CMD and its exit status.
 std::pair<std::string, int> Capture(const std::string& cmd) {
-  std::string out;
-  FILE* p = ::popen(cmd.c_str(), "r");
-  if (!p) return {"", -1};
-  char buf[4096];
-  for (std::size_t n; (n = std::fread(buf, 1, sizeof buf, p)) > 0;) out.append(buf, n);
-  const int status = ::pclose(p);
-  return {out, WIFEXITED(status) ? WEXITSTATUS(status) : -1};
+  base::SpawnOptions o;
+  o.argv = {"/bin/sh", "-c", cmd};
+  o.stdout_to = base::ChildOutput::kPipe;
+  const base::RunResult run = base::RunToEnd(o);
+  return {run.output, run.status.term_signal == 0 ? run.status.exit_code : -1};
 }
 
 std::string Env(const char* name, const std::string& fallback) {
