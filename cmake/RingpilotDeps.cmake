@@ -132,6 +132,31 @@ if(RINGPILOT_WITH_CUDA)
   endif()
 endif()
 
+# The cuDNN frontend's header-only graph API (PyPI nvidia-cudnn-frontend: its headers land in
+# site-packages/include) over the cuDNN the torch wheel ships, and NVRTC, which the frontend
+# links. Only the convolution + batch-norm fusion probe (bench/conv_bn_fusion_probe.cpp) uses
+# it so far; without it that probe is not built.
+set(RINGPILOT_WITH_CUDNN_FRONTEND OFF)
+if(RINGPILOT_WITH_CUDA)
+  find_path(CUDNN_FRONTEND_INCLUDE_DIR cudnn_frontend.h HINTS ${_site}/include NO_DEFAULT_PATH)
+  find_path(CUDNN_INCLUDE_DIR cudnn.h HINTS ${_site}/nvidia/cudnn/include NO_DEFAULT_PATH)
+  find_library(CUDNN_LIBRARY NAMES libcudnn.so.9 HINTS ${_site}/nvidia/cudnn/lib NO_DEFAULT_PATH)
+  find_library(NVRTC_LIBRARY NAMES nvrtc libnvrtc.so.13
+               HINTS ${CUDAToolkit_LIBRARY_DIR} ${_site}/nvidia/cu13/lib NO_DEFAULT_PATH)
+  if(CUDNN_FRONTEND_INCLUDE_DIR AND CUDNN_INCLUDE_DIR AND CUDNN_LIBRARY AND NVRTC_LIBRARY)
+    set(RINGPILOT_WITH_CUDNN_FRONTEND ON)
+    add_library(ringpilot_cudnn_frontend INTERFACE)
+    target_include_directories(ringpilot_cudnn_frontend SYSTEM INTERFACE
+                               ${CUDNN_FRONTEND_INCLUDE_DIR} ${CUDNN_INCLUDE_DIR})
+    target_link_libraries(ringpilot_cudnn_frontend INTERFACE ${CUDNN_LIBRARY} ${NVRTC_LIBRARY}
+                          CUDA::cudart)
+    message(STATUS "ringpilot: cuDNN frontend ${CUDNN_FRONTEND_INCLUDE_DIR}, ${CUDNN_LIBRARY}")
+  else()
+    message(STATUS "ringpilot: no cuDNN frontend headers (pip install nvidia-cudnn-frontend); "
+                   "bench/conv_bn_fusion_probe.cpp skipped")
+  endif()
+endif()
+
 # One precompiled LibTorch header shared by every LibTorch target (REUSE_FROM):
 # torch/torch.h costs ~15 s per translation unit on two cores otherwise.
 add_library(ringpilot_torch_pch STATIC ${CMAKE_SOURCE_DIR}/cmake/torch_pch.cpp)
