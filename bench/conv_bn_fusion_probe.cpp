@@ -38,14 +38,13 @@ namespace {
 namespace fe = cudnn_frontend;
 using TensorPtr = std::shared_ptr<fe::graph::Tensor_attributes>;
 
-#define PROBE_CUDA(call)                                                                     \
-  do {                                                                                       \
-    const cudaError_t e_ = (call);                                                           \
-    if (e_ != cudaSuccess) {                                                                 \
-      std::fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call,                     \
-                   cudaGetErrorString(e_));                                                  \
-      std::exit(1);                                                                          \
-    }                                                                                        \
+#define PROBE_CUDA(call)                                                                          \
+  do {                                                                                            \
+    const cudaError_t e_ = (call);                                                                \
+    if (e_ != cudaSuccess) {                                                                      \
+      std::fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(e_)); \
+      std::exit(1);                                                                               \
+    }                                                                                             \
   } while (0)
 
 // One convolution of ResNet-50 v1.5 (input 224x224): input NCHW sizes, filter, stride and
@@ -338,8 +337,8 @@ int main(int argc, char** argv) {
         std::printf(
             "{\"dtype\": \"%s\", \"conv\": \"%s\", \"count\": %d, \"pattern\": \"%s\", \"ms\": %s, "
             "\"error\": \"%s\"}\n",
-            type_name, s.name, s.count, Name(p),
-            ms[pi] ? std::to_string(*ms[pi]).c_str() : "null", e.c_str());
+            type_name, s.name, s.count, Name(p), ms[pi] ? std::to_string(*ms[pi]).c_str() : "null",
+            e.c_str());
       }
       total_floor += floor_ms * s.count;
       auto cell = [](const std::optional<double>& v) {
