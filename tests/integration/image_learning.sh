@@ -32,7 +32,9 @@ python3 "$(dirname "${BASH_SOURCE[0]}")/../data/make_image_folder_fashion.py" "$
 
 # Real JPEGs to spoil: pack a few images, take them out of the shard.
 mkdir -p "$RP_TMP/few/class0"
-find "$data/train/class0" -name '*.png' | sort | head -4 | xargs cp -t "$RP_TMP/few/class0/"
+# sed, not head: head exits after 4 lines and sort, still writing, would die of SIGPIPE
+# (a failed pipeline under pipefail, the script's end without a word).
+find "$data/train/class0" -name '*.png' | sort | sed -n '1,4p' | xargs cp -t "$RP_TMP/few/class0/"
 "$RINGPILOT" data pack "$RP_TMP/few" "$RP_TMP/few-shards" --shard-size 4 --max-side 28 >&2
 python3 - "$RP_TMP/few-shards/shard-000000.tar" "$data/train/class3" <<'PY'
 import sys, tarfile
