@@ -334,7 +334,6 @@ input::InputOptions InputOptionsFor(const config::JobConfig& job) {
   o.cifar = model.num_classes == 100 ? data::CifarVariant::kCifar100 : data::CifarVariant::kCifar10;
   o.seq_len = model.seq_len;
   o.vocab_size = model.vocab_size;
-  o.synthetic_vocab_size = model.vocab_size > 0 ? model.vocab_size : config::kSyntheticVocabSize;
   o.images.gpu_decode = job.data.gpu_decode;
   o.images.prefetch = job.data.prefetch;
   o.images.workers = job.data.workers;

@@ -126,8 +126,8 @@ comm::NcclOptions NcclOptionsFor(const config::CommConfig& comm);
 
 /// data.*, train.seed and the model facts the input room reads (trainer/input: OpenDataset,
 /// TokenSpecFor, InputFeed): the image or token model of model.name, model.num_classes (and
-/// the CIFAR distribution it names), model.seq_len, model.vocab_size (0 resolved to
-/// config::kSyntheticVocabSize for synthetic sequences), the GPU pipeline's host threads.
+/// the CIFAR distribution it names), model.seq_len, model.vocab_size, the GPU pipeline's host
+/// threads.
 input::InputOptions InputOptionsFor(const config::JobConfig& job);
 
 }  // namespace ringpilot::trainer

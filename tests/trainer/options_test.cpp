@@ -1,6 +1,7 @@
 // trainer/options.h: the one mapping from the job to the components' options.
 #include <gtest/gtest.h>
 
+#include "trainer/input/dataset_factory.h"
 #include "trainer/options.h"
 
 namespace ringpilot::trainer {
@@ -185,7 +186,7 @@ TEST(Options, InputCarriesTheDataKeys) {
   EXPECT_EQ(in.model_input, models::InputKind::kImages);
   EXPECT_EQ(in.cifar, data::CifarVariant::kCifar10);
   EXPECT_EQ(in.vocab_size, 0);  // token shards: the shards' vocabulary
-  EXPECT_EQ(in.synthetic_vocab_size, config::kSyntheticVocabSize);
+  EXPECT_EQ(input::TokenSpecFor(in).vocab, config::kSyntheticVocabSize);  // synthetic
   EXPECT_EQ(in.images.workers, 0);  // from the rank's cores (input::DecodeWorkersFor)
   EXPECT_EQ(in.images.gpu_threads, 8);
   EXPECT_EQ(in.images.worker_nice, 10);  // decode threads yield to training
@@ -230,7 +231,6 @@ TEST(Options, InputCarriesTheDataKeys) {
   EXPECT_EQ(in.model_input, models::InputKind::kTokens);
   EXPECT_EQ(in.seq_len, 64);
   EXPECT_EQ(in.vocab_size, 2048);
-  EXPECT_EQ(in.synthetic_vocab_size, 2048);
 }
 
 TEST(Options, EnumsMapOneToOne) {

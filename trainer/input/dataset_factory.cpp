@@ -61,7 +61,8 @@ models::TokenSpec TokenSpecFor(const InputOptions& options) {
     case config::DataKind::kImageShards:
       break;
   }
-  return SyntheticTokenSpec(options.synthetic_vocab_size, options.seq_len);
+  return SyntheticTokenSpec(
+      options.vocab_size > 0 ? options.vocab_size : config::kSyntheticVocabSize, options.seq_len);
 }
 
 }  // namespace ringpilot::trainer::input

@@ -20,9 +20,9 @@ std::unique_ptr<Dataset> OpenDataset(const InputOptions& options, int rank, int 
 
 /// The run's token ids: data.kind tokens: the vocabulary and special ids of data.train's
 /// shard header (data.val's must be the same), with model.vocab_size rows (0: the shards'
-/// vocabulary size); other kinds: kSynthetic* ids and synthetic_vocab_size ids. Reads
-/// headers only. Throws data::DataError naming the file for a bad header, a data.val shard
-/// of another vocabulary, or a model.vocab_size below the shards' vocabulary.
+/// vocabulary size); other kinds: kSynthetic* ids, vocab_size of them (0: kSyntheticVocabSize).
+/// Reads headers only. Throws data::DataError naming the file for a bad header, a data.val shard of
+/// another vocabulary, or a model.vocab_size below the shards' vocabulary.
 models::TokenSpec TokenSpecFor(const InputOptions& options);
 
 }  // namespace ringpilot::trainer::input

@@ -51,10 +51,9 @@ struct InputOptions {
   /// data.kind cifar: the distribution model.num_classes names (100: CIFAR-100, else -10).
   data::CifarVariant cifar = data::CifarVariant::kCifar10;
   int seq_len = 0;  ///< model.seq_len: the token models' sequences
-  /// model.vocab_size as written: data.kind tokens: the rows, 0 = the shards' vocabulary.
+  /// model.vocab_size as written: data.kind tokens: the rows, 0 = the shards' vocabulary;
+  /// synthetic sequences: their ids, 0 = config::kSyntheticVocabSize (TokenSpecFor).
   int vocab_size = 0;
-  /// model.vocab_size, 0 resolved to config::kSyntheticVocabSize: synthetic sequences' ids.
-  int synthetic_vocab_size = 0;
   ImageDecodeOptions images;  ///< data.* of the image kinds
 };
 

@@ -1,6 +1,6 @@
 // Everything a rank trains and checkpoints: the model, its parameters, the optimizer, the
-// per-rank RNG state, and the named tensors a checkpoint holds; built from the job and
-// resumed from the newest valid checkpoint.
+// per-rank RNG state, and the named tensors a checkpoint holds; built from its options
+// (trainer/options.cpp TrainingStateOptionsFor) and resumed from the newest valid checkpoint.
 #pragma once
 
 #include <cstdint>

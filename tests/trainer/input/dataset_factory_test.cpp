@@ -105,7 +105,7 @@ TEST(OpenDataset, SyntheticIsTheSeedsFunctionWithoutEpochs) {
 
   options.model_input = models::InputKind::kTokens;
   options.seq_len = 32;
-  options.synthetic_vocab_size = 4096;
+  options.vocab_size = 4096;
   const auto tokens = OpenDataset(options, 0, 1);
   ASSERT_TRUE(tokens->token_spec());
   EXPECT_EQ(tokens->token_spec()->vocab, 4096);

@@ -60,14 +60,14 @@ TEST(TokenSpecFor, SyntheticUsesBertsIdsAndVocabSize) {
   InputOptions options;  // synthetic
   options.model_input = models::InputKind::kTokens;
   options.seq_len = 32;
-  options.synthetic_vocab_size = config::kSyntheticVocabSize;  // model.vocab_size 0
+  options.vocab_size = 0;  // model.vocab_size 0: BERT's vocabulary
   models::TokenSpec s = TokenSpecFor(options);
   EXPECT_EQ(s.vocab, config::kSyntheticVocabSize);
   EXPECT_EQ(s.cls, kSyntheticCls);
   EXPECT_EQ(s.sep, kSyntheticSep);
   EXPECT_EQ(s.mask, kSyntheticMask);
   EXPECT_EQ(s.seq_len, 32);
-  options.synthetic_vocab_size = 2048;
+  options.vocab_size = 2048;
   EXPECT_EQ(TokenSpecFor(options).vocab, 2048);
 }
 
