@@ -15,6 +15,10 @@
 #             completed + 1)
 #   overhead  median step time with the plugin vs `--no-nccl-metrics`, same call, 3 runs
 #             each interleaved (printed; FAIL above 5% slower)
+#   inspector NCCL's Inspector plugin (.carry/multi, scripts/carry_multi_gpu.sh) loaded
+#             instead, 3 runs: its all-reduce records (message sizes, bus bandwidth) beside
+#             our plugin's bytes and bandwidth, and its step time beside the plugin-off runs
+#             (tests/gpu/inspector_summary.py); SKIP without the carry
 # Prints a table last; exit 1 on any failure.
 # Usage: source tests/gpu/env.sh; gpu_build; bash tests/gpu/nccl_profiler.sh [OUT_DIR]
 set -euo pipefail
@@ -133,6 +137,27 @@ print(f"overhead\t{st}\tstep {m_on:.3f} ms with plugin vs {m_off:.3f} ms without
 PY
 )
 while IFS=$'\t' read -r name status detail; do row "$name" "$status" "$detail"; done <<<"$res"
+
+# NCCL's own Inspector plugin (carried by scripts/carry_multi_gpu.sh) loaded instead of ours,
+# the same job: its records of the all-reduces (sizes, bus bandwidth) beside what our
+# plugin counted in the "on" run, and its step time beside the "off" runs. `ringpilot exec`
+# leaves a caller's NCCL_PROFILER_PLUGIN alone.
+INSPECTOR="$ROOT/.carry/multi/libnccl-profiler-inspector.so"
+if [[ -f $INSPECTOR ]]; then
+  saved=("${FORWARD[@]}")
+  for i in 1 2 3; do
+    rm -rf "${OUT:?}/inspector-$i"
+    FORWARD=("${saved[@]}" -x "NCCL_PROFILER_PLUGIN=$INSPECTOR" -x NCCL_INSPECTOR_ENABLE=1
+             -x NCCL_INSPECTOR_DUMP_THREAD_INTERVAL_MICROSECONDS=100
+             -x "NCCL_INSPECTOR_DUMP_DIR=$OUT/inspector-$i")
+    run "inspector-$i" || row inspector FAIL "run inspector-$i failed"
+  done
+  FORWARD=("${saved[@]}")
+  res=$(python3 "$ROOT/tests/gpu/inspector_summary.py" "$OUT" "$NRANKS")
+  while IFS=$'\t' read -r name status detail; do row "$name" "$status" "$detail"; done <<<"$res"
+else
+  row inspector SKIP "no .carry/multi/libnccl-profiler-inspector.so (scripts/carry_multi_gpu.sh)"
+fi
 
 echo "nccl_profiler: $NRANKS ranks on $NGPU GPUs ($(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)), output in $OUT"
 printf '%s\n' "${rows[@]}"

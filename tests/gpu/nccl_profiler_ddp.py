@@ -88,7 +88,9 @@ def main():
         step()
     torch.cuda.synchronize()
     base = os.environ.get("RINGPILOT_METRICS_PORT_BASE")
-    port = int(base) + rank if base and os.environ.get("NCCL_PROFILER_PLUGIN") else None
+    # Only ringpilot's plugin serves a port; another plugin (NCCL's Inspector) writes files.
+    plugin = os.path.basename(os.environ.get("NCCL_PROFILER_PLUGIN", ""))
+    port = int(base) + rank if base and plugin.startswith("libringpilot") else None
     before = settled(port) if port else None
     times = []
     for _ in range(a.steps):

@@ -6,11 +6,20 @@
 #   facts          nvidia-smi topology and links, versions, `ringpilot topo` (text, JSON
 #                  snapshot, dot) and `ringpilot doctor`                         (~20 s)
 #   comm           `ringpilot bench comm --device cuda` on all GPUs: every collective
-#                  1 KiB-1 GiB in and out of place, all-reduce 1 MiB-2 GiB, the pairwise
-#                  matrix; the torch.distributed peer (torch_comm_peer.py) on the same
-#                  sweeps                                                         (~3 min)
+#                  1 KiB-1 GiB in and out of place, all-reduce 64 KiB-2 GiB, the pairwise
+#                  matrix; nccl-tests (carried in .carry/multi/nccl-tests.tgz, built by
+#                  scripts/carry_multi_gpu.sh) on the same all-reduce sizes; the busbw of
+#                  each against nccl-tests' out-of-place column, size by size        (~3 min)
 #   train-resnet50, train-bert-base
-#                  bench_train.sh --what all (eager peer) at every world          (~4 min)
+#                  bench_train.sh --what all at every world: ringpilot and the fair peer
+#                  (torch.compile; BERT with the masked MLM head), RP_PEER_IMPLS overrides
+#                  the peer variants                                             (~5 min)
+#   grad-dtype     comm.grad_dtype bf16 against fp32 on real images (Fashion-MNIST in the
+#                  CIFAR layout, carried in .carry/multi/fashion.tgz): resnet18-cifar on all
+#                  GPUs, deterministic, the held-out loss and top-1 every 50 of 400 steps
+#                  side by side                                                  (~2 min)
+#   profiler       tests/gpu/nccl_profiler.sh on all GPUs, with NCCL's Inspector plugin
+#                  (.carry/multi/libnccl-profiler-inspector.so) beside ours      (~4 min)
 #   compile        the compiled peers of both models at 1 GPU and all GPUs          (~6 min)
 #   overlap        ringpilot at all GPUs with comm.overlap_optimizer off and on, and
 #                  the 1-GPU run on every GPU (--each-gpu), both models          (~4 min)
@@ -48,7 +57,7 @@ done
 ((${#PARTS[@]})) || { echo "scaling_suite: name at least one part (--help)" >&2; exit 2; }
 for part in "${PARTS[@]}"; do  # before any device time goes
   case $part in
-    facts|comm|train-resnet50|train-bert-base|compile|overlap|observe|verify|options|contention) ;;
+    facts|comm|train-resnet50|train-bert-base|grad-dtype|profiler|compile|overlap|observe|verify|options|contention) ;;
     *) echo "scaling_suite: unknown part '$part' (--help lists them)" >&2; exit 2 ;;
   esac
 done
@@ -81,52 +90,106 @@ part_facts() {  # dir
 }
 
 part_comm() {
-  local d=$1 peer=(python3 -m torch.distributed.run --standalone --nproc_per_node="$GPUS"
-                   "$ROOT/tests/gpu/torch_comm_peer.py")
+  local d=$1 nt op
+  nt=$(mktemp -d)
+  tar xzf "$ROOT/.carry/multi/nccl-tests.tgz" -C "$nt" 2>/dev/null || true
   timeout 200 "$RP" bench comm --device cuda --np "$GPUS" --op all --min-bytes 1K --max-bytes 1G \
     --step-factor 4 --iters 20 --warmup 5 --both --json --plot "$d/comm-all.svg" \
     >"$d/comm-all.json" 2>"$d/comm-all.err"
   say "bench comm all ops: rc $?"
-  timeout 150 "$RP" bench comm --device cuda --np "$GPUS" --op allreduce --min-bytes 1M --max-bytes 2G \
-    --iters 40 --warmup 10 --out-of-place --json >"$d/comm-allreduce.json" 2>"$d/comm-allreduce.err"
+  timeout 150 "$RP" bench comm --device cuda --np "$GPUS" --op allreduce --min-bytes 64K \
+    --max-bytes 2G --iters 40 --warmup 10 --out-of-place --json >"$d/comm-allreduce.json" \
+    2>"$d/comm-allreduce.err"
   say "bench comm all-reduce: rc $?"
   timeout 120 "$RP" bench comm --device cuda --np "$GPUS" --pairwise --max-bytes 256M --json \
     >"$d/comm-pairwise.json" 2>"$d/comm-pairwise.err"
   say "bench comm pairwise: rc $?"
-  timeout 200 "${peer[@]}" --min-bytes 1024 --max-bytes 1073741824 --step-factor 4 >"$d/peer-all.log" 2>&1
-  say "peer all ops: rc $?"
-  timeout 150 "${peer[@]}" --ops allreduce --min-bytes 1048576 --max-bytes 2147483648 \
-    --step-factor 2 --iters 40 --warmup 10 >"$d/peer-allreduce.log" 2>&1
-  say "peer all-reduce: rc $?"
-  python3 - "$d" <<'PY'
-import json, sys
-d = sys.argv[1]
-def peer(name):
-    out = {}
-    for line in open(f"{d}/{name}"):
-        if line.startswith("PEERCOMM "):
-            r = json.loads(line[9:])
-            out[(r["op"], r["bytes"])] = r
-    return out
-try:
-    ours = json.load(open(f"{d}/comm-allreduce.json"))["results"]
-except (OSError, ValueError, KeyError):
-    sys.exit("no all-reduce sweep")
-p = peer("peer-allreduce.log")
-print(f"{'bytes':>12} {'busbw':>8} {'peer':>8} {'ratio':>6} {'expected':>8} wrong")
-for r in ours:
-    q = p.get(("allreduce", r["bytes"]))
-    ratio = f"{r['busbw_gbps'] / q['busbw_gbps']:.3f}" if q else "-"
-    qb = f"{q['busbw_gbps']:.1f}" if q else "-"
-    print(f"{r['bytes']:>12} {r['busbw_gbps']:>8.1f} {qb:>8} {ratio:>6} {r['expected_busbw_gbps']:>8.1f} {r['wrong']}")
-PY
+  if [[ -x $nt/all_reduce_perf ]]; then
+    # nccl-tests, one process driving all GPUs (-g), float sum like `bench comm`; the same
+    # sizes, iterations and warm-up as each sweep above.
+    timeout 150 "$nt/all_reduce_perf" -b 64K -e 2G -f 2 -g "$GPUS" -n 40 -w 10 -c 1 \
+      >"$d/nccl-tests-allreduce.txt" 2>&1
+    say "nccl-tests all-reduce: rc $?"
+    for op in all_reduce all_gather reduce_scatter broadcast alltoall sendrecv; do
+      [[ -x $nt/${op}_perf ]] || continue
+      timeout 100 "$nt/${op}_perf" -b 1K -e 1G -f 4 -g "$GPUS" -n 20 -w 5 -c 1 \
+        >"$d/nccl-tests-$op.txt" 2>&1
+      say "nccl-tests $op: rc $?"
+    done
+  else
+    say "no .carry/multi/nccl-tests.tgz (scripts/carry_multi_gpu.sh): comparison left out"
+  fi
+  python3 "$ROOT/tests/gpu/comm_vs_nccl_tests.py" "$d" | tee "$d/comparison.txt"
 }
 
 part_train() {  # dir model
-  RP_PEER_IMPLS=eager bash "$ROOT/tests/gpu/bench_train.sh" --what all --worlds "$WORLDS" \
+  RP_PEER_IMPLS=${RP_PEER_IMPLS:-compile} RP_PEER_MLM_HEAD=masked \
+    bash "$ROOT/tests/gpu/bench_train.sh" --what all --worlds "$WORLDS" \
     --models "$2" --out "$1/train.jsonl" >"$1/train.txt" 2>"$1/train.err"
   say "bench_train $2: rc $?"
   tail -n $((2 * $(wc -w <<<"$WORLDS") + 1)) "$1/train.txt"
+}
+
+# comm.grad_dtype bf16 against fp32 on real images, on all GPUs: the same deterministic job
+# twice, held-out loss and top-1 every 50 steps.
+part_grad_dtype() {
+  local d=$1 data dtype
+  data=$(mktemp -d)
+  tar xzf "$ROOT/.carry/multi/fashion.tgz" -C "$data" ||
+    { say "grad-dtype: no .carry/multi/fashion.tgz (scripts/carry_multi_gpu.sh)"; return; }
+  data="$data/fashion"
+  for dtype in fp32 bf16; do
+    cat >"$d/$dtype.yaml" <<YAML
+name: grad-dtype-$dtype
+world: {nodes: 1, procs_per_node: $GPUS, device: cuda}
+model: {name: resnet18-cifar, num_classes: 10}
+data: {kind: cifar, batch_per_rank: 128, train: "$data", val: "$data"}
+train: {steps: 400, optimizer: sgd, lr: 0.1, momentum: 0.9, weight_decay: 5.0e-4, seed: 5,
+        lr_schedule: cosine, lr_warmup_steps: 20, precision: bf16, deterministic: true,
+        log_every_s: 0.5}
+comm: {grad_dtype: $dtype}
+eval: {every_steps: 50, batch_per_rank: 250}
+checkpoint: {every_steps: 0, keep: 1}
+metrics: {enabled: false}
+YAML
+    timeout 240 "$RP" run "$d/$dtype.yaml" --run-dir "$d/run-$dtype" >"$d/$dtype.log" 2>&1
+    say "grad_dtype $dtype: rc $?"
+  done
+  python3 - "$d" <<'PY'
+import json, os, re, sys
+d = sys.argv[1]
+def evals(dtype):
+    out = {}
+    if not os.path.exists(f"{d}/run-{dtype}/logs/rank-0.log"):
+        return out
+    # rank 0's log: its eval lines (the launcher echoes them too).
+    for line in open(f"{d}/run-{dtype}/logs/rank-0.log", errors="replace"):
+        m = re.search(r"eval after step (\d+) .*?top1 ([0-9.]+).*?\| loss ([0-9.]+)", line)
+        if m:
+            out[int(m.group(1))] = (float(m.group(3)), float(m.group(2)))
+    return out
+def summary(dtype):
+    try:
+        return json.load(open(f"{d}/run-{dtype}/summary.json"))
+    except (OSError, ValueError):
+        return {}
+a, b = evals("fp32"), evals("bf16")
+print(f"{'step':>6} {'loss fp32':>10} {'loss bf16':>10} {'top1 fp32':>10} {'top1 bf16':>10}")
+for s in sorted(set(a) | set(b)):
+    la, ta = a.get(s, (float("nan"),) * 2)
+    lb, tb = b.get(s, (float("nan"),) * 2)
+    print(f"{s:>6} {la:>10.4f} {lb:>10.4f} {ta:>10.4f} {tb:>10.4f}")
+for dtype in ("fp32", "bf16"):
+    sm = summary(dtype)
+    print(f"{dtype}: final_loss {sm.get('final_loss')} samples/s {sm.get('samples_per_second')}")
+PY
+  rm -rf "$d"/run-*/checkpoints
+}
+
+part_profiler() {
+  timeout 500 bash "$ROOT/tests/gpu/nccl_profiler.sh" "$1/out" >"$1/profiler.txt" 2>&1
+  say "nccl_profiler: rc $?"
+  tail -14 "$1/profiler.txt"
 }
 
 part_compile() {
@@ -249,6 +312,8 @@ for part in "${PARTS[@]}"; do
     comm) part_comm "$dir" ;;
     train-resnet50) part_train "$dir" resnet50 ;;
     train-bert-base) part_train "$dir" bert-base ;;
+    grad-dtype) part_grad_dtype "$dir" ;;
+    profiler) part_profiler "$dir" ;;
     compile) part_compile "$dir" ;;
     overlap) part_overlap "$dir" ;;
     observe) part_observe "$dir" ;;
