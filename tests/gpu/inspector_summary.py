@@ -3,7 +3,7 @@
   python3 tests/gpu/inspector_summary.py OUT NRANKS
 
 OUT holds the script's runs: on.out (ringpilot's plugin: "NCCLPROF {json}" per rank),
-off-{1,2,3}.out (no plugin) and inspector-{1,2,3}.out with the Inspector's own files in
+off-{1..5}.out (no plugin) and inspector-{1,2,3}.out with the Inspector's own files in
 inspector-{1,2,3}/ (HOST-pidPID.log: JSON objects, each the latest completed collective of
 one communicator when its dump thread woke). The Inspector samples collectives rather than
 counting them, so bytes per step cannot be summed from it; what it can say, and is put
@@ -80,7 +80,7 @@ def main():
         print("inspector-bw\tFAIL\tno AllReduce records of rank 0 or no ringpilot run to compare")
 
     ins = [slowest_median(os.path.join(out, f"inspector-{i}.out")) for i in (1, 2, 3)]
-    off = [slowest_median(os.path.join(out, f"off-{i}.out")) for i in (1, 2, 3)]
+    off = [slowest_median(os.path.join(out, f"off-{i}.out")) for i in range(1, 6)]
     ins, off = [x for x in ins if x], [x for x in off if x]
     if ins and off:
         m_in, m_off = statistics.median(ins), statistics.median(off)
