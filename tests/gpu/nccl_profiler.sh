@@ -14,7 +14,9 @@
 #             show it on their own port (in flight, op allreduce, age >= 1 s, started =
 #             completed + 1)
 #   overhead  median step time with the plugin vs `--no-nccl-metrics`, same call, 5 runs
-#             of 500 steps each, interleaved (printed; FAIL above 1% slower, the target)
+#             of 500 steps each, interleaved (printed; FAIL above 1% slower, the target).
+#             Batch 2048 makes the step GPU-bound (~7 ms on an H200): at the default
+#             batch it is ~3.5 ms of Python launches whose run-to-run spread (+-7%) hides 1%
 #   inspector NCCL's Inspector plugin (.carry/multi, scripts/carry_multi_gpu.sh) loaded
 #             instead, 3 runs: its all-reduce records (message sizes, bus bandwidth) beside
 #             our plugin's bytes and bandwidth, and its step time beside the plugin-off runs
@@ -115,7 +117,7 @@ PY
 while IFS=$'\t' read -r name status detail; do row "$name" "$status" "$detail"; done <<<"$res"
 
 # Overhead: interleaved, so clock and thermal drift hit both sides alike.
-DDP_EXTRA=(--stall-seconds 0 --steps 500)
+DDP_EXTRA=(--stall-seconds 0 --steps 500 --batch 2048)
 for i in 1 2 3 4 5; do
   run "on-$i"
   run "off-$i" --no-nccl-metrics
