@@ -33,7 +33,13 @@ def objects(path):
         try:
             obj, i = dec.raw_decode(text, i)
         except ValueError:
-            return out  # a record cut off by the process's end
+            # A record cut off (the process ended, or two writers interleaved): go on at
+            # the next line that starts an object.
+            nxt = text.find("\n{", i)
+            if nxt < 0:
+                return out
+            i = nxt + 1
+            continue
         out.append(obj)
 
 
