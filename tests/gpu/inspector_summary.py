@@ -7,9 +7,9 @@ off-{1..5}.out (no plugin) and inspector-{1,2,3}.out with the Inspector's own fi
 inspector-{1,2,3}/ (HOST-pidPID.log: JSON objects, each the latest completed collective of
 one communicator when its dump thread woke). The Inspector samples collectives rather than
 counting them, so bytes per step cannot be summed from it; what it can say, and is put
-beside ringpilot's numbers: that every rank wrote records, the all-reduce message sizes it
-saw (their sum against the gradient bytes: DDP's buckets add up to them when each size was
-sampled at least once) and the bus bandwidth of the largest all-reduce.
+beside ringpilot's numbers: that every rank of every run wrote records, the all-reduce
+message sizes it saw, and per size class (comm::SizeBucketIndex's) the median bus bandwidth
+of the all-reduces it sampled beside ours of that class.
 Prints tab-separated rows "name<TAB>PASS|FAIL<TAB>detail": inspector (loaded, records per
 rank; FAIL without them), inspector-bw (bandwidth and sizes beside ours) and
 inspector-overhead (step time), both INFO: numbers to read, not thresholds.
@@ -54,34 +54,62 @@ def slowest_median(path):
     return max(ms) if ms else None
 
 
+# comm::SizeBucketIndex's classes (comm/collective_op.cpp), by their label.
+CLASSES = [("lt64KiB", 64 << 10), ("64KiB-1MiB", 1 << 20), ("1MiB-4MiB", 4 << 20),
+           ("4MiB-16MiB", 16 << 20), ("16MiB-64MiB", 64 << 20), ("ge64MiB", 1 << 62)]
+
+
+def size_class(nbytes):
+    return next(name for name, limit in CLASSES if nbytes < limit)
+
+
+def inspector_records(run_dir):
+    """{rank: [coll_perf]} of one run's Inspector files."""
+    per_rank = {}
+    for f in glob.glob(os.path.join(run_dir, "**", "*.log"), recursive=True):
+        for o in objects(f):
+            if "coll_perf" in o and "header" in o:
+                per_rank.setdefault(o["header"]["rank"], []).append(o["coll_perf"])
+    return per_rank
+
+
 def main():
     out, nranks = sys.argv[1], int(sys.argv[2])
-    records = []
-    for f in glob.glob(os.path.join(out, "inspector-1", "**", "*.log"), recursive=True):
-        records += [o for o in objects(f) if "coll_perf" in o]
-    per_rank = {}
-    for o in records:
-        per_rank.setdefault(o["header"]["rank"], []).append(o["coll_perf"])
-    allreduce = {r: [c for c in cs if c.get("coll") == "AllReduce"] for r, cs in per_rank.items()}
-    problems = [f"rank {r}: no records" for r in range(nranks) if r not in per_rank]
-    problems += [f"rank {r}: no AllReduce" for r, cs in allreduce.items() if not cs]
-    counts = ", ".join(f"rank {r} {len(per_rank[r])}" for r in sorted(per_rank))
-    print(f"inspector\t{'FAIL' if problems or not records else 'PASS'}\t"
-          f"{'; '.join(problems) or 'records per rank: ' + counts}")
+    runs = sorted(glob.glob(os.path.join(out, "inspector-[0-9]")))
+    problems, counts = [], []
+    for run in runs:
+        per_rank = inspector_records(run)
+        name = os.path.basename(run)
+        problems += [f"{name} rank {r}: no records" for r in range(nranks) if r not in per_rank]
+        problems += [f"{name} rank {r}: no AllReduce" for r, cs in per_rank.items()
+                     if not any(c.get("coll") == "AllReduce" for c in cs)]
+        counts.append(f"{name} " + "/".join(str(len(per_rank.get(r, []))) for r in range(nranks)))
+    print(f"inspector\t{'FAIL' if problems or not runs else 'PASS'}\t"
+          f"{'; '.join(problems) or 'records per rank: ' + ', '.join(counts)}")
 
+    # The first run's rank 0 beside the plugin run's rank 0, size class by size class:
+    # the Inspector's median bus bandwidth of the all-reduces it sampled in a class, ours
+    # of the class's busiest (algorithm, protocol) cell.
     ours = rank_lines(os.path.join(out, "on.out"))
-    ar0 = allreduce.get(0, [])
+    ar0 = [c for c in inspector_records(runs[0]).get(0, []) if c.get("coll") == "AllReduce"] \
+        if runs else []
     if ar0 and ours:
+        mine = ours[0].get("allreduce_busbw_by_class", {})
+        cells = []
+        for name, _ in CLASSES:
+            theirs = [c["coll_busbw_gbs"] for c in ar0 if size_class(c["coll_msg_size_bytes"]) == name]
+            cell = max(mine.get(name, []), key=lambda x: x["ops"], default=None)
+            if not theirs and cell is None:
+                continue
+            t = f"{statistics.median(theirs):.1f} GB/s ({len(theirs)} sampled)" if theirs else "-"
+            m = (f"{cell['busbw'] / 1e9:.1f} GB/s ({cell['ops']:.0f} ops, {cell['algo']}/"
+                 f"{cell['proto']})") if cell else "-"
+            cells.append(f"{name}: Inspector {t} vs ringpilot {m}")
         sizes = sorted({c["coll_msg_size_bytes"] for c in ar0})
-        largest = max(sizes)
-        bw = [c["coll_busbw_gbs"] for c in ar0 if c["coll_msg_size_bytes"] == largest]
-        grad = ours[0]["grad_bytes"]
-        ours_bw = ours[0]["allreduce_busbw"] / 1e9
-        print(f"inspector-bw\tINFO\tall-reduce sizes {sizes} B (sum {sum(sizes)} vs gradients "
-              f"{grad} B; ours {ours[0]['allreduce_bytes_per_step']:.0f} B/step in "
-              f"{ours[0]['allreduce_ops_per_step']:.1f} ops); busbw of the {largest} B "
-              f"all-reduce: median {statistics.median(bw):.1f} GB/s over {len(bw)} records "
-              f"(Inspector) vs {ours_bw:.1f} GB/s (ringpilot, its largest)")
+        print(f"inspector-bw\tINFO\tall-reduce busbw by size class, rank 0: {'; '.join(cells)}. "
+              f"Sizes the Inspector saw: {sizes} B; ringpilot counted "
+              f"{ours[0]['allreduce_bytes_per_step']:.0f} B/step in "
+              f"{ours[0]['allreduce_ops_per_step']:.1f} ops (gradients {ours[0]['grad_bytes']} B)")
     else:
         print("inspector-bw\tFAIL\tno AllReduce records of rank 0 or no ringpilot run to compare")
 

@@ -112,11 +112,22 @@ def main():
         busbw = [v for labels, v in series(after, "ringpilot_collective_bus_bandwidth_bytes_per_second")
                  if labels.get("op") == "allreduce"]
         info = [labels for labels, _ in series(after, "ringpilot_nccl_communicator_info")]
+        # Per size class: every (algorithm, protocol) cell's operations and bus bandwidth,
+        # for tests/gpu/inspector_summary.py to put beside NCCL's Inspector.
+        ops = {(l["size_bucket"], l["algo"], l["proto"]): v
+               for l, v in series(after, "ringpilot_nccl_ops_total") if l.get("op") == "allreduce"}
+        by_class = {}
+        for l, v in series(after, "ringpilot_nccl_bus_bandwidth_bytes_per_second"):
+            if l.get("op") == "allreduce":
+                key = (l["size_bucket"], l["algo"], l["proto"])
+                by_class.setdefault(l["size_bucket"], []).append(
+                    {"algo": l["algo"], "proto": l["proto"], "ops": ops.get(key, 0), "busbw": v})
         result.update({
             "allreduce_bytes_per_step": dbytes / a.steps,
             "allreduce_ops_per_step": dops / a.steps,
             "seq_started": started, "seq_completed": completed,
             "allreduce_busbw": max(busbw) if busbw else 0.0,
+            "allreduce_busbw_by_class": by_class,
             "allreduce_seconds_count": total(after, "ringpilot_collective_seconds_count", op="allreduce"),
             "api_versions": sorted({i.get("api_version") for i in info}),
             "timing": sorted({i.get("timing") for i in info}),
