@@ -36,8 +36,8 @@ PrometheusExport::PrometheusExport(const RankLabels& labels, int api_version)
   coll_bytes_ =
       &r.AddCounter("ringpilot_collective_bytes_total", "Payload bytes of collectives, per rank.");
   coll_busbw_ = &r.AddGauge("ringpilot_collective_bus_bandwidth_bytes_per_second",
-                            "Bus bandwidth (nccl-tests definition) of the largest message size "
-                            "class of this op, over the run so far.");
+                            "Bus bandwidth (nccl-tests definition) of the message size class "
+                            "that carried most of this op's timed bytes, over the run so far.");
   started_seq_ = &r.AddGauge("ringpilot_collective_last_started_seq",
                              "Sequence number of the last collective this rank issued.");
   completed_seq_ = &r.AddGauge("ringpilot_collective_last_completed_seq",
@@ -106,9 +106,12 @@ void PrometheusExport::RefreshComm(const CommSnapshot& s) {
              {"timing", s.timing == Timing::kKernelChannels ? "gpu" : "none"}})
       .Set(1);
 
-  // Per op: bytes, and the bus bandwidth of the largest size class that has a time.
+  // Per op: bytes, and the bus bandwidth of the size class that carried the most timed
+  // bytes. Not simply the largest class: a program's one-off large operation (DDP's first
+  // step reduces all gradients at once, timed with the peers still arriving) would
+  // otherwise stand for its steady traffic for the rest of the run.
   std::map<int, double> op_bytes;
-  std::map<int, std::pair<int, double>> op_busbw;  // op -> (size class, busbw)
+  std::map<int, std::pair<uint64_t, double>> op_busbw;  // op -> (class's timed bytes, busbw)
   std::map<std::pair<int, int>, std::pair<uint64_t, double>> class_time;  // bytes, seconds
   for (const CellSnapshot& c : s.cells) {
     const metrics::Labels labels{{"comm", comm},
@@ -131,9 +134,10 @@ void PrometheusExport::RefreshComm(const CommSnapshot& s) {
     if (t.second <= 0) continue;
     const double busbw =
         t.first * BusBandwidthFactor(static_cast<NcclOp>(key.first), s.id.nranks) / t.second;
+    // Classes come in increasing order: on equal bytes the larger class wins.
     auto it = op_busbw.find(key.first);
-    if (it == op_busbw.end() || it->second.first < key.second) {
-      op_busbw[key.first] = {key.second, busbw};
+    if (it == op_busbw.end() || it->second.first <= t.first) {
+      op_busbw[key.first] = {t.first, busbw};
     }
   }
   for (const auto& [op, bytes] : op_bytes) {

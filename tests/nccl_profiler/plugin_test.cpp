@@ -319,6 +319,36 @@ TEST(NcclProfilerPlugin, CollectivesAndP2pOnTwoCommunicatorsAreServedLive) {
   EXPECT_EQ(Series(Scrape(port), "ringpilot_nccl_ops_total", cell), 3.0);
 }
 
+TEST(NcclProfilerPlugin, OpBandwidthIsTheClassCarryingTheMostBytesNotAOneOffLargeOperation) {
+  TempDir dir;
+  const int port = ringpilot::testing::FreeLoopbackPorts(1);
+  ASSERT_NE(port, 0);
+  ScopedEnv env(
+      {{"RINGPILOT_METRICS_PORT_BASE", std::to_string(port)}, {"RANK", "0"}, {"LOCAL_RANK", "0"}});
+  Plugin plugin(dir);
+  Comm world(plugin.v5(), kWorld, 0, 2, "world");
+  // As DDP's first step: all 128 MiB of gradients in one all-reduce, 100 ms while the peer
+  // arrives; then steady 32 MiB buckets, 0.2 ms each, 5 of them (160 MiB).
+  void* first = world.Enqueue("AllReduce", 32 << 20, "ncclFloat32", 1);
+  world.Channel(first, 1'000'000, 101'000'000);
+  for (int i = 0; i < 5; ++i) {
+    void* t = world.Enqueue("AllReduce", 8 << 20, "ncclFloat32", 1);
+    world.Channel(t, 200'000'000, 200'200'000);
+  }
+  const std::string text = Scrape(port);
+  const std::string w = "comm=\"0123456789abcdef\"";
+  // 2 ranks: factor 1. The steady class: 32 MiB in 0.2 ms.
+  EXPECT_NEAR(
+      Series(text, "ringpilot_collective_bus_bandwidth_bytes_per_second", w + ",op=\"allreduce\""),
+      32.0 * (1 << 20) / 2e-4, 1.0)
+      << text;
+  // The one-off keeps its own cell.
+  EXPECT_NEAR(
+      Series(text, "ringpilot_nccl_bus_bandwidth_bytes_per_second",
+             "algo=\"ring\"," + w + ",op=\"allreduce\",proto=\"simple\",size_bucket=\"ge64MiB\""),
+      128.0 * (1 << 20) / 0.1, 1.0);
+}
+
 TEST(NcclProfilerPlugin, StoppedRankShowsItsInFlightOperationOnTheScrapeAndInTheStatsFile) {
   TempDir dir;
   const int port = ringpilot::testing::FreeLoopbackPorts(1);
