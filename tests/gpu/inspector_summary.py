@@ -88,8 +88,9 @@ def main():
           f"{'; '.join(problems) or 'records per rank: ' + ', '.join(counts)}")
 
     # The first run's rank 0 beside the plugin run's rank 0, size class by size class:
-    # the Inspector's median bus bandwidth of the all-reduces it sampled in a class, ours
-    # of the class's busiest (algorithm, protocol) cell.
+    # the Inspector's median bus bandwidth of the all-reduces it sampled in a class and
+    # their pooled one (bytes over time, as ours), ours of the class's busiest (algorithm,
+    # protocol) cell.
     ours = rank_lines(os.path.join(out, "on.out"))
     ar0 = [c for c in inspector_records(runs[0]).get(0, []) if c.get("coll") == "AllReduce"] \
         if runs else []
