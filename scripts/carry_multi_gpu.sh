@@ -3,7 +3,9 @@
 # besides ringpilot's own carried build into the ignored .carry/multi/, on this (CPU) machine:
 #   nccl-tests.tgz                   nccl-tests' all_reduce, all_gather, reduce_scatter,
 #                                    broadcast, alltoall and sendrecv perf programs, built
-#                                    against the torch wheel's NCCL for sm_90, MPI off (one
+#                                    against the torch wheel's NCCL for sm_90 twice: with
+#                                    MPI (mpi/: one process per GPU under mpirun, as
+#                                    `ringpilot bench comm` runs) and without (threads/: one
 #                                    process drives every GPU, -g N)
 #   libnccl-profiler-inspector.so    NCCL's Inspector profiler plugin, from the NCCL release
 #                                    the wheel carries (ext-profiler/inspector)
@@ -42,10 +44,23 @@ trap 'rm -rf "$WORK"' EXIT
 mkdir -p "$WORK/nccl/lib"
 cp -r "$WHEEL_NCCL/include" "$WORK/nccl/"
 ln -s "$WHEEL_NCCL/lib/libnccl.so.2" "$WORK/nccl/lib/libnccl.so"
-cp -r "$NCCL_TESTS" "$WORK/nccl-tests"
-make -s -j"$(nproc)" -C "$WORK/nccl-tests/src" build CUDA_HOME="$CUDA_HOME" NCCL_HOME="$WORK/nccl" \
-  MPI=0 NVCC_GENCODE="-gencode=arch=compute_90,code=sm_90" BUILDDIR="$WORK/nccl-tests/build" \
-  >"$WORK/nccl-tests.log" 2>&1 || { tail -30 "$WORK/nccl-tests.log"; die "nccl-tests build failed"; }
+# Open MPI's headers and library where Debian puts them (the GPU image's Open MPI 4.1 has
+# the same libmpi.so.40).
+MPI_HOME=${MPI_HOME:-/usr/lib/x86_64-linux-gnu/openmpi}
+[[ -f $MPI_HOME/include/mpi.h ]] || die "no mpi.h under $MPI_HOME (libopenmpi-dev; or set MPI_HOME)"
+PERF=(all_reduce_perf all_gather_perf reduce_scatter_perf broadcast_perf alltoall_perf sendrecv_perf)
+for mpi in 1 0; do
+  kind=$( ((mpi)) && echo mpi || echo threads)
+  rm -rf "$WORK/nccl-tests-src"
+  cp -r "$NCCL_TESTS" "$WORK/nccl-tests-src"
+  rm -rf "$WORK/nccl-tests-src/build"
+  make -s -j"$(nproc)" -C "$WORK/nccl-tests-src/src" build CUDA_HOME="$CUDA_HOME" \
+    NCCL_HOME="$WORK/nccl" MPI=$mpi MPI_HOME="$MPI_HOME" \
+    NVCC_GENCODE="-gencode=arch=compute_90,code=sm_90" BUILDDIR="$WORK/nccl-tests/$kind" \
+    >"$WORK/nccl-tests-$kind.log" 2>&1 ||
+    { tail -30 "$WORK/nccl-tests-$kind.log"; die "nccl-tests build ($kind) failed"; }
+  find "$WORK/nccl-tests/$kind" -mindepth 1 -maxdepth 1 ! -name '*_perf' -exec rm -rf {} +
+done
 
 # The Inspector: its Makefile wants a git checkout for its version string; the same flags
 # without -march=native (the GPU machine's CPU is not this one).
@@ -61,8 +76,7 @@ python3 "$ROOT/tests/data/make_cifar_fashion.py" "$WORK/fashion" --train 20000 -
 
 rm -rf "$OUT"
 mkdir -p "$OUT"
-tar czf "$OUT/nccl-tests.tgz" -C "$WORK/nccl-tests/build" all_reduce_perf all_gather_perf \
-  reduce_scatter_perf broadcast_perf alltoall_perf sendrecv_perf
+tar czf "$OUT/nccl-tests.tgz" -C "$WORK/nccl-tests" "${PERF[@]/#/mpi/}" "${PERF[@]/#/threads/}"
 cp "$WORK/libnccl-profiler-inspector.so" "$OUT/"
 tar czf "$OUT/fashion.tgz" -C "$WORK" fashion
 {

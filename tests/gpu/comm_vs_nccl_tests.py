@@ -3,7 +3,10 @@
 Reads, from the part's folder DIR:
   comm-allreduce.json         ringpilot's out-of-place all-reduce sweep (--json)
   comm-all.json               ringpilot's sweep of every collective, in and out of place
-  nccl-tests-allreduce.txt    all_reduce_perf on the same sizes as comm-allreduce.json
+  nccl-tests-allreduce.txt    all_reduce_perf on the same sizes as comm-allreduce.json, one
+                              process per GPU (mpirun), as `bench comm` runs
+  nccl-tests-threads-allreduce.txt   the same by one process driving every GPU (-g N):
+                              printed beside, not judged
   nccl-tests-OP.txt           OP_perf (all_gather, ...) on the sizes of comm-all.json
 and prints, per collective, each size's bus bandwidth on both sides and their ratio, then
 one verdict line per collective: how many sizes >= 64 KiB are within 2% of nccl-tests (the
@@ -47,17 +50,23 @@ def read_ours(path):
         return json.load(fh)["results"]
 
 
-def compare(title, ours, theirs):
-    """Prints the table; returns (sizes >= MIN_BYTES compared, of them within, worst)."""
+def compare(title, ours, theirs, reference=None):
+    """Prints the table (with `reference`, a column of nccl-tests' one-process run); returns
+    (sizes >= MIN_BYTES compared, of them within, worst)."""
     print(f"\n{title}")
-    print(f"{'bytes':>12} {'mode':>6} {'ringpilot':>10} {'nccl-tests':>10} {'ratio':>6}")
+    extra = f" {'1 process':>10}" if reference else ""
+    print(f"{'bytes':>12} {'mode':>6} {'ringpilot':>10} {'nccl-tests':>10} {'ratio':>6}{extra}")
     compared, within, worst = 0, 0, None
     for r in ours:
         mode = "in" if r["in_place"] else "out"
         q = theirs.get((r["bytes"], r["in_place"]))
         ratio = r["busbw_gbps"] / q if q else None
+        ref = ""
+        if reference:
+            x = reference.get((r["bytes"], r["in_place"]))
+            ref = f" {x if x else '-':>10}"
         print(f"{r['bytes']:>12} {mode:>6} {r['busbw_gbps']:>10.2f} "
-              f"{q if q else '-':>10} {f'{ratio:.3f}' if ratio else '-':>6}")
+              f"{q if q else '-':>10} {f'{ratio:.3f}' if ratio else '-':>6}{ref}")
         if ratio is None or r["bytes"] < MIN_BYTES:
             continue
         compared += 1
@@ -79,8 +88,9 @@ def main():
         sys.exit(f"comm_vs_nccl_tests: ringpilot's sweep unreadable: {e}")
     theirs = read_nccl_tests(os.path.join(d, "nccl-tests-allreduce.txt"))
     if theirs:
+        threads = read_nccl_tests(os.path.join(d, "nccl-tests-threads-allreduce.txt"))
         verdicts.append(("allreduce 64K-2G", compare("all-reduce, out of place, 40 iterations",
-                                                     allreduce, theirs)))
+                                                     allreduce, theirs, threads)))
     for prog, op in OPS.items():
         theirs = read_nccl_tests(os.path.join(d, f"nccl-tests-{prog}.txt"))
         mine = [r for r in every if r["op"] == op]

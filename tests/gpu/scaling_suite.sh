@@ -8,8 +8,8 @@
 #   comm           `ringpilot bench comm --device cuda` on all GPUs: every collective
 #                  1 KiB-1 GiB in and out of place, all-reduce 64 KiB-2 GiB, the pairwise
 #                  matrix; nccl-tests (carried in .carry/multi/nccl-tests.tgz, built by
-#                  scripts/carry_multi_gpu.sh) on the same all-reduce sizes; the busbw of
-#                  each against nccl-tests' out-of-place column, size by size        (~3 min)
+#                  scripts/carry_multi_gpu.sh; one process per GPU under mpirun) on the
+#                  same sizes; the busbw of each against nccl-tests', size by size  (~3 min)
 #   train-resnet50, train-bert-base
 #                  bench_train.sh --what all at every world: ringpilot and the fair peer
 #                  (torch.compile; BERT with the masked MLM head), RP_PEER_IMPLS overrides
@@ -18,6 +18,9 @@
 #                  CIFAR layout, carried in .carry/multi/fashion.tgz): resnet18-cifar on all
 #                  GPUs, deterministic, the held-out loss and top-1 every 50 of 400 steps
 #                  side by side                                                  (~2 min)
+#   profile        where the all-GPU step loses against the 1-GPU one: tests/gpu/profile_step.sh
+#                  (eager, traced) of RP_PROFILE_MODEL (default bert-base) on 1 GPU and
+#                  on all, and tests/gpu/kernel_diff.py of rank 0's traces       (~1 min)
 #   profiler       tests/gpu/nccl_profiler.sh on all GPUs, with NCCL's Inspector plugin
 #                  (.carry/multi/libnccl-profiler-inspector.so) beside ours      (~4 min)
 #   compile        the compiled peers of both models at 1 GPU and all GPUs          (~6 min)
@@ -57,7 +60,7 @@ done
 ((${#PARTS[@]})) || { echo "scaling_suite: name at least one part (--help)" >&2; exit 2; }
 for part in "${PARTS[@]}"; do  # before any device time goes
   case $part in
-    facts|comm|train-resnet50|train-bert-base|grad-dtype|profiler|compile|overlap|observe|verify|options|contention) ;;
+    facts|comm|train-resnet50|train-bert-base|grad-dtype|profile|profiler|compile|overlap|observe|verify|options|contention) ;;
     *) echo "scaling_suite: unknown part '$part' (--help lists them)" >&2; exit 2 ;;
   esac
 done
@@ -104,15 +107,21 @@ part_comm() {
   timeout 120 "$RP" bench comm --device cuda --np "$GPUS" --pairwise --max-bytes 256M --json \
     >"$d/comm-pairwise.json" 2>"$d/comm-pairwise.err"
   say "bench comm pairwise: rc $?"
-  if [[ -x $nt/all_reduce_perf ]]; then
-    # nccl-tests, one process driving all GPUs (-g), float sum like `bench comm`; the same
-    # sizes, iterations and warm-up as each sweep above.
-    timeout 150 "$nt/all_reduce_perf" -b 64K -e 2G -f 2 -g "$GPUS" -n 40 -w 10 -c 1 \
+  if [[ -x $nt/mpi/all_reduce_perf ]]; then
+    # nccl-tests, float sum like `bench comm`, the same sizes, iterations and warm-up as
+    # each sweep above; one process per GPU under mpirun as `bench comm` runs (the
+    # comparison), and one process driving all GPUs (-g, threads/: for reference; its
+    # launches to the GPUs go one after another, which costs small sizes).
+    local mpi=(mpirun --allow-run-as-root --oversubscribe -np "$GPUS" --bind-to none -x LD_LIBRARY_PATH
+               -x NCCL_NVLS_ENABLE)
+    timeout 150 "${mpi[@]}" "$nt/mpi/all_reduce_perf" -b 64K -e 2G -f 2 -g 1 -n 40 -w 10 -c 1 \
       >"$d/nccl-tests-allreduce.txt" 2>&1
     say "nccl-tests all-reduce: rc $?"
+    timeout 150 "$nt/threads/all_reduce_perf" -b 64K -e 2G -f 2 -g "$GPUS" -n 40 -w 10 -c 1 \
+      >"$d/nccl-tests-threads-allreduce.txt" 2>&1
+    say "nccl-tests all-reduce, one process: rc $?"
     for op in all_reduce all_gather reduce_scatter broadcast alltoall sendrecv; do
-      [[ -x $nt/${op}_perf ]] || continue
-      timeout 100 "$nt/${op}_perf" -b 1K -e 1G -f 4 -g "$GPUS" -n 20 -w 5 -c 1 \
+      timeout 100 "${mpi[@]}" "$nt/mpi/${op}_perf" -b 1K -e 1G -f 4 -g 1 -n 20 -w 5 -c 1 \
         >"$d/nccl-tests-$op.txt" 2>&1
       say "nccl-tests $op: rc $?"
     done
@@ -184,6 +193,18 @@ for dtype in ("fp32", "bf16"):
     print(f"{dtype}: final_loss {sm.get('final_loss')} samples/s {sm.get('samples_per_second')}")
 PY
   rm -rf "$d"/run-*/checkpoints
+}
+
+part_profile() {
+  local d=$1 model=${RP_PROFILE_MODEL:-bert-base} w
+  for w in 1 "$GPUS"; do
+    timeout 200 bash "$ROOT/tests/gpu/profile_step.sh" --model "$model" --world "$w" \
+      --out "$d/world$w" >"$d/world$w.txt" 2>&1
+    say "profile $model on $w GPU(s): rc $?"
+  done
+  python3 "$ROOT/tests/gpu/kernel_diff.py" "$d/world1/kineto-$model.rank-0.json" \
+    "$d/world$GPUS/kineto-$model.rank-0.json" | tee "$d/kernel-diff.txt" | head -25
+  rm -rf "$d"/world*/run-* "$d"/world*/kineto-*  # run directories and traces: too big to bring back
 }
 
 part_profiler() {
@@ -313,6 +334,7 @@ for part in "${PARTS[@]}"; do
     train-resnet50) part_train "$dir" resnet50 ;;
     train-bert-base) part_train "$dir" bert-base ;;
     grad-dtype) part_grad_dtype "$dir" ;;
+    profile) part_profile "$dir" ;;
     profiler) part_profiler "$dir" ;;
     compile) part_compile "$dir" ;;
     overlap) part_overlap "$dir" ;;
