@@ -156,7 +156,14 @@ class Bert : public Model {
     }
     for (auto& layer : *encoder) layer->as<Layer>()->AddGroups(shadows_);
     head_group_ = shadows_.AddGroup({head_transform->weight}, {head_transform->bias});
-    decoder_group_ = shadows_.AddGroup({word->weight}, {decoder_bias});
+    // The decoder's logits padded to a multiple of 64 words (30522 -> 30528), -inf past
+    // the vocabulary: rows of 30522 bf16 logits are not 16-byte aligned, and cuBLAS then
+    // runs the decoder's three GEMMs (forward, both gradients) on its slower non-TMA
+    // kernels (cutlass::Kernel2: 0.83 ms of the 15.7 ms step in the kernel table of
+    // 2026-11-29, 3.6x its floor). The softmax, loss and gradients are unchanged.
+    ops::ShadowGroupOptions decoder_layout;
+    decoder_layout.pad_outputs_to = 64;
+    decoder_group_ = shadows_.AddGroup({word->weight}, {decoder_bias}, decoder_layout);
   }
 
   InputKind input_kind() const override { return InputKind::kTokens; }
@@ -201,7 +208,8 @@ class Bert : public Model {
     }
     const MaskedRows m = HeadRows(Encode(ids, mixed), target, mixed);
     // float32 (CPU; CUDA without autocast): logits, softmax and their gradient in one
-    // buffer. Under bf16 autocast the decoder GEMM runs in bf16 and the loss in float32.
+    // buffer. Under bf16 autocast the decoder GEMM runs in bf16 (MixedLinear's logits are
+    // padded with -inf columns to an aligned width) and the loss in float32.
     if (m.rows.scalar_type() == at::kFloat &&
         !at::autocast::is_autocast_enabled(m.rows.device().type())) {
       return ops::LinearCrossEntropy(m.rows, word->weight, decoder_bias, m.labels);

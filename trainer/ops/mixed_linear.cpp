@@ -1,5 +1,6 @@
 #include "trainer/ops/mixed_linear.h"
 
+#include <limits>
 #include <string>
 #include <utility>
 
@@ -128,9 +129,13 @@ at::Tensor MixedLinear(const at::Tensor& x, at::TensorList weights, at::TensorLi
   return MixedLinearFn::apply(x, weights, biases, shadow_w, shadow_b, accumulate_into_grad);
 }
 
-int ShadowWeights::AddGroup(std::vector<at::Tensor> weights, std::vector<at::Tensor> biases) {
+int ShadowWeights::AddGroup(std::vector<at::Tensor> weights, std::vector<at::Tensor> biases,
+                            ShadowGroupOptions group_options) {
   TORCH_CHECK(!weights.empty() && weights.size() == biases.size(),
               "ShadowWeights::AddGroup: one bias per weight, at least one layer");
+  TORCH_CHECK(group_options.pad_outputs_to >= 1,
+              "ShadowWeights::AddGroup: pad_outputs_to must be at least 1, got ",
+              group_options.pad_outputs_to);
   TORCH_CHECK(shadows_.empty(), "ShadowWeights::AddGroup after the first Refresh");
   const int64_t k = weights.front().size(1);
   for (size_t i = 0; i < weights.size(); ++i) {
@@ -139,8 +144,16 @@ int ShadowWeights::AddGroup(std::vector<at::Tensor> weights, std::vector<at::Ten
                 "ShadowWeights::AddGroup: layer ", i, " has weight ", weights[i].sizes(),
                 " and bias ", biases[i].sizes(), " (the group's inputs have ", k, " features)");
   }
-  groups_.push_back({std::move(weights), std::move(biases), {}, {}});
+  groups_.push_back({std::move(weights), std::move(biases), group_options, {}, {}});
   return static_cast<int>(groups_.size()) - 1;
+}
+
+int64_t ShadowWeights::OutputWidth(int group) const {
+  const Group& g = groups_.at(static_cast<size_t>(group));
+  int64_t rows = 0;
+  for (const at::Tensor& w : g.weights) rows += w.size(0);
+  const int64_t pad = g.options.pad_outputs_to;
+  return (rows + pad - 1) / pad * pad;
 }
 
 bool ShadowWeights::Ready(at::ScalarType dtype, const at::Device& device) const {
@@ -159,12 +172,10 @@ void ShadowWeights::Allocate(at::ScalarType dtype) {
   const int64_t align = 256 / static_cast<int64_t>(c10::elementSize(dtype));
   auto round_up = [&](int64_t n) { return (n + align - 1) / align * align; };
   int64_t weight_numel = 0, bias_numel = 0;
-  for (const Group& g : groups_) {
-    int64_t w_numel = 0, b_numel = 0;
-    for (const at::Tensor& w : g.weights) w_numel += w.numel();
-    for (const at::Tensor& b : g.biases) b_numel += b.numel();
-    weight_numel += round_up(w_numel);
-    bias_numel += round_up(b_numel);
+  for (size_t i = 0; i < groups_.size(); ++i) {
+    const int64_t width = OutputWidth(static_cast<int>(i));
+    weight_numel += round_up(width * groups_[i].weights.front().size(1));
+    bias_numel += round_up(width);
   }
   const auto options = groups_.front().weights.front().options().dtype(dtype);
   const at::Tensor flat_w = at::empty({weight_numel}, options);
@@ -172,7 +183,9 @@ void ShadowWeights::Allocate(at::ScalarType dtype) {
   masters_.clear();
   shadows_.clear();
   int64_t wo = 0, bo = 0;
-  for (Group& g : groups_) {
+  for (size_t gi = 0; gi < groups_.size(); ++gi) {
+    Group& g = groups_[gi];
+    const int64_t width = OutputWidth(static_cast<int>(gi));
     int64_t rows = 0;
     const int64_t k = g.weights.front().size(1);
     for (size_t i = 0; i < g.weights.size(); ++i) {
@@ -183,10 +196,16 @@ void ShadowWeights::Allocate(at::ScalarType dtype) {
       shadows_.push_back(flat_b.narrow(0, bo + rows, n));
       rows += n;
     }
-    g.shadow_w = flat_w.narrow(0, wo, rows * k).view({rows, k});
-    g.shadow_b = flat_b.narrow(0, bo, rows);
-    wo += round_up(rows * k);
-    bo += round_up(rows);
+    g.shadow_w = flat_w.narrow(0, wo, width * k).view({width, k});
+    g.shadow_b = flat_b.narrow(0, bo, width);
+    if (width > rows) {
+      // The padding is no master's: written once here, never by Refresh.
+      const at::NoGradGuard no_grad;
+      g.shadow_w.narrow(0, rows, width - rows).zero_();
+      g.shadow_b.narrow(0, rows, width - rows).fill_(-std::numeric_limits<float>::infinity());
+    }
+    wo += round_up(width * k);
+    bo += round_up(width);
   }
 }
 

@@ -21,9 +21,11 @@ namespace ringpilot::trainer::ops {
 at::Tensor ColumnSumFloat(const at::Tensor& x);
 
 /// y = x W^T + b with the low-precision weight and bias `shadow_w` [N, K] and `shadow_b`
-/// [N] (N = the sum of the layers' output features), i.e. the layers of `weights` /
-/// `biases` (float32 masters, [n_i, K] and [n_i], in that order) applied to the same
-/// input at once: y is [rows, N], the layers' outputs side by side.
+/// [N] (N = the sum of the layers' output features, or more: rows past the layers' are
+/// padding, see ShadowGroupOptions), i.e. the layers of `weights` / `biases` (float32
+/// masters, [n_i, K] and [n_i], in that order) applied to the same input at once: y is
+/// [rows, N], the layers' outputs side by side, then the padding's. The padding's columns
+/// of dy are ignored.
 ///
 /// Forward is autocast's: x cast to the shadow dtype (when it is not already), one GEMM
 /// with float32 accumulation and the bias in its epilogue; bit-identical to
@@ -41,6 +43,17 @@ at::Tensor MixedLinear(const at::Tensor& x, at::TensorList weights, at::TensorLi
                        const at::Tensor& shadow_w, const at::Tensor& shadow_b,
                        bool accumulate_into_grad = false);
 
+/// How one group's shadow is laid out.
+struct ShadowGroupOptions {
+  /// The group's output columns are padded to a multiple of this with zero weights and a
+  /// bias of -inf. For a group whose output feeds a softmax (the MLM decoder: 30522
+  /// words) and whose width is no multiple of 8: each output row then starts 16-byte
+  /// aligned, which cuBLAS's TMA kernels need, in the forward GEMM and in both backward
+  /// GEMMs that read its gradient; the softmax over the padded row is the same
+  /// (exp(-inf) = 0), and so is the gradient of the real columns. 1: no padding.
+  int64_t pad_outputs_to = 1;
+};
+
 struct ShadowWeightsOptions {
   /// MixedLinear's accumulate_into_grad for every group (model.mixed_linear_accumulate).
   bool accumulate_into_grad = false;
@@ -55,7 +68,8 @@ class ShadowWeights {
   /// Registers layers (float32 weights [n_i, K] with one K, and biases [n_i]) that take
   /// the same input and so run as one GEMM; returns the group's index. Call before the
   /// first Refresh.
-  int AddGroup(std::vector<at::Tensor> weights, std::vector<at::Tensor> biases);
+  int AddGroup(std::vector<at::Tensor> weights, std::vector<at::Tensor> biases,
+               ShadowGroupOptions group_options = {});
 
   /// Copies every master into its shadow (of `dtype`, on the masters' device: allocated
   /// on the first call, again if the dtype or device changes), in a few multi-tensor
@@ -64,8 +78,12 @@ class ShadowWeights {
   /// allocated.
   void Refresh(at::ScalarType dtype);
 
-  /// MixedLinear of group `group` on x ([rows, K]): [rows, sum of the group's n_i].
+  /// MixedLinear of group `group` on x ([rows, K]): [rows, OutputWidth(group)], the sum
+  /// of the group's n_i and then its padding.
   at::Tensor Forward(int group, const at::Tensor& x) const;
+
+  /// The width of `group`'s output: the sum of its n_i, rounded up to its pad_outputs_to.
+  int64_t OutputWidth(int group) const;
 
   /// True once Refresh has allocated shadows of `dtype` for the masters' device.
   bool Ready(at::ScalarType dtype, const at::Device& device) const;
@@ -73,6 +91,7 @@ class ShadowWeights {
  private:
   struct Group {
     std::vector<at::Tensor> weights, biases;
+    ShadowGroupOptions options;
     at::Tensor shadow_w, shadow_b;
   };
   void Allocate(at::ScalarType dtype);

@@ -1,3 +1,5 @@
+#include <algorithm>
+#include <cmath>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -6,6 +8,7 @@
 #include <torch/csrc/autograd/utils/lambda_post_hook.h>
 #include <torch/torch.h>
 
+#include "trainer/ops/linear_cross_entropy.h"
 #include "trainer/ops/mixed_linear.h"
 
 #ifdef RINGPILOT_WITH_CUDA
@@ -145,6 +148,65 @@ TEST(ShadowWeights, RefreshFollowsTheMastersWithoutHistory) {
   shadows.Refresh(at::kBFloat16);
   const at::NoGradGuard no_grad;
   EXPECT_TRUE(at::equal(shadows.Forward(g, x), expected()));
+}
+
+// The MLM decoder's layout: logits padded with -inf columns to an aligned width give the
+// same loss and the same gradients as the unpadded group.
+// `tol`: 0 where both widths run the same GEMM code (the CPU); on CUDA the two widths get
+// different cuBLAS kernels, whose bf16 logits may differ by a rounding.
+void CheckPaddedOutputs(const at::TensorOptions& options, int64_t rows, int64_t in, int64_t vocab,
+                        int64_t pad_to, double tol) {
+  torch::manual_seed(6);
+  const Layer decoder = MakeLayer(vocab, in, options);
+  const at::Tensor x0 = at::randn({rows, in}, options);
+  const at::Tensor labels = at::randint(0, vocab, {rows}, options.dtype(at::kLong));
+  struct Run {
+    at::Tensor logits, loss, dx, dw, db;
+  };
+  auto run = [&](int64_t pad_to) {
+    ShadowWeights shadows;
+    ShadowGroupOptions layout;
+    layout.pad_outputs_to = pad_to;
+    const int g = shadows.AddGroup({decoder.weight}, {decoder.bias}, layout);
+    shadows.Refresh(at::kBFloat16);
+    for (const at::Tensor& p : {decoder.weight, decoder.bias}) {
+      if (p.grad().defined()) p.mutable_grad().zero_();
+    }
+    at::Tensor x = x0.clone().requires_grad_();
+    Run r;
+    r.logits = shadows.Forward(g, x);
+    EXPECT_EQ(r.logits.size(1), shadows.OutputWidth(g));
+    r.loss = CrossEntropyFloat(r.logits, labels);
+    r.loss.backward();
+    r.logits = r.logits.detach();
+    r.dx = x.grad().clone();
+    r.dw = decoder.weight.grad().clone();
+    r.db = decoder.bias.grad().clone();
+    return r;
+  };
+  const Run plain = run(1), padded = run(pad_to);
+  const int64_t width = (vocab + pad_to - 1) / pad_to * pad_to;
+  ASSERT_EQ(plain.logits.size(1), vocab);
+  ASSERT_EQ(padded.logits.size(1), width);
+  EXPECT_LE(RelMaxError(padded.logits.narrow(1, 0, vocab), plain.logits), tol);
+  const at::Tensor pad = padded.logits.narrow(1, vocab, width - vocab).to(at::kFloat);
+  EXPECT_TRUE(at::all(at::isinf(pad) & pad.lt(0)).item<bool>()) << pad;
+  const double grad_tol = std::max(tol, 1e-6);
+  EXPECT_NEAR(padded.loss.item<double>(), plain.loss.item<double>(),
+              grad_tol * std::abs(plain.loss.item<double>()));
+  EXPECT_LE(RelMaxError(padded.dx, plain.dx), grad_tol);
+  EXPECT_LE(RelMaxError(padded.dw, plain.dw), grad_tol);
+  EXPECT_LE(RelMaxError(padded.db, plain.db), grad_tol);
+  EXPECT_TRUE(at::all(at::isfinite(padded.dw)).item<bool>());
+}
+
+TEST(ShadowWeights, PaddedOutputsLeaveTheSoftmaxLossAndGradientsUnchanged) {
+  CheckPaddedOutputs(at::TensorOptions(), 37, 24, 13, 16, 0.0);
+  const Layer decoder = MakeLayer(13, 24, at::TensorOptions());
+  ShadowWeights bad;
+  ShadowGroupOptions zero;
+  zero.pad_outputs_to = 0;
+  EXPECT_THROW(bad.AddGroup({decoder.weight}, {decoder.bias}, zero), c10::Error);
 }
 
 TEST(ShadowWeights, RejectsLayersThatCannotShareAnInput) {
@@ -365,6 +427,12 @@ TEST_F(MixedLinearCuda, SameForwardAsAutocastAndCloserGradients) {
 
 TEST_F(MixedLinearCuda, AccumulatesIntoBucketViewsAndStillFiresTheReducerHooks) {
   CheckAccumulateIntoGrad(at::device(at::kCUDA));
+}
+
+// The MLM decoder's shape class: 1003 words (no multiple of 8) padded to 1024, on the
+// GEMMs cuBLAS picks for the aligned width.
+TEST_F(MixedLinearCuda, PaddedOutputsLeaveTheSoftmaxLossAndGradientsUnchanged) {
+  CheckPaddedOutputs(at::device(at::kCUDA), 256, 128, 1003, 64, 1e-2);
 }
 
 TEST_F(MixedLinearCuda, GroupGradientsMatchFloat64Reference) {
