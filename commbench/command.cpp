@@ -24,6 +24,7 @@
 #include "base/shell.h"
 #include "base/subprocess.h"
 #include "base/text.h"
+#include "commbench/svg_plots.h"
 #include "mpirun/cma_probe.h"
 #include "mpirun/flags.h"
 #include "topology/probe.h"
@@ -82,6 +83,18 @@ int Report(const BenchCommArgs& args, const nlohmann::json& doc, const std::stri
       out << ordered.dump(2) << "\n";
     } else {
       out << FormatPairwiseMatrix(gbps, doc.at("pairwise").at("bytes").get<std::size_t>());
+    }
+    if (!args.plot.empty()) {
+      std::ofstream svg(args.plot);
+      svg << RenderPairwiseSvg(gbps, doc.at("pairwise").at("bytes").get<std::size_t>(),
+                               "ringpilot bench comm --pairwise, " +
+                                   doc.value("device", std::string("?")) + ", " +
+                                   std::to_string(args.np) + " ranks");
+      if (!svg) {
+        err << "ringpilot bench comm: cannot write " << args.plot << "\n";
+        return kExitFailure;
+      }
+      if (!args.json) out << "# plot written to " << args.plot << "\n";
     }
     return kExitOk;
   }
@@ -218,99 +231,6 @@ std::string FormatResultsTable(const nlohmann::json& doc) {
   return o.str();
 }
 
-std::string RenderBusBandwidthSvg(const nlohmann::json& results, const std::string& title) {
-  struct Series {
-    std::string name;
-    bool in_place = false;
-    std::vector<std::pair<double, double>> points;  // log2(bytes), busbw
-  };
-  std::vector<Series> series;
-  std::map<std::string, std::size_t> index;
-  double x_min = 1e300, x_max = -1e300, y_max = 0;
-  for (const nlohmann::json& r : results) {
-    const std::size_t bytes = r.at("bytes").get<std::size_t>();
-    if (bytes == 0) continue;
-    const bool in_place = r.at("in_place").get<bool>();
-    const std::string key = r.at("op").get<std::string>() + (in_place ? " (in-place)" : "");
-    if (!index.count(key)) {
-      index[key] = series.size();
-      series.push_back({key, in_place, {}});
-    }
-    const double x = std::log2(static_cast<double>(bytes));
-    const double y = r.at("busbw_gbps").get<double>();
-    series[index[key]].points.emplace_back(x, y);
-    x_min = std::min(x_min, x);
-    x_max = std::max(x_max, x);
-    y_max = std::max(y_max, y);
-  }
-  if (series.empty()) x_min = x_max = 0;
-  if (x_max <= x_min) x_max = x_min + 1;
-  if (y_max <= 0) y_max = 1;
-  y_max *= 1.1;
-  constexpr double kW = 800, kH = 480, kLeft = 70, kRight = 190, kTop = 40, kBottom = 60;
-  const double pw = kW - kLeft - kRight, ph = kH - kTop - kBottom;
-  auto px = [&](double x) { return kLeft + (x - x_min) / (x_max - x_min) * pw; };
-  auto py = [&](double y) { return kTop + ph - y / y_max * ph; };
-  static const char* colors[] = {"#1f77b4", "#ff7f0e", "#2ca02c", "#d62728",
-                                 "#9467bd", "#8c564b", "#e377c2", "#17becf"};
-  std::ostringstream o;
-  o << "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
-    << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" << kW << "\" height=\"" << kH
-    << "\" viewBox=\"0 0 " << kW << " " << kH << "\" font-family=\"sans-serif\" font-size=\"12\">\n"
-    << "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n"
-    << "<text x=\"" << kW / 2 << "\" y=\"22\" text-anchor=\"middle\" font-size=\"15\">";
-  for (char c : title) {
-    if (c == '<')
-      o << "&lt;";
-    else if (c == '>')
-      o << "&gt;";
-    else if (c == '&')
-      o << "&amp;";
-    else
-      o << c;
-  }
-  o << "</text>\n";
-  // Axes, grid and ticks: every power of two on x (every other one when crowded).
-  o << "<g stroke=\"#888\" fill=\"none\"><rect x=\"" << kLeft << "\" y=\"" << kTop << "\" width=\""
-    << pw << "\" height=\"" << ph << "\"/></g>\n";
-  const int first = static_cast<int>(std::ceil(x_min));
-  const int last = static_cast<int>(std::floor(x_max));
-  const int step = last - first > 12 ? 2 : 1;
-  for (int e = first; e <= last; e += step) {
-    const double x = px(e);
-    o << "<line x1=\"" << x << "\" y1=\"" << kTop << "\" x2=\"" << x << "\" y2=\"" << kTop + ph
-      << "\" stroke=\"#eee\"/>\n<text x=\"" << x << "\" y=\"" << kTop + ph + 16
-      << "\" text-anchor=\"middle\">" << FormatByteSize(std::size_t{1} << e) << "</text>\n";
-  }
-  for (int i = 0; i <= 5; ++i) {
-    const double v = y_max * i / 5, y = py(v);
-    o << "<line x1=\"" << kLeft << "\" y1=\"" << y << "\" x2=\"" << kLeft + pw << "\" y2=\"" << y
-      << "\" stroke=\"#eee\"/>\n<text x=\"" << kLeft - 6 << "\" y=\"" << y + 4
-      << "\" text-anchor=\"end\">" << base::FormatFixed(v, v < 10 ? 2 : 1) << "</text>\n";
-  }
-  o << "<text x=\"" << kLeft + pw / 2 << "\" y=\"" << kH - 18
-    << "\" text-anchor=\"middle\">size (bytes, log2 scale)</text>\n"
-    << "<text x=\"18\" y=\"" << kTop + ph / 2
-    << "\" text-anchor=\"middle\" transform=\"rotate(-90 18 " << kTop + ph / 2
-    << ")\">busbw (GB/s)</text>\n";
-  for (std::size_t s = 0; s < series.size(); ++s) {
-    const char* color = colors[s % 8];
-    o << "<polyline fill=\"none\" stroke=\"" << color << "\" stroke-width=\"2\""
-      << (series[s].in_place ? " stroke-dasharray=\"6 3\"" : "") << " points=\"";
-    for (std::size_t i = 0; i < series[s].points.size(); ++i) {
-      o << (i ? " " : "") << base::FormatFixed(px(series[s].points[i].first), 1) << ","
-        << base::FormatFixed(py(series[s].points[i].second), 1);
-    }
-    const double ly = kTop + 10 + 18 * static_cast<double>(s);
-    o << "\"/>\n<line x1=\"" << kW - kRight + 15 << "\" y1=\"" << ly << "\" x2=\""
-      << kW - kRight + 40 << "\" y2=\"" << ly << "\" stroke=\"" << color << "\" stroke-width=\"2\""
-      << (series[s].in_place ? " stroke-dasharray=\"6 3\"" : "") << "/>\n<text x=\""
-      << kW - kRight + 46 << "\" y=\"" << ly + 4 << "\">" << series[s].name << "</text>\n";
-  }
-  o << "</svg>\n";
-  return o.str();
-}
-
 double OffDiagonalMedian(const std::vector<std::vector<double>>& gbps) {
   std::vector<double> v;
   for (std::size_t s = 0; s < gbps.size(); ++s) {
@@ -392,7 +312,9 @@ void AddBenchCommand(CLI::App& app) {
   ip->excludes(oop)->excludes(both);
   oop->excludes(both);
   comm->add_flag("--json", a->json, "Print the JSON document");
-  comm->add_option("--plot", a->plot, "Write an SVG plot of busbw vs size")->type_name("FILE.svg");
+  comm->add_option("--plot", a->plot,
+                   "Write an SVG plot: busbw vs size, or with --pairwise the matrix as a heat map")
+      ->type_name("FILE.svg");
   comm->add_flag("--pairwise", a->pairwise,
                  "Send/recv bandwidth matrix over all rank pairs at --max-bytes");
   comm->add_flag("--inject-error", a->inject_error,
@@ -414,10 +336,6 @@ int RunBenchComm(BenchCommArgs args, std::ostream& out, std::ostream& err) {
     return kExitFailure;
   }
   if (args.max_bytes.empty()) args.max_bytes = cuda ? "1G" : "1M";
-  if (args.pairwise && !args.plot.empty()) {
-    err << "ringpilot bench comm: --plot draws the sweep; it does not go with --pairwise\n";
-    return kExitBadInput;
-  }
   ctx.mpirun = base::Lookup(ctx.env, "RINGPILOT_MPIRUN", "mpirun");
   ctx.commbench =
       base::Lookup(ctx.env, "RINGPILOT_COMMBENCH", SelfDirectory() + "/" + kCommbenchName);

@@ -61,10 +61,6 @@ std::vector<std::string> BuildCommbenchArgv(const BenchCommArgs& args, const Ben
 /// bandwidth and the count of results with wrong elements last.
 std::string FormatResultsTable(const nlohmann::json& doc);
 
-/// SVG (hand-written) of busbw against size: log2 x axis, one polyline per operation and
-/// mode (in-place dashed), legend. Results with bytes 0 are ignored.
-std::string RenderBusBandwidthSvg(const nlohmann::json& results, const std::string& title);
-
 /// Pairs (src, dst) of a pairwise matrix whose bandwidth is below `fraction` of the median
 /// of the off-diagonal entries.
 std::vector<std::pair<int, int>> FindSlowPairs(const std::vector<std::vector<double>>& gbps,

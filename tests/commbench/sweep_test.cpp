@@ -10,6 +10,7 @@
 
 #include "base/shell.h"
 #include "commbench/command.h"
+#include "commbench/svg_plots.h"
 #include "commbench/sweep.h"
 #include "mpirun/flags.h"
 
@@ -284,6 +285,39 @@ TEST(BenchFrontEnd, PairwiseFlagsTheSlowLink) {
   EXPECT_NE(text.find("# slow: rank 2 -> rank 3: 3.00 GB/s"), std::string::npos);
   m[2][3] = 6.0;
   EXPECT_TRUE(commbench::FindSlowPairs(m).empty());
+}
+
+TEST(BenchFrontEnd, PairwiseHeatMapMarksTheSlowLink) {
+  const auto count = [](const std::string& text, const std::string& s) {
+    std::size_t n = 0;
+    for (std::size_t p = text.find(s); p != std::string::npos; p = text.find(s, p + 1)) ++n;
+    return n;
+  };
+  std::vector<std::vector<double>> m(4, std::vector<double>(4, 10.0));
+  for (int i = 0; i < 4; ++i) m[i][i] = 0;
+  m[2][3] = 3.0;
+  m[0][1] = 20.0;  // the fastest pair: the darkest cell
+  const std::string svg = commbench::RenderPairwiseSvg(m, 1 << 20, "pairs <a> & b");
+  EXPECT_EQ(svg.rfind("<?xml", 0), 0u);
+  EXPECT_EQ(svg.substr(svg.size() - 7), "</svg>\n");
+  EXPECT_NE(svg.find("pairs &lt;a&gt; &amp; b"), std::string::npos);
+  EXPECT_EQ(count(svg, "<rect class=\"pair\""), 16u);
+  EXPECT_EQ(count(svg, "fill=\"#dddddd\""), 4u) << "the diagonal";
+  // The one slow pair: outlined, titled and listed.
+  EXPECT_EQ(count(svg, "stroke=\"#d62728\""), 1u);
+  EXPECT_NE(svg.find("<title>2 -> 3: 3.00 GB/s</title>"), std::string::npos);
+  EXPECT_NE(svg.find("slow: rank 2 -> rank 3: 3.00 GB/s"), std::string::npos);
+  EXPECT_NE(svg.find("fill=\"#08306b\""), std::string::npos) << "the fastest pair's shade";
+  EXPECT_NE(svg.find(">3.0</text>"), std::string::npos) << "values written in 4 x 4 cells";
+  EXPECT_NE(svg.find("1M per transfer"), std::string::npos);
+  EXPECT_EQ(count(svg, "<text"), count(svg, "</text>"));
+
+  // 64 ranks: cells too small for numbers, every pair still drawn, no slow pair.
+  std::vector<std::vector<double>> big(64, std::vector<double>(64, 300.0));
+  const std::string many = commbench::RenderPairwiseSvg(big, 256 << 20, "64");
+  EXPECT_EQ(count(many, "<rect class=\"pair\""), 64u * 64u);
+  EXPECT_EQ(count(many, "font-size=\"11\""), 0u);
+  EXPECT_NE(many.find("no pair below 50% of the median"), std::string::npos);
 }
 
 }  // namespace

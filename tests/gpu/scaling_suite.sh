@@ -105,7 +105,7 @@ part_comm() {
     2>"$d/comm-allreduce.err"
   say "bench comm all-reduce: rc $?"
   timeout 120 "$RP" bench comm --device cuda --np "$GPUS" --pairwise --max-bytes 256M --json \
-    >"$d/comm-pairwise.json" 2>"$d/comm-pairwise.err"
+    --plot "$d/comm-pairwise.svg" >"$d/comm-pairwise.json" 2>"$d/comm-pairwise.err"
   say "bench comm pairwise: rc $?"
   if [[ -x $nt/mpi/all_reduce_perf ]]; then
     # nccl-tests, float sum like `bench comm`, the same sizes, iterations and warm-up as
