@@ -15,12 +15,13 @@
 #             completed + 1)
 #   overhead  median step time with the plugin vs `--no-nccl-metrics`, same call, 5 runs
 #             of 500 steps each, interleaved (printed; FAIL above 1% slower, the target).
-#             Batch 2048 makes the step GPU-bound (~7 ms on an H200): at the default
+#             Batch 2048 makes the step GPU-bound (~9.5 ms on two H200s): at the default
 #             batch it is ~3.5 ms of Python launches whose run-to-run spread (+-7%) hides 1%
 #   inspector NCCL's Inspector plugin (.carry/multi, scripts/carry_multi_gpu.sh) loaded
-#             instead, 3 runs: its all-reduce records (message sizes, bus bandwidth) beside
-#             our plugin's bytes and bandwidth, and its step time beside the plugin-off runs
-#             (tests/gpu/inspector_summary.py); SKIP without the carry
+#             instead, 3 runs like the overhead runs: its all-reduce records (message sizes,
+#             bus bandwidth) beside our plugin's bytes and bandwidth of the first run, and
+#             its step time beside the plugin-off runs (tests/gpu/inspector_summary.py);
+#             SKIP without the carry
 # Prints a table last; exit 1 on any failure.
 # Usage: source tests/gpu/env.sh; gpu_build; bash tests/gpu/nccl_profiler.sh [OUT_DIR]
 set -euo pipefail
