@@ -69,46 +69,51 @@ int Spawn(const std::vector<std::string>& argv, const base::Environment& env) {
   return run.exec_errno != 0 ? base::kExitNotFound : run.status.ShellCode();
 }
 
+// Writes --plot's SVG; false (and the one-line error) when it cannot.
+bool WritePlot(const BenchCommArgs& args, const std::string& svg_text, std::ostream& out,
+               std::ostream& err) {
+  std::ofstream svg(args.plot);
+  svg << svg_text;
+  if (!svg) {
+    err << "ringpilot bench comm: cannot write " << args.plot << "\n";
+    return false;
+  }
+  if (!args.json) out << "# plot written to " << args.plot << "\n";
+  return true;
+}
+
 // Prints (and plots) a result document; the exit status of RunBenchComm.
 int Report(const BenchCommArgs& args, const nlohmann::json& doc, const std::string& text,
            std::ostream& out, std::ostream& err) {
   // --json prints the document in its own key order.
   nlohmann::ordered_json ordered = nlohmann::ordered_json::parse(text);
+  const std::string setup =
+      doc.value("device", std::string("?")) + ", " + std::to_string(args.np) + " ranks";
   if (args.pairwise) {
     const auto gbps = doc.at("pairwise").at("gbps").get<std::vector<std::vector<double>>>();
+    const auto bytes = doc.at("pairwise").at("bytes").get<std::size_t>();
     if (args.json) {
       nlohmann::ordered_json slow = nlohmann::ordered_json::array();
       for (const auto& [s, d] : FindSlowPairs(gbps)) slow.push_back({{"src", s}, {"dst", d}});
       ordered["pairwise"]["slow_pairs"] = slow;
       out << ordered.dump(2) << "\n";
     } else {
-      out << FormatPairwiseMatrix(gbps, doc.at("pairwise").at("bytes").get<std::size_t>());
+      out << FormatPairwiseMatrix(gbps, bytes);
     }
-    if (!args.plot.empty()) {
-      std::ofstream svg(args.plot);
-      svg << RenderPairwiseSvg(gbps, doc.at("pairwise").at("bytes").get<std::size_t>(),
-                               "ringpilot bench comm --pairwise, " +
-                                   doc.value("device", std::string("?")) + ", " +
-                                   std::to_string(args.np) + " ranks");
-      if (!svg) {
-        err << "ringpilot bench comm: cannot write " << args.plot << "\n";
-        return kExitFailure;
-      }
-      if (!args.json) out << "# plot written to " << args.plot << "\n";
+    if (!args.plot.empty() &&
+        !WritePlot(args,
+                   RenderPairwiseSvg(gbps, bytes, "ringpilot bench comm --pairwise, " + setup), out,
+                   err)) {
+      return kExitFailure;
     }
     return kExitOk;
   }
   out << (args.json ? ordered.dump(2) + "\n" : FormatResultsTable(doc));
-  if (!args.plot.empty()) {
-    std::ofstream svg(args.plot);
-    svg << RenderBusBandwidthSvg(doc.at("results"), "ringpilot bench comm: busbw, " +
-                                                        doc.value("device", std::string("?")) +
-                                                        ", " + std::to_string(args.np) + " ranks");
-    if (!svg) {
-      err << "ringpilot bench comm: cannot write " << args.plot << "\n";
-      return kExitFailure;
-    }
-    if (!args.json) out << "# plot written to " << args.plot << "\n";
+  if (!args.plot.empty() &&
+      !WritePlot(args,
+                 RenderBusBandwidthSvg(doc.at("results"), "ringpilot bench comm: busbw, " + setup),
+                 out, err)) {
+    return kExitFailure;
   }
   std::size_t wrong = 0;
   for (const nlohmann::json& r : doc.at("results")) wrong += r.at("wrong").get<std::size_t>();
@@ -258,6 +263,11 @@ std::vector<std::pair<int, int>> FindSlowPairs(const std::vector<std::vector<dou
   return slow;
 }
 
+bool IsSlowPair(const std::vector<std::pair<int, int>>& slow, std::size_t src, std::size_t dst) {
+  return std::find(slow.begin(), slow.end(),
+                   std::make_pair(static_cast<int>(src), static_cast<int>(dst))) != slow.end();
+}
+
 std::string FormatPairwiseMatrix(const std::vector<std::vector<double>>& gbps, std::size_t bytes) {
   const double median = OffDiagonalMedian(gbps);
   const auto slow = FindSlowPairs(gbps);
@@ -271,9 +281,7 @@ std::string FormatPairwiseMatrix(const std::vector<std::vector<double>>& gbps, s
   for (std::size_t s = 0; s < gbps.size(); ++s) {
     o << Pad(std::to_string(s), 8);
     for (std::size_t d = 0; d < gbps[s].size(); ++d) {
-      const bool flagged =
-          std::find(slow.begin(), slow.end(),
-                    std::make_pair(static_cast<int>(s), static_cast<int>(d))) != slow.end();
+      const bool flagged = IsSlowPair(slow, s, d);
       o << Pad(s == d ? "-" : base::FormatFixed(gbps[s][d], 2) + (flagged ? "*" : " "), 10);
     }
     o << "\n";

@@ -67,6 +67,9 @@ std::vector<std::pair<int, int>> FindSlowPairs(const std::vector<std::vector<dou
                                                double fraction = 0.5);
 double OffDiagonalMedian(const std::vector<std::vector<double>>& gbps);
 
+/// Whether (src, dst) is one of FindSlowPairs' pairs.
+bool IsSlowPair(const std::vector<std::pair<int, int>>& slow, std::size_t src, std::size_t dst);
+
 /// The matrix (GB/s; src rows, dst columns; '*' marks slow pairs) and a line per slow pair.
 std::string FormatPairwiseMatrix(const std::vector<std::vector<double>>& gbps, std::size_t bytes);
 

@@ -29,6 +29,17 @@ std::string XmlEscaped(const std::string& text) {
   return o;
 }
 
+// The document's head: size, white background, the title centred on top.
+void OpenSvg(std::ostream& o, double width, double height, const std::string& title) {
+  o << "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
+    << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" << width << "\" height=\"" << height
+    << "\" viewBox=\"0 0 " << width << " " << height
+    << "\" font-family=\"sans-serif\" font-size=\"12\">\n"
+    << "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n"
+    << "<text x=\"" << width / 2 << "\" y=\"22\" text-anchor=\"middle\" font-size=\"15\">"
+    << XmlEscaped(title) << "</text>\n";
+}
+
 }  // namespace
 
 std::string RenderBusBandwidthSvg(const nlohmann::json& results, const std::string& title) {
@@ -67,12 +78,7 @@ std::string RenderBusBandwidthSvg(const nlohmann::json& results, const std::stri
   static const char* colors[] = {"#1f77b4", "#ff7f0e", "#2ca02c", "#d62728",
                                  "#9467bd", "#8c564b", "#e377c2", "#17becf"};
   std::ostringstream o;
-  o << "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
-    << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" << kW << "\" height=\"" << kH
-    << "\" viewBox=\"0 0 " << kW << " " << kH << "\" font-family=\"sans-serif\" font-size=\"12\">\n"
-    << "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n"
-    << "<text x=\"" << kW / 2 << "\" y=\"22\" text-anchor=\"middle\" font-size=\"15\">"
-    << XmlEscaped(title) << "</text>\n";
+  OpenSvg(o, kW, kH, title);
   // Axes, grid and ticks: every power of two on x (every other one when crowded).
   o << "<g stroke=\"#888\" fill=\"none\"><rect x=\"" << kLeft << "\" y=\"" << kTop << "\" width=\""
     << pw << "\" height=\"" << ph << "\"/></g>\n";
@@ -135,14 +141,8 @@ std::string RenderPairwiseSvg(const std::vector<std::vector<double>>& gbps, std:
   const double height =
       kTop + side + 60 + 16 * static_cast<double>(std::min<std::size_t>(slow.size(), 16));
   std::ostringstream o;
-  o << "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
-    << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" << width << "\" height=\"" << height
-    << "\" viewBox=\"0 0 " << width << " " << height
-    << "\" font-family=\"sans-serif\" font-size=\"12\">\n"
-    << "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n"
-    << "<text x=\"" << width / 2 << "\" y=\"22\" text-anchor=\"middle\" font-size=\"15\">"
-    << XmlEscaped(title) << "</text>\n"
-    << "<text x=\"" << width / 2 << "\" y=\"42\" text-anchor=\"middle\">send/recv GB/s, "
+  OpenSvg(o, width, height, title);
+  o << "<text x=\"" << width / 2 << "\" y=\"42\" text-anchor=\"middle\">send/recv GB/s, "
     << FormatByteSize(bytes) << " per transfer; rows send, columns receive; red: below 50% of "
     << "the median (" << base::FormatFixed(OffDiagonalMedian(gbps), 2) << ")</text>\n"
     << "<text x=\"" << kLeft + side / 2 << "\" y=\"" << kTop - 22
@@ -171,9 +171,7 @@ std::string RenderPairwiseSvg(const std::vector<std::vector<double>>& gbps, std:
     for (std::size_t d = 0; d < n && d < gbps[s].size(); ++d) {
       const double x = kLeft + static_cast<double>(d) * cell;
       const double y = kTop + static_cast<double>(s) * cell;
-      const bool flagged =
-          std::find(slow.begin(), slow.end(),
-                    std::make_pair(static_cast<int>(s), static_cast<int>(d))) != slow.end();
+      const bool flagged = IsSlowPair(slow, s, d);
       o << "<rect class=\"pair\" x=\"" << x << "\" y=\"" << y << "\" width=\"" << cell
         << "\" height=\"" << cell << "\" fill=\"" << (s == d ? "#dddddd" : shade(gbps[s][d]))
         << "\" stroke=\"" << (flagged ? "#d62728" : "#ffffff") << "\" stroke-width=\""
