@@ -148,12 +148,15 @@ int ShadowWeights::AddGroup(std::vector<at::Tensor> weights, std::vector<at::Ten
   return static_cast<int>(groups_.size()) - 1;
 }
 
-int64_t ShadowWeights::OutputWidth(int group) const {
-  const Group& g = groups_.at(static_cast<size_t>(group));
+int64_t ShadowWeights::Width(const Group& g) {
   int64_t rows = 0;
   for (const at::Tensor& w : g.weights) rows += w.size(0);
   const int64_t pad = g.options.pad_outputs_to;
   return (rows + pad - 1) / pad * pad;
+}
+
+int64_t ShadowWeights::OutputWidth(int group) const {
+  return Width(groups_.at(static_cast<size_t>(group)));
 }
 
 bool ShadowWeights::Ready(at::ScalarType dtype, const at::Device& device) const {
@@ -172,10 +175,9 @@ void ShadowWeights::Allocate(at::ScalarType dtype) {
   const int64_t align = 256 / static_cast<int64_t>(c10::elementSize(dtype));
   auto round_up = [&](int64_t n) { return (n + align - 1) / align * align; };
   int64_t weight_numel = 0, bias_numel = 0;
-  for (size_t i = 0; i < groups_.size(); ++i) {
-    const int64_t width = OutputWidth(static_cast<int>(i));
-    weight_numel += round_up(width * groups_[i].weights.front().size(1));
-    bias_numel += round_up(width);
+  for (const Group& g : groups_) {
+    weight_numel += round_up(Width(g) * g.weights.front().size(1));
+    bias_numel += round_up(Width(g));
   }
   const auto options = groups_.front().weights.front().options().dtype(dtype);
   const at::Tensor flat_w = at::empty({weight_numel}, options);
@@ -183,9 +185,8 @@ void ShadowWeights::Allocate(at::ScalarType dtype) {
   masters_.clear();
   shadows_.clear();
   int64_t wo = 0, bo = 0;
-  for (size_t gi = 0; gi < groups_.size(); ++gi) {
-    Group& g = groups_[gi];
-    const int64_t width = OutputWidth(static_cast<int>(gi));
+  for (Group& g : groups_) {
+    const int64_t width = Width(g);
     int64_t rows = 0;
     const int64_t k = g.weights.front().size(1);
     for (size_t i = 0; i < g.weights.size(); ++i) {

@@ -95,6 +95,8 @@ class ShadowWeights {
     at::Tensor shadow_w, shadow_b;
   };
   void Allocate(at::ScalarType dtype);
+  /// The sum of the group's n_i, rounded up to its pad_outputs_to.
+  static int64_t Width(const Group& g);
 
   ShadowWeightsOptions options_;
   std::vector<Group> groups_;
