@@ -82,6 +82,10 @@ const ConvShape kResnet50Convs[] = {
     {"l4.conv2 3x3 512 @7", 512, 7, 7, 512, 3, 3, 1, 1, 2},
 };
 
+// The convolution's output height and width.
+int64_t OutputH(const ConvShape& s) { return (s.h + 2 * s.pad - s.r) / s.stride + 1; }
+int64_t OutputW(const ConvShape& s) { return (s.w + 2 * s.pad - s.s) / s.stride + 1; }
+
 enum class Pattern { kConv, kConvStats, kSbrConvStats };
 const char* Name(Pattern p) {
   switch (p) {
@@ -124,8 +128,7 @@ Built Build(cudnnHandle_t handle, const ConvShape& s, int64_t n, fe::DataType_t 
   b.graph->set_io_data_type(io)
       .set_intermediate_data_type(fe::DataType_t::FLOAT)
       .set_compute_data_type(fe::DataType_t::FLOAT);
-  const int64_t ho = (s.h + 2 * s.pad - s.r) / s.stride + 1;
-  const int64_t wo = (s.w + 2 * s.pad - s.s) / s.stride + 1;
+  const int64_t ho = OutputH(s), wo = OutputW(s);
   TensorPtr x = b.graph->tensor(fe::graph::Tensor_attributes()
                                     .set_name("x")
                                     .set_dim({n, s.c, s.h, s.w})
@@ -283,11 +286,9 @@ int main(int argc, char** argv) {
 
   int64_t max_x = 0, max_w = 0, max_y = 0, max_c = 0;
   for (const ConvShape& s : kResnet50Convs) {
-    const int64_t ho = (s.h + 2 * s.pad - s.r) / s.stride + 1;
-    const int64_t wo = (s.w + 2 * s.pad - s.s) / s.stride + 1;
     max_x = std::max(max_x, n * s.c * s.h * s.w);
     max_w = std::max(max_w, s.k * s.c * s.r * s.s);
-    max_y = std::max(max_y, n * s.k * ho * wo);
+    max_y = std::max(max_y, n * s.k * OutputH(s) * OutputW(s));
     max_c = std::max({max_c, s.c, s.k});
   }
   Buffers buf;
@@ -313,11 +314,9 @@ int main(int argc, char** argv) {
     double total_floor = 0;
     bool complete[3] = {true, true, true};
     for (const ConvShape& s : kResnet50Convs) {
-      const int64_t ho = (s.h + 2 * s.pad - s.r) / s.stride + 1;
-      const int64_t wo = (s.w + 2 * s.pad - s.s) / s.stride + 1;
       // Unfused batch norm after this convolution, at the HBM floor: the statistics read Y
       // once, the apply reads Y and writes its result (2 bytes an element each).
-      const double y_bytes = static_cast<double>(n * s.k * ho * wo) * 2;
+      const double y_bytes = static_cast<double>(n * s.k * OutputH(s) * OutputW(s)) * 2;
       const double floor_ms = 3 * y_bytes / (hbm_gbps * 1e9) * 1e3;
       std::optional<double> ms[3];
       std::string err[3];
