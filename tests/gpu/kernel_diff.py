@@ -4,26 +4,24 @@ first: what a step gains or loses between two runs (1 GPU against 2, an option o
   python3 tests/gpu/kernel_diff.py BASE.json NEW.json [--steps 3] [--top 30]
 
 Each trace is a Kineto JSON (RINGPILOT_KINETO_TRACE, tests/gpu/profile_step.sh) covering
---steps steps. Kernels, memcpys and memsets count, by name (first 160 characters).
-NCCL's kernels are summed apart as well: on the communication stream they overlap the step,
-so their time is not the step's, while what they cost the other kernels shows as those
+--steps steps, read by kernel_summary.py's gpu_work: kernels, memcpys and memsets, by name
+(first 160 characters, template arguments kept). NCCL's kernels (kernel_summary.py's "nccl"
+category) are summed apart as well: on the communication stream they overlap the step, so
+their time is not the step's, while what they cost the other kernels shows as those
 kernels' growth.
 """
 import argparse
 import collections
-import json
+
+from kernel_summary import category, gpu_work
 
 
 def load(path, steps):
     """{name: [ms per step, launches per step]}"""
     agg = collections.defaultdict(lambda: [0.0, 0.0])
-    with open(path) as f:
-        trace = json.load(f)
-    for e in trace.get("traceEvents", []):
-        if e.get("cat") not in ("kernel", "gpu_memcpy", "gpu_memset"):
-            continue
-        row = agg[e["name"][:160]]
-        row[0] += e.get("dur", 0) / 1000.0 / steps
+    for name, ms in gpu_work(path):
+        row = agg[name[:160]]
+        row[0] += ms / steps
         row[1] += 1.0 / steps
     return agg
 
@@ -38,7 +36,7 @@ def main():
     base, new = load(a.base, a.steps), load(a.new, a.steps)
 
     def total(agg, nccl):
-        return sum(v[0] for n, v in agg.items() if n.lower().startswith("nccl") == nccl)
+        return sum(v[0] for n, v in agg.items() if (category(n) == "nccl") == nccl)
 
     print(f"per step: base {total(base, False):.3f} ms, new {total(new, False):.3f} ms "
           f"(NCCL kernels apart: base {total(base, True):.3f}, new {total(new, True):.3f})")

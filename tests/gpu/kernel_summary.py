@@ -30,20 +30,27 @@ def category(name):
     return "other"
 
 
-def main():
-    path, steps = sys.argv[1], int(sys.argv[2])
-    top = int(sys.argv[3]) if len(sys.argv) > 3 else 30
-    events = json.load(open(path))["traceEvents"]
-    by_name = collections.defaultdict(lambda: [0.0, 0])
-    by_cat = collections.defaultdict(float)
-    total = 0.0
+def gpu_work(path):
+    """(name, ms) of every kernel, memcpy and memset in a Kineto trace; copies and sets are
+    named "gpu_memcpy:..." / "gpu_memset:..."."""
+    with open(path) as f:
+        events = json.load(f)["traceEvents"]
     for e in events:
         if e.get("cat") not in ("kernel", "gpu_memcpy", "gpu_memset"):
             continue
-        dur = float(e.get("dur", 0)) / 1000.0  # ms
         name = e.get("name", "?")
         if e["cat"] != "kernel":
             name = e["cat"] + ":" + name
+        yield name, float(e.get("dur", 0)) / 1000.0
+
+
+def main():
+    path, steps = sys.argv[1], int(sys.argv[2])
+    top = int(sys.argv[3]) if len(sys.argv) > 3 else 30
+    by_name = collections.defaultdict(lambda: [0.0, 0])
+    by_cat = collections.defaultdict(float)
+    total = 0.0
+    for name, dur in gpu_work(path):
         short = re.sub(r"<.*", "", name)[:90]
         by_name[short][0] += dur
         by_name[short][1] += 1
