@@ -97,19 +97,10 @@ bool JpegHeader(tjhandle handle, const uint8_t* data, size_t size, int* width, i
   return SizeOk(*width, *height, error);
 }
 
-// The smallest DCT scale (n/8 <= 1) keeping the image at least min_width x min_height.
+// JpegScaleNum's n/8 as TurboJPEG's factor (every n/8 of a power of two is one of its
+// scaling factors, and TJSCALED rounds up as libjpeg does).
 tjscalingfactor PickScale(int width, int height, int min_width, int min_height) {
-  tjscalingfactor best{1, 1};
-  if (min_width <= 0 || min_height <= 0) return best;
-  int count = 0;
-  const tjscalingfactor* factors = tjGetScalingFactors(&count);
-  for (int i = 0; i < count; ++i) {
-    const tjscalingfactor f = factors[i];
-    if (f.num > f.denom) continue;
-    const int w = TJSCALED(width, f), h = TJSCALED(height, f);
-    if (w >= min_width && h >= min_height && w < TJSCALED(width, best)) best = f;
-  }
-  return best;
+  return tjscalingfactor{JpegScaleNum(width, height, min_width, min_height), 8};
 }
 
 bool DecodeJpeg(const uint8_t* data, size_t size, DecodedImage* out, std::string* error,
@@ -232,6 +223,16 @@ bool DecodeImageCrop(const uint8_t* data, size_t size, const CropBox& box, int o
   }
   *region_box = box;
   return DecodeImage(data, size, out, error);
+}
+
+int JpegScaleNum(int width, int height, int min_width, int min_height) {
+  if (min_width <= 0 || min_height <= 0) return 8;
+  for (int n = 1; n < 8; n *= 2) {
+    // libjpeg's scaled size: ceil(side * n / 8).
+    const int64_t w = (int64_t{width} * n + 7) / 8, h = (int64_t{height} * n + 7) / 8;
+    if (w >= min_width && h >= min_height) return n;
+  }
+  return 8;
 }
 
 void CropDecodeMinimum(int width, int height, const CropBox& box, int out_width, int out_height,

@@ -63,6 +63,16 @@ bool DecodeImageCrop(const uint8_t* data, size_t size, const CropBox& box, int o
 void CropDecodeMinimum(int width, int height, const CropBox& box, int out_width, int out_height,
                        int* min_width, int* min_height);
 
+/// The DCT scale n/8 at which a width x height JPEG is decoded to hold at least min_width x
+/// min_height pixels: the coarsest of 1/8, 2/8, 4/8 and 8/8 that does (8 where none does
+/// or a minimum is 0). DecodeImage, DecodeImageCrop and DecodeWholeImageForCrop all decode
+/// at this scale. Powers of two only: libjpeg-turbo has SIMD inverse DCTs for 8x8, 4x4 and
+/// 2x2 blocks (1x1 is the DC term alone), while 3/8, 5/8, 6/8 and 7/8 run its scalar C
+/// ones; training crops of ImageNet-sized photos mostly need 5/8-7/8, and decoding those
+/// at 8/8 instead made crop decode + resample 8-28% faster per core (docs/data.md). The
+/// resampler then shrinks by less than 2x.
+int JpegScaleNum(int width, int height, int min_width, int min_height);
+
 /// DecodeImageCrop's contract, decoding every pixel: the whole image through DecodeImage at
 /// the coarsest DCT scale that CropDecodeMinimum allows, and `*region_box` = `box` scaled
 /// to it. The reference that the crop-only decode is tested and benchmarked against (it

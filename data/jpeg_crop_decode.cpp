@@ -60,18 +60,12 @@ Decompressor& ThreadDecompressor() {
   return decompressor;
 }
 
-// The coarsest n/8 (n = 1..8) at which the crop keeps the output's resolution: the same
-// rule as the whole-image decode (DecodeImage's min_width/min_height), so both paths
-// resample from the same scale.
+// The scale at which the crop keeps the output's resolution, by the whole-image decode's
+// rule (JpegScaleNum), so both paths resample from the same scale.
 int PickScaleNum(int width, int height, const CropBox& box, int out_width, int out_height) {
   int min_width = 0, min_height = 0;
   CropDecodeMinimum(width, height, box, out_width, out_height, &min_width, &min_height);
-  for (int n = 1; n < 8; ++n) {
-    // libjpeg's scaled size: ceil(side * n / 8).
-    const int64_t w = (int64_t{width} * n + 7) / 8, h = (int64_t{height} * n + 7) / 8;
-    if (w >= min_width && h >= min_height) return n;
-  }
-  return 8;
+  return JpegScaleNum(width, height, min_width, min_height);
 }
 
 // Rows or columns [first, end) of a side of `size` that bilinear taps of [start, start +

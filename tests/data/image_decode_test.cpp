@@ -278,10 +278,23 @@ TEST(ImageDecode, JpegDctScalingKeepsTheAskedResolution) {
   EXPECT_EQ(img.width, 64);  // 2/8
   EXPECT_EQ(img.height, 48);
   ASSERT_TRUE(DecodeImage(jpeg.data(), jpeg.size(), &img, &error, 65, 10)) << error;
-  EXPECT_EQ(img.width, 96);  // 3/8: the smallest >= 65 wide
+  EXPECT_EQ(img.width, 128);  // 4/8: 3/8 would be 96 but has no SIMD inverse DCT
+  ASSERT_TRUE(DecodeImage(jpeg.data(), jpeg.size(), &img, &error, 129, 10)) << error;
+  EXPECT_EQ(img.width, 256);  // 8/8, not 5/8-7/8
   ASSERT_TRUE(DecodeImage(jpeg.data(), jpeg.size(), &img, &error, 1000, 1000)) << error;
   EXPECT_EQ(img.width, 256);  // never upscaled
   EXPECT_EQ(img.rgb.size(), rgb.size());
+}
+
+TEST(ImageDecode, JpegScaleIsTheCoarsestPowerOfTwoEighthThatHoldsTheMinimum) {
+  EXPECT_EQ(JpegScaleNum(500, 375, 62, 40), 1);  // 63 x 47 at 1/8
+  EXPECT_EQ(JpegScaleNum(500, 375, 63, 47), 1);
+  EXPECT_EQ(JpegScaleNum(500, 375, 64, 47), 2);   // 125 x 94 at 2/8
+  EXPECT_EQ(JpegScaleNum(500, 375, 126, 10), 4);  // 250 x 188 at 4/8
+  EXPECT_EQ(JpegScaleNum(500, 375, 251, 10), 8);  // 5/8 would do; 8/8 has the SIMD IDCT
+  EXPECT_EQ(JpegScaleNum(500, 375, 10, 189), 8);
+  EXPECT_EQ(JpegScaleNum(500, 375, 900, 900), 8);  // never above 8/8
+  EXPECT_EQ(JpegScaleNum(500, 375, 0, 100), 8);    // no minimum: the whole resolution
 }
 
 TEST(ImageTransform, TrainCropBoxesAreInsideDeterministicAndVaried) {
