@@ -74,10 +74,12 @@ inline constexpr int kMinSyntheticVocabSize = 1024;
 
 struct ModelConfig {
   ModelName name = ModelName::kResnet18Cifar;  ///< required in a job file
-  bool sync_batchnorm = false;  ///< BatchNorm statistics over the whole world, not per rank
-  bool fused_batchnorm = true;  ///< fused BatchNorm+add+ReLU kernels (CUDA, channels_last)
-  bool maxpool_kernel = true;   ///< ResNet-50 on CUDA: the stem max-pool by ringpilot's kernels
-  bool mixed_linear = true;     ///< BERT bf16/fp16 on CUDA: linear layers on shadow weights
+  bool sync_batchnorm = false;      ///< BatchNorm statistics over the whole world, not per rank
+  bool fused_batchnorm = true;      ///< fused BatchNorm+add+ReLU kernels (CUDA, channels_last)
+  bool maxpool_kernel = true;       ///< ResNet-50 on CUDA: the stem max-pool by ringpilot's kernels
+  bool stem_space_to_depth = true;  ///< ResNet-50: the 7x7 stride-2 stem as a 4x4 stride-1 conv
+  bool shortcut_in_gemm = true;     ///< ResNet-50: shortcut gradients added by the conv1 GEMM
+  bool mixed_linear = true;         ///< BERT bf16/fp16 on CUDA: linear layers on shadow weights
   bool mixed_linear_accumulate = true;  ///< with mixed_linear: GEMM adds into .grad
   bool fused_residual_norm = true;      ///< with mixed_linear: dropout + add + LayerNorm kernels
   double dropout = 0.1;                 ///< BERT dropout probability (0 makes runs comparable)

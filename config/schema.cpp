@@ -117,6 +117,16 @@ std::vector<KeySpec> BuildSchema() {
                       "ResNet-50 on CUDA, channels_last: the stem's 3x3 stride-2 max-pool by "
                       "ringpilot's kernels (uint8 window offsets, a gather backward), same "
                       "results as ATen's"));
+  s.push_back(BoolKey("model.stem_space_to_depth",
+                      Member(&JC::model, &ModelConfig::stem_space_to_depth),
+                      "ResNet-50: the 7x7 stride-2 stem convolution computed as a 4x4 stride-1 "
+                      "convolution over 2x2 space-to-depth blocks of the input (16 channels), "
+                      "the same sums in another order; the parameter keeps its shape"));
+  s.push_back(BoolKey("model.shortcut_in_gemm", Member(&JC::model, &ModelConfig::shortcut_in_gemm),
+                      "ResNet-50: in bottlenecks whose shortcut is their input, the first 1x1 "
+                      "convolution as a GEMM whose backward adds the shortcut's gradient in its "
+                      "epilogue (no separate sum), and whose weight gradient is float32 from the "
+                      "GEMM"));
   s.push_back(BoolKey("model.mixed_linear", Member(&JC::model, &ModelConfig::mixed_linear),
                       "BERT on CUDA with precision bf16: linear layers on low-precision copies of "
                       "the weights refreshed once per step, query/key/value as one GEMM, float32 "

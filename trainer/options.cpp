@@ -30,6 +30,8 @@ models::ModelOptions ModelOptionsFor(const config::JobConfig& job,
   o.sync_batchnorm = model.sync_batchnorm;
   o.fused_batchnorm = model.fused_batchnorm;
   o.maxpool_kernel = model.maxpool_kernel;
+  o.stem_space_to_depth = model.stem_space_to_depth;
+  o.shortcut_in_gemm = model.shortcut_in_gemm;
   o.mixed_linear = model.mixed_linear;
   o.mixed_linear_accumulate = model.mixed_linear_accumulate;
   o.fused_residual_norm = model.fused_residual_norm;

@@ -37,6 +37,8 @@ std::shared_ptr<Model> MakeModel(const ModelOptions& o, comm::Communicator* sync
       c.fused_batchnorm = o.fused_batchnorm;
       c.label_smoothing = o.label_smoothing;
       c.maxpool_kernel = o.maxpool_kernel;
+      c.stem_space_to_depth = o.stem_space_to_depth;
+      c.shortcut_in_gemm = o.shortcut_in_gemm;
       return MakeResNet(c, sync);
     }
     case config::ModelName::kBertBase:

@@ -49,6 +49,8 @@ struct ModelOptions {
   bool sync_batchnorm = false;           ///< ResNet: BatchNorm statistics over `sync_comm`
   bool fused_batchnorm = false;          ///< ResNet: fused BatchNorm+add+ReLU CUDA kernels
   bool maxpool_kernel = false;           ///< ResNet-50: stem max-pool by trainer/ops/max_pool.h
+  bool stem_space_to_depth = false;      ///< ResNet-50: stem by trainer/ops/space_to_depth_conv.h
+  bool shortcut_in_gemm = false;         ///< ResNet-50: trainer/ops/pointwise_conv.h in bottlenecks
   bool mixed_linear = false;             ///< BERT under CUDA autocast: trainer/ops/mixed_linear.h
   bool mixed_linear_accumulate = false;  ///< ops::ShadowWeightsOptions::accumulate_into_grad
   bool fused_residual_norm = false;  ///< BERT with ops::MixedLinear: trainer/ops/residual_norm.h

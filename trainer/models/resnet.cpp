@@ -11,6 +11,8 @@
 #include "trainer/models/model.h"
 #include "trainer/ops/batch_norm.h"
 #include "trainer/ops/max_pool.h"
+#include "trainer/ops/pointwise_conv.h"
+#include "trainer/ops/space_to_depth_conv.h"
 
 namespace ringpilot::trainer::models {
 
@@ -31,7 +33,7 @@ ops::BatchNorm2d MakeBatchNorm(int64_t channels, bool fused, comm::Communicator*
 
 struct BlockImpl : nn::Module {
   BlockImpl(int64_t in, int64_t planes, int64_t stride, bool bottleneck, bool fused_bn,
-            comm::Communicator* sync)
+            bool shortcut_in_gemm, comm::Communicator* sync)
       : bottleneck(bottleneck) {
     const int64_t expansion = bottleneck ? 4 : 1;
     const int64_t out = planes * expansion;
@@ -52,23 +54,33 @@ struct BlockImpl : nn::Module {
     if (stride != 1 || in != out) {
       downsample = register_module("downsample", nn::Sequential(Conv(in, out, 1, stride), bn(out)));
     }
+    shortcut_gemm = shortcut_in_gemm && bottleneck && downsample.is_empty();
   }
 
   // The last BatchNorm takes the residual add and the ReLU (one fused pass on CUDA), so
   // the shortcut is computed before it.
   at::Tensor forward(const at::Tensor& x) {
-    at::Tensor y = bn1->forward_act(conv1(x), nullptr, /*relu=*/true);
+    at::Tensor y, identity;
+    if (shortcut_gemm) {
+      ops::PointwiseConvAndShortcut entry = ops::PointwiseConvWithShortcut(x, conv1->weight);
+      y = entry.y;
+      identity = entry.shortcut;
+    } else {
+      y = conv1(x);
+    }
+    y = bn1->forward_act(y, nullptr, /*relu=*/true);
     if (bottleneck) {
       y = conv3(bn2->forward_act(conv2(y), nullptr, /*relu=*/true));
     } else {
       y = conv2(y);
     }
-    at::Tensor identity = downsample.is_empty() ? x : downsample->forward(x);
+    if (!identity.defined()) identity = downsample.is_empty() ? x : downsample->forward(x);
     ops::BatchNorm2d& last = bottleneck ? bn3 : bn2;
     return last->forward_act(y, &identity, /*relu=*/true);
   }
 
   bool bottleneck;
+  bool shortcut_gemm;  ///< conv1 and the shortcut by ops::PointwiseConvWithShortcut
   nn::Conv2d conv1{nullptr}, conv2{nullptr}, conv3{nullptr};
   ops::BatchNorm2d bn1{nullptr}, bn2{nullptr}, bn3{nullptr};
   nn::Sequential downsample{nullptr};
@@ -92,7 +104,8 @@ class ResNet : public Model {
       const int64_t planes = 64LL << stage;
       for (int b = 0; b < cfg.blocks[stage]; ++b) {
         const int64_t stride = (b == 0 && stage > 0) ? 2 : 1;
-        layer->push_back(Block(in, planes, stride, cfg.bottleneck, cfg.fused_batchnorm, sync));
+        layer->push_back(Block(in, planes, stride, cfg.bottleneck, cfg.fused_batchnorm,
+                               cfg.shortcut_in_gemm, sync));
         in = planes * expansion;
       }
       layers[stage] = register_module("layer" + std::to_string(stage + 1), layer);
@@ -112,7 +125,10 @@ class ResNet : public Model {
   }
 
   at::Tensor Logits(const at::Tensor& x) override {
-    at::Tensor y = bn1->forward_act(conv1(x), nullptr, /*relu=*/true);
+    const bool space_to_depth = cfg_.stem_space_to_depth && !cfg_.cifar_stem;
+    at::Tensor stem =
+        space_to_depth ? ops::SpaceToDepthConv2d(x, conv1->weight, /*padding=*/3) : conv1(x);
+    at::Tensor y = bn1->forward_act(stem, nullptr, /*relu=*/true);
     if (!cfg_.cifar_stem) {
       y = cfg_.maxpool_kernel ? ops::MaxPool2d(y, 3, 2, 1)
                               : at::max_pool2d(y, {3, 3}, {2, 2}, {1, 1});

@@ -15,7 +15,12 @@ struct ResNetConfig {
   int num_classes = 10;
   bool fused_batchnorm = true;  ///< ops::BatchNormOptions::fused of every BatchNorm
   bool maxpool_kernel = true;   ///< the stem max-pool by ops::MaxPool2d (trainer/ops/max_pool.h)
-  double label_smoothing = 0;   ///< Loss: cross-entropy against (1 - x) one-hot + x / classes
+  /// The 7x7 stride-2 stem by ops::SpaceToDepthConv2d (trainer/ops/space_to_depth_conv.h)
+  bool stem_space_to_depth = true;
+  /// Bottlenecks whose shortcut is their input enter through ops::PointwiseConvWithShortcut
+  /// (trainer/ops/pointwise_conv.h): conv1's backward GEMM adds the shortcut's gradient
+  bool shortcut_in_gemm = true;
+  double label_smoothing = 0;  ///< Loss: cross-entropy against (1 - x) one-hot + x / classes
 };
 
 std::shared_ptr<Model> MakeResNet(const ResNetConfig& cfg, comm::Communicator* sync);

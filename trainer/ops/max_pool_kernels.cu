@@ -22,19 +22,36 @@ struct alignas(VEC) Offsets {
   uint8_t v[VEC];
 };
 
-// This thread's element of an [n, rows, cols, channels / VEC] grid; false past its end.
-struct Pixel {
-  int64_t n, row, col, group;
+// The shape in the kernels' index type: 32-bit wherever every index fits, because 64-bit
+// division and modulo are emulated (tens of instructions each), and with the five of them a
+// thread does, the pool's backward was bound by integer arithmetic at 5.5x its HBM floor.
+template <typename Index>
+struct IndexShape {
+  Index n, h, w, c, oh, ow, kernel, stride, padding;
 };
 
-template <int VEC>
-__device__ __forceinline__ bool ThreadPixel(int64_t n, int64_t rows, int64_t cols, int64_t c,
-                                            Pixel& px) {
-  const int64_t groups = c / VEC;
-  const int64_t i = int64_t{blockIdx.x} * kThreads + threadIdx.x;
+template <typename Index>
+IndexShape<Index> ToIndex(const Shape& s) {
+  return {
+      static_cast<Index>(s.n),      static_cast<Index>(s.h),      static_cast<Index>(s.w),
+      static_cast<Index>(s.c),      static_cast<Index>(s.oh),     static_cast<Index>(s.ow),
+      static_cast<Index>(s.kernel), static_cast<Index>(s.stride), static_cast<Index>(s.padding)};
+}
+
+// This thread's element of an [n, rows, cols, channels / VEC] grid; false past its end.
+template <typename Index>
+struct Pixel {
+  Index n, row, col, group;
+};
+
+template <int VEC, typename Index>
+__device__ __forceinline__ bool ThreadPixel(Index n, Index rows, Index cols, Index c,
+                                            Pixel<Index>& px) {
+  const Index groups = c / VEC;
+  const Index i = static_cast<Index>(blockIdx.x) * kThreads + static_cast<Index>(threadIdx.x);
   if (i >= n * rows * cols * groups) return false;
   px.group = i % groups;
-  int64_t t = i / groups;
+  Index t = i / groups;
   px.col = t % cols;
   t /= cols;
   px.row = t % rows;
@@ -43,16 +60,16 @@ __device__ __forceinline__ bool ThreadPixel(int64_t n, int64_t rows, int64_t col
 }
 
 // One thread per (n, oh, ow, group of VEC channels).
-template <typename T, int VEC>
+template <typename T, int VEC, typename Index>
 __global__ void __launch_bounds__(kThreads)
     ForwardKernel(const T* __restrict__ x, T* __restrict__ y, uint8_t* __restrict__ offset,
-                  Shape s) {
-  Pixel px;
+                  IndexShape<Index> s) {
+  Pixel<Index> px;
   if (!ThreadPixel<VEC>(s.n, s.oh, s.ow, s.c, px)) return;
-  const int64_t n = px.n, oh = px.row, ow = px.col, g = px.group;
-  const int64_t h0 = oh * s.stride - s.padding, w0 = ow * s.stride - s.padding;
-  const int64_t hs = max(h0, int64_t{0}), he = min(h0 + s.kernel, s.h);
-  const int64_t ws = max(w0, int64_t{0}), we = min(w0 + s.kernel, s.w);
+  const Index n = px.n, oh = px.row, ow = px.col, g = px.group;
+  const Index h0 = oh * s.stride - s.padding, w0 = ow * s.stride - s.padding;
+  const Index hs = max(h0, Index{0}), he = min(h0 + s.kernel, s.h);
+  const Index ws = max(w0, Index{0}), we = min(w0 + s.kernel, s.w);
   float best[VEC];
   Offsets<VEC> arg;
   const auto first = static_cast<uint8_t>((hs - h0) * s.kernel + (ws - w0));
@@ -62,8 +79,8 @@ __global__ void __launch_bounds__(kThreads)
     arg.v[k] = first;
   }
   const T* base = x + (n * s.h * s.w) * s.c + g * VEC;
-  for (int64_t ih = hs; ih < he; ++ih) {
-    for (int64_t iw = ws; iw < we; ++iw) {
+  for (Index ih = hs; ih < he; ++ih) {
+    for (Index iw = ws; iw < we; ++iw) {
       const Vec<T, VEC> v = *reinterpret_cast<const Vec<T, VEC>*>(base + (ih * s.w + iw) * s.c);
       const auto o = static_cast<uint8_t>((ih - h0) * s.kernel + (iw - w0));
 #pragma unroll
@@ -79,36 +96,38 @@ __global__ void __launch_bounds__(kThreads)
   Vec<T, VEC> out;
 #pragma unroll
   for (int k = 0; k < VEC; ++k) out.v[k] = FromFloat<T>(best[k]);
-  const int64_t o = ((n * s.oh + oh) * s.ow + ow) * s.c + g * VEC;
+  const Index o = ((n * s.oh + oh) * s.ow + ow) * s.c + g * VEC;
   *reinterpret_cast<Vec<T, VEC>*>(y + o) = out;
   *reinterpret_cast<Offsets<VEC>*>(offset + o) = arg;
 }
 
 // First and one-past-last output index whose window covers input index `in` (ATen's
 // p_start / p_end for dilation 1).
-__device__ __forceinline__ int64_t WindowsFrom(int64_t in, const Shape& s) {
+template <typename Index>
+__device__ __forceinline__ Index WindowsFrom(Index in, const IndexShape<Index>& s) {
   return in + s.padding < s.kernel ? 0 : (in + s.padding - s.kernel) / s.stride + 1;
 }
-__device__ __forceinline__ int64_t WindowsTo(int64_t in, int64_t out_size, const Shape& s) {
+template <typename Index>
+__device__ __forceinline__ Index WindowsTo(Index in, Index out_size, const IndexShape<Index>& s) {
   return min((in + s.padding) / s.stride + 1, out_size);
 }
 
 // One thread per (n, ih, iw, group of VEC channels): gathers from the windows covering
 // the input element, so every dx element is written once, without atomics.
-template <typename T, int VEC>
+template <typename T, int VEC, typename Index>
 __global__ void __launch_bounds__(kThreads)
     BackwardKernel(const T* __restrict__ dy, const uint8_t* __restrict__ offset, T* __restrict__ dx,
-                   Shape s) {
-  Pixel px;
+                   IndexShape<Index> s) {
+  Pixel<Index> px;
   if (!ThreadPixel<VEC>(s.n, s.h, s.w, s.c, px)) return;
-  const int64_t n = px.n, ih = px.row, iw = px.col, g = px.group;
+  const Index n = px.n, ih = px.row, iw = px.col, g = px.group;
   float acc[VEC];
 #pragma unroll
   for (int k = 0; k < VEC; ++k) acc[k] = 0.f;
-  const int64_t oh_end = WindowsTo(ih, s.oh, s), ow_end = WindowsTo(iw, s.ow, s);
-  for (int64_t oh = WindowsFrom(ih, s); oh < oh_end; ++oh) {
-    for (int64_t ow = WindowsFrom(iw, s); ow < ow_end; ++ow) {
-      const int64_t o = ((n * s.oh + oh) * s.ow + ow) * s.c + g * VEC;
+  const Index oh_end = WindowsTo(ih, s.oh, s), ow_end = WindowsTo(iw, s.ow, s);
+  for (Index oh = WindowsFrom(ih, s); oh < oh_end; ++oh) {
+    for (Index ow = WindowsFrom(iw, s); ow < ow_end; ++ow) {
+      const Index o = ((n * s.oh + oh) * s.ow + ow) * s.c + g * VEC;
       const auto mine = static_cast<uint8_t>((ih - (oh * s.stride - s.padding)) * s.kernel +
                                              (iw - (ow * s.stride - s.padding)));
       const Offsets<VEC> arg = *reinterpret_cast<const Offsets<VEC>*>(offset + o);
@@ -150,6 +169,38 @@ unsigned Blocks(int64_t threads) {
   return static_cast<unsigned>((threads + kThreads - 1) / kThreads);
 }
 
+// 32-bit indices when the larger of the two tensors has fewer than 2^31 - kThreads elements
+// (every index a kernel forms, a thread's past the end included, is below that), else 64-bit.
+bool FitsInt32(const Shape& s) {
+  const int64_t largest = s.n * s.c * (s.h * s.w > s.oh * s.ow ? s.h * s.w : s.oh * s.ow);
+  return largest < (int64_t{1} << 31) - kThreads;
+}
+
+template <typename T, int VEC>
+void LaunchForwardAs(const T* x, T* y, uint8_t* offset, const Shape& s, cudaStream_t stream) {
+  const unsigned blocks = Blocks(s.n * s.oh * s.ow * s.c / VEC);
+  if (FitsInt32(s)) {
+    ForwardKernel<T, VEC, int32_t>
+        <<<blocks, kThreads, 0, stream>>>(x, y, offset, ToIndex<int32_t>(s));
+  } else {
+    ForwardKernel<T, VEC, int64_t>
+        <<<blocks, kThreads, 0, stream>>>(x, y, offset, ToIndex<int64_t>(s));
+  }
+}
+
+template <typename T, int VEC>
+void LaunchBackwardAs(const T* dy, const uint8_t* offset, T* dx, const Shape& s,
+                      cudaStream_t stream) {
+  const unsigned blocks = Blocks(s.n * s.h * s.w * s.c / VEC);
+  if (FitsInt32(s)) {
+    BackwardKernel<T, VEC, int32_t>
+        <<<blocks, kThreads, 0, stream>>>(dy, offset, dx, ToIndex<int32_t>(s));
+  } else {
+    BackwardKernel<T, VEC, int64_t>
+        <<<blocks, kThreads, 0, stream>>>(dy, offset, dx, ToIndex<int64_t>(s));
+  }
+}
+
 template <typename T>
 void LaunchForward(const void* x, void* y, uint8_t* offset, const Shape& s, cudaStream_t stream) {
   constexpr int kWide = 16 / sizeof(T);
@@ -157,11 +208,9 @@ void LaunchForward(const void* x, void* y, uint8_t* offset, const Shape& s, cuda
   auto* out = static_cast<T*>(y);
   if (VectorWidth<T>(s, {x, y, offset}) == kWide &&
       reinterpret_cast<uintptr_t>(offset) % kWide == 0) {
-    ForwardKernel<T, kWide>
-        <<<Blocks(s.n * s.oh * s.ow * s.c / kWide), kThreads, 0, stream>>>(in, out, offset, s);
+    LaunchForwardAs<T, kWide>(in, out, offset, s, stream);
   } else {
-    ForwardKernel<T, 1>
-        <<<Blocks(s.n * s.oh * s.ow * s.c), kThreads, 0, stream>>>(in, out, offset, s);
+    LaunchForwardAs<T, 1>(in, out, offset, s, stream);
   }
 }
 
@@ -172,10 +221,9 @@ void LaunchBackward(const void* dy, const uint8_t* offset, void* dx, const Shape
   const auto* g = static_cast<const T*>(dy);
   auto* out = static_cast<T*>(dx);
   if (VectorWidth<T>(s, {dy, dx}) == kWide && reinterpret_cast<uintptr_t>(offset) % kWide == 0) {
-    BackwardKernel<T, kWide>
-        <<<Blocks(s.n * s.h * s.w * s.c / kWide), kThreads, 0, stream>>>(g, offset, out, s);
+    LaunchBackwardAs<T, kWide>(g, offset, out, s, stream);
   } else {
-    BackwardKernel<T, 1><<<Blocks(s.n * s.h * s.w * s.c), kThreads, 0, stream>>>(g, offset, out, s);
+    LaunchBackwardAs<T, 1>(g, offset, out, s, stream);
   }
 }
 

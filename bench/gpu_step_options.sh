@@ -1,0 +1,81 @@
+#!/usr/bin/env bash
+# The training-step options of the performance issue against each other and the fair peers,
+# in one device call on one GPU, with the unit tests whose CUDA cases check them first:
+#   bench/gpu_step_options.sh OUT_DIR [--steps N] [--repeat R] [--profile]
+# Runs (tests/gpu/bench_train.sh --worlds 1, rows in OUT_DIR/options.jsonl, variant names):
+#   ResNet-50 b256: default; model.stem_space_to_depth false (no-s2d); model.shortcut_in_gemm
+#   false (no-shortcut-gemm); both false (plain); R rounds in that order, so clock drift
+#   hits every variant alike. BERT-base b64: default, R rounds.
+#   Peers (OUT_DIR/peer.jsonl): ResNet-50 torch.compile, BERT-base masked MLM head with
+#   torch.compile reduce-overhead (../shared/peers/torch_ddp_bench.py, carried in .carry/peers).
+# --profile: then one traced eager step of each model with the defaults
+# (tests/gpu/profile_step.sh, kernel tables in OUT_DIR/profile-MODEL.txt).
+# Prints the unit tests' verdicts and a table of rates; OUT_DIR/facts.txt names the device.
+set -uo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/../tests/gpu/env.sh"
+OUTDIR=${1:?OUT_DIR}
+shift
+STEPS=65 REPEAT=1 PROFILE=0
+while (($#)); do
+  case $1 in
+    --steps) STEPS=$2; shift 2 ;;
+    --repeat) REPEAT=$2; shift 2 ;;
+    --profile) PROFILE=1; shift ;;
+    *) echo "usage: $0 OUT_DIR [--steps N] [--repeat R] [--profile]" >&2; exit 2 ;;
+  esac
+done
+mkdir -p "$OUTDIR"
+gpu_facts "$OUTDIR/facts.txt"
+T0=$(date +%s)
+say() { echo "gpu_step_options +$(($(date +%s) - T0))s: $*"; }
+
+tests=(trainer_ops_space_to_depth_conv_test trainer_ops_pointwise_conv_test
+       trainer_ops_max_pool_test trainer_ops_mixed_linear_test trainer_models_resnet_test)
+gpu_build_test "${tests[@]}" >"$OUTDIR/test-build.log" 2>&1 || say "test build failed"
+for t in "${tests[@]}"; do
+  timeout 300 "$(gpu_test_binary "$t")" >"$OUTDIR/$t.txt" 2>&1
+  say "$t: rc $? $(grep -E '^\[  (PASSED|FAILED|SKIPPED) ' "$OUTDIR/$t.txt" | tr '\n' ' ')"
+done
+
+bench=(bash "$ROOT/tests/gpu/bench_train.sh" --what ringpilot --worlds 1 --steps "$STEPS"
+       --out "$OUTDIR/options.jsonl")
+for ((round = 1; round <= REPEAT; round++)); do
+  RP_VARIANT=default "${bench[@]}" --models resnet50 >/dev/null 2>>"$OUTDIR/options.err"
+  say "resnet50 default: rc $?"
+  RP_VARIANT=no-s2d RP_STEM_S2D=false "${bench[@]}" --models resnet50 >/dev/null 2>>"$OUTDIR/options.err"
+  say "resnet50 no-s2d: rc $?"
+  RP_VARIANT=no-shortcut-gemm RP_SHORTCUT_GEMM=false "${bench[@]}" --models resnet50 \
+    >/dev/null 2>>"$OUTDIR/options.err"
+  say "resnet50 no-shortcut-gemm: rc $?"
+  RP_VARIANT=plain RP_STEM_S2D=false RP_SHORTCUT_GEMM=false "${bench[@]}" --models resnet50 \
+    >/dev/null 2>>"$OUTDIR/options.err"
+  say "resnet50 plain: rc $?"
+  RP_VARIANT=default "${bench[@]}" --models bert-base >/dev/null 2>>"$OUTDIR/options.err"
+  say "bert-base default: rc $?"
+done
+RP_PEER_IMPLS=compile RP_PEER_MLM_HEAD=masked bash "$ROOT/tests/gpu/bench_train.sh" --what peer \
+  --worlds 1 --models "resnet50 bert-base" --steps "$STEPS" --out "$OUTDIR/peer.jsonl" \
+  >/dev/null 2>>"$OUTDIR/peer.err"
+say "peers: rc $?"
+if ((PROFILE)); then
+  for model in resnet50 bert-base; do
+    timeout 240 bash "$ROOT/tests/gpu/profile_step.sh" --model $model --out "$OUTDIR/profile-$model" \
+      >"$OUTDIR/profile-$model.txt" 2>&1
+    say "profile $model: rc $?"
+    rm -rf "$OUTDIR/profile-$model"  # traces: too big to bring back
+  done
+fi
+python3 - "$OUTDIR/options.jsonl" "$OUTDIR/peer.jsonl" <<'PY'
+import json, sys
+rows = []
+for path in sys.argv[1:]:
+    try:
+        rows += [json.loads(l) for l in open(path) if l.strip()]
+    except FileNotFoundError:
+        pass
+print(f"{'model':10} {'impl/variant':28} {'rate':>9} {'step ms':>8} {'p99 ms':>8} {'mem GB':>7}")
+for r in rows:
+    name = r.get("variant") or r.get("impl")
+    print(f"{r['model']:10} {name:28} {r['per_gpu_rate']:9.1f} {r.get('step_ms', 0):8.2f} "
+          f"{r.get('step_p99_ms', 0) or 0:8.2f} {r.get('peak_mem_gb', 0) or 0:7.2f}")
+PY
