@@ -76,16 +76,24 @@ def inspector_records(run_dir):
 def main():
     out, nranks = sys.argv[1], int(sys.argv[2])
     runs = sorted(glob.glob(os.path.join(out, "inspector-[0-9]")))
-    problems, counts = [], []
+    # The Inspector writes its files from a dump thread; a rank that ends between two dumps
+    # can leave none (seen once in three runs on 2026-11-29). It loaded, and its numbers
+    # stand beside ours, when some run has every rank's all-reduces; runs missing a rank's
+    # file are named, not failed.
+    problems, gaps, counts, complete = [], [], [], 0
     for run in runs:
         per_rank = inspector_records(run)
         name = os.path.basename(run)
-        problems += [f"{name} rank {r}: no records" for r in range(nranks) if r not in per_rank]
+        gaps += [f"{name} rank {r}: no records" for r in range(nranks) if r not in per_rank]
         problems += [f"{name} rank {r}: no AllReduce" for r, cs in per_rank.items()
                      if not any(c.get("coll") == "AllReduce" for c in cs)]
+        complete += len(per_rank) == nranks
         counts.append(f"{name} " + "/".join(str(len(per_rank.get(r, []))) for r in range(nranks)))
-    print(f"inspector\t{'FAIL' if problems or not runs else 'PASS'}\t"
-          f"{'; '.join(problems) or 'records per rank: ' + ', '.join(counts)}")
+    if not complete:
+        problems += gaps or ["no Inspector run"]
+    detail = "; ".join(problems) or ("records per rank: " + ", ".join(counts) +
+                                     (f" ({'; '.join(gaps)})" if gaps else ""))
+    print(f"inspector\t{'FAIL' if problems else 'PASS'}\t{detail}")
 
     # The first run's rank 0 beside the plugin run's rank 0, size class by size class:
     # the Inspector's median bus bandwidth of the all-reduces it sampled in a class and
