@@ -4,8 +4,8 @@
 #   bench/gpu_step_options.sh OUT_DIR [--steps N] [--repeat R] [--profile]
 # Runs (tests/gpu/bench_train.sh --worlds 1, rows in OUT_DIR/options.jsonl, variant names):
 #   ResNet-50 b256: default; model.stem_space_to_depth false (no-s2d); model.shortcut_in_gemm
-#   false (no-shortcut-gemm); both false (plain); R rounds in that order, so clock drift
-#   hits every variant alike. BERT-base b64: default, R rounds.
+#   false (no-shortcut-gemm); model.fused_batchnorm_accumulate false (no-bn-accumulate); all
+#   three false (plain); R rounds in that order, so clock drift hits every variant alike. BERT-base b64: default, R rounds.
 #   Peers (OUT_DIR/peer.jsonl): ResNet-50 torch.compile, BERT-base masked MLM head with
 #   torch.compile reduce-overhead (../shared/peers/torch_ddp_bench.py, carried in .carry/peers).
 # --profile: then one traced eager step of each model with the defaults
@@ -30,6 +30,7 @@ T0=$(date +%s)
 say() { echo "gpu_step_options +$(($(date +%s) - T0))s: $*"; }
 
 tests=(trainer_ops_space_to_depth_conv_test trainer_ops_pointwise_conv_test
+       trainer_ops_fused_batch_norm_accumulate_test trainer_ops_fused_batch_norm_test
        trainer_ops_max_pool_test trainer_ops_mixed_linear_test trainer_models_resnet_test)
 gpu_build_test "${tests[@]}" >"$OUTDIR/test-build.log" 2>&1 || say "test build failed"
 for t in "${tests[@]}"; do
@@ -47,12 +48,23 @@ for ((round = 1; round <= REPEAT; round++)); do
   RP_VARIANT=no-shortcut-gemm RP_SHORTCUT_GEMM=false "${bench[@]}" --models resnet50 \
     >/dev/null 2>>"$OUTDIR/options.err"
   say "resnet50 no-shortcut-gemm: rc $?"
-  RP_VARIANT=plain RP_STEM_S2D=false RP_SHORTCUT_GEMM=false "${bench[@]}" --models resnet50 \
+  RP_VARIANT=no-bn-accumulate RP_BN_ACCUMULATE=false "${bench[@]}" --models resnet50 \
     >/dev/null 2>>"$OUTDIR/options.err"
+  say "resnet50 no-bn-accumulate: rc $?"
+  RP_VARIANT=plain RP_STEM_S2D=false RP_SHORTCUT_GEMM=false RP_BN_ACCUMULATE=false "${bench[@]}" \
+    --models resnet50 >/dev/null 2>>"$OUTDIR/options.err"
   say "resnet50 plain: rc $?"
   RP_VARIANT=default "${bench[@]}" --models bert-base >/dev/null 2>>"$OUTDIR/options.err"
   say "bert-base default: rc $?"
 done
+# All GPUs, where there are several: the default ResNet-50 step scaled (its final loss beside
+# the 1-GPU row's).
+GPUS=$(nvidia-smi -L | wc -l)
+if ((GPUS > 1)); then
+  RP_VARIANT=default bash "$ROOT/tests/gpu/bench_train.sh" --what ringpilot --worlds "$GPUS" \
+    --steps "$STEPS" --models resnet50 --out "$OUTDIR/options.jsonl" >/dev/null 2>>"$OUTDIR/options.err"
+  say "resnet50 default on $GPUS GPUs: rc $?"
+fi
 RP_PEER_IMPLS=compile RP_PEER_MLM_HEAD=masked bash "$ROOT/tests/gpu/bench_train.sh" --what peer \
   --worlds 1 --models "resnet50 bert-base" --steps "$STEPS" --out "$OUTDIR/peer.jsonl" \
   >/dev/null 2>>"$OUTDIR/peer.err"
@@ -73,9 +85,11 @@ for path in sys.argv[1:]:
         rows += [json.loads(l) for l in open(path) if l.strip()]
     except FileNotFoundError:
         pass
-print(f"{'model':10} {'impl/variant':28} {'rate':>9} {'step ms':>8} {'p99 ms':>8} {'mem GB':>7}")
+print(f"{'model':10} {'world':>5} {'impl/variant':36} {'rate':>9} {'step ms':>8} {'p99 ms':>8} "
+      f"{'mem GB':>7} {'loss':>8}")
 for r in rows:
     name = r.get("variant") or r.get("impl")
-    print(f"{r['model']:10} {name:28} {r['per_gpu_rate']:9.1f} {r.get('step_ms', 0):8.2f} "
-          f"{r.get('step_p99_ms', 0) or 0:8.2f} {r.get('peak_mem_gb', 0) or 0:7.2f}")
+    print(f"{r['model']:10} {r['world']:5} {name:36} {r['per_gpu_rate']:9.1f} "
+          f"{r.get('step_ms', 0):8.2f} {r.get('step_p99_ms', 0) or 0:8.2f} "
+          f"{r.get('peak_mem_gb', 0) or 0:7.2f} {r.get('final_loss') or 0:8.4f}")
 PY

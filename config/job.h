@@ -74,8 +74,9 @@ inline constexpr int kMinSyntheticVocabSize = 1024;
 
 struct ModelConfig {
   ModelName name = ModelName::kResnet18Cifar;  ///< required in a job file
-  bool sync_batchnorm = false;      ///< BatchNorm statistics over the whole world, not per rank
-  bool fused_batchnorm = true;      ///< fused BatchNorm+add+ReLU kernels (CUDA, channels_last)
+  bool sync_batchnorm = false;  ///< BatchNorm statistics over the whole world, not per rank
+  bool fused_batchnorm = true;  ///< fused BatchNorm+add+ReLU kernels (CUDA, channels_last)
+  bool fused_batchnorm_accumulate = true;  ///< with fused_batchnorm: kernels add into .grad
   bool maxpool_kernel = true;       ///< ResNet-50 on CUDA: the stem max-pool by ringpilot's kernels
   bool stem_space_to_depth = true;  ///< ResNet-50: the 7x7 stride-2 stem as a 4x4 stride-1 conv
   bool shortcut_in_gemm = true;     ///< ResNet-50: shortcut gradients added by the conv1 GEMM

@@ -113,6 +113,11 @@ std::vector<KeySpec> BuildSchema() {
       BoolKey("model.fused_batchnorm", Member(&JC::model, &ModelConfig::fused_batchnorm),
               "ResNet on CUDA, channels_last: BatchNorm, residual add and ReLU in ringpilot's "
               "fused kernels (training, per-rank statistics)"));
+  s.push_back(BoolKey("model.fused_batchnorm_accumulate",
+                      Member(&JC::model, &ModelConfig::fused_batchnorm_accumulate),
+                      "with model.fused_batchnorm: the BatchNorms' weight and bias gradients "
+                      "added into their .grad (the gradient buckets) by the backward kernel "
+                      "that computes them, not by an add kernel per parameter"));
   s.push_back(BoolKey("model.maxpool_kernel", Member(&JC::model, &ModelConfig::maxpool_kernel),
                       "ResNet-50 on CUDA, channels_last: the stem's 3x3 stride-2 max-pool by "
                       "ringpilot's kernels (uint8 window offsets, a gather backward), same "

@@ -29,6 +29,7 @@ models::ModelOptions ModelOptionsFor(const config::JobConfig& job,
   o.dropout = model.dropout;
   o.sync_batchnorm = model.sync_batchnorm;
   o.fused_batchnorm = model.fused_batchnorm;
+  o.fused_batchnorm_accumulate = model.fused_batchnorm_accumulate;
   o.maxpool_kernel = model.maxpool_kernel;
   o.stem_space_to_depth = model.stem_space_to_depth;
   o.shortcut_in_gemm = model.shortcut_in_gemm;

@@ -12,7 +12,9 @@
 # autograd add weight gradients into .grad (model.mixed_linear_accumulate); RP_MAXPOOL_KERNEL=false
 # runs ResNet-50's stem max-pool by ATen (model.maxpool_kernel); RP_STEM_S2D=false its stem
 # convolution as a plain 7x7 stride-2 one (model.stem_space_to_depth), RP_SHORTCUT_GEMM=false its
-# bottlenecks' shortcut gradients summed by autograd (model.shortcut_in_gemm); RP_FUSED_RESIDUAL=true|false
+# bottlenecks' shortcut gradients summed by autograd (model.shortcut_in_gemm), RP_BN_ACCUMULATE=false
+# its BatchNorm parameter gradients added by autograd (model.fused_batchnorm_accumulate);
+# RP_FUSED_RESIDUAL=true|false
 # sets BERT's model.fused_residual_norm (its default otherwise); RP_HOST_LEAD=N sets
 # train.host_lead_steps, RP_CTA_POLICY=default|efficiency|zero comm.nccl_cta_policy,
 # RP_COMM_HIGH_PRIORITY=true|false comm.high_priority_stream, RP_BACKWARD_CARVEOUT=N
@@ -75,7 +77,7 @@ bench_ringpilot() {  # model world
     cat >"$job" <<YAML
 name: bench-$model-$world
 world: {nodes: 1, procs_per_node: $world, device: cuda}
-model: {name: resnet50, fused_batchnorm: ${RP_FUSED_BN:-true}, maxpool_kernel: ${RP_MAXPOOL_KERNEL:-true}, stem_space_to_depth: ${RP_STEM_S2D:-true}, shortcut_in_gemm: ${RP_SHORTCUT_GEMM:-true}}
+model: {name: resnet50, fused_batchnorm: ${RP_FUSED_BN:-true}, fused_batchnorm_accumulate: ${RP_BN_ACCUMULATE:-true}, maxpool_kernel: ${RP_MAXPOOL_KERNEL:-true}, stem_space_to_depth: ${RP_STEM_S2D:-true}, shortcut_in_gemm: ${RP_SHORTCUT_GEMM:-true}}
 data: {batch_per_rank: $batch${RP_DATA:+, $RP_DATA}}
 train: {steps: $STEPS, timing_skip_steps: ${RP_WARMUP:-15}, optimizer: sgd, lr: 0.1, momentum: 0.9, weight_decay: 5.0e-5, precision: bf16, channels_last: true, cuda_graphs: ${RP_GRAPHS_RESNET:-true}, log_every_s: 10${RP_HOST_LEAD:+, host_lead_steps: $RP_HOST_LEAD}}
 comm: {bucket_mb: ${RP_BUCKET_MB:-25}, ${RP_FIRST_BUCKET_MB:+first_bucket_mb: $RP_FIRST_BUCKET_MB, }grad_dtype: ${RP_GRAD_DTYPE:-fp32}, overlap_optimizer: ${RP_OVERLAP:-true}${RP_CTA_POLICY:+, nccl_cta_policy: $RP_CTA_POLICY}${RP_COMM_HIGH_PRIORITY:+, high_priority_stream: $RP_COMM_HIGH_PRIORITY}${RP_BACKWARD_CARVEOUT:+, backward_sm_carveout: $RP_BACKWARD_CARVEOUT}${RP_NCCL_REGISTRATION:+, nccl_buffer_registration: $RP_NCCL_REGISTRATION}}

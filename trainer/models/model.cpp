@@ -29,12 +29,14 @@ std::shared_ptr<Model> MakeModel(const ModelOptions& o, comm::Communicator* sync
       ResNetConfig c;
       c.num_classes = o.num_classes;
       c.fused_batchnorm = o.fused_batchnorm;
+      c.fused_batchnorm_accumulate = o.fused_batchnorm_accumulate;
       c.label_smoothing = o.label_smoothing;
       return MakeResNet(c, sync);
     }
     case config::ModelName::kResnet50: {
       ResNetConfig c{{3, 4, 6, 3}, /*bottleneck=*/true, /*cifar_stem=*/false, 224, o.num_classes};
       c.fused_batchnorm = o.fused_batchnorm;
+      c.fused_batchnorm_accumulate = o.fused_batchnorm_accumulate;
       c.label_smoothing = o.label_smoothing;
       c.maxpool_kernel = o.maxpool_kernel;
       c.stem_space_to_depth = o.stem_space_to_depth;

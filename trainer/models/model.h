@@ -42,13 +42,14 @@ struct TokenSpec {
 /// job (config/job.h holds the defaults).
 struct ModelOptions {
   config::ModelName name = config::ModelName::kResnet18Cifar;
-  int num_classes = 0;                   ///< ResNet
-  int seq_len = 0;                       ///< BERT (at least 3: [CLS] ... [SEP])
-  int64_t vocab_size = 0;                ///< BERT: embedding and decoder rows
-  double dropout = 0.0;                  ///< BERT
-  bool sync_batchnorm = false;           ///< ResNet: BatchNorm statistics over `sync_comm`
-  bool fused_batchnorm = false;          ///< ResNet: fused BatchNorm+add+ReLU CUDA kernels
-  bool maxpool_kernel = false;           ///< ResNet-50: stem max-pool by trainer/ops/max_pool.h
+  int num_classes = 0;                      ///< ResNet
+  int seq_len = 0;                          ///< BERT (at least 3: [CLS] ... [SEP])
+  int64_t vocab_size = 0;                   ///< BERT: embedding and decoder rows
+  double dropout = 0.0;                     ///< BERT
+  bool sync_batchnorm = false;              ///< ResNet: BatchNorm statistics over `sync_comm`
+  bool fused_batchnorm = false;             ///< ResNet: fused BatchNorm+add+ReLU CUDA kernels
+  bool fused_batchnorm_accumulate = false;  ///< ops::BatchNormOptions::accumulate_param_grads
+  bool maxpool_kernel = false;              ///< ResNet-50: stem max-pool by trainer/ops/max_pool.h
   bool stem_space_to_depth = false;      ///< ResNet-50: stem by trainer/ops/space_to_depth_conv.h
   bool shortcut_in_gemm = false;         ///< ResNet-50: trainer/ops/pointwise_conv.h in bottlenecks
   bool mixed_linear = false;             ///< BERT under CUDA autocast: trainer/ops/mixed_linear.h

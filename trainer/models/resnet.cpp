@@ -24,20 +24,22 @@ nn::Conv2d Conv(int64_t in, int64_t out, int64_t k, int64_t stride) {
   return nn::Conv2d(nn::Conv2dOptions(in, out, k).stride(stride).padding(k / 2).bias(false));
 }
 
-ops::BatchNorm2d MakeBatchNorm(int64_t channels, bool fused, comm::Communicator* sync) {
+ops::BatchNorm2d MakeBatchNorm(int64_t channels, const ResNetConfig& cfg,
+                               comm::Communicator* sync) {
   ops::BatchNormOptions options;
   options.channels = channels;
-  options.fused = fused;
+  options.fused = cfg.fused_batchnorm;
+  options.accumulate_param_grads = cfg.fused_batchnorm_accumulate;
   return ops::BatchNorm2d(options, sync);
 }
 
 struct BlockImpl : nn::Module {
-  BlockImpl(int64_t in, int64_t planes, int64_t stride, bool bottleneck, bool fused_bn,
-            bool shortcut_in_gemm, comm::Communicator* sync)
-      : bottleneck(bottleneck) {
+  BlockImpl(int64_t in, int64_t planes, int64_t stride, const ResNetConfig& cfg,
+            comm::Communicator* sync)
+      : bottleneck(cfg.bottleneck) {
     const int64_t expansion = bottleneck ? 4 : 1;
     const int64_t out = planes * expansion;
-    auto bn = [&](int64_t c) { return MakeBatchNorm(c, fused_bn, sync); };
+    auto bn = [&](int64_t c) { return MakeBatchNorm(c, cfg, sync); };
     if (bottleneck) {
       conv1 = register_module("conv1", Conv(in, planes, 1, 1));
       bn1 = register_module("bn1", bn(planes));
@@ -54,7 +56,7 @@ struct BlockImpl : nn::Module {
     if (stride != 1 || in != out) {
       downsample = register_module("downsample", nn::Sequential(Conv(in, out, 1, stride), bn(out)));
     }
-    shortcut_gemm = shortcut_in_gemm && bottleneck && downsample.is_empty();
+    shortcut_gemm = cfg.shortcut_in_gemm && bottleneck && downsample.is_empty();
   }
 
   // The last BatchNorm takes the residual add and the ReLU (one fused pass on CUDA), so
@@ -96,7 +98,7 @@ class ResNet : public Model {
     } else {
       conv1 = register_module("conv1", Conv(3, stem, 7, 2));
     }
-    bn1 = register_module("bn1", MakeBatchNorm(stem, cfg.fused_batchnorm, sync));
+    bn1 = register_module("bn1", MakeBatchNorm(stem, cfg, sync));
     int64_t in = stem;
     const int64_t expansion = cfg.bottleneck ? 4 : 1;
     for (int stage = 0; stage < 4; ++stage) {
@@ -104,8 +106,7 @@ class ResNet : public Model {
       const int64_t planes = 64LL << stage;
       for (int b = 0; b < cfg.blocks[stage]; ++b) {
         const int64_t stride = (b == 0 && stage > 0) ? 2 : 1;
-        layer->push_back(Block(in, planes, stride, cfg.bottleneck, cfg.fused_batchnorm,
-                               cfg.shortcut_in_gemm, sync));
+        layer->push_back(Block(in, planes, stride, cfg, sync));
         in = planes * expansion;
       }
       layers[stage] = register_module("layer" + std::to_string(stage + 1), layer);

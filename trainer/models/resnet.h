@@ -13,8 +13,9 @@ struct ResNetConfig {
   bool cifar_stem = true;  ///< 3x3 stride-1 stem and no max-pool (32x32 inputs)
   int image_size = 32;
   int num_classes = 10;
-  bool fused_batchnorm = true;  ///< ops::BatchNormOptions::fused of every BatchNorm
-  bool maxpool_kernel = true;   ///< the stem max-pool by ops::MaxPool2d (trainer/ops/max_pool.h)
+  bool fused_batchnorm = true;             ///< ops::BatchNormOptions::fused of every BatchNorm
+  bool fused_batchnorm_accumulate = true;  ///< ops::BatchNormOptions::accumulate_param_grads
+  bool maxpool_kernel = true;  ///< the stem max-pool by ops::MaxPool2d (trainer/ops/max_pool.h)
   /// The 7x7 stride-2 stem by ops::SpaceToDepthConv2d (trainer/ops/space_to_depth_conv.h)
   bool stem_space_to_depth = true;
   /// Bottlenecks whose shortcut is their input enter through ops::PointwiseConvWithShortcut

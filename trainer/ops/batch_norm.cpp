@@ -118,7 +118,8 @@ at::Tensor BatchNorm2dImpl::forward_act(const at::Tensor& x, const at::Tensor* r
     }
     return FusedBatchNormAct(x, weight, bias, running_mean, running_var, options_.momentum,
                              options_.eps,
-                             residual ? c10::optional<at::Tensor>(*residual) : c10::nullopt, relu);
+                             residual ? c10::optional<at::Tensor>(*residual) : c10::nullopt, relu,
+                             options_.accumulate_param_grads);
   }
   at::Tensor y = Unfused(x);
   if (residual != nullptr) y = y + *residual;

@@ -21,6 +21,9 @@ struct BatchNormOptions {
   /// its CUDA kernels cannot run (CPU, float64, non-channels-last), i.e. through its ATen
   /// reference and the same autograd Function. For tests of that wiring inside a model.
   bool fused_reference = false;
+  /// With `fused`: FusedBatchNormAct's accumulate_param_grads (weight and bias gradients
+  /// added into their .grad by the backward kernel).
+  bool accumulate_param_grads = false;
 };
 
 /// Parameters and buffers are named as torch.nn.BatchNorm2d's (weight, bias,

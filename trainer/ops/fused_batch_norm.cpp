@@ -2,6 +2,8 @@
 
 #include <torch/autograd.h>
 
+#include "trainer/ops/grad_accumulation.h"
+
 #ifdef RINGPILOT_WITH_CUDA
 #include <ATen/cuda/CUDAContext.h>
 #include <c10/cuda/CUDAGuard.h>
@@ -141,7 +143,8 @@ ForwardOut KernelForward(const at::Tensor& x, const at::Tensor& weight, const at
 
 BackwardOut KernelBackward(const at::Tensor& dy, const at::Tensor& y, const at::Tensor& x,
                            const at::Tensor& weight, const at::Tensor& mean,
-                           const at::Tensor& invstd, bool relu, bool want_dz) {
+                           const at::Tensor& invstd, bool relu, bool want_dz,
+                           at::Tensor* add_grad_weight, at::Tensor* add_grad_bias) {
   const c10::cuda::CUDAGuard guard(x.device());
   const int64_t channels = x.size(1);
   const int64_t rows = x.numel() / channels;
@@ -161,6 +164,10 @@ BackwardOut KernelBackward(const at::Tensor& dy, const at::Tensor& y, const at::
   a.dz = want_dz ? out.dz.data_ptr() : nullptr;
   a.grad_weight = out.grad_weight.data_ptr<float>();
   a.grad_bias = out.grad_bias.data_ptr<float>();
+  if (add_grad_weight != nullptr) {
+    a.add_grad_weight = add_grad_weight->data_ptr<float>();
+    a.add_grad_bias = add_grad_bias->data_ptr<float>();
+  }
   a.relu = relu;
   const char* error = fused_bn::Backward(a, at::cuda::getCurrentCUDAStream(x.get_device()));
   TORCH_CHECK(error == nullptr, "FusedBatchNormAct backward: ", error);
@@ -176,7 +183,8 @@ class FusedBatchNormFn : public torch::autograd::Function<FusedBatchNormFn> {
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, const at::Tensor& weight,
                             const at::Tensor& bias, c10::optional<at::Tensor> running_mean_arg,
                             c10::optional<at::Tensor> running_var_arg, double momentum, double eps,
-                            const c10::optional<at::Tensor>& residual_arg, bool relu) {
+                            const c10::optional<at::Tensor>& residual_arg, bool relu,
+                            bool accumulate_param_grads) {
     at::Tensor running_mean = running_mean_arg.value_or(at::Tensor());
     at::Tensor running_var = running_var_arg.value_or(at::Tensor());
     const at::Tensor residual = residual_arg.value_or(at::Tensor());
@@ -193,6 +201,9 @@ class FusedBatchNormFn : public torch::autograd::Function<FusedBatchNormFn> {
     }
     ctx->save_for_backward({x, weight, out.mean, out.invstd, relu ? out.y : at::Tensor()});
     ctx->saved_data["relu"] = relu;
+    ctx->saved_data["accumulate"] = accumulate_param_grads;
+    // The parameter itself (not a saved activation): backward may add into its .grad.
+    ctx->saved_data["bias"] = bias;
     // needs_input_grad counts the tensor arguments that were given.
     ctx->saved_data["residual_index"] =
         residual.defined() ? int64_t{3} + running_mean.defined() + running_var.defined()
@@ -207,22 +218,37 @@ class FusedBatchNormFn : public torch::autograd::Function<FusedBatchNormFn> {
     const bool relu = ctx->saved_data["relu"].toBool();
     const int64_t residual_index = ctx->saved_data["residual_index"].toInt();
     const bool want_dz = residual_index >= 0 && ctx->needs_input_grad(residual_index);
-    variable_list result(9);
+    variable_list result(10);
     if (!grads[0].defined()) return result;
+    const at::Tensor bias = ctx->saved_data["bias"].toTensor();
+    at::Tensor grad_weight = weight.grad();
+    at::Tensor grad_bias = bias.grad();
+    const bool accumulate = ctx->saved_data["accumulate"].toBool() && ctx->needs_input_grad(1) &&
+                            ctx->needs_input_grad(2) && CanAccumulateInto(grad_weight, weight) &&
+                            CanAccumulateInto(grad_bias, bias);
     BackwardOut out;
 #ifdef RINGPILOT_WITH_CUDA
     if (UseKernels(x)) {
       // The incoming gradient may have any layout; the kernels read rows of channels.
       at::Tensor dy = grads[0].to(x.scalar_type()).contiguous(at::MemoryFormat::ChannelsLast);
-      out = KernelBackward(dy, saved[4], x, weight, saved[2], saved[3], relu, want_dz);
+      out = KernelBackward(dy, saved[4], x, weight, saved[2], saved[3], relu, want_dz,
+                           accumulate ? &grad_weight : nullptr, accumulate ? &grad_bias : nullptr);
     }
 #endif
     if (!out.dx.defined()) {
       out = ReferenceBackward(grads[0], saved[4], x, weight, saved[2], saved[3], relu, want_dz);
+      if (accumulate) {
+        grad_weight.add_(out.grad_weight);
+        grad_bias.add_(out.grad_bias);
+      }
     }
     result[0] = out.dx;
-    result[1] = out.grad_weight.to(weight.scalar_type());
-    result[2] = out.grad_bias.to(weight.scalar_type());
+    // Accumulated: no gradient returned, AccumulateGrad adds nothing and still runs its
+    // post-hooks (the gradient reducer's).
+    if (!accumulate) {
+      result[1] = out.grad_weight.to(weight.scalar_type());
+      result[2] = out.grad_bias.to(weight.scalar_type());
+    }
     result[7] = out.dz;
     return result;
   }
@@ -236,7 +262,8 @@ bool FusedBatchNormSupported(const at::Tensor& x) {
 
 at::Tensor FusedBatchNormAct(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias,
                              at::Tensor running_mean, at::Tensor running_var, double momentum,
-                             double eps, const c10::optional<at::Tensor>& residual, bool relu) {
+                             double eps, const c10::optional<at::Tensor>& residual, bool relu,
+                             bool accumulate_param_grads) {
   TORCH_CHECK(x.dim() == 4, "FusedBatchNormAct: x must be [N, C, H, W], got ", x.sizes());
   const int64_t channels = x.size(1);
   TORCH_CHECK(x.numel() / std::max<int64_t>(channels, 1) > 1,
@@ -272,7 +299,7 @@ at::Tensor FusedBatchNormAct(const at::Tensor& x, const at::Tensor& weight, cons
     return t.defined() ? c10::optional<at::Tensor>(t) : c10::nullopt;
   };
   return FusedBatchNormFn::apply(input, weight, bias, optional(running_mean), optional(running_var),
-                                 momentum, eps, optional(z), relu);
+                                 momentum, eps, optional(z), relu, accumulate_param_grads);
 }
 
 }  // namespace ringpilot::trainer::ops

@@ -443,7 +443,8 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm)
 __global__ void __launch_bounds__(kFinalizeX* kFinalizeY)
     BackwardFinalizeKernel(const float* __restrict__ partial, int64_t chunks, int64_t rows,
                            int64_t rows_per_chunk, int64_t channels,
-                           float* __restrict__ grad_weight, float* __restrict__ grad_bias) {
+                           float* __restrict__ grad_weight, float* __restrict__ grad_bias,
+                           float* __restrict__ add_grad_weight, float* __restrict__ add_grad_bias) {
   const int64_t c = int64_t{blockIdx.x} * kFinalizeX + threadIdx.x;
   float n;
   float acc[2][1];
@@ -451,6 +452,12 @@ __global__ void __launch_bounds__(kFinalizeX* kFinalizeY)
   if (c >= channels || threadIdx.y != 0) return;
   grad_bias[c] = acc[0][0];
   grad_weight[c] = acc[1][0];
+  // The elementwise kernel reads this step's sums above; the parameters' .grad gets them
+  // added here instead of by one add kernel per parameter afterwards.
+  if (add_grad_weight != nullptr) {
+    add_grad_bias[c] += acc[0][0];
+    add_grad_weight[c] += acc[1][0];
+  }
 }
 
 template <typename T, int VEC, bool kRelu, bool kDz>
@@ -544,8 +551,8 @@ void LaunchBackward(const BackwardArgs& a, const Plan& plan, cudaStream_t stream
   a.relu ? reduce(BackwardReduceKernel<T, VEC, true>) : reduce(BackwardReduceKernel<T, VEC, false>);
   const unsigned fin_blocks = static_cast<unsigned>((a.channels + kFinalizeX - 1) / kFinalizeX);
   BackwardFinalizeKernel<<<fin_blocks, dim3(kFinalizeX, kFinalizeY), 0, stream>>>(
-      a.workspace, plan.chunks, a.rows, plan.rows_per_chunk, a.channels, a.grad_weight,
-      a.grad_bias);
+      a.workspace, plan.chunks, a.rows, plan.rows_per_chunk, a.channels, a.grad_weight, a.grad_bias,
+      a.add_grad_weight, a.add_grad_bias);
   auto elementwise = [&](auto kernel) {
     kernel<<<g.grid, g.block, 0, stream>>>(dy, y, x, a.weight, a.mean, a.invstd, a.grad_weight,
                                            a.grad_bias, dx, dz, a.rows, a.channels,
@@ -614,6 +621,9 @@ const char* Backward(const BackwardArgs& a, cudaStream_t stream) {
   if (!a.dy || !a.x || !a.dx || !a.weight || !a.mean || !a.invstd || !a.grad_weight ||
       !a.grad_bias || (a.relu && !a.y)) {
     return "fused_bn: Backward needs dy, x, dx, weight, mean, invstd, grads (and y with relu)";
+  }
+  if ((a.add_grad_weight == nullptr) != (a.add_grad_bias == nullptr)) {
+    return "fused_bn: Backward adds into both parameter gradients or neither";
   }
   const Plan plan = MakePlan(a.rows, a.channels);
   const bool aligned = Aligned(a.dy) && Aligned(a.x) && Aligned(a.dx) &&

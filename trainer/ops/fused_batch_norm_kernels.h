@@ -58,6 +58,10 @@ struct BackwardArgs {
   void* dz = nullptr;            ///< optional: gradient of the residual
   float* grad_weight = nullptr;  ///< out [channels]
   float* grad_bias = nullptr;    ///< out [channels]
+  /// Optional (both or neither): grad_weight and grad_bias are also added into these
+  /// [channels] (the parameters' .grad), by the kernel that computes them.
+  float* add_grad_weight = nullptr;
+  float* add_grad_bias = nullptr;
   float* workspace = nullptr;
   int64_t workspace_floats = 0;
   int64_t rows = 0;

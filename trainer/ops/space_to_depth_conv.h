@@ -19,6 +19,11 @@ namespace ringpilot::trainer::ops {
 /// 256 on an H200, 10% of the step for 2% of its FLOPs); as a 4x4 convolution over 16
 /// channels it is an ordinary implicit GEMM with K = 256. The same sums in another order:
 /// equal within the rounding of x's dtype. The output is channels_last when x is.
+///
+/// Under CUDA autocast x and the weight are used in the autocast dtype, as at::conv2d
+/// would. The blocks are made by one kernel on CUDA (trainer/ops/space_to_depth_kernels.h)
+/// and are not kept for backward, which makes them again from x: the step's peak memory
+/// stays that of the strided convolution.
 at::Tensor SpaceToDepthConv2d(const at::Tensor& x, const at::Tensor& weight, int64_t padding);
 
 }  // namespace ringpilot::trainer::ops
