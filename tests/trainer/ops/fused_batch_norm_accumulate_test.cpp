@@ -6,22 +6,13 @@
 #include <vector>
 
 #include <gtest/gtest.h>
-#include <torch/csrc/autograd/utils/lambda_post_hook.h>
 #include <torch/torch.h>
 
+#include "tests/trainer/accumulate_grad_probe.h"
 #include "trainer/ops/fused_batch_norm.h"
 
 namespace ringpilot::trainer::ops {
 namespace {
-
-struct IncomingGrad : torch::autograd::FunctionPreHook {
-  explicit IncomingGrad(int* defined) : defined(defined) {}
-  torch::autograd::variable_list operator()(const torch::autograd::variable_list& grads) override {
-    *defined = grads.at(0).defined() ? 1 : 0;
-    return grads;
-  }
-  int* defined;
-};
 
 struct Run {
   at::Tensor dx, grad_weight, grad_bias;
@@ -46,15 +37,8 @@ Run Backward(bool accumulate, const at::Tensor& x0, const at::Tensor& z0, const 
   std::vector<std::shared_ptr<torch::autograd::Node>> accumulators;
   at::Tensor* params[] = {&w, &b};
   for (int i = 0; i < 2; ++i) {
-    auto acc = torch::autograd::impl::grad_accumulator(*params[i]);
-    acc->add_post_hook(std::make_unique<torch::autograd::utils::LambdaPostHook>(
-        [&run, i](const torch::autograd::variable_list& outputs,
-                  const torch::autograd::variable_list&) {
-          ++run.hook_calls[i];
-          return outputs;
-        }));
-    acc->add_pre_hook(std::make_unique<IncomingGrad>(&run.incoming_defined[i]));
-    accumulators.push_back(std::move(acc));
+    accumulators.push_back(
+        ProbeAccumulateGrad(*params[i], &run.hook_calls[i], &run.incoming_defined[i]));
   }
   at::Tensor y = FusedBatchNormAct(x, w, b, at::Tensor(), at::Tensor(), 0.1, 1e-5, z0,
                                    /*relu=*/true, accumulate);

@@ -5,9 +5,9 @@
 #include <vector>
 
 #include <gtest/gtest.h>
-#include <torch/csrc/autograd/utils/lambda_post_hook.h>
 #include <torch/torch.h>
 
+#include "tests/trainer/accumulate_grad_probe.h"
 #include "trainer/ops/linear_cross_entropy.h"
 #include "trainer/ops/mixed_linear.h"
 
@@ -220,16 +220,6 @@ TEST(ShadowWeights, RejectsLayersThatCannotShareAnInput) {
   EXPECT_THROW(shadows.AddGroup({b.weight}, {b.bias}), c10::Error);
 }
 
-// Records whether a gradient arrived at an AccumulateGrad node.
-struct IncomingGrad : torch::autograd::FunctionPreHook {
-  explicit IncomingGrad(int* defined) : defined(defined) {}
-  torch::autograd::variable_list operator()(const torch::autograd::variable_list& grads) override {
-    *defined = grads.at(0).defined() ? 1 : 0;
-    return grads;
-  }
-  int* defined;
-};
-
 // Gradient buffers as the gradient reducer sets them up: views into one float32 bucket
 // holding earlier gradients, and a post-hook on each weight's AccumulateGrad node.
 struct Buckets {
@@ -253,15 +243,8 @@ void AttachBuckets(Buckets& b, const std::vector<at::Tensor>& params) {
     params[i].mutable_grad() = view;
     b.grads.push_back(view);
     offset += params[i].numel();
-    auto acc = torch::autograd::impl::grad_accumulator(params[i]);
-    acc->add_post_hook(std::make_unique<torch::autograd::utils::LambdaPostHook>(
-        [&b, i](const torch::autograd::variable_list& outputs,
-                const torch::autograd::variable_list&) {
-          ++b.hook_calls[i];
-          return outputs;
-        }));
-    acc->add_pre_hook(std::make_unique<IncomingGrad>(&b.incoming_defined[i]));
-    b.accumulators.push_back(std::move(acc));
+    b.accumulators.push_back(
+        ProbeAccumulateGrad(params[i], &b.hook_calls[i], &b.incoming_defined[i]));
   }
 }
 
