@@ -7,6 +7,10 @@ Reads, from the part's folder DIR:
                               process per GPU (mpirun), as `bench comm` runs
   nccl-tests-threads-allreduce.txt   the same by one process driving every GPU (-g N):
                               printed beside, not judged
+  nccl-tests-graph-allreduce.txt     the mpirun run again with its iterations captured in
+                              CUDA graphs (-G): no host launch work between operations, so
+                              at small sizes it shows whether a gap is the host's or the
+                              collective's; printed beside, and judged in a second verdict
   nccl-tests-OP.txt           OP_perf (all_gather, ...) on the sizes of comm-all.json
 and prints, per collective, each size's bus bandwidth on both sides and their ratio, then
 one verdict line per collective: how many sizes >= 64 KiB are within 2% of nccl-tests (the
@@ -50,11 +54,11 @@ def read_ours(path):
         return json.load(fh)["results"]
 
 
-def compare(title, ours, theirs, reference=None):
-    """Prints the table (with `reference`, a column of nccl-tests' one-process run); returns
-    (sizes >= MIN_BYTES compared, of them within, worst)."""
+def compare(title, ours, theirs, references=()):
+    """Prints the table (each of `references`, (header, rows) of another nccl-tests run, as
+    a column beside); returns (sizes >= MIN_BYTES compared, of them within, worst)."""
     print(f"\n{title}")
-    extra = f" {'1 process':>10}" if reference else ""
+    extra = "".join(f" {header:>10}" for header, _ in references)
     print(f"{'bytes':>12} {'mode':>6} {'ringpilot':>10} {'nccl-tests':>10} {'ratio':>6}{extra}")
     compared, within, worst = 0, 0, None
     for r in ours:
@@ -62,9 +66,9 @@ def compare(title, ours, theirs, reference=None):
         q = theirs.get((r["bytes"], r["in_place"]))
         ratio = r["busbw_gbps"] / q if q else None
         ref = ""
-        if reference:
-            x = reference.get((r["bytes"], r["in_place"]))
-            ref = f" {x if x else '-':>10}"
+        for _, rows in references:
+            x = rows.get((r["bytes"], r["in_place"]))
+            ref += f" {x if x else '-':>10}"
         print(f"{r['bytes']:>12} {mode:>6} {r['busbw_gbps']:>10.2f} "
               f"{q if q else '-':>10} {f'{ratio:.3f}' if ratio else '-':>6}{ref}")
         if ratio is None or r["bytes"] < MIN_BYTES:
@@ -89,8 +93,13 @@ def main():
     theirs = read_nccl_tests(os.path.join(d, "nccl-tests-allreduce.txt"))
     if theirs:
         threads = read_nccl_tests(os.path.join(d, "nccl-tests-threads-allreduce.txt"))
+        graph = read_nccl_tests(os.path.join(d, "nccl-tests-graph-allreduce.txt"))
+        columns = [c for c in (("1 process", threads), ("graphs", graph)) if c[1]]
         verdicts.append(("allreduce 64K-2G", compare("all-reduce, out of place, 40 iterations",
-                                                     allreduce, theirs, threads)))
+                                                     allreduce, theirs, columns)))
+        if graph:
+            verdicts.append(("allreduce 64K-2G against nccl-tests under CUDA graphs",
+                             compare("all-reduce against nccl-tests -G", allreduce, graph)))
     for prog, op in OPS.items():
         theirs = read_nccl_tests(os.path.join(d, f"nccl-tests-{prog}.txt"))
         mine = [r for r in every if r["op"] == op]

@@ -9,7 +9,8 @@
 #                  1 KiB-1 GiB in and out of place, all-reduce 64 KiB-2 GiB, the pairwise
 #                  matrix; nccl-tests (carried in .carry/multi/nccl-tests.tgz, built by
 #                  scripts/carry_multi_gpu.sh; one process per GPU under mpirun) on the
-#                  same sizes; the busbw of each against nccl-tests', size by size  (~3 min)
+#                  same sizes (all-reduce also with nccl-tests' loops in CUDA graphs, -G);
+#                  the busbw of each against nccl-tests', size by size           (~3 min)
 #   train-resnet50, train-bert-base
 #                  bench_train.sh --what all at every world: ringpilot and the fair peer
 #                  (torch.compile; BERT with the masked MLM head), RP_PEER_IMPLS overrides
@@ -120,6 +121,11 @@ part_comm() {
     timeout 150 "$nt/threads/all_reduce_perf" -b 64K -e 2G -f 2 -g "$GPUS" -n 40 -w 10 -c 1 \
       >"$d/nccl-tests-threads-allreduce.txt" 2>&1
     say "nccl-tests all-reduce, one process: rc $?"
+    # The same with each timed loop captured in a CUDA graph and launched 10 times: at
+    # 11-35 us per operation the eager loops of both tools differ by their host work.
+    timeout 150 "${mpi[@]}" "$nt/mpi/all_reduce_perf" -b 64K -e 2G -f 2 -g 1 -n 40 -w 10 -c 1 -G 10 \
+      >"$d/nccl-tests-graph-allreduce.txt" 2>&1
+    say "nccl-tests all-reduce, CUDA graphs: rc $?"
     for op in all_reduce all_gather reduce_scatter broadcast alltoall sendrecv; do
       timeout 100 "${mpi[@]}" "$nt/mpi/${op}_perf" -b 1K -e 1G -f 4 -g 1 -n 20 -w 5 -c 1 \
         >"$d/nccl-tests-$op.txt" 2>&1
