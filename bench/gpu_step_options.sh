@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
 # The training-step options of the performance issue against each other and the fair peers,
 # in one device call on one GPU, with the unit tests whose CUDA cases check them first:
-#   bench/gpu_step_options.sh OUT_DIR [--steps N] [--repeat R] [--profile]
+#   bench/gpu_step_options.sh OUT_DIR [--steps N] [--repeat R] [--peer-runs P] [--profile]
 # Runs (tests/gpu/bench_train.sh --worlds 1, rows in OUT_DIR/options.jsonl, variant names):
 #   ResNet-50 b256: default; model.stem_space_to_depth false (no-s2d); model.shortcut_in_gemm
 #   false (no-shortcut-gemm); model.fused_batchnorm_accumulate false (no-bn-accumulate); all
 #   three false (plain); R rounds in that order, so clock drift hits every variant alike. BERT-base b64: default, R rounds.
 #   Peers (OUT_DIR/peer.jsonl): ResNet-50 torch.compile, BERT-base masked MLM head with
-#   torch.compile reduce-overhead (../shared/peers/torch_ddp_bench.py, carried in .carry/peers).
+#   torch.compile reduce-overhead (../shared/peers/torch_ddp_bench.py, carried in .carry/peers),
+#   P runs each (default 1): the compiled BERT peer moved by 26% between two runs a minute
+#   apart on 2026-11-29, so the ratio is printed against the peer's median and its best run.
 # --profile: then one traced eager step of each model with the defaults
 # (tests/gpu/profile_step.sh, kernel tables in OUT_DIR/profile-MODEL.txt).
 # Prints the unit tests' verdicts and a table of rates; OUT_DIR/facts.txt names the device.
@@ -15,13 +17,14 @@ set -uo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/../tests/gpu/env.sh"
 OUTDIR=${1:?OUT_DIR}
 shift
-STEPS=65 REPEAT=1 PROFILE=0
+STEPS=65 REPEAT=1 PROFILE=0 PEER_RUNS=1
 while (($#)); do
   case $1 in
     --steps) STEPS=$2; shift 2 ;;
     --repeat) REPEAT=$2; shift 2 ;;
     --profile) PROFILE=1; shift ;;
-    *) echo "usage: $0 OUT_DIR [--steps N] [--repeat R] [--profile]" >&2; exit 2 ;;
+    --peer-runs) PEER_RUNS=$2; shift 2 ;;
+    *) echo "usage: $0 OUT_DIR [--steps N] [--repeat R] [--peer-runs P] [--profile]" >&2; exit 2 ;;
   esac
 done
 mkdir -p "$OUTDIR"
@@ -65,10 +68,12 @@ if ((GPUS > 1)); then
     --steps "$STEPS" --models resnet50 --out "$OUTDIR/options.jsonl" >/dev/null 2>>"$OUTDIR/options.err"
   say "resnet50 default on $GPUS GPUs: rc $?"
 fi
-RP_PEER_IMPLS=compile RP_PEER_MLM_HEAD=masked bash "$ROOT/tests/gpu/bench_train.sh" --what peer \
-  --worlds 1 --models "resnet50 bert-base" --steps "$STEPS" --out "$OUTDIR/peer.jsonl" \
-  >/dev/null 2>>"$OUTDIR/peer.err"
-say "peers: rc $?"
+for ((run = 1; run <= PEER_RUNS; run++)); do
+  RP_VARIANT=peer-r$run RP_PEER_IMPLS=compile RP_PEER_MLM_HEAD=masked \
+    bash "$ROOT/tests/gpu/bench_train.sh" --what peer --worlds 1 --models "resnet50 bert-base" \
+    --steps "$STEPS" --out "$OUTDIR/peer.jsonl" >/dev/null 2>>"$OUTDIR/peer.err"
+  say "peers, run $run: rc $?"
+done
 if ((PROFILE)); then
   for model in resnet50 bert-base; do
     timeout 240 bash "$ROOT/tests/gpu/profile_step.sh" --model $model --out "$OUTDIR/profile-$model" \
@@ -88,8 +93,20 @@ for path in sys.argv[1:]:
 print(f"{'model':10} {'world':>5} {'impl/variant':36} {'rate':>9} {'step ms':>8} {'p99 ms':>8} "
       f"{'mem GB':>7} {'loss':>8}")
 for r in rows:
-    name = r.get("variant") or r.get("impl")
+    name = r.get("variant") if r.get("impl") == "ringpilot" else "/".join(
+        x for x in (r.get("impl"), r.get("variant")) if x)
     print(f"{r['model']:10} {r['world']:5} {name:36} {r['per_gpu_rate']:9.1f} "
           f"{r.get('step_ms', 0):8.2f} {r.get('step_p99_ms', 0) or 0:8.2f} "
           f"{r.get('peak_mem_gb', 0) or 0:7.2f} {r.get('final_loss') or 0:8.4f}")
+# ringpilot's default at 1 GPU against the peer: medians, and the peer's best run.
+for model in sorted({r["model"] for r in rows}):
+    ours = sorted(r["per_gpu_rate"] for r in rows if r["model"] == model and r["world"] == 1
+                  and r.get("impl") == "ringpilot" and r.get("variant") == "default")
+    peer = sorted(r["per_gpu_rate"] for r in rows if r["model"] == model and r["world"] == 1
+                  and r.get("impl") != "ringpilot")
+    if ours and peer:
+        mid = lambda v: (v[(len(v) - 1) // 2] + v[len(v) // 2]) / 2
+        print(f"RATIO {model}: ringpilot {mid(ours):.1f} (median of {len(ours)}) / peer "
+              f"{mid(peer):.1f} (median of {len(peer)}, best {peer[-1]:.1f}) = "
+              f"{mid(ours) / mid(peer):.3f}x, {mid(ours) / peer[-1]:.3f}x against the best")
 PY
