@@ -235,6 +235,10 @@ def main():
         with open(os.path.join(out_dir, "result.json"), "w") as f:
             json.dump(result, f, indent=2)
             f.write("\n")
+    # Every rank is done with the group before any tears it down: a gloo rank that destroyed
+    # its group while rank 0 was still writing result.json aborted once at exit ("terminate
+    # called without an active exception", CI of 2026-11-29).
+    dist.barrier()
     dist.destroy_process_group()
     return 0
 
