@@ -7,6 +7,7 @@
 #include <torch/autograd.h>
 
 #include "trainer/ops/grad_accumulation.h"
+#include "trainer/ops/low_precision.h"
 
 #ifdef RINGPILOT_WITH_CUDA
 #include <ATen/cuda/CUDAContext.h>
@@ -22,13 +23,6 @@ namespace {
 
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
-
-// a @ b with a float32 result from low-precision operands: CUDA's mm.dtype keeps the
-// GEMM's float32 accumulator; other devices compute in float32.
-at::Tensor MatmulFloat(const at::Tensor& a, const at::Tensor& b) {
-  if (a.is_cuda()) return at::mm(a, b, at::kFloat);
-  return at::mm(a.to(at::kFloat), b.to(at::kFloat));
-}
 
 // grad += a @ b in float32 from low-precision operands (addmm with out_dtype on CUDA:
 // the GEMM's epilogue adds into grad).
@@ -69,7 +63,7 @@ class MixedLinearFn : public torch::autograd::Function<MixedLinearFn> {
     const auto n = static_cast<int64_t>(outs.size());
     variable_list out(static_cast<size_t>(1 + 2 * n + 3));
     if (ctx->needs_input_grad(0)) {
-      out[0] = ctx->saved_data["x_float"].toBool() ? MatmulFloat(dy, w) : at::mm(dy, w);
+      out[0] = ctx->saved_data["x_float"].toBool() ? MatmulIn(dy, w, at::kFloat) : at::mm(dy, w);
     }
     const bool accumulate = ctx->saved_data["accumulate"].toBool();
     at::Tensor dw;  // all layers' weight gradients, for those not accumulated in place
@@ -82,7 +76,7 @@ class MixedLinearFn : public torch::autograd::Function<MixedLinearFn> {
         // gradient reducer's) still run, after this GEMM on the same stream.
         AddMatmulFloat(grad, dy.narrow(1, offset, outs[i]).t(), xl);
       } else {
-        if (!dw.defined()) dw = MatmulFloat(dy.t(), xl);
+        if (!dw.defined()) dw = MatmulIn(dy.t(), xl, at::kFloat);
         out[1 + i] = dw.narrow(0, offset, outs[i]);
       }
       out[1 + n + i] = db.narrow(0, offset, outs[i]);

@@ -1,7 +1,8 @@
 #include "trainer/ops/pointwise_conv.h"
 
-#include <ATen/autocast_mode.h>
 #include <torch/autograd.h>
+
+#include "trainer/ops/low_precision.h"
 
 namespace ringpilot::trainer::ops {
 
@@ -13,14 +14,6 @@ using torch::autograd::variable_list;
 // [n, c, h, w] channels_last as the [n * h * w, c] matrix it is in memory (a view: fails
 // rather than copies for any other layout).
 at::Tensor Rows(const at::Tensor& t) { return t.permute({0, 2, 3, 1}).view({-1, t.size(1)}); }
-
-// a @ b with a result of `dtype`: CUDA's mm.out_dtype keeps the GEMM's float32 accumulator
-// for low-precision operands; elsewhere the operands are converted first.
-at::Tensor Matmul(const at::Tensor& a, const at::Tensor& b, at::ScalarType dtype) {
-  if (a.scalar_type() == dtype) return at::mm(a, b);
-  if (a.is_cuda() && dtype == at::kFloat) return at::mm(a, b, at::kFloat);
-  return at::mm(a.to(dtype), b.to(dtype));
-}
 
 class PointwiseConvFn : public torch::autograd::Function<PointwiseConvFn> {
  public:
@@ -53,7 +46,7 @@ class PointwiseConvFn : public torch::autograd::Function<PointwiseConvFn> {
     dy = dy.to(x.scalar_type()).contiguous(at::MemoryFormat::ChannelsLast);
     const at::Tensor dy_rows = Rows(dy);
     if (ctx->needs_input_grad(1)) {
-      result[1] = Matmul(dy_rows.t(), Rows(x), weight_dtype).unsqueeze(-1).unsqueeze(-1);
+      result[1] = MatmulIn(dy_rows.t(), Rows(x), weight_dtype).unsqueeze(-1).unsqueeze(-1);
     }
     if (ctx->needs_input_grad(0)) {
       // In place only when this node holds the shortcut's gradient alone: an add's
@@ -85,11 +78,7 @@ PointwiseConvAndShortcut PointwiseConvWithShortcut(const at::Tensor& x, const at
                   weight.size(2) == 1 && weight.size(3) == 1,
               "PointwiseConvWithShortcut: x [n, c, h, w] and weight [o, c, 1, 1], got x ",
               x.sizes(), " and weight ", weight.sizes());
-  const at::DeviceType device = x.device().type();
-  const at::ScalarType dtype = at::autocast::is_autocast_enabled(device)
-                                   ? at::autocast::get_autocast_dtype(device)
-                                   : x.scalar_type();
-  const at::Tensor input = x.to(dtype).contiguous(at::MemoryFormat::ChannelsLast);
+  const at::Tensor input = x.to(AutocastDtypeFor(x)).contiguous(at::MemoryFormat::ChannelsLast);
   variable_list out = PointwiseConvFn::apply(input, weight);
   return {out[0], out[1]};
 }

@@ -1,8 +1,9 @@
 #include "trainer/ops/space_to_depth_conv.h"
 
-#include <ATen/autocast_mode.h>
 #include <c10/util/Exception.h>
 #include <torch/autograd.h>
+
+#include "trainer/ops/low_precision.h"
 
 #ifdef RINGPILOT_WITH_CUDA
 #include <ATen/cuda/CUDAContext.h>
@@ -166,10 +167,7 @@ at::Tensor SpaceToDepthConv2d(const at::Tensor& x, const at::Tensor& weight, int
   TORCH_CHECK(g.out_h > 0 && g.out_w > 0, "SpaceToDepthConv2d: empty output for x ", x.sizes());
   // Autocast's cast, made here so that backward recomputes the blocks in the same dtype;
   // the weight's gradient goes back to the parameter's dtype through the cast's backward.
-  const at::DeviceType device = x.device().type();
-  const at::ScalarType dtype = at::autocast::is_autocast_enabled(device)
-                                   ? at::autocast::get_autocast_dtype(device)
-                                   : x.scalar_type();
+  const at::ScalarType dtype = AutocastDtypeFor(x);
   return SpaceToDepthConvFn::apply(x.to(dtype), weight.to(dtype), padding);
 }
 
