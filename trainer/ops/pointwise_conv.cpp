@@ -49,18 +49,17 @@ class PointwiseConvFn : public torch::autograd::Function<PointwiseConvFn> {
       result[1] = MatmulIn(dy_rows.t(), Rows(x), weight_dtype).unsqueeze(-1).unsqueeze(-1);
     }
     if (ctx->needs_input_grad(0)) {
-      // In place only when this node holds the shortcut's gradient alone: an add's
-      // backward, for one, hands the same tensor to both of its inputs.
-      const bool own = d_shortcut.defined() && d_shortcut.use_count() == 1 &&
-                       d_shortcut.storage().use_count() == 1 &&
-                       d_shortcut.scalar_type() == x.scalar_type() &&
-                       d_shortcut.sizes() == x.sizes() &&
-                       d_shortcut.is_contiguous(at::MemoryFormat::ChannelsLast);
       if (!d_shortcut.defined()) {
         result[0] = at::mm(dy_rows, w_low)
                         .view({x.size(0), x.size(2), x.size(3), x.size(1)})
                         .permute({0, 3, 1, 2});
       } else {
+        // In place only when this node holds the shortcut's gradient alone: an add's
+        // backward, for one, hands the same tensor to both of its inputs.
+        const bool own = d_shortcut.use_count() == 1 && d_shortcut.storage().use_count() == 1 &&
+                         d_shortcut.scalar_type() == x.scalar_type() &&
+                         d_shortcut.sizes() == x.sizes() &&
+                         d_shortcut.is_contiguous(at::MemoryFormat::ChannelsLast);
         at::Tensor dx =
             own ? d_shortcut : d_shortcut.to(x.scalar_type()).clone(at::MemoryFormat::ChannelsLast);
         Rows(dx).addmm_(dy_rows, w_low);  // a view: the GEMM writes into dx
