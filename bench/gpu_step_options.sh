@@ -2,6 +2,7 @@
 # The training-step options of the performance issue against each other and the fair peers,
 # in one device call on one GPU, with the unit tests whose CUDA cases check them first:
 #   bench/gpu_step_options.sh OUT_DIR [--steps N] [--repeat R] [--peer-runs P] [--profile]
+#       [--defaults-only]
 # Runs (tests/gpu/bench_train.sh --worlds 1, rows in OUT_DIR/options.jsonl, variant names):
 #   ResNet-50 b256: default; model.stem_space_to_depth false (no-s2d); model.shortcut_in_gemm
 #   false (no-shortcut-gemm); model.fused_batchnorm_accumulate false (no-bn-accumulate); all
@@ -10,6 +11,7 @@
 #   torch.compile reduce-overhead (../shared/peers/torch_ddp_bench.py, carried in .carry/peers),
 #   P runs each (default 1): the compiled BERT peer moved by 26% between two runs a minute
 #   apart on 2026-11-29, so the ratio is printed against the peer's median and its best run.
+# --defaults-only: each round runs only the two default rows (no option variants).
 # --profile: then one traced eager step of each model with the defaults
 # (tests/gpu/profile_step.sh, kernel tables in OUT_DIR/profile-MODEL.txt).
 # Prints the unit tests' verdicts and a table of rates; OUT_DIR/facts.txt names the device.
@@ -17,14 +19,16 @@ set -uo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/../tests/gpu/env.sh"
 OUTDIR=${1:?OUT_DIR}
 shift
-STEPS=65 REPEAT=1 PROFILE=0 PEER_RUNS=1
+STEPS=65 REPEAT=1 PROFILE=0 PEER_RUNS=1 VARIANTS=1
 while (($#)); do
   case $1 in
     --steps) STEPS=$2; shift 2 ;;
     --repeat) REPEAT=$2; shift 2 ;;
     --profile) PROFILE=1; shift ;;
     --peer-runs) PEER_RUNS=$2; shift 2 ;;
-    *) echo "usage: $0 OUT_DIR [--steps N] [--repeat R] [--peer-runs P] [--profile]" >&2; exit 2 ;;
+    --defaults-only) VARIANTS=0; shift ;;
+    *) echo "usage: $0 OUT_DIR [--steps N] [--repeat R] [--peer-runs P] [--profile]" \
+         "[--defaults-only]" >&2; exit 2 ;;
   esac
 done
 mkdir -p "$OUTDIR"
@@ -46,17 +50,19 @@ bench=(bash "$ROOT/tests/gpu/bench_train.sh" --what ringpilot --worlds 1 --steps
 for ((round = 1; round <= REPEAT; round++)); do
   RP_VARIANT=default "${bench[@]}" --models resnet50 >/dev/null 2>>"$OUTDIR/options.err"
   say "resnet50 default: rc $?"
-  RP_VARIANT=no-s2d RP_STEM_S2D=false "${bench[@]}" --models resnet50 >/dev/null 2>>"$OUTDIR/options.err"
-  say "resnet50 no-s2d: rc $?"
-  RP_VARIANT=no-shortcut-gemm RP_SHORTCUT_GEMM=false "${bench[@]}" --models resnet50 \
-    >/dev/null 2>>"$OUTDIR/options.err"
-  say "resnet50 no-shortcut-gemm: rc $?"
-  RP_VARIANT=no-bn-accumulate RP_BN_ACCUMULATE=false "${bench[@]}" --models resnet50 \
-    >/dev/null 2>>"$OUTDIR/options.err"
-  say "resnet50 no-bn-accumulate: rc $?"
-  RP_VARIANT=plain RP_STEM_S2D=false RP_SHORTCUT_GEMM=false RP_BN_ACCUMULATE=false "${bench[@]}" \
-    --models resnet50 >/dev/null 2>>"$OUTDIR/options.err"
-  say "resnet50 plain: rc $?"
+  if ((VARIANTS)); then
+    RP_VARIANT=no-s2d RP_STEM_S2D=false "${bench[@]}" --models resnet50 >/dev/null 2>>"$OUTDIR/options.err"
+    say "resnet50 no-s2d: rc $?"
+    RP_VARIANT=no-shortcut-gemm RP_SHORTCUT_GEMM=false "${bench[@]}" --models resnet50 \
+      >/dev/null 2>>"$OUTDIR/options.err"
+    say "resnet50 no-shortcut-gemm: rc $?"
+    RP_VARIANT=no-bn-accumulate RP_BN_ACCUMULATE=false "${bench[@]}" --models resnet50 \
+      >/dev/null 2>>"$OUTDIR/options.err"
+    say "resnet50 no-bn-accumulate: rc $?"
+    RP_VARIANT=plain RP_STEM_S2D=false RP_SHORTCUT_GEMM=false RP_BN_ACCUMULATE=false "${bench[@]}" \
+      --models resnet50 >/dev/null 2>>"$OUTDIR/options.err"
+    say "resnet50 plain: rc $?"
+  fi
   RP_VARIANT=default "${bench[@]}" --models bert-base >/dev/null 2>>"$OUTDIR/options.err"
   say "bert-base default: rc $?"
 done

@@ -112,14 +112,10 @@ at::Tensor BatchNorm2dImpl::forward_act(const at::Tensor& x, const at::Tensor* r
   if (is_training() && options_.fused && !synchronised &&
       (FusedBatchNormSupported(x) || options_.fused_reference) &&
       (residual == nullptr || residual->sizes() == x.sizes())) {
-    {
-      at::NoGradGuard no_grad;
-      num_batches_tracked.add_(1);
-    }
     return FusedBatchNormAct(x, weight, bias, running_mean, running_var, options_.momentum,
                              options_.eps,
                              residual ? c10::optional<at::Tensor>(*residual) : c10::nullopt, relu,
-                             options_.accumulate_param_grads);
+                             options_.accumulate_param_grads, num_batches_tracked);
   }
   at::Tensor y = Unfused(x);
   if (residual != nullptr) y = y + *residual;

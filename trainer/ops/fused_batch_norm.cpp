@@ -77,15 +77,24 @@ ForwardOut ReferenceForward(const at::Tensor& x, const at::Tensor& weight, const
   return {y.to(x.scalar_type()), mean, invstd};
 }
 
+// With relu and y undefined the mask is recomputed from x with ReferenceForward's
+// arithmetic (valid without a residual), as the kernels do.
 BackwardOut ReferenceBackward(const at::Tensor& dy, const at::Tensor& y, const at::Tensor& x,
-                              const at::Tensor& weight, const at::Tensor& mean,
-                              const at::Tensor& invstd, bool relu, bool want_dz) {
+                              const at::Tensor& weight, const at::Tensor& bias,
+                              const at::Tensor& mean, const at::Tensor& invstd, bool relu,
+                              bool want_dz) {
   const auto shape = ChannelShape(x);
   const double rows = static_cast<double>(x.numel() / x.size(1));
   const at::ScalarType math = MathType(x);
   at::Tensor g = dy.to(math);
-  // threshold_backward's mask: a NaN output passes no gradient either.
-  if (relu) g = at::where(y > 0, g, at::zeros({}, g.options()));
+  if (relu) {
+    const at::Tensor pre = y.defined() ? y
+                                       : (x.to(math) - mean.view(shape)) *
+                                                 (invstd * weight.to(math)).view(shape) +
+                                             bias.to(math).view(shape);
+    // threshold_backward's mask: a NaN output passes no gradient either.
+    g = at::where(pre > 0, g, at::zeros({}, g.options()));
+  }
   at::Tensor xhat = (x.to(math) - mean.view(shape)) * invstd.view(shape);
   at::Tensor grad_bias = g.sum(kReduceDims);
   at::Tensor grad_weight = (g * xhat).sum(kReduceDims);
@@ -114,8 +123,9 @@ at::Tensor SetShape(Args& a, const at::Tensor& x, int64_t rows, int64_t channels
 }
 
 ForwardOut KernelForward(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias,
-                         at::Tensor& running_mean, at::Tensor& running_var, double momentum,
-                         double eps, const at::Tensor& z, bool relu) {
+                         at::Tensor& running_mean, at::Tensor& running_var,
+                         int64_t* num_batches_tracked, double momentum, double eps,
+                         const at::Tensor& z, bool relu) {
   const c10::cuda::CUDAGuard guard(x.device());
   const int64_t channels = x.size(1);
   const int64_t rows = x.numel() / channels;
@@ -131,6 +141,7 @@ ForwardOut KernelForward(const at::Tensor& x, const at::Tensor& weight, const at
   a.bias = bias.data_ptr<float>();
   a.running_mean = OptionalPtr(running_mean);
   a.running_var = OptionalPtr(running_var);
+  a.num_batches_tracked = num_batches_tracked;
   a.mean = out.mean.data_ptr<float>();
   a.invstd = out.invstd.data_ptr<float>();
   a.momentum = static_cast<float>(momentum);
@@ -142,8 +153,9 @@ ForwardOut KernelForward(const at::Tensor& x, const at::Tensor& weight, const at
 }
 
 BackwardOut KernelBackward(const at::Tensor& dy, const at::Tensor& y, const at::Tensor& x,
-                           const at::Tensor& weight, const at::Tensor& mean,
-                           const at::Tensor& invstd, bool relu, bool want_dz,
+                           const at::Tensor& weight, const at::Tensor& bias,
+                           const at::Tensor& mean, const at::Tensor& invstd, bool relu,
+                           bool want_dz,
                            at::Tensor* add_grad_weight, at::Tensor* add_grad_bias) {
   const c10::cuda::CUDAGuard guard(x.device());
   const int64_t channels = x.size(1);
@@ -155,9 +167,10 @@ BackwardOut KernelBackward(const at::Tensor& dy, const at::Tensor& y, const at::
   fused_bn::BackwardArgs a;
   const at::Tensor workspace = SetShape(a, x, rows, channels);
   a.dy = dy.data_ptr();
-  a.y = relu ? y.data_ptr() : nullptr;
+  a.y = relu && y.defined() ? y.data_ptr() : nullptr;
   a.x = x.data_ptr();
   a.weight = weight.data_ptr<float>();
+  a.bias = bias.data_ptr<float>();
   a.mean = mean.data_ptr<float>();
   a.invstd = invstd.data_ptr<float>();
   a.dx = out.dx.data_ptr();
@@ -175,8 +188,9 @@ BackwardOut KernelBackward(const at::Tensor& dy, const at::Tensor& y, const at::
 }
 #endif
 
-// Saves x, not x_hat, and the output y for the ReLU mask (as relu_'s backward does):
-// no activation-sized tensor beyond those the unfused graph keeps.
+// Saves x, not x_hat, and with a residual the output y for the ReLU mask (as relu_'s
+// backward does): no activation-sized tensor beyond those the unfused graph keeps. Without
+// a residual the mask is recomputed from x, so backward reads one activation fewer.
 class FusedBatchNormFn : public torch::autograd::Function<FusedBatchNormFn> {
  public:
   // Optional tensors are c10::optional: autograd::Function rejects undefined tensors.
@@ -184,22 +198,34 @@ class FusedBatchNormFn : public torch::autograd::Function<FusedBatchNormFn> {
                             const at::Tensor& bias, c10::optional<at::Tensor> running_mean_arg,
                             c10::optional<at::Tensor> running_var_arg, double momentum, double eps,
                             const c10::optional<at::Tensor>& residual_arg, bool relu,
-                            bool accumulate_param_grads) {
+                            bool accumulate_param_grads,
+                            c10::optional<at::Tensor> num_batches_tracked_arg) {
     at::Tensor running_mean = running_mean_arg.value_or(at::Tensor());
     at::Tensor running_var = running_var_arg.value_or(at::Tensor());
+    at::Tensor num_batches_tracked = num_batches_tracked_arg.value_or(at::Tensor());
     const at::Tensor residual = residual_arg.value_or(at::Tensor());
     ForwardOut out;
+    bool counted = !num_batches_tracked.defined();
 #ifdef RINGPILOT_WITH_CUDA
     if (UseKernels(x)) {
-      out =
-          KernelForward(x, weight, bias, running_mean, running_var, momentum, eps, residual, relu);
+      // A module converted whole to another dtype holds a non-int64 counter: added below.
+      int64_t* counter = nullptr;
+      if (!counted && num_batches_tracked.scalar_type() == at::kLong &&
+          num_batches_tracked.device() == x.device()) {
+        counter = num_batches_tracked.data_ptr<int64_t>();
+        counted = true;
+      }
+      out = KernelForward(x, weight, bias, running_mean, running_var, counter, momentum, eps,
+                          residual, relu);
     }
 #endif
     if (!out.y.defined()) {
       out = ReferenceForward(x, weight, bias, running_mean, running_var, momentum, eps, residual,
                              relu);
     }
-    ctx->save_for_backward({x, weight, out.mean, out.invstd, relu ? out.y : at::Tensor()});
+    if (!counted) num_batches_tracked.add_(1);
+    ctx->save_for_backward(
+        {x, weight, out.mean, out.invstd, relu && residual.defined() ? out.y : at::Tensor()});
     ctx->saved_data["relu"] = relu;
     ctx->saved_data["accumulate"] = accumulate_param_grads;
     // The parameter itself (not a saved activation): backward may add into its .grad.
@@ -218,7 +244,7 @@ class FusedBatchNormFn : public torch::autograd::Function<FusedBatchNormFn> {
     const bool relu = ctx->saved_data["relu"].toBool();
     const int64_t residual_index = ctx->saved_data["residual_index"].toInt();
     const bool want_dz = residual_index >= 0 && ctx->needs_input_grad(residual_index);
-    variable_list result(10);
+    variable_list result(11);
     if (!grads[0].defined()) return result;
     const at::Tensor bias = ctx->saved_data["bias"].toTensor();
     at::Tensor grad_weight = weight.grad();
@@ -231,12 +257,13 @@ class FusedBatchNormFn : public torch::autograd::Function<FusedBatchNormFn> {
     if (UseKernels(x)) {
       // The incoming gradient may have any layout; the kernels read rows of channels.
       at::Tensor dy = grads[0].to(x.scalar_type()).contiguous(at::MemoryFormat::ChannelsLast);
-      out = KernelBackward(dy, saved[4], x, weight, saved[2], saved[3], relu, want_dz,
+      out = KernelBackward(dy, saved[4], x, weight, bias, saved[2], saved[3], relu, want_dz,
                            accumulate ? &grad_weight : nullptr, accumulate ? &grad_bias : nullptr);
     }
 #endif
     if (!out.dx.defined()) {
-      out = ReferenceBackward(grads[0], saved[4], x, weight, saved[2], saved[3], relu, want_dz);
+      out = ReferenceBackward(grads[0], saved[4], x, weight, bias, saved[2], saved[3], relu,
+                              want_dz);
       if (accumulate) {
         grad_weight.add_(out.grad_weight);
         grad_bias.add_(out.grad_bias);
@@ -263,7 +290,7 @@ bool FusedBatchNormSupported(const at::Tensor& x) {
 at::Tensor FusedBatchNormAct(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias,
                              at::Tensor running_mean, at::Tensor running_var, double momentum,
                              double eps, const c10::optional<at::Tensor>& residual, bool relu,
-                             bool accumulate_param_grads) {
+                             bool accumulate_param_grads, const at::Tensor& num_batches_tracked) {
   TORCH_CHECK(x.dim() == 4, "FusedBatchNormAct: x must be [N, C, H, W], got ", x.sizes());
   const int64_t channels = x.size(1);
   TORCH_CHECK(x.numel() / std::max<int64_t>(channels, 1) > 1,
@@ -276,6 +303,8 @@ at::Tensor FusedBatchNormAct(const at::Tensor& x, const at::Tensor& weight, cons
     TORCH_CHECK(!t->defined() || t->numel() == channels,
                 "FusedBatchNormAct: running statistics must be [", channels, "]");
   }
+  TORCH_CHECK(!num_batches_tracked.defined() || num_batches_tracked.numel() == 1,
+              "FusedBatchNormAct: num_batches_tracked must hold one value");
   at::Tensor input = x;
   at::Tensor z = residual.has_value() ? *residual : at::Tensor();
   if (z.defined()) {
@@ -299,7 +328,8 @@ at::Tensor FusedBatchNormAct(const at::Tensor& x, const at::Tensor& weight, cons
     return t.defined() ? c10::optional<at::Tensor>(t) : c10::nullopt;
   };
   return FusedBatchNormFn::apply(input, weight, bias, optional(running_mean), optional(running_var),
-                                 momentum, eps, optional(z), relu, accumulate_param_grads);
+                                 momentum, eps, optional(z), relu, accumulate_param_grads,
+                                 optional(num_batches_tracked));
 }
 
 }  // namespace ringpilot::trainer::ops

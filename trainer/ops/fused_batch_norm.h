@@ -24,10 +24,18 @@ namespace ringpilot::trainer::ops {
 /// gradients into them itself (on CUDA in the kernel that computes them) and returns none,
 /// so autograd's AccumulateGrad adds nothing (its post-hooks still run): for ResNet-50 that
 /// is 106 add kernels fewer per step. Not under double backward.
+///
+/// `num_batches_tracked` (optional, the module's one-element counter) is incremented by
+/// one; when it is int64 on x's CUDA device, by the statistics kernel (no launch of its own).
+///
+/// With `relu` and no residual, backward recomputes the ReLU mask from x (bit for bit the
+/// forward's) instead of saving and reading y. weight and bias must then hold the forward's
+/// values at backward, as for any saved parameter (the optimizer steps after backward).
 at::Tensor FusedBatchNormAct(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias,
                              at::Tensor running_mean, at::Tensor running_var, double momentum,
                              double eps, const c10::optional<at::Tensor>& residual, bool relu,
-                             bool accumulate_param_grads = false);
+                             bool accumulate_param_grads = false,
+                             const at::Tensor& num_batches_tracked = at::Tensor());
 
 /// True when FusedBatchNormAct would run the fused CUDA kernels for x: a CUDA build,
 /// x a 4-D CUDA tensor contiguous in channels_last, float32 or bfloat16.

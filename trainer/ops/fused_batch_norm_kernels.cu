@@ -322,11 +322,16 @@ __global__ void __launch_bounds__(kFinalizeX* kFinalizeY)
     StatsFinalizeKernel(const float* __restrict__ partial, int64_t chunks, int64_t rows,
                         int64_t rows_per_chunk, int64_t channels, float momentum, float eps,
                         float* __restrict__ mean, float* __restrict__ invstd,
-                        float* __restrict__ running_mean, float* __restrict__ running_var) {
+                        float* __restrict__ running_mean, float* __restrict__ running_var,
+                        int64_t* __restrict__ num_batches_tracked) {
   const int64_t c = int64_t{blockIdx.x} * kFinalizeX + threadIdx.x;
   float n;
   float acc[2][1];
   MergeChunks<true>(partial, chunks, channels, rows, rows_per_chunk, c, n, acc);
+  // The module's batch counter rides on this launch instead of an add kernel of its own.
+  if (num_batches_tracked != nullptr && blockIdx.x == 0 && threadIdx.x == 0 && threadIdx.y == 0) {
+    *num_batches_tracked += 1;
+  }
   if (c >= channels || threadIdx.y != 0) return;
   const float var = acc[1][0] / static_cast<float>(rows);
   mean[c] = acc[0][0];
@@ -378,37 +383,71 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm)
   ForEachRow<kUnroll>(rr, rr.first * channels + c0, rr.step * channels, load, apply);
 }
 
-// dy, y (only for the ReLU mask) and x of one row.
-template <typename T, int VEC, bool kRelu>
+// Where backward's ReLU mask comes from: none (no ReLU), the saved output y, or x itself.
+// Without a residual, y > 0 exactly when the forward's pre-activation
+// fmaf(x - mean, invstd * weight, bias) > 0, which backward can recompute from x (read
+// anyway) and drop the read of y: one activation-sized stream of three in the reduce and
+// of four in the elementwise pass.
+enum class Mask { kNone, kFromY, kFromX };
+
+// Per-channel values of one thread's VEC channels that backward keeps in registers.
+template <int VEC>
+struct ChannelValues {
+  float mean[VEC];
+  float scale[VEC];  ///< invstd * weight, as the forward computed it (kFromX only)
+  float shift[VEC];  ///< bias (kFromX only)
+};
+
+template <int VEC, Mask kMask>
+__device__ __forceinline__ void LoadChannels(const float* mean, const float* invstd,
+                                             const float* weight, const float* bias, int64_t c0,
+                                             ChannelValues<VEC>& cv) {
+#pragma unroll
+  for (int i = 0; i < VEC; ++i) {
+    cv.mean[i] = mean[c0 + i];
+    if constexpr (kMask == Mask::kFromX) {
+      cv.scale[i] = invstd[c0 + i] * weight[c0 + i];
+      cv.shift[i] = bias[c0 + i];
+    }
+  }
+}
+
+// dy, y (only for the mask from y) and x of one row.
+template <typename T, int VEC, Mask kMask>
 __device__ __forceinline__ Loaded<T, VEC, 3> LoadBackward(const T* dy, const T* y, const T* x,
                                                           int64_t o) {
   Loaded<T, VEC, 3> l;
   l.v[0] = LoadRaw<T, VEC>(dy + o);
-  if constexpr (kRelu) l.v[1] = LoadRaw<T, VEC>(y + o);
+  if constexpr (kMask == Mask::kFromY) l.v[1] = LoadRaw<T, VEC>(y + o);
   l.v[2] = LoadRaw<T, VEC>(x + o);
   return l;
 }
 
-// g = dy masked by y > 0 (ReLU) and x - mean of one row.
-template <typename T, int VEC, bool kRelu>
-__device__ __forceinline__ void UnpackBackward(const Loaded<T, VEC, 3>& raw, const float (&m)[VEC],
-                                               float (&g)[VEC], float (&xc)[VEC]) {
+// g = dy masked by the ReLU and x - mean of one row.
+template <typename T, int VEC, Mask kMask>
+__device__ __forceinline__ void UnpackBackward(const Loaded<T, VEC, 3>& raw,
+                                               const ChannelValues<VEC>& cv, float (&g)[VEC],
+                                               float (&xc)[VEC]) {
   float yv[VEC];
   Unpack<T, VEC>(raw.v[0], g);
-  if constexpr (kRelu) Unpack<T, VEC>(raw.v[1], yv);
+  if constexpr (kMask == Mask::kFromY) Unpack<T, VEC>(raw.v[1], yv);
   Unpack<T, VEC>(raw.v[2], xc);
 #pragma unroll
   for (int i = 0; i < VEC; ++i) {
-    if constexpr (kRelu) g[i] = yv[i] > 0.f ? g[i] : 0.f;
-    xc[i] -= m[i];
+    xc[i] -= cv.mean[i];
+    if constexpr (kMask == Mask::kFromY) g[i] = yv[i] > 0.f ? g[i] : 0.f;
+    // ApplyKernel's arithmetic, operation for operation, so the mask is the output's.
+    if constexpr (kMask == Mask::kFromX)
+      g[i] = fmaf(xc[i], cv.scale[i], cv.shift[i]) > 0.f ? g[i] : 0.f;
   }
 }
 
 // Per (chunk, channel): sum(g) and sum(g * x_hat).
-template <typename T, int VEC, bool kRelu>
+template <typename T, int VEC, Mask kMask>
 __global__ void __launch_bounds__(kThreads, kBlocksPerSm)
     BackwardReduceKernel(const T* __restrict__ dy, const T* __restrict__ y, const T* __restrict__ x,
                          const float* __restrict__ mean, const float* __restrict__ invstd,
+                         const float* __restrict__ weight, const float* __restrict__ bias,
                          int64_t rows, int64_t channels, int64_t rows_per_chunk,
                          float* __restrict__ partial) {
   extern __shared__ float smem[];
@@ -417,14 +456,13 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm)
   float n = 0.f;
   float acc[2][VEC] = {};
   if (active) {
-    float m[VEC];
-#pragma unroll
-    for (int i = 0; i < VEC; ++i) m[i] = mean[c0 + i];
+    ChannelValues<VEC> cv;
+    LoadChannels<VEC, kMask>(mean, invstd, weight, bias, c0, cv);
     const RowRange rr = ThreadRows(rows, rows_per_chunk);
-    auto load = [&](int64_t o) { return LoadBackward<T, VEC, kRelu>(dy, y, x, o); };
+    auto load = [&](int64_t o) { return LoadBackward<T, VEC, kMask>(dy, y, x, o); };
     auto update = [&](const Loaded<T, VEC, 3>& raw, int64_t) {
       float g[VEC], xc[VEC];
-      UnpackBackward<T, VEC, kRelu>(raw, m, g, xc);
+      UnpackBackward<T, VEC, kMask>(raw, cv, g, xc);
 #pragma unroll
       for (int i = 0; i < VEC; ++i) {
         acc[0][i] += g[i];
@@ -460,11 +498,12 @@ __global__ void __launch_bounds__(kFinalizeX* kFinalizeY)
   }
 }
 
-template <typename T, int VEC, bool kRelu, bool kDz>
+template <typename T, int VEC, Mask kMask, bool kDz>
 __global__ void __launch_bounds__(kThreads, kBlocksPerSm)
     BackwardElementwiseKernel(const T* __restrict__ dy, const T* __restrict__ y,
                               const T* __restrict__ x, const float* __restrict__ weight,
-                              const float* __restrict__ mean, const float* __restrict__ invstd,
+                              const float* __restrict__ bias, const float* __restrict__ mean,
+                              const float* __restrict__ invstd,
                               const float* __restrict__ grad_weight,
                               const float* __restrict__ grad_bias, T* __restrict__ dx,
                               T* __restrict__ dz, int64_t rows, int64_t channels,
@@ -474,20 +513,21 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm)
   // dx = scale * (g - mean_g) - (x - mean) * k, with scale = weight * invstd and
   // k = scale * invstd * mean(g * x_hat): four registers per channel.
   const float inv_rows = 1.f / static_cast<float>(rows);
-  float m[VEC], scale[VEC], mean_g[VEC], k[VEC];
+  ChannelValues<VEC> cv;
+  LoadChannels<VEC, kMask>(mean, invstd, weight, bias, c0, cv);
+  float scale[VEC], mean_g[VEC], k[VEC];
 #pragma unroll
   for (int i = 0; i < VEC; ++i) {
     const float is = invstd[c0 + i];
-    m[i] = mean[c0 + i];
     scale[i] = weight[c0 + i] * is;
     mean_g[i] = grad_bias[c0 + i] * inv_rows;
     k[i] = scale[i] * is * (grad_weight[c0 + i] * inv_rows);
   }
   const RowRange rr = ThreadRows(rows, rows_per_chunk);
-  auto load = [&](int64_t o) { return LoadBackward<T, VEC, kRelu>(dy, y, x, o); };
+  auto load = [&](int64_t o) { return LoadBackward<T, VEC, kMask>(dy, y, x, o); };
   auto compute = [&](const Loaded<T, VEC, 3>& raw, int64_t o) {
     float g[VEC], xc[VEC], d[VEC];
-    UnpackBackward<T, VEC, kRelu>(raw, m, g, xc);
+    UnpackBackward<T, VEC, kMask>(raw, cv, g, xc);
 #pragma unroll
     for (int i = 0; i < VEC; ++i) d[i] = fmaf(scale[i], g[i] - mean_g[i], -xc[i] * k[i]);
     Store<T, VEC>(dx + o, d);
@@ -524,7 +564,7 @@ void LaunchForward(const ForwardArgs& a, const Plan& plan, cudaStream_t stream) 
   const unsigned fin_blocks = static_cast<unsigned>((a.channels + kFinalizeX - 1) / kFinalizeX);
   StatsFinalizeKernel<<<fin_blocks, dim3(kFinalizeX, kFinalizeY), 0, stream>>>(
       a.workspace, plan.chunks, a.rows, plan.rows_per_chunk, a.channels, a.momentum, a.eps, a.mean,
-      a.invstd, a.running_mean, a.running_var);
+      a.invstd, a.running_mean, a.running_var, a.num_batches_tracked);
   auto apply = [&](auto kernel) {
     kernel<<<g.grid, g.block, 0, stream>>>(x, z, y, a.mean, a.invstd, a.weight, a.bias, a.rows,
                                            a.channels, plan.rows_per_chunk);
@@ -544,26 +584,45 @@ void LaunchBackward(const BackwardArgs& a, const Plan& plan, cudaStream_t stream
   T* dx = static_cast<T*>(a.dx);
   T* dz = static_cast<T*>(a.dz);
   const Geometry g = MakeGeometry(plan, a.channels, VEC, 2 * VEC);
+  const Mask mask = !a.relu ? Mask::kNone : y != nullptr ? Mask::kFromY : Mask::kFromX;
   auto reduce = [&](auto kernel) {
-    kernel<<<g.grid, g.block, g.smem, stream>>>(dy, y, x, a.mean, a.invstd, a.rows, a.channels,
-                                                plan.rows_per_chunk, a.workspace);
+    kernel<<<g.grid, g.block, g.smem, stream>>>(dy, y, x, a.mean, a.invstd, a.weight, a.bias,
+                                                a.rows, a.channels, plan.rows_per_chunk,
+                                                a.workspace);
   };
-  a.relu ? reduce(BackwardReduceKernel<T, VEC, true>) : reduce(BackwardReduceKernel<T, VEC, false>);
+  switch (mask) {
+    case Mask::kNone:
+      reduce(BackwardReduceKernel<T, VEC, Mask::kNone>);
+      break;
+    case Mask::kFromY:
+      reduce(BackwardReduceKernel<T, VEC, Mask::kFromY>);
+      break;
+    case Mask::kFromX:
+      reduce(BackwardReduceKernel<T, VEC, Mask::kFromX>);
+      break;
+  }
   const unsigned fin_blocks = static_cast<unsigned>((a.channels + kFinalizeX - 1) / kFinalizeX);
   BackwardFinalizeKernel<<<fin_blocks, dim3(kFinalizeX, kFinalizeY), 0, stream>>>(
       a.workspace, plan.chunks, a.rows, plan.rows_per_chunk, a.channels, a.grad_weight, a.grad_bias,
       a.add_grad_weight, a.add_grad_bias);
   auto elementwise = [&](auto kernel) {
-    kernel<<<g.grid, g.block, 0, stream>>>(dy, y, x, a.weight, a.mean, a.invstd, a.grad_weight,
-                                           a.grad_bias, dx, dz, a.rows, a.channels,
+    kernel<<<g.grid, g.block, 0, stream>>>(dy, y, x, a.weight, a.bias, a.mean, a.invstd,
+                                           a.grad_weight, a.grad_bias, dx, dz, a.rows, a.channels,
                                            plan.rows_per_chunk);
   };
-  if (a.relu) {
-    dz ? elementwise(BackwardElementwiseKernel<T, VEC, true, true>)
-       : elementwise(BackwardElementwiseKernel<T, VEC, true, false>);
-  } else {
-    dz ? elementwise(BackwardElementwiseKernel<T, VEC, false, true>)
-       : elementwise(BackwardElementwiseKernel<T, VEC, false, false>);
+  // dz exists only with a residual, and then the mask never comes from x.
+  switch (mask) {
+    case Mask::kNone:
+      dz ? elementwise(BackwardElementwiseKernel<T, VEC, Mask::kNone, true>)
+         : elementwise(BackwardElementwiseKernel<T, VEC, Mask::kNone, false>);
+      break;
+    case Mask::kFromY:
+      dz ? elementwise(BackwardElementwiseKernel<T, VEC, Mask::kFromY, true>)
+         : elementwise(BackwardElementwiseKernel<T, VEC, Mask::kFromY, false>);
+      break;
+    case Mask::kFromX:
+      elementwise(BackwardElementwiseKernel<T, VEC, Mask::kFromX, false>);
+      break;
   }
 }
 
@@ -619,15 +678,19 @@ const char* Forward(const ForwardArgs& a, cudaStream_t stream) {
 const char* Backward(const BackwardArgs& a, cudaStream_t stream) {
   if (const char* e = CheckShape(a.rows, a.channels, a.workspace, a.workspace_floats)) return e;
   if (!a.dy || !a.x || !a.dx || !a.weight || !a.mean || !a.invstd || !a.grad_weight ||
-      !a.grad_bias || (a.relu && !a.y)) {
-    return "fused_bn: Backward needs dy, x, dx, weight, mean, invstd, grads (and y with relu)";
+      !a.grad_bias || (a.relu && !a.y && !a.bias)) {
+    return "fused_bn: Backward needs dy, x, dx, weight, mean, invstd, grads (and y or bias with "
+           "relu)";
+  }
+  if (a.relu && !a.y && a.dz) {
+    return "fused_bn: the ReLU mask comes from x only without a residual (dz)";
   }
   if ((a.add_grad_weight == nullptr) != (a.add_grad_bias == nullptr)) {
     return "fused_bn: Backward adds into both parameter gradients or neither";
   }
   const Plan plan = MakePlan(a.rows, a.channels);
   const bool aligned = Aligned(a.dy) && Aligned(a.x) && Aligned(a.dx) &&
-                       (!a.relu || Aligned(a.y)) && (a.dz == nullptr || Aligned(a.dz));
+                       (a.y == nullptr || Aligned(a.y)) && (a.dz == nullptr || Aligned(a.dz));
   Dispatch(a.dtype, a.channels, aligned, BackwardLauncher{a, plan, stream});
   return LastError();
 }

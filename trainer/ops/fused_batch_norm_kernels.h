@@ -32,6 +32,9 @@ struct ForwardArgs {
   const float* bias = nullptr;
   float* running_mean = nullptr;  ///< optional
   float* running_var = nullptr;   ///< optional
+  /// Optional: the module's int64 batch counter, incremented by one by the statistics
+  /// finalize kernel (no launch of its own).
+  int64_t* num_batches_tracked = nullptr;
   float* mean = nullptr;          ///< out [channels]
   float* invstd = nullptr;        ///< out [channels]
   float* workspace = nullptr;     ///< WorkspaceFloats(rows, channels) floats
@@ -46,12 +49,16 @@ struct ForwardArgs {
 
 /// g = dy * (y > 0) when `relu`, else dy; grad_bias = sum(g); grad_weight =
 /// sum(g * x_hat); dx = weight * invstd * (g - grad_bias / rows - x_hat * grad_weight /
-/// rows); dz = g when dz is non-null. y is read only when `relu`.
+/// rows); dz = g when dz is non-null. With `relu`, the mask comes from y when y is given;
+/// with y null it is recomputed from x, bit for bit as Forward computed the output when it
+/// had no residual (then `bias` is required and dz must be null): one activation-sized read
+/// fewer in each of the two passes.
 struct BackwardArgs {
   const void* dy = nullptr;
-  const void* y = nullptr;
+  const void* y = nullptr;  ///< the output, for the ReLU mask (optional, see above)
   const void* x = nullptr;
   const float* weight = nullptr;
+  const float* bias = nullptr;  ///< the forward's bias: only for the mask recomputed from x
   const float* mean = nullptr;
   const float* invstd = nullptr;
   void* dx = nullptr;

@@ -178,6 +178,19 @@ TEST(FusedBatchNorm, ReluMaskFollowsTheOutput) {
   EXPECT_EQ(z.grad().abs().max().item<float>(), 0.0f);
 }
 
+TEST(FusedBatchNorm, ReluMaskWithoutResidualComesFromTheInput) {
+  // No residual: backward recomputes the mask from x; bias -100 masks every element.
+  at::Tensor x = at::randn({2, 4, 3, 3}).requires_grad_();
+  at::Tensor w = at::ones({4}).requires_grad_();
+  at::Tensor b = at::full({4}, -100.0f).requires_grad_();
+  FusedBatchNormAct(x, w, b, at::Tensor(), at::Tensor(), kMomentum, kEps, c10::nullopt, true)
+      .sum()
+      .backward();
+  for (const at::Tensor& g : {x.grad(), w.grad(), b.grad()}) {
+    EXPECT_EQ(g.abs().max().item<float>(), 0.0f);
+  }
+}
+
 TEST(FusedBatchNorm, ResidualWithoutGradAndNoRunningStatistics) {
   torch::manual_seed(12);
   at::Tensor x = at::randn({3, 4, 2, 5}).requires_grad_();
@@ -425,49 +438,57 @@ TEST(FusedBatchNormCuda, NonChannelsLastGradientIsAccepted) {
   ExpectMatches(fused, RunAten(in, true, fused.y), 1e-4, 1e-4, "nchw dy");
 }
 
+// With the residual the ReLU mask comes from the saved output, without it from x.
 TEST(FusedBatchNormCuda, ForwardBackwardReplayInACudaGraph) {
   if (!HaveCuda()) GTEST_SKIP() << "no CUDA device";
   torch::manual_seed(8);
-  Inputs in =
-      MakeInputs({8, 256, 14, 14}, true, at::kBFloat16, at::kCUDA, at::MemoryFormat::ChannelsLast);
-  const Outputs eager = RunFused(in, true);
-
-  at::Tensor x = Leaf(in.x), w = Leaf(in.weight), b = Leaf(in.bias), z = Leaf(in.residual);
-  at::Tensor rm = in.running_mean.clone(), rv = in.running_var.clone();
-  at::Tensor y, dx, dw, db, dz;
-  auto step = [&] {
-    y = FusedBatchNormAct(x, w, b, rm, rv, kMomentum, kEps, z, true);
-    auto grads = torch::autograd::grad({y}, {x, w, b, z}, {in.dy});
-    dx = grads[0];
-    dw = grads[1];
-    db = grads[2];
-    dz = grads[3];
-  };
-  torch::cuda::synchronize();
-  c10::cuda::CUDAStream side = c10::cuda::getStreamFromPool();
-  at::cuda::CUDAGraph graph;
-  {
-    c10::cuda::CUDAStreamGuard guard(side);
-    step();  // warm-up outside capture (autograd engine, allocator)
-    graph.capture_begin();
-    step();
-    graph.capture_end();
-  }
-  torch::cuda::synchronize();
-  for (int replay = 0; replay < 2; ++replay) {
-    // Each replay updates the running statistics once, as one eager step did.
-    rm.copy_(in.running_mean);
-    rv.copy_(in.running_var);
-    graph.replay();
+  for (const bool residual : {true, false}) {
+    Inputs in = MakeInputs({8, 256, 14, 14}, residual, at::kBFloat16, at::kCUDA,
+                           at::MemoryFormat::ChannelsLast);
+    const Outputs eager = RunFused(in, true);
+    at::Tensor x = Leaf(in.x), w = Leaf(in.weight), b = Leaf(in.bias), z = Leaf(in.residual);
+    at::Tensor rm = in.running_mean.clone(), rv = in.running_var.clone();
+    at::Tensor count = at::zeros({}, at::TensorOptions().dtype(at::kLong).device(at::kCUDA));
+    at::Tensor y, dx, dw, db, dz;
+    auto step = [&] {
+      y = FusedBatchNormAct(x, w, b, rm, rv, kMomentum, kEps, z, true, false, count);
+      std::vector<at::Tensor> inputs = {x, w, b};
+      if (residual) inputs.push_back(z);
+      auto grads = torch::autograd::grad({y}, inputs, {in.dy});
+      dx = grads[0];
+      dw = grads[1];
+      db = grads[2];
+      dz = residual ? grads[3] : at::Tensor();
+    };
     torch::cuda::synchronize();
-    const std::string label = "replay " + std::to_string(replay);
-    ExpectClose(y, eager.y, 0, 0, label + " y");
-    ExpectClose(dx, eager.dx, 0, 0, label + " dx");
-    ExpectClose(dw, eager.dweight, 0, 0, label + " dweight");
-    ExpectClose(db, eager.dbias, 0, 0, label + " dbias");
-    ExpectClose(dz, eager.dresidual, 0, 0, label + " dresidual");
-    ExpectClose(rm, eager.running_mean, 0, 0, label + " running_mean");
-    ExpectClose(rv, eager.running_var, 0, 0, label + " running_var");
+    c10::cuda::CUDAStream side = c10::cuda::getStreamFromPool();
+    at::cuda::CUDAGraph graph;
+    {
+      c10::cuda::CUDAStreamGuard guard(side);
+      step();  // warm-up outside capture (autograd engine, allocator)
+      graph.capture_begin();
+      step();
+      graph.capture_end();
+    }
+    torch::cuda::synchronize();
+    for (int replay = 0; replay < 2; ++replay) {
+      // Each replay updates the running statistics once, as one eager step did.
+      rm.copy_(in.running_mean);
+      rv.copy_(in.running_var);
+      graph.replay();
+      torch::cuda::synchronize();
+      const std::string label =
+          std::string(residual ? "+residual" : "") + " replay " + std::to_string(replay);
+      ExpectClose(y, eager.y, 0, 0, label + " y");
+      ExpectClose(dx, eager.dx, 0, 0, label + " dx");
+      ExpectClose(dw, eager.dweight, 0, 0, label + " dweight");
+      ExpectClose(db, eager.dbias, 0, 0, label + " dbias");
+      ExpectClose(dz, eager.dresidual, 0, 0, label + " dresidual");
+      ExpectClose(rm, eager.running_mean, 0, 0, label + " running_mean");
+      ExpectClose(rv, eager.running_var, 0, 0, label + " running_var");
+    }
+    // The warm-up step and two replays: the counter rides on the captured kernels.
+    EXPECT_EQ(count.item<int64_t>(), 3);
   }
 }
 
