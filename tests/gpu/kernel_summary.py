@@ -1,6 +1,10 @@
 #!/usr/bin/env python3
 """Summarises a Kineto trace (RINGPILOT_KINETO_TRACE) by kernel: GPU ms per step by
-category and the top kernels. Usage: kernel_summary.py TRACE.json STEPS [TOP]"""
+category and the top kernels, then for each of the top kernels the operators that launched
+it (the innermost CPU op around the launch call, with up to two enclosing ones), so that a
+generic kernel name (at::native::elementwise_kernel) says which op it was.
+Usage: kernel_summary.py TRACE.json STEPS [TOP]"""
+import bisect
 import collections
 import json
 import re
@@ -44,6 +48,37 @@ def gpu_work(path):
         yield name, float(e.get("dur", 0)) / 1000.0
 
 
+def launching_ops(events):
+    """{correlation id: "op < parent < grandparent"} for every kernel launch in the trace:
+    the CPU ops (cat cpu_op) enclosing the runtime or driver call on the same thread. One
+    sweep per thread with a stack of open ops (ops on one thread nest)."""
+    ops = collections.defaultdict(list)
+    launches = collections.defaultdict(list)
+    for e in events:
+        cat = e.get("cat")
+        if cat == "cpu_op" and "dur" in e:
+            start = float(e["ts"])
+            ops[e.get("tid")].append((start, -(start + float(e["dur"])), e.get("name", "?")))
+        elif cat in ("cuda_runtime", "cuda_driver"):
+            corr = (e.get("args") or {}).get("correlation")
+            if corr is not None:
+                launches[e.get("tid")].append((float(e["ts"]), corr))
+    found = {}
+    for tid, calls in launches.items():
+        spans = sorted(ops.get(tid, []))  # by start, the longer (outer) op first on ties
+        stack, i = [], 0
+        for t, corr in sorted(calls):
+            while i < len(spans) and spans[i][0] <= t:
+                while stack and -stack[-1][1] < spans[i][0]:
+                    stack.pop()
+                stack.append(spans[i])
+                i += 1
+            while stack and -stack[-1][1] < t:
+                stack.pop()
+            found[corr] = " < ".join(sp[2] for sp in reversed(stack[-3:])) or "(no op)"
+    return found
+
+
 def main():
     path, steps = sys.argv[1], int(sys.argv[2])
     top = int(sys.argv[3]) if len(sys.argv) > 3 else 30
@@ -60,8 +95,32 @@ def main():
     for cat, ms in sorted(by_cat.items(), key=lambda kv: -kv[1]):
         print(f"  {cat:14s} {ms / steps:8.2f} ms  {100 * ms / max(total, 1e-9):5.1f}%")
     print(f"top {top} kernels (ms per step, launches per step):")
-    for name, (ms, n) in sorted(by_name.items(), key=lambda kv: -kv[1][0])[:top]:
+    ranked = sorted(by_name.items(), key=lambda kv: -kv[1][0])[:top]
+    for name, (ms, n) in ranked:
         print(f"  {ms / steps:8.3f}  {n / steps:6.1f}  {name}")
+    print_launching_ops(path, steps, [name for name, _ in ranked])
+
+
+def print_launching_ops(path, steps, names):
+    with open(path) as f:
+        events = json.load(f)["traceEvents"]
+    by_corr = launching_ops(events)
+    per_kernel = collections.defaultdict(lambda: collections.defaultdict(lambda: [0.0, 0]))
+    for e in events:
+        if e.get("cat") != "kernel":
+            continue
+        short = re.sub(r"<.*", "", e.get("name", "?"))[:90]
+        op = by_corr.get((e.get("args") or {}).get("correlation"), "(no launch found)")
+        row = per_kernel[short][op]
+        row[0] += float(e.get("dur", 0)) / 1000.0
+        row[1] += 1
+    print("launched by (ms per step, launches per step, op < enclosing ops):")
+    for name in names:
+        if name not in per_kernel:
+            continue
+        print(f"  {name}")
+        for op, (ms, n) in sorted(per_kernel[name].items(), key=lambda kv: -kv[1][0])[:4]:
+            print(f"    {ms / steps:8.3f}  {n / steps:6.1f}  {op}")
 
 
 if __name__ == "__main__":

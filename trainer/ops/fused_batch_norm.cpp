@@ -38,6 +38,7 @@ bool UseKernels(const at::Tensor& x) {
 
 struct ForwardOut {
   at::Tensor y, mean, invstd;
+  at::Tensor relu_bits;  ///< the kernels' ReLU mask bits (uint8), where they wrote them
 };
 
 struct BackwardOut {
@@ -74,7 +75,7 @@ ForwardOut ReferenceForward(const at::Tensor& x, const at::Tensor& weight, const
     const double unbias = static_cast<double>(rows) / static_cast<double>(rows - 1);
     running_var.mul_(1 - momentum).add_((var * unbias).to(running_var.scalar_type()), momentum);
   }
-  return {y.to(x.scalar_type()), mean, invstd};
+  return {y.to(x.scalar_type()), mean, invstd, at::Tensor()};
 }
 
 // With relu and y undefined the mask is recomputed from x with ReferenceForward's
@@ -88,10 +89,10 @@ BackwardOut ReferenceBackward(const at::Tensor& dy, const at::Tensor& y, const a
   const at::ScalarType math = MathType(x);
   at::Tensor g = dy.to(math);
   if (relu) {
-    const at::Tensor pre = y.defined() ? y
-                                       : (x.to(math) - mean.view(shape)) *
-                                                 (invstd * weight.to(math)).view(shape) +
-                                             bias.to(math).view(shape);
+    const at::Tensor pre =
+        y.defined() ? y
+                    : (x.to(math) - mean.view(shape)) * (invstd * weight.to(math)).view(shape) +
+                          bias.to(math).view(shape);
     // threshold_backward's mask: a NaN output passes no gradient either.
     g = at::where(pre > 0, g, at::zeros({}, g.options()));
   }
@@ -106,6 +107,8 @@ BackwardOut ReferenceBackward(const at::Tensor& dy, const at::Tensor& y, const a
 
 #ifdef RINGPILOT_WITH_CUDA
 float* OptionalPtr(at::Tensor& t) { return t.defined() ? t.data_ptr<float>() : nullptr; }
+
+bool Aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
 // Shape, dtype and workspace fields common to ForwardArgs and BackwardArgs. The workspace
 // comes from the caching allocator, so the step stays capturable; the caller keeps it alive
@@ -131,12 +134,19 @@ ForwardOut KernelForward(const at::Tensor& x, const at::Tensor& weight, const at
   const int64_t rows = x.numel() / channels;
   const auto stats = x.options().dtype(at::kFloat);
   ForwardOut out{at::empty_like(x, at::MemoryFormat::ChannelsLast), at::empty({channels}, stats),
-                 at::empty({channels}, stats)};
+                 at::empty({channels}, stats), at::Tensor()};
   fused_bn::ForwardArgs a;
   const at::Tensor workspace = SetShape(a, x, rows, channels);
   a.x = x.data_ptr();
   a.z = z.defined() ? z.data_ptr() : nullptr;
   a.y = out.y.data_ptr();
+  // With a residual the mask cannot come from x in backward: keep it as bits, 1/16 of y.
+  if (relu && z.defined() &&
+      fused_bn::ReluBitsSupported(a.dtype, channels,
+                                  Aligned16(a.x) && Aligned16(a.z) && Aligned16(a.y))) {
+    out.relu_bits = at::empty({rows * channels / 8}, x.options().dtype(at::kByte));
+    a.relu_bits = out.relu_bits.data_ptr<uint8_t>();
+  }
   a.weight = weight.data_ptr<float>();
   a.bias = bias.data_ptr<float>();
   a.running_mean = OptionalPtr(running_mean);
@@ -152,11 +162,10 @@ ForwardOut KernelForward(const at::Tensor& x, const at::Tensor& weight, const at
   return out;
 }
 
-BackwardOut KernelBackward(const at::Tensor& dy, const at::Tensor& y, const at::Tensor& x,
-                           const at::Tensor& weight, const at::Tensor& bias,
+BackwardOut KernelBackward(const at::Tensor& dy, const at::Tensor& y, const at::Tensor& relu_bits,
+                           const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias,
                            const at::Tensor& mean, const at::Tensor& invstd, bool relu,
-                           bool want_dz,
-                           at::Tensor* add_grad_weight, at::Tensor* add_grad_bias) {
+                           bool want_dz, at::Tensor* add_grad_weight, at::Tensor* add_grad_bias) {
   const c10::cuda::CUDAGuard guard(x.device());
   const int64_t channels = x.size(1);
   const int64_t rows = x.numel() / channels;
@@ -168,6 +177,7 @@ BackwardOut KernelBackward(const at::Tensor& dy, const at::Tensor& y, const at::
   const at::Tensor workspace = SetShape(a, x, rows, channels);
   a.dy = dy.data_ptr();
   a.y = relu && y.defined() ? y.data_ptr() : nullptr;
+  a.relu_bits = relu && relu_bits.defined() ? relu_bits.data_ptr<uint8_t>() : nullptr;
   a.x = x.data_ptr();
   a.weight = weight.data_ptr<float>();
   a.bias = bias.data_ptr<float>();
@@ -188,9 +198,10 @@ BackwardOut KernelBackward(const at::Tensor& dy, const at::Tensor& y, const at::
 }
 #endif
 
-// Saves x, not x_hat, and with a residual the output y for the ReLU mask (as relu_'s
-// backward does): no activation-sized tensor beyond those the unfused graph keeps. Without
-// a residual the mask is recomputed from x, so backward reads one activation fewer.
+// Saves x, not x_hat: no activation-sized tensor beyond those the unfused graph keeps. The
+// ReLU mask: without a residual recomputed from x, so backward reads one activation fewer;
+// with one, the kernels' bits (1/16 of y) where they wrote them, else the output y (as
+// relu_'s backward does).
 class FusedBatchNormFn : public torch::autograd::Function<FusedBatchNormFn> {
  public:
   // Optional tensors are c10::optional: autograd::Function rejects undefined tensors.
@@ -224,8 +235,9 @@ class FusedBatchNormFn : public torch::autograd::Function<FusedBatchNormFn> {
                              relu);
     }
     if (!counted) num_batches_tracked.add_(1);
+    const bool save_y = relu && residual.defined() && !out.relu_bits.defined();
     ctx->save_for_backward(
-        {x, weight, out.mean, out.invstd, relu && residual.defined() ? out.y : at::Tensor()});
+        {x, weight, out.mean, out.invstd, save_y ? out.y : at::Tensor(), out.relu_bits});
     ctx->saved_data["relu"] = relu;
     ctx->saved_data["accumulate"] = accumulate_param_grads;
     // The parameter itself (not a saved activation): backward may add into its .grad.
@@ -257,13 +269,14 @@ class FusedBatchNormFn : public torch::autograd::Function<FusedBatchNormFn> {
     if (UseKernels(x)) {
       // The incoming gradient may have any layout; the kernels read rows of channels.
       at::Tensor dy = grads[0].to(x.scalar_type()).contiguous(at::MemoryFormat::ChannelsLast);
-      out = KernelBackward(dy, saved[4], x, weight, bias, saved[2], saved[3], relu, want_dz,
-                           accumulate ? &grad_weight : nullptr, accumulate ? &grad_bias : nullptr);
+      out =
+          KernelBackward(dy, saved[4], saved[5], x, weight, bias, saved[2], saved[3], relu, want_dz,
+                         accumulate ? &grad_weight : nullptr, accumulate ? &grad_bias : nullptr);
     }
 #endif
     if (!out.dx.defined()) {
-      out = ReferenceBackward(grads[0], saved[4], x, weight, bias, saved[2], saved[3], relu,
-                              want_dz);
+      out =
+          ReferenceBackward(grads[0], saved[4], x, weight, bias, saved[2], saved[3], relu, want_dz);
       if (accumulate) {
         grad_weight.add_(out.grad_weight);
         grad_bias.add_(out.grad_bias);

@@ -1,6 +1,7 @@
 // Training-mode BatchNorm2d fused with an optional residual add and ReLU, for
-// channels-last activations (CUDA kernels in fused_batch_norm_kernels.cu; a plain ATen
-// reference elsewhere so the autograd wiring is the same on every device).
+// channels-last activations (CUDA kernels in fused_batch_norm_forward.cu and
+// fused_batch_norm_backward.cu; a plain ATen reference elsewhere so the autograd wiring is
+// the same on every device).
 #pragma once
 
 #include <ATen/ATen.h>

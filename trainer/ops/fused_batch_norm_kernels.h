@@ -20,6 +20,10 @@ namespace ringpilot::trainer::ops::fused_bn {
 /// may allocate it from a caching allocator (CUDA-graph safe).
 int64_t WorkspaceFloats(int64_t rows, int64_t channels);
 
+/// Whether Forward can write ForwardArgs::relu_bits for this dtype and channel count, given
+/// whether x, z and y all start 16-byte aligned.
+bool ReluBitsSupported(ElementType dtype, int64_t channels, bool aligned);
+
 /// y = act((x - mean) * invstd * weight + bias [+ z]), act = ReLU when `relu`. Writes
 /// the batch statistics `mean` and `invstd` (float32 [channels], saved for Backward)
 /// and, when running_mean / running_var are non-null, updates them in place with
@@ -35,9 +39,14 @@ struct ForwardArgs {
   /// Optional: the module's int64 batch counter, incremented by one by the statistics
   /// finalize kernel (no launch of its own).
   int64_t* num_batches_tracked = nullptr;
-  float* mean = nullptr;          ///< out [channels]
-  float* invstd = nullptr;        ///< out [channels]
-  float* workspace = nullptr;     ///< WorkspaceFloats(rows, channels) floats
+  float* mean = nullptr;    ///< out [channels]
+  float* invstd = nullptr;  ///< out [channels]
+  /// Optional, with relu: out rows * channels / 8 bytes, bit c % 8 of byte
+  /// (r * channels + c) / 8 set where the pre-activation of (r, c) is > 0 (the ReLU's mask,
+  /// for Backward instead of y). Only where ReluBitsSupported(dtype, channels, x, z and y
+  /// 16-byte aligned).
+  uint8_t* relu_bits = nullptr;
+  float* workspace = nullptr;  ///< WorkspaceFloats(rows, channels) floats
   int64_t workspace_floats = 0;
   int64_t rows = 0;
   int64_t channels = 0;
@@ -59,6 +68,9 @@ struct BackwardArgs {
   const void* x = nullptr;
   const float* weight = nullptr;
   const float* bias = nullptr;  ///< the forward's bias: only for the mask recomputed from x
+  /// The forward's ForwardArgs::relu_bits: with relu, the mask comes from these when given
+  /// (before y and x).
+  const uint8_t* relu_bits = nullptr;
   const float* mean = nullptr;
   const float* invstd = nullptr;
   void* dx = nullptr;
