@@ -1,0 +1,107 @@
+#!/usr/bin/env bash
+# ResNet-50's fused training step against the plain one on real images, inside CUDA graphs
+# (the performance issue's check of its step options): Fashion-MNIST (photos of 10 kinds of
+# garment) written here as image folders by tests/data/make_image_folder_fashion.py, 2560
+# training and 1000 held-out images (28x28, resized crops to the model's 224x224), from
+# --source (default .carry/fashion-mnist: tests/data/trim_fashion_idx.py's copy, for a machine
+# without Debian's dataset-fashion-mnist; else the package's folder).
+# Four runs of STEPS steps, bf16, CUDA graphs, batch 64, SGD lr 0.05 momentum 0.9 with warm-up,
+# the same seed, so the same weights and data order; held-out loss and top-1 every 20 steps:
+#   fused, fused2: every ResNet-50 step option at its default (fused BatchNorm + add + ReLU and
+#     its gradient accumulation, the max-pool kernel, the space-to-depth stem, the shortcut in
+#     the GEMM);
+#   plain, plain2: all of them off (ATen's batch_norm, cuDNN's convolutions and max-pool).
+# fused2 and plain2 measure the spread of two identical runs (cuDNN's algorithms are not
+# deterministic). PASS when at every evaluation the held-out loss of fused is within
+# max(10% of plain's, 1.5 x the spread of the identical pairs there) of plain's, and the
+# final top-1 within 0.05; each run must also learn (final held-out top-1 >= 0.5; chance 0.1).
+#   tests/gpu/loss_curve.sh [--out DIR] [--steps 200] [--source DIR]
+set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/env.sh"
+OUT=$(mktemp -d) STEPS=200 SOURCE_DIR=
+while (($#)); do
+  case $1 in
+    --out) OUT=$2; shift 2 ;;
+    --steps) STEPS=$2; shift 2 ;;
+    --source) SOURCE_DIR=$2; shift 2 ;;
+    *) echo "loss_curve: unknown argument $1" >&2; exit 2 ;;
+  esac
+done
+[[ -x "$RP" ]] || gpu_build
+if [[ -z $SOURCE_DIR ]]; then
+  SOURCE_DIR=$ROOT/.carry/fashion-mnist
+  [[ -d $SOURCE_DIR ]] || SOURCE_DIR=/usr/share/datasets/fashion-mnist
+fi
+mkdir -p "$OUT"
+OUT=$(cd "$OUT" && pwd)
+python3 "$ROOT/tests/data/make_image_folder_fashion.py" "$OUT/fashion" --train 2560 --val 1000 \
+  --source "$SOURCE_DIR"
+
+run() {  # name, then model options
+  local name=$1 options=$2
+  cat >"$OUT/$name.yaml" <<YAML
+name: loss-curve-$name
+world: {nodes: 1, procs_per_node: 1, device: cuda}
+model: {name: resnet50, num_classes: 10, $options}
+data: {kind: image_folder, train: $OUT/fashion/train, val: $OUT/fashion/val, batch_per_rank: 64}
+train: {steps: $STEPS, seed: 7, optimizer: sgd, lr: 0.05, momentum: 0.9, weight_decay: 5.0e-5,
+        lr_warmup_steps: 20, precision: bf16, channels_last: true, cuda_graphs: true,
+        log_every_s: 30}
+eval: {every_steps: 20}
+checkpoint: {every_steps: 0, keep: 1}
+metrics: {enabled: false}
+YAML
+  rm -rf "${OUT:?}/run-$name"
+  "$RP" run "$OUT/$name.yaml" --run-dir "$OUT/run-$name" >"$OUT/$name.log" 2>&1 ||
+    { tail -20 "$OUT/$name.log"; echo "loss_curve: run $name failed" >&2; exit 1; }
+}
+fused="fused_batchnorm: true, fused_batchnorm_accumulate: true, maxpool_kernel: true,
+       stem_space_to_depth: true, shortcut_in_gemm: true"
+plain="fused_batchnorm: false, fused_batchnorm_accumulate: false, maxpool_kernel: false,
+       stem_space_to_depth: false, shortcut_in_gemm: false"
+run fused "$fused"
+run fused2 "$fused"
+run plain "$plain"
+run plain2 "$plain"
+
+python3 - "$OUT" <<'PY'
+import re, sys
+out = sys.argv[1]
+pattern = re.compile(r"eval after step (\d+) \(epoch \d+\): (.*?) \| loss ([0-9.]+)")
+def curve(name):
+    points = {}
+    for line in open(f"{out}/{name}.log"):
+        m = pattern.search(line)
+        if m:
+            top1 = re.search(r"top1 ([0-9.]+)", m.group(2))
+            points[int(m.group(1))] = (float(m.group(3)), float(top1.group(1)) if top1 else None)
+    return points
+runs = {n: curve(n) for n in ("fused", "fused2", "plain", "plain2")}
+steps = sorted(set.intersection(*(set(r) for r in runs.values())))
+if not steps:
+    sys.exit("loss_curve: no evaluation lines in the logs")
+def spread(s):  # how far two identical runs are apart at this evaluation
+    return max(abs(runs[a][s][0] - runs[b][s][0]) for a, b in (("fused", "fused2"), ("plain", "plain2")))
+print(f"{'step':>5} {'fused':>8} {'fused2':>8} {'plain':>8} {'plain2':>8} {'|f-p|':>7} {'limit':>7}"
+      "   held-out loss")
+ok = True
+for s in steps:
+    f, f2, p, p2 = (runs[n][s][0] for n in ("fused", "fused2", "plain", "plain2"))
+    limit = max(0.10 * p, 1.5 * spread(s))
+    good = abs(f - p) <= limit
+    ok &= good
+    print(f"{s:5d} {f:8.4f} {f2:8.4f} {p:8.4f} {p2:8.4f} {abs(f - p):7.4f} {limit:7.4f}"
+          f"{'' if good else '   OVER'}")
+last = steps[-1]
+top1 = {n: runs[n][last][1] for n in runs}
+print("final held-out top-1: " + ", ".join(f"{n} {v}" for n, v in top1.items()))
+if any(v is None or v < 0.5 for v in top1.values()):
+    print("loss_curve: a run did not learn (top-1 < 0.5)")
+    ok = False
+if abs(top1["fused"] - top1["plain"]) > 0.05:
+    print("loss_curve: final top-1 of fused and plain differ by more than 0.05")
+    ok = False
+print(f"largest spread of two identical runs: {max(spread(s) for s in steps):.4f}")
+print("LOSS CURVE " + ("PASS" if ok else "FAIL"))
+sys.exit(0 if ok else 1)
+PY
