@@ -13,12 +13,14 @@
 #     the GEMM);
 #   plain, plain2: all of them off (ATen's batch_norm, cuDNN's convolutions and max-pool).
 # fused2 and plain2 measure the spread of two identical runs (cuDNN's algorithms are not
-# deterministic). Early evaluations swing by orders of magnitude between identical runs
-# (running statistics trail weights that move fast), so the verdict reads the second half:
-# PASS when at each evaluation there the held-out loss of fused is within max(10% of plain's,
-# 1.5 x the largest spread of the identical pairs in that half) of plain's, and the final
-# top-1 of fused and plain within max(0.05, 1.5 x the identical pairs' spread of it); each
-# run must also learn (final held-out top-1 >= 0.5; chance 0.1).
+# deterministic). A BatchNorm network's held-out numbers this early swing between identical
+# runs (running statistics trail weights that still move fast: by orders of magnitude in the
+# first evaluations, and one plain run of 2026-11-29 fell from top-1 0.65 to 0.47 at its last
+# evaluation while its twin reached 0.71), so the verdict compares the pairs' means over the
+# second half: PASS when at each evaluation there the mean held-out loss of the fused pair is
+# within max(10% of the plain pair's, 1.5 x the largest spread inside a pair in that half) of
+# the plain pair's, the final top-1 means within max(0.05, 1.5 x the larger spread inside a
+# pair), and both pairs learned (final mean top-1 >= 0.5; chance 0.1).
 #   tests/gpu/loss_curve.sh [--out DIR] [--steps 400] [--source DIR]
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/env.sh"
@@ -84,33 +86,39 @@ runs = {n: curve(n) for n in ("fused", "fused2", "plain", "plain2")}
 steps = sorted(set.intersection(*(set(r) for r in runs.values())))
 if not steps:
     sys.exit("loss_curve: no evaluation lines in the logs")
+PAIRS = (("fused", "fused2"), ("plain", "plain2"))
 def spread(s, k=0):  # how far two identical runs are apart at this evaluation (k 0: loss)
-    return max(abs(runs[a][s][k] - runs[b][s][k]) for a, b in (("fused", "fused2"), ("plain", "plain2")))
+    return max(abs(runs[a][s][k] - runs[b][s][k]) for a, b in PAIRS)
+def mean(pair, s, k=0):
+    return (runs[pair[0]][s][k] + runs[pair[1]][s][k]) / 2
 judged = [s for s in steps if s > total // 2]
 noise = max(spread(s) for s in judged) if judged else 0.0
-print(f"{'step':>5} {'fused':>8} {'fused2':>8} {'plain':>8} {'plain2':>8} {'|f-p|':>7} {'limit':>7}"
-      "   held-out loss")
+print(f"{'step':>5} {'fused':>8} {'fused2':>8} {'plain':>8} {'plain2':>8} {'|F-P|':>7} {'limit':>7}"
+      "   held-out loss; F, P: the pairs' means")
 ok = bool(judged)
 for s in steps:
     f, f2, p, p2 = (runs[n][s][0] for n in ("fused", "fused2", "plain", "plain2"))
+    gap = abs(mean(PAIRS[0], s) - mean(PAIRS[1], s))
     if s in judged:
-        limit = max(0.10 * p, 1.5 * noise)
-        good = abs(f - p) <= limit
+        limit = max(0.10 * mean(PAIRS[1], s), 1.5 * noise)
+        good = gap <= limit
         ok &= good
         verdict = f"{limit:7.4f}" + ("" if good else "   OVER")
     else:
         verdict = f"{'-':>7}   (first half: not judged)"
-    print(f"{s:5d} {f:8.4g} {f2:8.4g} {p:8.4g} {p2:8.4g} {abs(f - p):7.4g} {verdict}")
+    print(f"{s:5d} {f:8.4g} {f2:8.4g} {p:8.4g} {p2:8.4g} {gap:7.4g} {verdict}")
 last = steps[-1]
-top1 = {n: runs[n][last][1] for n in runs}
-print("final held-out top-1: " + ", ".join(f"{n} {v}" for n, v in top1.items()))
-if any(v is None or v < 0.5 for v in top1.values()):
-    print("loss_curve: a run did not learn (top-1 < 0.5)")
+print("final held-out top-1: " + ", ".join(f"{n} {runs[n][last][1]}" for n in runs))
+top1 = [mean(pair, last, 1) if None not in (runs[pair[0]][last][1], runs[pair[1]][last][1])
+        else None for pair in PAIRS]
+if None in top1 or min(top1) < 0.5:
+    print(f"loss_curve: a pair did not learn (mean top-1 {top1}, needs >= 0.5)")
     ok = False
-elif abs(top1["fused"] - top1["plain"]) > max(0.05, 1.5 * spread(last, 1)):
-    print("loss_curve: the final top-1 of fused and plain differ by more than the limit")
+elif abs(top1[0] - top1[1]) > max(0.05, 1.5 * spread(last, 1)):
+    print(f"loss_curve: mean top-1 fused {top1[0]:.4f} and plain {top1[1]:.4f} differ by more "
+          f"than max(0.05, 1.5 x {spread(last, 1):.4f})")
     ok = False
-print(f"largest loss spread of two identical runs in the second half: {noise:.4f}")
+print(f"largest loss spread inside a pair in the second half: {noise:.4f}")
 print("LOSS CURVE " + ("PASS" if ok else "FAIL"))
 sys.exit(0 if ok else 1)
 PY
