@@ -248,16 +248,6 @@ void LaunchBackward(const BackwardArgs& a, const Plan& plan, cudaStream_t stream
   }
 }
 
-struct BackwardLauncher {
-  const BackwardArgs& a;
-  Plan plan;
-  cudaStream_t stream;
-  template <typename T, int VEC>
-  void Run() const {
-    LaunchBackward<T, VEC>(a, plan, stream);
-  }
-};
-
 }  // namespace
 
 const char* Backward(const BackwardArgs& a, cudaStream_t stream) {
@@ -279,7 +269,10 @@ const char* Backward(const BackwardArgs& a, cudaStream_t stream) {
   const Plan plan = MakePlan(a.rows, a.channels);
   const bool aligned = Aligned(a.dy) && Aligned(a.x) && Aligned(a.dx) &&
                        (a.y == nullptr || Aligned(a.y)) && (a.dz == nullptr || Aligned(a.dz));
-  Dispatch(a.dtype, a.channels, aligned, BackwardLauncher{a, plan, stream});
+  Dispatch(a.dtype, a.channels, aligned, [&](auto v) {
+    using V = decltype(v);
+    LaunchBackward<typename V::Type, V::kVec>(a, plan, stream);
+  });
   return LastError();
 }
 

@@ -305,15 +305,22 @@ inline const char* CheckShape(int64_t rows, int64_t channels, const float* works
   return nullptr;
 }
 
-// Runs fn.Run<T, VEC>() for the dtype, with full 16-byte vectors when
-// every row starts 16-byte aligned, else one channel per thread.
+// The element type and vector width a launch was dispatched with.
+template <typename T, int VEC>
+struct Variant {
+  using Type = T;
+  static constexpr int kVec = VEC;
+};
+
+// Calls fn(Variant<T, VEC>{}) for the dtype, with full 16-byte vectors when every row starts
+// 16-byte aligned, else one channel per thread.
 template <typename Fn>
 void Dispatch(ElementType dtype, int64_t channels, bool aligned, const Fn& fn) {
   if (dtype == ElementType::kFloat32) {
-    (aligned && channels % 4 == 0) ? fn.template Run<float, 4>() : fn.template Run<float, 1>();
+    (aligned && channels % 4 == 0) ? fn(Variant<float, 4>{}) : fn(Variant<float, 1>{});
   } else {
-    (aligned && channels % 8 == 0) ? fn.template Run<__nv_bfloat16, 8>()
-                                   : fn.template Run<__nv_bfloat16, 1>();
+    (aligned && channels % 8 == 0) ? fn(Variant<__nv_bfloat16, 8>{})
+                                   : fn(Variant<__nv_bfloat16, 1>{});
   }
 }
 

@@ -153,16 +153,6 @@ void LaunchForward(const ForwardArgs& a, const Plan& plan, cudaStream_t stream) 
   }
 }
 
-struct ForwardLauncher {
-  const ForwardArgs& a;
-  Plan plan;
-  cudaStream_t stream;
-  template <typename T, int VEC>
-  void Run() const {
-    LaunchForward<T, VEC>(a, plan, stream);
-  }
-};
-
 }  // namespace
 
 bool ReluBitsSupported(ElementType dtype, int64_t channels, bool aligned) {
@@ -183,7 +173,10 @@ const char* Forward(const ForwardArgs& a, cudaStream_t stream) {
   if (a.relu_bits != nullptr && !(a.relu && ReluBitsSupported(a.dtype, a.channels, aligned))) {
     return "fused_bn: relu_bits needs relu, bfloat16, channels % 8 == 0 and aligned x, z, y";
   }
-  Dispatch(a.dtype, a.channels, aligned, ForwardLauncher{a, plan, stream});
+  Dispatch(a.dtype, a.channels, aligned, [&](auto v) {
+    using V = decltype(v);
+    LaunchForward<typename V::Type, V::kVec>(a, plan, stream);
+  });
   return LastError();
 }
 
