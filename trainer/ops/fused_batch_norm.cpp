@@ -236,12 +236,13 @@ class FusedBatchNormFn : public torch::autograd::Function<FusedBatchNormFn> {
     }
     if (!counted) num_batches_tracked.add_(1);
     const bool save_y = relu && residual.defined() && !out.relu_bits.defined();
+    // weight and bias as saved variables: backward may add into their .grad, the mask from x
+    // reads bias, and autograd's version check refuses a backward after either was changed
+    // in place.
     ctx->save_for_backward(
-        {x, weight, out.mean, out.invstd, save_y ? out.y : at::Tensor(), out.relu_bits});
+        {x, weight, out.mean, out.invstd, save_y ? out.y : at::Tensor(), out.relu_bits, bias});
     ctx->saved_data["relu"] = relu;
     ctx->saved_data["accumulate"] = accumulate_param_grads;
-    // The parameter itself (not a saved activation): backward may add into its .grad.
-    ctx->saved_data["bias"] = bias;
     // needs_input_grad counts the tensor arguments that were given.
     ctx->saved_data["residual_index"] =
         residual.defined() ? int64_t{3} + running_mean.defined() + running_var.defined()
@@ -258,7 +259,7 @@ class FusedBatchNormFn : public torch::autograd::Function<FusedBatchNormFn> {
     const bool want_dz = residual_index >= 0 && ctx->needs_input_grad(residual_index);
     variable_list result(11);
     if (!grads[0].defined()) return result;
-    const at::Tensor bias = ctx->saved_data["bias"].toTensor();
+    const at::Tensor& bias = saved[6];
     at::Tensor grad_weight = weight.grad();
     at::Tensor grad_bias = bias.grad();
     const bool accumulate = ctx->saved_data["accumulate"].toBool() && ctx->needs_input_grad(1) &&

@@ -191,6 +191,21 @@ TEST(FusedBatchNorm, ReluMaskWithoutResidualComesFromTheInput) {
   }
 }
 
+TEST(FusedBatchNorm, BiasChangedBeforeBackwardIsRefused) {
+  // Without a residual backward recomputes the mask with the forward's bias: a bias changed
+  // in place in between must fail loudly, not give another mask.
+  at::Tensor x = at::randn({2, 4, 3, 3}).requires_grad_();
+  at::Tensor w = at::ones({4}).requires_grad_();
+  at::Tensor b = at::zeros({4}).requires_grad_();
+  at::Tensor y =
+      FusedBatchNormAct(x, w, b, at::Tensor(), at::Tensor(), kMomentum, kEps, c10::nullopt, true);
+  {
+    at::NoGradGuard no_grad;
+    b.add_(1.0);
+  }
+  EXPECT_THROW(y.sum().backward(), c10::Error);
+}
+
 TEST(FusedBatchNorm, ResidualWithoutGradAndNoRunningStatistics) {
   torch::manual_seed(12);
   at::Tensor x = at::randn({3, 4, 2, 5}).requires_grad_();
