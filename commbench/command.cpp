@@ -175,6 +175,12 @@ std::vector<std::string> BuildCommbenchArgv(const BenchCommArgs& args, const Ben
   if (!args.pairwise && max_bytes < min_bytes) {
     throw std::invalid_argument("--max-bytes is below --min-bytes");
   }
+  if (args.graphs > 0 && args.device != "cuda") {
+    throw std::invalid_argument("--graphs needs --device cuda (CUDA graphs of NCCL calls)");
+  }
+  if (args.graphs > 0 && args.pairwise) {
+    throw std::invalid_argument("--graphs times the sweep; --pairwise has no graphed form");
+  }
   std::vector<std::string> argv = {ctx.mpirun, "-np", std::to_string(args.np)};
   // CPU ranks share the cores of this host; GPU ranks are one per GPU.
   if (args.device == "cpu") argv.push_back("--oversubscribe");
@@ -188,6 +194,7 @@ std::vector<std::string> BuildCommbenchArgv(const BenchCommArgs& args, const Ben
                std::to_string(min_bytes), "--max-bytes", std::to_string(max_bytes), "--step-factor",
                std::to_string(args.step_factor), "--iters", std::to_string(args.iters), "--warmup",
                std::to_string(args.warmup), "--mode", mode});
+  if (args.graphs > 0) argv.insert(argv.end(), {"--graphs", std::to_string(args.graphs)});
   if (args.pairwise) argv.push_back("--pairwise");
   if (args.inject_error) argv.push_back("--inject-error");
   argv.insert(argv.end(), {"--output", ctx.output});
@@ -200,6 +207,10 @@ std::string FormatResultsTable(const nlohmann::json& doc) {
   o << "# ringpilot bench comm: device " << doc.value("device", "?") << ", "
     << doc.value("ranks", 0) << " ranks on " << doc.value("nodes", 0)
     << " node(s); expected busbw: " << doc.value("expected_source", std::string("-")) << "\n";
+  if (doc.contains("graph_replays")) {
+    o << "# time: each size's loop as one CUDA graph, replayed " << doc["graph_replays"].get<int>()
+      << " times (min, max, p99: single eager calls)\n";
+  }
   o << "#" << Pad("size", 11) << Pad("mode", 6) << Pad("time(us)", 11) << Pad("min", 10)
     << Pad("max", 10) << Pad("p99", 10) << Pad("algbw", 9) << Pad("busbw", 9) << Pad("expect", 9)
     << Pad("ratio", 7) << Pad("#wrong", 8) << "\n";
@@ -314,6 +325,10 @@ void AddBenchCommand(CLI::App& app) {
       ->check(CLI::IsMember({2, 4}));
   comm->add_option("--iters", a->iters, "Timed iterations per size")->check(CLI::Range(1, 100000));
   comm->add_option("--warmup", a->warmup, "Warm-up iterations")->check(CLI::Range(0, 100000));
+  comm->add_option("--graphs", a->graphs,
+                   "cuda: time each size's --iters calls as one CUDA graph replayed N times "
+                   "(nccl-tests -G N), as a graphed training step launches them")
+      ->check(CLI::Range(0, 100000));
   CLI::Option* ip = comm->add_flag("--in-place", a->in_place, "In-place calls only");
   CLI::Option* oop = comm->add_flag("--out-of-place", a->out_of_place, "Out-of-place only");
   CLI::Option* both = comm->add_flag("--both", a->both, "Both modes");

@@ -25,6 +25,7 @@ struct BenchCommArgs {
   int step_factor = 2;
   int iters = 20;
   int warmup = 5;
+  int graphs = 0;  ///< > 0 (cuda only): each size's mean from a CUDA graph replayed N times
   bool in_place = false;
   bool out_of_place = false;
   bool both = false;

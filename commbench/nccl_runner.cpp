@@ -96,7 +96,8 @@ class NcclBackend : public Backend {
     return ElapsedSeconds();
   }
 
-  double TimeLoop(Op op, bool in_place, const Layout& l, int iters) override {
+  double TimeLoop(Op op, bool in_place, const Layout& l, int iters, int graph_replays) override {
+    if (graph_replays > 0) return TimeGraphLoop(op, in_place, l, iters, graph_replays);
     MPI_Barrier(mpi_);
     CudaCheck(cudaEventRecord(start_, stream_), "cudaEventRecord");
     for (int i = 0; i < iters; ++i) Enqueue(op, in_place, l);
@@ -129,6 +130,32 @@ class NcclBackend : public Backend {
     *cap = 0;
     CudaCheck(cudaMalloc(reinterpret_cast<void**>(buf), elems * sizeof(float)), "cudaMalloc");
     *cap = elems;
+  }
+
+  // nccl-tests' -G: the loop captured once (every rank captures the same calls, so the
+  // communicator sees them in one order), replayed once to upload it and warm up, then timed
+  // over `replays` replays. A training step replays its collectives the same way.
+  double TimeGraphLoop(Op op, bool in_place, const Layout& l, int iters, int replays) {
+    cudaGraph_t graph = nullptr;
+    CudaCheck(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal),
+              "cudaStreamBeginCapture");
+    for (int i = 0; i < iters; ++i) Enqueue(op, in_place, l);
+    CudaCheck(cudaStreamEndCapture(stream_, &graph), "cudaStreamEndCapture");
+    cudaGraphExec_t exec = nullptr;
+    const cudaError_t made = cudaGraphInstantiate(&exec, graph, 0);
+    cudaGraphDestroy(graph);
+    CudaCheck(made, "cudaGraphInstantiate");
+    struct ExecGuard {
+      cudaGraphExec_t e;
+      ~ExecGuard() { cudaGraphExecDestroy(e); }
+    } guard{exec};
+    CudaCheck(cudaGraphLaunch(exec, stream_), "cudaGraphLaunch");
+    CudaCheck(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");
+    MPI_Barrier(mpi_);
+    CudaCheck(cudaEventRecord(start_, stream_), "cudaEventRecord");
+    for (int r = 0; r < replays; ++r) CudaCheck(cudaGraphLaunch(exec, stream_), "cudaGraphLaunch");
+    CudaCheck(cudaEventRecord(stop_, stream_), "cudaEventRecord");
+    return ElapsedSeconds() / (static_cast<double>(iters) * replays);
   }
 
   double ElapsedSeconds() {

@@ -90,7 +90,9 @@ class MpiBackend : public Backend {
     return MPI_Wtime() - t0;
   }
 
-  double TimeLoop(Op op, bool in_place, const Layout& l, int iters) override {
+  double TimeLoop(Op op, bool in_place, const Layout& l, int iters, int graph_replays) override {
+    // `bench comm` refuses --graphs with --device cpu before it starts any rank.
+    if (graph_replays > 0) throw std::invalid_argument("CUDA graphs need the NCCL backend");
     MPI_Barrier(comm_);
     const double t0 = MPI_Wtime();
     for (int i = 0; i < iters; ++i) RunOnce(op, in_place, l);
@@ -183,7 +185,7 @@ std::vector<Result> RunSweep(Backend& backend, MPI_Comm comm, const SweepOptions
         // An iteration lasts until its slowest rank is done.
         Check(MPI_Allreduce(MPI_IN_PLACE, times.data(), options.iters, MPI_DOUBLE, MPI_MAX, comm),
               "MPI_Allreduce");
-        double loop_mean = backend.TimeLoop(op, in_place, l, options.iters);
+        double loop_mean = backend.TimeLoop(op, in_place, l, options.iters, options.graph_replays);
         Check(MPI_Allreduce(MPI_IN_PLACE, &loop_mean, 1, MPI_DOUBLE, MPI_MAX, comm),
               "MPI_Allreduce");
         Result r;

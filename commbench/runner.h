@@ -31,8 +31,12 @@ class Backend {
   virtual double TimeOnce(Op op, bool in_place, const Layout& layout) = 0;
   /// Barrier, then `iters` back-to-back calls timed as one span on this rank; returns the
   /// span divided by `iters` (seconds). nccl-tests' method: launch gaps and the skew with
-  /// which ranks leave the barrier are amortised over the loop.
-  virtual double TimeLoop(Op op, bool in_place, const Layout& layout, int iters) = 0;
+  /// which ranks leave the barrier are amortised over the loop. With `graph_replays` > 0
+  /// (NCCL only: nccl-tests -G) the `iters` calls are captured once as a CUDA graph, replayed
+  /// once untimed, then `graph_replays` times in the span, which is divided by
+  /// iters x graph_replays.
+  virtual double TimeLoop(Op op, bool in_place, const Layout& layout, int iters,
+                          int graph_replays) = 0;
   /// `iters` back-to-back sends of `elems` from `src` to `dst`; both call it, the others
   /// do not. Returns the time the receiver saw (seconds); 0 on the sender.
   virtual double TimeTransfer(int src, int dst, std::size_t elems, int iters) = 0;
@@ -53,14 +57,15 @@ struct SweepOptions {
   bool in_place = false;
   int warmup = 5;
   int iters = 20;
+  int graph_replays = 0;      ///< > 0: the loop's mean from a CUDA graph (TimeLoop)
   bool inject_error = false;  ///< testing: rank 0 corrupts one input element of each check
   std::optional<double> expected_busbw_gbps;
 };
 
 /// Runs the sweep; every rank returns the same results (`wrong` is the sum over ranks).
 /// The mean time (and with it algbw/busbw) comes from a back-to-back loop of `iters` calls
-/// as nccl-tests times it; min/max/p99 from `iters` separately timed calls. Times are the
-/// slowest rank's.
+/// as nccl-tests times it (replayed from a CUDA graph with `graph_replays`); min/max/p99
+/// from `iters` separately timed eager calls. Times are the slowest rank's.
 std::vector<Result> RunSweep(Backend& backend, MPI_Comm comm, const SweepOptions& options);
 
 /// Matrix [src][dst] of send/recv bandwidth (GB/s) for `bytes` per transfer, on rank 0

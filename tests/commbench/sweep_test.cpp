@@ -201,6 +201,32 @@ TEST(BenchFrontEnd, MpirunArgv) {
   EXPECT_THROW(commbench::BuildCommbenchArgv(a, ctx), std::invalid_argument);
 }
 
+TEST(BenchFrontEnd, GraphsOnlyForTheNcclSweep) {
+  commbench::BenchCommArgs a;
+  a.np = 2;
+  a.max_bytes = "1M";
+  a.graphs = 10;
+  commbench::BenchContext ctx;
+  ctx.commbench = "ringpilot-commbench";
+  ctx.output = "/tmp/out.json";
+  // CPU ranks run MPI on host buffers: no CUDA graph to capture.
+  EXPECT_THROW(commbench::BuildCommbenchArgv(a, ctx), std::invalid_argument);
+  a.device = "cuda";
+  const std::string line = base::ShellJoin(commbench::BuildCommbenchArgv(a, ctx));
+  EXPECT_NE(line.find("--warmup 5 --mode out-of-place --graphs 10 --output"), std::string::npos)
+      << line;
+  a.pairwise = true;
+  EXPECT_THROW(commbench::BuildCommbenchArgv(a, ctx), std::invalid_argument);
+  // The table says how the means were timed.
+  nlohmann::json doc = {{"device", "cuda"},
+                        {"ranks", 2},
+                        {"nodes", 1},
+                        {"graph_replays", 10},
+                        {"results", nlohmann::json::array()}};
+  EXPECT_NE(commbench::FormatResultsTable(doc).find("CUDA graph, replayed 10 times"),
+            std::string::npos);
+}
+
 nlohmann::json SampleResults() {
   nlohmann::json results = nlohmann::json::array();
   for (const char* op : {"allreduce", "allgather"}) {

@@ -2,6 +2,8 @@
 
 Reads, from the part's folder DIR:
   comm-allreduce.json         ringpilot's out-of-place all-reduce sweep (--json)
+  comm-allreduce-graphs.json  the same sweep with each loop replayed from a CUDA graph
+                              (--graphs 10), optional
   comm-all.json               ringpilot's sweep of every collective, in and out of place
   nccl-tests-allreduce.txt    all_reduce_perf on the same sizes as comm-allreduce.json, one
                               process per GPU (mpirun), as `bench comm` runs
@@ -10,7 +12,8 @@ Reads, from the part's folder DIR:
   nccl-tests-graph-allreduce.txt     the mpirun run again with its iterations captured in
                               CUDA graphs (-G): no host launch work between operations, so
                               at small sizes it shows whether a gap is the host's or the
-                              collective's; printed beside, and judged in a second verdict
+                              collective's; judged against ringpilot's graphed sweep (like
+                              with like) where that exists, else against the eager one
   nccl-tests-OP.txt           OP_perf (all_gather, ...) on the sizes of comm-all.json
 and prints, per collective, each size's bus bandwidth on both sides and their ratio, then
 one verdict line per collective: how many sizes >= 64 KiB are within 2% of nccl-tests (the
@@ -97,7 +100,16 @@ def main():
         columns = [c for c in (("1 process", threads), ("graphs", graph)) if c[1]]
         verdicts.append(("allreduce 64K-2G", compare("all-reduce, out of place, 40 iterations",
                                                      allreduce, theirs, columns)))
-        if graph:
+        graphed = os.path.join(d, "comm-allreduce-graphs.json")
+        if graph and os.path.exists(graphed):
+            try:
+                ours_graphed = read_ours(graphed)
+            except (OSError, ValueError, KeyError) as e:
+                sys.exit(f"comm_vs_nccl_tests: ringpilot's graphed sweep unreadable: {e}")
+            verdicts.append(("allreduce 64K-2G, both under CUDA graphs",
+                             compare("all-reduce, both sides' loops in CUDA graphs "
+                                     "(--graphs 10, -G 10)", ours_graphed, graph)))
+        elif graph:
             verdicts.append(("allreduce 64K-2G against nccl-tests under CUDA graphs",
                              compare("all-reduce against nccl-tests -G", allreduce, graph)))
     for prog, op in OPS.items():

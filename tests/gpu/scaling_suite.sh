@@ -9,7 +9,8 @@
 #                  1 KiB-1 GiB in and out of place, all-reduce 64 KiB-2 GiB, the pairwise
 #                  matrix; nccl-tests (carried in .carry/multi/nccl-tests.tgz, built by
 #                  scripts/carry_multi_gpu.sh; one process per GPU under mpirun) on the
-#                  same sizes (all-reduce also with nccl-tests' loops in CUDA graphs, -G);
+#                  same sizes (all-reduce also with both tools' loops in CUDA graphs:
+#                  `bench comm --graphs 10` against nccl-tests -G 10);
 #                  the busbw of each against nccl-tests', size by size           (~3 min)
 #   train-resnet50, train-bert-base
 #                  bench_train.sh --what all at every world: ringpilot and the fair peer
@@ -105,6 +106,12 @@ part_comm() {
     --max-bytes 2G --iters 40 --warmup 10 --out-of-place --json >"$d/comm-allreduce.json" \
     2>"$d/comm-allreduce.err"
   say "bench comm all-reduce: rc $?"
+  # The same sweep with each loop replayed from a CUDA graph (nccl-tests' -G below), as a
+  # graphed training step launches its collectives.
+  timeout 150 "$RP" bench comm --device cuda --np "$GPUS" --op allreduce --min-bytes 64K \
+    --max-bytes 2G --iters 40 --warmup 10 --out-of-place --graphs 10 --json \
+    >"$d/comm-allreduce-graphs.json" 2>"$d/comm-allreduce-graphs.err"
+  say "bench comm all-reduce, CUDA graphs: rc $?"
   timeout 120 "$RP" bench comm --device cuda --np "$GPUS" --pairwise --max-bytes 256M --json \
     --plot "$d/comm-pairwise.svg" >"$d/comm-pairwise.json" 2>"$d/comm-pairwise.err"
   say "bench comm pairwise: rc $?"
