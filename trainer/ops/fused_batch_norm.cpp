@@ -108,8 +108,6 @@ BackwardOut ReferenceBackward(const at::Tensor& dy, const at::Tensor& y, const a
 #ifdef RINGPILOT_WITH_CUDA
 float* OptionalPtr(at::Tensor& t) { return t.defined() ? t.data_ptr<float>() : nullptr; }
 
-bool Aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
-
 // Shape, dtype and workspace fields common to ForwardArgs and BackwardArgs. The workspace
 // comes from the caching allocator, so the step stays capturable; the caller keeps it alive
 // until the kernels are enqueued.
@@ -141,9 +139,7 @@ ForwardOut KernelForward(const at::Tensor& x, const at::Tensor& weight, const at
   a.z = z.defined() ? z.data_ptr() : nullptr;
   a.y = out.y.data_ptr();
   // With a residual the mask cannot come from x in backward: keep it as bits, 1/16 of y.
-  if (relu && z.defined() &&
-      fused_bn::ReluBitsSupported(a.dtype, channels,
-                                  Aligned16(a.x) && Aligned16(a.z) && Aligned16(a.y))) {
+  if (relu && z.defined() && fused_bn::ReluBitsSupported(a.dtype, channels, a.x, a.z, a.y)) {
     out.relu_bits = at::empty({rows * channels / 8}, x.options().dtype(at::kByte));
     a.relu_bits = out.relu_bits.data_ptr<uint8_t>();
   }

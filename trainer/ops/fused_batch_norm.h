@@ -30,8 +30,8 @@ namespace ringpilot::trainer::ops {
 /// one; when it is int64 on x's CUDA device, by the statistics kernel (no launch of its own).
 ///
 /// With `relu` and no residual, backward recomputes the ReLU mask from x (bit for bit the
-/// forward's) instead of saving and reading y. weight and bias must then hold the forward's
-/// values at backward, as for any saved parameter (the optimizer steps after backward).
+/// forward's) instead of saving and reading y. weight and bias are saved variables: a
+/// backward after either was changed in place is refused by autograd's version check.
 at::Tensor FusedBatchNormAct(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias,
                              at::Tensor running_mean, at::Tensor running_var, double momentum,
                              double eps, const c10::optional<at::Tensor>& residual, bool relu,

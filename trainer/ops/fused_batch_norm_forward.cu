@@ -155,8 +155,10 @@ void LaunchForward(const ForwardArgs& a, const Plan& plan, cudaStream_t stream) 
 
 }  // namespace
 
-bool ReluBitsSupported(ElementType dtype, int64_t channels, bool aligned) {
-  return dtype == ElementType::kBFloat16 && channels % 8 == 0 && aligned;
+bool ReluBitsSupported(ElementType dtype, int64_t channels, const void* x, const void* z,
+                       const void* y) {
+  return dtype == ElementType::kBFloat16 && channels % 8 == 0 && Aligned(x) && Aligned(y) &&
+         (z == nullptr || Aligned(z));
 }
 
 int64_t WorkspaceFloats(int64_t rows, int64_t channels) {
@@ -170,7 +172,8 @@ const char* Forward(const ForwardArgs& a, cudaStream_t stream) {
   }
   const Plan plan = MakePlan(a.rows, a.channels);
   const bool aligned = Aligned(a.x) && Aligned(a.y) && (a.z == nullptr || Aligned(a.z));
-  if (a.relu_bits != nullptr && !(a.relu && ReluBitsSupported(a.dtype, a.channels, aligned))) {
+  if (a.relu_bits != nullptr &&
+      !(a.relu && ReluBitsSupported(a.dtype, a.channels, a.x, a.z, a.y))) {
     return "fused_bn: relu_bits needs relu, bfloat16, channels % 8 == 0 and aligned x, z, y";
   }
   Dispatch(a.dtype, a.channels, aligned, [&](auto v) {

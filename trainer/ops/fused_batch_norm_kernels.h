@@ -20,9 +20,11 @@ namespace ringpilot::trainer::ops::fused_bn {
 /// may allocate it from a caching allocator (CUDA-graph safe).
 int64_t WorkspaceFloats(int64_t rows, int64_t channels);
 
-/// Whether Forward can write ForwardArgs::relu_bits for this dtype and channel count, given
-/// whether x, z and y all start 16-byte aligned.
-bool ReluBitsSupported(ElementType dtype, int64_t channels, bool aligned);
+/// Whether Forward can write ForwardArgs::relu_bits for these tensors: bfloat16, channels %
+/// 8 == 0, and x, y and z (when non-null) 16-byte aligned (the path with one byte of mask
+/// per thread and row).
+bool ReluBitsSupported(ElementType dtype, int64_t channels, const void* x, const void* z,
+                       const void* y);
 
 /// y = act((x - mean) * invstd * weight + bias [+ z]), act = ReLU when `relu`. Writes
 /// the batch statistics `mean` and `invstd` (float32 [channels], saved for Backward)
@@ -43,8 +45,7 @@ struct ForwardArgs {
   float* invstd = nullptr;  ///< out [channels]
   /// Optional, with relu: out rows * channels / 8 bytes, bit c % 8 of byte
   /// (r * channels + c) / 8 set where the pre-activation of (r, c) is > 0 (the ReLU's mask,
-  /// for Backward instead of y). Only where ReluBitsSupported(dtype, channels, x, z and y
-  /// 16-byte aligned).
+  /// for Backward instead of y). Only where ReluBitsSupported(dtype, channels, x, z, y).
   uint8_t* relu_bits = nullptr;
   float* workspace = nullptr;  ///< WorkspaceFloats(rows, channels) floats
   int64_t workspace_floats = 0;
