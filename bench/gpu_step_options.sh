@@ -34,7 +34,9 @@ done
 mkdir -p "$OUTDIR"
 gpu_facts "$OUTDIR/facts.txt"
 T0=$(date +%s)
-say() { echo "gpu_step_options +$(($(date +%s) - T0))s: $*"; }
+# Every line also in OUT_DIR/progress.txt: one file that comes back whole when the
+# per-binary test logs are too many to return.
+say() { echo "gpu_step_options +$(($(date +%s) - T0))s: $*" | tee -a "$OUTDIR/progress.txt"; }
 
 tests=(trainer_ops_space_to_depth_conv_test trainer_ops_pointwise_conv_test
        trainer_ops_fused_batch_norm_accumulate_test trainer_ops_fused_batch_norm_test
