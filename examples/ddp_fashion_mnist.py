@@ -17,6 +17,7 @@ the next step boundary after rank 0 saved a checkpoint, with exit status 75, whi
 `ringpilot run` reports as preempted and a requeued job resumes from.
 """
 import argparse
+import gc
 import gzip
 import json
 import os
@@ -125,6 +126,18 @@ def save_checkpoint(folder, step, model, optimizer, keep=2):
     return path
 
 
+def shut_down():
+    """Ends the process group while the interpreter is whole; the caller has dropped its
+    DistributedDataParallel wrapper first. The wrapper's reducer holds the group, which would
+    otherwise outlive destroy_process_group and end (its gloo threads with it) during
+    interpreter shutdown, where a rank aborted with "terminate called without an active
+    exception" (fresh-clone CI, 2026-11-29, twice). Every rank is done with the group
+    before any tears it down."""
+    gc.collect()
+    dist.barrier()
+    dist.destroy_process_group()
+
+
 def main():
     args = parse_args()
     rank = int(os.environ["RANK"])
@@ -195,7 +208,8 @@ def main():
             print("rank %d: preempted: checkpoint at step %d, exit %d" % (rank, step,
                                                                             EXIT_PREEMPTED),
                   flush=True)
-            dist.destroy_process_group()
+            del ddp  # before the group it holds: see shut_down
+            shut_down()
             return EXIT_PREEMPTED
         if step // per_epoch != epoch:
             epoch = step // per_epoch
@@ -235,11 +249,8 @@ def main():
         with open(os.path.join(out_dir, "result.json"), "w") as f:
             json.dump(result, f, indent=2)
             f.write("\n")
-    # Every rank is done with the group before any tears it down: a gloo rank that destroyed
-    # its group while rank 0 was still writing result.json aborted once at exit ("terminate
-    # called without an active exception", CI of 2026-11-29).
-    dist.barrier()
-    dist.destroy_process_group()
+    del ddp  # before the group it holds: see shut_down
+    shut_down()
     return 0
 
 
