@@ -34,11 +34,21 @@ def category(name):
     return "other"
 
 
-def gpu_work(path):
-    """(name, ms) of every kernel, memcpy and memset in a Kineto trace; copies and sets are
-    named "gpu_memcpy:..." / "gpu_memset:..."."""
+def trace_events(path):
     with open(path) as f:
-        events = json.load(f)["traceEvents"]
+        return json.load(f)["traceEvents"]
+
+
+def short_name(name):
+    """A kernel's name without template arguments, at most 90 characters."""
+    return re.sub(r"<.*", "", name)[:90]
+
+
+def gpu_work(path, events=None):
+    """(name, ms) of every kernel, memcpy and memset in a Kineto trace (its events, when
+    already read); copies and sets are named "gpu_memcpy:..." / "gpu_memset:..."."""
+    if events is None:
+        events = trace_events(path)
     for e in events:
         if e.get("cat") not in ("kernel", "gpu_memcpy", "gpu_memset"):
             continue
@@ -85,8 +95,9 @@ def main():
     by_name = collections.defaultdict(lambda: [0.0, 0])
     by_cat = collections.defaultdict(float)
     total = 0.0
-    for name, dur in gpu_work(path):
-        short = re.sub(r"<.*", "", name)[:90]
+    events = trace_events(path)  # one parse: traces run to hundreds of MB
+    for name, dur in gpu_work(path, events):
+        short = short_name(name)
         by_name[short][0] += dur
         by_name[short][1] += 1
         by_cat[category(name)] += dur
@@ -98,18 +109,16 @@ def main():
     ranked = sorted(by_name.items(), key=lambda kv: -kv[1][0])[:top]
     for name, (ms, n) in ranked:
         print(f"  {ms / steps:8.3f}  {n / steps:6.1f}  {name}")
-    print_launching_ops(path, steps, [name for name, _ in ranked])
+    print_launching_ops(events, steps, [name for name, _ in ranked])
 
 
-def print_launching_ops(path, steps, names):
-    with open(path) as f:
-        events = json.load(f)["traceEvents"]
+def print_launching_ops(events, steps, names):
     by_corr = launching_ops(events)
     per_kernel = collections.defaultdict(lambda: collections.defaultdict(lambda: [0.0, 0]))
     for e in events:
         if e.get("cat") != "kernel":
             continue
-        short = re.sub(r"<.*", "", e.get("name", "?"))[:90]
+        short = short_name(e.get("name", "?"))
         op = by_corr.get((e.get("args") or {}).get("correlation"), "(no launch found)")
         row = per_kernel[short][op]
         row[0] += float(e.get("dur", 0)) / 1000.0

@@ -4,6 +4,7 @@
 #include "trainer/ops/fused_batch_norm_kernels.h"
 
 #include <cstdint>
+#include <type_traits>
 
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
@@ -25,11 +26,31 @@ using namespace detail;  // the shared helpers of fused_batch_norm_device.cuh
 // byte per 8 channels instead of the 16 bits of each y element.
 enum class Mask { kNone, kFromY, kFromX, kFromBits };
 
+// Calls launch(std::integral_constant<Mask, M>{}) for `mask`: one switch for every kernel
+// templated on the mask.
+template <typename Fn>
+void WithMask(Mask mask, const Fn& launch) {
+  switch (mask) {
+    case Mask::kNone:
+      launch(std::integral_constant<Mask, Mask::kNone>{});
+      break;
+    case Mask::kFromY:
+      launch(std::integral_constant<Mask, Mask::kFromY>{});
+      break;
+    case Mask::kFromX:
+      launch(std::integral_constant<Mask, Mask::kFromX>{});
+      break;
+    case Mask::kFromBits:
+      launch(std::integral_constant<Mask, Mask::kFromBits>{});
+      break;
+  }
+}
+
 // Per-channel values of one thread's VEC channels that backward keeps in registers.
 template <int VEC>
 struct ChannelValues {
   float mean[VEC];
-  float scale[VEC];  ///< invstd * weight, as the forward computed it (kFromX only)
+  float scale[VEC];  ///< invstd * weight, as the forward computed it (dx's and the mask's)
   float shift[VEC];  ///< bias (kFromX only)
 };
 
@@ -40,10 +61,8 @@ __device__ __forceinline__ void LoadChannels(const float* mean, const float* inv
 #pragma unroll
   for (int i = 0; i < VEC; ++i) {
     cv.mean[i] = mean[c0 + i];
-    if constexpr (kMask == Mask::kFromX) {
-      cv.scale[i] = invstd[c0 + i] * weight[c0 + i];
-      cv.shift[i] = bias[c0 + i];
-    }
+    cv.scale[i] = invstd[c0 + i] * weight[c0 + i];
+    if constexpr (kMask == Mask::kFromX) cv.shift[i] = bias[c0 + i];
   }
 }
 
@@ -166,13 +185,11 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm)
   const float inv_rows = 1.f / static_cast<float>(rows);
   ChannelValues<VEC> cv;
   LoadChannels<VEC, kMask>(mean, invstd, weight, bias, c0, cv);
-  float scale[VEC], mean_g[VEC], k[VEC];
+  float mean_g[VEC], k[VEC];
 #pragma unroll
   for (int i = 0; i < VEC; ++i) {
-    const float is = invstd[c0 + i];
-    scale[i] = weight[c0 + i] * is;
     mean_g[i] = grad_bias[c0 + i] * inv_rows;
-    k[i] = scale[i] * is * (grad_weight[c0 + i] * inv_rows);
+    k[i] = cv.scale[i] * invstd[c0 + i] * (grad_weight[c0 + i] * inv_rows);
   }
   const RowRange rr = ThreadRows(rows, rows_per_chunk);
   auto load = [&](int64_t o) { return LoadBackward<T, VEC, kMask>(dy, ms, x, o); };
@@ -180,7 +197,7 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm)
     float g[VEC], xc[VEC], d[VEC];
     UnpackBackward<T, VEC, kMask>(raw, cv, g, xc);
 #pragma unroll
-    for (int i = 0; i < VEC; ++i) d[i] = fmaf(scale[i], g[i] - mean_g[i], -xc[i] * k[i]);
+    for (int i = 0; i < VEC; ++i) d[i] = fmaf(cv.scale[i], g[i] - mean_g[i], -xc[i] * k[i]);
     Store<T, VEC>(dx + o, d);
     if constexpr (kDz) Store<T, VEC>(dz + o, g);
   };
@@ -205,20 +222,7 @@ void LaunchBackward(const BackwardArgs& a, const Plan& plan, cudaStream_t stream
                                                 a.rows, a.channels, plan.rows_per_chunk,
                                                 a.workspace);
   };
-  switch (mask) {
-    case Mask::kNone:
-      reduce(BackwardReduceKernel<T, VEC, Mask::kNone>);
-      break;
-    case Mask::kFromY:
-      reduce(BackwardReduceKernel<T, VEC, Mask::kFromY>);
-      break;
-    case Mask::kFromX:
-      reduce(BackwardReduceKernel<T, VEC, Mask::kFromX>);
-      break;
-    case Mask::kFromBits:
-      reduce(BackwardReduceKernel<T, VEC, Mask::kFromBits>);
-      break;
-  }
+  WithMask(mask, [&](auto m) { reduce(BackwardReduceKernel<T, VEC, decltype(m)::value>); });
   const unsigned fin_blocks = static_cast<unsigned>((a.channels + kFinalizeX - 1) / kFinalizeX);
   BackwardFinalizeKernel<<<fin_blocks, dim3(kFinalizeX, kFinalizeY), 0, stream>>>(
       a.workspace, plan.chunks, a.rows, plan.rows_per_chunk, a.channels, a.grad_weight, a.grad_bias,
@@ -228,24 +232,16 @@ void LaunchBackward(const BackwardArgs& a, const Plan& plan, cudaStream_t stream
                                            a.grad_weight, a.grad_bias, dx, dz, a.rows, a.channels,
                                            plan.rows_per_chunk);
   };
-  // dz exists only with a residual, and then the mask never comes from x.
-  switch (mask) {
-    case Mask::kNone:
-      dz ? elementwise(BackwardElementwiseKernel<T, VEC, Mask::kNone, true>)
-         : elementwise(BackwardElementwiseKernel<T, VEC, Mask::kNone, false>);
-      break;
-    case Mask::kFromY:
-      dz ? elementwise(BackwardElementwiseKernel<T, VEC, Mask::kFromY, true>)
-         : elementwise(BackwardElementwiseKernel<T, VEC, Mask::kFromY, false>);
-      break;
-    case Mask::kFromX:
-      elementwise(BackwardElementwiseKernel<T, VEC, Mask::kFromX, false>);
-      break;
-    case Mask::kFromBits:
-      dz ? elementwise(BackwardElementwiseKernel<T, VEC, Mask::kFromBits, true>)
-         : elementwise(BackwardElementwiseKernel<T, VEC, Mask::kFromBits, false>);
-      break;
-  }
+  WithMask(mask, [&](auto m) {
+    constexpr Mask kMask = decltype(m)::value;
+    // dz exists only with a residual, and then the mask never comes from x.
+    if constexpr (kMask == Mask::kFromX) {
+      elementwise(BackwardElementwiseKernel<T, VEC, kMask, false>);
+    } else {
+      dz ? elementwise(BackwardElementwiseKernel<T, VEC, kMask, true>)
+         : elementwise(BackwardElementwiseKernel<T, VEC, kMask, false>);
+    }
+  });
 }
 
 }  // namespace

@@ -120,6 +120,11 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm)
   ForEachRow<kUnroll>(rr, rr.first * channels + c0, rr.step * channels, load, apply);
 }
 
+// Every operand of Forward starts 16-byte aligned (z where given): the vector path.
+bool OperandsAligned(const void* x, const void* z, const void* y) {
+  return Aligned(x) && Aligned(y) && (z == nullptr || Aligned(z));
+}
+
 template <typename T, int VEC>
 void LaunchForward(const ForwardArgs& a, const Plan& plan, cudaStream_t stream) {
   const T* x = static_cast<const T*>(a.x);
@@ -157,8 +162,7 @@ void LaunchForward(const ForwardArgs& a, const Plan& plan, cudaStream_t stream) 
 
 bool ReluBitsSupported(ElementType dtype, int64_t channels, const void* x, const void* z,
                        const void* y) {
-  return dtype == ElementType::kBFloat16 && channels % 8 == 0 && Aligned(x) && Aligned(y) &&
-         (z == nullptr || Aligned(z));
+  return dtype == ElementType::kBFloat16 && channels % 8 == 0 && OperandsAligned(x, z, y);
 }
 
 int64_t WorkspaceFloats(int64_t rows, int64_t channels) {
@@ -171,7 +175,7 @@ const char* Forward(const ForwardArgs& a, cudaStream_t stream) {
     return "fused_bn: Forward needs x, y, weight, bias, mean and invstd";
   }
   const Plan plan = MakePlan(a.rows, a.channels);
-  const bool aligned = Aligned(a.x) && Aligned(a.y) && (a.z == nullptr || Aligned(a.z));
+  const bool aligned = OperandsAligned(a.x, a.z, a.y);
   if (a.relu_bits != nullptr &&
       !(a.relu && ReluBitsSupported(a.dtype, a.channels, a.x, a.z, a.y))) {
     return "fused_bn: relu_bits needs relu, bfloat16, channels % 8 == 0 and aligned x, z, y";
