@@ -148,6 +148,11 @@ bool DecodeJpeg(const uint8_t* data, size_t size, DecodedImage* out, std::string
 }
 
 bool DecodePng(const uint8_t* data, size_t size, DecodedImage* out, std::string* error) {
+  // The PNG specification puts IHDR first; libpng also reads past leading ancillary chunks
+  // (and their bad CRCs). Refusing here what ReadImageSize refuses keeps one answer to
+  // "is this an image, and of what size" for the crop planner and the decoder.
+  int header_width = 0, header_height = 0;
+  if (!PngSize(data, size, &header_width, &header_height, error)) return false;
   png_image image;
   std::memset(&image, 0, sizeof(image));
   image.version = PNG_IMAGE_VERSION;
@@ -157,6 +162,14 @@ bool DecodePng(const uint8_t* data, size_t size, DecodedImage* out, std::string*
     return false;
   }
   if (!SizeOk(image.width, image.height, error)) {
+    png_image_free(&image);
+    return false;
+  }
+  if (static_cast<int64_t>(image.width) != header_width ||
+      static_cast<int64_t>(image.height) != header_height) {
+    *error = "PNG: libpng read " + std::to_string(image.width) + "x" +
+             std::to_string(image.height) + " pixels, the IHDR header states " +
+             std::to_string(header_width) + "x" + std::to_string(header_height);
     png_image_free(&image);
     return false;
   }

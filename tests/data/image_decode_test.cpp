@@ -268,6 +268,31 @@ TEST(ImageDecode, HugeHeaderSizesAreRefusedWithoutOverflow) {
   EXPECT_FALSE(error.empty());
 }
 
+// A valid PNG with an ancillary chunk inserted before IHDR: libpng reads past it, the PNG
+// specification (and ReadImageSize) does not. Both refuse it, so a decoded image always has
+// the size the crop planner read (found by tests/fuzz/image_decode_fuzzer; its reproducer is
+// corpus/image_decode/regression-chunk-before-ihdr).
+TEST(ImageDecode, PngWithAChunkBeforeIhdrIsRefusedByBothReaders) {
+  const std::vector<uint8_t> rgb = Gradient(5, 3);
+  std::vector<uint8_t> png;
+  std::string error;
+  ASSERT_TRUE(EncodePng(rgb.data(), 5, 3, 3, &png, &error)) << error;
+  DecodedImage img;
+  ASSERT_TRUE(DecodeImage(png.data(), png.size(), &img, &error)) << error;
+  // A private ancillary chunk "prVt" (libpng skips unknown ancillary chunks, CRC unchecked).
+  const std::vector<uint8_t> chunk = {0, 0, 0, 3, 'p', 'r', 'V', 't', 'k', 0, 'v', 0, 0, 0, 0};
+  std::vector<uint8_t> moved(png.begin(), png.begin() + 8);
+  moved.insert(moved.end(), chunk.begin(), chunk.end());
+  moved.insert(moved.end(), png.begin() + 8, png.end());
+  int w = 0, h = 0;
+  error.clear();
+  EXPECT_FALSE(ReadImageSize(moved.data(), moved.size(), &w, &h, &error));
+  EXPECT_EQ(error, "PNG: no IHDR header");
+  error.clear();
+  EXPECT_FALSE(DecodeImage(moved.data(), moved.size(), &img, &error));
+  EXPECT_EQ(error, "PNG: no IHDR header");
+}
+
 TEST(ImageDecode, JpegDctScalingKeepsTheAskedResolution) {
   const std::vector<uint8_t> rgb = Gradient(256, 192);
   std::vector<uint8_t> jpeg;
