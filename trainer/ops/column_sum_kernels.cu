@@ -142,14 +142,31 @@ __global__ void __launch_bounds__(kBlockX* kBlockY)
   }
 }
 
+// SumChunks's destinations: column c goes to out[k][c - begin[k]] for the range k holding
+// it (none: not written).
+struct Targets {
+  int count = 0;
+  float* out[kMaxColumnRanges] = {};
+  int64_t begin[kMaxColumnRanges] = {}, end[kMaxColumnRanges] = {};
+  bool accumulate[kMaxColumnRanges] = {};
+};
+
+Targets WholeRow(float* out, int64_t cols, bool accumulate) {
+  Targets t;
+  t.count = 1;
+  t.out[0] = out;
+  t.end[0] = cols;
+  t.accumulate[0] = accumulate;
+  return t;
+}
+
 // Block: 32 columns x 16 chunk-threads, each summing every 16th chunk; the 16 partial
 // sums of a column combine in shared memory in a fixed order. (One thread per column
 // looping over all chunks was latency-bound: 16 us for 768 columns of 256 chunks.)
 constexpr int kChunkThreads = 16;
 
 __global__ void __launch_bounds__(kBlockX* kChunkThreads)
-    SumChunks(const float* __restrict__ partial, int64_t chunks, int64_t cols,
-              float* __restrict__ out, bool accumulate) {
+    SumChunks(const float* __restrict__ partial, int64_t chunks, int64_t cols, Targets targets) {
   __shared__ float smem[kChunkThreads][kBlockX];
   const int tx = threadIdx.x, ty = threadIdx.y;
   const int64_t c = int64_t{blockIdx.x} * kBlockX + tx;
@@ -162,15 +179,19 @@ __global__ void __launch_bounds__(kBlockX* kChunkThreads)
   __syncthreads();
   if (ty == 0 && c < cols) {
     for (int y = 1; y < kChunkThreads; ++y) s += smem[y][tx];
-    out[c] = accumulate ? out[c] + s : s;
+    for (int k = 0; k < targets.count; ++k) {
+      if (c < targets.begin[k] || c >= targets.end[k]) continue;
+      float* dst = targets.out[k] + (c - targets.begin[k]);
+      *dst = targets.accumulate[k] ? *dst + s : s;
+      break;
+    }
   }
 }
 
-void LaunchSumChunks(const float* partial, int64_t chunks, int64_t cols, float* out,
-                     cudaStream_t stream, bool accumulate = false) {
+void LaunchSumChunks(const float* partial, int64_t chunks, int64_t cols, const Targets& targets,
+                     cudaStream_t stream) {
   const auto blocks = static_cast<unsigned>((cols + kBlockX - 1) / kBlockX);
-  SumChunks<<<blocks, dim3(kBlockX, kChunkThreads), 0, stream>>>(partial, chunks, cols, out,
-                                                                 accumulate);
+  SumChunks<<<blocks, dim3(kBlockX, kChunkThreads), 0, stream>>>(partial, chunks, cols, targets);
 }
 
 template <typename T, int VEC>
@@ -197,30 +218,8 @@ void LaunchPartials(const Args& a, const Plan& p, float* dst, cudaStream_t strea
   }
 }
 
-}  // namespace
-
-int64_t WorkspaceFloats(const Args& args) {
-  if (args.rows <= 0 || args.cols <= 0) return 0;
-  const Plan p = MakePlan(args);
-  return p.chunks > 1 ? p.chunks * args.cols : 0;
-}
-
-const char* ColumnSum(const Args& a, cudaStream_t stream) {
-  // An empty tensor may have no storage: `in` may be null when there are no rows.
-  if ((a.in == nullptr && a.rows > 0) || a.out == nullptr || a.rows < 0 || a.cols <= 0 ||
-      a.ld < a.cols) {
-    return "column_sum: null pointer or bad shape";
-  }
-  if (a.rows == 0) {
-    if (cudaMemsetAsync(a.out, 0, a.cols * sizeof(float), stream) != cudaSuccess) {
-      return "column_sum: cudaMemsetAsync failed";
-    }
-    return nullptr;
-  }
-  const Plan p = MakePlan(a);
-  if (p.chunks > 1 && a.workspace == nullptr) return "column_sum: workspace missing";
-  // One chunk writes the sums directly; several write partials, summed per column.
-  float* dst = p.chunks > 1 ? a.workspace : a.out;
+// LaunchPartials for a's element type.
+void LaunchColumnPartials(const Args& a, const Plan& p, float* dst, cudaStream_t stream) {
   switch (a.dtype) {
     case ElementType::kFloat32:
       LaunchPartials<float>(a, p, dst, stream);
@@ -232,8 +231,83 @@ const char* ColumnSum(const Args& a, cudaStream_t stream) {
       LaunchPartials<__half>(a, p, dst, stream);
       break;
   }
+}
+
+// Args's checks, shared by ColumnSum and ColumnSumTo (an empty tensor may have no storage:
+// `in` may be null when there are no rows).
+bool BadInput(const Args& a) {
+  return (a.in == nullptr && a.rows > 0) || a.rows < 0 || a.cols <= 0 || a.ld < a.cols;
+}
+
+}  // namespace
+
+int64_t WorkspaceFloatsTo(const Args& args) {
+  if (args.rows <= 0 || args.cols <= 0) return 0;
+  return MakePlan(args).chunks * args.cols;
+}
+
+const char* ColumnSumTo(const Args& a, const ColumnRange* ranges, int range_count,
+                        cudaStream_t stream) {
+  if (BadInput(a) || range_count < 0 || range_count > kMaxColumnRanges ||
+      (range_count > 0 && ranges == nullptr)) {
+    return "column_sum: null pointer, bad shape or too many ranges";
+  }
+  Targets t;
+  t.count = range_count;
+  for (int k = 0; k < range_count; ++k) {
+    const ColumnRange& r = ranges[k];
+    if (r.out == nullptr || r.begin < 0 || r.end <= r.begin || r.end > a.cols ||
+        (k > 0 && r.begin < ranges[k - 1].end)) {
+      return "column_sum: ranges must be non-empty, ascending, disjoint and within the columns";
+    }
+    t.out[k] = r.out;
+    t.begin[k] = r.begin;
+    t.end[k] = r.end;
+    t.accumulate[k] = r.accumulate;
+  }
+  if (range_count == 0) return nullptr;
+  if (a.rows == 0) {
+    // No rows: sums of zero. Overwritten ranges become 0; accumulated ones keep their values.
+    for (int k = 0; k < range_count; ++k) {
+      if (ranges[k].accumulate) continue;
+      const size_t bytes = static_cast<size_t>(ranges[k].end - ranges[k].begin) * sizeof(float);
+      if (cudaMemsetAsync(ranges[k].out, 0, bytes, stream) != cudaSuccess) {
+        return "column_sum: cudaMemsetAsync failed";
+      }
+    }
+    return nullptr;
+  }
+  if (a.workspace == nullptr) return "column_sum: workspace missing";
+  // Always partials then SumChunks (one chunk included): the second pass is what reads and
+  // adds into each range's destination. The partials are ColumnSum's, so the sums are too.
+  const Plan p = MakePlan(a);
+  LaunchColumnPartials(a, p, a.workspace, stream);
+  LaunchSumChunks(a.workspace, p.chunks, a.cols, t, stream);
+  return cudaGetLastError() == cudaSuccess ? nullptr : "column_sum: kernel launch failed";
+}
+
+int64_t WorkspaceFloats(const Args& args) {
+  if (args.rows <= 0 || args.cols <= 0) return 0;
+  const Plan p = MakePlan(args);
+  return p.chunks > 1 ? p.chunks * args.cols : 0;
+}
+
+const char* ColumnSum(const Args& a, cudaStream_t stream) {
+  if (BadInput(a) || a.out == nullptr) {
+    return "column_sum: null pointer or bad shape";
+  }
+  if (a.rows == 0) {
+    if (cudaMemsetAsync(a.out, 0, a.cols * sizeof(float), stream) != cudaSuccess) {
+      return "column_sum: cudaMemsetAsync failed";
+    }
+    return nullptr;
+  }
+  const Plan p = MakePlan(a);
+  if (p.chunks > 1 && a.workspace == nullptr) return "column_sum: workspace missing";
+  // One chunk writes the sums directly; several write partials, summed per column.
+  LaunchColumnPartials(a, p, p.chunks > 1 ? a.workspace : a.out, stream);
   if (p.chunks > 1) {
-    LaunchSumChunks(a.workspace, p.chunks, a.cols, a.out, stream);
+    LaunchSumChunks(a.workspace, p.chunks, a.cols, WholeRow(a.out, a.cols, false), stream);
   }
   return cudaGetLastError() == cudaSuccess ? nullptr : "column_sum: kernel launch failed";
 }
@@ -243,7 +317,7 @@ const char* SumPartials(const float* partial, int64_t chunks, int64_t cols, floa
   if (partial == nullptr || out == nullptr || chunks <= 0 || cols <= 0) {
     return "column_sum: SumPartials: null pointer or empty shape";
   }
-  LaunchSumChunks(partial, chunks, cols, out, stream, accumulate);
+  LaunchSumChunks(partial, chunks, cols, WholeRow(out, cols, accumulate), stream);
   return cudaGetLastError() == cudaSuccess ? nullptr : "column_sum: SumPartials launch failed";
 }
 
@@ -274,8 +348,8 @@ const char* LayerNormParamGrads(const LayerNormArgs& a, cudaStream_t stream) {
                                               Outputs<2>{{dw, db}});
   }
   if (p.chunks > 1) {
-    LaunchSumChunks(dw, p.chunks, a.cols, a.grad_weight, stream);
-    LaunchSumChunks(db, p.chunks, a.cols, a.grad_bias, stream);
+    LaunchSumChunks(dw, p.chunks, a.cols, WholeRow(a.grad_weight, a.cols, false), stream);
+    LaunchSumChunks(db, p.chunks, a.cols, WholeRow(a.grad_bias, a.cols, false), stream);
   }
   return cudaGetLastError() == cudaSuccess ? nullptr : "layer_norm_param_grads: launch failed";
 }

@@ -33,6 +33,29 @@ int64_t WorkspaceFloats(const Args& args);
 /// static message for invalid arguments or a failed launch.
 const char* ColumnSum(const Args& args, cudaStream_t stream);
 
+/// Where ColumnSumTo puts the sums of columns [begin, end): out[c - begin], added to it when
+/// `accumulate` (a parameter's .grad), else overwriting it.
+struct ColumnRange {
+  float* out = nullptr;
+  int64_t begin = 0;
+  int64_t end = 0;
+  bool accumulate = false;
+};
+
+/// Most ranges one ColumnSumTo call takes (a linear group's biases: BERT's query, key and
+/// value are three).
+constexpr int kMaxColumnRanges = 8;
+
+/// Float32 elements of workspace ColumnSumTo needs (at least one row of partial sums).
+int64_t WorkspaceFloatsTo(const Args& args);
+
+/// As ColumnSum (same order of summation, so the same bits), the sums of each range's
+/// columns into its own `out`, added or overwritten per range; columns in no range are not
+/// written (`args.out` is unused). Ranges are ascending and disjoint, at most
+/// kMaxColumnRanges. Two kernels; capturable.
+const char* ColumnSumTo(const Args& args, const ColumnRange* ranges, int range_count,
+                        cudaStream_t stream);
+
 /// out[c] (+)= sum over k of partial[k * cols + c], k in [0, chunks), in a fixed order
 /// (the second pass of ColumnSum, for other kernels' per-block partial sums); adds to out
 /// when `accumulate`, else overwrites it. One kernel, capturable.

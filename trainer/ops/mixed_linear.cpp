@@ -34,6 +34,84 @@ void AddMatmulFloat(at::Tensor& grad, const at::Tensor& a, const at::Tensor& b) 
   }
 }
 
+#ifdef RINGPILOT_WITH_CUDA
+// Whether the column-sum kernels take x (2-D, rows of unit stride).
+bool ColumnSumKernelTakes(const at::Tensor& x) {
+  const bool kernel_dtype = x.scalar_type() == at::kFloat || x.scalar_type() == at::kBFloat16 ||
+                            x.scalar_type() == at::kHalf;
+  return x.is_cuda() && kernel_dtype && x.stride(1) == 1 && x.size(1) > 0 &&
+         x.stride(0) >= x.size(1);
+}
+
+column_sum::Args ColumnSumArgs(const at::Tensor& x) {
+  column_sum::Args a;
+  a.in = x.data_ptr();
+  a.dtype = ElementTypeOf(x.scalar_type());
+  a.rows = x.size(0);
+  a.cols = x.size(1);
+  a.ld = x.stride(0);
+  return a;
+}
+#endif
+
+// The bias gradients of a group's layers (column sums of dy over each layer's `outs`
+// columns, in order; padding columns past them ignored). Where `into[i]` is defined (the
+// layer's .grad, CanAccumulateInto checked by the caller) the sums are added into it and
+// the result's entry i is undefined, so AccumulateGrad adds nothing; else entry i is a new
+// float32 tensor. On CUDA one column sum writes every destination in its second pass (no
+// separate add per bias: BERT-base has 74 of them per step).
+std::vector<at::Tensor> BiasGradients(const at::Tensor& dy, const std::vector<int64_t>& outs,
+                                      const std::vector<at::Tensor>& into) {
+  const size_t n = outs.size();
+  std::vector<at::Tensor> result(n);
+  auto in_place = [&](size_t i) { return i < into.size() && into[i].defined(); };
+#ifdef RINGPILOT_WITH_CUDA
+  if (ColumnSumKernelTakes(dy) && n <= static_cast<size_t>(column_sum::kMaxColumnRanges)) {
+    const c10::cuda::CUDAGuard guard(dy.device());
+    int64_t total = 0;
+    bool returned = false;  // some sum goes back to autograd: it needs a tensor of its own
+    for (size_t i = 0; i < n; ++i) {
+      total += outs[i];
+      returned = returned || !in_place(i);
+    }
+    const at::Tensor db =
+        returned ? at::empty({total}, dy.options().dtype(at::kFloat)) : at::Tensor();
+    std::vector<column_sum::ColumnRange> ranges(n);
+    int64_t offset = 0;
+    for (size_t i = 0; i < n; ++i) {
+      if (in_place(i)) {
+        ranges[i] = {into[i].data_ptr<float>(), offset, offset + outs[i], true};
+      } else {
+        result[i] = db.narrow(0, offset, outs[i]);
+        ranges[i] = {result[i].data_ptr<float>(), offset, offset + outs[i], false};
+      }
+      offset += outs[i];
+    }
+    column_sum::Args a = ColumnSumArgs(dy);
+    // From the caching allocator, so the backward stays capturable.
+    at::Tensor workspace =
+        at::empty({column_sum::WorkspaceFloatsTo(a)}, dy.options().dtype(at::kFloat));
+    a.workspace = workspace.data_ptr<float>();
+    const char* error = column_sum::ColumnSumTo(a, ranges.data(), static_cast<int>(n),
+                                                at::cuda::getCurrentCUDAStream(dy.get_device()));
+    TORCH_CHECK(error == nullptr, "MixedLinear bias gradients: ", error);
+    return result;
+  }
+#endif
+  const at::Tensor db = ColumnSumFloat(dy);
+  int64_t offset = 0;
+  for (size_t i = 0; i < n; ++i) {
+    const at::Tensor sum = db.narrow(0, offset, outs[i]);
+    if (in_place(i)) {
+      into[i].add_(sum);
+    } else {
+      result[i] = sum;
+    }
+    offset += outs[i];
+  }
+  return result;
+}
+
 class MixedLinearFn : public torch::autograd::Function<MixedLinearFn> {
  public:
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, at::TensorList weights,
@@ -41,9 +119,13 @@ class MixedLinearFn : public torch::autograd::Function<MixedLinearFn> {
                             const at::Tensor& shadow_b, bool accumulate_into_grad) {
     const at::Tensor xl =
         x.scalar_type() == shadow_w.scalar_type() ? x : x.to(shadow_w.scalar_type());
-    // With accumulate_into_grad the weights themselves are saved, to reach their .grad.
+    // With accumulate_into_grad the weights and biases themselves are saved, to reach
+    // their .grad.
     variable_list saved = {xl, shadow_w};
-    if (accumulate_into_grad) saved.insert(saved.end(), weights.begin(), weights.end());
+    if (accumulate_into_grad) {
+      saved.insert(saved.end(), weights.begin(), weights.end());
+      saved.insert(saved.end(), biases.begin(), biases.end());
+    }
     ctx->save_for_backward(saved);
     std::vector<int64_t> outs;
     outs.reserve(weights.size());
@@ -66,8 +148,16 @@ class MixedLinearFn : public torch::autograd::Function<MixedLinearFn> {
       out[0] = ctx->saved_data["x_float"].toBool() ? MatmulIn(dy, w, at::kFloat) : at::mm(dy, w);
     }
     const bool accumulate = ctx->saved_data["accumulate"].toBool();
+    std::vector<at::Tensor> bias_grads;  // each layer's .grad where it takes the sum in place
+    if (accumulate) {
+      for (int64_t i = 0; i < n; ++i) {
+        const at::Tensor& bias = saved[2 + n + i];
+        at::Tensor grad = bias.grad();
+        bias_grads.push_back(CanAccumulateInto(grad, bias) ? grad : at::Tensor());
+      }
+    }
+    const std::vector<at::Tensor> db = BiasGradients(dy, outs, bias_grads);
     at::Tensor dw;  // all layers' weight gradients, for those not accumulated in place
-    const at::Tensor db = ColumnSumFloat(dy);
     int64_t offset = 0;
     for (int64_t i = 0; i < n; ++i) {
       at::Tensor grad = accumulate ? saved[2 + i].grad() : at::Tensor();
@@ -79,7 +169,7 @@ class MixedLinearFn : public torch::autograd::Function<MixedLinearFn> {
         if (!dw.defined()) dw = MatmulIn(dy.t(), xl, at::kFloat);
         out[1 + i] = dw.narrow(0, offset, outs[i]);
       }
-      out[1 + n + i] = db.narrow(0, offset, outs[i]);
+      out[1 + n + i] = db[static_cast<size_t>(i)];
       offset += outs[i];
     }
     return out;
@@ -91,18 +181,10 @@ class MixedLinearFn : public torch::autograd::Function<MixedLinearFn> {
 at::Tensor ColumnSumFloat(const at::Tensor& x) {
   TORCH_CHECK(x.dim() == 2, "ColumnSumFloat: x must be 2-D, got ", x.sizes());
 #ifdef RINGPILOT_WITH_CUDA
-  const bool kernel_dtype = x.scalar_type() == at::kFloat || x.scalar_type() == at::kBFloat16 ||
-                            x.scalar_type() == at::kHalf;
-  if (x.is_cuda() && kernel_dtype && x.stride(1) == 1 && x.size(1) > 0 &&
-      x.stride(0) >= x.size(1)) {
+  if (ColumnSumKernelTakes(x)) {
     const c10::cuda::CUDAGuard guard(x.device());
     namespace cs = column_sum;
-    cs::Args a;
-    a.in = x.data_ptr();
-    a.dtype = ElementTypeOf(x.scalar_type());
-    a.rows = x.size(0);
-    a.cols = x.size(1);
-    a.ld = x.stride(0);
+    cs::Args a = ColumnSumArgs(x);
     at::Tensor out = at::empty({a.cols}, x.options().dtype(at::kFloat));
     a.out = out.data_ptr<float>();
     // From the caching allocator, so the backward stays capturable.

@@ -35,10 +35,10 @@ at::Tensor ColumnSumFloat(const at::Tensor& x);
 /// in x's dtype (float32 straight from the GEMM when x is float32). x is 2-D.
 ///
 /// `accumulate_into_grad`: where a master's .grad is a contiguous float32 tensor (the
-/// gradient reducer's bucket views), backward adds the weight gradient into it with the
-/// GEMM itself (beta = 1) and returns none for that weight, so autograd's AccumulateGrad
-/// adds nothing (its post-hooks still run, in the same order); other weights as above. Not
-/// under double backward (create_graph).
+/// gradient reducer's bucket views), backward adds the gradient into it itself (a weight's
+/// with the GEMM, beta = 1; a bias's in the column sum's second pass) and returns none for
+/// that master, so autograd's AccumulateGrad adds nothing (its post-hooks still run, in
+/// the same order); other masters as above. Not under double backward (create_graph).
 at::Tensor MixedLinear(const at::Tensor& x, at::TensorList weights, at::TensorList biases,
                        const at::Tensor& shadow_w, const at::Tensor& shadow_b,
                        bool accumulate_into_grad = false);

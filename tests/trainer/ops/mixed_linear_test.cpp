@@ -16,6 +16,7 @@
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
 #include "tests/trainer/cuda_graph_capture.h"
+#include "trainer/ops/column_sum_kernels.h"
 #endif
 
 namespace ringpilot::trainer::ops {
@@ -275,9 +276,9 @@ void CheckAccumulateIntoGrad(const at::TensorOptions& options) {
     const std::string what = "parameter " + std::to_string(i);
     EXPECT_EQ(buckets.hook_calls[i], 1) << what << ": the reducer's hook must fire once";
     EXPECT_EQ(params[i].grad().data_ptr(), buckets.grads[i].data_ptr()) << what << " moved";
-    // The second weight's gradient was added by the GEMM: nothing reaches its accumulator.
-    // The first one's embedding gradient still does; the biases' as always.
-    EXPECT_EQ(buckets.incoming_defined[i], i == 1 ? 0 : 1) << what;
+    // The second weight's gradient was added by the GEMM and the biases' by the column
+    // sum: nothing reaches their accumulators. The first weight's embedding gradient does.
+    EXPECT_EQ(buckets.incoming_defined[i], i == 0 ? 1 : 0) << what;
     offset += params[i].numel();
   }
   // Expected: the earlier contents plus this backward's gradients, in float64.
@@ -295,6 +296,11 @@ void CheckAccumulateIntoGrad(const at::TensorOptions& options) {
             .view(layers[l].weight.sizes());
     EXPECT_LE(RelMaxError(layers[l].weight.grad(), w_before.to(at::kDouble).cpu() + dw), 1e-5)
         << "layer " << l << " weight gradient";
+    const int64_t bias_at =
+        layers[0].weight.numel() + layers[1].weight.numel() + (l == 0 ? 0 : layers[0].bias.numel());
+    const at::Tensor b_before = before.narrow(0, bias_at, n);
+    EXPECT_LE(RelMaxError(layers[l].bias.grad(), b_before.to(at::kDouble).cpu() + r.db), 1e-5)
+        << "layer " << l << " bias gradient";
     offset += n;
   }
 }
@@ -315,12 +321,16 @@ TEST(MixedLinear, AccumulateFallsBackWhereThereIsNoGradientBuffer) {
   ASSERT_TRUE(l.weight.grad().defined());
   const Reference r = ReferenceOf(x, l.weight, l.bias, dy, at::kBFloat16);
   EXPECT_LE(RelMaxError(l.weight.grad(), r.dw), 1e-5);
-  // A second backward accumulates, in place now that the buffer exists.
-  const at::Tensor first = l.weight.grad();
+  ASSERT_TRUE(l.bias.grad().defined());
+  EXPECT_LE(RelMaxError(l.bias.grad(), r.db), 1e-5);
+  // A second backward accumulates, in place now that the buffers exist.
+  const at::Tensor first = l.weight.grad(), first_bias = l.bias.grad();
   shadows.Refresh(at::kBFloat16);
   shadows.Forward(g, x).backward(dy);
   EXPECT_EQ(l.weight.grad().data_ptr(), first.data_ptr());
   EXPECT_LE(RelMaxError(l.weight.grad(), 2 * r.dw), 1e-5);
+  EXPECT_EQ(l.bias.grad().data_ptr(), first_bias.data_ptr());
+  EXPECT_LE(RelMaxError(l.bias.grad(), 2 * r.db), 1e-5);
 }
 
 TEST(ColumnSumFloat, MatchesFloat64SumsOnCpu) {
@@ -364,6 +374,57 @@ TEST_F(MixedLinearCuda, ColumnSumKernelMatchesFloat64AtEveryAlignment) {
     EXPECT_LE((got.to(at::kDouble) - ref).abs().max().item<double>(), bound) << what;
     EXPECT_TRUE(at::equal(got, ColumnSumFloat(x))) << what << ": not deterministic";
   }
+}
+
+// ColumnSumTo: each range's sums where it says (added or overwritten), columns outside
+// every range untouched, the sums bit for bit ColumnSum's, one chunk or many.
+TEST_F(MixedLinearCuda, ColumnSumToRangesAddOrOverwriteWithColumnSumsBits) {
+  torch::manual_seed(9);
+  const auto options = at::device(at::kCUDA);
+  for (const int64_t rows : {int64_t{8192}, int64_t{6}, int64_t{0}}) {
+    const int64_t cols = 2304 + 8;  // three ranges of 768 and padding after them
+    const at::Tensor x = at::randn({rows, cols}, options).to(at::kBFloat16);
+    const at::Tensor sums = ColumnSumFloat(x);
+    const at::Tensor a0 = at::randn({768}, options), a2 = at::randn({768}, options);
+    const at::Tensor dst0 = a0.clone(), dst2 = a2.clone();
+    const at::Tensor dst1 = at::full({768}, 7.0f, options);
+    const at::Tensor guard = at::full({4}, 5.0f, options);  // never a destination
+    const column_sum::ColumnRange ranges[3] = {{dst0.data_ptr<float>(), 0, 768, true},
+                                               {dst1.data_ptr<float>(), 768, 1536, false},
+                                               {dst2.data_ptr<float>(), 1536, 2304, true}};
+    column_sum::Args a;
+    a.in = x.data_ptr();
+    a.dtype = ElementType::kBFloat16;
+    a.rows = rows;
+    a.cols = cols;
+    a.ld = cols;
+    const at::Tensor workspace =
+        at::empty({std::max<int64_t>(1, column_sum::WorkspaceFloatsTo(a))}, options);
+    a.workspace = workspace.data_ptr<float>();
+    const cudaStream_t stream = c10::cuda::getCurrentCUDAStream().stream();
+    ASSERT_EQ(column_sum::ColumnSumTo(a, ranges, 3, stream), nullptr);
+    const std::string what = std::to_string(rows) + " rows";
+    EXPECT_TRUE(at::equal(dst0, a0 + sums.narrow(0, 0, 768))) << what << ": added range";
+    EXPECT_TRUE(at::equal(dst1, sums.narrow(0, 768, 768))) << what << ": overwritten range";
+    EXPECT_TRUE(at::equal(dst2, a2 + sums.narrow(0, 1536, 768))) << what << ": added range";
+    EXPECT_TRUE(at::equal(guard, at::full({4}, 5.0f, options))) << what;
+  }
+  // Ranges out of order, overlapping or past the columns are refused.
+  const at::Tensor x = at::zeros({4, 16}, options);
+  const at::Tensor out = at::zeros({16}, options);
+  column_sum::Args a;
+  a.in = x.data_ptr();
+  a.dtype = ElementType::kFloat32;
+  a.rows = 4;
+  a.cols = 16;
+  a.ld = 16;
+  a.workspace = out.data_ptr<float>();
+  const column_sum::ColumnRange overlapping[2] = {{out.data_ptr<float>(), 0, 8, false},
+                                                  {out.data_ptr<float>(), 4, 12, false}};
+  const column_sum::ColumnRange past[1] = {{out.data_ptr<float>(), 8, 17, false}};
+  const cudaStream_t stream = c10::cuda::getCurrentCUDAStream().stream();
+  EXPECT_NE(column_sum::ColumnSumTo(a, overlapping, 2, stream), nullptr);
+  EXPECT_NE(column_sum::ColumnSumTo(a, past, 1, stream), nullptr);
 }
 
 // The autocast reference: at::linear on float32 tensors under CUDA bf16 autocast.
