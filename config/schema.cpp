@@ -135,12 +135,13 @@ std::vector<KeySpec> BuildSchema() {
   s.push_back(BoolKey("model.mixed_linear", Member(&JC::model, &ModelConfig::mixed_linear),
                       "BERT on CUDA with precision bf16: linear layers on low-precision copies of "
                       "the weights refreshed once per step, query/key/value as one GEMM, float32 "
-                      "gradients straight from the GEMMs (false: at::linear under autocast)"));
+                      "gradients straight from the GEMMs, GELU's backward and the intermediate "
+                      "layer's bias gradient in one pass (false: at::linear under autocast)"));
   s.push_back(BoolKey("model.mixed_linear_accumulate",
                       Member(&JC::model, &ModelConfig::mixed_linear_accumulate),
-                      "with model.mixed_linear (no effect without it): the backward GEMM adds each "
-                      "weight gradient into the gradient buffer itself (beta = 1) instead of "
-                      "autograd adding it after"));
+                      "with model.mixed_linear (no effect without it): backward adds each weight "
+                      "gradient (the GEMM, beta = 1) and bias gradient (the column sum) into the "
+                      "gradient buffer itself instead of autograd adding it after"));
   s.push_back(BoolKey("model.fused_residual_norm",
                       Member(&JC::model, &ModelConfig::fused_residual_norm),
                       "BERT with model.mixed_linear (no effect without it): each residual "

@@ -39,6 +39,14 @@ at::Tensor ApplyLinear(nn::Linear& layer, int group, const at::Tensor& x,
   return mixed != nullptr ? mixed->Forward(group, x) : layer(x);
 }
 
+// gelu(ApplyLinear(...)): with `mixed`, GELU inside MixedLinear (its backward also makes the
+// bias gradient in the same pass).
+at::Tensor ApplyLinearGelu(nn::Linear& layer, int group, const at::Tensor& x,
+                           const ops::ShadowWeights* mixed) {
+  return mixed != nullptr ? mixed->Forward(group, x, ops::LinearActivation::kGelu)
+                          : at::gelu(layer(x));
+}
+
 // A layer's activations: float32 `x` (the residual stream) and, with the fused residual
 // blocks, `low`: x already in the autocast dtype for the next linear layer.
 struct Hidden {
@@ -101,8 +109,8 @@ struct LayerImpl : nn::Module {
       const ops::ResidualNorm a =
           ops::ResidualLayerNorm(mixed->Forward(attn_out_group, ctx), rows, attn_norm->weight,
                                  attn_norm->bias, attn_norm->options.eps(), p, accumulate);
-      const at::Tensor f =
-          mixed->Forward(out_group, at::gelu(mixed->Forward(inter_group, a.out_low)));
+      const at::Tensor f = mixed->Forward(
+          out_group, mixed->Forward(inter_group, a.out_low, ops::LinearActivation::kGelu));
       const ops::ResidualNorm o = ops::ResidualLayerNorm(f, a.out, out_norm->weight, out_norm->bias,
                                                          out_norm->options.eps(), p, accumulate);
       return {o.out.view({b, l, h}), o.out_low.view({b, l, h})};
@@ -111,7 +119,7 @@ struct LayerImpl : nn::Module {
         ApplyNorm(attn_norm,
                   ops::Dropout(ApplyLinear(attn_out, attn_out_group, ctx, mixed), p) + rows, mixed);
     at::Tensor f =
-        ApplyLinear(out, out_group, at::gelu(ApplyLinear(inter, inter_group, a, mixed)), mixed);
+        ApplyLinear(out, out_group, ApplyLinearGelu(inter, inter_group, a, mixed), mixed);
     return {ApplyNorm(out_norm, ops::Dropout(f, p) + a, mixed).view({b, l, h}), {}};
   }
 
@@ -191,7 +199,7 @@ class Bert : public Model {
   at::Tensor Logits(const at::Tensor& ids) override {
     const at::Tensor hidden = Encode(ids, nullptr);
     const at::Tensor t = ApplyNorm(
-        head_norm, at::gelu(ApplyLinear(head_transform, head_group_, hidden, nullptr)), nullptr);
+        head_norm, ApplyLinearGelu(head_transform, head_group_, hidden, nullptr), nullptr);
     return at::linear(t, word->weight, decoder_bias);
   }
 
@@ -247,8 +255,8 @@ class Bert : public Model {
     at::Tensor rows = hidden.gather(1, pos.unsqueeze(-1).expand({b, m, h})).reshape({b * m, h});
     MaskedRows out;
     out.labels = target.gather(1, pos).reshape({b * m});
-    out.rows = ApplyNorm(head_norm, at::gelu(ApplyLinear(head_transform, head_group_, rows, mixed)),
-                         mixed);
+    out.rows =
+        ApplyNorm(head_norm, ApplyLinearGelu(head_transform, head_group_, rows, mixed), mixed);
     return out;
   }
 

@@ -7,34 +7,18 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
+#include "trainer/ops/column_sum_device.cuh"
 #include "trainer/ops/cuda_elements.cuh"
 
 namespace ringpilot::trainer::ops::column_sum {
 namespace {
 
-constexpr int kBlockX = 32;
-constexpr int kBlockY = 8;
-// Enough blocks of 256 threads to keep several per SM streaming on any current GPU;
-// more only lengthens the second pass.
-constexpr int64_t kTargetBlocks = 1024;
-constexpr int64_t kMaxChunks = 256;
-
-struct Plan {
-  int vec = 1;
-  int64_t x_blocks = 0, chunks = 0, rows_per_chunk = 0;
-};
-
-Plan MakePlan(int64_t rows, int64_t cols, int vec) {
-  Plan p;
-  p.vec = vec;
-  const int64_t threads_x = (cols + vec - 1) / vec;
-  p.x_blocks = (threads_x + kBlockX - 1) / kBlockX;
-  const int64_t max_chunks = std::max<int64_t>(1, (rows + kBlockY - 1) / kBlockY);
-  p.chunks = std::min({std::max<int64_t>(1, kTargetBlocks / p.x_blocks), kMaxChunks, max_chunks});
-  p.rows_per_chunk = (rows + p.chunks - 1) / p.chunks;
-  p.chunks = std::max<int64_t>(1, (rows + p.rows_per_chunk - 1) / p.rows_per_chunk);
-  return p;
-}
+using detail::ChunkPartials;
+using detail::kBlockX;
+using detail::kBlockY;
+using detail::MakePlan;
+using detail::Outputs;
+using detail::Plan;
 
 // Widest load every row start allows: 16 bytes, else 4 bytes (two 16-bit values), else one.
 Plan MakePlan(const Args& a) {
@@ -91,56 +75,6 @@ struct LayerNormRows {  // sums of dy * x_hat and of dy
     }
   }
 };
-
-template <int N>
-struct Outputs {
-  float* p[N];  ///< accumulator k's [chunks, cols] partial sums (or final sums: one chunk)
-};
-
-// Block (x, y): columns [(x * 32 + tx) * VEC, + VEC), rows of chunk y in steps of 8;
-// the 8 row-threads of a column combine in shared memory, in a fixed order.
-template <typename Rows>
-__global__ void __launch_bounds__(kBlockX* kBlockY)
-    ChunkPartials(Rows src, int64_t rows, int64_t cols, int64_t rows_per_chunk,
-                  Outputs<Rows::kAccumulators> out) {
-  constexpr int kN = Rows::kAccumulators, VEC = Rows::kVec;
-  __shared__ float smem[kN][kBlockY][kBlockX * VEC];
-  const int tx = threadIdx.x, ty = threadIdx.y;
-  const int64_t c0 = (int64_t{blockIdx.x} * kBlockX + tx) * VEC;
-  float acc[kN][VEC];
-#pragma unroll
-  for (int k = 0; k < kN; ++k) {
-#pragma unroll
-    for (int i = 0; i < VEC; ++i) acc[k][i] = 0.f;
-  }
-  if (c0 < cols) {
-    const int64_t begin = int64_t{blockIdx.y} * rows_per_chunk;
-    const int64_t end = min(rows, begin + rows_per_chunk);
-#pragma unroll 4
-    for (int64_t r = begin + ty; r < end; r += kBlockY) src.Add(r, c0, acc);
-  }
-#pragma unroll
-  for (int k = 0; k < kN; ++k) {
-#pragma unroll
-    for (int i = 0; i < VEC; ++i) smem[k][ty][tx * VEC + i] = acc[k][i];
-  }
-  __syncthreads();
-  if (ty == 0 && c0 < cols) {
-    for (int y = 1; y < kBlockY; ++y) {
-#pragma unroll
-      for (int k = 0; k < kN; ++k) {
-#pragma unroll
-        for (int i = 0; i < VEC; ++i) acc[k][i] += smem[k][y][tx * VEC + i];
-      }
-    }
-#pragma unroll
-    for (int k = 0; k < kN; ++k) {
-      float* dst = out.p[k] + int64_t{blockIdx.y} * cols + c0;
-#pragma unroll
-      for (int i = 0; i < VEC; ++i) dst[i] = acc[k][i];
-    }
-  }
-}
 
 // SumChunks's destinations: column c goes to out[k][c - begin[k]] for the range k holding
 // it (none: not written).
@@ -239,6 +173,26 @@ bool BadInput(const Args& a) {
   return (a.in == nullptr && a.rows > 0) || a.rows < 0 || a.cols <= 0 || a.ld < a.cols;
 }
 
+// The ranges as SumChunks's kernel argument, checked.
+const char* ToTargets(const ColumnRange* ranges, int range_count, int64_t cols, Targets* t) {
+  if (range_count < 0 || range_count > kMaxColumnRanges || (range_count > 0 && ranges == nullptr)) {
+    return "column_sum: null ranges or too many of them";
+  }
+  t->count = range_count;
+  for (int k = 0; k < range_count; ++k) {
+    const ColumnRange& r = ranges[k];
+    if (r.out == nullptr || r.begin < 0 || r.end <= r.begin || r.end > cols ||
+        (k > 0 && r.begin < ranges[k - 1].end)) {
+      return "column_sum: ranges must be non-empty, ascending, disjoint and within the columns";
+    }
+    t->out[k] = r.out;
+    t->begin[k] = r.begin;
+    t->end[k] = r.end;
+    t->accumulate[k] = r.accumulate;
+  }
+  return nullptr;
+}
+
 }  // namespace
 
 int64_t WorkspaceFloatsTo(const Args& args) {
@@ -248,23 +202,9 @@ int64_t WorkspaceFloatsTo(const Args& args) {
 
 const char* ColumnSumTo(const Args& a, const ColumnRange* ranges, int range_count,
                         cudaStream_t stream) {
-  if (BadInput(a) || range_count < 0 || range_count > kMaxColumnRanges ||
-      (range_count > 0 && ranges == nullptr)) {
-    return "column_sum: null pointer, bad shape or too many ranges";
-  }
-  Targets t;
-  t.count = range_count;
-  for (int k = 0; k < range_count; ++k) {
-    const ColumnRange& r = ranges[k];
-    if (r.out == nullptr || r.begin < 0 || r.end <= r.begin || r.end > a.cols ||
-        (k > 0 && r.begin < ranges[k - 1].end)) {
-      return "column_sum: ranges must be non-empty, ascending, disjoint and within the columns";
-    }
-    t.out[k] = r.out;
-    t.begin[k] = r.begin;
-    t.end[k] = r.end;
-    t.accumulate[k] = r.accumulate;
-  }
+  if (BadInput(a)) return "column_sum: null pointer or bad shape";
+  Targets checked;
+  if (const char* e = ToTargets(ranges, range_count, a.cols, &checked)) return e;
   if (range_count == 0) return nullptr;
   if (a.rows == 0) {
     // No rows: sums of zero. Overwritten ranges become 0; accumulated ones keep their values.
@@ -282,8 +222,19 @@ const char* ColumnSumTo(const Args& a, const ColumnRange* ranges, int range_coun
   // adds into each range's destination. The partials are ColumnSum's, so the sums are too.
   const Plan p = MakePlan(a);
   LaunchColumnPartials(a, p, a.workspace, stream);
-  LaunchSumChunks(a.workspace, p.chunks, a.cols, t, stream);
-  return cudaGetLastError() == cudaSuccess ? nullptr : "column_sum: kernel launch failed";
+  return SumPartialsTo(a.workspace, p.chunks, a.cols, ranges, range_count, stream);
+}
+
+const char* SumPartialsTo(const float* partial, int64_t chunks, int64_t cols,
+                          const ColumnRange* ranges, int range_count, cudaStream_t stream) {
+  if (partial == nullptr || chunks <= 0 || cols <= 0) {
+    return "column_sum: SumPartialsTo: null pointer or empty shape";
+  }
+  Targets t;
+  if (const char* e = ToTargets(ranges, range_count, cols, &t)) return e;
+  if (range_count == 0) return nullptr;
+  LaunchSumChunks(partial, chunks, cols, t, stream);
+  return cudaGetLastError() == cudaSuccess ? nullptr : "column_sum: SumChunks launch failed";
 }
 
 int64_t WorkspaceFloats(const Args& args) {

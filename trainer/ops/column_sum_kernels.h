@@ -56,6 +56,11 @@ int64_t WorkspaceFloatsTo(const Args& args);
 const char* ColumnSumTo(const Args& args, const ColumnRange* ranges, int range_count,
                         cudaStream_t stream);
 
+/// ColumnSumTo's second pass for other kernels' per-chunk partial sums (`chunks` rows of
+/// `cols`, laid out as column_sum_device.cuh's ChunkPartials writes them). One kernel.
+const char* SumPartialsTo(const float* partial, int64_t chunks, int64_t cols,
+                          const ColumnRange* ranges, int range_count, cudaStream_t stream);
+
 /// out[c] (+)= sum over k of partial[k * cols + c], k in [0, chunks), in a fixed order
 /// (the second pass of ColumnSum, for other kernels' per-block partial sums); adds to out
 /// when `accumulate`, else overwrites it. One kernel, capturable.

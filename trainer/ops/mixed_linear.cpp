@@ -14,6 +14,7 @@
 #include <c10/cuda/CUDAGuard.h>
 
 #include "trainer/ops/column_sum_kernels.h"
+#include "trainer/ops/gelu_kernels.h"
 #include "trainer/ops/tensor_element_type.h"
 #endif
 
@@ -54,6 +55,39 @@ column_sum::Args ColumnSumArgs(const at::Tensor& x) {
 }
 #endif
 
+#ifdef RINGPILOT_WITH_CUDA
+// The column ranges of the bias gradients' sums (BiasGradients' contract): `into[i]` where
+// defined, else a new float32 tensor put in (*result)[i]; on `like`'s device.
+std::vector<column_sum::ColumnRange> BiasRanges(const at::Tensor& like,
+                                                const std::vector<int64_t>& outs,
+                                                const std::vector<at::Tensor>& into,
+                                                std::vector<at::Tensor>* result) {
+  const size_t n = outs.size();
+  result->assign(n, at::Tensor());
+  auto in_place = [&](size_t i) { return i < into.size() && into[i].defined(); };
+  int64_t total = 0;
+  bool returned = false;  // some sum goes back to autograd: it needs a tensor of its own
+  for (size_t i = 0; i < n; ++i) {
+    total += outs[i];
+    returned = returned || !in_place(i);
+  }
+  const at::Tensor db =
+      returned ? at::empty({total}, like.options().dtype(at::kFloat)) : at::Tensor();
+  std::vector<column_sum::ColumnRange> ranges(n);
+  int64_t offset = 0;
+  for (size_t i = 0; i < n; ++i) {
+    if (in_place(i)) {
+      ranges[i] = {into[i].data_ptr<float>(), offset, offset + outs[i], true};
+    } else {
+      (*result)[i] = db.narrow(0, offset, outs[i]);
+      ranges[i] = {(*result)[i].data_ptr<float>(), offset, offset + outs[i], false};
+    }
+    offset += outs[i];
+  }
+  return ranges;
+}
+#endif
+
 // The bias gradients of a group's layers (column sums of dy over each layer's `outs`
 // columns, in order; padding columns past them ignored). Where `into[i]` is defined (the
 // layer's .grad, CanAccumulateInto checked by the caller) the sums are added into it and
@@ -68,25 +102,7 @@ std::vector<at::Tensor> BiasGradients(const at::Tensor& dy, const std::vector<in
 #ifdef RINGPILOT_WITH_CUDA
   if (ColumnSumKernelTakes(dy) && n <= static_cast<size_t>(column_sum::kMaxColumnRanges)) {
     const c10::cuda::CUDAGuard guard(dy.device());
-    int64_t total = 0;
-    bool returned = false;  // some sum goes back to autograd: it needs a tensor of its own
-    for (size_t i = 0; i < n; ++i) {
-      total += outs[i];
-      returned = returned || !in_place(i);
-    }
-    const at::Tensor db =
-        returned ? at::empty({total}, dy.options().dtype(at::kFloat)) : at::Tensor();
-    std::vector<column_sum::ColumnRange> ranges(n);
-    int64_t offset = 0;
-    for (size_t i = 0; i < n; ++i) {
-      if (in_place(i)) {
-        ranges[i] = {into[i].data_ptr<float>(), offset, offset + outs[i], true};
-      } else {
-        result[i] = db.narrow(0, offset, outs[i]);
-        ranges[i] = {result[i].data_ptr<float>(), offset, offset + outs[i], false};
-      }
-      offset += outs[i];
-    }
+    const std::vector<column_sum::ColumnRange> ranges = BiasRanges(dy, outs, into, &result);
     column_sum::Args a = ColumnSumArgs(dy);
     // From the caching allocator, so the backward stays capturable.
     at::Tensor workspace =
@@ -112,20 +128,62 @@ std::vector<at::Tensor> BiasGradients(const at::Tensor& dy, const std::vector<in
   return result;
 }
 
+// GELU's backward for `grad_out` at GELU's input `h`, and the bias gradients of the
+// group's layers from it (BiasGradients' contract for `into` and *bias). Returns h's
+// gradient. On CUDA in one pass over the rows (gelu_kernels.h): the bias sums come from
+// the values as they are written, not from a second read.
+at::Tensor GeluBackwardAndBiasGradients(const at::Tensor& grad_out, const at::Tensor& h,
+                                        const std::vector<int64_t>& outs,
+                                        const std::vector<at::Tensor>& into,
+                                        std::vector<at::Tensor>* bias) {
+#ifdef RINGPILOT_WITH_CUDA
+  const bool low = h.scalar_type() == at::kBFloat16 || h.scalar_type() == at::kHalf;
+  if (h.is_cuda() && low && grad_out.scalar_type() == h.scalar_type() && h.dim() == 2 &&
+      h.size(0) > 0 && h.size(1) > 0 && h.is_contiguous() && grad_out.is_contiguous() &&
+      grad_out.sizes() == h.sizes() && outs.size() <= size_t{column_sum::kMaxColumnRanges}) {
+    const c10::cuda::CUDAGuard guard(h.device());
+    at::Tensor grad_in = at::empty_like(h);
+    std::vector<column_sum::ColumnRange> ranges = BiasRanges(h, outs, into, bias);
+    gelu::BackwardArgs a;
+    a.grad_out = grad_out.data_ptr();
+    a.input = h.data_ptr();
+    a.grad_input = grad_in.data_ptr();
+    a.dtype = ElementTypeOf(h.scalar_type());
+    a.rows = h.size(0);
+    a.cols = h.size(1);
+    a.ranges = ranges.data();
+    a.range_count = static_cast<int>(ranges.size());
+    // From the caching allocator, so the backward stays capturable.
+    at::Tensor workspace = at::empty({gelu::WorkspaceFloats(a)}, h.options().dtype(at::kFloat));
+    a.workspace = workspace.data_ptr<float>();
+    const char* error = gelu::Backward(a, at::cuda::getCurrentCUDAStream(h.get_device()));
+    TORCH_CHECK(error == nullptr, "MixedLinear GELU backward: ", error);
+    return grad_in;
+  }
+#endif
+  at::Tensor grad_in = at::gelu_backward(grad_out, h);
+  *bias = BiasGradients(grad_in, outs, into);
+  return grad_in;
+}
+
 class MixedLinearFn : public torch::autograd::Function<MixedLinearFn> {
  public:
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, at::TensorList weights,
                             at::TensorList biases, const at::Tensor& shadow_w,
-                            const at::Tensor& shadow_b, bool accumulate_into_grad) {
+                            const at::Tensor& shadow_b, bool accumulate_into_grad,
+                            LinearActivation activation) {
     const at::Tensor xl =
         x.scalar_type() == shadow_w.scalar_type() ? x : x.to(shadow_w.scalar_type());
+    const at::Tensor y = at::addmm(shadow_b, xl, shadow_w.t());
     // With accumulate_into_grad the weights and biases themselves are saved, to reach
-    // their .grad.
+    // their .grad; with GELU its input, last.
     variable_list saved = {xl, shadow_w};
     if (accumulate_into_grad) {
       saved.insert(saved.end(), weights.begin(), weights.end());
       saved.insert(saved.end(), biases.begin(), biases.end());
     }
+    const bool gelu = activation == LinearActivation::kGelu;
+    if (gelu) saved.push_back(y);
     ctx->save_for_backward(saved);
     std::vector<int64_t> outs;
     outs.reserve(weights.size());
@@ -133,20 +191,16 @@ class MixedLinearFn : public torch::autograd::Function<MixedLinearFn> {
     ctx->saved_data["outs"] = outs;
     ctx->saved_data["x_float"] = x.scalar_type() == at::kFloat;
     ctx->saved_data["accumulate"] = accumulate_into_grad;
-    return at::addmm(shadow_b, xl, shadow_w.t());
+    ctx->saved_data["gelu"] = gelu;
+    return gelu ? at::gelu(y) : y;
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     const variable_list saved = ctx->get_saved_variables();
     const at::Tensor& xl = saved[0];
     const at::Tensor& w = saved[1];
-    const at::Tensor& dy = grads[0];
     const std::vector<int64_t> outs = ctx->saved_data["outs"].toIntVector();
     const auto n = static_cast<int64_t>(outs.size());
-    variable_list out(static_cast<size_t>(1 + 2 * n + 3));
-    if (ctx->needs_input_grad(0)) {
-      out[0] = ctx->saved_data["x_float"].toBool() ? MatmulIn(dy, w, at::kFloat) : at::mm(dy, w);
-    }
     const bool accumulate = ctx->saved_data["accumulate"].toBool();
     std::vector<at::Tensor> bias_grads;  // each layer's .grad where it takes the sum in place
     if (accumulate) {
@@ -156,7 +210,18 @@ class MixedLinearFn : public torch::autograd::Function<MixedLinearFn> {
         bias_grads.push_back(CanAccumulateInto(grad, bias) ? grad : at::Tensor());
       }
     }
-    const std::vector<at::Tensor> db = BiasGradients(dy, outs, bias_grads);
+    // dy: the gradient of the GEMM's output (through GELU's backward when there is one).
+    at::Tensor dy = grads[0];
+    std::vector<at::Tensor> db;
+    if (ctx->saved_data["gelu"].toBool()) {
+      dy = GeluBackwardAndBiasGradients(grads[0], saved.back(), outs, bias_grads, &db);
+    } else {
+      db = BiasGradients(dy, outs, bias_grads);
+    }
+    variable_list out(static_cast<size_t>(1 + 2 * n + 4));
+    if (ctx->needs_input_grad(0)) {
+      out[0] = ctx->saved_data["x_float"].toBool() ? MatmulIn(dy, w, at::kFloat) : at::mm(dy, w);
+    }
     at::Tensor dw;  // all layers' weight gradients, for those not accumulated in place
     int64_t offset = 0;
     for (int64_t i = 0; i < n; ++i) {
@@ -201,8 +266,14 @@ at::Tensor ColumnSumFloat(const at::Tensor& x) {
 
 at::Tensor MixedLinear(const at::Tensor& x, at::TensorList weights, at::TensorList biases,
                        const at::Tensor& shadow_w, const at::Tensor& shadow_b,
-                       bool accumulate_into_grad) {
-  return MixedLinearFn::apply(x, weights, biases, shadow_w, shadow_b, accumulate_into_grad);
+                       bool accumulate_into_grad, LinearActivation activation) {
+  int64_t outputs = 0;
+  for (const at::Tensor& w : weights) outputs += w.size(0);
+  TORCH_CHECK(activation == LinearActivation::kNone || shadow_w.size(0) == outputs,
+              "MixedLinear: an activation on padded outputs (", shadow_w.size(0), " rows for ",
+              outputs, " outputs)");
+  return MixedLinearFn::apply(x, weights, biases, shadow_w, shadow_b, accumulate_into_grad,
+                              activation);
 }
 
 int ShadowWeights::AddGroup(std::vector<at::Tensor> weights, std::vector<at::Tensor> biases,
@@ -293,9 +364,11 @@ void ShadowWeights::Refresh(at::ScalarType dtype) {
   at::_foreach_copy_(shadows_, masters_);
 }
 
-at::Tensor ShadowWeights::Forward(int group, const at::Tensor& x) const {
+at::Tensor ShadowWeights::Forward(int group, const at::Tensor& x,
+                                  LinearActivation activation) const {
   const Group& g = groups_.at(static_cast<size_t>(group));
-  return MixedLinear(x, g.weights, g.biases, g.shadow_w, g.shadow_b, options_.accumulate_into_grad);
+  return MixedLinear(x, g.weights, g.biases, g.shadow_w, g.shadow_b, options_.accumulate_into_grad,
+                     activation);
 }
 
 }  // namespace ringpilot::trainer::ops

@@ -20,6 +20,14 @@ namespace ringpilot::trainer::ops {
 /// deterministic; elsewhere at::sum. Not differentiable.
 at::Tensor ColumnSumFloat(const at::Tensor& x);
 
+/// What MixedLinear applies to the GEMM's output.
+enum class LinearActivation {
+  kNone,
+  /// Exact (erf) GELU, as at::gelu: y = gelu(x W^T + b). Backward runs GELU's gradient and
+  /// the bias gradients' column sums in one pass on CUDA (trainer/ops/gelu_kernels.h).
+  kGelu,
+};
+
 /// y = x W^T + b with the low-precision weight and bias `shadow_w` [N, K] and `shadow_b`
 /// [N] (N = the sum of the layers' output features, or more: rows past the layers' are
 /// padding, see ShadowGroupOptions), i.e. the layers of `weights` / `biases` (float32
@@ -39,9 +47,13 @@ at::Tensor ColumnSumFloat(const at::Tensor& x);
 /// with the GEMM, beta = 1; a bias's in the column sum's second pass) and returns none for
 /// that master, so autograd's AccumulateGrad adds nothing (its post-hooks still run, in
 /// the same order); other masters as above. Not under double backward (create_graph).
+///
+/// `activation` kGelu: y = gelu(x W^T + b), the GEMM's output saved for backward (as
+/// at::gelu's autograd saves its input); not with padded outputs (gelu(-inf) is NaN).
 at::Tensor MixedLinear(const at::Tensor& x, at::TensorList weights, at::TensorList biases,
                        const at::Tensor& shadow_w, const at::Tensor& shadow_b,
-                       bool accumulate_into_grad = false);
+                       bool accumulate_into_grad = false,
+                       LinearActivation activation = LinearActivation::kNone);
 
 /// How one group's shadow is laid out.
 struct ShadowGroupOptions {
@@ -79,8 +91,10 @@ class ShadowWeights {
   void Refresh(at::ScalarType dtype);
 
   /// MixedLinear of group `group` on x ([rows, K]): [rows, OutputWidth(group)], the sum
-  /// of the group's n_i and then its padding.
-  at::Tensor Forward(int group, const at::Tensor& x) const;
+  /// of the group's n_i and then its padding; `activation` applied to it (kGelu: not for a
+  /// padded group).
+  at::Tensor Forward(int group, const at::Tensor& x,
+                     LinearActivation activation = LinearActivation::kNone) const;
 
   /// The width of `group`'s output: the sum of its n_i, rounded up to its pad_outputs_to.
   int64_t OutputWidth(int group) const;

@@ -8,6 +8,7 @@
 #include <torch/torch.h>
 
 #include "tests/trainer/accumulate_grad_probe.h"
+#include "tests/trainer/ops/linear_test_util.h"
 #include "trainer/ops/linear_cross_entropy.h"
 #include "trainer/ops/mixed_linear.h"
 
@@ -21,22 +22,6 @@
 
 namespace ringpilot::trainer::ops {
 namespace {
-
-// Largest |a - ref| relative to the largest |ref|.
-double RelMaxError(const at::Tensor& a, const at::Tensor& ref) {
-  const at::Tensor r = ref.to(at::kDouble).cpu();
-  const double mag = r.abs().max().item<double>();
-  return (a.to(at::kDouble).cpu() - r).abs().max().item<double>() / (mag > 0 ? mag : 1.0);
-}
-
-struct Layer {
-  at::Tensor weight, bias;  // float32 leaves
-};
-
-Layer MakeLayer(int64_t out, int64_t in, const at::TensorOptions& options) {
-  return {at::randn({out, in}, options).mul_(0.05).requires_grad_(),
-          at::randn({out}, options).mul_(0.1).requires_grad_()};
-}
 
 // Reference gradients in float64 from the low-precision operands MixedLinear uses:
 // y = xl wl^T + bl; dW = dy^T xl, db = sum(dy), dx = dy wl.
