@@ -40,7 +40,9 @@ say() { echo "gpu_step_options +$(($(date +%s) - T0))s: $*" | tee -a "$OUTDIR/pr
 
 tests=(trainer_ops_space_to_depth_conv_test trainer_ops_pointwise_conv_test
        trainer_ops_fused_batch_norm_accumulate_test trainer_ops_fused_batch_norm_test
-       trainer_ops_max_pool_test trainer_ops_mixed_linear_test trainer_models_resnet_test)
+       trainer_ops_max_pool_test trainer_ops_mixed_linear_test trainer_ops_mixed_linear_gelu_test
+       trainer_ops_residual_norm_test
+       trainer_models_resnet_test)
 gpu_build_test "${tests[@]}" >"$OUTDIR/test-build.log" 2>&1 || say "test build failed"
 for t in "${tests[@]}"; do
   timeout 300 "$(gpu_test_binary "$t")" >"$OUTDIR/$t.txt" 2>&1

@@ -132,7 +132,7 @@ __global__ void __launch_bounds__(kThreads) ForwardKernel(ForwardArgs a) {
 template <typename T, int VPL>
 __global__ void __launch_bounds__(kThreads, kBackwardBlocksPerSm)
     BackwardKernel(BackwardArgs a, int64_t rows_per_block, float* partial_w, float* partial_b) {
-  extern __shared__ float smem[];  // [warp][2][cols]
+  extern __shared__ __align__(16) float smem[];  // [warp][2][cols]
   const int lane = threadIdx.x % kWarp, warp = threadIdx.x / kWarp;
   const int64_t groups = a.cols / 4;
   const float cols = static_cast<float>(a.cols);
@@ -169,15 +169,21 @@ __global__ void __launch_bounds__(kThreads, kBackwardBlocksPerSm)
       const float4 zv = Load4(a.z + e);
       const float4 wv = __ldg(reinterpret_cast<const float4*>(a.weight) + g);
       const float zz[4] = {zv.x, zv.y, zv.z, zv.w}, w[4] = {wv.x, wv.y, wv.z, wv.w};
+      // The lane's four columns as one 16-byte shared-memory access each way: as four
+      // scalar ones (lanes 4 floats apart) every access was a 4-way bank conflict.
+      const float4 aw = Load4(acc_w + g * 4), ab = Load4(acc_b + g * 4);
+      float nw[4] = {aw.x, aw.y, aw.z, aw.w}, nb[4] = {ab.x, ab.y, ab.z, ab.w};
 #pragma unroll
       for (int i = 0; i < 4; ++i) {
         xh[j][i] = (zz[i] - mean) * rstd;
         const float gwd = dy[j][i] * w[i];
         s1 += gwd;
         s2 += gwd * xh[j][i];
-        acc_w[g * 4 + i] += dy[j][i] * xh[j][i];
-        acc_b[g * 4 + i] += dy[j][i];
+        nw[i] += dy[j][i] * xh[j][i];
+        nb[i] += dy[j][i];
       }
+      Store4(acc_w + g * 4, nw);
+      Store4(acc_b + g * 4, nb);
     }
     s1 = WarpSum(s1) / cols;
     s2 = WarpSum(s2) / cols;
