@@ -146,7 +146,7 @@ std::vector<KeySpec> BuildSchema() {
                       Member(&JC::model, &ModelConfig::fused_residual_norm),
                       "BERT with model.mixed_linear (no effect without it): each residual "
                       "block's dropout, float32 add and LayerNorm, and the cast of its output "
-                      "for the next linear layer, in one CUDA kernel (backward: three)"));
+                      "for the next linear layer, in one CUDA kernel (backward: two)"));
   s.push_back(FloatKey("model.dropout", Member(&JC::model, &ModelConfig::dropout), 0, false, 1,
                        true, "BERT dropout probability (0 makes runs comparable)"));
   s.push_back(IntKey("model.seq_len", Member(&JC::model, &ModelConfig::seq_len), 8, 8192,

@@ -125,13 +125,14 @@ __global__ void __launch_bounds__(kThreads) ForwardKernel(ForwardArgs a) {
 }
 
 // One warp per row, rows [blockIdx.x * rows_per_block, +rows_per_block) in steps of 4
-// warps; the block's parameter-gradient sums go to partial row blockIdx.x. Each warp adds
+// warps; the block's parameter-gradient sums go to partial row blockIdx.x ([weight sums |
+// bias sums], 2 * cols). Each warp adds
 // its rows' dy * x_hat and dy into its own shared-memory rows (a lane owns its columns:
 // no races), not registers: at 164 registers a thread, 3 blocks fitted an SM and the
 // kernel ran at a third of memory speed. The weights come from L1 for the same reason.
 template <typename T, int VPL>
 __global__ void __launch_bounds__(kThreads, kBackwardBlocksPerSm)
-    BackwardKernel(BackwardArgs a, int64_t rows_per_block, float* partial_w, float* partial_b) {
+    BackwardKernel(BackwardArgs a, int64_t rows_per_block, float* partial) {
   extern __shared__ __align__(16) float smem[];  // [warp][2][cols]
   const int lane = threadIdx.x % kWarp, warp = threadIdx.x / kWarp;
   const int64_t groups = a.cols / 4;
@@ -221,8 +222,8 @@ __global__ void __launch_bounds__(kThreads, kBackwardBlocksPerSm)
       w += smem[int64_t{k} * 2 * a.cols + c];
       b += smem[int64_t{k} * 2 * a.cols + a.cols + c];
     }
-    partial_w[int64_t{blockIdx.x} * a.cols + c] = w;
-    partial_b[int64_t{blockIdx.x} * a.cols + c] = b;
+    partial[int64_t{blockIdx.x} * 2 * a.cols + c] = w;
+    partial[int64_t{blockIdx.x} * 2 * a.cols + a.cols + c] = b;
   }
 }
 
@@ -251,11 +252,10 @@ template <typename T, int VPL>
 void LaunchBackward(const BackwardArgs& a, cudaStream_t stream) {
   const int64_t blocks = BackwardBlocks(a.rows);
   const int64_t rows_per_block = (a.rows + blocks - 1) / blocks;
-  float* partial_w = a.workspace;
-  float* partial_b = a.workspace + blocks * a.cols;
+
   const size_t smem = kWarpsPerBlock * 2 * static_cast<size_t>(a.cols) * sizeof(float);
-  BackwardKernel<T, VPL><<<static_cast<unsigned>(blocks), kThreads, smem, stream>>>(
-      a, rows_per_block, partial_w, partial_b);
+  BackwardKernel<T, VPL>
+      <<<static_cast<unsigned>(blocks), kThreads, smem, stream>>>(a, rows_per_block, a.workspace);
 }
 
 // f(std::integral_constant<int, VPL>) for the instantiated VPL.
@@ -335,12 +335,11 @@ const char* Backward(const BackwardArgs& a, cudaStream_t stream) {
   }
   if (cudaGetLastError() != cudaSuccess) return "residual_norm: backward launch failed";
   const int64_t blocks = BackwardBlocks(a.rows);
-  if (const char* e = column_sum::SumPartials(a.workspace, blocks, a.cols, a.grad_weight,
-                                              a.accumulate, stream)) {
-    return e;
-  }
-  return column_sum::SumPartials(a.workspace + blocks * a.cols, blocks, a.cols, a.grad_bias,
-                                 a.accumulate, stream);
+  // One partial row per block holds both sums side by side ([weight | bias]): one second
+  // pass writes both gradients.
+  const column_sum::ColumnRange ranges[2] = {{a.grad_weight, 0, a.cols, a.accumulate},
+                                             {a.grad_bias, a.cols, 2 * a.cols, a.accumulate}};
+  return column_sum::SumPartialsTo(a.workspace, blocks, 2 * a.cols, ranges, 2, stream);
 }
 
 }  // namespace ringpilot::trainer::ops::residual_norm

@@ -83,7 +83,7 @@ int64_t WorkspaceFloats(const BackwardArgs& args);
 
 /// dy = grad_out + grad_out_low; grad_residual = dz = LayerNorm's input gradient for dy,
 /// grad_branch = dz * keep_mask / keep; grad_weight = sum_r dy * x_hat, grad_bias = sum_r
-/// dy (fixed summation order: deterministic). Three kernels; capturable.
+/// dy (fixed summation order: deterministic). Two kernels; capturable.
 const char* Backward(const BackwardArgs& args, cudaStream_t stream);
 
 }  // namespace ringpilot::trainer::ops::residual_norm
