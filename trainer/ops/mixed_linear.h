@@ -43,10 +43,11 @@ enum class LinearActivation {
 /// in x's dtype (float32 straight from the GEMM when x is float32). x is 2-D.
 ///
 /// `accumulate_into_grad`: where a master's .grad is a contiguous float32 tensor (the
-/// gradient reducer's bucket views), backward adds the gradient into it itself (a weight's
-/// with the GEMM, beta = 1; a bias's in the column sum's second pass) and returns none for
-/// that master, so autograd's AccumulateGrad adds nothing (its post-hooks still run, in
-/// the same order); other masters as above. Not under double backward (create_graph).
+/// gradient reducer's bucket views), backward adds the gradient into it itself (a
+/// one-layer group's weight with the GEMM, beta = 1; a larger group's weights from one GEMM
+/// for all, then one multi-tensor add; a bias's in the column sum's second pass) and returns none
+/// for that master, so autograd's AccumulateGrad adds nothing (its post-hooks still run, in the
+/// same order); other masters as above. Not under double backward (create_graph).
 ///
 /// `activation` kGelu: y = gelu(x W^T + b), the GEMM's output saved for backward (as
 /// at::gelu's autograd saves its input); not with padded outputs (gelu(-inf) is NaN).
