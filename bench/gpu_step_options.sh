@@ -6,7 +6,9 @@
 # Runs (tests/gpu/bench_train.sh --worlds 1, rows in OUT_DIR/options.jsonl, variant names):
 #   ResNet-50 b256: default; model.stem_space_to_depth false (no-s2d); model.shortcut_in_gemm
 #   false (no-shortcut-gemm); model.fused_batchnorm_accumulate false (no-bn-accumulate); all
-#   three false (plain); R rounds in that order, so clock drift hits every variant alike. BERT-base b64: default, R rounds.
+#   three false (plain); R rounds in that order, so clock drift hits every variant alike. BERT-base
+#   b64: default and model.mixed_linear_optimizer_copies true (opt-copies), R rounds, both
+#   with --defaults-only too.
 #   Peers (OUT_DIR/peer.jsonl): ResNet-50 torch.compile, BERT-base masked MLM head with
 #   torch.compile reduce-overhead (../shared/peers/torch_ddp_bench.py, carried in .carry/peers),
 #   P runs each (default 1): the compiled BERT peer moved by 26% between two runs a minute
@@ -41,7 +43,7 @@ say() { echo "gpu_step_options +$(($(date +%s) - T0))s: $*" | tee -a "$OUTDIR/pr
 tests=(trainer_ops_space_to_depth_conv_test trainer_ops_pointwise_conv_test
        trainer_ops_fused_batch_norm_accumulate_test trainer_ops_fused_batch_norm_test
        trainer_ops_max_pool_test trainer_ops_mixed_linear_test trainer_ops_mixed_linear_gelu_test
-       trainer_ops_residual_norm_test
+       trainer_ops_residual_norm_test trainer_ops_fused_adamw_test trainer_step_optimizer_test
        trainer_models_resnet_test)
 gpu_build_test "${tests[@]}" >"$OUTDIR/test-build.log" 2>&1 || say "test build failed"
 for t in "${tests[@]}"; do
@@ -69,6 +71,11 @@ for ((round = 1; round <= REPEAT; round++)); do
   fi
   RP_VARIANT=default "${bench[@]}" --models bert-base >/dev/null 2>>"$OUTDIR/options.err"
   say "bert-base default: rc $?"
+  # The optimizer writing the bf16 weight copies (model.mixed_linear_optimizer_copies, off by
+  # default until measured): in every round, as the default row.
+  RP_VARIANT=opt-copies RP_OPT_COPIES=true "${bench[@]}" --models bert-base >/dev/null \
+    2>>"$OUTDIR/options.err"
+  say "bert-base opt-copies: rc $?"
 done
 # All GPUs, where there are several: the default ResNet-50 step scaled (its final loss beside
 # the 1-GPU row's).
@@ -108,15 +115,18 @@ for r in rows:
     print(f"{r['model']:10} {r['world']:5} {name:36} {r['per_gpu_rate']:9.1f} "
           f"{r.get('step_ms', 0):8.2f} {r.get('step_p99_ms', 0) or 0:8.2f} "
           f"{r.get('peak_mem_gb', 0) or 0:7.2f} {r.get('final_loss') or 0:8.4f}")
-# ringpilot's default at 1 GPU against the peer: medians, and the peer's best run.
+# Each ringpilot variant at 1 GPU against the peer: medians, and the peer's best run.
+mid = lambda v: (v[(len(v) - 1) // 2] + v[len(v) // 2]) / 2
 for model in sorted({r["model"] for r in rows}):
-    ours = sorted(r["per_gpu_rate"] for r in rows if r["model"] == model and r["world"] == 1
-                  and r.get("impl") == "ringpilot" and r.get("variant") == "default")
     peer = sorted(r["per_gpu_rate"] for r in rows if r["model"] == model and r["world"] == 1
                   and r.get("impl") != "ringpilot")
-    if ours and peer:
-        mid = lambda v: (v[(len(v) - 1) // 2] + v[len(v) // 2]) / 2
-        print(f"RATIO {model}: ringpilot {mid(ours):.1f} (median of {len(ours)}) / peer "
-              f"{mid(peer):.1f} (median of {len(peer)}, best {peer[-1]:.1f}) = "
-              f"{mid(ours) / mid(peer):.3f}x, {mid(ours) / peer[-1]:.3f}x against the best")
+    variants = sorted({r.get("variant") for r in rows if r["model"] == model
+                       and r["world"] == 1 and r.get("impl") == "ringpilot"})
+    for variant in variants:
+        ours = sorted(r["per_gpu_rate"] for r in rows if r["model"] == model and r["world"] == 1
+                      and r.get("impl") == "ringpilot" and r.get("variant") == variant)
+        if ours and peer:
+            print(f"RATIO {model} {variant}: ringpilot {mid(ours):.1f} (median of {len(ours)}) / "
+                  f"peer {mid(peer):.1f} (median of {len(peer)}, best {peer[-1]:.1f}) = "
+                  f"{mid(ours) / mid(peer):.3f}x, {mid(ours) / peer[-1]:.3f}x against the best")
 PY

@@ -82,9 +82,11 @@ struct ModelConfig {
   bool shortcut_in_gemm = true;     ///< ResNet-50: shortcut gradients added by the conv1 GEMM
   bool mixed_linear = true;         ///< BERT bf16/fp16 on CUDA: linear layers on shadow weights
   bool mixed_linear_accumulate = true;  ///< with mixed_linear: GEMM adds into .grad
-  bool fused_residual_norm = true;      ///< with mixed_linear: dropout + add + LayerNorm kernels
-  double dropout = 0.1;                 ///< BERT dropout probability (0 makes runs comparable)
-  int seq_len = 128;                    ///< BERT sequence length
+  /// with mixed_linear: the optimizer's update writes the bf16 weight copies
+  bool mixed_linear_optimizer_copies = false;
+  bool fused_residual_norm = true;  ///< with mixed_linear: dropout + add + LayerNorm kernels
+  double dropout = 0.1;             ///< BERT dropout probability (0 makes runs comparable)
+  int seq_len = 128;                ///< BERT sequence length
   /// BERT vocabulary (embedding rows); 0 = the data's: data.kind tokens: the shards' vocab
   /// size (a smaller value is an error), synthetic: 30522 (BERT's WordPiece).
   int vocab_size = 0;

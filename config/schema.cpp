@@ -142,6 +142,12 @@ std::vector<KeySpec> BuildSchema() {
                       "with model.mixed_linear (no effect without it): backward adds each weight "
                       "gradient (the GEMM, beta = 1) and bias gradient (the column sum) into the "
                       "gradient buffer itself instead of autograd adding it after"));
+  s.push_back(BoolKey("model.mixed_linear_optimizer_copies",
+                      Member(&JC::model, &ModelConfig::mixed_linear_optimizer_copies),
+                      "with model.mixed_linear (no effect without it): the optimizer's update "
+                      "writes the low-precision weight copies in the same pass (AdamW on CUDA: "
+                      "one kernel) instead of a refresh that reads every float32 weight again "
+                      "before each forward"));
   s.push_back(BoolKey("model.fused_residual_norm",
                       Member(&JC::model, &ModelConfig::fused_residual_norm),
                       "BERT with model.mixed_linear (no effect without it): each residual "

@@ -159,6 +159,7 @@ step::TrainStepOptions TrainStepOptionsFor(const config::JobConfig& job,
   o.straggle_s = rank == job.fault.straggler_rank ? job.fault.straggler_ms / 1000.0 : 0.0;
   o.grad_accum_steps = job.train.grad_accum_steps;
   o.max_grad_norm = job.train.max_grad_norm;
+  o.optimizer_writes_copies = job.model.mixed_linear && job.model.mixed_linear_optimizer_copies;
   return o;
 }
 

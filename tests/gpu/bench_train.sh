@@ -9,7 +9,8 @@
 # (default) picks which peer variants run; RP_GRAD_DTYPE=bf16 reduces gradients in bf16;
 # RP_OVERLAP=false turns comm.overlap_optimizer off; RP_MIXED_LINEAR=false runs BERT's linear
 # layers through at::linear under autocast (model.mixed_linear), RP_MIXED_ACCUMULATE=false lets
-# autograd add weight gradients into .grad (model.mixed_linear_accumulate); RP_MAXPOOL_KERNEL=false
+# autograd add weight gradients into .grad (model.mixed_linear_accumulate), RP_OPT_COPIES=true
+# has the optimizer write the bf16 weight copies (model.mixed_linear_optimizer_copies); RP_MAXPOOL_KERNEL=false
 # runs ResNet-50's stem max-pool by ATen (model.maxpool_kernel); RP_STEM_S2D=false its stem
 # convolution as a plain 7x7 stride-2 one (model.stem_space_to_depth), RP_SHORTCUT_GEMM=false its
 # bottlenecks' shortcut gradients summed by autograd (model.shortcut_in_gemm), RP_BN_ACCUMULATE=false
@@ -88,7 +89,7 @@ YAML
     cat >"$job" <<YAML
 name: bench-$model-$world
 world: {nodes: 1, procs_per_node: $world, device: cuda}
-model: {name: bert-base, seq_len: 128, mixed_linear: ${RP_MIXED_LINEAR:-true}, mixed_linear_accumulate: ${RP_MIXED_ACCUMULATE:-true}${RP_FUSED_RESIDUAL:+, fused_residual_norm: $RP_FUSED_RESIDUAL}${RP_VOCAB:+, vocab_size: $RP_VOCAB}}
+model: {name: bert-base, seq_len: 128, mixed_linear: ${RP_MIXED_LINEAR:-true}, mixed_linear_accumulate: ${RP_MIXED_ACCUMULATE:-true}${RP_OPT_COPIES:+, mixed_linear_optimizer_copies: $RP_OPT_COPIES}${RP_FUSED_RESIDUAL:+, fused_residual_norm: $RP_FUSED_RESIDUAL}${RP_VOCAB:+, vocab_size: $RP_VOCAB}}
 data: {batch_per_rank: $batch${RP_DATA:+, $RP_DATA}}
 train: {steps: $STEPS, timing_skip_steps: ${RP_WARMUP:-15}, optimizer: adamw, lr: 1.0e-4, precision: bf16, cuda_graphs: true, log_every_s: 10${RP_HOST_LEAD:+, host_lead_steps: $RP_HOST_LEAD}}
 comm: {bucket_mb: ${RP_BERT_BUCKET_MB:-25}, ${RP_FIRST_BUCKET_MB:+first_bucket_mb: $RP_FIRST_BUCKET_MB, }grad_dtype: ${RP_GRAD_DTYPE:-fp32}, overlap_optimizer: ${RP_OVERLAP:-true}${RP_CTA_POLICY:+, nccl_cta_policy: $RP_CTA_POLICY}${RP_COMM_HIGH_PRIORITY:+, high_priority_stream: $RP_COMM_HIGH_PRIORITY}${RP_BACKWARD_CARVEOUT:+, backward_sm_carveout: $RP_BACKWARD_CARVEOUT}${RP_NCCL_REGISTRATION:+, nccl_buffer_registration: $RP_NCCL_REGISTRATION}}

@@ -85,6 +85,8 @@ TEST(Options, StartUpStepAndTelemetryCarryTheirJobKeys) {
   job.fault.straggler_ms = 250;
   job.train.grad_accum_steps = 4;
   job.train.max_grad_norm = 1.5;
+  job.model.mixed_linear = true;
+  job.model.mixed_linear_optimizer_copies = true;
   startup::RankDevice bf16;
   bf16.precision = config::Precision::kBf16;
   const step::TrainStepOptions straggler = TrainStepOptionsFor(job, bf16, /*rank=*/1);
@@ -94,6 +96,9 @@ TEST(Options, StartUpStepAndTelemetryCarryTheirJobKeys) {
   EXPECT_DOUBLE_EQ(straggler.straggle_s, 0.25);
   EXPECT_EQ(straggler.grad_accum_steps, 4);
   EXPECT_DOUBLE_EQ(straggler.max_grad_norm, 1.5);
+  EXPECT_TRUE(straggler.optimizer_writes_copies);
+  job.model.mixed_linear = false;  // the copies are MixedLinear's: no effect without it
+  EXPECT_FALSE(TrainStepOptionsFor(job, bf16, 1).optimizer_writes_copies);
   const step::TrainStepOptions other = TrainStepOptionsFor(job, startup::RankDevice{}, /*rank=*/0);
   EXPECT_FALSE(other.autocast.has_value());  // fp32 as the device plan applies it
   EXPECT_DOUBLE_EQ(other.straggle_s, 0);

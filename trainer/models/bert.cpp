@@ -203,6 +203,16 @@ class Bert : public Model {
     return at::linear(t, word->weight, decoder_bias);
   }
 
+  std::vector<at::Tensor> HandOverLowPrecisionCopies(
+      const std::vector<at::Tensor>& params) override {
+    if (!cfg_.mixed_linear || !shadows_.Allocated()) return {};
+    std::vector<at::Tensor> copies;
+    copies.reserve(params.size());
+    for (const at::Tensor& p : params) copies.push_back(shadows_.ShadowOf(p));
+    shadows_.HandOverRefresh();
+    return copies;
+  }
+
   // target: int64 [B, L] with -100 at unmasked positions, and exactly the same number
   // of masked positions in every row (synthetic data and trainer/input/mlm_masking.h guarantee
   // it), so the rows to score are found without a host synchronisation.

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <vector>
 
 #include <torch/nn/module.h>
 
@@ -84,6 +85,17 @@ class Model : public torch::nn::Module {
   /// masked, the same count of masked positions in every row); logits scored in float32.
   /// Throws std::logic_error for other models.
   virtual MlmScores ScoreMasked(const at::Tensor& input, const at::Tensor& target);
+  /// The low-precision copies the model keeps of its parameters (BERT's MixedLinear shadow
+  /// weights), one per entry of `params` (undefined where none), once they exist (after a
+  /// forward under autocast); empty when there are none (yet). When it returns copies, the
+  /// model stops refreshing them: from then on the caller writes each copy whenever its
+  /// parameter changes (FusedOptimizer::SetLowPrecisionCopies). Call after a forward,
+  /// before the optimizer step that follows it.
+  virtual std::vector<at::Tensor> HandOverLowPrecisionCopies(
+      const std::vector<at::Tensor>& params) {
+    (void)params;
+    return {};
+  }
 };
 
 /// Throws std::invalid_argument for options no model accepts. `sync_comm` is used only when

@@ -374,9 +374,26 @@ void ShadowWeights::Allocate(at::ScalarType dtype) {
 
 void ShadowWeights::Refresh(at::ScalarType dtype) {
   TORCH_CHECK(!groups_.empty(), "ShadowWeights::Refresh without layers");
-  if (!Ready(dtype, groups_.front().weights.front().device())) Allocate(dtype);
+  const bool ready = Ready(dtype, groups_.front().weights.front().device());
+  TORCH_CHECK(ready || !handed_over_, "ShadowWeights::Refresh: the shadows were handed over as ",
+              shadows_.front().scalar_type(), " on ", shadows_.front().device(),
+              "; they cannot become ", dtype);
+  if (!ready) Allocate(dtype);
+  if (handed_over_) return;
   const at::NoGradGuard no_grad;
   at::_foreach_copy_(shadows_, masters_);
+}
+
+at::Tensor ShadowWeights::ShadowOf(const at::Tensor& master) const {
+  for (size_t i = 0; i < masters_.size(); ++i) {
+    if (masters_[i].is_same(master)) return shadows_[i];
+  }
+  return {};
+}
+
+void ShadowWeights::HandOverRefresh() {
+  TORCH_CHECK(!shadows_.empty(), "ShadowWeights::HandOverRefresh before the first Refresh");
+  handed_over_ = true;
 }
 
 at::Tensor ShadowWeights::Forward(int group, const at::Tensor& x,

@@ -102,6 +102,19 @@ class ShadowWeights {
 
   /// True once Refresh has allocated shadows of `dtype` for the masters' device.
   bool Ready(at::ScalarType dtype, const at::Device& device) const;
+  /// True once Refresh has allocated shadows (of any dtype).
+  bool Allocated() const { return !shadows_.empty(); }
+
+  /// The shadow of `master` (one of the registered weights or biases, the tensor itself):
+  /// a [n_i, K] or [n_i] view of the shadow buffer; undefined for any other tensor or
+  /// before the first Refresh.
+  at::Tensor ShadowOf(const at::Tensor& master) const;
+
+  /// From now on Refresh copies nothing (it still allocates on its first call): the caller
+  /// keeps every ShadowOf view equal to its master, rounded (FusedOptimizer's
+  /// SetLowPrecisionCopies writes them with each update). Call once the shadows are
+  /// current (after a Refresh); a later Refresh of another dtype or device is an error.
+  void HandOverRefresh();
 
  private:
   struct Group {
@@ -114,6 +127,7 @@ class ShadowWeights {
   static int64_t Width(const Group& g);
 
   ShadowWeightsOptions options_;
+  bool handed_over_ = false;  // HandOverRefresh: Refresh no longer copies
   std::vector<Group> groups_;
   std::vector<at::Tensor> masters_, shadows_;
 };

@@ -6,6 +6,8 @@
 #include <ATen/ops/_fused_adamw.h>
 #include <ATen/ops/_fused_sgd.h>
 
+#include "trainer/ops/fused_adamw.h"
+
 namespace ringpilot::trainer::step {
 namespace {
 
@@ -43,7 +45,28 @@ void MatchLayoutsAndFlatten(std::vector<at::Tensor>& params, std::vector<at::Ten
   }
 }
 
+bool HasAny(const std::vector<at::Tensor>& copies) {
+  return std::any_of(copies.begin(), copies.end(), [](const at::Tensor& c) { return c.defined(); });
+}
+
 }  // namespace
+
+void FusedOptimizer::SetLowPrecisionCopies(std::vector<at::Tensor> copies) {
+  TORCH_CHECK(copies.size() <= params_.size(), "SetLowPrecisionCopies: ", copies.size(),
+              " copies for ", params_.size(), " parameters");
+  for (size_t i = 0; i < copies.size(); ++i) {
+    const at::Tensor& c = copies[i];
+    if (!c.defined()) continue;
+    TORCH_CHECK(c.sizes() == params_[i].sizes() && c.device() == params_[i].device() &&
+                    params_[i].is_contiguous() && c.is_contiguous() &&
+                    (c.scalar_type() == at::kBFloat16 || c.scalar_type() == at::kHalf),
+                "SetLowPrecisionCopies: copy ", i, " (", c.sizes(), ", ", c.scalar_type(),
+                ") is no contiguous bfloat16/float16 tensor of parameter ", i, "'s shape ",
+                params_[i].sizes(), " on its device");
+  }
+  copies.resize(HasAny(copies) ? params_.size() : 0);
+  copies_ = std::move(copies);
+}
 
 FusedOptimizer::FusedOptimizer(std::vector<at::Tensor> params, OptimizerOptions options)
     : params_(std::move(params)), options_(options) {
@@ -80,7 +103,7 @@ void FusedOptimizer::Step() {
   if (any_exempt_) {
     Update(all_);
   } else {
-    Apply(params_, momentum_, exp_avg_, exp_avg_sq_, step_, options_.weight_decay);
+    Apply(params_, momentum_, exp_avg_, exp_avg_sq_, step_, copies_, options_.weight_decay);
   }
   EndStep();
 }
@@ -101,7 +124,7 @@ void FusedOptimizer::Update(const std::vector<size_t>& indices) {
       return out;
     };
     Apply(pick(params_), pick(momentum_), pick(exp_avg_), pick(exp_avg_sq_), pick(step_),
-          weight_decay);
+          pick(copies_), weight_decay);
   };
   if (!any_exempt_) return run(indices, options_.weight_decay);
   std::vector<size_t> decayed, exempt;
@@ -114,7 +137,8 @@ void FusedOptimizer::Apply(const std::vector<at::Tensor>& params,
                            const std::vector<at::Tensor>& momentum,
                            const std::vector<at::Tensor>& exp_avg,
                            const std::vector<at::Tensor>& exp_avg_sq,
-                           const std::vector<at::Tensor>& step, double weight_decay) {
+                           const std::vector<at::Tensor>& step,
+                           const std::vector<at::Tensor>& copies, double weight_decay) {
   at::NoGradGuard no_grad;
   std::vector<at::Tensor> p = params, grads;
   grads.reserve(params.size());
@@ -132,6 +156,19 @@ void FusedOptimizer::Apply(const std::vector<at::Tensor>& params,
                       /*dampening=*/0.0, /*nesterov=*/false, /*maximize=*/false,
                       /*is_first_step=*/steps_done_ == 0);
     }
+    ops::WriteLowPrecisionCopies(params, copies);
+  } else if (HasAny(copies)) {
+    std::vector<at::Tensor> m1 = exp_avg, m2 = exp_avg_sq;
+    MatchLayoutsAndFlatten(p, grads, {&m1, &m2});
+    at::_foreach_add_(step, 1.0);
+    ops::AdamWHyper h;
+    h.lr_tensor = lr_tensor_;
+    h.lr = options_.lr;
+    h.beta1 = options_.beta1;
+    h.beta2 = options_.beta2;
+    h.weight_decay = weight_decay;
+    h.eps = options_.eps;
+    ops::FusedAdamWWithCopies(p, grads, m1, m2, step, copies, h);
   } else {
     std::vector<at::Tensor> m1 = exp_avg, m2 = exp_avg_sq;
     MatchLayoutsAndFlatten(p, grads, {&m1, &m2});

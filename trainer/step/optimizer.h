@@ -59,6 +59,14 @@ class FusedOptimizer {
   void set_lr(double lr);
   double lr() const { return options_.lr; }
 
+  /// From now on every update also writes copies[i] (a bfloat16 or float16 tensor of
+  /// parameter i's shape; undefined: none) as parameter i rounded after its update: the
+  /// model's low-precision weights (ops::ShadowWeights), which then need no refresh of their
+  /// own. `copies` is parallel to the constructor's parameters (or shorter); a parameter
+  /// with a copy must be contiguous. AdamW on CUDA writes them in its own sweep
+  /// (ops::FusedAdamWWithCopies); otherwise a copy follows the update. Empty: no copies.
+  void SetLowPrecisionCopies(std::vector<at::Tensor> copies);
+
   /// Number of completed steps (SGD needs to know the first one).
   int64_t steps_done() const { return steps_done_; }
   void set_steps_done(int64_t n) { steps_done_ = n; }
@@ -70,7 +78,8 @@ class FusedOptimizer {
   // One fused update of parallel lists (a subset of the members, or the members).
   void Apply(const std::vector<at::Tensor>& params, const std::vector<at::Tensor>& momentum,
              const std::vector<at::Tensor>& exp_avg, const std::vector<at::Tensor>& exp_avg_sq,
-             const std::vector<at::Tensor>& step, double weight_decay);
+             const std::vector<at::Tensor>& step, const std::vector<at::Tensor>& copies,
+             double weight_decay);
 
   std::vector<at::Tensor> params_;
   OptimizerOptions options_;
@@ -78,6 +87,7 @@ class FusedOptimizer {
   std::vector<at::Tensor> exp_avg_;     // AdamW
   std::vector<at::Tensor> exp_avg_sq_;  // AdamW
   std::vector<at::Tensor> step_;        // AdamW, float32 scalars
+  std::vector<at::Tensor> copies_;      // SetLowPrecisionCopies: one per parameter, or empty
   std::vector<size_t> all_;             // 0..n-1
   std::vector<char> exempt_;            // per parameter: no weight decay
   bool any_exempt_ = false;

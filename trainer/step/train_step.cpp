@@ -24,7 +24,8 @@ TrainStep::TrainStep(const TrainStepOptions& options, const startup::RankDevice&
       update_options_(options.update),
       carveout_(options.backward_sm_carveout, device.cuda),
       straggle_s_(options.straggle_s),
-      micro_scale_(1.0 / std::max(1, options.grad_accum_steps)) {
+      micro_scale_(1.0 / std::max(1, options.grad_accum_steps)),
+      optimizer_writes_copies_(options.optimizer_writes_copies) {
   if (options.max_grad_norm > 0) clipper_.emplace(state.params, options.max_grad_norm);
   if (autocast_) at::autocast::set_autocast_dtype(device_type_, *autocast_);
   // The autocast weight cache would hold tensors from the capture's memory pool.
@@ -90,6 +91,15 @@ at::Tensor TrainStep::ForwardBackward(double scale) {
     // over their union (BERT: every row masks as many tokens). BatchNorm still normalises
     // each micro-batch by its own statistics, as any accumulation does.
     if (scale != 1.0) loss = loss * scale;
+    // After this forward the model's weight copies (if it keeps any) are current, and the
+    // optimizer step that follows is the first to write them.
+    if (optimizer_writes_copies_ && !copies_handed_over_) {
+      std::vector<at::Tensor> copies = state_.model->HandOverLowPrecisionCopies(state_.params);
+      if (!copies.empty()) {
+        state_.optimizer->SetLowPrecisionCopies(std::move(copies));
+        copies_handed_over_ = true;
+      }
+    }
     phases_.ForwardDone();
   }
   {

@@ -29,6 +29,10 @@ struct TrainStepOptions {
   double straggle_s = 0;         ///< fault.straggler_*: extra compute seconds on this rank
   int grad_accum_steps = 1;      ///< micro-batches per optimizer step (at least 1)
   double max_grad_norm = 0;      ///< > 0: clip the global gradient L2 norm to it
+  /// Once the model's low-precision weight copies exist (its first forward under
+  /// autocast), the optimizer writes them with each update instead of the model
+  /// refreshing them every forward (models::Model::HandOverLowPrecisionCopies).
+  bool optimizer_writes_copies = false;
 };
 
 /// Holds references to everything it uses; all must outlive it. Not thread-safe.
@@ -77,6 +81,8 @@ class TrainStep {
   /// 1 / train.grad_accum_steps: each micro-batch's share of the step's gradient.
   const double micro_scale_;
   std::optional<GradientClipper> clipper_;
+  const bool optimizer_writes_copies_;
+  bool copies_handed_over_ = false;
   at::Tensor loss_;
 
   // Forward and backward of one batch (of loss x `scale` when scale != 1); returns the

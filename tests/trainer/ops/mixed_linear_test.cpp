@@ -195,6 +195,31 @@ TEST(ShadowWeights, PaddedOutputsLeaveTheSoftmaxLossAndGradientsUnchanged) {
   EXPECT_THROW(bad.AddGroup({decoder.weight}, {decoder.bias}, zero), c10::Error);
 }
 
+// HandOverRefresh: ShadowOf names each master's view, and Refresh stops copying (whoever
+// took the views writes them); a Refresh of another dtype is then an error.
+TEST(ShadowWeights, HandedOverShadowsAreNoLongerRefreshed) {
+  const Layer a = MakeLayer(4, 3, at::TensorOptions()), b = MakeLayer(5, 3, at::TensorOptions());
+  ShadowWeights shadows;
+  shadows.AddGroup({a.weight, b.weight}, {a.bias, b.bias});
+  EXPECT_FALSE(shadows.ShadowOf(a.weight).defined()) << "no shadows before the first Refresh";
+  EXPECT_THROW(shadows.HandOverRefresh(), c10::Error);
+  shadows.Refresh(at::kBFloat16);
+  const at::Tensor wa = shadows.ShadowOf(a.weight), bb = shadows.ShadowOf(b.bias);
+  ASSERT_TRUE(wa.defined() && bb.defined());
+  EXPECT_TRUE(at::equal(wa, a.weight.detach().to(at::kBFloat16)));
+  EXPECT_TRUE(at::equal(bb, b.bias.detach().to(at::kBFloat16)));
+  EXPECT_FALSE(shadows.ShadowOf(a.weight.detach().clone()).defined()) << "not a master";
+  shadows.HandOverRefresh();
+  const at::Tensor before = wa.clone();
+  {
+    const at::NoGradGuard no_grad;
+    a.weight.mul_(2.0);
+  }
+  shadows.Refresh(at::kBFloat16);
+  EXPECT_TRUE(at::equal(wa, before)) << "a handed-over shadow was refreshed";
+  EXPECT_THROW(shadows.Refresh(at::kHalf), c10::Error);
+}
+
 TEST(ShadowWeights, RejectsLayersThatCannotShareAnInput) {
   const Layer a = MakeLayer(4, 3, at::TensorOptions()), b = MakeLayer(4, 5, at::TensorOptions());
   ShadowWeights shadows;

@@ -1,3 +1,6 @@
+#include <string>
+#include <vector>
+
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
@@ -173,6 +176,62 @@ TEST(FusedOptimizer, SgdLeavesOneDimensionalParametersUndecayedWhenAsked) {
 
 TEST(FusedOptimizer, AdamWLeavesOneDimensionalParametersUndecayedWhenAsked) {
   ExpectOneDimensionalParametersUndecayed(config::Optimizer::kAdamW);
+}
+
+// SetLowPrecisionCopies: after every step (whole or split, both optimizers, with decay
+// exemptions) each copy is its parameter rounded, and the parameters are what they would
+// be without copies.
+TEST(FusedOptimizer, LowPrecisionCopiesFollowTheirParameters) {
+  for (auto kind : {config::Optimizer::kSgd, config::Optimizer::kAdamW}) {
+    for (const bool split : {false, true}) {
+      step::OptimizerOptions o = WithDecay(kind);
+      o.exempt_1d_from_decay = true;
+      std::vector<at::Tensor> a, b;
+      for (const auto& shape :
+           {std::vector<int64_t>{4, 3}, std::vector<int64_t>{3}, std::vector<int64_t>{2, 2}}) {
+        a.push_back(at::randn(shape).requires_grad_());
+        b.push_back(a.back().detach().clone().requires_grad_());
+      }
+      step::FusedOptimizer with(a, o), without(b, o);
+      // Copies of the first and the last parameter only, as bf16 views of one buffer.
+      const at::Tensor buffer = at::zeros({16}, at::kBFloat16);
+      std::vector<at::Tensor> copies = {buffer.narrow(0, 0, 12).view({4, 3}), at::Tensor(),
+                                        buffer.narrow(0, 12, 4).view({2, 2})};
+      with.SetLowPrecisionCopies(copies);
+      for (int t = 0; t < 3; ++t) {
+        for (size_t i = 0; i < a.size(); ++i) {
+          const at::Tensor g = at::randn(a[i].sizes());
+          a[i].mutable_grad() = g.clone();
+          b[i].mutable_grad() = g.clone();
+        }
+        if (split) {
+          with.StepParams({2});
+          with.StepParams({0, 1});
+          with.EndStep();
+        } else {
+          with.Step();
+        }
+        without.Step();
+        const std::string what = std::string(kind == config::Optimizer::kSgd ? "sgd" : "adamw") +
+                                 (split ? " split" : "") + " step " + std::to_string(t);
+        for (size_t i = 0; i < a.size(); ++i) {
+          EXPECT_TRUE(at::equal(a[i], b[i])) << what << ": parameter " << i;
+        }
+        EXPECT_TRUE(at::equal(copies[0], a[0].detach().to(at::kBFloat16))) << what;
+        EXPECT_TRUE(at::equal(copies[2], a[2].detach().to(at::kBFloat16))) << what;
+      }
+    }
+  }
+}
+
+TEST(FusedOptimizer, LowPrecisionCopiesMustMatchTheirParameters) {
+  at::Tensor p = at::randn({4, 3}).requires_grad_();
+  step::FusedOptimizer opt({p}, WithDecay(config::Optimizer::kAdamW));
+  EXPECT_THROW(opt.SetLowPrecisionCopies({at::zeros({3, 4}, at::kBFloat16)}), c10::Error);
+  EXPECT_THROW(opt.SetLowPrecisionCopies({at::zeros({4, 3}, at::kFloat)}), c10::Error);
+  EXPECT_THROW(opt.SetLowPrecisionCopies({at::zeros({3, 4}, at::kBFloat16).t()}), c10::Error);
+  EXPECT_THROW(opt.SetLowPrecisionCopies({at::Tensor(), at::Tensor()}), c10::Error);
+  opt.SetLowPrecisionCopies({at::zeros({4, 3}, at::kBFloat16)});
 }
 
 // set_lr (train.lr_schedule): each step uses the rate set before it, in the momentum formula.

@@ -1,0 +1,35 @@
+// AdamW over a parameter list that also writes the parameters' low-precision copies (the
+// shadow weights of trainer/ops/mixed_linear.h) as it updates them.
+#pragma once
+
+#include <ATen/ATen.h>
+
+namespace ringpilot::trainer::ops {
+
+struct AdamWHyper {
+  at::Tensor lr_tensor;  ///< a float32 scalar on the parameters' device, or undefined: `lr`
+  double lr = 0;
+  double beta1 = 0;
+  double beta2 = 0;
+  double weight_decay = 0;
+  double eps = 0;
+};
+
+/// at::_fused_adamw_(params, grads, exp_avgs, exp_avg_sqs, {}, steps, ...) with amsgrad and
+/// maximize off, then copies[i].copy_(params[i]) for each defined copies[i] (a bfloat16 or
+/// float16 tensor of params[i]'s shape): the same values. `steps` are float32 scalars,
+/// already incremented (as _fused_adamw_ takes them). Lists are parallel; `copies` may be
+/// shorter (missing entries: no copy). On CUDA one sweep (trainer/ops/adamw_kernels.h) over
+/// contiguous float32 tensors, copies of one dtype; elsewhere the two ATen calls. No host
+/// synchronisation; capturable.
+/// copies[i] = params[i] (rounded to the copy's dtype) for each defined copies[i], without
+/// bumping the copies' autograd version counter: a model's low-precision weights are views
+/// of one buffer that backward nodes of other layers have saved, and an optimizer that
+/// overlaps backward updates some layers before those nodes run.
+void WriteLowPrecisionCopies(at::TensorList params, at::TensorList copies);
+
+void FusedAdamWWithCopies(at::TensorList params, at::TensorList grads, at::TensorList exp_avgs,
+                          at::TensorList exp_avg_sqs, at::TensorList steps, at::TensorList copies,
+                          const AdamWHyper& hyper);
+
+}  // namespace ringpilot::trainer::ops
