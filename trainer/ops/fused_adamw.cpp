@@ -18,7 +18,7 @@ namespace {
 
 #ifdef RINGPILOT_WITH_CUDA
 // Whether the one-sweep kernel takes these lists: CUDA, contiguous float32 tensors of equal
-// sizes on one device, copies of one low-precision dtype.
+// sizes on one device, at least one copy, all copies of one low-precision dtype.
 bool KernelTakes(at::TensorList params, at::TensorList grads, at::TensorList exp_avgs,
                  at::TensorList exp_avg_sqs, at::TensorList steps, at::TensorList copies,
                  c10::ScalarType* copy_dtype) {
@@ -42,7 +42,8 @@ bool KernelTakes(at::TensorList params, at::TensorList grads, at::TensorList exp
     }
     *copy_dtype = c.scalar_type();
   }
-  return true;
+  // Without copies ATen's own kernel does the same update.
+  return *copy_dtype != c10::ScalarType::Undefined;
 }
 #endif
 
@@ -77,11 +78,9 @@ void FusedAdamWWithCopies(at::TensorList params, at::TensorList grads, at::Tenso
     hyper.beta2 = h.beta2;
     hyper.weight_decay = h.weight_decay;
     hyper.eps = h.eps;
-    const ElementType dtype = copy_dtype == c10::ScalarType::Undefined
-                                  ? ElementType::kBFloat16  // no copies: any of the two
-                                  : ElementTypeOf(copy_dtype);
-    const char* error = adamw::Step(sets.data(), static_cast<int>(sets.size()), dtype, hyper,
-                                    at::cuda::getCurrentCUDAStream(params.front().get_device()));
+    const char* error =
+        adamw::Step(sets.data(), static_cast<int>(sets.size()), ElementTypeOf(copy_dtype), hyper,
+                    at::cuda::getCurrentCUDAStream(params.front().get_device()));
     TORCH_CHECK(error == nullptr, "FusedAdamWWithCopies: ", error);
     return;
   }

@@ -20,16 +20,16 @@ struct AdamWHyper {
 /// float16 tensor of params[i]'s shape): the same values. `steps` are float32 scalars,
 /// already incremented (as _fused_adamw_ takes them). Lists are parallel; `copies` may be
 /// shorter (missing entries: no copy). On CUDA one sweep (trainer/ops/adamw_kernels.h) over
-/// contiguous float32 tensors, copies of one dtype; elsewhere the two ATen calls. No host
-/// synchronisation; capturable.
-/// copies[i] = params[i] (rounded to the copy's dtype) for each defined copies[i], without
-/// bumping the copies' autograd version counter: a model's low-precision weights are views
-/// of one buffer that backward nodes of other layers have saved, and an optimizer that
-/// overlaps backward updates some layers before those nodes run.
-void WriteLowPrecisionCopies(at::TensorList params, at::TensorList copies);
-
+/// contiguous float32 tensors with copies of one dtype; elsewhere, and without copies,
+/// ATen's calls. No host synchronisation; capturable.
 void FusedAdamWWithCopies(at::TensorList params, at::TensorList grads, at::TensorList exp_avgs,
                           at::TensorList exp_avg_sqs, at::TensorList steps, at::TensorList copies,
                           const AdamWHyper& hyper);
+
+/// copies[i] = params[i] (rounded to the copy's dtype) for each defined copies[i], written
+/// as the CUDA kernel writes them: through the memory, without bumping the copies' autograd
+/// version counter (a model's copies are views of one buffer that MixedLinear's backward
+/// nodes save, and the write is not a change autograd should check them against).
+void WriteLowPrecisionCopies(at::TensorList params, at::TensorList copies);
 
 }  // namespace ringpilot::trainer::ops

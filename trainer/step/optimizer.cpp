@@ -3,7 +3,6 @@
 #include <algorithm>
 
 #include <ATen/ops/_foreach_add.h>
-#include <ATen/ops/_fused_adamw.h>
 #include <ATen/ops/_fused_sgd.h>
 
 #include "trainer/ops/fused_adamw.h"
@@ -157,33 +156,21 @@ void FusedOptimizer::Apply(const std::vector<at::Tensor>& params,
                       /*is_first_step=*/steps_done_ == 0);
     }
     ops::WriteLowPrecisionCopies(params, copies);
-  } else if (HasAny(copies)) {
-    std::vector<at::Tensor> m1 = exp_avg, m2 = exp_avg_sq;
-    MatchLayoutsAndFlatten(p, grads, {&m1, &m2});
-    at::_foreach_add_(step, 1.0);
-    ops::AdamWHyper h;
-    h.lr_tensor = lr_tensor_;
-    h.lr = options_.lr;
-    h.beta1 = options_.beta1;
-    h.beta2 = options_.beta2;
-    h.weight_decay = weight_decay;
-    h.eps = options_.eps;
-    ops::FusedAdamWWithCopies(p, grads, m1, m2, step, copies, h);
   } else {
     std::vector<at::Tensor> m1 = exp_avg, m2 = exp_avg_sq;
     MatchLayoutsAndFlatten(p, grads, {&m1, &m2});
     // The fused kernel reads the step count but leaves incrementing it to the caller,
     // as torch.optim.AdamW does.
     at::_foreach_add_(step, 1.0);
-    if (lr_tensor_.defined()) {
-      at::_fused_adamw_(p, grads, m1, m2, /*max_exp_avg_sqs=*/{}, step, lr_tensor_, options_.beta1,
-                        options_.beta2, weight_decay, options_.eps,
-                        /*amsgrad=*/false, /*maximize=*/false);
-    } else {
-      at::_fused_adamw_(p, grads, m1, m2, /*max_exp_avg_sqs=*/{}, step, options_.lr, options_.beta1,
-                        options_.beta2, weight_decay, options_.eps,
-                        /*amsgrad=*/false, /*maximize=*/false);
-    }
+    ops::AdamWHyper h;
+    h.lr_tensor = lr_tensor_;  // undefined: the scalar lr
+    h.lr = options_.lr;
+    h.beta1 = options_.beta1;
+    h.beta2 = options_.beta2;
+    h.weight_decay = weight_decay;
+    h.eps = options_.eps;
+    // Without copies this is at::_fused_adamw_ itself.
+    ops::FusedAdamWWithCopies(p, grads, m1, m2, step, copies, h);
   }
 }
 
