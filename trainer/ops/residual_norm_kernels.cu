@@ -126,10 +126,10 @@ __global__ void __launch_bounds__(kThreads) ForwardKernel(ForwardArgs a) {
 
 // One warp per row, rows [blockIdx.x * rows_per_block, +rows_per_block) in steps of 4
 // warps; the block's parameter-gradient sums go to partial row blockIdx.x ([weight sums |
-// bias sums], 2 * cols). Each warp adds
-// its rows' dy * x_hat and dy into its own shared-memory rows (a lane owns its columns:
-// no races), not registers: at 164 registers a thread, 3 blocks fitted an SM and the
-// kernel ran at a third of memory speed. The weights come from L1 for the same reason.
+// bias sums], 2 * cols). Each warp adds its rows' dy * x_hat and dy into its own
+// shared-memory rows (a lane owns its columns: no races), not registers: at 164 registers
+// a thread, 3 blocks fitted an SM and the kernel ran at a third of memory speed. The
+// weights come from L1 for the same reason.
 template <typename T, int VPL>
 __global__ void __launch_bounds__(kThreads, kBackwardBlocksPerSm)
     BackwardKernel(BackwardArgs a, int64_t rows_per_block, float* partial) {
@@ -252,7 +252,6 @@ template <typename T, int VPL>
 void LaunchBackward(const BackwardArgs& a, cudaStream_t stream) {
   const int64_t blocks = BackwardBlocks(a.rows);
   const int64_t rows_per_block = (a.rows + blocks - 1) / blocks;
-
   const size_t smem = kWarpsPerBlock * 2 * static_cast<size_t>(a.cols) * sizeof(float);
   BackwardKernel<T, VPL>
       <<<static_cast<unsigned>(blocks), kThreads, smem, stream>>>(a, rows_per_block, a.workspace);
