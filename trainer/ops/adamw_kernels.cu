@@ -12,6 +12,7 @@
 namespace ringpilot::trainer::ops::adamw {
 namespace {
 
+using cuda_elements::AlignedTo;
 using cuda_elements::FromFloat;
 
 constexpr int kThreads = 256;
@@ -61,10 +62,9 @@ __global__ void __launch_bounds__(kThreads) StepKernel(Launch l, Hyper h) {
   const int64_t begin = (chunk - l.first_chunk[k]) * kChunk;
   const int64_t end = min(t.numel, begin + kChunk);
   C* copy = static_cast<C*>(t.copy);
-  const auto aligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
-  const bool vector = t.numel % 4 == 0 && aligned(t.param) && aligned(t.grad) &&
-                      aligned(t.exp_avg) && aligned(t.exp_avg_sq) &&
-                      (copy == nullptr || reinterpret_cast<uintptr_t>(copy) % 8 == 0);
+  const bool vector = t.numel % 4 == 0 && AlignedTo(t.param, 16) && AlignedTo(t.grad, 16) &&
+                      AlignedTo(t.exp_avg, 16) && AlignedTo(t.exp_avg_sq, 16) &&
+                      (copy == nullptr || AlignedTo(copy, 8));
   if (vector) {
     for (int64_t i = begin + int64_t{threadIdx.x} * 4; i < end; i += int64_t{kThreads} * 4) {
       float4 p = *reinterpret_cast<const float4*>(t.param + i);

@@ -13,6 +13,9 @@
 namespace ringpilot::trainer::ops::column_sum {
 namespace {
 
+using cuda_elements::AlignedTo;
+using cuda_elements::ToFloat;
+using cuda_elements::Vec;
 using detail::ChunkPartials;
 using detail::kBlockX;
 using detail::kBlockY;
@@ -23,24 +26,20 @@ using detail::Plan;
 // Widest load every row start allows: 16 bytes, else 4 bytes (two 16-bit values), else one.
 Plan MakePlan(const Args& a) {
   const int bytes = ElementBytes(a.dtype);
-  const auto address = reinterpret_cast<uintptr_t>(a.in);
   const int wide = 16 / bytes;
   int vec = 1;
-  if (a.cols % wide == 0 && a.ld % wide == 0 && address % 16 == 0) {
+  if (a.cols % wide == 0 && a.ld % wide == 0 && AlignedTo(a.in, 16)) {
     vec = wide;
-  } else if (bytes == 2 && a.cols % 2 == 0 && a.ld % 2 == 0 && address % 4 == 0) {
+  } else if (bytes == 2 && a.cols % 2 == 0 && a.ld % 2 == 0 && AlignedTo(a.in, 4)) {
     vec = 2;
   }
   return MakePlan(a.rows, a.cols, vec);
 }
 
 Plan MakePlan(const LayerNormArgs& a) {
-  const auto aligned = [](const float* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
-  return MakePlan(a.rows, a.cols, a.cols % 4 == 0 && aligned(a.dy) && aligned(a.x) ? 4 : 1);
+  return MakePlan(a.rows, a.cols,
+                  a.cols % 4 == 0 && AlignedTo(a.dy, 16) && AlignedTo(a.x, 16) ? 4 : 1);
 }
-
-using cuda_elements::ToFloat;
-using cuda_elements::Vec;
 
 // Where ChunkPartials's sums come from. Each adds row r's contribution to columns
 // [c0, c0 + kVec) into its kAccumulators accumulators.
@@ -85,12 +84,12 @@ struct Targets {
   bool accumulate[kMaxColumnRanges] = {};
 };
 
-Targets WholeRow(float* out, int64_t cols, bool accumulate) {
+// All `cols` sums into out, overwritten.
+Targets WholeRow(float* out, int64_t cols) {
   Targets t;
   t.count = 1;
   t.out[0] = out;
   t.end[0] = cols;
-  t.accumulate[0] = accumulate;
   return t;
 }
 
@@ -203,8 +202,8 @@ int64_t WorkspaceFloatsTo(const Args& args) {
 const char* ColumnSumTo(const Args& a, const ColumnRange* ranges, int range_count,
                         cudaStream_t stream) {
   if (BadInput(a)) return "column_sum: null pointer or bad shape";
-  Targets checked;
-  if (const char* e = ToTargets(ranges, range_count, a.cols, &checked)) return e;
+  Targets targets;
+  if (const char* e = ToTargets(ranges, range_count, a.cols, &targets)) return e;
   if (range_count == 0) return nullptr;
   if (a.rows == 0) {
     // No rows: sums of zero. Overwritten ranges become 0; accumulated ones keep their values.
@@ -222,7 +221,8 @@ const char* ColumnSumTo(const Args& a, const ColumnRange* ranges, int range_coun
   // adds into each range's destination. The partials are ColumnSum's, so the sums are too.
   const Plan p = MakePlan(a);
   LaunchColumnPartials(a, p, a.workspace, stream);
-  return SumPartialsTo(a.workspace, p.chunks, a.cols, ranges, range_count, stream);
+  LaunchSumChunks(a.workspace, p.chunks, a.cols, targets, stream);
+  return cudaGetLastError() == cudaSuccess ? nullptr : "column_sum: kernel launch failed";
 }
 
 const char* SumPartialsTo(const float* partial, int64_t chunks, int64_t cols,
@@ -258,18 +258,9 @@ const char* ColumnSum(const Args& a, cudaStream_t stream) {
   // One chunk writes the sums directly; several write partials, summed per column.
   LaunchColumnPartials(a, p, p.chunks > 1 ? a.workspace : a.out, stream);
   if (p.chunks > 1) {
-    LaunchSumChunks(a.workspace, p.chunks, a.cols, WholeRow(a.out, a.cols, false), stream);
+    LaunchSumChunks(a.workspace, p.chunks, a.cols, WholeRow(a.out, a.cols), stream);
   }
   return cudaGetLastError() == cudaSuccess ? nullptr : "column_sum: kernel launch failed";
-}
-
-const char* SumPartials(const float* partial, int64_t chunks, int64_t cols, float* out,
-                        bool accumulate, cudaStream_t stream) {
-  if (partial == nullptr || out == nullptr || chunks <= 0 || cols <= 0) {
-    return "column_sum: SumPartials: null pointer or empty shape";
-  }
-  LaunchSumChunks(partial, chunks, cols, WholeRow(out, cols, accumulate), stream);
-  return cudaGetLastError() == cudaSuccess ? nullptr : "column_sum: SumPartials launch failed";
 }
 
 int64_t WorkspaceFloats(const LayerNormArgs& args) {
@@ -299,8 +290,8 @@ const char* LayerNormParamGrads(const LayerNormArgs& a, cudaStream_t stream) {
                                               Outputs<2>{{dw, db}});
   }
   if (p.chunks > 1) {
-    LaunchSumChunks(dw, p.chunks, a.cols, WholeRow(a.grad_weight, a.cols, false), stream);
-    LaunchSumChunks(db, p.chunks, a.cols, WholeRow(a.grad_bias, a.cols, false), stream);
+    LaunchSumChunks(dw, p.chunks, a.cols, WholeRow(a.grad_weight, a.cols), stream);
+    LaunchSumChunks(db, p.chunks, a.cols, WholeRow(a.grad_bias, a.cols), stream);
   }
   return cudaGetLastError() == cudaSuccess ? nullptr : "layer_norm_param_grads: launch failed";
 }

@@ -61,12 +61,6 @@ const char* ColumnSumTo(const Args& args, const ColumnRange* ranges, int range_c
 const char* SumPartialsTo(const float* partial, int64_t chunks, int64_t cols,
                           const ColumnRange* ranges, int range_count, cudaStream_t stream);
 
-/// out[c] (+)= sum over k of partial[k * cols + c], k in [0, chunks), in a fixed order
-/// (the second pass of ColumnSum, for other kernels' per-block partial sums); adds to out
-/// when `accumulate`, else overwrites it. One kernel, capturable.
-const char* SumPartials(const float* partial, int64_t chunks, int64_t cols, float* out,
-                        bool accumulate, cudaStream_t stream);
-
 /// The weight and bias gradients of a LayerNorm over the last dimension, float32:
 /// grad_weight[c] = sum_r dy[r, c] * (x[r, c] - mean[r]) * rstd[r], grad_bias[c] =
 /// sum_r dy[r, c] (at::native_layer_norm_backward's maths). dy and x float32, contiguous

@@ -1,14 +1,20 @@
-// Element conversions and vector loads shared by ringpilot's CUDA kernels (fused
-// BatchNorm, column sums, max-pool): float32 arithmetic on float, bfloat16 and float16
-// storage. nvcc only.
+// Element conversions, vector loads and the alignment test shared by ringpilot's CUDA
+// kernels (fused BatchNorm, column sums, max-pool, residual LayerNorm, GELU, AdamW): float32
+// arithmetic on float, bfloat16 and float16 storage. nvcc only.
 #pragma once
 
+#include <cstdint>
 #include <type_traits>
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
 namespace ringpilot::trainer::ops::cuda_elements {
+
+/// Whether `p` is a multiple of `bytes` (the vector paths' 16-, 8- and 4-byte accesses).
+__host__ __device__ inline bool AlignedTo(const void* p, uintptr_t bytes) {
+  return reinterpret_cast<uintptr_t>(p) % bytes == 0;
+}
 
 template <typename T>
 __device__ __forceinline__ float ToFloat(T v) {

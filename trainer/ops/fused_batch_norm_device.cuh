@@ -288,7 +288,7 @@ __device__ __forceinline__ void MergeChunks(const float* __restrict__ partial, i
   BlockCombine<1, 2, kWelford>(smem, n, acc);
 }
 
-inline bool Aligned(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
+inline bool Aligned(const void* p) { return cuda_elements::AlignedTo(p, 16); }
 
 inline const char* LastError() {
   const cudaError_t e = cudaGetLastError();

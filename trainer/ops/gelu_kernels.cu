@@ -18,6 +18,7 @@ using column_sum::detail::kBlockY;
 using column_sum::detail::MakePlan;
 using column_sum::detail::Outputs;
 using column_sum::detail::Plan;
+using cuda_elements::AlignedTo;
 using cuda_elements::FromFloat;
 using cuda_elements::ToFloat;
 using cuda_elements::Vec;
@@ -60,8 +61,8 @@ struct GeluBackwardRows {
 int VectorWidth(const BackwardArgs& a) {
   const int bytes = ElementBytes(a.dtype);
   const int wide = 16 / bytes;
-  auto aligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
-  if (a.cols % wide == 0 && aligned(a.grad_out) && aligned(a.input) && aligned(a.grad_input)) {
+  if (a.cols % wide == 0 && AlignedTo(a.grad_out, 16) && AlignedTo(a.input, 16) &&
+      AlignedTo(a.grad_input, 16)) {
     return wide;
   }
   return 1;

@@ -13,6 +13,7 @@ namespace {
 
 constexpr int kThreads = 256;
 
+using cuda_elements::AlignedTo;
 using cuda_elements::FromFloat;
 using cuda_elements::ToFloat;
 using cuda_elements::Vec;
@@ -161,7 +162,7 @@ template <typename T>
 int VectorWidth(const Shape& s, std::initializer_list<const void*> pointers) {
   constexpr int kWide = 16 / sizeof(T);
   bool ok = s.c % kWide == 0;
-  for (const void* p : pointers) ok = ok && reinterpret_cast<uintptr_t>(p) % 16 == 0;
+  for (const void* p : pointers) ok = ok && AlignedTo(p, 16);
   return ok ? kWide : 1;
 }
 

@@ -36,6 +36,13 @@ void AddMatmulFloat(at::Tensor& grad, const at::Tensor& a, const at::Tensor& b) 
   }
 }
 
+// `param`'s .grad when backward may add its gradient into it itself (CanAccumulateInto),
+// else undefined.
+at::Tensor AccumulableGrad(const at::Tensor& param) {
+  at::Tensor grad = param.grad();
+  return CanAccumulateInto(grad, param) ? grad : at::Tensor();
+}
+
 #ifdef RINGPILOT_WITH_CUDA
 // Whether the column-sum kernels take x (2-D, rows of unit stride).
 bool ColumnSumKernelTakes(const at::Tensor& x) {
@@ -54,9 +61,7 @@ column_sum::Args ColumnSumArgs(const at::Tensor& x) {
   a.ld = x.stride(0);
   return a;
 }
-#endif
 
-#ifdef RINGPILOT_WITH_CUDA
 // The column ranges of the bias gradients' sums (BiasGradients' contract): `into[i]` where
 // defined, else a new float32 tensor put in (*result)[i]; on `like`'s device.
 std::vector<column_sum::ColumnRange> BiasRanges(const at::Tensor& like,
@@ -65,19 +70,18 @@ std::vector<column_sum::ColumnRange> BiasRanges(const at::Tensor& like,
                                                 std::vector<at::Tensor>* result) {
   const size_t n = outs.size();
   result->assign(n, at::Tensor());
-  auto in_place = [&](size_t i) { return i < into.size() && into[i].defined(); };
   int64_t total = 0;
   bool returned = false;  // some sum goes back to autograd: it needs a tensor of its own
   for (size_t i = 0; i < n; ++i) {
     total += outs[i];
-    returned = returned || !in_place(i);
+    returned = returned || !into[i].defined();
   }
   const at::Tensor db =
       returned ? at::empty({total}, like.options().dtype(at::kFloat)) : at::Tensor();
   std::vector<column_sum::ColumnRange> ranges(n);
   int64_t offset = 0;
   for (size_t i = 0; i < n; ++i) {
-    if (in_place(i)) {
+    if (into[i].defined()) {
       ranges[i] = {into[i].data_ptr<float>(), offset, offset + outs[i], true};
     } else {
       (*result)[i] = db.narrow(0, offset, outs[i]);
@@ -90,8 +94,8 @@ std::vector<column_sum::ColumnRange> BiasRanges(const at::Tensor& like,
 #endif
 
 // The bias gradients of a group's layers (column sums of dy over each layer's `outs`
-// columns, in order; padding columns past them ignored). Where `into[i]` is defined (the
-// layer's .grad, CanAccumulateInto checked by the caller) the sums are added into it and
+// columns, in order; padding columns past them ignored). `into` holds one entry per layer:
+// where it is defined (the layer's .grad, from AccumulableGrad) the sums are added into it and
 // the result's entry i is undefined, so AccumulateGrad adds nothing; else entry i is a new
 // float32 tensor. On CUDA one column sum writes every destination in its second pass (no
 // separate add per bias: BERT-base has 74 of them per step).
@@ -99,7 +103,6 @@ std::vector<at::Tensor> BiasGradients(const at::Tensor& dy, const std::vector<in
                                       const std::vector<at::Tensor>& into) {
   const size_t n = outs.size();
   std::vector<at::Tensor> result(n);
-  auto in_place = [&](size_t i) { return i < into.size() && into[i].defined(); };
 #ifdef RINGPILOT_WITH_CUDA
   if (ColumnSumKernelTakes(dy) && n <= static_cast<size_t>(column_sum::kMaxColumnRanges)) {
     const c10::cuda::CUDAGuard guard(dy.device());
@@ -119,7 +122,7 @@ std::vector<at::Tensor> BiasGradients(const at::Tensor& dy, const std::vector<in
   int64_t offset = 0;
   for (size_t i = 0; i < n; ++i) {
     const at::Tensor sum = db.narrow(0, offset, outs[i]);
-    if (in_place(i)) {
+    if (into[i].defined()) {
       into[i].add_(sum);
     } else {
       result[i] = sum;
@@ -203,12 +206,13 @@ class MixedLinearFn : public torch::autograd::Function<MixedLinearFn> {
     const std::vector<int64_t> outs = ctx->saved_data["outs"].toIntVector();
     const auto n = static_cast<int64_t>(outs.size());
     const bool accumulate = ctx->saved_data["accumulate"].toBool();
-    std::vector<at::Tensor> bias_grads;  // each layer's .grad where it takes the sum in place
+    // Each layer's .grad where it takes the gradient in place (saved[2 + i]: weights,
+    // saved[2 + n + i]: biases), else undefined.
+    std::vector<at::Tensor> weight_grads(static_cast<size_t>(n)), bias_grads(weight_grads.size());
     if (accumulate) {
       for (int64_t i = 0; i < n; ++i) {
-        const at::Tensor& bias = saved[2 + n + i];
-        at::Tensor grad = bias.grad();
-        bias_grads.push_back(CanAccumulateInto(grad, bias) ? grad : at::Tensor());
+        weight_grads[static_cast<size_t>(i)] = AccumulableGrad(saved[2 + i]);
+        bias_grads[static_cast<size_t>(i)] = AccumulableGrad(saved[2 + n + i]);
       }
     }
     // dy: the gradient of the GEMM's output (through GELU's backward when there is one).
@@ -232,8 +236,8 @@ class MixedLinearFn : public torch::autograd::Function<MixedLinearFn> {
     std::vector<at::Tensor> add_to, add_from;
     int64_t offset = 0;
     for (int64_t i = 0; i < n; ++i) {
-      at::Tensor grad = accumulate ? saved[2 + i].grad() : at::Tensor();
-      const bool in_place = accumulate && CanAccumulateInto(grad, saved[2 + i]);
+      at::Tensor& grad = weight_grads[static_cast<size_t>(i)];
+      const bool in_place = grad.defined();
       if (in_place && n == 1) {
         // No gradient returned: AccumulateGrad then adds nothing, and its post-hooks (the
         // gradient reducer's) still run, after this GEMM on the same stream.

@@ -15,6 +15,7 @@
 namespace ringpilot::trainer::ops::residual_norm {
 namespace {
 
+using cuda_elements::AlignedTo;
 using cuda_elements::FromFloat;
 using cuda_elements::ToFloat;
 using cuda_elements::Vec;
@@ -240,8 +241,6 @@ int64_t BackwardBlocks(int64_t rows) {
   return std::min<int64_t>(kMaxBackwardBlocks, (rows + kWarpsPerBlock - 1) / kWarpsPerBlock);
 }
 
-bool Aligned(const void* p, uintptr_t bytes) { return reinterpret_cast<uintptr_t>(p) % bytes == 0; }
-
 template <typename T, int VPL>
 void LaunchForward(const ForwardArgs& a, cudaStream_t stream) {
   const auto blocks = static_cast<unsigned>((a.rows + kWarpsPerBlock - 1) / kWarpsPerBlock);
@@ -292,9 +291,9 @@ const char* Forward(const ForwardArgs& a, cudaStream_t stream) {
     return "residual_norm: null pointer";
   }
   if (!(a.keep > 0.0f && a.keep <= 1.0f)) return "residual_norm: keep must be in (0, 1]";
-  if (!Aligned(a.branch, 8) || !Aligned(a.out_low, 8) || !Aligned(a.residual, 16) ||
-      !Aligned(a.weight, 16) || !Aligned(a.bias, 16) || !Aligned(a.out, 16) || !Aligned(a.z, 16) ||
-      (a.keep_mask != nullptr && !Aligned(a.keep_mask, 4))) {
+  if (!AlignedTo(a.branch, 8) || !AlignedTo(a.out_low, 8) || !AlignedTo(a.residual, 16) ||
+      !AlignedTo(a.weight, 16) || !AlignedTo(a.bias, 16) || !AlignedTo(a.out, 16) ||
+      !AlignedTo(a.z, 16) || (a.keep_mask != nullptr && !AlignedTo(a.keep_mask, 4))) {
     return "residual_norm: misaligned pointer";
   }
   const int vpl = LanesGroups(a.cols);
@@ -318,12 +317,12 @@ const char* Backward(const BackwardArgs& a, cudaStream_t stream) {
     return "residual_norm: null pointer";
   }
   if (!(a.keep > 0.0f && a.keep <= 1.0f)) return "residual_norm: keep must be in (0, 1]";
-  if (!Aligned(a.z, 16) || !Aligned(a.weight, 16) ||
-      (a.grad_out != nullptr && !Aligned(a.grad_out, 16)) ||
-      (a.grad_out_low != nullptr && !Aligned(a.grad_out_low, 8)) ||
-      (a.grad_residual != nullptr && !Aligned(a.grad_residual, 16)) ||
-      (a.grad_branch != nullptr && !Aligned(a.grad_branch, 8)) ||
-      (a.keep_mask != nullptr && !Aligned(a.keep_mask, 4))) {
+  if (!AlignedTo(a.z, 16) || !AlignedTo(a.weight, 16) ||
+      (a.grad_out != nullptr && !AlignedTo(a.grad_out, 16)) ||
+      (a.grad_out_low != nullptr && !AlignedTo(a.grad_out_low, 8)) ||
+      (a.grad_residual != nullptr && !AlignedTo(a.grad_residual, 16)) ||
+      (a.grad_branch != nullptr && !AlignedTo(a.grad_branch, 8)) ||
+      (a.keep_mask != nullptr && !AlignedTo(a.keep_mask, 4))) {
     return "residual_norm: misaligned pointer";
   }
   const int vpl = LanesGroups(a.cols);
