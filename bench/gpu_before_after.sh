@@ -14,10 +14,11 @@
 # (--what ringpilot --worlds 1) against each build in turn, rows tagged variant base|new;
 # `cpu` runs bench/cpu_ddp.sh with each side's ringpilot (RINGPILOT=...), base first, into
 # KEEP_DIR/base and KEEP_DIR/new. `carried` needs no build on the GPU machine: BASE_BIN is a
-# folder with the base revision's stripped ringpilot-trainer (packed on the CPU machine, e.g.
-# a copy of an earlier .carry/prebuilt/bin/ringpilot-trainer, carried in .carry), which
-# stands in for the carried build's trainer on the base side; the rest of the carried
-# build (the launcher, libraries) serves both sides.
+# folder with the base revision's stripped ringpilot-trainer and ringpilot (packed on the CPU
+# machine, e.g. copies of an earlier .carry/prebuilt/bin's, carried in .carry), which stand
+# in for the carried build's on the base side; the carried libraries serve both sides. The
+# launcher goes with its trainer: it writes every key it knows into the run directory's
+# job.yaml, and a trainer older than a new key refuses that file.
 set -euo pipefail
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 mode=${1:?build|gpu|cpu}
@@ -54,14 +55,16 @@ case $mode in
         *) echo "gpu_before_after: unknown argument $1" >&2; exit 2 ;;
       esac
     done
+    programs=(ringpilot-trainer ringpilot)
     if [[ $mode == carried ]]; then
-      trainer="$HERE/.carry/prebuilt/bin/ringpilot-trainer"
-      [[ -x $trainer && -x $base_src/ringpilot-trainer ]] || {
-        echo "gpu_before_after: carried needs $trainer and $base_src/ringpilot-trainer" >&2
-        exit 2
-      }
-      cp "$trainer" "$trainer.new"
-      trap 'cp "$trainer.new" "$trainer"' EXIT
+      for p in "${programs[@]}"; do
+        [[ -x $HERE/.carry/prebuilt/bin/$p && -x $base_src/$p ]] || {
+          echo "gpu_before_after: carried needs $HERE/.carry/prebuilt/bin/$p and $base_src/$p" >&2
+          exit 2
+        }
+        cp "$HERE/.carry/prebuilt/bin/$p" "$HERE/.carry/prebuilt/bin/$p.new"
+      done
+      trap 'for p in "${programs[@]}"; do cp "$HERE/.carry/prebuilt/bin/$p.new" "$HERE/.carry/prebuilt/bin/$p"; done' EXIT
     fi
     for ((r = 1; r <= repeat; r++)); do
       for side in base new; do
@@ -70,7 +73,10 @@ case $mode in
         [[ $side == base ]] && build=$base_build
         if [[ $mode == carried ]]; then
           build=""
-          if [[ $side == base ]]; then cp "$base_src/ringpilot-trainer" "$trainer"; else cp "$trainer.new" "$trainer"; fi
+          for p in "${programs[@]}"; do
+            if [[ $side == base ]]; then from=$base_src/$p; else from=$HERE/.carry/prebuilt/bin/$p.new; fi
+            cp "$from" "$HERE/.carry/prebuilt/bin/$p"
+          done
         fi
         RINGPILOT_BUILD_DIR=$build RP_VARIANT=$side "$HERE/tests/gpu/bench_train.sh" \
           --what ringpilot --worlds 1 --models "$models" --steps "$steps" --out "$out"

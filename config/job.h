@@ -83,7 +83,7 @@ struct ModelConfig {
   bool mixed_linear = true;         ///< BERT bf16/fp16 on CUDA: linear layers on shadow weights
   bool mixed_linear_accumulate = true;  ///< with mixed_linear: GEMM adds into .grad
   /// with mixed_linear: the optimizer's update writes the bf16 weight copies
-  bool mixed_linear_optimizer_copies = false;
+  bool mixed_linear_optimizer_copies = true;
   bool fused_residual_norm = true;  ///< with mixed_linear: dropout + add + LayerNorm kernels
   double dropout = 0.1;             ///< BERT dropout probability (0 makes runs comparable)
   int seq_len = 128;                ///< BERT sequence length

@@ -9,8 +9,9 @@
 # (default) picks which peer variants run; RP_GRAD_DTYPE=bf16 reduces gradients in bf16;
 # RP_OVERLAP=false turns comm.overlap_optimizer off; RP_MIXED_LINEAR=false runs BERT's linear
 # layers through at::linear under autocast (model.mixed_linear), RP_MIXED_ACCUMULATE=false lets
-# autograd add weight gradients into .grad (model.mixed_linear_accumulate), RP_OPT_COPIES=true
-# has the optimizer write the bf16 weight copies (model.mixed_linear_optimizer_copies); RP_MAXPOOL_KERNEL=false
+# autograd add weight gradients into .grad (model.mixed_linear_accumulate), RP_OPT_COPIES=false
+# refreshes the bf16 weight copies before each forward instead of the optimizer writing them
+# (model.mixed_linear_optimizer_copies); RP_MAXPOOL_KERNEL=false
 # runs ResNet-50's stem max-pool by ATen (model.maxpool_kernel); RP_STEM_S2D=false its stem
 # convolution as a plain 7x7 stride-2 one (model.stem_space_to_depth), RP_SHORTCUT_GEMM=false its
 # bottlenecks' shortcut gradients summed by autograd (model.shortcut_in_gemm), RP_BN_ACCUMULATE=false
