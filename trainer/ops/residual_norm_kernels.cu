@@ -154,7 +154,7 @@ __global__ void __launch_bounds__(kBackwardThreads, kBackwardBlocksPerSm)
   __syncwarp();
   // dy of the lane's four columns of group g of the row at base: the float32 gradient plus
   // the low-precision one, either possibly absent. Both passes call it: the same bits.
-  const auto load_dy = [&](int64_t e, float (&dy)[4]) {
+  const auto load_dy = [&](int64_t e, float(&dy)[4]) {
     dy[0] = dy[1] = dy[2] = dy[3] = 0.f;
     if (a.grad_out != nullptr) {
       const float4 d = Load4(a.grad_out + e);
@@ -273,8 +273,7 @@ cudaError_t LaunchBackward(const BackwardArgs& a, cudaStream_t stream) {
   // launch, as it holds for the current device only; a function attribute, not a stream
   // operation, so also allowed while a graph is captured.
   const cudaError_t attribute = cudaFuncSetAttribute(
-      BackwardKernel<T, VPL>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-      static_cast<int>(smem));
+      BackwardKernel<T, VPL>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
   if (attribute != cudaSuccess) return attribute;
   BackwardKernel<T, VPL><<<static_cast<unsigned>(blocks), kBackwardThreads, smem, stream>>>(
       a, rows_per_block, a.workspace);
