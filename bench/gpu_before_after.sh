@@ -57,6 +57,11 @@ case $mode in
     done
     programs=(ringpilot-trainer ringpilot)
     if [[ $mode == carried ]]; then
+      # The carry's checks (its digest against the tree, its launcher's commit against the
+      # MANIFEST) pass once here, before the swap, and their verdict is exported to
+      # bench_train.sh's env.sh: the base's launcher names another commit.
+      # shellcheck source=tests/gpu/env.sh
+      source "$HERE/tests/gpu/env.sh"
       for p in "${programs[@]}"; do
         [[ -x $HERE/.carry/prebuilt/bin/$p && -x $base_src/$p ]] || {
           echo "gpu_before_after: carried needs $HERE/.carry/prebuilt/bin/$p and $base_src/$p" >&2
