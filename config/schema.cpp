@@ -140,9 +140,8 @@ std::vector<KeySpec> BuildSchema() {
   s.push_back(BoolKey("model.mixed_linear_accumulate",
                       Member(&JC::model, &ModelConfig::mixed_linear_accumulate),
                       "with model.mixed_linear (no effect without it): backward adds each weight "
-                      "gradient (the GEMM, beta = 1) and bias gradient (the column sum), and the word "
-                      "embeddings' looked-up rows (a sort-based scatter-add), into the gradient "
-                      "buffer itself instead of autograd adding it after"));
+                      "gradient (the GEMM, beta = 1) and bias gradient (the column sum) into the "
+                      "gradient buffer itself instead of autograd adding it after"));
   s.push_back(BoolKey("model.mixed_linear_optimizer_copies",
                       Member(&JC::model, &ModelConfig::mixed_linear_optimizer_copies),
                       "with model.mixed_linear (no effect without it): the optimizer's update "
