@@ -23,16 +23,11 @@ using cuda_elements::Vec;
 constexpr int kWarp = 32;
 constexpr int kWarpsPerBlock = 4;
 constexpr int kThreads = kWarp * kWarpsPerBlock;
-// Backward: 8 warps a block, 4 blocks an SM (32 warps, 192 KB of shared accumulators at 768
-// columns). With 4 warps and 5 blocks (15.5 warps an SM over BERT-base's rows) it moved
-// 2.7 TB/s against the forward's 3.7 (2026-11-30 profile): too few loads in flight.
-constexpr int kBackwardWarps = 8;
-constexpr int kBackwardThreads = kWarp * kBackwardWarps;
-constexpr int kBackwardBlocksPerSm = 4;
 // Backward's blocks each sum their rows' parameter gradients into one partial row. A fixed
-// count, not one per SM, keeps the summation order (so the bits) the same on every GPU; 528
-// is one wave at 4 blocks on each of an H100's or H200's 132 SMs.
-constexpr int64_t kMaxBackwardBlocks = 528;
+// count, not one per SM, keeps the summation order (so the bits) the same on every GPU.
+constexpr int64_t kMaxBackwardBlocks = 512;
+// Resident blocks per SM the backward kernel is compiled for (a register cap).
+constexpr int kBackwardBlocksPerSm = 5;
 
 // Butterfly: every lane ends with the same bits (a + b == b + a exactly).
 __device__ __forceinline__ float WarpSum(float v) {
@@ -130,16 +125,14 @@ __global__ void __launch_bounds__(kThreads) ForwardKernel(ForwardArgs a) {
   }
 }
 
-// One warp per row, rows [blockIdx.x * rows_per_block, +rows_per_block) in steps of
-// kBackwardWarps warps; the block's parameter-gradient sums go to partial row blockIdx.x
-// ([weight sums | bias sums], 2 * cols). Each warp adds its rows' dy * x_hat and dy into its
-// own shared-memory rows (a lane owns its columns: no races), not registers: at 164 registers
-// a thread, 3 blocks fitted an SM and the kernel ran at a third of memory speed. For the same
-// reason the row's inputs are not kept between the two passes over it: the second reads them
-// again (from L1 or L2, just read) and recomputes x_hat with the same arithmetic, which keeps
-// the kernel at 64 registers, 32 warps an SM.
+// One warp per row, rows [blockIdx.x * rows_per_block, +rows_per_block) in steps of 4
+// warps; the block's parameter-gradient sums go to partial row blockIdx.x ([weight sums |
+// bias sums], 2 * cols). Each warp adds its rows' dy * x_hat and dy into its own
+// shared-memory rows (a lane owns its columns: no races), not registers: at 164 registers
+// a thread, 3 blocks fitted an SM and the kernel ran at a third of memory speed. The
+// weights come from L1 for the same reason.
 template <typename T, int VPL>
-__global__ void __launch_bounds__(kBackwardThreads, kBackwardBlocksPerSm)
+__global__ void __launch_bounds__(kThreads, kBackwardBlocksPerSm)
     BackwardKernel(BackwardArgs a, int64_t rows_per_block, float* partial) {
   extern __shared__ __align__(16) float smem[];  // [warp][2][cols]
   const int lane = threadIdx.x % kWarp, warp = threadIdx.x / kWarp;
@@ -152,33 +145,29 @@ __global__ void __launch_bounds__(kBackwardThreads, kBackwardBlocksPerSm)
   float* acc_b = acc_w + a.cols;
   for (int64_t c = lane; c < a.cols; c += kWarp) acc_w[c] = acc_b[c] = 0.f;
   __syncwarp();
-  // dy of the lane's four columns of group g of the row at base: the float32 gradient plus
-  // the low-precision one, either possibly absent. Both passes call it: the same bits.
-  const auto load_dy = [&](int64_t e, float(&dy)[4]) {
-    dy[0] = dy[1] = dy[2] = dy[3] = 0.f;
-    if (a.grad_out != nullptr) {
-      const float4 d = Load4(a.grad_out + e);
-      dy[0] = d.x, dy[1] = d.y, dy[2] = d.z, dy[3] = d.w;
-    }
-    if (grad_low != nullptr) {
-      const Vec<T, 4> d = *reinterpret_cast<const Vec<T, 4>*>(grad_low + e);
-#pragma unroll
-      for (int i = 0; i < 4; ++i) dy[i] += ToFloat(d.v[i]);
-    }
-  };
   const int64_t begin = int64_t{blockIdx.x} * rows_per_block;
   const int64_t end = min(a.rows, begin + rows_per_block);
-  for (int64_t row = begin + warp; row < end; row += kBackwardWarps) {
+  for (int64_t row = begin + warp; row < end; row += kWarpsPerBlock) {
     const float mean = a.mean[row], rstd = a.rstd[row];
     const int64_t base = row * a.cols;
+    float dy[VPL][4], xh[VPL][4];
     float s1 = 0.f, s2 = 0.f;
 #pragma unroll
     for (int j = 0; j < VPL; ++j) {
       const int64_t g = int64_t{j} * kWarp + lane;
+#pragma unroll
+      for (int i = 0; i < 4; ++i) dy[j][i] = xh[j][i] = 0.f;
       if (g >= groups) continue;
       const int64_t e = base + g * 4;
-      float dy[4];
-      load_dy(e, dy);
+      if (a.grad_out != nullptr) {
+        const float4 d = Load4(a.grad_out + e);
+        dy[j][0] = d.x, dy[j][1] = d.y, dy[j][2] = d.z, dy[j][3] = d.w;
+      }
+      if (grad_low != nullptr) {
+        const Vec<T, 4> d = *reinterpret_cast<const Vec<T, 4>*>(grad_low + e);
+#pragma unroll
+        for (int i = 0; i < 4; ++i) dy[j][i] += ToFloat(d.v[i]);
+      }
       const float4 zv = Load4(a.z + e);
       const float4 wv = __ldg(reinterpret_cast<const float4*>(a.weight) + g);
       const float zz[4] = {zv.x, zv.y, zv.z, zv.w}, w[4] = {wv.x, wv.y, wv.z, wv.w};
@@ -188,12 +177,12 @@ __global__ void __launch_bounds__(kBackwardThreads, kBackwardBlocksPerSm)
       float nw[4] = {aw.x, aw.y, aw.z, aw.w}, nb[4] = {ab.x, ab.y, ab.z, ab.w};
 #pragma unroll
       for (int i = 0; i < 4; ++i) {
-        const float xh = (zz[i] - mean) * rstd;
-        const float gwd = dy[i] * w[i];
+        xh[j][i] = (zz[i] - mean) * rstd;
+        const float gwd = dy[j][i] * w[i];
         s1 += gwd;
-        s2 += gwd * xh;
-        nw[i] += dy[i] * xh;
-        nb[i] += dy[i];
+        s2 += gwd * xh[j][i];
+        nw[i] += dy[j][i] * xh[j][i];
+        nb[i] += dy[j][i];
       }
       Store4(acc_w + g * 4, nw);
       Store4(acc_b + g * 4, nb);
@@ -205,17 +194,11 @@ __global__ void __launch_bounds__(kBackwardThreads, kBackwardBlocksPerSm)
       const int64_t g = int64_t{j} * kWarp + lane;
       if (g >= groups) continue;
       const int64_t e = base + g * 4;
-      float dy[4];
-      load_dy(e, dy);
-      const float4 zv = Load4(a.z + e);
       const float4 wv = __ldg(reinterpret_cast<const float4*>(a.weight) + g);
-      const float zz[4] = {zv.x, zv.y, zv.z, zv.w}, w[4] = {wv.x, wv.y, wv.z, wv.w};
+      const float w[4] = {wv.x, wv.y, wv.z, wv.w};
       float dz[4];
 #pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        const float xh = (zz[i] - mean) * rstd;
-        dz[i] = rstd * (dy[i] * w[i] - s1 - xh * s2);
-      }
+      for (int i = 0; i < 4; ++i) dz[i] = rstd * (dy[j][i] * w[i] - s1 - xh[j][i] * s2);
       if (a.grad_residual != nullptr) Store4(a.grad_residual + e, dz);
       if (grad_branch != nullptr) {
         uchar4 k = make_uchar4(1, 1, 1, 1);
@@ -234,9 +217,9 @@ __global__ void __launch_bounds__(kBackwardThreads, kBackwardBlocksPerSm)
   }
   __syncthreads();
   // The warps' sums in a fixed order.
-  for (int64_t c = threadIdx.x; c < a.cols; c += kBackwardThreads) {
+  for (int64_t c = threadIdx.x; c < a.cols; c += kThreads) {
     float w = smem[c], b = smem[a.cols + c];
-    for (int k = 1; k < kBackwardWarps; ++k) {
+    for (int k = 1; k < kWarpsPerBlock; ++k) {
       w += smem[int64_t{k} * 2 * a.cols + c];
       b += smem[int64_t{k} * 2 * a.cols + a.cols + c];
     }
@@ -255,7 +238,7 @@ int LanesGroups(int64_t cols) {
 }
 
 int64_t BackwardBlocks(int64_t rows) {
-  return std::min<int64_t>(kMaxBackwardBlocks, (rows + kBackwardWarps - 1) / kBackwardWarps);
+  return std::min<int64_t>(kMaxBackwardBlocks, (rows + kWarpsPerBlock - 1) / kWarpsPerBlock);
 }
 
 template <typename T, int VPL>
@@ -265,19 +248,12 @@ void LaunchForward(const ForwardArgs& a, cudaStream_t stream) {
 }
 
 template <typename T, int VPL>
-cudaError_t LaunchBackward(const BackwardArgs& a, cudaStream_t stream) {
+void LaunchBackward(const BackwardArgs& a, cudaStream_t stream) {
   const int64_t blocks = BackwardBlocks(a.rows);
   const int64_t rows_per_block = (a.rows + blocks - 1) / blocks;
-  const size_t smem = kBackwardWarps * 2 * static_cast<size_t>(a.cols) * sizeof(float);
-  // Up to 64 KB at kMaxCols: above the 48 KB a launch gets without asking. Set on every
-  // launch, as it holds for the current device only; a function attribute, not a stream
-  // operation, so also allowed while a graph is captured.
-  const cudaError_t attribute = cudaFuncSetAttribute(
-      BackwardKernel<T, VPL>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
-  if (attribute != cudaSuccess) return attribute;
-  BackwardKernel<T, VPL><<<static_cast<unsigned>(blocks), kBackwardThreads, smem, stream>>>(
-      a, rows_per_block, a.workspace);
-  return cudaGetLastError();
+  const size_t smem = kWarpsPerBlock * 2 * static_cast<size_t>(a.cols) * sizeof(float);
+  BackwardKernel<T, VPL>
+      <<<static_cast<unsigned>(blocks), kThreads, smem, stream>>>(a, rows_per_block, a.workspace);
 }
 
 // f(std::integral_constant<int, VPL>) for the instantiated VPL.
@@ -350,15 +326,12 @@ const char* Backward(const BackwardArgs& a, cudaStream_t stream) {
     return "residual_norm: misaligned pointer";
   }
   const int vpl = LanesGroups(a.cols);
-  cudaError_t launched = cudaSuccess;
   if (a.dtype == ElementType::kBFloat16) {
-    ForVpl(vpl, [&](auto v) {
-      launched = LaunchBackward<__nv_bfloat16, decltype(v)::value>(a, stream);
-    });
+    ForVpl(vpl, [&](auto v) { LaunchBackward<__nv_bfloat16, decltype(v)::value>(a, stream); });
   } else {
-    ForVpl(vpl, [&](auto v) { launched = LaunchBackward<__half, decltype(v)::value>(a, stream); });
+    ForVpl(vpl, [&](auto v) { LaunchBackward<__half, decltype(v)::value>(a, stream); });
   }
-  if (launched != cudaSuccess) return "residual_norm: backward launch failed";
+  if (cudaGetLastError() != cudaSuccess) return "residual_norm: backward launch failed";
   const int64_t blocks = BackwardBlocks(a.rows);
   // One partial row per block holds both sums side by side ([weight | bias]): one second
   // pass writes both gradients.
