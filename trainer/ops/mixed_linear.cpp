@@ -235,7 +235,6 @@ class MixedLinearFn : public torch::autograd::Function<MixedLinearFn> {
     // three gradients, and moved a quarter of memory speed (0.20 ms a step, 2026-11-30). A
     // single layer's GEMM adds into its buffer itself (beta = 1).
     at::Tensor dw;  // all layers' weight gradients, for those not accumulated by their GEMM
-    std::vector<at::Tensor> add_to, add_from;
     int64_t offset = 0;
     for (int64_t i = 0; i < n; ++i) {
       at::Tensor& grad = weight_grads[static_cast<size_t>(i)];
@@ -248,8 +247,7 @@ class MixedLinearFn : public torch::autograd::Function<MixedLinearFn> {
         if (!dw.defined()) dw = MatmulIn(dy.t(), xl, at::kFloat);
         const at::Tensor slice = dw.narrow(0, offset, outs[i]);
         if (in_place) {
-          add_to.push_back(grad);  // likewise nothing returned
-          add_from.push_back(slice);
+          grad.add_(slice);  // likewise nothing returned
         } else {
           out[1 + i] = slice;
         }
@@ -257,7 +255,6 @@ class MixedLinearFn : public torch::autograd::Function<MixedLinearFn> {
       out[1 + n + i] = db[static_cast<size_t>(i)];
       offset += outs[i];
     }
-    for (size_t i = 0; i < add_to.size(); ++i) add_to[i].add_(add_from[i]);
     return out;
   }
 };
