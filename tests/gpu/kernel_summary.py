@@ -3,6 +3,9 @@
 category and the top kernels, then for each of the top kernels the operators that launched
 it (the innermost CPU op around the launch call, with up to two enclosing ones), so that a
 generic kernel name (at::native::elementwise_kernel) says which op it was.
+Last, each of the top kernels by launch shape (grid and block): microseconds per launch,
+which tells a kernel's large calls from its small ones (BERT's 3072-wide column sums from
+its 768-wide ones).
 Usage: kernel_summary.py TRACE.json STEPS [TOP]"""
 import bisect
 import collections
@@ -110,6 +113,7 @@ def main():
     for name, (ms, n) in ranked:
         print(f"  {ms / steps:8.3f}  {n / steps:6.1f}  {name}")
     print_launching_ops(events, steps, [name for name, _ in ranked])
+    print_launch_shapes(events, steps, [name for name, _ in ranked])
 
 
 def print_launching_ops(events, steps, names):
@@ -130,6 +134,25 @@ def print_launching_ops(events, steps, names):
         print(f"  {name}")
         for op, (ms, n) in sorted(per_kernel[name].items(), key=lambda kv: -kv[1][0])[:4]:
             print(f"    {ms / steps:8.3f}  {n / steps:6.1f}  {op}")
+
+
+def print_launch_shapes(events, steps, names):
+    shapes = collections.defaultdict(lambda: collections.defaultdict(list))
+    for e in events:
+        if e.get("cat") != "kernel":
+            continue
+        args = e.get("args") or {}
+        shape = f"grid {args.get('grid', '?')} block {args.get('block', '?')}"
+        shapes[short_name(e.get("name", "?"))][shape].append(float(e.get("dur", 0)))
+    print("by launch shape (launches per step, mean and max us per launch, ms per step):")
+    for name in names:
+        if name not in shapes:
+            continue
+        print(f"  {name}")
+        rows = sorted(shapes[name].items(), key=lambda kv: -sum(kv[1]))[:6]
+        for shape, durs in rows:
+            print(f"    {len(durs) / steps:6.1f}  {sum(durs) / len(durs):8.1f}  {max(durs):8.1f}"
+                  f"  {sum(durs) / steps / 1000.0:7.3f}  {shape}")
 
 
 if __name__ == "__main__":
