@@ -8,6 +8,14 @@
 
 #include <torch/autograd.h>
 
+#ifdef RINGPILOT_WITH_CUDA
+#include <ATen/cuda/CUDAContext.h>
+#include <c10/cuda/CUDAGuard.h>
+
+#include "trainer/ops/cross_entropy_kernels.h"
+#include "trainer/ops/tensor_element_type.h"
+#endif
+
 namespace ringpilot::trainer::ops {
 namespace {
 
@@ -153,7 +161,81 @@ at::Tensor LinearCrossEntropy(const at::Tensor& x, const at::Tensor& weight, con
                                            CpuChunkColumns(options, x.size(0)));
 }
 
+#ifdef RINGPILOT_WITH_CUDA
+namespace {
+
+namespace ce = cross_entropy;
+
+bool CrossEntropyKernelApplies(const at::Tensor& logits, const at::Tensor& labels) {
+  const auto dtype = logits.scalar_type();
+  return logits.is_cuda() && (dtype == at::kBFloat16 || dtype == at::kHalf) && logits.dim() == 2 &&
+         logits.size(0) > 0 && logits.size(1) > 0 && logits.size(0) <= INT32_MAX &&
+         logits.stride(1) == 1 && logits.stride(0) >= logits.size(1) &&
+         labels.scalar_type() == at::kLong && labels.dim() == 1 &&
+         labels.size(0) == logits.size(0) && labels.device() == logits.device();
+}
+
+// Saves the logits as they are (no copy), the labels, and per row its log-sum-exp.
+class CrossEntropyLowPrecisionFn : public torch::autograd::Function<CrossEntropyLowPrecisionFn> {
+ public:
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& logits,
+                            const at::Tensor& labels_in) {
+    const c10::cuda::CUDAGuard guard(logits.device());
+    const at::Tensor labels = labels_in.contiguous();
+    const at::TensorOptions f32 = logits.options().dtype(at::kFloat);
+    at::Tensor lse = at::empty({logits.size(0)}, f32);
+    at::Tensor row_loss = at::empty({logits.size(0)}, f32);
+    at::Tensor loss = at::empty({}, f32);
+    at::Tensor count = at::empty({}, f32);
+    ce::ForwardArgs a;
+    a.logits = logits.data_ptr();
+    a.dtype = ElementTypeOf(logits.scalar_type());
+    a.rows = logits.size(0);
+    a.cols = logits.size(1);
+    a.ld = logits.stride(0);
+    a.labels = labels.data_ptr<int64_t>();
+    a.lse = lse.data_ptr<float>();
+    a.row_loss = row_loss.data_ptr<float>();
+    a.loss = loss.data_ptr<float>();
+    a.count = count.data_ptr<float>();
+    const char* error = ce::Forward(a, at::cuda::getCurrentCUDAStream(logits.get_device()));
+    TORCH_CHECK(error == nullptr, "CrossEntropyFloat: ", error);
+    ctx->save_for_backward({logits, labels, lse, count});
+    return loss;
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    const variable_list saved = ctx->get_saved_variables();
+    const at::Tensor& logits = saved[0];
+    const c10::cuda::CUDAGuard guard(logits.device());
+    const at::Tensor grad_loss = grads[0].to(at::kFloat).contiguous();
+    at::Tensor grad = at::empty(logits.sizes(), logits.options());
+    ce::BackwardArgs a;
+    a.logits = logits.data_ptr();
+    a.dtype = ElementTypeOf(logits.scalar_type());
+    a.rows = logits.size(0);
+    a.cols = logits.size(1);
+    a.ld = logits.stride(0);
+    a.labels = saved[1].data_ptr<int64_t>();
+    a.lse = saved[2].data_ptr<float>();
+    a.count = saved[3].data_ptr<float>();
+    a.grad_loss = grad_loss.data_ptr<float>();
+    a.grad_logits = grad.data_ptr();
+    const char* error = ce::Backward(a, at::cuda::getCurrentCUDAStream(logits.get_device()));
+    TORCH_CHECK(error == nullptr, "CrossEntropyFloat: ", error);
+    return {grad, at::Tensor()};
+  }
+};
+
+}  // namespace
+#endif
+
 at::Tensor CrossEntropyFloat(const at::Tensor& logits, const at::Tensor& labels) {
+#ifdef RINGPILOT_WITH_CUDA
+  if (CrossEntropyKernelApplies(logits, labels)) {
+    return CrossEntropyLowPrecisionFn::apply(logits, labels);
+  }
+#endif
   // An explicit dtype: autocast's log_softmax rule (float32 unless a dtype is given) and
   // nll_loss's (float32 inputs) then insert no casts either.
   return at::nll_loss(at::log_softmax(logits, 1, at::kFloat), labels);

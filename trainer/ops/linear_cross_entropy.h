@@ -34,11 +34,15 @@ at::Tensor LinearCrossEntropy(const at::Tensor& x, const at::Tensor& weight, con
                               const LinearCrossEntropyOptions& options = {});
 
 /// at::cross_entropy_loss(logits.to(at::kFloat), labels) (mean, ignore index -100) for
-/// low-precision logits [N, V], without the float32 copy of the logits and without the
-/// cast of their gradient back: at::log_softmax with a float32 result reads the logits in
-/// their dtype, and its backward writes their gradient in it (on BERT-base's MLM head,
-/// 1216 x 30522 logits, two passes of 234 MB each). The same maths: the log-softmax in
-/// float32 of the same values, its gradient rounded once to the logits' dtype.
+/// low-precision logits [N, V] (rows may be strided, columns contiguous), without a float32
+/// copy of the logits or of their gradient. On CUDA with bf16/fp16 logits:
+/// trainer/ops/cross_entropy_kernels.h, one read of the logits forward, one read and one
+/// write backward (BERT-base's MLM head, 1216 x 30528 logits: ~0.5 ms of ATen's
+/// log-softmax, NLL and casts a step, 2026-11-30), the float32 maths of the same values up
+/// to rounding, the gradient rounded once to the logits' dtype; the logits are saved as
+/// they are, so they must not be changed in place before backward. A label outside [0, V)
+/// gives a NaN loss there (ATen stops the device). Elsewhere ATen's log-softmax with a
+/// float32 result and nll_loss.
 at::Tensor CrossEntropyFloat(const at::Tensor& logits, const at::Tensor& labels);
 
 }  // namespace ringpilot::trainer::ops

@@ -1,10 +1,14 @@
+#include <cmath>
+#include <limits>
 #include <stdexcept>
 #include <string>
 
 #include <ATen/autocast_mode.h>
+#include <c10/cuda/CUDAGuard.h>
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include "tests/trainer/cuda_graph_capture.h"
 #include "trainer/ops/linear_cross_entropy.h"
 
 namespace ringpilot::trainer::ops {
@@ -148,6 +152,116 @@ TEST(CrossEntropyFloat, Bfloat16LogitsOnCudaWithinRoundingOfTheFloatCopy) {
     const double excess = ((a - b).abs() - b.abs() * (1.0 / 128) - 1e-9).max().item<double>();
     EXPECT_LE(excess, 0.0) << what;
   }
+}
+
+// The reference: ATen's cross-entropy of the float32 copy, loss * scale, logits' gradient.
+LossAndLogitsGrad ReferenceOf(const at::Tensor& logits0, const at::Tensor& labels, double scale) {
+  at::Tensor logits = logits0.detach().clone().requires_grad_();
+  at::Tensor loss = at::cross_entropy_loss(logits.to(at::kFloat), labels);
+  (loss * scale).backward();
+  return {loss.detach(), logits.grad()};
+}
+
+// Both gradients rounded once from float32 to the same 16-bit type: at most one step of it
+// apart (2^-7 relative for bf16, 2^-10 for fp16), plus float32 noise near zero.
+void ExpectWithinOneStep(const at::Tensor& got, const at::Tensor& ref, double step,
+                         const std::string& what) {
+  const at::Tensor a = got.to(at::kDouble), b = ref.to(at::kDouble);
+  const double excess = ((a - b).abs() - b.abs() * step - 1e-9).max().item<double>();
+  EXPECT_LE(excess, 0.0) << what;
+}
+
+TEST(CrossEntropyFloat, CudaKernelOnPaddedStridedIgnoredAndOddRows) {
+  if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device";
+  torch::manual_seed(19);
+  const at::TensorOptions cuda = at::TensorOptions().device(at::kCUDA);
+  struct Case {
+    const char* what;
+    int64_t rows, cols, ld;
+    at::ScalarType dtype;
+  };
+  // 16-byte vectors (cols and ld multiples of 8), a strided view of a wider buffer, columns
+  // that allow no vectors (the scalar path), float16.
+  const Case cases[] = {{"bf16 vectors", 300, 4096, 4096, at::kBFloat16},
+                        {"bf16 strided rows", 77, 1000, 1032, at::kBFloat16},
+                        {"bf16 odd columns", 33, 1003, 1003, at::kBFloat16},
+                        {"fp16 vectors", 64, 2048, 2048, at::kHalf}};
+  for (const Case& c : cases) {
+    const at::Tensor wide = (at::randn({c.rows, c.ld}, cuda) * 3).to(c.dtype);
+    const at::Tensor logits = wide.narrow(1, 0, c.cols);
+    // The MLM decoder's padding: -inf columns past the vocabulary.
+    logits.narrow(1, c.cols - 5, 5).fill_(-std::numeric_limits<float>::infinity());
+    at::Tensor labels = at::randint(0, c.cols - 5, {c.rows}, cuda.dtype(at::kLong));
+    labels[1] = -100;
+    labels[2] = labels[0];
+    for (double scale : {1.0, 0.25}) {
+      const std::string what = std::string(c.what) + ", scale " + std::to_string(scale);
+      at::Tensor ours = logits.detach().clone().requires_grad_();
+      if (c.ld != c.cols) {  // keep the stride: a view into its own wide buffer
+        at::Tensor buffer = wide.clone();
+        ours = buffer.narrow(1, 0, c.cols).detach().requires_grad_();
+      }
+      at::Tensor loss = CrossEntropyFloat(ours, labels);
+      (loss * scale).backward();
+      const LossAndLogitsGrad r = ReferenceOf(logits, labels, scale);
+      EXPECT_EQ(loss.scalar_type(), at::kFloat) << what;
+      EXPECT_NEAR(loss.item<double>(), r.loss.item<double>(), 2e-6 * r.loss.abs().item<double>())
+          << what;
+      ASSERT_EQ(ours.grad().sizes(), logits.sizes()) << what;
+      EXPECT_EQ(ours.grad().scalar_type(), c.dtype) << what;
+      ExpectWithinOneStep(ours.grad(), r.grad, c.dtype == at::kHalf ? 1.0 / 1024 : 1.0 / 128, what);
+      EXPECT_TRUE(at::equal(ours.grad()[1], at::zeros_like(ours.grad()[1]))) << what;
+      EXPECT_TRUE(at::equal(ours.grad().narrow(1, c.cols - 5, 5),
+                            at::zeros_like(ours.grad().narrow(1, c.cols - 5, 5))))
+          << what << ": padding columns";
+    }
+  }
+}
+
+TEST(CrossEntropyFloat, CudaKernelIsDeterministicAndCapturable) {
+  if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device";
+  torch::manual_seed(20);
+  const at::TensorOptions cuda = at::TensorOptions().device(at::kCUDA);
+  const at::Tensor logits0 = (at::randn({1216, 30528}, cuda) * 3).to(at::kBFloat16);
+  const at::Tensor labels = at::randint(0, 30522, {1216}, cuda.dtype(at::kLong));
+  const LossAndLogitsGrad a = CrossEntropyOf(true, logits0, labels);
+  const LossAndLogitsGrad b = CrossEntropyOf(true, logits0, labels);
+  EXPECT_TRUE(at::equal(a.loss, b.loss));
+  EXPECT_TRUE(at::equal(a.grad, b.grad));
+  // Inside a CUDA graph, the loss's gradient (3.5) read from the device at replay.
+  c10::cuda::CUDAStream side = c10::cuda::getStreamFromPool();
+  c10::cuda::CUDAStreamGuard guard(side);
+  at::Tensor logits = logits0.detach().clone().requires_grad_();
+  at::Tensor loss, grad;
+  auto step = [&] {
+    loss = CrossEntropyFloat(logits, labels);
+    grad = torch::autograd::grad({loss * 3.5}, {logits})[0];
+  };
+  at::cuda::CUDAGraph graph;
+  CaptureStep(graph, step);
+  for (int replay = 0; replay < 2; ++replay) {
+    graph.replay();
+    torch::cuda::synchronize();
+    EXPECT_TRUE(at::equal(loss, a.loss)) << "replay " << replay;
+    const LossAndLogitsGrad r = ReferenceOf(logits0, labels, 3.5);
+    ExpectWithinOneStep(grad, r.grad, 1.0 / 128, "replay " + std::to_string(replay));
+  }
+}
+
+TEST(CrossEntropyFloat, CudaKernelBadOrNoLabelsGiveNan) {
+  if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device";
+  const at::TensorOptions cuda = at::TensorOptions().device(at::kCUDA);
+  const at::Tensor logits = at::randn({4, 64}, cuda).to(at::kBFloat16);
+  // A label past the vocabulary (ATen would stop the device): NaN loss and NaN in its row.
+  const at::Tensor bad = at::tensor({3, 64, 5, 7}, at::kLong).to(at::kCUDA);
+  const LossAndLogitsGrad f = CrossEntropyOf(true, logits, bad);
+  EXPECT_TRUE(std::isnan(f.loss.item<double>()));
+  EXPECT_TRUE(at::isnan(f.grad[1]).all().item<bool>());
+  EXPECT_TRUE(at::isfinite(f.grad[0]).all().item<bool>());
+  // Nothing labelled: NaN, as ATen's mean over no rows.
+  const at::Tensor none = at::full({4}, -100, cuda.dtype(at::kLong));
+  EXPECT_TRUE(std::isnan(CrossEntropyFloat(logits, none).item<double>()));
+  EXPECT_TRUE(std::isnan(at::cross_entropy_loss(logits.to(at::kFloat), none).item<double>()));
 }
 
 TEST(LinearCrossEntropy, LargeLogitsStayFinite) {
