@@ -137,11 +137,12 @@ std::vector<KeySpec> BuildSchema() {
                       "the weights refreshed once per step, query/key/value as one GEMM, float32 "
                       "gradients straight from the GEMMs, GELU's backward and the intermediate "
                       "layer's bias gradient in one pass (false: at::linear under autocast)"));
-  s.push_back(BoolKey("model.mixed_linear_accumulate",
-                      Member(&JC::model, &ModelConfig::mixed_linear_accumulate),
-                      "with model.mixed_linear (no effect without it): backward adds each weight "
-                      "gradient (the GEMM, beta = 1) and bias gradient (the column sum) into the "
-                      "gradient buffer itself instead of autograd adding it after"));
+  s.push_back(BoolKey(
+      "model.mixed_linear_accumulate", Member(&JC::model, &ModelConfig::mixed_linear_accumulate),
+      "with model.mixed_linear (no effect without it): backward adds each weight "
+      "gradient (the GEMM, beta = 1) and bias gradient (the column sum), and the word "
+      "embeddings' looked-up rows (sorted, summed per id in a fixed order), into the gradient "
+      "buffer itself instead of autograd adding it after"));
   s.push_back(BoolKey("model.mixed_linear_optimizer_copies",
                       Member(&JC::model, &ModelConfig::mixed_linear_optimizer_copies),
                       "with model.mixed_linear (no effect without it): the optimizer's update "

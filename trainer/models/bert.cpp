@@ -13,6 +13,7 @@
 #include <torch/nn/modules/linear.h>
 #include <torch/nn/modules/normalization.h>
 
+#include "trainer/ops/embedding.h"
 #include "trainer/ops/fast_dropout.h"
 #include "trainer/ops/layer_norm.h"
 #include "trainer/ops/linear_cross_entropy.h"
@@ -185,7 +186,11 @@ class Bert : public Model {
   at::Tensor Encode(const at::Tensor& ids, const ops::ShadowWeights* mixed) {
     const int64_t l = ids.size(1);
     at::Tensor pos = at::arange(l, ids.options());
-    at::Tensor x = word(ids) + position(pos).unsqueeze(0) + token_type->weight[0];
+    // Under the mixed path the word embeddings' gradient rows go into .grad directly, as
+    // MixedLinear's do (ops/embedding.h).
+    at::Tensor x = ops::EmbeddingLookup(word->weight, ids,
+                                        mixed != nullptr && cfg_.mixed_linear_accumulate) +
+                   position(pos).unsqueeze(0) + token_type->weight[0];
     Hidden hidden{ops::Dropout(ApplyNorm(emb_norm, x, mixed), is_training() ? cfg_.dropout : 0.0),
                   {}};
     if (mixed != nullptr && cfg_.fused_residual_norm) {

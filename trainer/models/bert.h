@@ -19,7 +19,8 @@ struct BertConfig {
   double layer_norm_eps = 1e-12;
   /// Under CUDA autocast, linear layers through MixedLinear (trainer/ops/mixed_linear.h).
   bool mixed_linear = true;
-  /// MixedLinear adds weight gradients into .grad in its GEMM (ShadowWeightsOptions).
+  /// MixedLinear adds weight gradients into .grad in its GEMM (ShadowWeightsOptions), and
+  /// the word embeddings' lookup its rows' gradients (trainer/ops/embedding.h).
   bool mixed_linear_accumulate = true;
   /// With MixedLinear, each residual block's dropout + add + LayerNorm by
   /// ResidualLayerNorm (trainer/ops/residual_norm.h); its LayerNorm parameter gradients are
