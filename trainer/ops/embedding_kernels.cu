@@ -13,12 +13,15 @@ namespace {
 
 using cuda_elements::AlignedTo;
 
-constexpr int kWarp = 32;
-constexpr int kWarpsPerBlock = 4;
-// Sorted positions per chunk, one warp each. Rows of a chunk are loaded together (kChunk
-// loads in flight per lane); a run of one id longer than a chunk is summed chunk by chunk
-// and its chunks' partial sums added in order after.
+// Sorted positions per chunk. A run of one id inside a chunk is summed by one thread per
+// column group, its rows loaded together; a run longer than that is summed chunk by chunk
+// and the chunks' partial sums added in order after.
 constexpr int kChunk = 16;
+// Threads of the sum kernels: kColumnThreads column groups x kRowThreads positions (or chunks).
+constexpr int kColumnThreads = 64;
+constexpr int kRowThreads = 4;
+// Partial sums of a long run loaded together by the carry kernel.
+constexpr int kCarryBatch = 8;
 
 struct Layout {
   size_t keys_in = 0, keys_out = 0, pos_in = 0, pos_out = 0, partial = 0, temp = 0;
@@ -78,100 +81,112 @@ __device__ __forceinline__ void AddTo(float* p, const Cols<VEC>& a) {
   *reinterpret_cast<Cols<VEC>*>(p) = v;
 }
 
-// Warp w: chunk c = sorted positions [c * kChunk, + kChunk). Its runs of one id are summed
-// in position order; a run whose id appears in no other chunk is added to the table row
-// here. A run continuing from the chunk before (leading) or into the next (trailing) goes
-// to partial[c][0] (leading, also when it spans the whole chunk) or partial[c][1].
+// First index in sorted keys[0, count) holding a key greater than `key`.
+__device__ __forceinline__ int64_t UpperBound(const int32_t* keys, int64_t count, int32_t key) {
+  int64_t lo = 0, hi = count;
+  while (lo < hi) {
+    const int64_t mid = (lo + hi) / 2;
+    if (keys[mid] <= key) {
+      lo = mid + 1;
+    } else {
+      hi = mid;
+    }
+  }
+  return lo;
+}
+
+// Thread (column group x, sorted position y). Positions that start a piece (a run of one
+// id cut at chunk borders) sum its rows (at most kChunk, loaded together) in position
+// order, for their VEC columns. A piece whose id appears in no other chunk is added to the
+// table row here; one continuing from the chunk before (leading) or into the next
+// (trailing) goes to partial[chunk][0] (leading, also when it spans the whole chunk) or
+// partial[chunk][1]. Every other thread returns at once.
 template <int VEC>
-__global__ void __launch_bounds__(kWarp* kWarpsPerBlock)
-    ChunkKernel(const int32_t* keys, const int32_t* positions, int64_t count, const float* grad,
+__global__ void __launch_bounds__(kColumnThreads* kRowThreads)
+    PieceKernel(const int32_t* keys, const int32_t* positions, int64_t count, const float* grad,
                 int64_t hidden, float* table_grad, float* partial) {
-  const int lane = threadIdx.x % kWarp;
-  const int64_t chunk = int64_t{blockIdx.x} * kWarpsPerBlock + threadIdx.x / kWarp;
-  const int64_t begin = chunk * kChunk;
-  if (begin >= count) return;
-  const int64_t end = min(count, begin + kChunk);
-  const int32_t before = begin > 0 ? keys[begin - 1] : -1;
-  const int32_t after = end < count ? keys[end] : -1;
-  int32_t key[kChunk];
-  int32_t pos[kChunk];
+  const int64_t i = int64_t{blockIdx.y} * kRowThreads + threadIdx.y;
+  const int64_t c = (int64_t{blockIdx.x} * kColumnThreads + threadIdx.x) * VEC;
+  if (i >= count || c >= hidden) return;
+  const int32_t key = keys[i];
+  const int64_t chunk = i / kChunk, chunk_begin = chunk * kChunk;
+  const bool continues_from_before = i > 0 && keys[i - 1] == key;
+  if (i != chunk_begin && continues_from_before) return;  // inside a piece
+  const int64_t chunk_end = min(count, chunk_begin + kChunk);
+  int length = 1;
+  while (i + length < chunk_end && keys[i + length] == key) ++length;
+  Cols<VEC> row[kChunk];
 #pragma unroll
   for (int j = 0; j < kChunk; ++j) {
-    key[j] = begin + j < end ? keys[begin + j] : -1;
-    pos[j] = begin + j < end ? positions[begin + j] : 0;
+    if (j < length) row[j] = Load<VEC>(grad + int64_t{positions[i + j]} * hidden + c);
   }
-  float* lead = partial + chunk * 2 * hidden;
-  float* trail = lead + hidden;
-  for (int64_t c = int64_t{lane} * VEC; c < hidden; c += int64_t{kWarp} * VEC) {
-    Cols<VEC> row[kChunk];
+  Cols<VEC> acc;
 #pragma unroll
-    for (int j = 0; j < kChunk; ++j) {
-      if (begin + j < end) row[j] = Load<VEC>(grad + int64_t{pos[j]} * hidden + c);
-    }
-    Cols<VEC> acc;
+  for (int k = 0; k < VEC; ++k) acc.v[k] = 0.f;
 #pragma unroll
-    for (int i = 0; i < VEC; ++i) acc.v[i] = 0.f;
-    int run_start = 0;
+  for (int j = 0; j < kChunk; ++j) {
+    if (j >= length) break;
 #pragma unroll
-    for (int j = 0; j < kChunk; ++j) {
-      if (begin + j >= end) break;
-#pragma unroll
-      for (int i = 0; i < VEC; ++i) acc.v[i] += row[j].v[i];
-      const bool last = begin + j + 1 == end;
-      if (!last && j + 1 < kChunk && key[j + 1] == key[j]) continue;
-      const bool leading = run_start == 0 && before == key[j];
-      const bool trailing = last && after == key[j];
-      if (leading) {
-        *reinterpret_cast<Cols<VEC>*>(lead + c) = acc;
-      } else if (trailing) {
-        *reinterpret_cast<Cols<VEC>*>(trail + c) = acc;
-      } else {
-        AddTo<VEC>(table_grad + int64_t{key[j]} * hidden + c, acc);
-      }
-#pragma unroll
-      for (int i = 0; i < VEC; ++i) acc.v[i] = 0.f;
-      run_start = j + 1;
-    }
+    for (int k = 0; k < VEC; ++k) acc.v[k] += row[j].v[k];
+  }
+  // Past the return above, a piece continuing from the position before starts the chunk.
+  const bool leading = continues_from_before;
+  const bool trailing = i + length == chunk_end && chunk_end < count && keys[chunk_end] == key;
+  float* slot = partial + chunk * 2 * hidden + c;
+  if (leading) {
+    *reinterpret_cast<Cols<VEC>*>(slot) = acc;
+  } else if (trailing) {
+    *reinterpret_cast<Cols<VEC>*>(slot + hidden) = acc;
+  } else {
+    AddTo<VEC>(table_grad + int64_t{key} * hidden + c, acc);
   }
 }
 
-// Warp w: if chunk c's trailing run starts in c, that id's run spans chunks c .. e: its sum
-// is partial[c][1] + partial[c + 1][0] + ... + partial[e][0], in that order, added to the
-// table row. Every other chunk has nothing to do.
+// Thread (column group x, chunk y). If the chunk's trailing piece starts in it, that id's
+// run spans chunks y .. e: its sum is partial[y][1] + partial[y + 1][0] + ... +
+// partial[e][0], in that order, added to the table row. Every other chunk returns at once.
 template <int VEC>
-__global__ void __launch_bounds__(kWarp* kWarpsPerBlock)
+__global__ void __launch_bounds__(kColumnThreads* kRowThreads)
     CarryKernel(const int32_t* keys, int64_t count, int64_t hidden, float* table_grad,
                 const float* partial) {
-  const int lane = threadIdx.x % kWarp;
-  const int64_t chunk = int64_t{blockIdx.x} * kWarpsPerBlock + threadIdx.x / kWarp;
-  const int64_t begin = chunk * kChunk;
-  const int64_t end = begin + kChunk;
-  if (end >= count) return;  // the last chunk has nothing trailing
+  const int64_t chunk = int64_t{blockIdx.y} * kRowThreads + threadIdx.y;
+  const int64_t c = (int64_t{blockIdx.x} * kColumnThreads + threadIdx.x) * VEC;
+  const int64_t begin = chunk * kChunk, end = begin + kChunk;
+  if (end >= count || c >= hidden) return;  // the last chunk has nothing trailing
   const int32_t key = keys[end - 1];
-  if (keys[end] != key) return;                                           // no trailing run
+  if (keys[end] != key) return;                                           // nothing trailing
   if (begin > 0 && keys[begin] == key && keys[begin - 1] == key) return;  // started earlier
-  int64_t last = chunk + 1;  // the chunks the run continues into: chunk + 1 .. last
-  while ((last + 1) * kChunk < count && keys[(last + 1) * kChunk] == key) ++last;
-  for (int64_t c = int64_t{lane} * VEC; c < hidden; c += int64_t{kWarp} * VEC) {
-    Cols<VEC> acc = Load<VEC>(partial + chunk * 2 * hidden + hidden + c);
-    for (int64_t k = chunk + 1; k <= last; ++k) {
-      const Cols<VEC> p = Load<VEC>(partial + k * 2 * hidden + c);
+  const int64_t last = (UpperBound(keys, count, key) - 1) / kChunk;       // the run's last chunk
+  Cols<VEC> acc = Load<VEC>(partial + chunk * 2 * hidden + hidden + c);
+  for (int64_t k0 = chunk + 1; k0 <= last; k0 += kCarryBatch) {
+    Cols<VEC> p[kCarryBatch];
 #pragma unroll
-      for (int i = 0; i < VEC; ++i) acc.v[i] += p.v[i];
+    for (int b = 0; b < kCarryBatch; ++b) {
+      if (k0 + b <= last) p[b] = Load<VEC>(partial + (k0 + b) * 2 * hidden + c);
     }
-    AddTo<VEC>(table_grad + int64_t{key} * hidden + c, acc);
+#pragma unroll
+    for (int b = 0; b < kCarryBatch; ++b) {
+      if (k0 + b > last) break;
+#pragma unroll
+      for (int k = 0; k < VEC; ++k) acc.v[k] += p[b].v[k];
+    }
   }
+  AddTo<VEC>(table_grad + int64_t{key} * hidden + c, acc);
 }
 
 template <int VEC>
 void LaunchSums(const BackwardArgs& a, const int32_t* keys, const int32_t* positions,
                 float* partial, cudaStream_t stream) {
-  const auto blocks =
-      static_cast<unsigned>((Chunks(a.count) + kWarpsPerBlock - 1) / kWarpsPerBlock);
-  ChunkKernel<VEC><<<blocks, kWarp * kWarpsPerBlock, 0, stream>>>(keys, positions, a.count, a.grad,
-                                                                  a.hidden, a.table_grad, partial);
-  CarryKernel<VEC><<<blocks, kWarp * kWarpsPerBlock, 0, stream>>>(keys, a.count, a.hidden,
-                                                                  a.table_grad, partial);
+  const dim3 block(kColumnThreads, kRowThreads);
+  const auto column_blocks =
+      static_cast<unsigned>((a.hidden / VEC + kColumnThreads - 1) / kColumnThreads);
+  const dim3 pieces(column_blocks,
+                    static_cast<unsigned>((a.count + kRowThreads - 1) / kRowThreads));
+  PieceKernel<VEC><<<pieces, block, 0, stream>>>(keys, positions, a.count, a.grad, a.hidden,
+                                                 a.table_grad, partial);
+  const dim3 carries(column_blocks,
+                     static_cast<unsigned>((Chunks(a.count) + kRowThreads - 1) / kRowThreads));
+  CarryKernel<VEC><<<carries, block, 0, stream>>>(keys, a.count, a.hidden, a.table_grad, partial);
 }
 
 }  // namespace
