@@ -8,12 +8,14 @@
 #   false (no-shortcut-gemm); model.fused_batchnorm_accumulate false (no-bn-accumulate); all
 #   three false (plain); R rounds in that order, so clock drift hits every variant alike. BERT-base
 #   b64: default and model.mixed_linear_optimizer_copies false (no-opt-copies), R rounds, both
-#   with --defaults-only too.
+#   with --defaults-only too. On a machine with several GPUs, then both models' defaults on
+#   all of them (scaling, and their final losses beside the 1-GPU rows').
 #   Peers (OUT_DIR/peer.jsonl): ResNet-50 torch.compile, BERT-base masked MLM head with
 #   torch.compile reduce-overhead (../shared/peers/torch_ddp_bench.py, carried in .carry/peers),
 #   P runs each (default 1): the compiled BERT peer moved by 26% between two runs a minute
 #   apart on 2026-11-29, so the ratio is printed against the peer's median and its best run.
-# --defaults-only: each round runs only the two default rows (no option variants).
+# --defaults-only: each round runs only the default rows and BERT's no-opt-copies (no ResNet
+# option variants).
 # --profile: then one traced eager step of each model with the defaults
 # (tests/gpu/profile_step.sh, kernel tables in OUT_DIR/profile-MODEL.txt).
 # Prints the unit tests' verdicts and a table of rates; OUT_DIR/facts.txt names the device.
@@ -44,7 +46,7 @@ tests=(trainer_ops_space_to_depth_conv_test trainer_ops_pointwise_conv_test
        trainer_ops_fused_batch_norm_accumulate_test trainer_ops_fused_batch_norm_test
        trainer_ops_max_pool_test trainer_ops_mixed_linear_test trainer_ops_mixed_linear_gelu_test
        trainer_ops_residual_norm_test trainer_ops_fused_adamw_test trainer_step_optimizer_test
-       trainer_models_resnet_test)
+       trainer_models_resnet_test trainer_ops_linear_cross_entropy_test trainer_ops_embedding_test)
 gpu_build_test "${tests[@]}" >"$OUTDIR/test-build.log" 2>&1 || say "test build failed"
 for t in "${tests[@]}"; do
   timeout 300 "$(gpu_test_binary "$t")" >"$OUTDIR/$t.txt" 2>&1
@@ -78,13 +80,14 @@ for ((round = 1; round <= REPEAT; round++)); do
     2>>"$OUTDIR/options.err"
   say "bert-base no-opt-copies: rc $?"
 done
-# All GPUs, where there are several: the default ResNet-50 step scaled (its final loss beside
-# the 1-GPU row's).
+# All GPUs, where there are several: the default steps scaled (their final losses beside the
+# 1-GPU rows').
 GPUS=$(nvidia-smi -L | wc -l)
 if ((GPUS > 1)); then
   RP_VARIANT=default bash "$ROOT/tests/gpu/bench_train.sh" --what ringpilot --worlds "$GPUS" \
-    --steps "$STEPS" --models resnet50 --out "$OUTDIR/options.jsonl" >/dev/null 2>>"$OUTDIR/options.err"
-  say "resnet50 default on $GPUS GPUs: rc $?"
+    --steps "$STEPS" --models "resnet50 bert-base" --out "$OUTDIR/options.jsonl" >/dev/null \
+    2>>"$OUTDIR/options.err"
+  say "resnet50 and bert-base default on $GPUS GPUs: rc $?"
 fi
 for ((run = 1; run <= PEER_RUNS; run++)); do
   RP_VARIANT=peer-r$run RP_PEER_IMPLS=compile RP_PEER_MLM_HEAD=masked \

@@ -14,13 +14,16 @@ namespace {
 using cuda_elements::AlignedTo;
 
 // Sorted positions per chunk. A run of one id inside a chunk is summed by one thread per
-// column group, its rows loaded together; a run longer than that is summed chunk by chunk
+// column group, kPieceBatch rows at a time; a run longer than that is summed chunk by chunk
 // and the chunks' partial sums added in order after.
 constexpr int kChunk = 16;
 // Threads of the sum kernels: kColumnThreads column groups x kRowThreads positions (or chunks).
 constexpr int kColumnThreads = 64;
 constexpr int kRowThreads = 4;
-// Partial sums of a long run loaded together by the carry kernel.
+// Rows of a piece, and partial sums of a long run, loaded together: few enough registers
+// for five blocks an SM (a piece's 16 rows at once, 96 registers, left two: 43 us for
+// BERT-base's 8192 x 768 on an H200, 2026-11-30).
+constexpr int kPieceBatch = 4;
 constexpr int kCarryBatch = 8;
 
 struct Layout {
@@ -96,7 +99,7 @@ __device__ __forceinline__ int64_t UpperBound(const int32_t* keys, int64_t count
 }
 
 // Thread (column group x, sorted position y). Positions that start a piece (a run of one
-// id cut at chunk borders) sum its rows (at most kChunk, loaded together) in position
+// id cut at chunk borders) sum its rows (at most kChunk, kPieceBatch loaded together) in position
 // order, for their VEC columns. A piece whose id appears in no other chunk is added to the
 // table row here; one continuing from the chunk before (leading) or into the next
 // (trailing) goes to partial[chunk][0] (leading, also when it spans the whole chunk) or
@@ -115,19 +118,21 @@ __global__ void __launch_bounds__(kColumnThreads* kRowThreads)
   const int64_t chunk_end = min(count, chunk_begin + kChunk);
   int length = 1;
   while (i + length < chunk_end && keys[i + length] == key) ++length;
-  Cols<VEC> row[kChunk];
-#pragma unroll
-  for (int j = 0; j < kChunk; ++j) {
-    if (j < length) row[j] = Load<VEC>(grad + int64_t{positions[i + j]} * hidden + c);
-  }
   Cols<VEC> acc;
 #pragma unroll
   for (int k = 0; k < VEC; ++k) acc.v[k] = 0.f;
+  for (int j0 = 0; j0 < length; j0 += kPieceBatch) {
+    Cols<VEC> row[kPieceBatch];
 #pragma unroll
-  for (int j = 0; j < kChunk; ++j) {
-    if (j >= length) break;
+    for (int b = 0; b < kPieceBatch; ++b) {
+      if (j0 + b < length) row[b] = Load<VEC>(grad + int64_t{positions[i + j0 + b]} * hidden + c);
+    }
 #pragma unroll
-    for (int k = 0; k < VEC; ++k) acc.v[k] += row[j].v[k];
+    for (int b = 0; b < kPieceBatch; ++b) {
+      if (j0 + b >= length) break;
+#pragma unroll
+      for (int k = 0; k < VEC; ++k) acc.v[k] += row[b].v[k];
+    }
   }
   // Past the return above, a piece continuing from the position before starts the chunk.
   const bool leading = continues_from_before;
