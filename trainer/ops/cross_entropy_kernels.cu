@@ -87,13 +87,25 @@ __device__ MaxSum BlockMerge(MaxSum v) {
   return total;
 }
 
+// Vectors v0, v0 + kThreads, ... (kUnroll of them, those below `vectors`) of a row, all
+// loads issued before any is used.
+template <typename T, int VEC>
+__device__ __forceinline__ void LoadVectors(const T* in, int64_t v0, int64_t vectors,
+                                            Vec<T, VEC> (&raw)[kUnroll]) {
+#pragma unroll
+  for (int u = 0; u < kUnroll; ++u) {
+    const int64_t v = v0 + int64_t{u} * kThreads;
+    if (v < vectors) raw[u] = *reinterpret_cast<const Vec<T, VEC>*>(in + v * VEC);
+  }
+}
+
 __device__ __forceinline__ bool Labelled(int64_t label) { return label != kIgnoreIndex; }
 __device__ __forceinline__ bool Valid(int64_t label, int64_t cols) {
   return label >= 0 && label < cols;
 }
 
 // Block r: lse[r] and row_loss[r]. Thread t reads vectors t, t + kThreads, ... of VEC
-// elements, kUnroll of them loaded (raw, 16 bytes each) before any is used. The labelled
+// elements, kUnroll of them loaded (raw, 16 bytes each) together. The labelled
 // logit is picked up by the thread that streams past it, not loaded after the reduction.
 template <typename T, int VEC>
 __global__ void __launch_bounds__(kThreads, kRowBlocksPerSm) RowLossKernel(ForwardArgs a) {
@@ -105,11 +117,7 @@ __global__ void __launch_bounds__(kThreads, kRowBlocksPerSm) RowLossKernel(Forwa
   MaxSum acc{-INFINITY, 0.f};
   for (int64_t v0 = threadIdx.x; v0 < vectors; v0 += int64_t{kThreads} * kUnroll) {
     Vec<T, VEC> raw[kUnroll];
-#pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
-      const int64_t v = v0 + int64_t{u} * kThreads;
-      if (v < vectors) raw[u] = *reinterpret_cast<const Vec<T, VEC>*>(in + v * VEC);
-    }
+    LoadVectors<T, VEC>(in, v0, vectors, raw);
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
       const int64_t v = v0 + int64_t{u} * kThreads;
@@ -177,11 +185,7 @@ __global__ void __launch_bounds__(kThreads) GradKernel(BackwardArgs a) {
   const int64_t vectors = a.cols / VEC;
   for (int64_t v0 = threadIdx.x; v0 < vectors; v0 += int64_t{kThreads} * kUnroll) {
     Vec<T, VEC> raw[kUnroll];
-#pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
-      const int64_t v = v0 + int64_t{u} * kThreads;
-      if (v < vectors) raw[u] = *reinterpret_cast<const Vec<T, VEC>*>(in + v * VEC);
-    }
+    LoadVectors<T, VEC>(in, v0, vectors, raw);
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
       const int64_t v = v0 + int64_t{u} * kThreads;
