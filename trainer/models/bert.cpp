@@ -188,9 +188,9 @@ class Bert : public Model {
     at::Tensor pos = at::arange(l, ids.options());
     // Under the mixed path the word embeddings' gradient rows go into .grad directly, as
     // MixedLinear's do (ops/embedding.h).
-    at::Tensor x = ops::EmbeddingLookup(word->weight, ids,
-                                        mixed != nullptr && cfg_.mixed_linear_accumulate) +
-                   position(pos).unsqueeze(0) + token_type->weight[0];
+    at::Tensor x =
+        ops::EmbeddingLookup(word->weight, ids, mixed != nullptr && cfg_.mixed_linear_accumulate) +
+        position(pos).unsqueeze(0) + token_type->weight[0];
     Hidden hidden{ops::Dropout(ApplyNorm(emb_norm, x, mixed), is_training() ? cfg_.dropout : 0.0),
                   {}};
     if (mixed != nullptr && cfg_.fused_residual_norm) {
