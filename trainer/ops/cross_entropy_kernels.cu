@@ -14,10 +14,10 @@ namespace {
 
 using cuda_elements::AlignedTo;
 using cuda_elements::FromFloat;
+using cuda_elements::kWarp;
 using cuda_elements::ToFloat;
 using cuda_elements::Vec;
 
-constexpr int kWarp = 32;
 // One block per row. 256 threads with four 16-byte loads in flight each: at 48 registers
 // five blocks fit an SM, and one row's reductions and tail overlap the others' streaming
 // (512 threads at 50 registers, two blocks an SM, ran at 1.8 TB/s on an H200, 2026-11-30).

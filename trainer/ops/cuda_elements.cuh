@@ -11,6 +11,9 @@
 
 namespace ringpilot::trainer::ops::cuda_elements {
 
+/// Threads of a warp (the kernels' shuffles and per-warp row layouts assume it).
+constexpr int kWarp = 32;
+
 /// Whether `p` is a multiple of `bytes` (the vector paths' 16-, 8- and 4-byte accesses).
 __host__ __device__ inline bool AlignedTo(const void* p, uintptr_t bytes) {
   return reinterpret_cast<uintptr_t>(p) % bytes == 0;

@@ -175,6 +175,18 @@ bool CrossEntropyKernelApplies(const at::Tensor& logits, const at::Tensor& label
          labels.size(0) == logits.size(0) && labels.device() == logits.device();
 }
 
+// The fields ForwardArgs and BackwardArgs share: the logits' pointer, type and layout, and
+// the labels (contiguous int64).
+template <typename Args>
+void SetLogitsAndLabels(const at::Tensor& logits, const at::Tensor& labels, Args* a) {
+  a->logits = logits.data_ptr();
+  a->dtype = ElementTypeOf(logits.scalar_type());
+  a->rows = logits.size(0);
+  a->cols = logits.size(1);
+  a->ld = logits.stride(0);
+  a->labels = labels.data_ptr<int64_t>();
+}
+
 // Saves the logits as they are (no copy), the labels, and per row its log-sum-exp.
 class CrossEntropyLowPrecisionFn : public torch::autograd::Function<CrossEntropyLowPrecisionFn> {
  public:
@@ -188,12 +200,7 @@ class CrossEntropyLowPrecisionFn : public torch::autograd::Function<CrossEntropy
     at::Tensor loss = at::empty({}, f32);
     at::Tensor count = at::empty({}, f32);
     ce::ForwardArgs a;
-    a.logits = logits.data_ptr();
-    a.dtype = ElementTypeOf(logits.scalar_type());
-    a.rows = logits.size(0);
-    a.cols = logits.size(1);
-    a.ld = logits.stride(0);
-    a.labels = labels.data_ptr<int64_t>();
+    SetLogitsAndLabels(logits, labels, &a);
     a.lse = lse.data_ptr<float>();
     a.row_loss = row_loss.data_ptr<float>();
     a.loss = loss.data_ptr<float>();
@@ -211,12 +218,7 @@ class CrossEntropyLowPrecisionFn : public torch::autograd::Function<CrossEntropy
     const at::Tensor grad_loss = grads[0].to(at::kFloat).contiguous();
     at::Tensor grad = at::empty(logits.sizes(), logits.options());
     ce::BackwardArgs a;
-    a.logits = logits.data_ptr();
-    a.dtype = ElementTypeOf(logits.scalar_type());
-    a.rows = logits.size(0);
-    a.cols = logits.size(1);
-    a.ld = logits.stride(0);
-    a.labels = saved[1].data_ptr<int64_t>();
+    SetLogitsAndLabels(logits, saved[1], &a);
     a.lse = saved[2].data_ptr<float>();
     a.count = saved[3].data_ptr<float>();
     a.grad_loss = grad_loss.data_ptr<float>();

@@ -17,10 +17,10 @@ namespace {
 
 using cuda_elements::AlignedTo;
 using cuda_elements::FromFloat;
+using cuda_elements::kWarp;
 using cuda_elements::ToFloat;
 using cuda_elements::Vec;
 
-constexpr int kWarp = 32;
 constexpr int kWarpsPerBlock = 4;
 constexpr int kThreads = kWarp * kWarpsPerBlock;
 // Backward's blocks each sum their rows' parameter gradients into one partial row. A fixed
