@@ -8,8 +8,10 @@
 #   3. ResNet-50 bf16 b256 with CUDA graphs (tests/gpu/bench_train.sh): synthetic, then each
 #      variant of RP_VARIANTS, one per line, "NAME SET DATA-KEYS" where SET is natural or
 #      imagenet (bench/make_natural_jpegs.py, 6,000 files; imagenet = --imagenet-like), and
-#      DATA-KEYS more data keys (FOLDER and SHARDS stand for the set's paths); each row
-#      carries the rank's input lines (decoder, time per batch);
+#      DATA-KEYS more data keys (FOLDER and SHARDS stand for the set's paths); SET - is
+#      synthetic data; leading RP_NAME=VALUE words set tests/gpu/bench_train.sh's variables
+#      for that variant (e.g. RP_HOST_WAIT=block); each row carries the rank's input lines
+#      (decoder, time per batch);
 #   4. with RP_PEER=1, the peer (ImageFolder + DataLoader on all cores + PIL) on each folder
 #      of RP_PEER_SETS (default: imagenet).
 #   bench/gpu_decode_variants.sh OUT_DIR
@@ -45,11 +47,13 @@ RINGPILOT_JPEG_KINDS="$kinds" RINGPILOT_SOURCE_DIR="$HERE" timeout 90 \
 echo "{\"what\": \"data_cuda_image_pipeline_test\", \"rc\": $test_rc}" >>"$rows"
 grep -E "^\[ (kinds|share)|FAILED|PASSED" "$out/unit.log"
 
-train() {  # VARIANT [data keys]
+train() {  # VARIANT [data keys [RP_NAME=VALUE...]]
   local variant=$1
-  if (($# > 1)); then export RP_DATA=$2; else unset RP_DATA; fi
-  echo "gpu_decode_variants: $variant (${SECONDS} s)"
-  RP_VARIANT=$variant timeout 100 "$HERE/tests/gpu/bench_train.sh" --what ringpilot --worlds 1 \
+  if (($# > 1)) && [[ -n $2 ]]; then export RP_DATA=$2; else unset RP_DATA; fi
+  local settings=("${@:3}")
+  echo "gpu_decode_variants: $variant ${settings[*]} (${SECONDS} s)"
+  env "${settings[@]}" RP_VARIANT="$variant" timeout 100 "$HERE/tests/gpu/bench_train.sh" \
+    --what ringpilot --worlds 1 \
     --models resnet50 --steps 80 --out "$out/train-$variant.jsonl" >>"$out/train.log" 2>&1 ||
     echo "gpu_decode_variants: $variant failed or timed out" >&2
   [[ -f $out/train-$variant.jsonl ]] && cat "$out/train-$variant.jsonl" >>"$rows" &&
@@ -57,13 +61,21 @@ train() {  # VARIANT [data keys]
   unset RP_DATA
 }
 train synthetic
-while read -r name set keys; do
-  [[ -n $name ]] || continue
-  make_set "$set"
-  shards=$(find "$sets/$set/shards" -name '*.tar' | sort | paste -sd, -)
-  keys=${keys//FOLDER/$sets/$set/train}
-  keys=${keys//SHARDS/\"$shards\"}
-  train "$name" "$keys"
+while read -r -a words; do
+  settings=()
+  while ((${#words[@]})) && [[ ${words[0]} =~ ^RP_[A-Z_]+= ]]; do
+    settings+=("${words[0]}")
+    words=("${words[@]:1}")
+  done
+  ((${#words[@]} >= 2)) || continue
+  name=${words[0]} set=${words[1]} keys=${words[*]:2}
+  if [[ $set != - ]]; then
+    make_set "$set"
+    shards=$(find "$sets/$set/shards" -name '*.tar' | sort | paste -sd, -)
+    keys=${keys//FOLDER/$sets/$set/train}
+    keys=${keys//SHARDS/\"$shards\"}
+  fi
+  train "$name" "$keys" "${settings[@]}"
 done <<<"$variants"
 
 if [[ ${RP_PEER:-0} == 1 ]]; then

@@ -8,10 +8,12 @@
 //   ringpilot-bench-image-pipeline ROOT|SHARDS [--batch 256] [--batches 60] [--warmup 5]
 //       [--threads 8] [--prefetch 3] [--side 224] [--no-hardware] [--high-priority] [--odd-on-host]
 //       [--host-share F] [--share-threads T] [--share-nice N]
-//       [--contend none|sm|hbm|cpu:N|cpu-nice:N]
+//       [--contend none|sm|hbm|cpu:N|cpu-nice:N] [--host-wait auto|spin|yield|block]
 //
 // --contend runs a load beside the pipeline in this process (bench/gpu_contention.h): which
 // of SM time, HBM bandwidth or host cores slows the decode beside a training step.
+// --host-wait sets how the process's host threads (nvJPEG's included) wait for the GPU, as
+// the job key train.cuda_host_wait does for a rank.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -78,11 +80,30 @@ int main(int argc, char** argv) {
                  "usage: %s ROOT|SHARDS [--batch B] [--batches N] [--warmup W] [--threads T] "
                  "[--prefetch P] [--side S] [--no-hardware] [--high-priority] [--odd-on-host] "
                  "[--host-share F] [--share-threads T] [--share-nice N] "
-                 "[--contend none|sm|hbm|cpu:N|cpu-nice:N]\n",
+                 "[--contend none|sm|hbm|cpu:N|cpu-nice:N] [--host-wait auto|spin|yield|block]\n",
                  argv[0]);
     return 2;
   }
   try {
+    std::string host_wait = "auto";
+    for (int i = 2; i + 1 < argc; ++i) {
+      if (std::strcmp(argv[i], "--host-wait") == 0) host_wait = argv[i + 1];
+    }
+    const unsigned int wait_flag = host_wait == "spin"    ? cudaDeviceScheduleSpin
+                                   : host_wait == "yield" ? cudaDeviceScheduleYield
+                                   : host_wait == "block" ? cudaDeviceScheduleBlockingSync
+                                                          : cudaDeviceScheduleAuto;
+    if (wait_flag == cudaDeviceScheduleAuto && host_wait != "auto") {
+      std::fprintf(stderr,
+                   "ringpilot-bench-image-pipeline: --host-wait %s is not one of auto, "
+                   "spin, yield, block\n",
+                   host_wait.c_str());
+      return 2;
+    }
+    if (cudaSetDevice(0) != cudaSuccess || cudaSetDeviceFlags(wait_flag) != cudaSuccess) {
+      std::fprintf(stderr, "ringpilot-bench-image-pipeline: cudaSetDeviceFlags failed\n");
+      return 1;
+    }
     const std::string where = argv[1];
     const bool shards = where.find(".tar") != std::string::npos;
     const auto source =
@@ -200,7 +221,7 @@ int main(int argc, char** argv) {
         "\"decode_gpu_ms_per_batch\": %.3f, \"resample_gpu_ms_per_batch\": %.3f, "
         "\"busy_ms_per_batch\": %.2f, \"read_ms\": %.2f, \"batch_call_ms\": %.2f, "
         "\"odd_ms\": %.2f, \"share_ms\": %.2f, \"finish_ms\": %.2f, \"contend\": \"%s\", "
-        "\"contend_launches_per_s\": %.1f}\n",
+        "\"contend_launches_per_s\": %.1f, \"host_wait\": \"%s\"}\n",
         static_cast<long long>(source->size()), options.batch, options.out_height, options.threads,
         pipeline.backend().c_str(), pipeline.batch_output().c_str(), shards ? "shards" : "folder",
         batches * options.batch / wall,
@@ -219,7 +240,7 @@ int main(int argc, char** argv) {
         (end.odd_seconds - at_start.odd_seconds) * 1e3 / batches,
         (end.share_seconds - at_start.share_seconds) * 1e3 / batches,
         (end.finish_seconds - at_start.finish_seconds) * 1e3 / batches, contend.c_str(),
-        static_cast<double>(load_launches) / wall);
+        static_cast<double>(load_launches) / wall, host_wait.c_str());
     return 0;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "ringpilot-bench-image-pipeline: %s\n", e.what());
