@@ -10,7 +10,7 @@
 #      imagenet (bench/make_natural_jpegs.py, 6,000 files; imagenet = --imagenet-like), and
 #      DATA-KEYS more data keys (FOLDER and SHARDS stand for the set's paths); SET - is
 #      synthetic data; leading RP_NAME=VALUE words set tests/gpu/bench_train.sh's variables
-#      for that variant (e.g. RP_HOST_WAIT=block); each row carries the rank's input lines
+#      for that variant (e.g. RP_HOST_LEAD=2); each row carries the rank's input lines
 #      (decoder, time per batch);
 #   4. with RP_PEER=1, the peer (ImageFolder + DataLoader on all cores + PIL) on each folder
 #      of RP_PEER_SETS (default: imagenet).

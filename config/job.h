@@ -24,9 +24,6 @@ enum class NcclCtaPolicy { kDefault, kEfficiency, kZero };
 enum class NcclBufferRegistration { kNone, kRegister, kSymmetric };
 /// data.gpu_decode: auto = the GPU's hardware JPEG engines where it has them, else the host.
 enum class GpuDecode { kAuto, kOn, kOff };
-/// train.cuda_host_wait: how a host thread waits for the GPU (cudaDeviceSchedule*). kAuto is
-/// CUDA's own choice (spin where the host has more cores than active CUDA contexts).
-enum class CudaHostWait { kAuto, kSpin, kYield, kBlock };
 /// The models the trainer builds (model.name).
 enum class ModelName { kResnet18Cifar, kResnet50, kBertTiny, kBertBase };
 /// model.num_classes when the job leaves it out: ImageNet's 1000 for resnet50, else
@@ -152,7 +149,6 @@ struct TrainConfig {
   double max_grad_norm = 0;         ///< clip the global gradient L2 norm; 0 = off
   Precision precision = Precision::kFp32;
   bool cuda_graphs = false;
-  CudaHostWait cuda_host_wait = CudaHostWait::kAuto;
   int host_lead_steps = 1;     ///< CUDA: steps the host may enqueue ahead of the GPU (1-4)
   bool channels_last = true;   ///< ResNet memory format (CUDA and CPU)
   bool deterministic = false;  ///< cuDNN deterministic algorithms, no autotuning (CUDA)
@@ -338,7 +334,6 @@ const char* ToString(BindMode b);
 const char* ToString(ModelName m);
 const char* ToString(DataKind k);
 const char* ToString(GpuDecode g);
-const char* ToString(CudaHostWait w);
 /// resnet18-cifar and resnet50 (image input); the BERT models take tokens.
 bool IsImageModel(ModelName m);
 

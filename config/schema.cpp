@@ -32,7 +32,6 @@ constexpr const char* kBufferRegistrationNames[] = {"none", "register", "symmetr
 constexpr const char* kBindNames[] = {"auto", "numa", "cores", "none"};
 constexpr const char* kModelNames[] = {"resnet18-cifar", "resnet50", "bert-tiny", "bert-base"};
 constexpr const char* kGpuDecodeNames[] = {"auto", "true", "false"};
-constexpr const char* kCudaHostWaitNames[] = {"auto", "spin", "yield", "block"};
 constexpr const char* kDataKinds[] = {"synthetic", "cifar", "image_folder", "image_shards",
                                       "tokens"};
 
@@ -301,11 +300,6 @@ std::vector<KeySpec> BuildSchema() {
                       Names(kPrecisionNames), "compute precision (bf16: autocast)"));
   s.push_back(BoolKey("train.cuda_graphs", Member(&JC::train, &TrainConfig::cuda_graphs),
                       "capture the whole step in a CUDA graph after warm-up (not on cpu)"));
-  s.push_back(EnumKey("train.cuda_host_wait", Member(&JC::train, &TrainConfig::cuda_host_wait),
-                      Names(kCudaHostWaitNames),
-                      "CUDA: how the rank's host threads (its own, nvJPEG's) wait for the GPU: "
-                      "auto (CUDA's choice: spin on hosts with more cores than GPUs), spin, "
-                      "yield, or block (sleep on an interrupt; leaves the cores to host decode)"));
   s.push_back(IntKey("train.host_lead_steps", Member(&JC::train, &TrainConfig::host_lead_steps), 1,
                      4,
                      "CUDA: how many steps the host may enqueue beyond the one the GPU runs "
@@ -627,9 +621,6 @@ const char* ToString(ModelName m) {
 const char* ToString(DataKind k) { return detail::NameOf(detail::kDataKinds, static_cast<int>(k)); }
 const char* ToString(GpuDecode g) {
   return detail::NameOf(detail::kGpuDecodeNames, static_cast<int>(g));
-}
-const char* ToString(CudaHostWait w) {
-  return detail::NameOf(detail::kCudaHostWaitNames, static_cast<int>(w));
 }
 
 bool IsImageModel(ModelName m) {

@@ -137,7 +137,6 @@ startup::DeviceOptions DeviceOptionsFor(const config::JobConfig& job, bool cuda_
   o.retain_host_memory = job.train.retain_host_memory;
   o.deterministic = job.train.deterministic;
   o.tf32 = job.train.tf32;
-  o.cuda_host_wait = job.train.cuda_host_wait;
   return o;
 }
 

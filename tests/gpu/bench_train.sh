@@ -18,7 +18,7 @@
 # its BatchNorm parameter gradients added by autograd (model.fused_batchnorm_accumulate);
 # RP_FUSED_RESIDUAL=true|false
 # sets BERT's model.fused_residual_norm (its default otherwise); RP_HOST_LEAD=N sets
-# train.host_lead_steps, RP_HOST_WAIT=auto|spin|yield|block train.cuda_host_wait, RP_CTA_POLICY=default|efficiency|zero comm.nccl_cta_policy,
+# train.host_lead_steps, RP_CTA_POLICY=default|efficiency|zero comm.nccl_cta_policy,
 # RP_COMM_HIGH_PRIORITY=true|false comm.high_priority_stream, RP_BACKWARD_CARVEOUT=N
 # comm.backward_sm_carveout, RP_FIRST_BUCKET_MB=X comm.first_bucket_mb,
 # RP_NCCL_REGISTRATION=none|register|symmetric comm.nccl_buffer_registration, RP_DATA="kind:
@@ -81,7 +81,7 @@ name: bench-$model-$world
 world: {nodes: 1, procs_per_node: $world, device: cuda}
 model: {name: resnet50, fused_batchnorm: ${RP_FUSED_BN:-true}, fused_batchnorm_accumulate: ${RP_BN_ACCUMULATE:-true}, maxpool_kernel: ${RP_MAXPOOL_KERNEL:-true}, stem_space_to_depth: ${RP_STEM_S2D:-true}, shortcut_in_gemm: ${RP_SHORTCUT_GEMM:-true}}
 data: {batch_per_rank: $batch${RP_DATA:+, $RP_DATA}}
-train: {steps: $STEPS, timing_skip_steps: ${RP_WARMUP:-15}, optimizer: sgd, lr: 0.1, momentum: 0.9, weight_decay: 5.0e-5, precision: bf16, channels_last: true, cuda_graphs: ${RP_GRAPHS_RESNET:-true}, log_every_s: 10${RP_HOST_LEAD:+, host_lead_steps: $RP_HOST_LEAD}${RP_HOST_WAIT:+, cuda_host_wait: $RP_HOST_WAIT}}
+train: {steps: $STEPS, timing_skip_steps: ${RP_WARMUP:-15}, optimizer: sgd, lr: 0.1, momentum: 0.9, weight_decay: 5.0e-5, precision: bf16, channels_last: true, cuda_graphs: ${RP_GRAPHS_RESNET:-true}, log_every_s: 10${RP_HOST_LEAD:+, host_lead_steps: $RP_HOST_LEAD}}
 comm: {bucket_mb: ${RP_BUCKET_MB:-25}, ${RP_FIRST_BUCKET_MB:+first_bucket_mb: $RP_FIRST_BUCKET_MB, }grad_dtype: ${RP_GRAD_DTYPE:-fp32}, overlap_optimizer: ${RP_OVERLAP:-true}${RP_CTA_POLICY:+, nccl_cta_policy: $RP_CTA_POLICY}${RP_COMM_HIGH_PRIORITY:+, high_priority_stream: $RP_COMM_HIGH_PRIORITY}${RP_BACKWARD_CARVEOUT:+, backward_sm_carveout: $RP_BACKWARD_CARVEOUT}${RP_NCCL_REGISTRATION:+, nccl_buffer_registration: $RP_NCCL_REGISTRATION}}
 checkpoint: {every_steps: 0, keep: 1}
 metrics: {enabled: true, port_base: 0}
@@ -92,7 +92,7 @@ name: bench-$model-$world
 world: {nodes: 1, procs_per_node: $world, device: cuda}
 model: {name: bert-base, seq_len: 128, mixed_linear: ${RP_MIXED_LINEAR:-true}, mixed_linear_accumulate: ${RP_MIXED_ACCUMULATE:-true}${RP_OPT_COPIES:+, mixed_linear_optimizer_copies: $RP_OPT_COPIES}${RP_FUSED_RESIDUAL:+, fused_residual_norm: $RP_FUSED_RESIDUAL}${RP_VOCAB:+, vocab_size: $RP_VOCAB}}
 data: {batch_per_rank: $batch${RP_DATA:+, $RP_DATA}}
-train: {steps: $STEPS, timing_skip_steps: ${RP_WARMUP:-15}, optimizer: adamw, lr: 1.0e-4, precision: bf16, cuda_graphs: true, log_every_s: 10${RP_HOST_LEAD:+, host_lead_steps: $RP_HOST_LEAD}${RP_HOST_WAIT:+, cuda_host_wait: $RP_HOST_WAIT}}
+train: {steps: $STEPS, timing_skip_steps: ${RP_WARMUP:-15}, optimizer: adamw, lr: 1.0e-4, precision: bf16, cuda_graphs: true, log_every_s: 10${RP_HOST_LEAD:+, host_lead_steps: $RP_HOST_LEAD}}
 comm: {bucket_mb: ${RP_BERT_BUCKET_MB:-25}, ${RP_FIRST_BUCKET_MB:+first_bucket_mb: $RP_FIRST_BUCKET_MB, }grad_dtype: ${RP_GRAD_DTYPE:-fp32}, overlap_optimizer: ${RP_OVERLAP:-true}${RP_CTA_POLICY:+, nccl_cta_policy: $RP_CTA_POLICY}${RP_COMM_HIGH_PRIORITY:+, high_priority_stream: $RP_COMM_HIGH_PRIORITY}${RP_BACKWARD_CARVEOUT:+, backward_sm_carveout: $RP_BACKWARD_CARVEOUT}${RP_NCCL_REGISTRATION:+, nccl_buffer_registration: $RP_NCCL_REGISTRATION}}
 checkpoint: {every_steps: 0, keep: 1}
 metrics: {enabled: true, port_base: 0}

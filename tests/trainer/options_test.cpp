@@ -65,7 +65,6 @@ TEST(Options, StartUpStepAndTelemetryCarryTheirJobKeys) {
   job.train.deterministic = true;
   job.train.tf32 = !job.train.tf32;
   job.train.precision = config::Precision::kBf16;
-  job.train.cuda_host_wait = config::CudaHostWait::kBlock;
   const startup::DeviceOptions device = DeviceOptionsFor(job, /*cuda_visible=*/true, "node-a");
   EXPECT_FALSE(device.plan.cuda);  // world.device cpu, whatever the host has
   EXPECT_EQ(device.plan.precision, config::Precision::kBf16);
@@ -73,7 +72,6 @@ TEST(Options, StartUpStepAndTelemetryCarryTheirJobKeys) {
   EXPECT_EQ(device.retain_host_memory, job.train.retain_host_memory);
   EXPECT_TRUE(device.deterministic);
   EXPECT_EQ(device.tf32, job.train.tf32);
-  EXPECT_EQ(device.cuda_host_wait, config::CudaHostWait::kBlock);
 
   job.comm.timeout_s = 42;
   job.model.sync_batchnorm = true;

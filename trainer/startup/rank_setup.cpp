@@ -1,7 +1,6 @@
 #include "trainer/startup/rank_setup.h"
 
 #include <algorithm>
-#include <cstdio>
 #include <optional>
 #include <stdexcept>
 #include <thread>
@@ -16,8 +15,6 @@
 #include "trainer/telemetry/rank_telemetry.h"
 
 #ifdef RINGPILOT_WITH_CUDA
-#include <cuda_runtime.h>
-
 #include <c10/cuda/CUDAFunctions.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
@@ -40,32 +37,6 @@ RankPlace JoinWorld() {
   p.node = base::HostName();
   return p;
 }
-
-#ifdef RINGPILOT_WITH_CUDA
-namespace {
-
-unsigned int CudaScheduleFlag(config::CudaHostWait wait) {
-  switch (wait) {
-    case config::CudaHostWait::kSpin:
-      return cudaDeviceScheduleSpin;
-    case config::CudaHostWait::kYield:
-      return cudaDeviceScheduleYield;
-    case config::CudaHostWait::kBlock:
-      return cudaDeviceScheduleBlockingSync;
-    case config::CudaHostWait::kAuto:
-      break;
-  }
-  return cudaDeviceScheduleAuto;
-}
-
-std::string ToHex(unsigned int v) {
-  char text[16];
-  std::snprintf(text, sizeof text, "%x", v);
-  return text;
-}
-
-}  // namespace
-#endif
 
 bool CudaAvailable() {
 #ifdef RINGPILOT_WITH_CUDA
@@ -100,18 +71,6 @@ RankDevice SetUpDevice(const DeviceOptions& options, const RankPlace& place,
                std::to_string(devices) + " GPU(s)");
     }
     c10::cuda::set_device(dev);
-    if (options.cuda_host_wait != config::CudaHostWait::kAuto) {
-      // Before anything synchronises: nvJPEG's worker threads and the training thread wait
-      // under the same policy. A spinning wait holds a core the host decoders could use.
-      CUDA_CHECK(cudaSetDevice(dev));
-      CUDA_CHECK(cudaSetDeviceFlags(CudaScheduleFlag(options.cuda_host_wait)));
-      unsigned int flags = 0;
-      CUDA_CHECK(cudaGetDeviceFlags(&flags));
-      if (place.rank == 0) {
-        log.Detail(std::string("CUDA host wait: ") + config::ToString(options.cuda_host_wait) +
-                   " (device flags 0x" + ToHex(flags) + ")");
-      }
-    }
     d.device = c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(dev));
     at::globalContext().setBenchmarkCuDNN(!options.deterministic);
     at::globalContext().setDeterministicCuDNN(options.deterministic);

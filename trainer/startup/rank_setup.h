@@ -55,9 +55,6 @@ struct DeviceOptions {
   bool retain_host_memory = false;  ///< ConfigureHostMemory's `retain`
   bool deterministic = false;       ///< cuDNN deterministic, no benchmark autotuning
   bool tf32 = false;                ///< TF32 in cuBLAS and cuDNN
-  /// How this process's host threads wait for the device (cudaSetDeviceFlags), set before
-  /// the device's first use; ignored on CPU ranks.
-  config::CudaHostWait cuda_host_wait = config::CudaHostWait::kAuto;
 };
 
 /// Takes the device of `options.plan` (rank 0 logs its notice), sets LibTorch's threads,
