@@ -7,7 +7,9 @@
 #      host share equal to the CPU loader's samples, bad files counted);
 #   3. ResNet-50 bf16 b256 with CUDA graphs (tests/gpu/bench_train.sh): synthetic, then each
 #      variant of RP_VARIANTS, one per line, "NAME SET DATA-KEYS" where SET is natural or
-#      imagenet (bench/make_natural_jpegs.py, 6,000 files; imagenet = --imagenet-like), and
+#      imagenet (bench/make_natural_jpegs.py, 6,000 files; imagenet = --imagenet-like), or
+#      SET:SIDE:QUALITY for its shards transcoded by `ringpilot data pack --max-side SIDE
+#      --quality QUALITY` (what SHARDS then stands for), and
 #      DATA-KEYS more data keys (FOLDER and SHARDS stand for the set's paths); SET - is
 #      synthetic data; leading RP_NAME=VALUE words set tests/gpu/bench_train.sh's variables
 #      for that variant (e.g. RP_HOST_LEAD=2); each row carries the rank's input lines
@@ -30,13 +32,20 @@ natural-folder-gpu natural kind: image_folder, train: FOLDER, gpu_decode: true
 natural-folder-host natural kind: image_folder, train: FOLDER, gpu_decode: false"}
 gpu_facts "$out/facts.txt"
 
-make_set() {  # NAME
-  local name=$1 extra=()
+make_set() {  # NAME [MAX_SIDE QUALITY]: SHARDS_DIR = its shards (transcoded with a side)
+  local name=$1 extra=() pack=()
+  SHARDS_DIR=$sets/$name/shards
+  if (($# == 3)); then
+    SHARDS_DIR=$sets/$name/shards-side$2-q$3
+    pack=(--max-side "$2" --quality "$3")
+  fi
   [[ $name == imagenet ]] && extra=(--imagenet-like)
   [[ -d $sets/$name/train ]] || python3 "$HERE/bench/make_natural_jpegs.py" "$sets/$name/train" \
     --classes 100 --per-class 60 "${extra[@]}" >>"$out/sets.log" 2>&1
-  [[ -d $sets/$name/shards ]] || "$RP" data pack "$sets/$name/train" "$sets/$name/shards" \
-    >>"$out/sets.log" 2>&1
+  if [[ ! -d $SHARDS_DIR ]]; then
+    "$RP" data pack "$sets/$name/train" "$SHARDS_DIR" "${pack[@]}" >>"$out/sets.log" 2>&1
+    echo "$SHARDS_DIR: $(du -sb "$SHARDS_DIR" | cut -f1) bytes" >>"$out/sets.log"
+  fi
 }
 SECONDS=0
 kinds="$sets/kinds"
@@ -70,8 +79,10 @@ while read -r -a words; do
   ((${#words[@]} >= 2)) || continue
   name=${words[0]} set=${words[1]} keys=${words[*]:2}
   if [[ $set != - ]]; then
-    make_set "$set"
-    shards=$(find "$sets/$set/shards" -name '*.tar' | sort | paste -sd, -)
+    IFS=: read -r -a set_spec <<<"$set"
+    set=${set_spec[0]}
+    make_set "${set_spec[@]}"
+    shards=$(find "$SHARDS_DIR" -name '*.tar' | sort | paste -sd, -)
     keys=${keys//FOLDER/$sets/$set/train}
     keys=${keys//SHARDS/\"$shards\"}
   fi
