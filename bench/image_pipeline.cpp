@@ -12,8 +12,9 @@
 //
 // --contend runs a load beside the pipeline in this process (bench/gpu_contention.h): which
 // of SM time, HBM bandwidth or host cores slows the decode beside a training step.
-// --host-wait sets how the process's host threads (nvJPEG's included) wait for the GPU, as
-// the job key train.cuda_host_wait does for a rank.
+// --host-wait sets how the process's host threads (nvJPEG's included) wait for the GPU
+// (cudaDeviceSchedule*). Ranks keep CUDA's auto: blocking or yielding changed nothing in
+// training (bench/results/2026-11-30-nvidia-h200-host-wait.md).
 #include <cuda_runtime.h>
 
 #include <algorithm>
