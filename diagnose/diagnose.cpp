@@ -39,6 +39,37 @@ std::vector<std::string> InfinibandPorts(const std::string& dir) {
   return ports;
 }
 
+// What an input-bound rank's input was held by, and what would help. Image ranks record
+// how they decode (history::ImageDecode): at a full rank's cores more data.workers cannot
+// help, so say which decoder set the pace and how fast it went against the step.
+std::string InputBoundCause(const history::RankStats& r) {
+  if (!r.image_decode) {
+    return " (more data.workers or data.prefetch, faster storage, or smaller images would help)";
+  }
+  const history::ImageDecode& d = *r.image_decode;
+  std::string text;
+  if (d.batch > 0 && r.step_mean > 0 && r.input_wait && r.input_wait->steps > 0) {
+    const double wait_mean = r.input_wait->total / static_cast<double>(r.input_wait->steps);
+    const double batch = static_cast<double>(d.batch);
+    text += "; its input made " + base::FormatFixed(batch / r.step_mean, 0) + " images/s";
+    if (r.step_mean > wait_mean) {
+      text += " and its step alone would take " +
+              base::FormatFixed(batch / (r.step_mean - wait_mean), 0) + "/s";
+    }
+  }
+  text += "; " + d.decision;
+  if (d.where == "gpu") {
+    return text +
+           ". nvJPEG beside the step sets the pace: data.gpu_decode false on a rank with many "
+           "cores, or smaller files (ringpilot data pack --max-side 400 --quality 90; "
+           "docs/data.md)";
+  }
+  return text +
+         ". The host's decode threads set the pace: more cores per rank, data.gpu_decode true "
+         "where the GPU has JPEG engines, or smaller files (ringpilot data pack --max-side 400 "
+         "--quality 90; docs/data.md)";
+}
+
 }  // namespace
 
 std::string ClassifyTransport(const std::string& via) {
@@ -298,9 +329,7 @@ Diagnosis Analyze(RunData data) {
     }
     d.warnings.push_back("input-bound on rank " + std::to_string(rank) + ": waiting for input is " +
                          base::FormatFixed(100 * d.input_share[rank], 1) + "% of its step time" +
-                         per_step +
-                         " (more data.workers or data.prefetch, faster storage, or smaller "
-                         "images would help)");
+                         per_step + InputBoundCause(r));
   }
   if (d.mean_exposed_share && *d.mean_exposed_share > 0.3) {
     d.warnings.push_back("exposed communication is " +

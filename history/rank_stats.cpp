@@ -81,6 +81,11 @@ std::string RankStatsJson(const RankStats& s) {
     j["input_wait_seconds"] = {
         {"steps", w.steps}, {"total", w.total}, {"p50", w.p50}, {"p99", w.p99}, {"max", w.max}};
   }
+  if (s.image_decode) {
+    const ImageDecode& d = *s.image_decode;
+    j["image_decode"] = {
+        {"where", d.where}, {"threads", d.threads}, {"batch", d.batch}, {"decision", d.decision}};
+  }
   if (s.overlap_ratio) j["overlap_ratio"] = *s.overlap_ratio;
   return j.dump(2) + "\n";
 }
@@ -113,6 +118,16 @@ RankStats ReadRankStats(const std::string& path, int file_rank) {
     w.p99 = wait.Number("p99");
     w.max = wait.Number("max");
     s.input_wait = w;
+  }
+  if (f.Has("image_decode")) {
+    const RecordFields decode = f.Object("image_decode");
+    ImageDecode d;
+    d.where = decode.String("where");
+    if (d.where != "host" && d.where != "gpu") decode.Fail("where", "expected host or gpu");
+    d.threads = decode.Int("threads", 0, 0, 1 << 20);
+    d.batch = static_cast<int64_t>(decode.Unsigned("batch"));
+    d.decision = decode.String("decision");
+    s.image_decode = d;
   }
   if (f.Has("overlap_ratio")) s.overlap_ratio = f.Number("overlap_ratio");
   const RecordFields strag = f.Object("straggler");

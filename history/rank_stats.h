@@ -34,6 +34,15 @@ struct InputWaitSeconds {
   double total = 0, p50 = 0, p99 = 0, max = 0;
 };
 
+/// How an image-kind rank decoded its training images ("image_decode"): what
+/// `ringpilot diagnose` names when the rank is input-bound.
+struct ImageDecode {
+  std::string where;     ///< "host" (libjpeg-turbo threads) or "gpu" (nvJPEG)
+  int threads = 0;       ///< host decode threads, or nvJPEG's reader threads
+  int64_t batch = 0;     ///< images per optimizer step on this rank (all its micro-batches)
+  std::string decision;  ///< the rank log's `input:` sentence: which path and why
+};
+
 /// The whole file.
 struct RankStats {
   int rank = 0;
@@ -44,6 +53,7 @@ struct RankStats {
   double step_p50 = 0, step_p99 = 0, step_mean = 0;   ///< "step_seconds"
   std::map<std::string, double> phase_seconds_total;  ///< data, forward, ..., comm_exposed
   std::optional<InputWaitSeconds> input_wait;         ///< absent in files of older versions
+  std::optional<ImageDecode> image_decode;            ///< image kinds (from 2026-11-30)
   std::optional<double> overlap_ratio;                ///< share of communication hidden, [0, 1]
   // "straggler": whom this rank waited for at the gradient exchange.
   double wait_seconds_total = 0;

@@ -32,7 +32,7 @@ ALLOWED = {
     "trainer/models": {"trainer/ops", "comm", "config", "base"},
     "trainer/checkpoint": {"comm", "base"},
     "trainer/telemetry": {"history", "comm", "metrics", "topology", "config", "base"},
-    "trainer/input": {"data", "data/cuda", "trainer/models", "trainer/telemetry", "topology",
+    "trainer/input": {"data", "data/cuda", "trainer/models", "trainer/telemetry", "history", "topology",
                       "config", "base"},
     "trainer/startup": {"trainer/telemetry", "comm", "topology", "config", "base"},
     "trainer/step": {"trainer/startup", "trainer/input", "trainer/models", "trainer/checkpoint",

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <memory>
+#include <optional>
 #include <stdexcept>
 #include <string>
 
@@ -157,6 +158,10 @@ int Trainer::Run() {
 
   input::InputFeed input(input_options, *dataset, *state.model, device.device, device.threads,
                          plan.batches, *metrics, log);
+  if (std::optional<history::ImageDecode> route = dataset->image_decode()) {
+    route->batch = static_cast<int64_t>(job.data.batch_per_rank) * job.train.grad_accum_steps;
+    stats.set_image_decode(*route);
+  }
   if (start_step > 0 && state.data_position[0].item<int64_t>() >= 0) {
     input.Resume(start_step * job.train.grad_accum_steps,
                  {state.data_position[0].item<int64_t>(), state.data_position[1].item<int64_t>()});

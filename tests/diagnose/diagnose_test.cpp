@@ -475,5 +475,58 @@ TEST(Diagnose, NamesAnInputBoundRank) {
   EXPECT_NE(text.out.find("input-bound on rank 1"), std::string::npos) << text.out;
 }
 
+// An image rank's statistics say how it decoded (image_decode): the warning names the
+// decoder that set the pace, its rate against the step's own, and what would help.
+TEST(Diagnose, SaysWhichDecoderHeldAnInputBoundImageRank) {
+  TempDir run;
+  ASSERT_FALSE(run.path().empty());
+  std::filesystem::create_directories(run.path() + "/logs");
+  WriteFile(run.path() + "/summary.json",
+            R"({"name": "diag-decode", "world_size": 2, "steps": 10, "restarts": 0})");
+  auto stats = [&](int rank, const std::string& where, const std::string& decision) {
+    const json j = {
+        {"rank", rank},
+        {"world_size", 2},
+        {"steps", 10},
+        {"step_seconds", {{"p50", 0.1}, {"p99", 0.12}, {"mean", 0.1}}},
+        {"phase_seconds_total", {{"data", 0.45}, {"forward", 0.2}, {"backward", 0.3}}},
+        {"input_wait_seconds",
+         {{"steps", 10}, {"total", 0.45}, {"p50", 0.044}, {"p99", 0.06}, {"max", 0.06}}},
+        {"image_decode",
+         {{"where", where}, {"threads", 15}, {"batch", 256}, {"decision", decision}}}};
+    WriteFile(run.path() + "/logs/rank-" + std::to_string(rank) + ".stats.json", j.dump());
+  };
+  stats(0, "host",
+        "decoding images on host threads (data.gpu_decode auto: 16 cores for this rank, at "
+        "least 12), 15 threads at nice 10");
+  stats(1, "gpu",
+        "decoding JPEGs on the GPU with nvJPEG (hardware JPEG engines, 8 reader threads)");
+  const Result r = Diagnose(run.path(), true);
+  ASSERT_EQ(r.status, 0) << r.err;
+  std::string warnings;
+  const json report = json::parse(r.out);
+  for (const json& w : report["warnings"]) warnings += w.get<std::string>() + "\n";
+  // 256 images per 0.1 s step, 0.045 s of it waiting: 2560/s made, 256 / 0.055 s alone.
+  EXPECT_NE(warnings.find("input-bound on rank 0: waiting for input is 45.0% of its step time; "
+                          "per step p50 0.0440 s, p99 0.0600 s; its input made 2560 images/s and "
+                          "its step alone would take 4655/s; decoding images on host threads "
+                          "(data.gpu_decode auto: 16 cores for this rank, at least 12), 15 "
+                          "threads at nice 10. The host's decode threads set the pace: more "
+                          "cores per rank, data.gpu_decode true where the GPU has JPEG engines, "
+                          "or smaller files (ringpilot data pack --max-side 400 --quality 90; "
+                          "docs/data.md)\n"),
+            std::string::npos)
+      << warnings;
+  EXPECT_NE(warnings.find("input-bound on rank 1: waiting for input is 45.0% of its step time; "
+                          "per step p50 0.0440 s, p99 0.0600 s; its input made 2560 images/s and "
+                          "its step alone would take 4655/s; decoding JPEGs on the GPU with "
+                          "nvJPEG (hardware JPEG engines, 8 reader threads). nvJPEG beside the "
+                          "step sets the pace: data.gpu_decode false on a rank with many cores, "
+                          "or smaller files"),
+            std::string::npos)
+      << warnings;
+  EXPECT_EQ(warnings.find("more data.workers"), std::string::npos) << warnings;
+}
+
 }  // namespace
 }  // namespace ringpilot::diagnose

@@ -132,6 +132,33 @@ TEST(RankStats, WhatIsWrittenIsReadBack) {
   EXPECT_EQ(testing::ReadFile(path), AsTheTrainerWroteIt(s));
 }
 
+TEST(RankStats, AnImageRanksDecodeRouteIsReadBack) {
+  TempDir dir;
+  RankStats s = Sample();
+  s.image_decode = ImageDecode{"host", 15, 256,
+                               "decoding images on host threads (data.gpu_decode auto: 16 cores "
+                               "for this rank, at least 12), 15 threads at nice 10"};
+  const std::string path = RankStatsPath(dir.path(), 2);
+  WriteRankStats(path, s);
+  const RankStats r = ReadRankStats(path, 2);
+  ASSERT_TRUE(r.image_decode.has_value());
+  EXPECT_EQ(r.image_decode->where, "host");
+  EXPECT_EQ(r.image_decode->threads, 15);
+  EXPECT_EQ(r.image_decode->batch, 256);
+  EXPECT_EQ(r.image_decode->decision, s.image_decode->decision);
+  EXPECT_EQ(RankStatsJson(r), testing::ReadFile(path));
+
+  json bad = json::parse(testing::ReadFile(path));
+  bad["image_decode"]["where"] = "disk";
+  WriteFile(path, bad.dump());
+  try {
+    ReadRankStats(path, 2);
+    ADD_FAILURE() << "an unknown decode route was read";
+  } catch (const RecordError& e) {
+    EXPECT_EQ(std::string(e.what()), path + ": 'image_decode.where': expected host or gpu");
+  }
+}
+
 TEST(RankStats, AFileOfAnOlderVersionKeepsTheDefaults) {
   TempDir dir;
   const std::string path = RankStatsPath(dir.path(), 0);
@@ -141,6 +168,7 @@ TEST(RankStats, AFileOfAnOlderVersionKeepsTheDefaults) {
   EXPECT_EQ(r.step_p50, 0.1);
   EXPECT_EQ(r.local_rank, -1);
   EXPECT_FALSE(r.input_wait.has_value());
+  EXPECT_FALSE(r.image_decode.has_value());
   EXPECT_FALSE(r.overlap_ratio.has_value());
   EXPECT_TRUE(r.collectives.empty());
   // No "rank": the file name's.

@@ -96,6 +96,11 @@ if rp_expect_ok "(a) image_folder, 2 epochs" "$a.out" "$a"; then
   rp_check "(a) each bad file warned about" "$warned of 3 named in the rank logs" test "$warned" = 3
   steps=$(rp_json "$a/summary.json" steps)
   rp_check "(a) 2 epochs = 40 steps" "steps $steps" test "$steps" = 40
+  # How the rank decoded, for `ringpilot diagnose` to name when the rank is input-bound.
+  route=$(nested "$a/logs/rank-1.stats.json" image_decode.where)/$(nested "$a/logs/rank-1.stats.json" \
+    image_decode.threads)/$(nested "$a/logs/rank-1.stats.json" image_decode.batch)
+  rp_check "(a) the stats file names the decoder" "image_decode where/threads/batch $route" \
+    test "$route" = host/1/32
 fi
 
 shards=$RP_TMP/shards

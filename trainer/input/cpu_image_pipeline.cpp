@@ -110,13 +110,13 @@ std::unique_ptr<ImagePipeline> MakeImagePipeline(const InputOptions& options,
                                                  const data::ImageSource& source,
                                                  const models::ImageSpec& image,
                                                  const PipelineTarget& target,
-                                                 std::string* decision) {
+                                                 history::ImageDecode* route) {
   const bool cuda = target.device.is_cuda();
   const config::GpuDecode mode = options.images.gpu_decode;
   const std::string key = std::string("data.gpu_decode ") + config::ToString(mode);
   const int cores = topology::BoundCpuCount();
   if (!cuda) {
-    *decision = "decoding images on host threads (a CPU rank)";
+    route->decision = "decoding images on host threads (a CPU rank)";
   } else {
 #ifdef RINGPILOT_WITH_NVJPEG
     const bool hardware = data::cuda::HasHardwareJpegDecoder(target.device.index());
@@ -124,34 +124,39 @@ std::unique_ptr<ImagePipeline> MakeImagePipeline(const InputOptions& options,
     if (mode == config::GpuDecode::kOn ||
         (mode == config::GpuDecode::kAuto && hardware && few_cores)) {
       const int threads = options.images.gpu_threads;
-      *decision = std::string("decoding JPEGs on the GPU with nvJPEG (") +
-                  (hardware ? "hardware JPEG engines" : "its CUDA backend: no hardware engines") +
-                  ", " + std::to_string(threads) + " reader threads; " + key +
-                  (mode == config::GpuDecode::kAuto
-                       ? ": " + std::to_string(cores) + " cores for this rank, fewer than " +
-                             std::to_string(kHostDecodeMinCores)
-                       : std::string()) +
-                  ")";
+      route->decision =
+          std::string("decoding JPEGs on the GPU with nvJPEG (") +
+          (hardware ? "hardware JPEG engines" : "its CUDA backend: no hardware engines") + ", " +
+          std::to_string(threads) + " reader threads; " + key +
+          (mode == config::GpuDecode::kAuto
+               ? ": " + std::to_string(cores) + " cores for this rank, fewer than " +
+                     std::to_string(kHostDecodeMinCores)
+               : std::string()) +
+          ")";
+      route->where = "gpu";
+      route->threads = threads;
       return std::make_unique<GpuImagePipeline>(options, source, image, target);
     }
     if (mode == config::GpuDecode::kAuto) {
-      *decision = "decoding images on host threads (" + key + ": " +
-                  (hardware ? std::to_string(cores) + " cores for this rank, at least " +
-                                  std::to_string(kHostDecodeMinCores)
-                            : std::string("this GPU has no hardware JPEG engines")) +
-                  ")";
+      route->decision = "decoding images on host threads (" + key + ": " +
+                        (hardware ? std::to_string(cores) + " cores for this rank, at least " +
+                                        std::to_string(kHostDecodeMinCores)
+                                  : std::string("this GPU has no hardware JPEG engines")) +
+                        ")";
     } else {
-      *decision = "decoding images on host threads (" + key + ")";
+      route->decision = "decoding images on host threads (" + key + ")";
     }
 #else
-    *decision = std::string("decoding images on host threads (") + key +
-                (mode == config::GpuDecode::kOff ? ")" : ": this build has no nvJPEG)");
+    route->decision = std::string("decoding images on host threads (") + key +
+                      (mode == config::GpuDecode::kOff ? ")" : ": this build has no nvJPEG)");
 #endif
   }
   const int workers = DecodeWorkersFor(options.images, cores, cuda);
   const int nice = options.images.worker_nice;
-  *decision += ", " + std::to_string(workers) + " threads" +
-               (nice > 0 ? " at nice " + std::to_string(nice) : std::string());
+  route->where = "host";
+  route->threads = workers;
+  route->decision += ", " + std::to_string(workers) + " threads" +
+                     (nice > 0 ? " at nice " + std::to_string(nice) : std::string());
   return std::make_unique<CpuImagePipeline>(options, source, image, target, workers);
 }
 

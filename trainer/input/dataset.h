@@ -61,6 +61,9 @@ class Dataset {
   /// Image kinds: the pipeline that makes every batch, host buffers and copy included
   /// (after Start); null for kinds whose batches InputFeed's host buffers take (Fill).
   virtual ImagePipeline* pipeline() { return nullptr; }
+  /// Image kinds: where and on how many threads the training images are decoded, and why
+  /// (after Start; the rank's statistics file carries it for `ringpilot diagnose`).
+  virtual std::optional<history::ImageDecode> image_decode() const { return std::nullopt; }
   /// Kinds without a pipeline: writes batch `batch`'s samples into `host` (CPU tensors of
   /// the batch's shape: see masked_on_device).
   virtual void Fill(int64_t batch, Batch& host) = 0;

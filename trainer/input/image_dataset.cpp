@@ -1,8 +1,10 @@
 // data.kind image_folder / image_shards: data.train indexed once as a data::ImageSource
 // (data/image_source.h); from Start on an ImagePipeline (image_pipeline.h) decodes
 // data.prefetch batches ahead on host threads or the GPU, into buffers of its own.
+#include <optional>
 #include <stdexcept>
 #include <string>
+#include <utility>
 
 #include "data/cifar.h"
 #include "data/image_loader.h"
@@ -50,11 +52,13 @@ class ImageDataset : public Dataset {
 
   void Start(int64_t batches, const models::ImageSpec& image, const c10::Device& device,
              telemetry::RankLog& log) override {
-    std::string decision;
+    history::ImageDecode route;
     pipeline_ =
-        MakeImagePipeline(options_, *train_, image, {rank_, world_, batches, device}, &decision);
-    log.Info("input: " + decision);
+        MakeImagePipeline(options_, *train_, image, {rank_, world_, batches, device}, &route);
+    log.Info("input: " + route.decision);
+    route_ = std::move(route);
   }
+  std::optional<history::ImageDecode> image_decode() const override { return route_; }
   ImagePipeline* pipeline() override { return pipeline_.get(); }
   void Fill(int64_t, Batch&) override {
     throw std::logic_error("image batches come from the dataset's pipeline, not Fill");
@@ -76,7 +80,8 @@ class ImageDataset : public Dataset {
   const std::unique_ptr<data::ImageSource> train_;
   const DataCount count_;
   const int64_t steps_per_epoch_;
-  std::unique_ptr<ImagePipeline> pipeline_;  // from Start
+  std::unique_ptr<ImagePipeline> pipeline_;    // from Start
+  std::optional<history::ImageDecode> route_;  // from Start
 };
 
 }  // namespace

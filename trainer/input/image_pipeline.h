@@ -14,6 +14,7 @@
 
 #include "data/image_source.h"
 #include "data/sampler.h"
+#include "history/rank_stats.h"
 #include "trainer/input/input_options.h"
 #include "trainer/input/synthetic_data.h"
 #include "trainer/models/model.h"
@@ -72,11 +73,12 @@ struct PipelineTarget {
 /// The rank's pipeline for `source` (which must outlive it): batches of batch_per_rank at
 /// the model's image size, training crops, images.prefetch batches ahead. Decodes on the
 /// GPU (nvJPEG) or on host threads by images.gpu_decode (auto: kHostDecodeMinCores);
-/// `*decision` gets one line saying which and why, for the rank's log.
+/// `*route` gets which (where, threads) and one line saying which and why, for the rank's
+/// log and its statistics file.
 std::unique_ptr<ImagePipeline> MakeImagePipeline(const InputOptions& options,
                                                  const data::ImageSource& source,
                                                  const models::ImageSpec& image,
                                                  const PipelineTarget& target,
-                                                 std::string* decision);
+                                                 history::ImageDecode* route);
 
 }  // namespace ringpilot::trainer::input

@@ -198,6 +198,7 @@ history::RankStats StepStats::Record(int64_t steps, double p50, double p99) cons
   wait.max =
       input_waits_.empty() ? 0.0 : *std::max_element(input_waits_.begin(), input_waits_.end());
   r.input_wait = wait;
+  r.image_decode = image_decode_;
   r.overlap_ratio = overlap_ratio();
   r.wait_seconds_total = wait_total_;
   for (const auto& [culprit, n] : culprit_steps_) r.culprit_steps[culprit] = static_cast<double>(n);

@@ -8,6 +8,7 @@
 #include <array>
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -86,6 +87,8 @@ class StepStats {
   /// The job's expected bus bandwidth from the topology plan (bytes/s, one figure for every
   /// op: busbw is normalised to the slowest link); 0 = no model. Written to the JSON.
   void set_expected_busbw(double bytes_per_second) { expected_busbw_ = bytes_per_second; }
+  /// Image kinds: how the rank decodes its training images (written to the JSON).
+  void set_image_decode(history::ImageDecode route) { image_decode_ = std::move(route); }
   double overlap_ratio() const;
   /// The step statistics file's record (history::WriteRankStats writes it). `steps` (timed
   /// steps) and the step time percentiles `p50`/`p99` come from the trainer.
@@ -106,6 +109,7 @@ class StepStats {
   double comm_since_take_ = 0;
   double comm_total_ = 0;
   double expected_busbw_ = 0;
+  std::optional<history::ImageDecode> image_decode_;
   double wait_total_ = 0;
   double skew_sum_ = 0;
   int64_t straggler_steps_ = 0;
