@@ -48,14 +48,11 @@ std::string InputBoundCause(const history::RankStats& r) {
   }
   const history::ImageDecode& d = *r.image_decode;
   std::string text;
-  if (d.batch > 0 && r.step_mean > 0 && r.input_wait && r.input_wait->steps > 0) {
-    const double wait_mean = r.input_wait->total / static_cast<double>(r.input_wait->steps);
-    const double batch = static_cast<double>(d.batch);
-    text += "; its input made " + base::FormatFixed(batch / r.step_mean, 0) + " images/s";
-    if (r.step_mean > wait_mean) {
-      text += " and its step alone would take " +
-              base::FormatFixed(batch / (r.step_mean - wait_mean), 0) + "/s";
-    }
+  // Input-bound, the rank trains as fast as its input comes. (The step time less the wait
+  // is not the step's own pace: on CUDA the host waits while the GPU runs the step before.)
+  if (d.batch > 0 && r.step_mean > 0) {
+    text += "; its input made " + base::FormatFixed(static_cast<double>(d.batch) / r.step_mean, 0) +
+            " images/s";
   }
   text += "; " + d.decision;
   if (d.where == "gpu") {

@@ -219,10 +219,14 @@ class TrainingLoop {
         totals_.timed_steps = 1;
         timed_start_ = Clock::now() - std::chrono::duration_cast<Clock::duration>(
                                           std::chrono::duration<double>(step_s));
+        out_.stats.AddStep(step_s);
       }
     } else {
       totals_.step_seconds.push_back(step_s);
       ++totals_.timed_steps;
+      // The stats file's mean covers the steps its percentiles and phase totals cover: a
+      // warm-up step (graph capture, cuDNN autotuning) can take seconds.
+      out_.stats.AddStep(step_s);
     }
     out_.metrics.OnStep(step_s, static_cast<int64_t>(o_.batch_per_rank) * accum_, step + 1);
     out_.metrics.SetLearningRate(lr_);
@@ -232,7 +236,6 @@ class TrainingLoop {
       if (v->grad_norm) out_.metrics.SetGradNorm(*v->grad_norm);
     }
     out_.telemetry.AfterStep(step - start_step_ + 1);
-    out_.stats.AddStep(step_s);
   }
 
   // Rank 0: a progress line every train.log_every_s and at the end, with rank 0's loss of
