@@ -423,14 +423,19 @@ TEST(GrafanaDashboard, IsValidWithTheExpectedPanels) {
   EXPECT_TRUE(stacked);
 }
 
+// RUN/logs/ and the summary.json of a finished 2-rank, 10-step run named `name`.
+void MakeTwoRankRun(const std::string& run, const std::string& name) {
+  std::filesystem::create_directories(run + "/logs");
+  WriteFile(run + "/summary.json",
+            R"({"name": ")" + name + R"(", "world_size": 2, "steps": 10, "restarts": 0})");
+}
+
 // Input wait (the data phase) over kInputBoundShare of a rank's step time: "input-bound on
 // rank N", in the warnings and the JSON; a rank that waits little is not named.
 TEST(Diagnose, NamesAnInputBoundRank) {
   TempDir run;
   ASSERT_FALSE(run.path().empty());
-  std::filesystem::create_directories(run.path() + "/logs");
-  WriteFile(run.path() + "/summary.json",
-            R"({"name": "diag-input", "world_size": 2, "steps": 10, "restarts": 0})");
+  MakeTwoRankRun(run.path(), "diag-input");
   auto stats = [&](int rank, double data_total, double p50, double p99) {
     const json j = {
         {"rank", rank},
@@ -476,13 +481,11 @@ TEST(Diagnose, NamesAnInputBoundRank) {
 }
 
 // An image rank's statistics say how it decoded (image_decode): the warning names the
-// decoder that set the pace, its rate against the step's own, and what would help.
+// decoder that set the pace, the images/s its input made, and what would help.
 TEST(Diagnose, SaysWhichDecoderHeldAnInputBoundImageRank) {
   TempDir run;
   ASSERT_FALSE(run.path().empty());
-  std::filesystem::create_directories(run.path() + "/logs");
-  WriteFile(run.path() + "/summary.json",
-            R"({"name": "diag-decode", "world_size": 2, "steps": 10, "restarts": 0})");
+  MakeTwoRankRun(run.path(), "diag-decode");
   auto stats = [&](int rank, const std::string& where, const std::string& decision) {
     const json j = {
         {"rank", rank},
