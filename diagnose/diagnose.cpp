@@ -41,7 +41,7 @@ std::vector<std::string> InfinibandPorts(const std::string& dir) {
 
 // What an input-bound rank's input was held by, and what would help. Image ranks record
 // how they decode (history::ImageDecode): at a full rank's cores more data.workers cannot
-// help, so say which decoder set the pace and how fast it went against the step.
+// help, so say which decoder set the pace and how many images a second it made.
 std::string InputBoundCause(const history::RankStats& r) {
   if (!r.image_decode) {
     return " (more data.workers or data.prefetch, faster storage, or smaller images would help)";
