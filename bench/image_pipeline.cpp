@@ -36,11 +36,17 @@
 
 namespace {
 
-int Arg(int argc, char** argv, const char* name, int fallback) {
+// The value after `name` (its first occurrence), or `fallback`.
+const char* TextArg(int argc, char** argv, const char* name, const char* fallback) {
   for (int i = 1; i + 1 < argc; ++i) {
-    if (std::strcmp(argv[i], name) == 0) return std::atoi(argv[i + 1]);
+    if (std::strcmp(argv[i], name) == 0) return argv[i + 1];
   }
   return fallback;
+}
+
+int Arg(int argc, char** argv, const char* name, int fallback) {
+  const char* value = TextArg(argc, argv, name, nullptr);
+  return value ? std::atoi(value) : fallback;
 }
 
 bool Flag(int argc, char** argv, const char* name) {
@@ -86,10 +92,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   try {
-    std::string host_wait = "auto";
-    for (int i = 2; i + 1 < argc; ++i) {
-      if (std::strcmp(argv[i], "--host-wait") == 0) host_wait = argv[i + 1];
-    }
+    const std::string host_wait = TextArg(argc, argv, "--host-wait", "auto");
     const unsigned int wait_flag = host_wait == "spin"    ? cudaDeviceScheduleSpin
                                    : host_wait == "yield" ? cudaDeviceScheduleYield
                                    : host_wait == "block" ? cudaDeviceScheduleBlockingSync
@@ -117,15 +120,10 @@ int main(int argc, char** argv) {
     options.hardware = !Flag(argc, argv, "--no-hardware");
     options.high_priority = Flag(argc, argv, "--high-priority");
     options.odd_on_gpu = !Flag(argc, argv, "--odd-on-host");
-    for (int i = 2; i + 1 < argc; ++i) {
-      if (std::strcmp(argv[i], "--host-share") == 0) options.host_share = std::atof(argv[i + 1]);
-    }
+    options.host_share = std::atof(TextArg(argc, argv, "--host-share", "0"));
     options.share_threads = Arg(argc, argv, "--share-threads", 0);
     options.share_nice = Arg(argc, argv, "--share-nice", 0);
-    std::string contend = "none";
-    for (int i = 2; i + 1 < argc; ++i) {
-      if (std::strcmp(argv[i], "--contend") == 0) contend = argv[i + 1];
-    }
+    const std::string contend = TextArg(argc, argv, "--contend", "none");
     const int batches = Arg(argc, argv, "--batches", 60);
     const int warmup = Arg(argc, argv, "--warmup", 5);
     data::BadSampleLog bad(*source, /*max_fraction=*/1.0);

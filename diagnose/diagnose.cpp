@@ -55,7 +55,7 @@ std::string InputBoundCause(const history::RankStats& r) {
             " images/s";
   }
   text += "; " + d.decision;
-  if (d.where == "gpu") {
+  if (d.where == history::kDecodeOnGpu) {
     return text +
            ". nvJPEG beside the step sets the pace: data.gpu_decode false on a rank with many "
            "cores, or smaller files (ringpilot data pack --max-side 400 --quality 90; "

@@ -123,7 +123,9 @@ RankStats ReadRankStats(const std::string& path, int file_rank) {
     const RecordFields decode = f.Object("image_decode");
     ImageDecode d;
     d.where = decode.String("where");
-    if (d.where != "host" && d.where != "gpu") decode.Fail("where", "expected host or gpu");
+    if (d.where != kDecodeOnHost && d.where != kDecodeOnGpu) {
+      decode.Fail("where", std::string("expected ") + kDecodeOnHost + " or " + kDecodeOnGpu);
+    }
     d.threads = decode.Int("threads", 0, 0, 1 << 20);
     d.batch = static_cast<int64_t>(decode.Unsigned("batch"));
     d.decision = decode.String("decision");

@@ -34,10 +34,14 @@ struct InputWaitSeconds {
   double total = 0, p50 = 0, p99 = 0, max = 0;
 };
 
+/// ImageDecode::where: libjpeg-turbo on host threads, or nvJPEG on the GPU.
+inline constexpr const char* kDecodeOnHost = "host";
+inline constexpr const char* kDecodeOnGpu = "gpu";
+
 /// How an image-kind rank decoded its training images ("image_decode"): what
 /// `ringpilot diagnose` names when the rank is input-bound.
 struct ImageDecode {
-  std::string where;     ///< "host" (libjpeg-turbo threads) or "gpu" (nvJPEG)
+  std::string where;     ///< kDecodeOnHost or kDecodeOnGpu
   int threads = 0;       ///< host decode threads, or nvJPEG's reader threads
   int64_t batch = 0;     ///< images per optimizer step on this rank (all its micro-batches)
   std::string decision;  ///< the rank log's `input:` sentence: which path and why

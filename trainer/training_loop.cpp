@@ -209,19 +209,16 @@ class TrainingLoop {
   // Warm-up steps (the first of an attempt; with CUDA graphs, up to the first replay) are
   // left out of rates and percentiles, unless nothing else is left.
   void Measure(int64_t step, double step_s) {
-    if (step <= warmup_end_) {
-      if (step == warmup_end_) {
-        timed_start_ = Clock::now();
-        out_.stats.StartTimedWindow();
-      }
-      if (step + 1 == total_ && totals_.timed_steps == 0) {
-        totals_.step_seconds.push_back(step_s);
-        totals_.timed_steps = 1;
+    if (step == warmup_end_) {
+      timed_start_ = Clock::now();
+      out_.stats.StartTimedWindow();
+    }
+    const bool only_step = step <= warmup_end_ && step + 1 == total_ && totals_.timed_steps == 0;
+    if (step > warmup_end_ || only_step) {
+      if (only_step) {
         timed_start_ = Clock::now() - std::chrono::duration_cast<Clock::duration>(
                                           std::chrono::duration<double>(step_s));
-        out_.stats.AddStep(step_s);
       }
-    } else {
       totals_.step_seconds.push_back(step_s);
       ++totals_.timed_steps;
       // The stats file's mean covers the steps its percentiles and phase totals cover: a

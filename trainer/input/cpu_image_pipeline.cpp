@@ -133,7 +133,7 @@ std::unique_ptr<ImagePipeline> MakeImagePipeline(const InputOptions& options,
                      std::to_string(kHostDecodeMinCores)
                : std::string()) +
           ")";
-      route->where = "gpu";
+      route->where = history::kDecodeOnGpu;
       route->threads = threads;
       return std::make_unique<GpuImagePipeline>(options, source, image, target);
     }
@@ -153,7 +153,7 @@ std::unique_ptr<ImagePipeline> MakeImagePipeline(const InputOptions& options,
   }
   const int workers = DecodeWorkersFor(options.images, cores, cuda);
   const int nice = options.images.worker_nice;
-  route->where = "host";
+  route->where = history::kDecodeOnHost;
   route->threads = workers;
   route->decision += ", " + std::to_string(workers) + " threads" +
                      (nice > 0 ? " at nice " + std::to_string(nice) : std::string());
