@@ -109,6 +109,9 @@ int RunDoctorCommand(const DoctorArgs& args, const DoctorEnv& env, std::ostream&
       return kExitBadInput;
     }
   }
+  // A node's report carries its verdict; exiting non-zero would make mpirun abort the job
+  // and kill the nodes that have not printed theirs yet (`doctor --job` lost healthy nodes).
+  if (args.node_report) return 0;
   return DoctorExitStatus(checks);
 }
 

@@ -23,7 +23,8 @@ struct DoctorArgs {
   std::string prometheus;       ///< --prometheus / --metrics-file: textfile collector output
   std::string hosts;            ///< --hosts "h1:2,h2:2": every node through mpirun
   std::string job;              ///< --job JOB.yaml: the job's launch.hosts and mpirun_args
-  bool node_report = false;     ///< hidden: one JSON line {host, facts, checks} (per node)
+  bool node_report = false;     ///< hidden: one JSON line {host, facts, checks} (per node);
+                                ///< exits 0 once printed (the report carries the verdict)
 };
 
 /// Adds the `doctor` subcommand to `app`. Like `topo`, its handler runs as a parse callback

@@ -390,6 +390,14 @@ int RunDoctorNodes(const DoctorArgs& args, const DoctorEnv& env, std::ostream& o
               << run.output;
     return 1;
   }
+  if (!missing.empty()) {
+    // nodes_reported's hint points at this output: what mpirun or the node printed instead.
+    std::cerr << "ringpilot doctor: no report from " << Join(missing, ", ") << "; `mpirun` "
+              << (run.timed_out ? "timed out after " + std::to_string(kNodesTimeoutS) + " s"
+                                : "exited " + std::to_string(run.exit_code))
+              << ". Its output:\n"
+              << run.output;
+  }
   const std::vector<CheckResult> consistency = ConsistencyChecks(nodes, missing);
   if (args.json) {
     out << NodesJson(nodes, consistency).dump(2) << "\n";

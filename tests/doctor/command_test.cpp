@@ -171,6 +171,26 @@ TEST(DoctorPreflight, QuickRunIsFast) {
 
 // ---- across nodes ------------------------------------------------------------------------------
 
+// Under mpirun a non-zero exit aborts the job and kills the nodes still checking, so a node
+// with a FAIL exits 0 and tells its verdict in the line the coordinator reads.
+TEST(DoctorNodes, ANodeReportWithAFailExitsZeroAndCarriesTheFail) {
+  TempDir tmp;
+  DoctorArgs args;
+  args.device = "cpu";
+  args.node_report = true;
+  std::ostringstream out;
+  EXPECT_EQ(RunDoctorCommand(args, FakeEnv(tmp, 16 * kMiB), out), 0);
+  const auto doc = nlohmann::json::parse(out.str());
+  std::string shm;
+  for (const auto& c : doc.at("checks")) {
+    if (c.at("name") == "dev_shm") shm = c.at("status");
+  }
+  EXPECT_EQ(shm, "FAIL") << out.str();
+  args.node_report = false;
+  std::ostringstream alone;
+  EXPECT_EQ(RunDoctorCommand(args, FakeEnv(tmp, 16 * kMiB), alone), 1);  // not under mpirun
+}
+
 TEST(DoctorNodes, HostListAndMpirunCommand) {
   const auto hosts = ParseHostList("n1:2,10.0.0.2");
   ASSERT_EQ(hosts.size(), 2u);

@@ -6,7 +6,8 @@
 #   - `doctor --hosts` (agent through OMPI_MCA_* variables): one JSON report per node, both
 #     host names present, the cross-node checks PASS, exit 0 when no check FAILs;
 #   - `doctor --job` (agent from the job's launch.mpirun_args) with a 16 MiB /dev/shm on node
-#     2 only: exit 1, dev_shm FAIL on node 2 and not on node 1; the Prometheus file names both.
+#     2 only, node 1 reporting 3 s later: exit 1, dev_shm FAIL on node 2 and not on node 1;
+#     the Prometheus file names both.
 # Needs root; no trainer (the doctor only). Everything created is removed on exit.
 # Usage: RINGPILOT_BUILD_DIR=build tests/integration/doctor_nodes.sh
 set -euo pipefail
@@ -114,10 +115,20 @@ launch:
 model: {name: resnet18-cifar}
 EOF
 touch "$RP_TMP/small-shm"
+# Node 1 reports last: its mpi check (the nested `mpirun -np 2 true`) takes 3 s more, so
+# node 2, whose FAIL is found at once, has exited long before. A node exiting non-zero made
+# mpirun abort the job and lose node 1's report (one CI run did so by chance).
+slow_mpirun=$RP_TMP/slow-node1-mpirun.sh
+cat >"$slow_mpirun" <<'EOF'
+#!/bin/bash
+if [[ $(hostname) == rp-d1-* && " $* " == *" -np 2 true "* ]]; then sleep 3; fi
+exec mpirun "$@"
+EOF
+chmod +x "$slow_mpirun"
 out=$RP_TMP/job.json
 rc=0
 t0=$SECONDS
-timeout -k 10 "$LIMIT_S" "$RINGPILOT" doctor --job "$RP_TMP/job.yaml" --json \
+RINGPILOT_MPIRUN=$slow_mpirun timeout -k 10 "$LIMIT_S" "$RINGPILOT" doctor --job "$RP_TMP/job.yaml" --json \
   --prometheus "$RP_TMP/doctor.prom" >"$out" 2>"$RP_TMP/job.err" || rc=$?
 rp_log "doctor --job -> exit $rc ($((SECONDS - t0)) s)"
 shm=$(field "$out" "' '.join(c['node'].split()[0] + '=' + c['status'] for c in d['checks'] if c['name'] == 'dev_shm')")
