@@ -328,6 +328,7 @@ Diagnosis Analyze(RunData data) {
                          base::FormatFixed(100 * d.input_share[rank], 1) + "% of its step time" +
                          per_step + InputBoundCause(r));
   }
+  AnalyzeGpuClocks(&d);
   if (d.mean_exposed_share && *d.mean_exposed_share > 0.3) {
     d.warnings.push_back("exposed communication is " +
                          base::FormatFixed(100 * *d.mean_exposed_share, 1) +

@@ -246,6 +246,14 @@ inline constexpr double kSilentSeconds = 20.0;
 /// A collective in flight this long (or at an abort) makes a hang report.
 inline constexpr double kStuckSeconds = 10.0;
 
+/// A rank whose GPU clocks a power or thermal limit held down for a large share of its
+/// timed steps (history::GpuClocks).
+struct ClockLimitedRank {
+  int rank = 0;
+  std::string cause;  ///< "power" or "thermal"
+  double share = 0;   ///< of the timed window, [0, 1]
+};
+
 struct Diagnosis {
   RunData data;
   ProgramDiagnosis program;           ///< from plugin_ranks, when there are any
@@ -255,6 +263,8 @@ struct Diagnosis {
   std::map<int, double> exposed_share;  ///< rank -> comm_exposed / total step time
   std::map<int, double> input_share;    ///< rank -> input wait (data phase) / total step time
   std::vector<int> input_bound_ranks;   ///< ranks whose input share is above kInputBoundShare
+  /// Ranks with a limit share of at least kClockLimitedShare, by cause, then share descending.
+  std::vector<ClockLimitedRank> clock_limited;
   std::optional<double> mean_exposed_share;
   std::optional<double> mean_overlap;
   std::vector<CollectiveRow> collectives;  ///< by op, then bucket size
@@ -265,6 +275,8 @@ struct Diagnosis {
 
 /// A rank whose input wait is above this share of its step time is input-bound.
 inline constexpr double kInputBoundShare = 0.2;
+/// A GPU whose clocks a limit held down for at least this share of the timed steps is named.
+inline constexpr double kClockLimitedShare = 0.1;
 
 Diagnosis Analyze(RunData data);
 
@@ -283,6 +295,14 @@ nlohmann::json ProgramToJson(const Diagnosis& d);
 void AnalyzeAttempts(Diagnosis* d);
 std::string RenderAttemptsText(const Diagnosis& d);
 nlohmann::json AttemptsToJson(const Diagnosis& d);
+
+/// The GPU clocks part (diagnose/gpu_clocks.cpp): fills `d->clock_limited` from the ranks'
+/// gpu_clocks and adds one warning per limit (naming the straggler when it is among them);
+/// its section of the text report ("" when no rank recorded its clocks) and a rank's
+/// gpu_clocks in the JSON (null when it has none).
+void AnalyzeGpuClocks(Diagnosis* d);
+std::string RenderGpuClocksText(const Diagnosis& d);
+nlohmann::json GpuClocksJson(const RankStats& r);
 
 /// The human report and the `--json` object.
 std::string RenderDiagnosisText(const Diagnosis& d);

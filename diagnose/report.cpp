@@ -104,6 +104,8 @@ std::string RenderDiagnosisText(const Diagnosis& d) {
     out << "  (phases are totals over the run; exposed = comm_exposed / step time; waited = time "
            "spent waiting for the last rank; skew = mean compute skew per step)\n";
 
+    out << RenderGpuClocksText(d);
+
     out << "\ncommunication: exposed "
         << (d.mean_exposed_share ? Percent(*d.mean_exposed_share) : std::string("unknown"))
         << " of the step time, overlap ratio "
@@ -193,6 +195,7 @@ json DiagnosisToJson(const Diagnosis& d) {
         {"overlap_ratio", r.overlap_ratio ? json(*r.overlap_ratio) : json(nullptr)},
         {"wait_seconds_total", r.wait_seconds_total},
         {"compute_skew_seconds_mean", r.compute_skew_mean},
+        {"gpu_clocks", GpuClocksJson(r)},
     });
   }
   json collectives = json::array();
@@ -200,6 +203,10 @@ json DiagnosisToJson(const Diagnosis& d) {
     collectives.push_back(detail::CollectiveJson(row));
   }
   j["input_bound_ranks"] = d.input_bound_ranks;
+  j["clock_limited_ranks"] = json::array();
+  for (const ClockLimitedRank& c : d.clock_limited) {
+    j["clock_limited_ranks"].push_back({{"rank", c.rank}, {"cause", c.cause}, {"share", c.share}});
+  }
   j["comm"] = {
       {"exposed_share", d.mean_exposed_share ? json(*d.mean_exposed_share) : json(nullptr)},
       {"overlap_ratio", d.mean_overlap ? json(*d.mean_overlap) : json(nullptr)},

@@ -86,6 +86,20 @@ std::string RankStatsJson(const RankStats& s) {
     j["image_decode"] = {
         {"where", d.where}, {"threads", d.threads}, {"batch", d.batch}, {"decision", d.decision}};
   }
+  if (s.gpu_clocks) {
+    const GpuClocks& g = *s.gpu_clocks;
+    json clocks = {{"seconds", g.seconds}};
+    const auto put = [&clocks](const char* key, const std::optional<double>& v) {
+      if (v) clocks[key] = *v;
+    };
+    put("power_limited_seconds", g.power_limited_seconds);
+    put("thermal_limited_seconds", g.thermal_limited_seconds);
+    put("sm_clock_mhz", g.sm_clock_mhz);
+    put("sm_clock_max_mhz", g.sm_clock_max_mhz);
+    put("power_watts", g.power_watts);
+    put("power_limit_watts", g.power_limit_watts);
+    j["gpu_clocks"] = clocks;
+  }
   if (s.overlap_ratio) j["overlap_ratio"] = *s.overlap_ratio;
   return j.dump(2) + "\n";
 }
@@ -130,6 +144,24 @@ RankStats ReadRankStats(const std::string& path, int file_rank) {
     d.batch = static_cast<int64_t>(decode.Unsigned("batch"));
     d.decision = decode.String("decision");
     s.image_decode = d;
+  }
+  if (f.Has("gpu_clocks")) {
+    const RecordFields clocks = f.Object("gpu_clocks");
+    GpuClocks g;
+    g.seconds = clocks.Number("seconds");
+    const auto get = [&clocks](const char* key, std::optional<double>* v) {
+      if (!clocks.Has(key)) return;
+      *v = clocks.Number(key);
+      if (**v < 0) clocks.Fail(key, "negative");
+    };
+    get("power_limited_seconds", &g.power_limited_seconds);
+    get("thermal_limited_seconds", &g.thermal_limited_seconds);
+    get("sm_clock_mhz", &g.sm_clock_mhz);
+    get("sm_clock_max_mhz", &g.sm_clock_max_mhz);
+    get("power_watts", &g.power_watts);
+    get("power_limit_watts", &g.power_limit_watts);
+    if (g.seconds < 0) clocks.Fail("seconds", "negative");
+    s.gpu_clocks = g;
   }
   if (f.Has("overlap_ratio")) s.overlap_ratio = f.Number("overlap_ratio");
   const RecordFields strag = f.Object("straggler");

@@ -47,6 +47,21 @@ struct ImageDecode {
   std::string decision;  ///< the rank log's `input:` sentence: which path and why
 };
 
+/// What held a CUDA rank's GPU clocks down over its timed steps ("gpu_clocks"), from NVML
+/// read when the timed steps began and when the record was written: what `ringpilot
+/// diagnose` names when every step runs at the clock a power or thermal limit allows.
+/// Absent on CPU ranks and where NVML is not sampled (metrics.gpu_sample_seconds 0).
+struct GpuClocks {
+  double seconds = 0;  ///< the window: host time between the two readings
+  /// Time in the window the clocks were held by the power limit, and by the thermal limit
+  /// (NVML's violation counters); absent where NVML does not count it.
+  std::optional<double> power_limited_seconds, thermal_limited_seconds;
+  std::optional<double> sm_clock_mhz;       ///< at the window's end
+  std::optional<double> sm_clock_max_mhz;   ///< the GPU's maximum SM clock
+  std::optional<double> power_watts;        ///< board power at the window's end
+  std::optional<double> power_limit_watts;  ///< the enforced power limit
+};
+
 /// The whole file.
 struct RankStats {
   int rank = 0;
@@ -58,6 +73,7 @@ struct RankStats {
   std::map<std::string, double> phase_seconds_total;  ///< data, forward, ..., comm_exposed
   std::optional<InputWaitSeconds> input_wait;         ///< absent in files of older versions
   std::optional<ImageDecode> image_decode;            ///< image kinds (from 2026-11-30)
+  std::optional<GpuClocks> gpu_clocks;                ///< CUDA ranks (from 2026-11-30)
   std::optional<double> overlap_ratio;                ///< share of communication hidden, [0, 1]
   // "straggler": whom this rank waited for at the gradient exchange.
   double wait_seconds_total = 0;

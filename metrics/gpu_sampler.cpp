@@ -257,6 +257,39 @@ void GpuSampler::Run() {
   }
 }
 
+GpuClockReading GpuSampler::ReadClocks() {
+  GpuClockReading r;
+  if (!active_) return r;
+  std::lock_guard<std::mutex> lock(sample_mu_);
+  const NvmlApi& n = *nvml_;
+  const nvmlDevice_t dev = series_->dev;
+  if (n.DeviceGetViolationStatus) {
+    topology::nvmlViolationTime_t v{};
+    if (n.DeviceGetViolationStatus(dev, topology::kNvmlPerfPolicyPower, &v) == kNvmlSuccess) {
+      r.power_limited_seconds = static_cast<double>(v.violationTime) * 1e-9;
+    }
+    if (n.DeviceGetViolationStatus(dev, topology::kNvmlPerfPolicyThermal, &v) == kNvmlSuccess) {
+      r.thermal_limited_seconds = static_cast<double>(v.violationTime) * 1e-9;
+    }
+  }
+  unsigned value = 0;
+  if (n.DeviceGetClockInfo &&
+      n.DeviceGetClockInfo(dev, topology::kNvmlClockSm, &value) == kNvmlSuccess) {
+    r.sm_clock_mhz = value;
+  }
+  if (n.DeviceGetMaxClockInfo &&
+      n.DeviceGetMaxClockInfo(dev, topology::kNvmlClockSm, &value) == kNvmlSuccess) {
+    r.sm_clock_max_mhz = value;
+  }
+  if (n.DeviceGetPowerUsage && n.DeviceGetPowerUsage(dev, &value) == kNvmlSuccess) {
+    r.power_watts = value / 1000.0;
+  }
+  if (n.DeviceGetEnforcedPowerLimit && n.DeviceGetEnforcedPowerLimit(dev, &value) == kNvmlSuccess) {
+    r.power_limit_watts = value / 1000.0;
+  }
+  return r;
+}
+
 void GpuSampler::SampleOnce() {
   if (!active_) return;
   std::lock_guard<std::mutex> lock(sample_mu_);

@@ -8,6 +8,7 @@
 #include <condition_variable>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 
@@ -44,6 +45,18 @@ Labels GpuLabels(const GpuIdentity& id);
 bool LookupGpuIdentity(const std::string& nvml_library, const std::string& pci_bus_id,
                        GpuIdentity* identity, std::string* error);
 
+/// The GPU's clocks and what holds them down, read at one moment (GpuSampler::ReadClocks).
+/// A reading NVML does not give on this GPU is absent.
+struct GpuClockReading {
+  /// Time the clocks were held by the power limit, and by the thermal limit, since the driver
+  /// loaded (nvmlDeviceGetViolationStatus): two readings' difference is the time in between.
+  std::optional<double> power_limited_seconds, thermal_limited_seconds;
+  std::optional<double> sm_clock_mhz;       ///< now
+  std::optional<double> sm_clock_max_mhz;   ///< the GPU's maximum SM clock
+  std::optional<double> power_watts;        ///< board power now
+  std::optional<double> power_limit_watts;  ///< the enforced power limit
+};
+
 class GpuSampler {
  public:
   /// Loads NVML, finds the GPU, takes a first sample and starts the thread. When NVML or
@@ -65,6 +78,11 @@ class GpuSampler {
 
   /// Reads every value once. Thread-safe (serialised with the background thread).
   void SampleOnce();
+
+  /// Reads the clocks and their limits now, on the caller's thread: six NVML calls,
+  /// serialised with the background thread (so it may wait for one sample). Not for every
+  /// step. All absent when the sampler is inactive.
+  GpuClockReading ReadClocks();
 
  private:
   struct Series;

@@ -57,6 +57,8 @@ std::unique_ptr<NvmlApi> NvmlApi::Load(const std::string& library, std::string* 
   Bind(handle, "nvmlDeviceGetPowerUsage", &n.DeviceGetPowerUsage);
   Bind(handle, "nvmlDeviceGetTemperature", &n.DeviceGetTemperature);
   Bind(handle, "nvmlDeviceGetClockInfo", &n.DeviceGetClockInfo);
+  Bind(handle, "nvmlDeviceGetMaxClockInfo", &n.DeviceGetMaxClockInfo);
+  Bind(handle, "nvmlDeviceGetEnforcedPowerLimit", &n.DeviceGetEnforcedPowerLimit);
   Bind(handle, "nvmlDeviceGetPcieThroughput", &n.DeviceGetPcieThroughput);
   Bind(handle, "nvmlDeviceGetFieldValues", &n.DeviceGetFieldValues);
   Bind(handle, "nvmlDeviceGetViolationStatus", &n.DeviceGetViolationStatus);

@@ -143,6 +143,7 @@ int Trainer::Run() {
   step::StepPhases phases(device.cuda ? device.device.index() : -1, comms.device.get());
   metrics->WatchSequences(comms.device.get());
   telemetry.Start(*metrics, clock_offset, log);
+  stats.set_gpu_clock_source(telemetry.ClockSource());
 
   step::TrainingState state = step::BuildTrainingState(TrainingStateOptionsFor(job, plan), place,
                                                        device, comms.batch_norm());

@@ -159,6 +159,52 @@ TEST(RankStats, AnImageRanksDecodeRouteIsReadBack) {
   }
 }
 
+TEST(RankStats, ACudaRanksClockLimitsAreReadBackAndWhatNvmlLacksStaysAbsent) {
+  TempDir dir;
+  RankStats s = Sample();
+  GpuClocks g;
+  g.seconds = 12.5;
+  g.power_limited_seconds = 12.25;
+  g.thermal_limited_seconds = 0;
+  g.sm_clock_mhz = 1882;
+  g.sm_clock_max_mhz = 1980;
+  g.power_watts = 693.5;
+  g.power_limit_watts = 700;
+  s.gpu_clocks = g;
+  const std::string path = RankStatsPath(dir.path(), 2);
+  WriteRankStats(path, s);
+  RankStats r = ReadRankStats(path, 2);
+  ASSERT_TRUE(r.gpu_clocks.has_value());
+  EXPECT_EQ(r.gpu_clocks->seconds, 12.5);
+  EXPECT_EQ(r.gpu_clocks->power_limited_seconds, 12.25);
+  EXPECT_EQ(r.gpu_clocks->thermal_limited_seconds, 0.0);
+  EXPECT_EQ(r.gpu_clocks->sm_clock_mhz, 1882.0);
+  EXPECT_EQ(r.gpu_clocks->sm_clock_max_mhz, 1980.0);
+  EXPECT_EQ(r.gpu_clocks->power_watts, 693.5);
+  EXPECT_EQ(r.gpu_clocks->power_limit_watts, 700.0);
+  EXPECT_EQ(RankStatsJson(r), testing::ReadFile(path));
+
+  // A GPU whose NVML counts neither limit: the keys are absent, not zero.
+  s.gpu_clocks =
+      GpuClocks{3.0, std::nullopt, std::nullopt, 1410, std::nullopt, std::nullopt, std::nullopt};
+  WriteRankStats(path, s);
+  const json j = json::parse(testing::ReadFile(path));
+  EXPECT_FALSE(j["gpu_clocks"].contains("power_limited_seconds")) << j.dump();
+  r = ReadRankStats(path, 2);
+  EXPECT_FALSE(r.gpu_clocks->power_limited_seconds.has_value());
+  EXPECT_EQ(r.gpu_clocks->sm_clock_mhz, 1410.0);
+
+  json bad = j;
+  bad["gpu_clocks"]["power_limited_seconds"] = -1;
+  WriteFile(path, bad.dump());
+  try {
+    ReadRankStats(path, 2);
+    ADD_FAILURE() << "a negative limited time was read";
+  } catch (const RecordError& e) {
+    EXPECT_EQ(std::string(e.what()), path + ": 'gpu_clocks.power_limited_seconds': negative");
+  }
+}
+
 TEST(RankStats, AFileOfAnOlderVersionKeepsTheDefaults) {
   TempDir dir;
   const std::string path = RankStatsPath(dir.path(), 0);
@@ -169,6 +215,7 @@ TEST(RankStats, AFileOfAnOlderVersionKeepsTheDefaults) {
   EXPECT_EQ(r.local_rank, -1);
   EXPECT_FALSE(r.input_wait.has_value());
   EXPECT_FALSE(r.image_decode.has_value());
+  EXPECT_FALSE(r.gpu_clocks.has_value());
   EXPECT_FALSE(r.overlap_ratio.has_value());
   EXPECT_TRUE(r.collectives.empty());
   // No "rank": the file name's.

@@ -63,11 +63,15 @@ checkpoint: {every_steps: 0, keep: 1}
 metrics: {enabled: false}
 YAML
 
-nested() {  # file key.sub
+nested() {  # file key.sub [key.sub ...]: the values, joined by '/'
   python3 -c 'import json,sys
-d = json.load(open(sys.argv[1]))
-for k in sys.argv[2].split("."): d = d[k]
-print(d)' "$1" "$2" 2>/dev/null || echo missing
+doc = json.load(open(sys.argv[1]))
+values = []
+for path in sys.argv[2:]:
+    d = doc
+    for k in path.split("."): d = d[k]
+    values.append(str(d))
+print("/".join(values))' "$@" 2>/dev/null || echo missing
 }
 at_least() { python3 -c 'import sys; sys.exit(0 if float(sys.argv[1]) >= float(sys.argv[2]) else 1)' "$1" "$2" 2>/dev/null; }
 
@@ -97,8 +101,8 @@ if rp_expect_ok "(a) image_folder, 2 epochs" "$a.out" "$a"; then
   steps=$(rp_json "$a/summary.json" steps)
   rp_check "(a) 2 epochs = 40 steps" "steps $steps" test "$steps" = 40
   # How the rank decoded, for `ringpilot diagnose` to name when the rank is input-bound.
-  route=$(nested "$a/logs/rank-1.stats.json" image_decode.where)/$(nested "$a/logs/rank-1.stats.json" \
-    image_decode.threads)/$(nested "$a/logs/rank-1.stats.json" image_decode.batch)
+  route=$(nested "$a/logs/rank-1.stats.json" image_decode.where image_decode.threads \
+    image_decode.batch)
   rp_check "(a) the stats file names the decoder" "image_decode where/threads/batch $route" \
     test "$route" = host/1/32
 fi

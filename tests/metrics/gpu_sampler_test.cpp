@@ -134,6 +134,30 @@ TEST(GpuSampler, BackgroundThreadSamples) {
   EXPECT_GE(bytes, 1024000) << families.Serialize();
 }
 
+// The fake's violation counters grow by 250 ms (power) and 10 ms (thermal) a read.
+TEST(GpuSampler, ReadClocksGivesTheLimitCountersClocksAndPower) {
+  Families families;
+  GpuSampler sampler(families, FakeOptions());
+  ASSERT_TRUE(sampler.active()) << sampler.warning();
+  const GpuClockReading a = sampler.ReadClocks();
+  const GpuClockReading b = sampler.ReadClocks();
+  ASSERT_TRUE(a.power_limited_seconds && b.power_limited_seconds);
+  ASSERT_TRUE(a.thermal_limited_seconds && b.thermal_limited_seconds);
+  EXPECT_NEAR(*b.power_limited_seconds - *a.power_limited_seconds, 0.25, 1e-12);
+  EXPECT_NEAR(*b.thermal_limited_seconds - *a.thermal_limited_seconds, 0.01, 1e-12);
+  EXPECT_EQ(b.sm_clock_mhz, 1980.0);
+  EXPECT_EQ(b.sm_clock_max_mhz, 1980.0);
+  EXPECT_EQ(b.power_watts, 612.5);
+  EXPECT_EQ(b.power_limit_watts, 700.0);
+
+  GpuSamplerOptions none;
+  none.nvml_library = "libringpilot-no-such-nvml.so.1";
+  GpuSampler inactive(families, none);
+  const GpuClockReading c = inactive.ReadClocks();
+  EXPECT_FALSE(c.power_limited_seconds || c.thermal_limited_seconds || c.sm_clock_mhz ||
+               c.sm_clock_max_mhz || c.power_watts || c.power_limit_watts);
+}
+
 TEST(GpuSampler, MissingNvmlGivesWarningAndNoSeries) {
   Families families({{"rank", "0"}});
   GpuSamplerOptions o;

@@ -133,6 +133,15 @@ int nvmlDeviceGetClockInfo(void*, int type, unsigned* mhz) {
   *mhz = 1980;
   return kSuccess;
 }
+int nvmlDeviceGetMaxClockInfo(void*, int type, unsigned* mhz) {
+  if (type != 1) return kNotSupported;
+  *mhz = 1980;
+  return kSuccess;
+}
+int nvmlDeviceGetEnforcedPowerLimit(void*, unsigned* milliwatts) {
+  *milliwatts = 700000;
+  return kSuccess;
+}
 int nvmlDeviceGetPcieThroughput(void*, int counter, unsigned* kb_per_s) {
   *kb_per_s = counter == 0 ? 2000 : 8000;  // TX, RX
   return kSuccess;

@@ -97,6 +97,12 @@ void RankTelemetry::Start(TrainingMetrics& metrics, double clock_offset, RankLog
   }
 }
 
+std::function<metrics::GpuClockReading()> RankTelemetry::ClockSource() {
+  if (!sampler_) return {};
+  metrics::GpuSampler* sampler = sampler_.get();
+  return [sampler] { return sampler->ReadClocks(); };
+}
+
 void RankTelemetry::AfterStep(int64_t steps_done) {
   // Connections are made at init or at the first collective that needs them: the first
   // step has them all for data parallelism; read once more later for late ones.

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -47,6 +48,12 @@ class RankTelemetry {
   /// (trace.enabled), hooked into `metrics`. `clock_offset` aligns the trace with rank 0.
   /// Problems (no NVML, ...) become one warning line in `log`; nothing here throws for them.
   void Start(TrainingMetrics& metrics, double clock_offset, RankLog& log);
+
+  /// What reads the GPU's clocks and their limits for the stats file (StepStats's
+  /// set_gpu_clock_source): GpuSampler::ReadClocks while the sampler runs; empty on CPU
+  /// ranks and when NVML sampling is off or found no GPU. Call after Start; the function
+  /// must not outlive this object.
+  std::function<metrics::GpuClockReading()> ClockSource();
 
   /// After each step (`steps_done` in this attempt, from 1): after the first and the
   /// 50th step, reads the NCCL log into ringpilot_nccl_transport_info.

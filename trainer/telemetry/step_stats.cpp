@@ -149,6 +149,26 @@ void StepStats::StartTimedWindow() {
   input_waits_.clear();
   coll_.clear();
   comm_total_ = 0;
+  if (read_clocks_) {
+    window_clocks_ = read_clocks_();
+    window_start_ = std::chrono::steady_clock::now();
+  }
+}
+
+history::GpuClocks ClockWindow(const metrics::GpuClockReading& start,
+                               const metrics::GpuClockReading& end, double seconds) {
+  history::GpuClocks g;
+  g.seconds = seconds;
+  const auto grown = [](const std::optional<double>& a, const std::optional<double>& b) {
+    return a && b && *b >= *a ? std::optional<double>(*b - *a) : std::nullopt;
+  };
+  g.power_limited_seconds = grown(start.power_limited_seconds, end.power_limited_seconds);
+  g.thermal_limited_seconds = grown(start.thermal_limited_seconds, end.thermal_limited_seconds);
+  g.sm_clock_mhz = end.sm_clock_mhz;
+  g.sm_clock_max_mhz = end.sm_clock_max_mhz;
+  g.power_watts = end.power_watts;
+  g.power_limit_watts = end.power_limit_watts;
+  return g;
 }
 
 double StepStats::TakeCommSeconds() {
@@ -199,6 +219,11 @@ history::RankStats StepStats::Record(int64_t steps, double p50, double p99) cons
       input_waits_.empty() ? 0.0 : *std::max_element(input_waits_.begin(), input_waits_.end());
   r.input_wait = wait;
   r.image_decode = image_decode_;
+  if (read_clocks_ && window_clocks_) {
+    const double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - window_start_).count();
+    r.gpu_clocks = ClockWindow(*window_clocks_, read_clocks_(), seconds);
+  }
   r.overlap_ratio = overlap_ratio();
   r.wait_seconds_total = wait_total_;
   for (const auto& [culprit, n] : culprit_steps_) r.culprit_steps[culprit] = static_cast<double>(n);

@@ -6,7 +6,9 @@
 #pragma once
 
 #include <array>
+#include <chrono>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -15,6 +17,7 @@
 
 #include "comm/communicator.h"
 #include "history/rank_stats.h"
+#include "metrics/gpu_sampler.h"
 
 namespace ringpilot::trainer::telemetry {
 
@@ -56,6 +59,12 @@ StragglerStep AttributeStraggler(const std::vector<ArrivalSample>& samples, int 
 /// Collective over MPI_COMM_WORLD.
 double EstimateClockOffset(int rounds = 8);
 
+/// The stats file's gpu_clocks over a window of `seconds` from two readings: the limited
+/// times are the counters' growth (absent where either reading lacks the counter or it went
+/// back, as on a driver reload); clocks and power are the end's.
+history::GpuClocks ClockWindow(const metrics::GpuClockReading& start,
+                               const metrics::GpuClockReading& end, double seconds);
+
 /// Linear-interpolated percentile of `v`, q in [0, 1]; 0 for an empty list.
 double Percentile(std::vector<double> v, double q);
 
@@ -76,7 +85,8 @@ class StepStats {
   void AddStep(double seconds);
   void AddCollective(comm::CollectiveOp op, int64_t bytes, double seconds);
   /// Forgets phase and collective totals so far: the warm-up steps (cuDNN autotuning,
-  /// graph capture, eager steps before it) would skew bandwidth and overlap figures.
+  /// graph capture, eager steps before it) would skew bandwidth and overlap figures. With a
+  /// clock source, reads the GPU's clocks: gpu_clocks cover the timed window.
   void StartTimedWindow();
   /// Communication time of collectives completed since the last call (for overlap).
   double TakeCommSeconds();
@@ -89,6 +99,12 @@ class StepStats {
   void set_expected_busbw(double bytes_per_second) { expected_busbw_ = bytes_per_second; }
   /// Image kinds: how the rank decodes its training images (written to the JSON).
   void set_image_decode(history::ImageDecode route) { image_decode_ = std::move(route); }
+  /// CUDA ranks whose GPU NVML samples (RankTelemetry::ClockSource): read when the timed
+  /// window starts and at each Record, whose record then carries gpu_clocks. Each read is a
+  /// few NVML calls on the calling thread: never per step. Must outlive this object.
+  void set_gpu_clock_source(std::function<metrics::GpuClockReading()> read) {
+    read_clocks_ = std::move(read);
+  }
   double overlap_ratio() const;
   /// The step statistics file's record (history::WriteRankStats writes it). `steps` (timed
   /// steps) and the step time percentiles `p50`/`p99` come from the trainer.
@@ -110,6 +126,9 @@ class StepStats {
   double comm_total_ = 0;
   double expected_busbw_ = 0;
   std::optional<history::ImageDecode> image_decode_;
+  std::function<metrics::GpuClockReading()> read_clocks_;
+  std::optional<metrics::GpuClockReading> window_clocks_;  // read at StartTimedWindow
+  std::chrono::steady_clock::time_point window_start_;
   double wait_total_ = 0;
   double skew_sum_ = 0;
   int64_t straggler_steps_ = 0;

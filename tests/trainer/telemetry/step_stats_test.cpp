@@ -113,6 +113,52 @@ TEST(StepStats, TheRecordHoldsTheTimedWindowsTotals) {
                    bytes * comm::BusBandwidthFactor(comm::CollectiveOp::kAllReduce, 4) / 0.01);
   EXPECT_EQ(r.expected_busbw, (std::map<std::string, double>{
                                   {"allreduce", 2e9}, {"allgather", 2e9}, {"broadcast", 2e9}}));
+  EXPECT_FALSE(r.gpu_clocks.has_value()) << "no clock source: a CPU rank";
+}
+
+// A clock source is read when the timed window starts and at each record: the limited
+// times are what grew in between, clocks and power the last reading's.
+TEST(StepStats, GpuClocksCoverTheTimedWindow) {
+  StepStats stats(0, 2, "gpu-01", 0);
+  int reads = 0;
+  stats.set_gpu_clock_source([&reads] {
+    ++reads;
+    metrics::GpuClockReading r;
+    r.power_limited_seconds = 100.0 + 2.0 * reads;  // since the driver loaded
+    r.thermal_limited_seconds = 7.0;
+    r.sm_clock_mhz = 1900 - reads;
+    r.sm_clock_max_mhz = 1980;
+    r.power_watts = 690 + reads;
+    r.power_limit_watts = 700;
+    return r;
+  });
+  EXPECT_FALSE(stats.Record(0, 0, 0).gpu_clocks.has_value()) << "before the timed window";
+  EXPECT_EQ(reads, 0);
+  stats.StartTimedWindow();
+  EXPECT_EQ(reads, 1);
+  const history::RankStats r = stats.Record(10, 0.01, 0.02);
+  EXPECT_EQ(reads, 2);
+  ASSERT_TRUE(r.gpu_clocks.has_value());
+  EXPECT_GE(r.gpu_clocks->seconds, 0.0);
+  EXPECT_LT(r.gpu_clocks->seconds, 60.0);
+  EXPECT_EQ(r.gpu_clocks->power_limited_seconds, 2.0);
+  EXPECT_EQ(r.gpu_clocks->thermal_limited_seconds, 0.0);
+  EXPECT_EQ(r.gpu_clocks->sm_clock_mhz, 1898.0);
+  EXPECT_EQ(r.gpu_clocks->sm_clock_max_mhz, 1980.0);
+  EXPECT_EQ(r.gpu_clocks->power_watts, 692.0);
+  EXPECT_EQ(r.gpu_clocks->power_limit_watts, 700.0);
+}
+
+TEST(ClockWindow, ACounterMissingOrGoingBackGivesNoLimitedTime) {
+  metrics::GpuClockReading start, end;
+  start.power_limited_seconds = 50;
+  end.power_limited_seconds = 10;   // the driver reloaded in between
+  end.thermal_limited_seconds = 3;  // the start lacks it
+  const history::GpuClocks g = ClockWindow(start, end, 4.0);
+  EXPECT_EQ(g.seconds, 4.0);
+  EXPECT_FALSE(g.power_limited_seconds.has_value());
+  EXPECT_FALSE(g.thermal_limited_seconds.has_value());
+  EXPECT_FALSE(g.sm_clock_mhz.has_value());
 }
 
 }  // namespace
