@@ -28,7 +28,8 @@
 # Writes one JSON object per line (model, world, batch_per_gpu, impl, per_gpu_rate,
 # step_ms, step_p99_ms, first_step_s, peak_mem_gb; sm_clock_mhz, power_w and
 # power_capped_share from nvidia-smi during the run (tests/gpu/gpu_watch.py); ringpilot rows
-# also comm_exposed_ms, comm_exposed_share and overlap_ratio from the GPU timeline) and
+# also comm_exposed_ms, comm_exposed_share and overlap_ratio from the GPU timeline, and
+# nvml_power_limited_share, rank 0's stats file's gpu_clocks over the timed steps) and
 # prints a table last, with the scaling of each impl relative to its 1-GPU row. Any GPU
 # count: --worlds "1 2 4 8".
 set -euo pipefail
@@ -136,6 +137,11 @@ if os.path.exists(sys.argv[5]):
     row["comm_exposed_ms"] = exposed
     row["comm_exposed_share"] = exposed / row["step_ms"] if row["step_ms"] else None
     row["overlap_ratio"] = st.get("overlap_ratio")
+    # NVML's exact count of the time the power limit held rank 0's clocks down over the
+    # timed steps (gpu_clocks), beside gpu_watch.py's nvidia-smi polls of every GPU.
+    clocks = st.get("gpu_clocks") or {}
+    if clocks.get("seconds") and clocks.get("power_limited_seconds") is not None:
+        row["nvml_power_limited_share"] = min(1.0, clocks["power_limited_seconds"] / clocks["seconds"])
 print(json.dumps(row))
 PY
 }
