@@ -12,38 +12,13 @@
 #include <type_traits>
 
 #include "base/run_variables.h"
+#include "config/enum_names.h"
 #include "config/key_builders.h"
 #include "config/value_rules.h"
 
 namespace ringpilot::config {
 namespace detail {
 namespace {
-
-// Enum spellings, indexed by the enum's value (constant-initialized: ToString is safe at
-// any time).
-constexpr const char* kDeviceNames[] = {"cpu", "cuda", "auto"};
-constexpr const char* kBackendNames[] = {"local", "mpi", "slurm", "k8s"};
-constexpr const char* kPrecisionNames[] = {"fp32", "bf16"};
-constexpr const char* kOptimizerNames[] = {"sgd", "adamw"};
-constexpr const char* kLrScheduleNames[] = {"constant", "cosine", "step", "polynomial"};
-constexpr const char* kGradDtypeNames[] = {"fp32", "bf16"};
-constexpr const char* kCtaPolicyNames[] = {"default", "efficiency", "zero"};
-constexpr const char* kBufferRegistrationNames[] = {"none", "register", "symmetric"};
-constexpr const char* kBindNames[] = {"auto", "numa", "cores", "none"};
-constexpr const char* kModelNames[] = {"resnet18-cifar", "resnet50", "bert-tiny", "bert-base"};
-constexpr const char* kGpuDecodeNames[] = {"auto", "true", "false"};
-constexpr const char* kDataKinds[] = {"synthetic", "cifar", "image_folder", "image_shards",
-                                      "tokens"};
-
-template <size_t N>
-std::vector<std::string> Names(const char* const (&names)[N]) {
-  return std::vector<std::string>(names, names + N);
-}
-
-template <size_t N>
-const char* NameOf(const char* const (&names)[N], int index) {
-  return index >= 0 && static_cast<size_t>(index) < N ? names[index] : "?";
-}
 
 constexpr int64_t kMaxSteps = 1000000000000LL;  // 1e12
 
@@ -590,49 +565,5 @@ std::string FormatDouble(double v) {
 std::string ModelNameList() { return JoinNames(Names(kModelNames), ""); }
 
 }  // namespace detail
-
-const char* ToString(Device d) { return detail::NameOf(detail::kDeviceNames, static_cast<int>(d)); }
-const char* ToString(Backend b) {
-  return detail::NameOf(detail::kBackendNames, static_cast<int>(b));
-}
-const char* ToString(Precision p) {
-  return detail::NameOf(detail::kPrecisionNames, static_cast<int>(p));
-}
-const char* ToString(Optimizer o) {
-  return detail::NameOf(detail::kOptimizerNames, static_cast<int>(o));
-}
-const char* ToString(LrSchedule s) {
-  return detail::NameOf(detail::kLrScheduleNames, static_cast<int>(s));
-}
-const char* ToString(GradDtype g) {
-  return detail::NameOf(detail::kGradDtypeNames, static_cast<int>(g));
-}
-const char* ToString(NcclBufferRegistration r) {
-  return detail::NameOf(detail::kBufferRegistrationNames, static_cast<int>(r));
-}
-
-const char* ToString(NcclCtaPolicy p) {
-  return detail::NameOf(detail::kCtaPolicyNames, static_cast<int>(p));
-}
-const char* ToString(BindMode b) { return detail::NameOf(detail::kBindNames, static_cast<int>(b)); }
-const char* ToString(ModelName m) {
-  return detail::NameOf(detail::kModelNames, static_cast<int>(m));
-}
-const char* ToString(DataKind k) { return detail::NameOf(detail::kDataKinds, static_cast<int>(k)); }
-const char* ToString(GpuDecode g) {
-  return detail::NameOf(detail::kGpuDecodeNames, static_cast<int>(g));
-}
-
-bool IsImageModel(ModelName m) {
-  switch (m) {
-    case ModelName::kResnet18Cifar:
-    case ModelName::kResnet50:
-      return true;
-    case ModelName::kBertTiny:
-    case ModelName::kBertBase:
-      return false;
-  }
-  return false;
-}
 
 }  // namespace ringpilot::config
