@@ -411,6 +411,9 @@ TEST(GrafanaDashboard, IsValidWithTheExpectedPanels) {
            "ringpilot_collective_last_started_seq{",
            "ringpilot_collective_last_completed_seq{",
            "ringpilot_gpu_",
+           "sum by (rank, cause) (rate(ringpilot_gpu_clock_limited_seconds_total{",
+           "ringpilot_gpu_sm_clock_hertz{",
+           "ringpilot_gpu_power_watts{",
        }) {
     EXPECT_NE(all_exprs.find(want), std::string::npos) << want;
   }
