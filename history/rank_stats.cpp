@@ -25,6 +25,21 @@ json RankMapJson(const std::map<int, double>& m, bool whole) {
   return out;
 }
 
+// gpu_clocks' optional readings, each written only when present: the writer and the
+// reader take the keys from here.
+struct OptionalClockField {
+  const char* key;
+  std::optional<double> GpuClocks::*value;
+};
+constexpr OptionalClockField kOptionalClockFields[] = {
+    {"power_limited_seconds", &GpuClocks::power_limited_seconds},
+    {"thermal_limited_seconds", &GpuClocks::thermal_limited_seconds},
+    {"sm_clock_mhz", &GpuClocks::sm_clock_mhz},
+    {"sm_clock_max_mhz", &GpuClocks::sm_clock_max_mhz},
+    {"power_watts", &GpuClocks::power_watts},
+    {"power_limit_watts", &GpuClocks::power_limit_watts},
+};
+
 CollectiveTotals ParseCollective(const json& j, const std::string& file, std::size_t i) {
   const RecordFields c(j, file, "collectives[" + std::to_string(i) + "].");
   CollectiveTotals t;
@@ -89,15 +104,9 @@ std::string RankStatsJson(const RankStats& s) {
   if (s.gpu_clocks) {
     const GpuClocks& g = *s.gpu_clocks;
     json clocks = {{"seconds", g.seconds}};
-    const auto put = [&clocks](const char* key, const std::optional<double>& v) {
-      if (v) clocks[key] = *v;
-    };
-    put("power_limited_seconds", g.power_limited_seconds);
-    put("thermal_limited_seconds", g.thermal_limited_seconds);
-    put("sm_clock_mhz", g.sm_clock_mhz);
-    put("sm_clock_max_mhz", g.sm_clock_max_mhz);
-    put("power_watts", g.power_watts);
-    put("power_limit_watts", g.power_limit_watts);
+    for (const OptionalClockField& field : kOptionalClockFields) {
+      if (const std::optional<double>& v = g.*field.value) clocks[field.key] = *v;
+    }
     j["gpu_clocks"] = clocks;
   }
   if (s.overlap_ratio) j["overlap_ratio"] = *s.overlap_ratio;
@@ -149,18 +158,13 @@ RankStats ReadRankStats(const std::string& path, int file_rank) {
     const RecordFields clocks = f.Object("gpu_clocks");
     GpuClocks g;
     g.seconds = clocks.Number("seconds");
-    const auto get = [&clocks](const char* key, std::optional<double>* v) {
-      if (!clocks.Has(key)) return;
-      *v = clocks.Number(key);
-      if (**v < 0) clocks.Fail(key, "negative");
-    };
-    get("power_limited_seconds", &g.power_limited_seconds);
-    get("thermal_limited_seconds", &g.thermal_limited_seconds);
-    get("sm_clock_mhz", &g.sm_clock_mhz);
-    get("sm_clock_max_mhz", &g.sm_clock_max_mhz);
-    get("power_watts", &g.power_watts);
-    get("power_limit_watts", &g.power_limit_watts);
     if (g.seconds < 0) clocks.Fail("seconds", "negative");
+    for (const OptionalClockField& field : kOptionalClockFields) {
+      if (!clocks.Has(field.key)) continue;
+      const double v = clocks.Number(field.key);
+      if (v < 0) clocks.Fail(field.key, "negative");
+      g.*field.value = v;
+    }
     s.gpu_clocks = g;
   }
   if (f.Has("overlap_ratio")) s.overlap_ratio = f.Number("overlap_ratio");
