@@ -13,8 +13,9 @@ this measures the lever in one process on 2 GPUs:
          owns (cudaMemcpyPeerAsync), adds it in one short kernel, and pushes the sum back
 
 The next iteration's first chunk waits for the last bucket, as the optimizer does. Prints one
-JSON line per variant: ms per iteration (median of repeats), the slowdown against `none`,
-the all-reduce alone, and nvidia-smi's SM clock, power and power-cap share while it ran.
+JSON line per variant: ms per iteration (median of repeats, host wall: the last bucket's
+exchange is exposed), the backward chunks' own time on the slower GPU's compute stream (the
+interference alone), each against `none`, the all-reduce alone, and nvidia-smi's SM clock, power and power-cap share while it ran.
 
   allreduce_interference.py [--iters 60] [--repeats 5] [--variants none,nccl,ce]
 """
@@ -111,12 +112,24 @@ def ce_all_reduce(lib, gpus, k):
 
 
 def run(variant, gpus, lib, iters, with_compute=True):
-    """Queues `iters` iterations on both GPUs; returns ms per iteration (host wall, synced)."""
+    """Queues `iters` iterations on both GPUs. Returns (ms per iteration, host wall and synced;
+    ms of backward chunks per iteration, the compute stream's events on the slower GPU)."""
     for g in gpus:
         torch.cuda.synchronize(g.device)
+    marks = []  # per iteration, per GPU: (start, end) on the compute stream
     start = time.perf_counter()
     for _ in range(iters):
+        pairs = []
+        for g in gpus:
+            with torch.cuda.device(g.device):
+                pairs.append([torch.cuda.Event(enable_timing=True),
+                              torch.cuda.Event(enable_timing=True)])
+                pairs[-1][0].record(g.compute)
+        marks.append(pairs)
         for k in range(LAYERS + 1):
+            if k == LAYERS:
+                for g, pair in zip(gpus, pairs):
+                    pair[1].record(g.compute)
             ready = []
             for g in gpus:
                 with torch.cuda.device(g.device), torch.cuda.stream(g.compute):
@@ -138,7 +151,10 @@ def run(variant, gpus, lib, iters, with_compute=True):
                 g.compute.wait_stream(h.comm)
     for g in gpus:
         torch.cuda.synchronize(g.device)
-    return (time.perf_counter() - start) * 1e3 / iters
+    wall = (time.perf_counter() - start) * 1e3 / iters
+    compute = max(sum(p[i][0].elapsed_time(p[i][1]) for p in marks) / iters
+                  for i in range(len(gpus)))
+    return wall, compute
 
 
 def check_sum(variant, gpus, lib):
@@ -167,7 +183,7 @@ def main():
         if variant != "none" and not check_sum(variant, gpus, lib):
             print(json.dumps({"variant": variant, "error": "wrong sum"}), flush=True)
             continue
-        alone = run(variant, gpus, lib, 10, with_compute=False) if variant != "none" else 0.0
+        alone = run(variant, gpus, lib, 10, with_compute=False)[0] if variant != "none" else 0.0
         run(variant, gpus, lib, 10)  # warm-up
         smi_path = tempfile.mktemp(suffix=".smi")
         with open(smi_path, "w") as smi_out:
@@ -178,12 +194,15 @@ def main():
             times = [run(variant, gpus, lib, args.iters) for _ in range(args.repeats)]
             watcher.terminate()
             watcher.wait()
-        ms = statistics.median(times)
+        ms = statistics.median(t for t, _ in times)
+        compute = statistics.median(c for _, c in times)
         if variant == "none":
-            base = ms
+            base = (ms, compute)
         row = {"variant": variant, "ms_per_iter": round(ms, 3),
-               "runs_ms": [round(t, 3) for t in times],
-               "slowdown": round(ms / base, 4) if base else None,
+               "runs_ms": [round(t, 3) for t, _ in times],
+               "slowdown": round(ms / base[0], 4) if base else None,
+               "backward_ms": round(compute, 3),
+               "backward_slowdown": round(compute / base[1], 4) if base else None,
                "all_reduce_alone_ms": round(alone, 3),
                "gradient_mb": round(sum(b.numel() for b in gpus[0].buckets) * 4 / 2**20, 1)}
         row.update(gpu_watch.fields(smi_path, [0, 1]))
