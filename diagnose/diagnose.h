@@ -277,6 +277,10 @@ struct Diagnosis {
 inline constexpr double kInputBoundShare = 0.2;
 /// A GPU whose clocks a limit held down for at least this share of the timed steps is named.
 inline constexpr double kClockLimitedShare = 0.1;
+/// Communication exposed under this share of the step time is hidden behind compute: its
+/// collectives' bus bandwidth (low beside backward, which shares the SMs and HBM with them)
+/// does not set the step time, so a LOW row gets no warning.
+inline constexpr double kHiddenCommShare = 0.02;
 
 Diagnosis Analyze(RunData data);
 

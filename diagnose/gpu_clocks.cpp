@@ -20,16 +20,19 @@ struct Limit {
   const char* cause;
   std::optional<double> history::GpuClocks::*seconds;
   const char* advice;
+  const char* advice_several_gpus;  ///< appended when the run had more than one rank
 };
 
 const Limit kLimits[] = {
     {"power", &history::GpuClocks::power_limited_seconds,
-     "every step runs at the clock the board's power budget allows, and what runs beside the "
-     "step (NCCL's kernels, more of them with more GPUs) draws from the same budget; "
-     "`nvidia-smi -q -d POWER,PERFORMANCE` shows the limit"},
+     "every step runs at the clock the board's power budget allows; "
+     "`nvidia-smi -q -d POWER,PERFORMANCE` shows the limit",
+     "; NCCL's kernels beside backward draw from the same budget, so a step on several GPUs "
+     "runs at a lower clock than on one"},
     {"thermal", &history::GpuClocks::thermal_limited_seconds,
      "the GPU is too hot to hold its clock: check its cooling (airflow, fans, inlet "
-     "temperature; `nvidia-smi -q -d TEMPERATURE,PERFORMANCE`)"},
+     "temperature; `nvidia-smi -q -d TEMPERATURE,PERFORMANCE`)",
+     ""},
 };
 
 // The limited share of the window, in [0, 1]; none without a window or a count.
@@ -44,7 +47,8 @@ std::string Percent(const std::optional<double>& share) {
   return share ? Fmt(100 * *share, 1) + "%" : "-";
 }
 
-// "SM clock 1882 of 1980 MHz, 693.1 of 700.0 W": what the rank's record has of the two.
+// "SM clock 1882 of 1980 MHz, mean power 693.1 of 700.0 W": what the rank's record has of the two
+// (the clock as the timed steps ended, the power their mean).
 std::string ClockDetail(const history::GpuClocks& g) {
   std::string clock, power;
   if (g.sm_clock_mhz) {
@@ -52,7 +56,7 @@ std::string ClockDetail(const history::GpuClocks& g) {
             (g.sm_clock_max_mhz ? " of " + Fmt(*g.sm_clock_max_mhz, 0) : std::string()) + " MHz";
   }
   if (g.power_watts) {
-    power = Fmt(*g.power_watts, 1) +
+    power = "mean power " + Fmt(*g.power_watts, 1) +
             (g.power_limit_watts ? " of " + Fmt(*g.power_limit_watts, 1) : std::string()) + " W";
   }
   if (clock.empty() || power.empty()) return clock + power;
@@ -87,6 +91,10 @@ void AnalyzeGpuClocks(Diagnosis* d) {
       text += " and " + std::to_string(limited.size() - kNamedRanks) + " more rank(s)";
     }
     text += std::string(": ") + limit.advice;
+    const bool several_ranks = std::any_of(d->data.ranks.begin(), d->data.ranks.end(),
+                                           [](const RankStats& r) { return r.world_size > 1; }) ||
+                               d->data.ranks.size() > 1;
+    if (several_ranks) text += limit.advice_several_gpus;
     const bool straggler_among =
         d->straggler && std::any_of(limited.begin(), limited.end(), [&](const ClockLimitedRank& c) {
           return c.rank == d->straggler->rank;
@@ -115,8 +123,8 @@ std::string RenderGpuClocksText(const Diagnosis& d) {
   std::ostringstream out;
   out << "\ngpu clocks over the timed steps (NVML):\n";
   detail::PrintTable(out, rows);
-  out << "  (clock and power at the end; limited = share of the timed steps the power or "
-         "thermal limit held the clocks down)\n";
+  out << "  (sm_MHz as the timed steps ended; power_W their mean board power; limited = "
+         "share of them the power or thermal limit held the clocks down)\n";
   return out.str();
 }
 

@@ -1,4 +1,5 @@
 // The text report and the `--json` object of `ringpilot diagnose` (see diagnose.h).
+#include <algorithm>
 #include <cstdio>
 #include <sstream>
 
@@ -125,6 +126,12 @@ std::string RenderDiagnosisText(const Diagnosis& d) {
                row.low ? "LOW" : ""});
       }
       c.Print(out);
+      const bool any_low = std::any_of(d.collectives.begin(), d.collectives.end(),
+                                       [](const CollectiveRow& row) { return row.low; });
+      if (any_low && d.mean_exposed_share && *d.mean_exposed_share < kHiddenCommShare) {
+        out << "  (LOW: under half the expected bus bandwidth; these collectives run beside "
+               "backward and stay hidden, so they do not set the step time)\n";
+      }
     }
   }
 

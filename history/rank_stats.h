@@ -56,9 +56,11 @@ struct GpuClocks {
   /// Time in the window the clocks were held by the power limit, and by the thermal limit
   /// (NVML's violation counters); absent where NVML does not count it.
   std::optional<double> power_limited_seconds, thermal_limited_seconds;
-  std::optional<double> sm_clock_mhz;       ///< at the window's end
-  std::optional<double> sm_clock_max_mhz;   ///< the GPU's maximum SM clock
-  std::optional<double> power_watts;        ///< board power at the window's end
+  /// As the window ended: read before the run's last device sync, while its last steps ran.
+  std::optional<double> sm_clock_mhz;
+  std::optional<double> sm_clock_max_mhz;  ///< the GPU's maximum SM clock
+  /// Mean board power over the window (NVML's energy counter); absent without the counter.
+  std::optional<double> power_watts;
   std::optional<double> power_limit_watts;  ///< the enforced power limit
 };
 

@@ -281,8 +281,10 @@ GpuClockReading GpuSampler::ReadClocks() {
       n.DeviceGetMaxClockInfo(dev, topology::kNvmlClockSm, &value) == kNvmlSuccess) {
     r.sm_clock_max_mhz = value;
   }
-  if (n.DeviceGetPowerUsage && n.DeviceGetPowerUsage(dev, &value) == kNvmlSuccess) {
-    r.power_watts = value / 1000.0;
+  unsigned long long millijoules = 0;
+  if (n.DeviceGetTotalEnergyConsumption &&
+      n.DeviceGetTotalEnergyConsumption(dev, &millijoules) == kNvmlSuccess) {
+    r.energy_joules = static_cast<double>(millijoules) / 1000.0;
   }
   if (n.DeviceGetEnforcedPowerLimit && n.DeviceGetEnforcedPowerLimit(dev, &value) == kNvmlSuccess) {
     r.power_limit_watts = value / 1000.0;

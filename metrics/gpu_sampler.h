@@ -51,9 +51,11 @@ struct GpuClockReading {
   /// Time the clocks were held by the power limit, and by the thermal limit, since the driver
   /// loaded (nvmlDeviceGetViolationStatus): two readings' difference is the time in between.
   std::optional<double> power_limited_seconds, thermal_limited_seconds;
-  std::optional<double> sm_clock_mhz;       ///< now
-  std::optional<double> sm_clock_max_mhz;   ///< the GPU's maximum SM clock
-  std::optional<double> power_watts;        ///< board power now
+  std::optional<double> sm_clock_mhz;      ///< now
+  std::optional<double> sm_clock_max_mhz;  ///< the GPU's maximum SM clock
+  /// Board energy since the driver loaded (nvmlDeviceGetTotalEnergyConsumption): two
+  /// readings' difference over the time between them is the mean power in between.
+  std::optional<double> energy_joules;
   std::optional<double> power_limit_watts;  ///< the enforced power limit
 };
 

@@ -59,6 +59,7 @@ std::unique_ptr<NvmlApi> NvmlApi::Load(const std::string& library, std::string* 
   Bind(handle, "nvmlDeviceGetClockInfo", &n.DeviceGetClockInfo);
   Bind(handle, "nvmlDeviceGetMaxClockInfo", &n.DeviceGetMaxClockInfo);
   Bind(handle, "nvmlDeviceGetEnforcedPowerLimit", &n.DeviceGetEnforcedPowerLimit);
+  Bind(handle, "nvmlDeviceGetTotalEnergyConsumption", &n.DeviceGetTotalEnergyConsumption);
   Bind(handle, "nvmlDeviceGetPcieThroughput", &n.DeviceGetPcieThroughput);
   Bind(handle, "nvmlDeviceGetFieldValues", &n.DeviceGetFieldValues);
   Bind(handle, "nvmlDeviceGetViolationStatus", &n.DeviceGetViolationStatus);

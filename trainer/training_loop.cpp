@@ -353,6 +353,7 @@ class TrainingLoop {
   // Last phases, per-rank stats file and the run summary.
   void Finish() {
     out_.heartbeat.Beat(total_ - 1, "done");
+    out_.stats.EndTimedWindow();
     telemetry::SynchronizeDevice(device_.cuda);
     out_.reporter.Report(/*device_idle=*/true);
     // Throughput is training time only: checkpoints are reported separately.

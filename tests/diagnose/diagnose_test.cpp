@@ -534,5 +534,48 @@ TEST(Diagnose, SaysWhichDecoderHeldAnInputBoundImageRank) {
   EXPECT_EQ(warnings.find("more data.workers"), std::string::npos) << warnings;
 }
 
+// The all-reduces of a healthy overlapped run: slow beside backward, but hidden. Their low bus
+// bandwidth is marked in the table without a warning; once they are exposed, it warns.
+TEST(Diagnose, LowBandwidthOfHiddenCollectivesIsMarkedWithoutAWarning) {
+  RunData run;
+  run.run_dir = "/runs/x";
+  for (int rank : {0, 1}) {
+    RankStats r;
+    r.rank = rank;
+    r.world_size = 2;
+    r.steps = 200;
+    r.step_p50 = r.step_p99 = r.step_mean = 0.0145;
+    r.phase_seconds_total = {{"backward", 1.85}, {"comm_exposed", 0.001}};
+    history::CollectiveTotals c;
+    c.op = "allreduce";
+    c.size_bucket = "16MiB-64MiB";
+    c.count = 2800;
+    c.bytes_total = 67434117120;
+    c.seconds_total = 478;
+    c.busbw_bytes_per_second = 1.41e11;
+    r.collectives = {c};
+    r.expected_busbw = {{"allreduce", 4.78e11}};
+    run.ranks.push_back(r);
+  }
+  Diagnosis d = Analyze(run);
+  ASSERT_EQ(d.collectives.size(), 1u);
+  EXPECT_TRUE(d.collectives[0].low);
+  for (const std::string& w : d.warnings)
+    EXPECT_EQ(w.find("bus bandwidth"), std::string::npos) << w;
+  EXPECT_NE(RenderDiagnosisText(d).find("stay hidden, so they do not set the step time"),
+            std::string::npos)
+      << RenderDiagnosisText(d);
+
+  // 5% of the step exposed: the same bandwidth now costs time.
+  for (RankStats& r : run.ranks) r.phase_seconds_total["comm_exposed"] = 0.145;
+  d = Analyze(run);
+  bool warned = false;
+  for (const std::string& w : d.warnings) {
+    warned |= w.rfind("allreduce 16MiB-64MiB: bus bandwidth 141.000 GB/s is 29.5%", 0) == 0;
+  }
+  EXPECT_TRUE(warned) << DiagnosisToJson(d)["warnings"].dump();
+  EXPECT_EQ(RenderDiagnosisText(d).find("stay hidden"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace ringpilot::diagnose

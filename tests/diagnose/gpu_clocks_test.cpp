@@ -55,18 +55,20 @@ TEST(DiagnoseGpuClocks, NamesThePowerLimitedRanksAndTheThermallyLimitedStraggler
   ASSERT_TRUE(d.straggler.has_value());
   EXPECT_EQ(Warning(d, "GPU clocks held down by the power limit: "),
             "GPU clocks held down by the power limit: rank 0 100.0% of its timed steps (SM clock "
-            "1882 of 1980 MHz, 693.0 of 700.0 W), rank 3 100.0% (SM clock 1882 of 1980 MHz, "
-            "693.0 of 700.0 W), rank 2 95.0% (SM clock 1410 of 1980 MHz, 693.0 of 700.0 W): every "
-            "step runs at the clock the board's power budget allows, and what runs beside the "
-            "step (NCCL's kernels, more of them with more GPUs) draws from the same budget; "
-            "`nvidia-smi -q -d POWER,PERFORMANCE` shows the limit; rank 2, the straggler, is "
-            "among them: its clock sets the pace of every step");
-  EXPECT_EQ(Warning(d, "GPU clocks held down by the thermal limit: "),
-            "GPU clocks held down by the thermal limit: rank 2 64.0% of its timed steps (SM clock "
-            "1410 of 1980 MHz, 693.0 of 700.0 W): the GPU is too hot to hold its clock: check "
-            "its cooling (airflow, fans, inlet temperature; `nvidia-smi -q -d "
-            "TEMPERATURE,PERFORMANCE`); rank 2, the straggler, is among them: its clock sets the "
-            "pace of every step");
+            "1882 of 1980 MHz, mean power 693.0 of 700.0 W), rank 3 100.0% (SM clock 1882 of "
+            "1980 MHz, mean power 693.0 of 700.0 W), rank 2 95.0% (SM clock 1410 of 1980 MHz, "
+            "mean power 693.0 of 700.0 W): every step runs at the clock the board's power budget "
+            "allows; `nvidia-smi -q -d POWER,PERFORMANCE` shows the limit; NCCL's kernels beside "
+            "backward draw from the same budget, so a step on several GPUs runs at a lower clock "
+            "than on one; rank 2, the straggler, is among them: its clock sets the pace of every "
+            "step");
+  EXPECT_EQ(
+      Warning(d, "GPU clocks held down by the thermal limit: "),
+      "GPU clocks held down by the thermal limit: rank 2 64.0% of its timed steps (SM clock "
+      "1410 of 1980 MHz, mean power 693.0 of 700.0 W): the GPU is too hot to hold its clock: check "
+      "its cooling (airflow, fans, inlet temperature; `nvidia-smi -q -d "
+      "TEMPERATURE,PERFORMANCE`); rank 2, the straggler, is among them: its clock sets the "
+      "pace of every step");
   // Rank 1's 5% is under kClockLimitedShare.
   ASSERT_EQ(d.clock_limited.size(), 4u);
   EXPECT_EQ(d.clock_limited[3].rank, 2);
@@ -91,9 +93,10 @@ TEST(DiagnoseGpuClocks, EveryRankLimitedNamesFourAndCountsTheRest) {
   for (int r = 0; r < 6; ++r) run.ranks.push_back(Rank(r, 20, -1));
   const Diagnosis d = Analyze(run);
   const std::string w = Warning(d, "GPU clocks held down by the power limit: ");
-  EXPECT_NE(w.find("rank 3 100.0% (SM clock 1882 of 1980 MHz, 693.0 of 700.0 W) and 2 more "
-                   "rank(s): every step"),
-            std::string::npos)
+  EXPECT_NE(
+      w.find("rank 3 100.0% (SM clock 1882 of 1980 MHz, mean power 693.0 of 700.0 W) and 2 more "
+             "rank(s): every step"),
+      std::string::npos)
       << w;
   EXPECT_EQ(w.find("rank 4"), std::string::npos) << w;
   EXPECT_EQ(w.find("straggler"), std::string::npos) << w;
@@ -101,6 +104,18 @@ TEST(DiagnoseGpuClocks, EveryRankLimitedNamesFourAndCountsTheRest) {
   EXPECT_NE(RenderDiagnosisText(d).find("100.0%         -\n"), std::string::npos)
       << RenderDiagnosisText(d);
   EXPECT_TRUE(DiagnosisToJson(d)["ranks"][0]["gpu_clocks"]["thermal_limited_share"].is_null());
+}
+
+TEST(DiagnoseGpuClocks, OneGpuRunLeavesNcclOutOfTheAdvice) {
+  RunData run;
+  run.run_dir = "/runs/x";
+  run.ranks = {Rank(0, 11.3, 0)};
+  run.ranks[0].world_size = 1;
+  const Diagnosis d = Analyze(run);
+  EXPECT_EQ(Warning(d, "GPU clocks held down by the power limit: "),
+            "GPU clocks held down by the power limit: rank 0 56.5% of its timed steps (SM clock "
+            "1882 of 1980 MHz, mean power 693.0 of 700.0 W): every step runs at the clock the "
+            "board's power budget allows; `nvidia-smi -q -d POWER,PERFORMANCE` shows the limit");
 }
 
 TEST(DiagnoseGpuClocks, RanksWithoutClocksOrUnderTheShareGiveNoWarningAndNoSection) {

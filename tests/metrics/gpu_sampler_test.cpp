@@ -134,7 +134,8 @@ TEST(GpuSampler, BackgroundThreadSamples) {
   EXPECT_GE(bytes, 1024000) << families.Serialize();
 }
 
-// The fake's violation counters grow by 250 ms (power) and 10 ms (thermal) a read.
+// The fake's violation counters grow by 250 ms (power) and 10 ms (thermal) a read, its
+// energy counter by 612.5 J.
 TEST(GpuSampler, ReadClocksGivesTheLimitCountersClocksAndPower) {
   Families families;
   GpuSampler sampler(families, FakeOptions());
@@ -147,7 +148,8 @@ TEST(GpuSampler, ReadClocksGivesTheLimitCountersClocksAndPower) {
   EXPECT_NEAR(*b.thermal_limited_seconds - *a.thermal_limited_seconds, 0.01, 1e-12);
   EXPECT_EQ(b.sm_clock_mhz, 1980.0);
   EXPECT_EQ(b.sm_clock_max_mhz, 1980.0);
-  EXPECT_EQ(b.power_watts, 612.5);
+  ASSERT_TRUE(a.energy_joules && b.energy_joules);
+  EXPECT_NEAR(*b.energy_joules - *a.energy_joules, 612.5, 1e-9);
   EXPECT_EQ(b.power_limit_watts, 700.0);
 
   GpuSamplerOptions none;
@@ -155,7 +157,7 @@ TEST(GpuSampler, ReadClocksGivesTheLimitCountersClocksAndPower) {
   GpuSampler inactive(families, none);
   const GpuClockReading c = inactive.ReadClocks();
   EXPECT_FALSE(c.power_limited_seconds || c.thermal_limited_seconds || c.sm_clock_mhz ||
-               c.sm_clock_max_mhz || c.power_watts || c.power_limit_watts);
+               c.sm_clock_max_mhz || c.energy_joules || c.power_limit_watts);
 }
 
 TEST(GpuSampler, MissingNvmlGivesWarningAndNoSeries) {

@@ -149,10 +149,17 @@ void StepStats::StartTimedWindow() {
   input_waits_.clear();
   coll_.clear();
   comm_total_ = 0;
+  window_end_clocks_.reset();
   if (read_clocks_) {
     window_clocks_ = read_clocks_();
     window_start_ = std::chrono::steady_clock::now();
   }
+}
+
+void StepStats::EndTimedWindow() {
+  if (!read_clocks_ || !window_clocks_) return;
+  window_end_clocks_ = read_clocks_();
+  window_end_ = std::chrono::steady_clock::now();
 }
 
 history::GpuClocks ClockWindow(const metrics::GpuClockReading& start,
@@ -166,7 +173,11 @@ history::GpuClocks ClockWindow(const metrics::GpuClockReading& start,
   g.thermal_limited_seconds = grown(start.thermal_limited_seconds, end.thermal_limited_seconds);
   g.sm_clock_mhz = end.sm_clock_mhz;
   g.sm_clock_max_mhz = end.sm_clock_max_mhz;
-  g.power_watts = end.power_watts;
+  // A snapshot of the power at the end says little (at the last sync the board is idle);
+  // the energy counter gives the mean over exactly the window.
+  if (const auto joules = grown(start.energy_joules, end.energy_joules); joules && seconds > 0) {
+    g.power_watts = *joules / seconds;
+  }
   g.power_limit_watts = end.power_limit_watts;
   return g;
 }
@@ -220,9 +231,11 @@ history::RankStats StepStats::Record(int64_t steps, double p50, double p99) cons
   r.input_wait = wait;
   r.image_decode = image_decode_;
   if (read_clocks_ && window_clocks_) {
-    const double seconds =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - window_start_).count();
-    r.gpu_clocks = ClockWindow(*window_clocks_, read_clocks_(), seconds);
+    const bool ended = window_end_clocks_.has_value();
+    const auto end = ended ? window_end_ : std::chrono::steady_clock::now();
+    const double seconds = std::chrono::duration<double>(end - window_start_).count();
+    r.gpu_clocks =
+        ClockWindow(*window_clocks_, ended ? *window_end_clocks_ : read_clocks_(), seconds);
   }
   r.overlap_ratio = overlap_ratio();
   r.wait_seconds_total = wait_total_;

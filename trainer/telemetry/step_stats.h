@@ -60,8 +60,9 @@ StragglerStep AttributeStraggler(const std::vector<ArrivalSample>& samples, int 
 double EstimateClockOffset(int rounds = 8);
 
 /// The stats file's gpu_clocks over a window of `seconds` from two readings: the limited
-/// times are the counters' growth (absent where either reading lacks the counter or it went
-/// back, as on a driver reload); clocks and power are the end's.
+/// times and the energy are the counters' growth (absent where either reading lacks the
+/// counter or it went back, as on a driver reload), the energy over `seconds` the mean
+/// power; the clocks and the power limit are the end's.
 history::GpuClocks ClockWindow(const metrics::GpuClockReading& start,
                                const metrics::GpuClockReading& end, double seconds);
 
@@ -88,6 +89,11 @@ class StepStats {
   /// graph capture, eager steps before it) would skew bandwidth and overlap figures. With a
   /// clock source, reads the GPU's clocks: gpu_clocks cover the timed window.
   void StartTimedWindow();
+  /// With a clock source, reads the GPU's clocks as the timed window ends: call it before
+  /// the run's last device sync, while the GPU still runs the last steps, so the SM clock is
+  /// a training one, not an idle one. Records after it report this window; without it, a
+  /// record reads the clocks itself (mid-run records, at checkpoints).
+  void EndTimedWindow();
   /// Communication time of collectives completed since the last call (for overlap).
   double TakeCommSeconds();
 
@@ -100,7 +106,8 @@ class StepStats {
   /// Image kinds: how the rank decodes its training images (written to the JSON).
   void set_image_decode(history::ImageDecode route) { image_decode_ = std::move(route); }
   /// CUDA ranks whose GPU NVML samples (RankTelemetry::ClockSource): read when the timed
-  /// window starts and at each Record, whose record then carries gpu_clocks. Each read is a
+  /// window starts and ends (or at each Record before the end), whose record then carries
+  /// gpu_clocks. Each read is a
   /// few NVML calls on the calling thread: never per step. Must outlive this object.
   void set_gpu_clock_source(std::function<metrics::GpuClockReading()> read) {
     read_clocks_ = std::move(read);
@@ -127,8 +134,9 @@ class StepStats {
   double expected_busbw_ = 0;
   std::optional<history::ImageDecode> image_decode_;
   std::function<metrics::GpuClockReading()> read_clocks_;
-  std::optional<metrics::GpuClockReading> window_clocks_;  // read at StartTimedWindow
-  std::chrono::steady_clock::time_point window_start_;
+  std::optional<metrics::GpuClockReading> window_clocks_;      // read at StartTimedWindow
+  std::optional<metrics::GpuClockReading> window_end_clocks_;  // read at EndTimedWindow
+  std::chrono::steady_clock::time_point window_start_, window_end_;
   double wait_total_ = 0;
   double skew_sum_ = 0;
   int64_t straggler_steps_ = 0;

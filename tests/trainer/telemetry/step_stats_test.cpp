@@ -1,6 +1,9 @@
 // Straggler attribution and the rank's stats file record (trainer/telemetry/step_stats.h).
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <thread>
+
 #include "trainer/telemetry/step_stats.h"
 
 namespace ringpilot::trainer::telemetry {
@@ -116,8 +119,9 @@ TEST(StepStats, TheRecordHoldsTheTimedWindowsTotals) {
   EXPECT_FALSE(r.gpu_clocks.has_value()) << "no clock source: a CPU rank";
 }
 
-// A clock source is read when the timed window starts and at each record: the limited
-// times are what grew in between, clocks and power the last reading's.
+// A clock source is read when the timed window starts and at each record until the window
+// ends, then once at its end: the limited times and the energy are what grew in between
+// (the energy over the window's seconds is the mean power), the clocks the last reading's.
 TEST(StepStats, GpuClocksCoverTheTimedWindow) {
   StepStats stats(0, 2, "gpu-01", 0);
   int reads = 0;
@@ -128,7 +132,7 @@ TEST(StepStats, GpuClocksCoverTheTimedWindow) {
     r.thermal_limited_seconds = 7.0;
     r.sm_clock_mhz = 1900 - reads;
     r.sm_clock_max_mhz = 1980;
-    r.power_watts = 690 + reads;
+    r.energy_joules = 5000.0 + 7.0 * reads;
     r.power_limit_watts = 700;
     return r;
   });
@@ -145,8 +149,42 @@ TEST(StepStats, GpuClocksCoverTheTimedWindow) {
   EXPECT_EQ(r.gpu_clocks->thermal_limited_seconds, 0.0);
   EXPECT_EQ(r.gpu_clocks->sm_clock_mhz, 1898.0);
   EXPECT_EQ(r.gpu_clocks->sm_clock_max_mhz, 1980.0);
-  EXPECT_EQ(r.gpu_clocks->power_watts, 692.0);
+  ASSERT_TRUE(r.gpu_clocks->power_watts.has_value());
+  EXPECT_NEAR(*r.gpu_clocks->power_watts * r.gpu_clocks->seconds, 7.0, 1e-9);
   EXPECT_EQ(r.gpu_clocks->power_limit_watts, 700.0);
+
+  // The window ends while the last steps run; later records report that window, unread.
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  stats.EndTimedWindow();
+  EXPECT_EQ(reads, 3);
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  const history::RankStats ended = stats.Record(10, 0.01, 0.02);
+  const history::RankStats again = stats.Record(10, 0.01, 0.02);
+  EXPECT_EQ(reads, 3);
+  ASSERT_TRUE(ended.gpu_clocks.has_value());
+  EXPECT_EQ(ended.gpu_clocks->sm_clock_mhz, 1897.0);
+  EXPECT_EQ(ended.gpu_clocks->power_limited_seconds, 4.0);
+  EXPECT_GE(ended.gpu_clocks->seconds, 0.02);
+  EXPECT_EQ(again.gpu_clocks->seconds, ended.gpu_clocks->seconds);
+  EXPECT_NEAR(*ended.gpu_clocks->power_watts * ended.gpu_clocks->seconds, 14.0, 1e-9);
+
+  // A new timed window (a resumed attempt) reads afresh.
+  stats.StartTimedWindow();
+  EXPECT_EQ(stats.Record(1, 0.01, 0.02).gpu_clocks->power_limited_seconds, 2.0);
+  EXPECT_EQ(reads, 5);
+}
+
+TEST(ClockWindow, MeanPowerIsTheEnergyOverTheWindow) {
+  metrics::GpuClockReading start, end;
+  start.energy_joules = 1.0e6;
+  end.energy_joules = 1.0e6 + 2772.0;
+  EXPECT_DOUBLE_EQ(*ClockWindow(start, end, 4.0).power_watts, 693.0);
+  EXPECT_FALSE(ClockWindow(start, end, 0.0).power_watts.has_value()) << "no window";
+  end.energy_joules = 10.0;  // the driver reloaded in between
+  EXPECT_FALSE(ClockWindow(start, end, 4.0).power_watts.has_value());
+  start.energy_joules.reset();
+  end.energy_joules = 5000.0;
+  EXPECT_FALSE(ClockWindow(start, end, 4.0).power_watts.has_value()) << "no counter at the start";
 }
 
 TEST(ClockWindow, ACounterMissingOrGoingBackGivesNoLimitedTime) {
