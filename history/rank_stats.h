@@ -56,7 +56,8 @@ struct GpuClocks {
   /// Time in the window the clocks were held by the power limit, and by the thermal limit
   /// (NVML's violation counters); absent where NVML does not count it.
   std::optional<double> power_limited_seconds, thermal_limited_seconds;
-  /// As the window ended: read before the run's last device sync, while its last steps ran.
+  /// Mean of the GPU sampler's SM clock samples in the window (one per
+  /// metrics.gpu_sample_seconds); absent when none fell in it.
   std::optional<double> sm_clock_mhz;
   std::optional<double> sm_clock_max_mhz;  ///< the GPU's maximum SM clock
   /// Mean board power over the window (NVML's energy counter); absent without the counter.

@@ -272,11 +272,9 @@ GpuClockReading GpuSampler::ReadClocks() {
       r.thermal_limited_seconds = static_cast<double>(v.violationTime) * 1e-9;
     }
   }
+  r.sm_clock_samples = sm_clock_samples_;
+  r.sm_clock_mhz_sum = sm_clock_mhz_sum_;
   unsigned value = 0;
-  if (n.DeviceGetClockInfo &&
-      n.DeviceGetClockInfo(dev, topology::kNvmlClockSm, &value) == kNvmlSuccess) {
-    r.sm_clock_mhz = value;
-  }
   if (n.DeviceGetMaxClockInfo &&
       n.DeviceGetMaxClockInfo(dev, topology::kNvmlClockSm, &value) == kNvmlSuccess) {
     r.sm_clock_max_mhz = value;
@@ -319,6 +317,8 @@ void GpuSampler::SampleOnce() {
   if (n.DeviceGetClockInfo &&
       n.DeviceGetClockInfo(dev, topology::kNvmlClockSm, &value) == kNvmlSuccess) {
     s.Get(s.sm_clock, *s.sm_clock_family).Set(value * 1e6);
+    ++sm_clock_samples_;
+    sm_clock_mhz_sum_ += value;
   }
   unsigned long long mask = 0;
   if (n.DeviceGetCurrentClocksEventReasons &&

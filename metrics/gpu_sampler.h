@@ -51,7 +51,12 @@ struct GpuClockReading {
   /// Time the clocks were held by the power limit, and by the thermal limit, since the driver
   /// loaded (nvmlDeviceGetViolationStatus): two readings' difference is the time in between.
   std::optional<double> power_limited_seconds, thermal_limited_seconds;
-  std::optional<double> sm_clock_mhz;      ///< now
+  /// The background thread's SM clock samples so far (one per sample period): how many and
+  /// their sum. Two readings' difference gives the mean clock of the samples in between; a
+  /// reading of the clock "now" would not do, as the window's ends are not training moments
+  /// (its end follows the run's last device sync).
+  uint64_t sm_clock_samples = 0;
+  double sm_clock_mhz_sum = 0;
   std::optional<double> sm_clock_max_mhz;  ///< the GPU's maximum SM clock
   /// Board energy since the driver loaded (nvmlDeviceGetTotalEnergyConsumption): two
   /// readings' difference over the time between them is the mean power in between.
@@ -81,7 +86,7 @@ class GpuSampler {
   /// Reads every value once. Thread-safe (serialised with the background thread).
   void SampleOnce();
 
-  /// Reads the clocks and their limits now, on the caller's thread: six NVML calls,
+  /// Reads the clocks' counters and limits now, on the caller's thread: five NVML calls,
   /// serialised with the background thread (so it may wait for one sample). Not for every
   /// step. All absent when the sampler is inactive.
   GpuClockReading ReadClocks();
@@ -98,6 +103,8 @@ class GpuSampler {
   GpuIdentity identity_;
   std::unique_ptr<Series> series_;
   std::mutex sample_mu_;
+  uint64_t sm_clock_samples_ = 0;  // SampleOnce's SM clock readings (under sample_mu_)
+  double sm_clock_mhz_sum_ = 0;
   std::mutex stop_mu_;
   std::condition_variable stop_cv_;
   bool stop_ = false;

@@ -146,7 +146,12 @@ TEST(GpuSampler, ReadClocksGivesTheLimitCountersClocksAndPower) {
   ASSERT_TRUE(a.thermal_limited_seconds && b.thermal_limited_seconds);
   EXPECT_NEAR(*b.power_limited_seconds - *a.power_limited_seconds, 0.25, 1e-12);
   EXPECT_NEAR(*b.thermal_limited_seconds - *a.thermal_limited_seconds, 0.01, 1e-12);
-  EXPECT_EQ(b.sm_clock_mhz, 1980.0);
+  // The clock comes from the sampler's own samples (the fake's is 1980 MHz), not the read.
+  EXPECT_EQ(b.sm_clock_samples, a.sm_clock_samples);
+  sampler.SampleOnce();
+  const GpuClockReading sampled = sampler.ReadClocks();
+  EXPECT_EQ(sampled.sm_clock_samples, a.sm_clock_samples + 1);
+  EXPECT_DOUBLE_EQ(sampled.sm_clock_mhz_sum - a.sm_clock_mhz_sum, 1980.0);
   EXPECT_EQ(b.sm_clock_max_mhz, 1980.0);
   ASSERT_TRUE(a.energy_joules && b.energy_joules);
   EXPECT_NEAR(*b.energy_joules - *a.energy_joules, 612.5, 1e-9);
@@ -156,7 +161,7 @@ TEST(GpuSampler, ReadClocksGivesTheLimitCountersClocksAndPower) {
   none.nvml_library = "libringpilot-no-such-nvml.so.1";
   GpuSampler inactive(families, none);
   const GpuClockReading c = inactive.ReadClocks();
-  EXPECT_FALSE(c.power_limited_seconds || c.thermal_limited_seconds || c.sm_clock_mhz ||
+  EXPECT_FALSE(c.power_limited_seconds || c.thermal_limited_seconds || c.sm_clock_samples ||
                c.sm_clock_max_mhz || c.energy_joules || c.power_limit_watts);
 }
 

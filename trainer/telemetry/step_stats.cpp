@@ -171,7 +171,10 @@ history::GpuClocks ClockWindow(const metrics::GpuClockReading& start,
   };
   g.power_limited_seconds = grown(start.power_limited_seconds, end.power_limited_seconds);
   g.thermal_limited_seconds = grown(start.thermal_limited_seconds, end.thermal_limited_seconds);
-  g.sm_clock_mhz = end.sm_clock_mhz;
+  if (end.sm_clock_samples > start.sm_clock_samples) {
+    g.sm_clock_mhz = (end.sm_clock_mhz_sum - start.sm_clock_mhz_sum) /
+                     static_cast<double>(end.sm_clock_samples - start.sm_clock_samples);
+  }
   g.sm_clock_max_mhz = end.sm_clock_max_mhz;
   // A snapshot of the power at the end says little (at the last sync the board is idle);
   // the energy counter gives the mean over exactly the window.

@@ -62,7 +62,8 @@ double EstimateClockOffset(int rounds = 8);
 /// The stats file's gpu_clocks over a window of `seconds` from two readings: the limited
 /// times and the energy are the counters' growth (absent where either reading lacks the
 /// counter or it went back, as on a driver reload), the energy over `seconds` the mean
-/// power; the clocks and the power limit are the end's.
+/// power, the SM clock the mean of the sampler's samples between them (absent if none); the
+/// maximum clock and the power limit are the end's.
 history::GpuClocks ClockWindow(const metrics::GpuClockReading& start,
                                const metrics::GpuClockReading& end, double seconds);
 
@@ -89,10 +90,9 @@ class StepStats {
   /// graph capture, eager steps before it) would skew bandwidth and overlap figures. With a
   /// clock source, reads the GPU's clocks: gpu_clocks cover the timed window.
   void StartTimedWindow();
-  /// With a clock source, reads the GPU's clocks as the timed window ends: call it before
-  /// the run's last device sync, while the GPU still runs the last steps, so the SM clock is
-  /// a training one, not an idle one. Records after it report this window; without it, a
-  /// record reads the clocks itself (mid-run records, at checkpoints).
+  /// With a clock source, reads the GPU's counters as the timed window ends, when the last
+  /// step is done (what follows is not training). Records after it report this window;
+  /// without it, a record reads the counters itself (mid-run records, at checkpoints).
   void EndTimedWindow();
   /// Communication time of collectives completed since the last call (for overlap).
   double TakeCommSeconds();

@@ -121,16 +121,23 @@ TEST(StepStats, TheRecordHoldsTheTimedWindowsTotals) {
 
 // A clock source is read when the timed window starts and at each record until the window
 // ends, then once at its end: the limited times and the energy are what grew in between
-// (the energy over the window's seconds is the mean power), the clocks the last reading's.
+// (the energy over the window's seconds is the mean power, the clock sums over their sample
+// count the mean clock), the maximum clock and the power limit the last reading's.
 TEST(StepStats, GpuClocksCoverTheTimedWindow) {
   StepStats stats(0, 2, "gpu-01", 0);
   int reads = 0;
-  stats.set_gpu_clock_source([&reads] {
+  uint64_t samples = 0;
+  double mhz_sum = 0;
+  stats.set_gpu_clock_source([&] {
     ++reads;
+    // Two sampler samples at 1900 - 10 x reads MHz before each reading.
+    samples += 2;
+    mhz_sum += 2 * (1900.0 - 10 * reads);
     metrics::GpuClockReading r;
     r.power_limited_seconds = 100.0 + 2.0 * reads;  // since the driver loaded
     r.thermal_limited_seconds = 7.0;
-    r.sm_clock_mhz = 1900 - reads;
+    r.sm_clock_samples = samples;
+    r.sm_clock_mhz_sum = mhz_sum;
     r.sm_clock_max_mhz = 1980;
     r.energy_joules = 5000.0 + 7.0 * reads;
     r.power_limit_watts = 700;
@@ -147,13 +154,13 @@ TEST(StepStats, GpuClocksCoverTheTimedWindow) {
   EXPECT_LT(r.gpu_clocks->seconds, 60.0);
   EXPECT_EQ(r.gpu_clocks->power_limited_seconds, 2.0);
   EXPECT_EQ(r.gpu_clocks->thermal_limited_seconds, 0.0);
-  EXPECT_EQ(r.gpu_clocks->sm_clock_mhz, 1898.0);
+  EXPECT_EQ(r.gpu_clocks->sm_clock_mhz, 1880.0);
   EXPECT_EQ(r.gpu_clocks->sm_clock_max_mhz, 1980.0);
   ASSERT_TRUE(r.gpu_clocks->power_watts.has_value());
   EXPECT_NEAR(*r.gpu_clocks->power_watts * r.gpu_clocks->seconds, 7.0, 1e-9);
   EXPECT_EQ(r.gpu_clocks->power_limit_watts, 700.0);
 
-  // The window ends while the last steps run; later records report that window, unread.
+  // The window ends with the last step; later records report that window, unread.
   std::this_thread::sleep_for(std::chrono::milliseconds(20));
   stats.EndTimedWindow();
   EXPECT_EQ(reads, 3);
@@ -162,7 +169,7 @@ TEST(StepStats, GpuClocksCoverTheTimedWindow) {
   const history::RankStats again = stats.Record(10, 0.01, 0.02);
   EXPECT_EQ(reads, 3);
   ASSERT_TRUE(ended.gpu_clocks.has_value());
-  EXPECT_EQ(ended.gpu_clocks->sm_clock_mhz, 1897.0);
+  EXPECT_EQ(ended.gpu_clocks->sm_clock_mhz, 1875.0);
   EXPECT_EQ(ended.gpu_clocks->power_limited_seconds, 4.0);
   EXPECT_GE(ended.gpu_clocks->seconds, 0.02);
   EXPECT_EQ(again.gpu_clocks->seconds, ended.gpu_clocks->seconds);
@@ -196,7 +203,7 @@ TEST(ClockWindow, ACounterMissingOrGoingBackGivesNoLimitedTime) {
   EXPECT_EQ(g.seconds, 4.0);
   EXPECT_FALSE(g.power_limited_seconds.has_value());
   EXPECT_FALSE(g.thermal_limited_seconds.has_value());
-  EXPECT_FALSE(g.sm_clock_mhz.has_value());
+  EXPECT_FALSE(g.sm_clock_mhz.has_value()) << "no sample in the window";
 }
 
 }  // namespace
