@@ -48,7 +48,7 @@ std::string Percent(const std::optional<double>& share) {
 }
 
 // "SM clock 1882 of 1980 MHz, mean power 693.1 of 700.0 W": what the rank's record has of the two
-// (the clock as the timed steps ended, the power their mean).
+// (both means over the timed steps).
 std::string ClockDetail(const history::GpuClocks& g) {
   std::string clock, power;
   if (g.sm_clock_mhz) {
@@ -123,7 +123,7 @@ std::string RenderGpuClocksText(const Diagnosis& d) {
   std::ostringstream out;
   out << "\ngpu clocks over the timed steps (NVML):\n";
   detail::PrintTable(out, rows);
-  out << "  (sm_MHz as the timed steps ended; power_W their mean board power; limited = "
+  out << "  (means over the timed steps, checkpoints and evaluations left out; limited = "
          "share of them the power or thermal limit held the clocks down)\n";
   return out.str();
 }

@@ -284,6 +284,7 @@ class TrainingLoop {
   void Evaluate(int64_t step) {
     out_.heartbeat.Beat(step, "eval");
     const auto e0 = Clock::now();
+    out_.stats.PauseTimedWindow();
     telemetry::SynchronizeDevice(device_.cuda);  // the step's work first, then eager eval
     const EvalResult r =
         o_.tokens ? EvaluateMaskedLm(o_.evaluation, place_, device_, state_, *data_.val, *o_.tokens,
@@ -313,6 +314,7 @@ class TrainingLoop {
       out_.log.Info(line);
     }
     if (step > warmup_end_) totals_.eval_seconds += base::Seconds(e0, Clock::now());
+    out_.stats.ResumeTimedWindow();
   }
 
   // Collective: every rank's RNG state to rank 0, which writes the checkpoint of `step`
@@ -320,6 +322,9 @@ class TrainingLoop {
   void Checkpoint(int64_t step) {
     out_.heartbeat.Beat(step, "checkpoint");
     const auto c0 = Clock::now();
+    // Like the rates, gpu_clocks leave the checkpoint out: the board idles while it is
+    // written, and the run's last one would otherwise weigh on a short run's shares.
+    out_.stats.PauseTimedWindow();
     const data::SamplePosition next = data_.input.PositionOf((step + 1) * accum_);
     state_.data_position[0] = next.epoch;
     state_.data_position[1] = next.offset;
@@ -337,6 +342,7 @@ class TrainingLoop {
     out_.metrics.OnCheckpoint(paused);
     out_.metrics.SaveCounters();
     if (step > warmup_end_) totals_.checkpoint_seconds += paused;
+    out_.stats.ResumeTimedWindow();
     Record(step + 1, &out_.stats, history::kRunning);
   }
 

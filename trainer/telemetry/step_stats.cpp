@@ -149,40 +149,7 @@ void StepStats::StartTimedWindow() {
   input_waits_.clear();
   coll_.clear();
   comm_total_ = 0;
-  window_end_clocks_.reset();
-  if (read_clocks_) {
-    window_clocks_ = read_clocks_();
-    window_start_ = std::chrono::steady_clock::now();
-  }
-}
-
-void StepStats::EndTimedWindow() {
-  if (!read_clocks_ || !window_clocks_) return;
-  window_end_clocks_ = read_clocks_();
-  window_end_ = std::chrono::steady_clock::now();
-}
-
-history::GpuClocks ClockWindow(const metrics::GpuClockReading& start,
-                               const metrics::GpuClockReading& end, double seconds) {
-  history::GpuClocks g;
-  g.seconds = seconds;
-  const auto grown = [](const std::optional<double>& a, const std::optional<double>& b) {
-    return a && b && *b >= *a ? std::optional<double>(*b - *a) : std::nullopt;
-  };
-  g.power_limited_seconds = grown(start.power_limited_seconds, end.power_limited_seconds);
-  g.thermal_limited_seconds = grown(start.thermal_limited_seconds, end.thermal_limited_seconds);
-  if (end.sm_clock_samples > start.sm_clock_samples) {
-    g.sm_clock_mhz = (end.sm_clock_mhz_sum - start.sm_clock_mhz_sum) /
-                     static_cast<double>(end.sm_clock_samples - start.sm_clock_samples);
-  }
-  g.sm_clock_max_mhz = end.sm_clock_max_mhz;
-  // A snapshot of the power at the end says little (at the last sync the board is idle);
-  // the energy counter gives the mean over exactly the window.
-  if (const auto joules = grown(start.energy_joules, end.energy_joules); joules && seconds > 0) {
-    g.power_watts = *joules / seconds;
-  }
-  g.power_limit_watts = end.power_limit_watts;
-  return g;
+  if (clocks_) clocks_->Start();
 }
 
 double StepStats::TakeCommSeconds() {
@@ -233,13 +200,7 @@ history::RankStats StepStats::Record(int64_t steps, double p50, double p99) cons
       input_waits_.empty() ? 0.0 : *std::max_element(input_waits_.begin(), input_waits_.end());
   r.input_wait = wait;
   r.image_decode = image_decode_;
-  if (read_clocks_ && window_clocks_) {
-    const bool ended = window_end_clocks_.has_value();
-    const auto end = ended ? window_end_ : std::chrono::steady_clock::now();
-    const double seconds = std::chrono::duration<double>(end - window_start_).count();
-    r.gpu_clocks =
-        ClockWindow(*window_clocks_, ended ? *window_end_clocks_ : read_clocks_(), seconds);
-  }
+  if (clocks_) r.gpu_clocks = clocks_->Report();
   r.overlap_ratio = overlap_ratio();
   r.wait_seconds_total = wait_total_;
   for (const auto& [culprit, n] : culprit_steps_) r.culprit_steps[culprit] = static_cast<double>(n);

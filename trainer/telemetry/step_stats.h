@@ -18,6 +18,7 @@
 #include "comm/communicator.h"
 #include "history/rank_stats.h"
 #include "metrics/gpu_sampler.h"
+#include "trainer/telemetry/gpu_clock_window.h"
 
 namespace ringpilot::trainer::telemetry {
 
@@ -59,14 +60,6 @@ StragglerStep AttributeStraggler(const std::vector<ArrivalSample>& samples, int 
 /// Collective over MPI_COMM_WORLD.
 double EstimateClockOffset(int rounds = 8);
 
-/// The stats file's gpu_clocks over a window of `seconds` from two readings: the limited
-/// times and the energy are the counters' growth (absent where either reading lacks the
-/// counter or it went back, as on a driver reload), the energy over `seconds` the mean
-/// power, the SM clock the mean of the sampler's samples between them (absent if none); the
-/// maximum clock and the power limit are the end's.
-history::GpuClocks ClockWindow(const metrics::GpuClockReading& start,
-                               const metrics::GpuClockReading& end, double seconds);
-
 /// Linear-interpolated percentile of `v`, q in [0, 1]; 0 for an empty list.
 double Percentile(std::vector<double> v, double q);
 
@@ -88,12 +81,20 @@ class StepStats {
   void AddCollective(comm::CollectiveOp op, int64_t bytes, double seconds);
   /// Forgets phase and collective totals so far: the warm-up steps (cuDNN autotuning,
   /// graph capture, eager steps before it) would skew bandwidth and overlap figures. With a
-  /// clock source, reads the GPU's clocks: gpu_clocks cover the timed window.
+  /// clock source, starts its GpuClockWindow: gpu_clocks cover the timed window.
   void StartTimedWindow();
-  /// With a clock source, reads the GPU's counters as the timed window ends, when the last
-  /// step is done (what follows is not training). Records after it report this window;
-  /// without it, a record reads the counters itself (mid-run records, at checkpoints).
-  void EndTimedWindow();
+  /// Leave a checkpoint or an evaluation out of gpu_clocks, as the rates leave it out.
+  void PauseTimedWindow() {
+    if (clocks_) clocks_->Pause();
+  }
+  void ResumeTimedWindow() {
+    if (clocks_) clocks_->Resume();
+  }
+  /// After the last timed step: records after it report the window up to here (what
+  /// follows is not training); before it, a record reads the counters itself.
+  void EndTimedWindow() {
+    if (clocks_) clocks_->End();
+  }
   /// Communication time of collectives completed since the last call (for overlap).
   double TakeCommSeconds();
 
@@ -105,13 +106,10 @@ class StepStats {
   void set_expected_busbw(double bytes_per_second) { expected_busbw_ = bytes_per_second; }
   /// Image kinds: how the rank decodes its training images (written to the JSON).
   void set_image_decode(history::ImageDecode route) { image_decode_ = std::move(route); }
-  /// CUDA ranks whose GPU NVML samples (RankTelemetry::ClockSource): read when the timed
-  /// window starts and ends (or at each Record before the end), whose record then carries
-  /// gpu_clocks. Each read is a
-  /// few NVML calls on the calling thread: never per step. Must outlive this object.
-  void set_gpu_clock_source(std::function<metrics::GpuClockReading()> read) {
-    read_clocks_ = std::move(read);
-  }
+  /// CUDA ranks whose GPU NVML samples (RankTelemetry::ClockSource): read where the timed
+  /// window starts, pauses, resumes and ends, and at a Record before the end; records then
+  /// carry gpu_clocks (GpuClockWindow). Must outlive this object.
+  void set_gpu_clock_source(GpuClockWindow::Read read) { clocks_.emplace(std::move(read)); }
   double overlap_ratio() const;
   /// The step statistics file's record (history::WriteRankStats writes it). `steps` (timed
   /// steps) and the step time percentiles `p50`/`p99` come from the trainer.
@@ -133,10 +131,7 @@ class StepStats {
   double comm_total_ = 0;
   double expected_busbw_ = 0;
   std::optional<history::ImageDecode> image_decode_;
-  std::function<metrics::GpuClockReading()> read_clocks_;
-  std::optional<metrics::GpuClockReading> window_clocks_;      // read at StartTimedWindow
-  std::optional<metrics::GpuClockReading> window_end_clocks_;  // read at EndTimedWindow
-  std::chrono::steady_clock::time_point window_start_, window_end_;
+  std::optional<GpuClockWindow> clocks_;
   double wait_total_ = 0;
   double skew_sum_ = 0;
   int64_t straggler_steps_ = 0;
