@@ -226,10 +226,18 @@ Diagnosis Analyze(RunData data) {
     if (step_total <= 0) {
       for (const auto& [phase, s] : r.phase_seconds_total) step_total += s;
     }
+    if (r.gpu_idle_seconds && step_total + *r.gpu_idle_seconds > 0) {
+      d.gpu_idle_share[r.rank] = *r.gpu_idle_seconds / (step_total + *r.gpu_idle_seconds);
+    }
     const auto data_it = r.phase_seconds_total.find("data");
     if (data_it != r.phase_seconds_total.end() && step_total > 0) {
       d.input_share[r.rank] = data_it->second / step_total;
-      if (data_it->second / step_total > kInputBoundShare) d.input_bound_ranks.push_back(r.rank);
+      const auto idle = d.gpu_idle_share.find(r.rank);
+      const bool gpu_waited =
+          idle == d.gpu_idle_share.end() || idle->second >= kInputBoundGpuIdleShare;
+      if (data_it->second / step_total > kInputBoundShare && gpu_waited) {
+        d.input_bound_ranks.push_back(r.rank);
+      }
     }
     const auto it = r.phase_seconds_total.find("comm_exposed");
     if (it != r.phase_seconds_total.end() && step_total > 0) {
@@ -328,9 +336,14 @@ Diagnosis Analyze(RunData data) {
       per_step = "; per step p50 " + base::FormatFixed(r.input_wait->p50, 4) + " s, p99 " +
                  base::FormatFixed(r.input_wait->p99, 4) + " s";
     }
+    std::string gpu_idle;
+    if (const auto idle = d.gpu_idle_share.find(rank); idle != d.gpu_idle_share.end()) {
+      gpu_idle = "; its GPU sat idle " + base::FormatFixed(100 * idle->second, 1) +
+                 "% of the time, waiting for the next step";
+    }
     d.warnings.push_back("input-bound on rank " + std::to_string(rank) + ": waiting for input is " +
                          base::FormatFixed(100 * d.input_share[rank], 1) + "% of its step time" +
-                         per_step + InputBoundCause(r));
+                         per_step + gpu_idle + InputBoundCause(r));
   }
   AnalyzeGpuClocks(&d);
   if (d.mean_exposed_share && *d.mean_exposed_share > 0.3) {

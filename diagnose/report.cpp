@@ -199,6 +199,8 @@ json DiagnosisToJson(const Diagnosis& d) {
          share == d.exposed_share.end() ? json(nullptr) : json(share->second)},
         {"input_wait_share",
          d.input_share.count(r.rank) ? json(d.input_share.at(r.rank)) : json(nullptr)},
+        {"gpu_idle_share",
+         d.gpu_idle_share.count(r.rank) ? json(d.gpu_idle_share.at(r.rank)) : json(nullptr)},
         {"overlap_ratio", r.overlap_ratio ? json(*r.overlap_ratio) : json(nullptr)},
         {"wait_seconds_total", r.wait_seconds_total},
         {"compute_skew_seconds_mean", r.compute_skew_mean},

@@ -109,6 +109,7 @@ std::string RankStatsJson(const RankStats& s) {
     }
     j["gpu_clocks"] = clocks;
   }
+  if (s.gpu_idle_seconds) j["gpu_idle_seconds_total"] = *s.gpu_idle_seconds;
   if (s.overlap_ratio) j["overlap_ratio"] = *s.overlap_ratio;
   return j.dump(2) + "\n";
 }
@@ -166,6 +167,10 @@ RankStats ReadRankStats(const std::string& path, int file_rank) {
       g.*field.value = v;
     }
     s.gpu_clocks = g;
+  }
+  if (f.Has("gpu_idle_seconds_total")) {
+    s.gpu_idle_seconds = f.Number("gpu_idle_seconds_total");
+    if (*s.gpu_idle_seconds < 0) f.Fail("gpu_idle_seconds_total", "negative");
   }
   if (f.Has("overlap_ratio")) s.overlap_ratio = f.Number("overlap_ratio");
   const RecordFields strag = f.Object("straggler");

@@ -77,7 +77,11 @@ struct RankStats {
   std::optional<InputWaitSeconds> input_wait;         ///< absent in files of older versions
   std::optional<ImageDecode> image_decode;            ///< image kinds (from 2026-11-30)
   std::optional<GpuClocks> gpu_clocks;                ///< CUDA ranks (from 2026-11-30)
-  std::optional<double> overlap_ratio;                ///< share of communication hidden, [0, 1]
+  /// "gpu_idle_seconds_total", CUDA ranks (from 2026-11-30): the GPU's idle time between
+  /// timed steps, nothing queued, waiting for the host (input, launches, host syncs); the
+  /// host-side input wait overlaps the GPU's previous step and is not this.
+  std::optional<double> gpu_idle_seconds;
+  std::optional<double> overlap_ratio;  ///< share of communication hidden, [0, 1]
   // "straggler": whom this rank waited for at the gradient exchange.
   double wait_seconds_total = 0;
   std::map<int, double> culprit_steps;    ///< culprit rank -> steps it was last (whole)

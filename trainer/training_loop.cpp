@@ -192,6 +192,7 @@ class TrainingLoop {
     // step's loss is on the host too.
     readback_.Record(step, step_.loss(), step_.grad_norm());
     const double step_s = clock_.End();
+    idle_before_step_ = clock_.idle_before_step();
     if (const std::string path = profile_.AfterStep(step - start_step_); !path.empty()) {
       out_.log.Info("kernel profile " + path);
     }
@@ -221,6 +222,7 @@ class TrainingLoop {
       }
       totals_.step_seconds.push_back(step_s);
       ++totals_.timed_steps;
+      if (idle_before_step_) out_.stats.AddGpuIdle(*idle_before_step_);
       // The stats file's mean covers the steps its percentiles and phase totals cover: a
       // warm-up step (graph capture, cuDNN autotuning) can take seconds.
       out_.stats.AddStep(step_s);
@@ -285,6 +287,7 @@ class TrainingLoop {
     out_.heartbeat.Beat(step, "eval");
     const auto e0 = Clock::now();
     out_.stats.PauseTimedWindow();
+    clock_.ExcludeNextGap();
     telemetry::SynchronizeDevice(device_.cuda);  // the step's work first, then eager eval
     const EvalResult r =
         o_.tokens ? EvaluateMaskedLm(o_.evaluation, place_, device_, state_, *data_.val, *o_.tokens,
@@ -325,6 +328,7 @@ class TrainingLoop {
     // Like the rates, gpu_clocks leave the checkpoint out: the board idles while it is
     // written, and the run's last one would otherwise weigh on a short run's shares.
     out_.stats.PauseTimedWindow();
+    clock_.ExcludeNextGap();
     const data::SamplePosition next = data_.input.PositionOf((step + 1) * accum_);
     state_.data_position[0] = next.epoch;
     state_.data_position[1] = next.offset;
@@ -449,10 +453,11 @@ class TrainingLoop {
   int64_t warmup_end_ = 0;
   double launch_unix_ = 0;
   step::StepClock clock_;
-  step::StepReadback readback_;       // every step's loss for the metrics
-  telemetry::KernelProfile profile_;  // RINGPILOT_KINETO_TRACE (developers)
-  step::GraphedStep graph_;           // the step, or with accumulation its last micro-batch
-  step::GraphedStep micro_graph_;     // accumulation: the other micro-batches
+  std::optional<double> idle_before_step_;  // of the step clock_.End() last timed
+  step::StepReadback readback_;             // every step's loss for the metrics
+  telemetry::KernelProfile profile_;        // RINGPILOT_KINETO_TRACE (developers)
+  step::GraphedStep graph_;                 // the step, or with accumulation its last micro-batch
+  step::GraphedStep micro_graph_;           // accumulation: the other micro-batches
   RunTotals totals_;
   Clock::time_point timed_start_ = Clock::now();
   Clock::time_point last_report_ = Clock::now();

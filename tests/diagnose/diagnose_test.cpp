@@ -577,5 +577,35 @@ TEST(Diagnose, LowBandwidthOfHiddenCollectivesIsMarkedWithoutAWarning) {
   EXPECT_EQ(RenderDiagnosisText(d).find("stay hidden"), std::string::npos);
 }
 
+// On CUDA the host waits for input while the GPU still runs the step before: a long wait is
+// input-bound only when the GPU idled between steps too (gpu_idle_seconds_total).
+TEST(Diagnose, ACudaRankWhoseGpuNeverWaitedIsNotInputBound) {
+  RunData run;
+  run.run_dir = "/runs/x";
+  for (int rank : {0, 1}) {
+    RankStats r;
+    r.rank = rank;
+    r.world_size = 2;
+    r.steps = 200;
+    r.step_p50 = r.step_p99 = r.step_mean = 0.0334;        // 6.68 s of steps
+    r.phase_seconds_total = {{"data", 0.28 * 6.68}};       // 28% host wait on both
+    r.gpu_idle_seconds = rank == 0 ? 0.004 : 0.25 * 6.68;  // 0.06% / 20% of the time idle
+    run.ranks.push_back(r);
+  }
+  const Diagnosis d = Analyze(run);
+  EXPECT_EQ(d.input_bound_ranks, std::vector<int>({1}));
+  EXPECT_NEAR(d.gpu_idle_share.at(0), 0.004 / (6.68 + 0.004), 1e-12);
+  EXPECT_NEAR(d.gpu_idle_share.at(1), 0.2, 1e-12);
+  std::string warnings;
+  for (const std::string& w : d.warnings) warnings += w + "\n";
+  EXPECT_NE(warnings.find("input-bound on rank 1: waiting for input is 28.0% of its step time; "
+                          "its GPU sat idle 20.0% of the time, waiting for the next step"),
+            std::string::npos)
+      << warnings;
+  EXPECT_EQ(warnings.find("rank 0"), std::string::npos) << warnings;
+  EXPECT_NEAR(DiagnosisToJson(d)["ranks"][1]["gpu_idle_share"].get<double>(), 0.2, 1e-12);
+  EXPECT_TRUE(DiagnosisToJson(Analyze(RunData{})).is_object());
+}
+
 }  // namespace
 }  // namespace ringpilot::diagnose

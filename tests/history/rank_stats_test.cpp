@@ -195,6 +195,30 @@ TEST(RankStats, ACudaRanksClockLimitsAreReadBackAndWhatNvmlLacksStaysAbsent) {
   }
 }
 
+TEST(RankStats, ACudaRanksGpuIdleTimeIsReadBack) {
+  TempDir dir;
+  RankStats s = Sample();
+  s.gpu_idle_seconds = 0.125;
+  const std::string path = RankStatsPath(dir.path(), 2);
+  WriteRankStats(path, s);
+  EXPECT_EQ(json::parse(testing::ReadFile(path))["gpu_idle_seconds_total"], 0.125);
+  EXPECT_EQ(ReadRankStats(path, 2).gpu_idle_seconds, 0.125);
+  s.gpu_idle_seconds.reset();  // a CPU rank: absent, not zero
+  WriteRankStats(path, s);
+  const json j = json::parse(testing::ReadFile(path));
+  EXPECT_FALSE(j.contains("gpu_idle_seconds_total"));
+  EXPECT_FALSE(ReadRankStats(path, 2).gpu_idle_seconds.has_value());
+  json bad = j;
+  bad["gpu_idle_seconds_total"] = -0.5;
+  WriteFile(path, bad.dump());
+  try {
+    ReadRankStats(path, 2);
+    ADD_FAILURE() << "a negative idle time was read";
+  } catch (const RecordError& e) {
+    EXPECT_EQ(std::string(e.what()), path + ": 'gpu_idle_seconds_total': negative");
+  }
+}
+
 TEST(RankStats, AFileOfAnOlderVersionKeepsTheDefaults) {
   TempDir dir;
   const std::string path = RankStatsPath(dir.path(), 0);

@@ -12,13 +12,14 @@ namespace ringpilot::trainer::step {
 StepClock::StepClock(bool cuda, int lead) : cuda_(cuda), lead_(std::clamp(lead, 1, kMaxLead)) {
 #ifdef RINGPILOT_WITH_CUDA
   if (cuda_) {
-    for (int i = 0; i <= lead_; ++i) {
+    for (int i = 0; i < lead_ + 2; ++i) {
       cudaEvent_t begin, end;
       cudaEventCreate(&begin);
       cudaEventCreate(&end);
       begin_events_.push_back(begin);
       end_events_.push_back(end);
     }
+    gap_excluded_.assign(begin_events_.size(), false);
   }
 #else
   cuda_ = false;
@@ -36,6 +37,8 @@ void StepClock::Begin() {
   begin_ = std::chrono::steady_clock::now();
 #ifdef RINGPILOT_WITH_CUDA
   if (cuda_) {
+    gap_excluded_[cur_] = exclude_next_gap_;
+    exclude_next_gap_ = false;
     cudaEventRecord(static_cast<cudaEvent_t>(begin_events_[cur_]),
                     c10::cuda::getCurrentCUDAStream().stream());
   }
@@ -45,25 +48,34 @@ void StepClock::Begin() {
 double StepClock::End() {
   const double host =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - begin_).count();
+  idle_before_.reset();
 #ifdef RINGPILOT_WITH_CUDA
   if (cuda_) {
     cudaEventRecord(static_cast<cudaEvent_t>(end_events_[cur_]),
                     c10::cuda::getCurrentCUDAStream().stream());
-    const int slots = lead_ + 1;
-    // The slot `lead` steps back is the one the next step would overwrite.
-    const int back = (cur_ + 1) % slots;
+    const int slots = lead_ + 2;
+    // The step `lead` back, and the one before it (the slot the next step overwrites).
+    const int back = (cur_ + slots - lead_) % slots;
+    const int before = (back + slots - 1) % slots;
     double result = host;
-    if (recorded_ == lead_) {
+    if (ended_ >= lead_) {
       auto start = static_cast<cudaEvent_t>(begin_events_[back]);
       auto end = static_cast<cudaEvent_t>(end_events_[back]);
       cudaEventSynchronize(end);
       float ms = 0.f;
       cudaEventElapsedTime(&ms, start, end);
       result = ms / 1e3;
-    } else {
-      ++recorded_;
+      if (ended_ >= lead_ + 1 && !gap_excluded_[back]) {
+        // Both done: `end` follows them on the stream.
+        float gap_ms = 0.f;
+        if (cudaEventElapsedTime(&gap_ms, static_cast<cudaEvent_t>(end_events_[before]), start) ==
+            cudaSuccess) {
+          idle_before_ = std::max(0.f, gap_ms) / 1e3;
+        }
+      }
     }
-    cur_ = back;
+    ++ended_;
+    cur_ = (cur_ + 1) % slots;
     return result;
   }
 #endif

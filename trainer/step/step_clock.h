@@ -3,6 +3,7 @@
 #pragma once
 
 #include <chrono>
+#include <optional>
 #include <vector>
 
 namespace ringpilot::trainer::step {
@@ -26,14 +27,26 @@ class StepClock {
   /// for it if needed, which bounds how far the host runs ahead to `lead` steps); until
   /// such a step exists, the host time of the current step.
   double End();
+  /// CUDA: how long the GPU sat idle before the step End() just timed, from the end of the
+  /// step before it to this step's Begin() event: the time the host took to queue it beyond
+  /// what the GPU had left (input, launch, host syncs). None on the CPU, for the first steps,
+  /// and after a gap ExcludeNextGap() marked.
+  std::optional<double> idle_before_step() const { return idle_before_; }
+  /// The gap before the next Begin() is not the host being late (a checkpoint or an
+  /// evaluation in between): its step gets no idle_before_step().
+  void ExcludeNextGap() { exclude_next_gap_ = true; }
 
  private:
   bool cuda_;
   int lead_;
   std::chrono::steady_clock::time_point begin_;
-  std::vector<void*> begin_events_, end_events_;  // cudaEvent_t, a ring of lead + 1 steps
+  // cudaEvent_t, a ring of lead + 2 steps: the step `lead` back and the one before it.
+  std::vector<void*> begin_events_, end_events_;
+  std::vector<bool> gap_excluded_;  // per slot: the gap before that step is not idling
   int cur_ = 0;
-  int recorded_ = 0;  // steps recorded so far, up to lead
+  long long ended_ = 0;  // End() calls so far
+  bool exclude_next_gap_ = false;
+  std::optional<double> idle_before_;
 };
 
 }  // namespace ringpilot::trainer::step

@@ -149,6 +149,8 @@ void StepStats::StartTimedWindow() {
   input_waits_.clear();
   coll_.clear();
   comm_total_ = 0;
+  gpu_idle_total_ = 0;
+  gpu_idle_known_ = false;
   if (clocks_) clocks_->Start();
 }
 
@@ -201,6 +203,7 @@ history::RankStats StepStats::Record(int64_t steps, double p50, double p99) cons
   r.input_wait = wait;
   r.image_decode = image_decode_;
   if (clocks_) r.gpu_clocks = clocks_->Report();
+  if (gpu_idle_known_) r.gpu_idle_seconds = gpu_idle_total_;
   r.overlap_ratio = overlap_ratio();
   r.wait_seconds_total = wait_total_;
   for (const auto& [culprit, n] : culprit_steps_) r.culprit_steps[culprit] = static_cast<double>(n);

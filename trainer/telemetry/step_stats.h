@@ -78,6 +78,12 @@ class StepStats {
   }
   void AddStraggler(const StragglerStep& s);
   void AddStep(double seconds);
+  /// CUDA ranks: how long the GPU sat idle before a timed step, waiting for the host to queue
+  /// it (step::StepClock::idle_before_step). Written to the JSON as gpu_idle_seconds_total.
+  void AddGpuIdle(double seconds) {
+    gpu_idle_total_ += seconds;
+    gpu_idle_known_ = true;
+  }
   void AddCollective(comm::CollectiveOp op, int64_t bytes, double seconds);
   /// Forgets phase and collective totals so far: the warm-up steps (cuDNN autotuning,
   /// graph capture, eager steps before it) would skew bandwidth and overlap figures. With a
@@ -132,6 +138,8 @@ class StepStats {
   double expected_busbw_ = 0;
   std::optional<history::ImageDecode> image_decode_;
   std::optional<GpuClockWindow> clocks_;
+  double gpu_idle_total_ = 0;
+  bool gpu_idle_known_ = false;
   double wait_total_ = 0;
   double skew_sum_ = 0;
   int64_t straggler_steps_ = 0;

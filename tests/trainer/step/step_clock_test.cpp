@@ -4,6 +4,7 @@
 #include <torch/torch.h>
 
 #include <chrono>
+#include <optional>
 #include <thread>
 #include <vector>
 
@@ -22,6 +23,7 @@ TEST(StepClock, CpuStepIsTheHostTimeSinceBegin) {
     const double s = clock.End();
     EXPECT_GE(s, 0.005) << "step " << step;
     EXPECT_LT(s, 5.0) << "step " << step;
+    EXPECT_FALSE(clock.idle_before_step().has_value()) << "no GPU to idle";
   }
 }
 
@@ -52,6 +54,47 @@ TEST(StepClockCuda, ReportsTheGpuTimeOfTheStepLeadStepsBack) {
       EXPECT_GT(s, 0.5 * gpu.front()) << "lead " << lead;
       EXPECT_LT(s, 2.0 * gpu.front()) << "lead " << lead;
       EXPECT_GT(s, 1e-4) << "lead " << lead;
+    }
+  }
+}
+
+// The GPU idles between steps only when the host is late: a host that queues the next step
+// before the GPU is done gives gaps near 0; one that sleeps 40 ms after a ~10 ms step leaves
+// the GPU idle ~30 ms; an excluded gap (a checkpoint) gives none.
+TEST(StepClockCuda, IdleBeforeStepIsTheGpuGapTheHostLeft) {
+  if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device";
+  constexpr int64_t kCycles = 20'000'000;  // ~10 ms at 2 GHz
+  at::cuda::sleep(1000);
+  torch::cuda::synchronize();
+  for (int lead : {1, 2}) {
+    step::StepClock clock(/*cuda=*/true, lead);
+    std::vector<std::optional<double>> idle;
+    for (int step = 0; step < lead + 12; ++step) {
+      if (step == lead + 6) clock.ExcludeNextGap();
+      clock.Begin();
+      at::cuda::sleep(kCycles);
+      clock.End();
+      idle.push_back(clock.idle_before_step());
+      // Steps lead+3 on: the host sleeps, and the GPU runs dry before the next Begin.
+      if (step >= lead + 3) std::this_thread::sleep_for(std::chrono::milliseconds(40));
+    }
+    torch::cuda::synchronize();
+    // End() of step k reports the gap before step k - lead.
+    for (int step = 0; step <= lead; ++step) {
+      EXPECT_FALSE(idle[step].has_value()) << "lead " << lead << " step " << step;
+    }
+    for (int step = lead + 1; step < lead + 12; ++step) {
+      const int timed = step - lead;  // the step whose gap End() reported
+      if (timed == lead + 6) {
+        EXPECT_FALSE(idle[step].has_value()) << "excluded; lead " << lead;
+      } else if (timed <= lead + 3) {
+        ASSERT_TRUE(idle[step].has_value());
+        EXPECT_LT(*idle[step], 0.002) << "host ahead; lead " << lead << " step " << timed;
+      } else {
+        ASSERT_TRUE(idle[step].has_value());
+        EXPECT_GT(*idle[step], 0.015) << "host late; lead " << lead << " step " << timed;
+        EXPECT_LT(*idle[step], 0.045) << "lead " << lead << " step " << timed;
+      }
     }
   }
 }

@@ -116,6 +116,20 @@ TEST(StepStats, TheRecordHoldsTheTimedWindowsTotals) {
   EXPECT_FALSE(r.gpu_clocks.has_value()) << "no clock source: a CPU rank";
 }
 
+// A CUDA rank's GPU idle time between timed steps reaches the record; a CPU rank has none,
+// and a new timed window starts from zero.
+TEST(StepStats, GpuIdleTimeIsSummedOverTheTimedWindow) {
+  StepStats stats(0, 1, "gpu-01", 0);
+  EXPECT_FALSE(stats.Record(1, 0, 0).gpu_idle_seconds.has_value()) << "nothing added: a CPU rank";
+  stats.AddGpuIdle(0.5);  // a warm-up step's, forgotten below
+  stats.StartTimedWindow();
+  EXPECT_FALSE(stats.Record(1, 0, 0).gpu_idle_seconds.has_value());
+  stats.AddGpuIdle(0.25);
+  stats.AddGpuIdle(0.0);
+  stats.AddGpuIdle(0.125);
+  EXPECT_EQ(stats.Record(3, 0, 0).gpu_idle_seconds, 0.375);
+}
+
 // With a clock source, the record carries gpu_clocks from the timed window on (the window's
 // arithmetic: gpu_clock_window_test.cpp); a checkpoint's pause and the window's end reach it.
 TEST(StepStats, GpuClocksCoverTheTimedWindow) {
