@@ -232,9 +232,13 @@ Diagnosis Analyze(RunData data) {
     const auto data_it = r.phase_seconds_total.find("data");
     if (data_it != r.phase_seconds_total.end() && step_total > 0) {
       d.input_share[r.rank] = data_it->second / step_total;
+      // Input made on the host reaches the GPU as a copy queued with the step: a late batch
+      // leaves the GPU idle between steps. nvJPEG's batches are made on the GPU, and the
+      // step's stream waits for them inside the step: there the host's wait is the measure.
       const auto idle = d.gpu_idle_share.find(r.rank);
-      const bool gpu_waited =
-          idle == d.gpu_idle_share.end() || idle->second >= kInputBoundGpuIdleShare;
+      const bool decoded_on_gpu = r.image_decode && r.image_decode->where == history::kDecodeOnGpu;
+      const bool gpu_waited = idle == d.gpu_idle_share.end() || decoded_on_gpu ||
+                              idle->second >= kInputBoundGpuIdleShare;
       if (data_it->second / step_total > kInputBoundShare && gpu_waited) {
         d.input_bound_ranks.push_back(r.rank);
       }

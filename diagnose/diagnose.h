@@ -265,7 +265,8 @@ struct Diagnosis {
   /// rank -> the GPU's idle time between steps / (its step time + that idle), CUDA ranks
   std::map<int, double> gpu_idle_share;
   /// Ranks whose input share is above kInputBoundShare and, where the GPU's idle time is
-  /// known, whose GPU idled at least kInputBoundGpuIdleShare of the time.
+  /// known and the input is made on the host, whose GPU idled at least
+  /// kInputBoundGpuIdleShare of the time.
   std::vector<int> input_bound_ranks;
   /// Ranks with a limit share of at least kClockLimitedShare, by cause, then share descending.
   std::vector<ClockLimitedRank> clock_limited;
@@ -279,10 +280,10 @@ struct Diagnosis {
 
 /// A rank whose input wait is above this share of its step time is input-bound...
 inline constexpr double kInputBoundShare = 0.2;
-/// ...on CUDA, only when its GPU also idled between steps for at least this share of the
-/// time: the host waits for input while the GPU still runs the step before, so a long host
-/// wait can cost nothing (a synthetic ResNet-50 batch takes 9.5 ms to make on the host,
-/// 28% of the step, all of it behind the GPU's step).
+/// ...on CUDA with input made on the host, only when its GPU also idled between steps for
+/// at least this share of the time: the host waits for input while the GPU still runs the
+/// step before, so a long host wait can cost nothing (a synthetic ResNet-50 batch takes
+/// 10 ms of the host's 33 ms step to make, all of it behind the GPU's step).
 inline constexpr double kInputBoundGpuIdleShare = 0.05;
 /// A GPU whose clocks a limit held down for at least this share of the timed steps is named.
 inline constexpr double kClockLimitedShare = 0.1;
