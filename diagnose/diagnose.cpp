@@ -234,7 +234,8 @@ Diagnosis Analyze(RunData data) {
       d.input_share[r.rank] = data_it->second / step_total;
       // Input made on the host reaches the GPU as a copy queued with the step: a late batch
       // leaves the GPU idle between steps. nvJPEG's batches are made on the GPU, and the
-      // step's stream waits for them inside the step: there the host's wait is the measure.
+      // step's stream also waits for them inside the step, which the idle time between
+      // steps does not see: there the host's wait stays the measure.
       const auto idle = d.gpu_idle_share.find(r.rank);
       const bool decoded_on_gpu = r.image_decode && r.image_decode->where == history::kDecodeOnGpu;
       const bool gpu_waited = idle == d.gpu_idle_share.end() || decoded_on_gpu ||

@@ -124,10 +124,12 @@ class TrainingLoop {
         if (place_.rank == 0) out_.log.Info("captured the training step in a CUDA graph");
       }
       graph_.Replay();
+      clock_.Launched();
       phases_.Launched(/*replay=*/true);
       comms_.device->OnReplayLaunched();
     } else {
       step_.Run();
+      clock_.Launched();
       phases_.Launched(/*replay=*/false);
     }
     // Generate the next batch while the device works on this one.

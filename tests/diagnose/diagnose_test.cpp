@@ -605,9 +605,8 @@ TEST(Diagnose, ACudaRankWhoseGpuNeverWaitedIsNotInputBound) {
   EXPECT_EQ(warnings.find("rank 0"), std::string::npos) << warnings;
   EXPECT_NEAR(DiagnosisToJson(d)["ranks"][1]["gpu_idle_share"].get<double>(), 0.2, 1e-12);
 
-  // nvJPEG makes the batches on the GPU: the step's stream waits for them inside the step,
-  // so the GPU does not idle between steps, and the host's wait is what counts (on the
-  // H200: 98% host wait, 0.3% idle, 71% of the synthetic rate).
+  // nvJPEG makes the batches on the GPU: the step's stream also waits for them inside the
+  // step, which the idle time between steps does not see, so the host's wait counts.
   run.ranks[0].image_decode =
       history::ImageDecode{history::kDecodeOnGpu, 8, 256, "decoding JPEGs on the GPU"};
   EXPECT_EQ(Analyze(run).input_bound_ranks, std::vector<int>({0, 1}));

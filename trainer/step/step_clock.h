@@ -21,6 +21,10 @@ class StepClock {
   StepClock& operator=(const StepClock&) = delete;
 
   void Begin();
+  /// The step's GPU work is queued (before the host goes on to wait for the next batch):
+  /// marks where the GPU is done with the step, for idle_before_step(). A step without it
+  /// (gradient accumulation waits for input between its micro-batches) gets no idle time.
+  void Launched();
   /// Host time of the last Begin().
   std::chrono::steady_clock::time_point begin_time() const { return begin_; }
   /// CPU: seconds since Begin(). CUDA: GPU seconds of the step `lead` steps back (waiting
@@ -28,9 +32,11 @@ class StepClock {
   /// such a step exists, the host time of the current step.
   double End();
   /// CUDA: how long the GPU sat idle before the step End() just timed, from the end of the
-  /// step before it to this step's Begin() event: the time the host took to queue it beyond
-  /// what the GPU had left (input, launch, host syncs). None on the CPU, for the first steps,
-  /// and after a gap ExcludeNextGap() marked.
+  /// step before's work (its Launched() event) to this step's Begin() event: the time the
+  /// host took to queue it beyond what the GPU had left (input, launch, host syncs). The
+  /// step's own time (Begin to End) includes such a wait when the host waits before End;
+  /// this says how much of it the GPU spent idle. None on the CPU, for the first steps,
+  /// after a step without Launched(), and after a gap ExcludeNextGap() marked.
   std::optional<double> idle_before_step() const { return idle_before_; }
   /// The gap before the next Begin() is not the host being late (a checkpoint or an
   /// evaluation in between): its step gets no idle_before_step().
@@ -41,8 +47,9 @@ class StepClock {
   int lead_;
   std::chrono::steady_clock::time_point begin_;
   // cudaEvent_t, a ring of lead + 2 steps: the step `lead` back and the one before it.
-  std::vector<void*> begin_events_, end_events_;
+  std::vector<void*> begin_events_, end_events_, launched_events_;
   std::vector<bool> gap_excluded_;  // per slot: the gap before that step is not idling
+  std::vector<bool> launched_;      // per slot: Launched() was called for that step
   int cur_ = 0;
   long long ended_ = 0;  // End() calls so far
   bool exclude_next_gap_ = false;
