@@ -226,8 +226,10 @@ Diagnosis Analyze(RunData data) {
     if (step_total <= 0) {
       for (const auto& [phase, s] : r.phase_seconds_total) step_total += s;
     }
-    if (r.gpu_idle_seconds && step_total + *r.gpu_idle_seconds > 0) {
-      d.gpu_idle_share[r.rank] = *r.gpu_idle_seconds / (step_total + *r.gpu_idle_seconds);
+    // A step's time runs from its begin event to its end event, which the host records
+    // after waiting for the next batch: the GPU's idle time is inside the steps' time.
+    if (r.gpu_idle_seconds && step_total > 0) {
+      d.gpu_idle_share[r.rank] = std::clamp(*r.gpu_idle_seconds / step_total, 0.0, 1.0);
     }
     const auto data_it = r.phase_seconds_total.find("data");
     if (data_it != r.phase_seconds_total.end() && step_total > 0) {

@@ -262,7 +262,8 @@ struct Diagnosis {
   double wait_per_rank_step = 0;        ///< straggler's wait / steps of the ranks that waited
   std::map<int, double> exposed_share;  ///< rank -> comm_exposed / total step time
   std::map<int, double> input_share;    ///< rank -> input wait (data phase) / total step time
-  /// rank -> the GPU's idle time between steps / (its step time + that idle), CUDA ranks
+  /// rank -> the GPU's idle time between steps / its total step time (which holds it), CUDA
+  /// ranks
   std::map<int, double> gpu_idle_share;
   /// Ranks whose input share is above kInputBoundShare and, where the GPU's idle time is
   /// known and the input is made on the host, whose GPU idled at least
