@@ -534,17 +534,23 @@ TEST(Diagnose, SaysWhichDecoderHeldAnInputBoundImageRank) {
   EXPECT_EQ(warnings.find("more data.workers"), std::string::npos) << warnings;
 }
 
+// Rank `rank` of a 2-rank run, 200 timed steps of `step_seconds` each.
+RankStats TimedRankOfTwo(int rank, double step_seconds) {
+  RankStats r;
+  r.rank = rank;
+  r.world_size = 2;
+  r.steps = 200;
+  r.step_p50 = r.step_p99 = r.step_mean = step_seconds;
+  return r;
+}
+
 // The all-reduces of a healthy overlapped run: slow beside backward, but hidden. Their low bus
 // bandwidth is marked in the table without a warning; once they are exposed, it warns.
 TEST(Diagnose, LowBandwidthOfHiddenCollectivesIsMarkedWithoutAWarning) {
   RunData run;
   run.run_dir = "/runs/x";
   for (int rank : {0, 1}) {
-    RankStats r;
-    r.rank = rank;
-    r.world_size = 2;
-    r.steps = 200;
-    r.step_p50 = r.step_p99 = r.step_mean = 0.0145;
+    RankStats r = TimedRankOfTwo(rank, 0.0145);
     r.phase_seconds_total = {{"backward", 1.85}, {"comm_exposed", 0.001}};
     history::CollectiveTotals c;
     c.op = "allreduce";
@@ -583,11 +589,7 @@ TEST(Diagnose, ACudaRankWhoseGpuNeverWaitedIsNotInputBound) {
   RunData run;
   run.run_dir = "/runs/x";
   for (int rank : {0, 1}) {
-    RankStats r;
-    r.rank = rank;
-    r.world_size = 2;
-    r.steps = 200;
-    r.step_p50 = r.step_p99 = r.step_mean = 0.0334;        // 6.68 s of steps
+    RankStats r = TimedRankOfTwo(rank, 0.0334);            // 6.68 s of steps
     r.phase_seconds_total = {{"data", 0.28 * 6.68}};       // 28% host wait on both
     r.gpu_idle_seconds = rank == 0 ? 0.004 : 0.25 * 6.68;  // 0.06% / 25% of the time idle
     run.ranks.push_back(r);
