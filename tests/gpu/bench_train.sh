@@ -29,7 +29,8 @@
 # step_ms, step_p99_ms, first_step_s, peak_mem_gb; sm_clock_mhz, power_w and
 # power_capped_share from nvidia-smi during the run (tests/gpu/gpu_watch.py); ringpilot rows
 # also comm_exposed_ms, comm_exposed_share and overlap_ratio from the GPU timeline, and
-# nvml_power_limited_share, rank 0's stats file's gpu_clocks over the timed steps) and
+# nvml_power_limited_share, rank 0's stats file's gpu_clocks over the timed steps, and
+# diagnose_warnings, `ringpilot diagnose --json`'s warnings on the run directory) and
 # prints a table last, with the scaling of each impl relative to its 1-GPU row. Any GPU
 # count: --worlds "1 2 4 8".
 set -euo pipefail
@@ -111,6 +112,9 @@ YAML
     tail -25 "$dir.log" >&2
     return 0
   fi
+  # What `ringpilot diagnose` says of the run (every rank: power-limited GPUs, stragglers,
+  # input-bound ranks, exposed communication), kept in the row.
+  "$RP" diagnose --json "$dir" >"$dir.diagnose.json" 2>/dev/null || rm -f "$dir.diagnose.json"
   python3 - "$dir/summary.json" "$model" "$world" "$batch" "$dir/logs/rank-0.stats.json" \
     <<'PY' | python3 "$ROOT/tests/gpu/gpu_watch.py" merge "$dir.smi" "$(used_gpus "$world")" >>"$OUTFILE"
 import json, os, sys
@@ -142,6 +146,9 @@ if os.path.exists(sys.argv[5]):
     clocks = st.get("gpu_clocks") or {}
     if clocks.get("seconds") and clocks.get("power_limited_seconds") is not None:
         row["nvml_power_limited_share"] = min(1.0, clocks["power_limited_seconds"] / clocks["seconds"])
+diagnosis = os.path.dirname(os.path.dirname(sys.argv[5])) + ".diagnose.json"
+if os.path.exists(diagnosis):
+    row["diagnose_warnings"] = json.load(open(diagnosis)).get("warnings", [])
 print(json.dumps(row))
 PY
 }
