@@ -326,7 +326,7 @@ Diagnosis Analyze(RunData data) {
   // A collective overlapped with backward runs as slowly as its share of the GPU lets it;
   // that costs nothing while it stays hidden. Unknown exposure (a program's NCCL records)
   // still warns.
-  const bool comm_hidden = d.mean_exposed_share && *d.mean_exposed_share < kHiddenCommShare;
+  const bool comm_hidden = CommunicationHidden(d);
   for (const CollectiveRow& row : d.collectives) {
     if (!row.low || comm_hidden) continue;
     d.warnings.push_back(row.op + " " + row.size_bucket + ": bus bandwidth " +

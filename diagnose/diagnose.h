@@ -295,6 +295,13 @@ inline constexpr double kHiddenCommShare = 0.02;
 
 Diagnosis Analyze(RunData data);
 
+/// Whether the run's communication stayed hidden behind compute (exposed under
+/// kHiddenCommShare; false when the exposure is unknown): its LOW bus bandwidth rows then
+/// get no warning, and the text report says why.
+inline bool CommunicationHidden(const Diagnosis& d) {
+  return d.mean_exposed_share && *d.mean_exposed_share < kHiddenCommShare;
+}
+
 /// The program part (diagnose/program.cpp): reads RUN_DIR/logs/rank-<N>.nccl.json and
 /// logs/topology-<host>.json into `data`; analyses them into `d->program` and its warnings.
 void LoadPluginRanks(const std::string& run_dir, RunData* data);

@@ -70,6 +70,9 @@ void AnalyzeGpuClocks(Diagnosis* d) {
   for (const RankStats& r : d->data.ranks) {
     if (r.gpu_clocks) by_rank[r.rank] = &r;
   }
+  const bool several_ranks =
+      d->data.ranks.size() > 1 || std::any_of(d->data.ranks.begin(), d->data.ranks.end(),
+                                              [](const RankStats& r) { return r.world_size > 1; });
   for (const Limit& limit : kLimits) {
     std::vector<ClockLimitedRank> limited;
     for (const auto& [rank, r] : by_rank) {
@@ -91,9 +94,6 @@ void AnalyzeGpuClocks(Diagnosis* d) {
       text += " and " + std::to_string(limited.size() - kNamedRanks) + " more rank(s)";
     }
     text += std::string(": ") + limit.advice;
-    const bool several_ranks = std::any_of(d->data.ranks.begin(), d->data.ranks.end(),
-                                           [](const RankStats& r) { return r.world_size > 1; }) ||
-                               d->data.ranks.size() > 1;
     if (several_ranks) text += limit.advice_several_gpus;
     const bool straggler_among =
         d->straggler && std::any_of(limited.begin(), limited.end(), [&](const ClockLimitedRank& c) {

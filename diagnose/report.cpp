@@ -128,7 +128,7 @@ std::string RenderDiagnosisText(const Diagnosis& d) {
       c.Print(out);
       const bool any_low = std::any_of(d.collectives.begin(), d.collectives.end(),
                                        [](const CollectiveRow& row) { return row.low; });
-      if (any_low && d.mean_exposed_share && *d.mean_exposed_share < kHiddenCommShare) {
+      if (any_low && CommunicationHidden(d)) {
         out << "  (LOW: under half the expected bus bandwidth; these collectives run beside "
                "backward and stay hidden, so they do not set the step time)\n";
       }

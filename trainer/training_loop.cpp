@@ -194,7 +194,6 @@ class TrainingLoop {
     // step's loss is on the host too.
     readback_.Record(step, step_.loss(), step_.grad_norm());
     const double step_s = clock_.End();
-    idle_before_step_ = clock_.idle_before_step();
     if (const std::string path = profile_.AfterStep(step - start_step_); !path.empty()) {
       out_.log.Info("kernel profile " + path);
     }
@@ -224,7 +223,9 @@ class TrainingLoop {
       }
       totals_.step_seconds.push_back(step_s);
       ++totals_.timed_steps;
-      if (idle_before_step_) out_.stats.AddGpuIdle(*idle_before_step_);
+      if (const std::optional<double> idle = clock_.idle_before_step()) {
+        out_.stats.AddGpuIdle(*idle);
+      }
       // The stats file's mean covers the steps its percentiles and phase totals cover: a
       // warm-up step (graph capture, cuDNN autotuning) can take seconds.
       out_.stats.AddStep(step_s);
@@ -455,11 +456,10 @@ class TrainingLoop {
   int64_t warmup_end_ = 0;
   double launch_unix_ = 0;
   step::StepClock clock_;
-  std::optional<double> idle_before_step_;  // of the step clock_.End() last timed
-  step::StepReadback readback_;             // every step's loss for the metrics
-  telemetry::KernelProfile profile_;        // RINGPILOT_KINETO_TRACE (developers)
-  step::GraphedStep graph_;                 // the step, or with accumulation its last micro-batch
-  step::GraphedStep micro_graph_;           // accumulation: the other micro-batches
+  step::StepReadback readback_;       // every step's loss for the metrics
+  telemetry::KernelProfile profile_;  // RINGPILOT_KINETO_TRACE (developers)
+  step::GraphedStep graph_;           // the step, or with accumulation its last micro-batch
+  step::GraphedStep micro_graph_;     // accumulation: the other micro-batches
   RunTotals totals_;
   Clock::time_point timed_start_ = Clock::now();
   Clock::time_point last_report_ = Clock::now();

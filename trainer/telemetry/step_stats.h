@@ -6,9 +6,7 @@
 #pragma once
 
 #include <array>
-#include <chrono>
 #include <cstdint>
-#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -17,7 +15,6 @@
 
 #include "comm/communicator.h"
 #include "history/rank_stats.h"
-#include "metrics/gpu_sampler.h"
 #include "trainer/telemetry/gpu_clock_window.h"
 
 namespace ringpilot::trainer::telemetry {
